@@ -1,0 +1,47 @@
+"""``python -m kubesim serve --port P --scenario NAME ...``: serve a simulated cluster."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from kubesim.running import KubeSim, parse_release
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kubesim", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve a simulated GPU cluster on 127.0.0.1")
+    serve.add_argument("--port", type=int, default=0, help="port (0 picks a free one)")
+    serve.add_argument("--scenario", default="gpu-small", help="gpu-small (default) or gpu-large")
+    serve.add_argument("--nodes", type=int, default=None, help="node count (gpu-large)")
+    serve.add_argument("--k8s-version", default="1.31", help="release to simulate, 1.27 .. 1.34")
+    serve.add_argument("--event-ttl", default="1h", help="how long events are kept (default 1h)")
+    serve.add_argument("--speed", type=float, default=1.0, help="simulated seconds per real second")
+    serve.add_argument("--kubeconfig", required=True, help="where to write the kubeconfig")
+    serve.add_argument("--context", default="kubesim", help="context name in the kubeconfig")
+    args = parser.parse_args(argv)
+    try:
+        parse_release(args.k8s_version)
+        sim = KubeSim(
+            scenario=args.scenario, nodes=args.nodes, k8s_version=args.k8s_version,
+            event_ttl=args.event_ttl, speed=args.speed, port=args.port,
+            kubeconfig=args.kubeconfig, context=args.context,
+        ).start()
+    except (ValueError, OSError) as exc:
+        print(f"kubesim: {exc}", file=sys.stderr)
+        return 2
+    print(sim.url, flush=True)
+    print(f"kubeconfig written to {sim.kubeconfig} (context {args.context})", flush=True)
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    sim.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""kubesim's own control API under ``/sim/v1/``: faults, the clock, the mutation log.
+
+- ``POST /sim/v1/faults`` with ``{"kind": ...}``:
+  ``kubelet-restart`` ``{node}``; ``node-not-ready`` ``{node, duration?}``; ``node-ready``
+  ``{node}``; ``api-errors`` ``{count=1, code=500|429, delay=0, path?, retry_after=1}`` (the
+  next ``count`` API requests fail, or answer after ``delay`` seconds when ``code`` is 0);
+  ``compact`` (drop watch history: older watches and continue tokens get 410);
+  ``forbid`` ``{path, verb?}`` / ``allow`` (403 for a path prefix); ``feature-gate`` ``{name, enabled}``.
+- ``POST /sim/v1/clock`` ``{"advance": "24h"}`` moves simulated time and fires what falls due;
+  ``GET /sim/v1/clock`` tells the simulated now.
+- ``GET /sim/v1/requests`` lists the mutating API requests received (verb, path, time);
+  ``DELETE /sim/v1/requests`` clears it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from kubesim.clock import parse_duration
+from kubesim.simulation import Simulation
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    return web.Response(text=json.dumps(body), status=status, content_type="application/json")
+
+
+def _bad(message: str) -> web.Response:
+    return _json({"error": message}, 400)
+
+
+def apply_fault(sim: Simulation, fault: dict[str, Any]) -> str | None:
+    """Apply one fault; returns an error message for a bad request, else ``None``."""
+    kind = fault.get("kind")
+    kubelet = sim.controllers.get("kubelet")
+    if kind in ("kubelet-restart", "node-not-ready", "node-ready"):
+        node = fault.get("node")
+        if not node or sim.store.get(("", "nodes"), "", node) is None:
+            return f"unknown node {node!r}"
+        if kubelet is None:
+            return "this simulation runs no kubelets"
+        if kind == "kubelet-restart":
+            kubelet.restart_kubelet(node)
+        else:
+            kubelet.set_node_ready(node, kind == "node-ready")
+            if kind == "node-not-ready" and fault.get("duration"):
+                sim.call_later(parse_duration(fault["duration"]), lambda: kubelet.set_node_ready(node, True))
+    elif kind == "api-errors":
+        code = int(fault.get("code", 500))
+        if code not in (0, 429, 500, 503):
+            return "code must be 500, 503, 429, or 0 with a delay for slow answers"
+        sim.faults.api_errors.append(
+            {
+                "remaining": int(fault.get("count", 1)),
+                "code": code,
+                "delay": float(fault.get("delay", 0)),
+                "path": fault.get("path"),
+                "retry_after": int(fault.get("retry_after", 1)),
+            }
+        )
+    elif kind == "compact":
+        sim.store.compact()
+    elif kind == "forbid":
+        if not fault.get("path"):
+            return "forbid needs a path prefix"
+        sim.faults.forbidden.append({"path": fault["path"], "verb": fault.get("verb")})
+    elif kind == "allow":
+        sim.faults.forbidden.clear()
+    elif kind == "feature-gate":
+        sim.feature_gates[str(fault.get("name"))] = bool(fault.get("enabled"))
+    else:
+        return (
+            f"unknown fault kind {kind!r}: use kubelet-restart, node-not-ready, node-ready, "
+            "api-errors, compact, forbid, allow or feature-gate"
+        )
+    sim.settle()
+    return None
+
+
+async def handle(sim: Simulation, request: web.Request) -> web.Response:
+    path = request.path.rstrip("/")
+    body: dict[str, Any] = {}
+    if request.method == "POST":
+        try:
+            body = json.loads(await request.read() or b"{}")
+        except ValueError:
+            return _bad("the body must be JSON")
+        if not isinstance(body, dict):
+            return _bad("the body must be a JSON object")
+    if path == "/sim/v1/faults" and request.method == "POST":
+        problem = apply_fault(sim, body)
+        return _bad(problem) if problem else _json({"applied": body})
+    if path == "/sim/v1/clock":
+        if request.method == "POST":
+            try:
+                seconds = parse_duration(body.get("advance", 0))
+            except ValueError as exc:
+                return _bad(str(exc))
+            sim.advance(seconds)
+        return _json({"now": sim.clock.now().isoformat().replace("+00:00", "Z")})
+    if path == "/sim/v1/requests":
+        if request.method == "DELETE":
+            sim.mutations.clear()
+        return _json({"items": sim.mutations})
+    return _json({"error": f"no such control endpoint: {request.method} {path}"}, 404)

@@ -1,0 +1,473 @@
+"""kubesim's HTTP front: the Kubernetes REST API over aiohttp, answered from the store.
+
+Routing follows the real paths (``/api/v1/...``, ``/apis/<group>/<version>/...``,
+``namespaces/<ns>/<plural>/<name>/<subresource>``); every answer is what a real API
+server would send, errors included (``metav1.Status`` with code and reason). Requests
+need the bearer token from the kubeconfig, except the health and version endpoints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+from collections import Counter
+from typing import Any
+
+from aiohttp import web
+
+from kubesim import control, conversion, discovery, errors, openapi, patching, selectors, tables
+from kubesim.clock import parse_time
+from kubesim.resources import ResourceType
+from kubesim.simulation import Simulation
+from kubesim.watching import serve_watch
+
+PUBLIC_PATHS = ("/healthz", "/readyz", "/livez", "/version")
+MUTATING = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+PATCH_TYPES = (
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+)
+
+
+def dumps(body: Any) -> str:
+    return json.dumps(body, separators=(",", ":"))
+
+
+def json_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(text=dumps(body), status=status, content_type="application/json")
+
+
+def error_response(exc: errors.ApiError, headers: dict[str, str] | None = None) -> web.Response:
+    resp = json_response(exc.status(), exc.code)
+    for k, v in (headers or {}).items():
+        resp.headers[k] = v
+    return resp
+
+
+class Target:
+    """A parsed resource path: resource, namespace, name, subresource."""
+
+    def __init__(self, res: ResourceType, namespace: str | None, name: str | None, sub: str | None):
+        self.res, self.namespace, self.name, self.sub = res, namespace, name, sub
+
+
+def parse_target(sim: Simulation, path: str) -> Target | None:
+    parts = [p for p in path.split("/") if p]
+    if parts[:2] == ["api", "v1"]:
+        group, version, rest = "", "v1", parts[2:]
+    elif parts and parts[0] == "apis" and len(parts) >= 3:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        candidate = sim.surface.lookup(group, version, rest[2])
+        if candidate is not None and candidate.namespaced:
+            namespace, rest = rest[1], rest[2:]
+    if not rest or len(rest) > 3:
+        return None
+    res = sim.surface.lookup(group, version, rest[0])
+    if res is None:
+        return None
+    name = rest[1] if len(rest) >= 2 else None
+    sub = rest[2] if len(rest) == 3 else None
+    if sub is not None and sub not in res.subresources:
+        return None
+    return Target(res, namespace, name, sub)
+
+
+class ApiServer:
+    """The aiohttp application around one :class:`Simulation`."""
+
+    def __init__(self, sim: Simulation, *, token: str) -> None:
+        self.sim = sim
+        self.token = token
+        self.address = "127.0.0.1:0"
+        self.request_counts: Counter[tuple[str, str, int]] = Counter()
+        self.app = web.Application(client_max_size=64 * 1024 * 1024)
+        self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
+
+    # ------------------------------------------------------------ dispatch
+    async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        if path in PUBLIC_PATHS:
+            return self.public(path)
+        if request.headers.get("Authorization", "") != f"Bearer {self.token}":
+            return error_response(errors.ApiError(401, "Unauthorized", "Unauthorized"))
+        fault = self.sim.faults.next_api_error(path)
+        if fault is not None:
+            if fault.get("delay"):
+                await asyncio.sleep(float(fault["delay"]))
+            if fault.get("code"):
+                code = int(fault["code"])
+                reason = "TooManyRequests" if code == 429 else "InternalError"
+                msg = (
+                    "the server has received too many requests and has asked us to try again later"
+                    if code == 429
+                    else "an error on the server (\"injected fault\") has prevented the request from succeeding"
+                )
+                headers = {"Retry-After": str(fault.get("retry_after", 1))} if code == 429 else {}
+                return error_response(errors.ApiError(code, reason, msg), headers)
+        if path.startswith("/sim/"):
+            return await control.handle(self.sim, request)
+        try:
+            return await self.route(request)
+        except errors.ApiError as exc:
+            return error_response(exc)
+
+    def public(self, path: str) -> web.Response:
+        if path == "/version":
+            return json_response(discovery.version_info(self.sim.minor))
+        return web.Response(text="ok", content_type="text/plain")
+
+    async def route(self, request: web.Request) -> web.StreamResponse:
+        path = request.path.rstrip("/") or "/"
+        method = request.method
+        if method == "GET":
+            body = self.discovery(path, request.headers.get("Accept", ""))
+            if body is not None:
+                return body
+        target = parse_target(self.sim, path)
+        if target is None:
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        verb = self.verb(request, target)
+        if self.sim.faults.is_forbidden(path, verb):
+            scope = f'in the namespace "{target.namespace}"' if target.namespace else "at the cluster scope"
+            raise errors.ApiError(
+                403,
+                "Forbidden",
+                f'{target.res.plural} is forbidden: User "system:serviceaccount:upgradebot:upgradebot" '
+                f'cannot {verb} resource "{target.res.plural}" in API group "{target.res.group}" {scope}',
+                {"kind": target.res.plural, "group": target.res.group},
+            )
+        code = 200
+        try:
+            response = await self.serve(request, target, verb)
+            code = response.status
+            return response
+        except errors.ApiError as exc:
+            code = exc.code
+            raise
+        finally:
+            self.request_counts[(verb, target.res.plural, code)] += 1
+            if method in MUTATING:
+                self.sim.mutations.append(
+                    {
+                        "verb": verb,
+                        "method": method,
+                        "path": request.path,
+                        "query": request.query_string,
+                        "dryRun": request.query.get("dryRun") == "All",
+                        "code": code,
+                        "time": self.sim.clock.now().isoformat().replace("+00:00", "Z"),
+                    }
+                )
+
+    @staticmethod
+    def verb(request: web.Request, target: Target) -> str:
+        if request.method == "GET":
+            if target.name:
+                return "get"
+            return "watch" if request.query.get("watch") in ("true", "1") else "list"
+        if request.method == "DELETE" and not target.name:
+            return "deletecollection"
+        return MUTATING.get(request.method, request.method.lower())
+
+    def discovery(self, path: str, accept: str = "") -> web.Response | None:
+        surface = self.sim.surface
+        if path == "/api":
+            return json_response(discovery.api_versions(self.address))
+        if path == "/apis":
+            return json_response(discovery.api_group_list(surface))
+        if path == "/metrics":
+            counts = {
+                (f"{p}.{g}" if g else p): self.sim.store.count((g, p))
+                for (g, p) in {r.group_resource for r in surface.resources}
+            }
+            text = discovery.metrics_text(
+                self.sim.minor, self.sim.feature_gates, counts, dict(self.request_counts)
+            )
+            return web.Response(text=text, content_type="text/plain")
+        parts = [p for p in path.split("/") if p]
+        if parts == ["api", "v1"]:
+            return json_response(discovery.api_resource_list(surface, "", "v1"))
+        if len(parts) == 2 and parts[0] == "apis":
+            group = discovery.api_group(surface, parts[1])
+            if group is None:
+                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            return json_response(group)
+        if len(parts) == 3 and parts[0] == "apis":
+            listing = discovery.api_resource_list(surface, parts[1], parts[2])
+            if listing is None:
+                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            return json_response(listing)
+        if parts == ["openapi", "v2"]:
+            gv = discovery.version_info(self.sim.minor)["gitVersion"]
+            if "protobuf" in accept:
+                return web.Response(
+                    body=openapi.v2_document_protobuf(gv),
+                    content_type="application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+                )
+            return json_response(openapi.v2_document_json(gv))
+        if parts[:2] == ["openapi", "v3"]:
+            if len(parts) == 2:
+                return json_response(openapi.root_document(surface))
+            rest = parts[2:]
+            group, version = ("", rest[1]) if rest[0] == "api" and len(rest) == 2 else (
+                (rest[1], rest[2]) if rest[0] == "apis" and len(rest) == 3 else ("", "")
+            )
+            doc = openapi.gv_document(surface, group, version) if version else None
+            if doc is None:
+                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            return json_response(doc)
+        if parts and parts[0] in ("openapi", "logs"):
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        return None
+
+    # --------------------------------------------------------------- verbs
+    async def serve(self, request: web.Request, target: Target, verb: str) -> web.StreamResponse:
+        res = target.res
+        dry_run = request.query.get("dryRun") == "All"
+        if "dryRun" in request.query and not dry_run:
+            raise errors.bad_request(f"Invalid dry run value: {request.query['dryRun']}")
+        if verb == "watch":
+            return await serve_watch(self, request, target)
+        if verb == "list":
+            return self.list(request, target)
+        if verb == "get":
+            if target.sub == "log":
+                return self.log(request, target)
+            obj = self.fetch(target)
+            return self.respond_object(request, target, obj)
+        body = await self.body(request) if request.method in ("POST", "PUT", "PATCH") else None
+        store = self.sim.store
+        if verb == "create":
+            if target.name:
+                if target.sub == "eviction" and res.kind == "Pod":
+                    deleted = store.delete(res, target.namespace or "", target.name, dry_run=dry_run)
+                    return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                          "status": "Success", "code": 201, "details": {"name": deleted["metadata"]["name"]}}, 201)
+                raise errors.method_not_allowed()
+            obj = self.to_storage(res, body)
+            self.check_namespace(target, obj)
+            created = store.create(res, obj, dry_run=dry_run)
+            return self.respond_object(request, target, created, status=201)
+        if verb == "update":
+            obj = self.to_storage(res, body)
+            self.check_namespace(target, obj)
+            if (obj.get("metadata") or {}).get("name") != target.name:
+                raise errors.bad_request("the name of the object does not match the name on the URL")
+            updated = store.replace(res, obj, subresource=target.sub, dry_run=dry_run)
+            return self.respond_object(request, target, updated)
+        if verb == "patch":
+            return self.patch(request, target, body, dry_run)
+        if verb == "delete":
+            options = body_options(await request.read(), request.query)
+            deleted = store.delete(
+                res,
+                target.namespace or "",
+                target.name or "",
+                dry_run=dry_run,
+                grace_seconds=options.get("gracePeriodSeconds"),
+                propagation=options.get("propagationPolicy"),
+                preconditions=options.get("preconditions"),
+            )
+            return self.respond_object(request, target, deleted)
+        if verb == "deletecollection":
+            predicate = self.predicate(request, target)
+            victims = store.list(res.group_resource, target.namespace, predicate)
+            for obj in victims:
+                store.delete(res, obj["metadata"].get("namespace", ""), obj["metadata"]["name"], dry_run=dry_run)
+            return self.list_response(target, victims, None, None)
+        raise errors.method_not_allowed()
+
+    async def body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        try:
+            return json.loads(raw or b"{}")
+        except ValueError as exc:
+            raise errors.bad_request(f"the request body is not valid JSON: {exc}") from None
+
+    def check_namespace(self, target: Target, obj: dict[str, Any]) -> None:
+        if not target.res.namespaced:
+            return
+        m = obj.setdefault("metadata", {})
+        if m.get("namespace") and target.namespace and m["namespace"] != target.namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        if target.namespace:
+            m["namespace"] = target.namespace
+
+    def fetch(self, target: Target) -> dict[str, Any]:
+        obj = self.sim.store.get(target.res.group_resource, target.namespace or "", target.name or "")
+        if obj is None:
+            raise errors.not_found(target.res, target.name or "")
+        return obj
+
+    def to_storage(self, res: ResourceType, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise errors.bad_request("the request body must be a JSON object")
+        if body.get("kind") and body["kind"] != res.kind:
+            raise errors.bad_request(
+                f"the API version in the data ({body.get('apiVersion')}) does not match the expected "
+                f"API version ({res.api_version})"
+            )
+        storage = self.sim.store.storage_type(res)
+        return conversion.convert(body, res, storage)
+
+    def from_storage(self, res: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        return conversion.convert(obj, self.sim.store.storage_type(res), res)
+
+    def respond_object(
+        self, request: web.Request, target: Target, obj: dict[str, Any], status: int = 200
+    ) -> web.Response:
+        out = self.from_storage(target.res, obj)
+        if "as=Table" in request.headers.get("Accept", "") and target.sub is None:
+            table = tables.to_table(
+                target.res.plural, [out], now=self.sim.clock.now(),
+                include_object=request.query.get("includeObject", "Metadata"),
+                list_meta={"resourceVersion": out["metadata"].get("resourceVersion", "")},
+            )
+            return json_response(table, status)
+        return json_response(out, status)
+
+    def predicate(self, request: web.Request, target: Target) -> Any:
+        label = selectors.parse_label_selector(request.query.get("labelSelector", ""))
+        field_text = request.query.get("fieldSelector", "")
+        allowed = selectors.FIELD_SELECTORS.get(target.res.plural, selectors.FIELD_SELECTORS["default"])
+        field = selectors.parse_field_selector(field_text, allowed) if field_text else None
+        if not request.query.get("labelSelector") and field is None:
+            return None
+
+        def match(obj: dict[str, Any]) -> bool:
+            return label.matches((obj.get("metadata") or {}).get("labels")) and (
+                field is None or field.matches(obj)
+            )
+
+        return match
+
+    def list(self, request: web.Request, target: Target) -> web.Response:
+        try:
+            predicate = self.predicate(request, target)
+        except selectors.SelectorError as exc:
+            raise errors.bad_request(str(exc)) from None
+        try:
+            limit = int(request.query.get("limit") or 0)
+        except ValueError:
+            raise errors.bad_request("limit must be an integer") from None
+        items, token, remaining = self.sim.store.page(
+            target.res.group_resource,
+            namespace=target.namespace,
+            predicate=predicate,
+            limit=max(limit, 0),
+            continue_token=request.query.get("continue") or None,
+        )
+        items = [self.from_storage(target.res, o) for o in items]
+        if "as=Table" in request.headers.get("Accept", ""):
+            list_meta: dict[str, Any] = {"resourceVersion": str(self.sim.store.rv)}
+            if token:
+                list_meta["continue"] = token
+                list_meta["remainingItemCount"] = remaining
+            return json_response(
+                tables.to_table(
+                    target.res.plural, items, now=self.sim.clock.now(),
+                    include_object=request.query.get("includeObject", "Metadata"), list_meta=list_meta,
+                )
+            )
+        return self.list_response(target, items, token, remaining)
+
+    def list_response(
+        self, target: Target, items: list[dict[str, Any]], token: str | None, remaining: int | None
+    ) -> web.Response:
+        list_meta: dict[str, Any] = {"resourceVersion": str(self.sim.store.rv)}
+        if token:
+            list_meta["continue"] = token
+            list_meta["remainingItemCount"] = remaining
+        return json_response(
+            {
+                "kind": f"{target.res.kind}List",
+                "apiVersion": target.res.api_version,
+                "metadata": list_meta,
+                "items": items,
+            }
+        )
+
+    def patch(self, request: web.Request, target: Target, body: Any, dry_run: bool) -> web.Response:
+        content_type = request.content_type
+        if content_type not in PATCH_TYPES:
+            raise errors.unsupported_media(content_type)
+        res = target.res
+        current = self.from_storage(res, self.fetch(target))
+        try:
+            if content_type == "application/json-patch+json":
+                if not isinstance(body, list):
+                    raise patching.PatchError("a JSON patch must be a list of operations")
+                patched = patching.json_patch(current, body)
+            elif content_type == "application/merge-patch+json":
+                patched = patching.json_merge_patch(current, body)
+            else:
+                patched = patching.strategic_merge_patch(current, body)
+        except patching.PatchError as exc:
+            raise errors.ApiError(422, "Invalid", f"the patch could not be applied: {exc}") from None
+        if not isinstance(patched, dict):
+            raise errors.bad_request("the patch did not produce an object")
+        requested_rv = ((body or {}).get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
+        patched.setdefault("metadata", {})["resourceVersion"] = requested_rv or current["metadata"]["resourceVersion"]
+        patched["metadata"]["name"] = target.name
+        obj = self.to_storage(res, patched)
+        updated = self.sim.store.replace(res, obj, subresource=target.sub, dry_run=dry_run)
+        return self.respond_object(request, target, updated)
+
+    def log(self, request: web.Request, target: Target) -> web.Response:
+        pod = self.fetch(target)
+        containers = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+        container = request.query.get("container")
+        if not container:
+            if len(containers) != 1:
+                raise errors.bad_request(
+                    f"a container name must be specified for pod {target.name}, choose one of: "
+                    f"[{' '.join(containers)}]"
+                )
+            container = containers[0]
+        if container not in containers:
+            raise errors.bad_request(f"container {container} is not valid for pod {target.name}")
+        since = None
+        if request.query.get("sinceSeconds"):
+            since = self.sim.clock.now() - dt.timedelta(seconds=int(request.query["sinceSeconds"]))
+        elif request.query.get("sinceTime"):
+            since = parse_time(request.query["sinceTime"])
+        tail = int(request.query["tailLines"]) if request.query.get("tailLines") else None
+        previous = request.query.get("previous") in ("true", "1")
+        text = self.sim.logs.read(
+            target.namespace or "", target.name or "", container,
+            previous=previous, tail=tail, since=since,
+            timestamps=request.query.get("timestamps") in ("true", "1"),
+        )
+        if text is None:
+            if previous:
+                raise errors.bad_request(
+                    f'previous terminated container "{container}" in pod "{target.name}" not found'
+                )
+            raise errors.bad_request(
+                f'container "{container}" in pod "{target.name}" is waiting to start: ContainerCreating'
+            )
+        return web.Response(text=text, content_type="text/plain")
+
+
+def body_options(raw: bytes, query: Any) -> dict[str, Any]:
+    """DeleteOptions from the body and the query string (the query wins, as in the server)."""
+    options: dict[str, Any] = {}
+    if raw:
+        try:
+            options = json.loads(raw) or {}
+        except ValueError:
+            raise errors.bad_request("the DeleteOptions body is not valid JSON") from None
+    if query.get("gracePeriodSeconds"):
+        options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+    if query.get("propagationPolicy"):
+        options["propagationPolicy"] = query["propagationPolicy"]
+    return options
+

@@ -1,0 +1,133 @@
+"""Watch streams: history replay from a resourceVersion, live events, bookmarks, 410 Gone.
+
+A watch is a chunked response of JSON lines ``{"type": ..., "object": ...}``. With a
+``resourceVersion`` it replays the events after it from the store's history (an
+``ERROR`` event carrying a 410 ``Expired`` Status when that history is gone, as the real
+API server does); without one it starts with ``ADDED`` for every current object. With
+selectors, an object that starts or stops matching arrives as ``ADDED`` or ``DELETED``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from kubesim import errors, tables
+from kubesim.store import WatchEvent
+
+if TYPE_CHECKING:
+    from kubesim.resources import ResourceType
+    from kubesim.server import ApiServer, Target
+
+BOOKMARK_EVERY = 5.0  # real seconds
+MAX_TIMEOUT = 1800.0
+
+
+def _translate(event: WatchEvent, match: Any) -> str | None:
+    """The event type a filtered watcher sees, or ``None`` when it sees nothing."""
+    if match is None:
+        return event.type
+    now = match(event.obj) if event.type != "DELETED" else False
+    before = match(event.old) if event.old is not None else False
+    if event.type == "DELETED":
+        return "DELETED" if before else None
+    if now and before:
+        return "MODIFIED"
+    if now:
+        return "ADDED"
+    if before:
+        return "DELETED"
+    return None
+
+
+async def serve_watch(server: ApiServer, request: web.Request, target: Target) -> web.StreamResponse:
+    sim, res = server.sim, target.res
+    try:
+        predicate = server.predicate(request, target)
+    except ValueError as exc:
+        raise errors.bad_request(str(exc)) from None
+    namespace = target.namespace
+    if target.name:
+        raise errors.method_not_allowed()
+    as_table = "as=Table" in request.headers.get("Accept", "")
+    include = request.query.get("includeObject", "Metadata")
+    timeout = min(float(request.query.get("timeoutSeconds") or MAX_TIMEOUT), MAX_TIMEOUT)
+    bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
+    rv_text = request.query.get("resourceVersion") or ""
+
+    def in_scope(obj: dict[str, Any]) -> bool:
+        return not namespace or (obj.get("metadata") or {}).get("namespace") == namespace
+
+    def match(obj: dict[str, Any]) -> bool:
+        return in_scope(obj) and (predicate is None or predicate(obj))
+
+    queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+    initial: list[tuple[str, dict[str, Any]]] = []
+    error: dict[str, Any] | None = None
+    gr = res.group_resource
+    # Everything up to subscribe() runs without awaiting, so no write can slip between.
+    if rv_text in ("", "0"):
+        initial = [("ADDED", o) for o in sim.store.iter(gr, namespace, predicate)]
+    else:
+        try:
+            since = int(rv_text)
+        except ValueError:
+            raise errors.bad_request(f"invalid resource version: {rv_text}") from None
+        try:
+            for ev in sim.store.history_since(gr, since):
+                kind = _translate(ev, match)
+                if kind:
+                    initial.append((kind, ev.obj if kind != "DELETED" or ev.type == "DELETED" else ev.obj))
+        except errors.ApiError as exc:
+            error = exc.status()
+
+    def listener(changed: ResourceType, event: WatchEvent) -> None:
+        if changed.group_resource != gr:
+            return
+        kind = _translate(event, match)
+        if kind:
+            queue.put_nowait((kind, event.obj))
+
+    unsubscribe = sim.store.subscribe(listener) if error is None else (lambda: None)
+    response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+    response.enable_chunked_encoding()
+    try:
+        await response.prepare(request)
+
+        async def send(kind: str, obj: dict[str, Any]) -> None:
+            if kind == "ERROR" or kind == "BOOKMARK":
+                payload = obj
+            else:
+                payload = server.from_storage(res, obj)
+                if as_table:
+                    payload = tables.to_table(res.plural, [payload], now=sim.clock.now(), include_object=include,
+                                              list_meta={"resourceVersion": payload["metadata"].get("resourceVersion", "")})
+            await response.write((json.dumps({"type": kind, "object": payload}) + "\n").encode())
+
+        if error is not None:
+            await send("ERROR", error)
+            return response
+        for kind, obj in initial:
+            await send(kind, obj)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                kind, obj = await asyncio.wait_for(queue.get(), timeout=min(remaining, BOOKMARK_EVERY))
+            except TimeoutError:
+                if bookmarks:
+                    await send("BOOKMARK", {"kind": res.kind, "apiVersion": res.api_version,
+                                            "metadata": {"resourceVersion": str(sim.store.rv)}})
+                continue
+            await send(kind, obj)
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    finally:
+        unsubscribe()
+    return response

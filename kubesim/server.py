@@ -89,6 +89,8 @@ class ApiServer:
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
 
+    include_object = staticmethod(lambda request: include_object(request))
+
     # ------------------------------------------------------------ dispatch
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path
@@ -327,8 +329,8 @@ class ApiServer:
         out = self.from_storage(target.res, obj)
         if "as=Table" in request.headers.get("Accept", "") and target.sub is None:
             table = tables.to_table(
-                target.res.plural, [out], now=self.sim.clock.now(),
-                include_object=request.query.get("includeObject", "Metadata"),
+                target.res.plural, [out], api_version=target.res.api_version, now=self.sim.clock.now(),
+                include_object=include_object(request),
                 list_meta={"resourceVersion": out["metadata"].get("resourceVersion", "")},
             )
             return json_response(table, status)
@@ -373,8 +375,8 @@ class ApiServer:
                 list_meta["remainingItemCount"] = remaining
             return json_response(
                 tables.to_table(
-                    target.res.plural, items, now=self.sim.clock.now(),
-                    include_object=request.query.get("includeObject", "Metadata"), list_meta=list_meta,
+                    target.res.plural, items, api_version=target.res.api_version, now=self.sim.clock.now(),
+                    include_object=include_object(request), list_meta=list_meta,
                 )
             )
         return self.list_response(target, items, token, remaining)
@@ -455,6 +457,14 @@ class ApiServer:
                 f'container "{container}" in pod "{target.name}" is waiting to start: ContainerCreating'
             )
         return web.Response(text=text, content_type="text/plain")
+
+
+def include_object(request: web.Request) -> str:
+    """The ``includeObject`` of a Table request: None, Object or Metadata (the default)."""
+    value = request.query.get("includeObject", "Metadata")
+    if value not in ("None", "Object", "Metadata"):
+        raise errors.bad_request(f"includeObject must be None, Object or Metadata, not {value!r}")
+    return value
 
 
 def body_options(raw: bytes, query: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ before it returns, so a test sees the consequences of "24 hours later" at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import heapq
 import itertools
@@ -195,10 +196,8 @@ class Simulation:
             if self._timers:
                 delay = min(delay, self.clock.real_seconds_until(self._timers[0][0]))
             if delay > 0:
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=delay)
-                except TimeoutError:
-                    pass
 
     # ---------------------------------------------------------------- events
     def record_event(

@@ -53,7 +53,7 @@ async def serve_watch(server: ApiServer, request: web.Request, target: Target) -
     if target.name:
         raise errors.method_not_allowed()
     as_table = "as=Table" in request.headers.get("Accept", "")
-    include = request.query.get("includeObject", "Metadata")
+    include = server.include_object(request)
     timeout = min(float(request.query.get("timeoutSeconds") or MAX_TIMEOUT), MAX_TIMEOUT)
     bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
     rv_text = request.query.get("resourceVersion") or ""
@@ -80,7 +80,7 @@ async def serve_watch(server: ApiServer, request: web.Request, target: Target) -
             for ev in sim.store.history_since(gr, since):
                 kind = _translate(ev, match)
                 if kind:
-                    initial.append((kind, ev.obj if kind != "DELETED" or ev.type == "DELETED" else ev.obj))
+                    initial.append((kind, ev.obj))
         except errors.ApiError as exc:
             error = exc.status()
 
@@ -103,7 +103,7 @@ async def serve_watch(server: ApiServer, request: web.Request, target: Target) -
             else:
                 payload = server.from_storage(res, obj)
                 if as_table:
-                    payload = tables.to_table(res.plural, [payload], now=sim.clock.now(), include_object=include,
+                    payload = tables.to_table(res.plural, [payload], api_version=res.api_version, now=sim.clock.now(), include_object=include,
                                               list_meta={"resourceVersion": payload["metadata"].get("resourceVersion", "")})
             await response.write((json.dumps({"type": kind, "object": payload}) + "\n").encode())
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from kubesim import KubeSim
-from tests.conftest import Kubectl
+from tests.support import Kubectl
 
 pytestmark = pytest.mark.conformance
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.conftest import Kubectl
+from tests.support import Kubectl
 
 
 def test_serve_prints_the_url_and_writes_a_kubeconfig(tmp_path) -> None:

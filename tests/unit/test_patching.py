@@ -393,6 +393,16 @@ def test_smp_delete_directive_removes_list_element() -> None:
     assert [v["name"] for v in result["spec"]["template"]["spec"]["volumes"]] == ["dp"]
 
 
+def test_smp_kubectl_edit_removing_a_container() -> None:
+    """What kubectl edit/apply send to drop a container removes just that container."""
+    patch = {"spec": {"template": {"spec": {
+        "$setElementOrder/containers": [{"name": "ctr"}],
+        "containers": [{"$patch": "delete", "name": "sidecar"}],
+    }}}}
+    result = strategic_merge_patch(_daemonset(), patch)
+    assert _containers(result) == [_containers(_daemonset())[0]]
+
+
 def test_smp_replace_directive_in_list_keeps_only_patch_elements() -> None:
     """A `{"$patch": "replace"}` list element makes the list exactly the other elements."""
     ds = _daemonset()

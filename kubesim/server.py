@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import email.utils
 import json
 from collections import Counter
 from typing import Any
@@ -18,10 +19,12 @@ from aiohttp import web
 
 from kubesim import control, conversion, discovery, errors, openapi, patching, selectors, tables
 from kubesim.clock import parse_time
+from kubesim.params import include_object, query_bool
 from kubesim.resources import ResourceType
 from kubesim.simulation import Simulation
 from kubesim.watching import serve_watch
 
+SERVICE_ACCOUNT = "system:serviceaccount:upgradebot:upgradebot"
 PUBLIC_PATHS = ("/healthz", "/readyz", "/livez", "/version")
 MUTATING = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 PATCH_TYPES = (
@@ -88,14 +91,17 @@ class ApiServer:
         self.request_counts: Counter[tuple[str, str, int]] = Counter()
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
+        self.app.on_response_prepare.append(self._stamp_date)
 
-    include_object = staticmethod(lambda request: include_object(request))
+    async def _stamp_date(self, request: web.Request, response: web.StreamResponse) -> None:
+        """``Date`` in simulated time, so clients can learn the server's "now"."""
+        response.headers["Date"] = email.utils.format_datetime(self.sim.clock.now(), usegmt=True)
 
     # ------------------------------------------------------------ dispatch
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path
-        if path in PUBLIC_PATHS:
-            return self.public(path)
+        if path.rstrip("/") in PUBLIC_PATHS:
+            return self.public(path.rstrip("/"))
         if request.headers.get("Authorization", "") != f"Bearer {self.token}":
             return error_response(errors.ApiError(401, "Unauthorized", "Unauthorized"))
         fault = self.sim.faults.next_api_error(path)
@@ -127,7 +133,12 @@ class ApiServer:
     async def route(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
         method = request.method
-        if method == "GET":
+        if method == "GET" and parse_target(self.sim, path) is None:
+            if self.sim.faults.is_forbidden(path, "get"):
+                raise errors.ApiError(
+                    403, "Forbidden",
+                    f'forbidden: User "{SERVICE_ACCOUNT}" cannot get path "{path}"', {},
+                )
             body = self.discovery(path, request.headers.get("Accept", ""))
             if body is not None:
                 return body
@@ -140,7 +151,7 @@ class ApiServer:
             raise errors.ApiError(
                 403,
                 "Forbidden",
-                f'{target.res.plural} is forbidden: User "system:serviceaccount:upgradebot:upgradebot" '
+                f'{target.res.plural} is forbidden: User "{SERVICE_ACCOUNT}" '
                 f'cannot {verb} resource "{target.res.plural}" in API group "{target.res.group}" {scope}',
                 {"kind": target.res.plural, "group": target.res.group},
             )
@@ -172,7 +183,7 @@ class ApiServer:
         if request.method == "GET":
             if target.name:
                 return "get"
-            return "watch" if request.query.get("watch") in ("true", "1") else "list"
+            return "watch" if query_bool(request, "watch") else "list"
         if request.method == "DELETE" and not target.name:
             return "deletecollection"
         return MUTATING.get(request.method, request.method.lower())
@@ -442,11 +453,11 @@ class ApiServer:
         elif request.query.get("sinceTime"):
             since = parse_time(request.query["sinceTime"])
         tail = int(request.query["tailLines"]) if request.query.get("tailLines") else None
-        previous = request.query.get("previous") in ("true", "1")
+        previous = query_bool(request, "previous")
         text = self.sim.logs.read(
             target.namespace or "", target.name or "", container,
             previous=previous, tail=tail, since=since,
-            timestamps=request.query.get("timestamps") in ("true", "1"),
+            timestamps=query_bool(request, "timestamps"),
         )
         if text is None:
             if previous:
@@ -457,14 +468,6 @@ class ApiServer:
                 f'container "{container}" in pod "{target.name}" is waiting to start: ContainerCreating'
             )
         return web.Response(text=text, content_type="text/plain")
-
-
-def include_object(request: web.Request) -> str:
-    """The ``includeObject`` of a Table request: None, Object or Metadata (the default)."""
-    value = request.query.get("includeObject", "Metadata")
-    if value not in ("None", "Object", "Metadata"):
-        raise errors.bad_request(f"includeObject must be None, Object or Metadata, not {value!r}")
-    return value
 
 
 def body_options(raw: bytes, query: Any) -> dict[str, Any]:

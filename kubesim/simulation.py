@@ -70,6 +70,10 @@ class PodLogs:
     def write(self, ns: str, pod: str, container: str, moment: dt.datetime, line: str) -> None:
         self._current.setdefault((ns, pod, container), []).append((moment, line))
 
+    def touch(self, ns: str, pod: str, container: str) -> None:
+        """A container started: its log exists, even while it has printed nothing."""
+        self._current.setdefault((ns, pod, container), [])
+
     def rotate(self, ns: str, pod: str, container: str) -> None:
         """A container restarted: its log becomes the ``--previous`` log."""
         key = (ns, pod, container)

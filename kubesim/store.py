@@ -33,6 +33,7 @@ Listener = Callable[[ResourceType, "WatchEvent"], None]
 
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+_EMPTY: dict[Any, Any] = {}
 _NO_GENERATION = {"Pod", "Node", "Namespace", "Event", "ConfigMap", "ServiceAccount", "ControllerRevision"}
 
 
@@ -88,6 +89,7 @@ class Store:
         self._floor: dict[GroupResource, int] = {}
         self._listeners: list[Listener] = []
         self._uid_index: dict[str, tuple[GroupResource, Key]] = {}
+        self._owned: dict[str, set[tuple[GroupResource, Key]]] = {}
 
     # ----------------------------------------------------------------- reads
     def storage_type(self, gr: GroupResource | ResourceType) -> ResourceType:
@@ -105,18 +107,20 @@ class Store:
 
     def get(self, gr: GroupResource, namespace: str, name: str) -> dict[str, Any] | None:
         """The stored object (treat it as read-only) or ``None``."""
-        return self._bucket(gr).get((namespace or "", name))
+        return self._objects.get(gr, _EMPTY).get((namespace or "", name))
 
     def by_uid(self, uid: str) -> dict[str, Any] | None:
         where = self._uid_index.get(uid)
         if where is None:
             return None
-        return self._bucket(where[0]).get(where[1])
+        return self._objects.get(where[0], _EMPTY).get(where[1])
 
     def sorted_keys(self, gr: GroupResource) -> list[Key]:
         keys = self._sorted.get(gr)
         if keys is None:
-            keys = self._sorted[gr] = sorted(self._bucket(gr))
+            keys = sorted(self._objects.get(gr, _EMPTY))
+            if gr in self._objects:
+                self._sorted[gr] = keys
         return keys
 
     def list(
@@ -135,7 +139,7 @@ class Store:
         predicate: Callable[[dict[str, Any]], bool] | None = None,
         start: Key | None = None,
     ) -> Iterable[dict[str, Any]]:
-        bucket = self._bucket(gr)
+        bucket = self._objects.get(gr, _EMPTY)
         keys = self.sorted_keys(gr)
         lo = 0
         if namespace:
@@ -192,6 +196,7 @@ class Store:
 
     def history_since(self, gr: GroupResource, rv: int) -> list[WatchEvent]:
         """Events after ``rv``; 410 Gone when ``rv`` is older than the history kept."""
+        self.storage_type(gr)
         self._bucket(gr)
         if rv < self._floor[gr]:
             raise errors.gone(f"too old resource version: {rv} ({self._floor[gr] + 1})")
@@ -202,6 +207,22 @@ class Store:
         for gr in self._history:
             self._history[gr].clear()
             self._floor[gr] = self.rv
+
+    def _index_owners(
+        self, gr: GroupResource, key: Key, old: dict[str, Any] | None, new: dict[str, Any] | None
+    ) -> None:
+        """Keep ``owner uid -> dependents`` current, so garbage collection is not a scan."""
+        before = {r.get("uid") for r in ((old or {}).get("metadata") or {}).get("ownerReferences") or []}
+        after = {r.get("uid") for r in ((new or {}).get("metadata") or {}).get("ownerReferences") or []}
+        for uid in before - after:
+            owned = self._owned.get(uid)
+            if owned is not None:
+                owned.discard((gr, key))
+                if not owned:
+                    del self._owned[uid]
+        for uid in after - before:
+            if uid:
+                self._owned.setdefault(uid, set()).add((gr, key))
 
     def _record(self, res: ResourceType, event: WatchEvent) -> None:
         gr = res.group_resource
@@ -278,6 +299,7 @@ class Store:
         bucket[key] = obj
         self._sorted[res.group_resource] = None
         self._uid_index[m["uid"]] = (res.group_resource, key)
+        self._index_owners(res.group_resource, key, None, obj)
         self._record(res, WatchEvent(self.rv, "ADDED", obj, None))
         return obj
 
@@ -342,6 +364,7 @@ class Store:
             return self._remove(res, key, current)
         nm["resourceVersion"] = str(self._next_rv())
         self._bucket(res.group_resource)[key] = new
+        self._index_owners(res.group_resource, key, current, new)
         self._record(res, WatchEvent(self.rv, "MODIFIED", new, current))
         return new
 
@@ -429,6 +452,7 @@ class Store:
         del self._bucket(gr)[key]
         self._sorted[gr] = None
         self._uid_index.pop(current["metadata"]["uid"], None)
+        self._index_owners(gr, key, current, None)
         gone = copy.deepcopy(current)
         gone["metadata"]["resourceVersion"] = str(self._next_rv())
         self._record(res, WatchEvent(self.rv, "DELETED", gone, current))
@@ -436,13 +460,10 @@ class Store:
 
     def _dependents(self, owner_uid: str, namespace: str) -> list[tuple[ResourceType, dict[str, Any]]]:
         out = []
-        for gr in list(self._objects):
-            rt = self.storage_type(gr)
-            scope = namespace if rt.namespaced else None
-            for obj in self.iter(gr, scope or None):
-                refs = obj["metadata"].get("ownerReferences") or []
-                if any(r.get("uid") == owner_uid for r in refs):
-                    out.append((rt, obj))
+        for gr, key in sorted(self._owned.get(owner_uid, ())):
+            obj = self._objects.get(gr, _EMPTY).get(key)
+            if obj is not None and (not key[0] or not namespace or key[0] == namespace):
+                out.append((self.storage_type(gr), obj))
         return out
 
     def _collect_dependents(self, owner_uid: str, namespace: str) -> None:
@@ -486,6 +507,7 @@ class Store:
             obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
             m["resourceVersion"] = str(self._next_rv())
             key = key_of(obj)
+            self._index_owners(rt.group_resource, key, bucket.get(key), obj)
             bucket[key] = obj
             self._uid_index[m["uid"]] = (rt.group_resource, key)
             count += 1
@@ -493,7 +515,7 @@ class Store:
         return count
 
     def count(self, gr: GroupResource) -> int:
-        return len(self._bucket(gr))
+        return len(self._objects.get(gr, _EMPTY))
 
 
 def _spec_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from kubesim import errors, tables
+from kubesim.params import include_object, query_bool
 from kubesim.store import WatchEvent
 
 if TYPE_CHECKING:
@@ -53,9 +54,10 @@ async def serve_watch(server: ApiServer, request: web.Request, target: Target) -
     if target.name:
         raise errors.method_not_allowed()
     as_table = "as=Table" in request.headers.get("Accept", "")
-    include = server.include_object(request)
+    include = include_object(request)
     timeout = min(float(request.query.get("timeoutSeconds") or MAX_TIMEOUT), MAX_TIMEOUT)
-    bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
+    bookmarks = query_bool(request, "allowWatchBookmarks")
+    send_initial = query_bool(request, "sendInitialEvents")
     rv_text = request.query.get("resourceVersion") or ""
 
     def in_scope(obj: dict[str, Any]) -> bool:
@@ -69,7 +71,17 @@ async def serve_watch(server: ApiServer, request: web.Request, target: Target) -
     error: dict[str, Any] | None = None
     gr = res.group_resource
     # Everything up to subscribe() runs without awaiting, so no write can slip between.
-    if rv_text in ("", "0"):
+    initial_end: dict[str, Any] | None = None
+    if send_initial:
+        # WatchList (client-go informers, kubectl rollout status): the current state as
+        # ADDED events, then a bookmark marking the end of the initial events.
+        initial = [("ADDED", o) for o in sim.store.iter(gr, namespace, predicate)]
+        initial_end = {
+            "kind": res.kind, "apiVersion": res.api_version,
+            "metadata": {"resourceVersion": str(sim.store.rv),
+                         "annotations": {"k8s.io/initial-events-end": "true"}},
+        }
+    elif rv_text in ("", "0"):
         initial = [("ADDED", o) for o in sim.store.iter(gr, namespace, predicate)]
     else:
         try:
@@ -112,6 +124,8 @@ async def serve_watch(server: ApiServer, request: web.Request, target: Target) -
             return response
         for kind, obj in initial:
             await send(kind, obj)
+        if initial_end is not None:
+            await send("BOOKMARK", initial_end)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:

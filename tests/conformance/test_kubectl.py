@@ -22,6 +22,8 @@ NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.15.0"
 @pytest.fixture(scope="module")
 def sim() -> Iterator[KubeSim]:
     with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=5.0) as s:
+        s.fault(kind="kubelet-restart", node="gpu-node3")  # so there are events to list
+        s.advance("5s")
         yield s
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -150,22 +151,23 @@ def test_patch_types_and_dry_run(sim: KubeSim, api: client.ApiClient) -> None:
     assert after.metadata.resource_version == before.metadata.resource_version
     core = client.CoreV1Api(api)
     core.create_namespaced_config_map("default", {"metadata": {"name": "patchy"}, "data": {"a": "1", "b": "2"}})
-    api.call_api(
-        "/api/v1/namespaces/default/configmaps/patchy", "PATCH",
-        header_params={"Content-Type": "application/json-patch+json"},
-        body=[{"op": "replace", "path": "/data/a", "value": "x"}, {"op": "remove", "path": "/data/b"}],
-        auth_settings=["BearerToken"], _return_http_data_only=True,
+    core.patch_namespaced_config_map(  # a list body is sent as application/json-patch+json
+        "patchy", "default",
+        [{"op": "replace", "path": "/data/a", "value": "x"}, {"op": "remove", "path": "/data/b"}],
     )
     assert core.read_namespaced_config_map("patchy", "default").data == {"a": "x"}
 
 
-def test_requests_without_the_token_get_401(sim: KubeSim) -> None:
-    """No bearer token: 401 Unauthorized, as a real API server without anonymous access."""
-    import ssl
-
+def _insecure() -> ssl.SSLContext:
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def test_requests_without_the_token_get_401(sim: KubeSim) -> None:
+    """No bearer token: 401 Unauthorized, as a real API server without anonymous access."""
+    ctx = _insecure()
     with pytest.raises(urllib.error.HTTPError) as exc:
         urllib.request.urlopen(f"{sim.url}/api/v1/pods", context=ctx)
     assert exc.value.code == 401
@@ -174,14 +176,21 @@ def test_requests_without_the_token_get_401(sim: KubeSim) -> None:
 
 
 def test_injected_api_errors_then_recovery(sim: KubeSim, api: client.ApiClient) -> None:
-    """An api-errors fault fails the next N requests with 500/429 and Retry-After, then clears."""
+    """An api-errors fault fails the next N requests with 500 (or 429 with Retry-After), then clears."""
     core = client.CoreV1Api(api)
-    sim.fault(kind="api-errors", count=2, code=429, retry_after=3)
+    sim.fault(kind="api-errors", count=2, code=500)
     for _ in range(2):
         with pytest.raises(ApiException) as exc:
-            core.list_node()
-        assert exc.value.status == 429 and exc.value.headers["Retry-After"] == "3"
-    assert len(core.list_node().items) == 4
+            core.list_namespace()
+        assert exc.value.status == 500
+    assert "ml-team" in [ns.metadata.name for ns in core.list_namespace().items]
+    sim.fault(kind="api-errors", count=1, code=429, retry_after=7)
+    request = urllib.request.Request(f"{sim.url}/api/v1/namespaces", headers={"Authorization": f"Bearer {sim.token}"})
+    with pytest.raises(urllib.error.HTTPError) as too_many:
+        urllib.request.urlopen(request, context=_insecure())
+    assert too_many.value.code == 429 and too_many.value.headers["Retry-After"] == "7"
+    with urllib.request.urlopen(request, context=_insecure()) as resp:
+        assert resp.status == 200
 
 
 def test_mutation_log_records_each_mutating_request(sim: KubeSim, api: client.ApiClient) -> None:
@@ -191,7 +200,7 @@ def test_mutation_log_records_each_mutating_request(sim: KubeSim, api: client.Ap
     core.create_namespaced_config_map("default", {"metadata": {"name": "logged"}})
     core.patch_namespaced_config_map("logged", "default", {"data": {"x": "1"}})
     core.delete_namespaced_config_map("logged", "default")
-    core.list_node()
+    core.list_namespace()
     log = sim.mutations()[start:]
     assert [(m["verb"], m["path"]) for m in log] == [
         ("create", "/api/v1/namespaces/default/configmaps"),

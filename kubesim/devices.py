@@ -1,0 +1,164 @@
+"""The kubelets' device side: device-plugin and DRA-plugin registrations per node, the
+``nvidia.com/gpu`` capacity/allocatable they advertise, and the ResourceSlices a registered
+DRA driver publishes. GPU hardware per node lives here (set by the scenario)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from kubesim import dra
+from kubesim.podstatus import GPU
+from kubesim.simulation import Simulation
+
+NODES = ("", "nodes")
+DEVICE_PLUGIN_IMAGE = "k8s-device-plugin"
+DRA_PLUGIN_IMAGE = "dra-example-driver"
+
+
+def container_kind(image: str) -> str:
+    """``device-plugin``, ``dra-plugin`` or ``generic``, from the image name."""
+    if DEVICE_PLUGIN_IMAGE in image:
+        return "device-plugin"
+    if DRA_PLUGIN_IMAGE in image:
+        return "dra-plugin"
+    return "generic"
+
+
+class DeviceRegistry:
+    """Registrations per node and what follows from them in the store."""
+
+    def __init__(self) -> None:
+        self.sim: Simulation | None = None
+        self.gpus: dict[str, int] = {}
+        self._dp: dict[str, set[str]] = defaultdict(set)
+        self._dra: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+        self._slices: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self.on_dra_change: list[Any] = []
+
+    # ------------------------------------------------------------- queries
+    def set_gpus(self, node: str, count: int) -> None:
+        """GPU hardware of a node (sim-internal; the scenario sets it)."""
+        self.gpus[node] = count
+        if self.sim is not None:
+            self.sim.enqueue(("kubelet-node", node), lambda: self.sync_node(node))
+
+    def device_plugin_registered(self, node: str) -> bool:
+        return bool(self._dp.get(node))
+
+    def drivers_on(self, node: str) -> set[str]:
+        return {d for d, uids in (self._dra.get(node) or {}).items() if uids}
+
+    def dra_inventory(self, driver: str) -> dict[str, list[str]]:
+        """Devices per node of a registered DRA driver (what its slices would publish)."""
+        return {
+            node: dra.device_names(self.gpus.get(node, 0))
+            for node, drivers in self._dra.items()
+            if drivers.get(driver)
+        }
+
+    # ------------------------------------------------------------- changes
+    def register_device_plugin(self, node: str, uid: str) -> None:
+        if uid not in self._dp[node]:
+            self._dp[node].add(uid)
+            self._enqueue_node(node)
+
+    def register_dra(self, node: str, driver: str, uid: str) -> None:
+        if uid not in self._dra[node][driver]:
+            self._dra[node][driver].add(uid)
+            self._dra_changed(node, driver)
+
+    def unregister(self, node: str, uid: str) -> None:
+        """A plugin container stopped (crash, deletion): drop whatever it registered."""
+        if uid in self._dp.get(node, ()):
+            self._dp[node].discard(uid)
+            self._enqueue_node(node)
+        for driver, uids in list((self._dra.get(node) or {}).items()):
+            if uid in uids:
+                uids.discard(uid)
+                self._dra_changed(node, driver)
+
+    def forget_node_registrations(self, node: str) -> tuple[set[str], dict[str, set[str]]]:
+        """A kubelet restart: every registration on the node is lost; returns them."""
+        dp = set(self._dp.get(node, ()))
+        dra_regs = {d: set(u) for d, u in (self._dra.get(node) or {}).items() if u}
+        self._dp[node] = set()
+        for driver in dra_regs:
+            self._dra[node][driver] = set()
+        if dp:
+            self._enqueue_node(node)
+        for driver in dra_regs:
+            self._dra_changed(node, driver, slices=False)
+        return dp, dra_regs
+
+    def _enqueue_node(self, node: str) -> None:
+        assert self.sim is not None
+        self.sim.enqueue(("kubelet-node", node), lambda: self.sync_node(node))
+
+    def _dra_changed(self, node: str, driver: str, *, slices: bool = True) -> None:
+        assert self.sim is not None
+        if slices:
+            self.sim.enqueue(("kubelet-slices", node, driver), lambda: self.sync_slices(node, driver))
+        for hook in self.on_dra_change:
+            hook(node, driver)
+
+    # ------------------------------------------------------------- store side
+    def desired_gpu(self, node_obj: dict[str, Any]) -> tuple[str | None, str | None]:
+        """(capacity, allocatable) of nvidia.com/gpu the kubelet reports for the node."""
+        name = node_obj["metadata"]["name"]
+        status = node_obj.get("status") or {}
+        capacity = (status.get("capacity") or {}).get(GPU)
+        count = self.gpus.get(name, 0)
+        if self._dp.get(name) and count:
+            return str(count), str(count)
+        if capacity is not None:
+            return capacity, "0"
+        return None, None
+
+    def sync_node(self, node: str) -> None:
+        assert self.sim is not None
+        current = self.sim.store.get(NODES, "", node)
+        if current is None:
+            return
+        cap, alloc = self.desired_gpu(current)
+        status = current.get("status") or {}
+        if (status.get("capacity") or {}).get(GPU) == cap and (status.get("allocatable") or {}).get(GPU) == alloc:
+            return
+
+        def apply(obj: dict[str, Any]) -> None:
+            st = obj.setdefault("status", {})
+            for field, value in (("capacity", cap), ("allocatable", alloc)):
+                res = st.setdefault(field, {})
+                if value is None:
+                    res.pop(GPU, None)
+                else:
+                    res[GPU] = value
+
+        self.sim.store.mutate(NODES, "", node, apply)
+
+    def index_slice(self, obj: dict[str, Any], deleted: bool) -> None:
+        node, driver = dra.slice_node_driver(obj)
+        names = self._slices[(node, driver)]
+        if deleted:
+            names.discard(obj["metadata"]["name"])
+        else:
+            names.add(obj["metadata"]["name"])
+
+    def sync_slices(self, node: str, driver: str) -> None:
+        assert self.sim is not None
+        sim = self.sim
+        if not dra.has_slices(sim.minor):
+            return
+        registered = bool((self._dra.get(node) or {}).get(driver))
+        existing = set(self._slices.get((node, driver), ()))
+        if registered and not existing:
+            node_obj = sim.store.get(NODES, "", node)
+            count = self.gpus.get(node, 0)
+            if node_obj is None or not count:
+                return
+            obj = dra.resource_slice(sim.minor, node, node_obj["metadata"]["uid"], count, driver)
+            sim.store.create(sim.store.storage_type(dra.SLICES), obj)
+        elif not registered:
+            for name in existing:
+                if sim.store.get(dra.SLICES, "", name) is not None:
+                    sim.store.delete(dra.SLICES, "", name)

@@ -1,0 +1,140 @@
+"""Node conditions and the node faults: kubelet restarts and nodes that stop reporting.
+
+``set_node_ready(node, False)`` plays the node lifecycle controller: every condition goes
+Unknown ("Kubelet stopped posting node status."), the ``node.kubernetes.io/unreachable``
+taints are added, ``NodeNotReady`` events recorded and the node's pods marked not ready.
+The kubelet side of a node that does not report holds its writes until the node is back.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from kubesim.clock import rfc3339
+
+NODES = ("", "nodes")
+PODS = ("", "pods")
+UNREACHABLE = "node.kubernetes.io/unreachable"
+NOT_READY = "node.kubernetes.io/not-ready"
+_HEALTHY = (
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+)
+
+
+def node_conditions(when: str, heartbeat: str | None = None) -> list[dict[str, Any]]:
+    """The four conditions of a healthy node, as its kubelet posts them."""
+    return [
+        {"lastHeartbeatTime": heartbeat or when, "lastTransitionTime": when, "message": msg,
+         "reason": reason, "status": status, "type": kind}
+        for kind, status, reason, msg in _HEALTHY
+    ]
+
+
+def node_ref(name: str) -> dict[str, Any]:
+    """How the kubelet and node controller name a node in events (uid = node name)."""
+    return {"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "uid": name}}
+
+
+class NodeLifecycle:
+    """Mixin for the kubelet controller: node readiness and kubelet restarts."""
+
+    sim: Any
+
+    def __init__(self) -> None:
+        self.not_ready: set[str] = set()
+        self.deferred: dict[str, set[str]] = defaultdict(set)
+
+    def restart_kubelet(self, node: str) -> None:
+        """Restart the node's kubelet: plugin registrations are lost, containers keep running,
+        and healthy plugins register again about two seconds later."""
+        self.forget_node_registrations(node)  # type: ignore[attr-defined]
+        self.sim.record_event(node_ref(node), reason="Starting", message="Starting kubelet.", component="kubelet", host=node)
+        self.sim.call_later(2.0, lambda: self.reregister_plugins(node))  # type: ignore[attr-defined]
+
+    def set_node_ready(self, node: str, ready: bool) -> None:
+        """Make a node stop (False) or resume (True) posting its status."""
+        sim = self.sim
+        if sim.store.get(NODES, "", node) is None:
+            return
+        now = rfc3339(sim.clock.now())
+        if not ready:
+            if node in self.not_ready:
+                return
+            self.not_ready.add(node)
+            sim.store.mutate(NODES, "", node, lambda obj: _mark_unknown(obj, now))
+            sim.record_event(node_ref(node), reason="NodeNotReady", message=f"Node {node} status is now: NodeNotReady",
+                             component="node-controller")
+            for uid in list(self._pods.get(node, ())):  # type: ignore[attr-defined]
+                pod = sim.store.by_uid(uid)
+                if pod is None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                    continue
+                m = pod["metadata"]
+                sim.store.mutate(PODS, m.get("namespace", ""), m["name"], lambda obj: _pod_not_ready(obj, now))
+                sim.record_event(pod, reason="NodeNotReady", message="Node is not ready", type="Warning",
+                                 component="node-controller")
+            return
+        if node not in self.not_ready:
+            return
+        self.not_ready.discard(node)
+        sim.store.mutate(NODES, "", node, lambda obj: _mark_ready(obj, now))
+        sim.record_event(node_ref(node), reason="NodeReady", message=f"Node {node} status is now: NodeReady",
+                         component="kubelet", host=node)
+        for uid in list(self._pods.get(node, ())):  # type: ignore[attr-defined]
+            rt = self._rt.get(uid)  # type: ignore[attr-defined]
+            if rt is not None:
+                self._write(rt)  # type: ignore[attr-defined]
+            else:
+                pod = sim.store.by_uid(uid)
+                if pod is not None and (pod.get("status") or {}).get("phase") == "Running":
+                    m = pod["metadata"]
+                    sim.store.mutate(PODS, m.get("namespace", ""), m["name"], lambda obj: _pod_ready_again(obj, now))
+        for uid in self.deferred.pop(node, set()):
+            rt = self._rt.get(uid)  # type: ignore[attr-defined]
+            if rt is not None and rt.stage == "terminating":
+                self._finish(rt)  # type: ignore[attr-defined]
+            else:
+                self._enqueue_sync(uid)  # type: ignore[attr-defined]
+
+
+def _mark_unknown(obj: dict[str, Any], now: str) -> None:
+    st = obj.setdefault("status", {})
+    for cond in st.get("conditions") or []:
+        cond.update(status="Unknown", reason="NodeStatusUnknown", message="Kubelet stopped posting node status.",
+                    lastTransitionTime=now)
+    spec = obj.setdefault("spec", {})
+    taints = [t for t in spec.get("taints") or [] if t.get("key") not in (UNREACHABLE, NOT_READY)]
+    taints.append({"effect": "NoSchedule", "key": UNREACHABLE, "timeAdded": now})
+    taints.append({"effect": "NoExecute", "key": UNREACHABLE, "timeAdded": now})
+    spec["taints"] = taints
+
+
+def _mark_ready(obj: dict[str, Any], now: str) -> None:
+    st = obj.setdefault("status", {})
+    st["conditions"] = node_conditions(now)
+    spec = obj.setdefault("spec", {})
+    taints = [t for t in spec.get("taints") or [] if t.get("key") not in (UNREACHABLE, NOT_READY)]
+    if taints:
+        spec["taints"] = taints
+    else:
+        spec.pop("taints", None)
+
+
+def _pod_not_ready(obj: dict[str, Any], now: str) -> None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready" and cond.get("status") != "False":
+            cond["status"] = "False"
+            cond["lastTransitionTime"] = now
+
+
+def _pod_ready_again(obj: dict[str, Any], now: str) -> None:
+    statuses = (obj.get("status") or {}).get("containerStatuses") or []
+    if not all(s.get("ready") for s in statuses):
+        return
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready" and cond.get("status") != "True":
+            cond["status"] = "True"
+            cond["lastTransitionTime"] = now

@@ -1,0 +1,92 @@
+"""The kubelet's side of plugin containers: what a device plugin or DRA kubelet plugin
+prints when it starts (or re-registers after a kubelet restart), and its registration.
+
+A mixin for :class:`kubesim.kubelets.KubeletController` (it uses the controller's pod
+indexes and the registrations of :class:`kubesim.devices.DeviceRegistry`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubesim import dra, pluginlogs
+from kubesim.clock import parse_time
+from kubesim.podruntime import Ctr, PodRt
+
+
+class PluginAgent:
+    """Start-up lines, registration and re-registration of plugin containers."""
+
+    sim: Any
+    gpus: dict[str, int]
+    _pods: dict[str, set[str]]
+    _rt: dict[str, PodRt]
+
+    def __init__(self) -> None:
+        self._log_cache: dict[Any, list[Any]] = {}
+
+    def _plugin_started(self, rt: PodRt, ctr: Ctr, pod: dict[str, Any], *, adopted: bool) -> None:
+        start = (parse_time(ctr.started_at) if adopted else None) or self.sim.clock.now()
+        node = rt.node
+        container = next((c for c in pod["spec"].get("containers") or [] if c["name"] == ctr.name), {})
+        healthy = ctr.mode in ("healthy", "slow")
+        if ctr.kind == "device-plugin":
+            healthy = healthy and self.gpus.get(node, 0) > 0
+            fail = pluginlogs.fails_on_init_error(container)
+            if healthy:
+                lines = self._lines("dp-ok", fail, start, lambda: pluginlogs.device_plugin_registered(container, start))
+            else:
+                lines = self._lines("dp-none", fail, start, lambda: pluginlogs.device_plugin_no_devices(container, start))
+            self._write_log(rt, ctr.name, lines)
+            if healthy:
+                ctr.registered = True
+                self.register_device_plugin(node, rt.uid)  # type: ignore[attr-defined]
+            return
+        if healthy:
+            lines = pluginlogs.dra_plugin_started(node, dra.DRIVER, start, slices=dra.has_slices(self.sim.minor))
+        else:
+            lines = pluginlogs.dra_plugin_silent(start)
+        self._write_log(rt, ctr.name, lines)
+        if healthy:
+            ctr.registered = True
+            self.register_dra(node, dra.DRIVER, rt.uid)  # type: ignore[attr-defined]
+
+    def reregister_plugins(self, node: str) -> None:
+        """After a kubelet restart: healthy running plugins register again."""
+        now = self.sim.clock.now()
+        for uid in list(self._pods.get(node, ())):
+            rt = self._rt.get(uid)
+            pod = self.sim.store.by_uid(uid)
+            if rt is None or pod is None or rt.stage != "started":
+                continue
+            for ctr in rt.ctrs.values():
+                if ctr.state != "running" or not ctr.registered:
+                    continue
+                container = next((c for c in pod["spec"]["containers"] if c["name"] == ctr.name), {})
+                if ctr.kind == "device-plugin":
+                    self._write_log(rt, ctr.name, pluginlogs.device_plugin_reregistered(container, now))
+                    self.register_device_plugin(node, uid)  # type: ignore[attr-defined]
+                elif ctr.kind == "dra-plugin":
+                    self._write_log(rt, ctr.name, pluginlogs.dra_plugin_reregistered(dra.DRIVER, now))
+                    self.register_dra(node, dra.DRIVER, uid)  # type: ignore[attr-defined]
+
+    def _touch_log(self, rt: PodRt, container: str) -> None:
+        self._touch_log_key(rt.ns, rt.name, container)
+
+    def _touch_log_key(self, ns: str, pod: str, container: str) -> None:
+        """A started container has a (possibly empty) log, so ``kubectl logs`` answers."""
+        self.sim.logs.touch(ns, pod, container)
+
+    def _lines(self, kind: str, flag: bool, start: Any, make: Any) -> list[Any]:
+        """Plugin start-up lines, shared by every pod that started at the same moment."""
+        key = (kind, flag, start)
+        lines = self._log_cache.get(key)
+        if lines is None:
+            if len(self._log_cache) > 64:
+                self._log_cache.clear()
+            lines = self._log_cache[key] = make()
+        return lines
+
+    def _write_log(self, rt: PodRt, container: str, lines: list[Any]) -> None:
+        for moment, line in lines:
+            self.sim.logs.write(rt.ns, rt.name, container, moment, line)

@@ -1,0 +1,156 @@
+"""What a kubelet knows of a pod it runs, and the pod status it renders from that.
+
+:class:`PodRt` and :class:`Ctr` are the kubelet-side state (stage, containers, restarts,
+back-off); :func:`render_status` turns them into ``status`` as the kubelet's status
+manager writes it (conditions keep their transition times while unchanged).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubesim import podstatus as ps
+from kubesim.devices import container_kind
+
+BACKOFF_START, BACKOFF_MAX = 10.0, 300.0
+
+
+@dataclass
+class Ctr:
+    """One container's runtime state."""
+
+    name: str
+    image: str
+    mode: str  # healthy | crash | silent | slow (from the image tag)
+    kind: str  # generic | device-plugin | dra-plugin (from the image name)
+    state: str = "waiting"  # waiting | running | backoff
+    started_at: str = ""
+    restarts: int = 0
+    backoff: float = 0.0
+    last_term: dict[str, Any] | None = None
+    cid: str = ""
+    registered: bool = False
+
+    @property
+    def ready(self) -> bool:
+        """Running and reported ready (a crashing container dies before it is ever seen ready)."""
+        return self.state == "running" and self.mode != "crash"
+
+
+@dataclass
+class PodRt:
+    """What the node's kubelet knows of one pod."""
+
+    uid: str
+    ns: str
+    name: str
+    node: str
+    ctrs: dict[str, Ctr] = field(default_factory=dict)
+    stage: str = "new"  # new | preparing | sandbox | started | terminating
+    start_time: str = ""
+    pod_ip: str | None = None
+    epoch: int = 0
+
+
+def new_runtime(pod: dict[str, Any], node: str) -> PodRt:
+    rt = PodRt(pod["metadata"]["uid"], pod["metadata"].get("namespace", ""), pod["metadata"]["name"], node)
+    for c in pod["spec"].get("containers") or []:
+        image = c.get("image", "")
+        rt.ctrs[c["name"]] = Ctr(c["name"], image, ps.behaviour(image), container_kind(image))
+    return rt
+
+
+def runtime_from_status(pod: dict[str, Any]) -> PodRt:
+    """Rebuild the runtime state of a pod that is already running (scenario start-up)."""
+    m, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
+    rt = new_runtime(pod, spec["nodeName"])
+    rt.stage, rt.start_time, rt.pod_ip = "started", status.get("startTime", ""), status.get("podIP")
+    known = {c.get("name"): c for c in status.get("containerStatuses") or []}
+    for ctr in rt.ctrs.values():
+        cs = known.get(ctr.name) or {}
+        if "running" in (cs.get("state") or {}):
+            ctr.state, ctr.started_at = "running", cs["state"]["running"].get("startedAt", "")
+        ctr.restarts, ctr.cid = int(cs.get("restartCount") or 0), cs.get("containerID", "")
+        ctr.last_term = (cs.get("lastState") or {}).get("terminated")
+        ctr.backoff = min(BACKOFF_START * 2 ** max(ctr.restarts - 1, 0), BACKOFF_MAX) if ctr.restarts else 0.0
+    del m
+    return rt
+
+
+def dra_prepare_message(minor: int, driver: str) -> str:
+    """The kubelet's FailedPrepareDynamicResources message when a driver is not registered."""
+    if minor >= 33:
+        why = f"prepare dynamic resources: DRA driver {driver} is not registered"
+    elif minor >= 31:
+        why = f"failed to get gRPC client for driver {driver}: plugin name {driver} not found in the list of registered DRA plugins"
+    else:
+        why = f"failed to get DRA Plugin client for plugin name {driver}: plugin name {driver} not found in the list of registered DRA plugins"
+    return f"Failed to prepare dynamic resources: {why}"
+
+
+def render_status(rt: PodRt, pod: dict[str, Any], *, minor: int, now: str, host_ip: str) -> dict[str, Any]:
+    """The pod's status as the kubelet reports it for the runtime state ``rt``."""
+    old = pod.get("status") or {}
+    spec = pod["spec"]
+    statuses, unready = [], []
+    for c in spec.get("containers") or []:
+        ctr = rt.ctrs.get(c["name"])
+        if ctr is None:
+            continue
+        statuses.append(container_status(ctr, pod))
+        if not ctr.ready:
+            unready.append(ctr.name)
+    sandbox = rt.pod_ip is not None
+    inits = spec.get("initContainers") or []
+    status = {k: v for k, v in old.items() if k not in ("conditions", "containerStatuses", "initContainerStatuses")}
+    status["conditions"] = ps.merge_conditions(
+        old.get("conditions"),
+        ps.pod_conditions(minor, now, sandbox=sandbox, initialized=sandbox or not inits,
+                          unready=unready, uninitialized=[c["name"] for c in inits]),
+    )
+    status["containerStatuses"] = statuses
+    if inits:
+        status["initContainerStatuses"] = [init_status(c, rt, sandbox) for c in inits]
+    status["hostIP"] = host_ip
+    if minor >= 28:
+        status["hostIPs"] = [{"ip": host_ip}]
+    status["phase"] = "Running" if any(c.state != "waiting" or c.restarts for c in rt.ctrs.values()) else "Pending"
+    if rt.pod_ip:
+        status["podIP"], status["podIPs"] = rt.pod_ip, [{"ip": rt.pod_ip}]
+    status["qosClass"] = ps.qos_class(spec)
+    status["startTime"] = old.get("startTime") or rt.start_time
+    return status
+
+
+def container_status(ctr: Ctr, pod: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if ctr.cid:
+        out["containerID"] = ctr.cid
+    out["image"] = ps.image_ref(ctr.image)
+    out["imageID"] = ps.image_id(ctr.image) if ctr.cid else ""
+    out["lastState"] = {"terminated": dict(ctr.last_term)} if ctr.last_term else {}
+    out["name"] = ctr.name
+    out["ready"] = ctr.ready
+    out["restartCount"] = ctr.restarts
+    out["started"] = ctr.state == "running"
+    if ctr.state == "running":
+        out["state"] = {"running": {"startedAt": ctr.started_at}}
+    elif ctr.state == "backoff":
+        msg = ps.crashloop_message(ctr.backoff, ctr.name, pod)
+        out["state"] = {"waiting": {"message": msg, "reason": "CrashLoopBackOff"}}
+    else:
+        out["state"] = {"waiting": {"reason": "ContainerCreating"}}
+    return out
+
+
+def init_status(c: dict[str, Any], rt: PodRt, done: bool) -> dict[str, Any]:
+    """Init containers run to completion as soon as the sandbox exists."""
+    image = c.get("image", "")
+    if not done:
+        return {"image": ps.image_ref(image), "imageID": "", "lastState": {}, "name": c["name"], "ready": False,
+                "restartCount": 0, "started": False, "state": {"waiting": {"reason": "PodInitializing"}}}
+    cid = ps.container_id(f"{rt.uid}/init/{c['name']}")
+    term = {"containerID": cid, "exitCode": 0, "finishedAt": rt.start_time, "reason": "Completed", "startedAt": rt.start_time}
+    return {"containerID": cid, "image": ps.image_ref(image), "imageID": ps.image_id(image), "lastState": {},
+            "name": c["name"], "ready": True, "restartCount": 0, "started": False, "state": {"terminated": term}}

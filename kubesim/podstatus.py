@@ -1,0 +1,299 @@
+"""Pod status as the kubelet writes it: conditions, container statuses, ids, messages.
+
+Pure functions over JSON-shaped dicts, shared by the kubelets (live transitions), the
+DaemonSet controller (availability) and the scenarios (pods loaded already running).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+from collections.abc import Iterable
+from typing import Any
+
+from kubesim.clock import parse_time, rfc3339
+
+GPU = "nvidia.com/gpu"
+_COMPUTE = ("cpu", "memory")
+
+
+# ------------------------------------------------------------------ identities
+def container_id(seed: str) -> str:
+    """A containerd container id (64 hex digits), stable for a seed."""
+    return "containerd://" + hashlib.sha256(seed.encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=1024)
+def image_ref(image: str) -> str:
+    """The fully qualified image name containerd reports in ``containerStatuses[].image``."""
+    name = image.split("@", 1)[0]
+    first = name.split("/", 1)[0]
+    if "/" not in name:
+        name = "docker.io/library/" + name
+    elif "." not in first and ":" not in first and first != "localhost":
+        name = "docker.io/" + name
+    last = name.rsplit("/", 1)[-1]
+    return name if ":" in last else name + ":latest"
+
+
+@functools.lru_cache(maxsize=1024)
+def image_id(image: str) -> str:
+    """``<repository>@sha256:<digest>`` as containerd reports ``imageID``."""
+    repo = image_ref(image).rsplit(":", 1)[0]
+    return f"{repo}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
+
+
+def image_tag(image: str) -> str:
+    last = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    return last.rsplit(":", 1)[1] if ":" in last else "latest"
+
+
+def behaviour(image: str) -> str:
+    """What an image does, from its tag: ``crash``, ``silent``, ``slow`` or ``healthy``."""
+    tag = image_tag(image)
+    for kind in ("crash", "silent", "slow"):
+        if tag.endswith("-" + kind):
+            return kind
+    return "healthy"
+
+
+def pod_ref(pod: dict[str, Any]) -> str:
+    """``format.Pod``: ``name_namespace(uid)`` as kubelet messages print a pod."""
+    m = pod["metadata"]
+    return f"{m['name']}_{m.get('namespace', 'default')}({m.get('uid', '')})"
+
+
+def go_duration(seconds: float) -> str:
+    """Go's ``time.Duration.String()`` for whole and fractional seconds: 10s, 1m20s, 5m0s."""
+    if seconds < 60:
+        text = f"{seconds:.3f}".rstrip("0").rstrip(".")
+        return f"{text}s"
+    total = round(seconds)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    return f"{minutes}m{secs}s"
+
+
+# ------------------------------------------------------------------ messages
+def created_message(minor: int, container: str) -> str:
+    return f"Created container: {container}" if minor >= 33 else f"Created container {container}"
+
+
+def started_message(minor: int, container: str) -> str:
+    return f"Started container: {container}" if minor >= 33 else f"Started container {container}"
+
+
+def pulled_message(minor: int, image: str, seconds: float) -> str:
+    took = go_duration(seconds)
+    text = f'Successfully pulled image "{image}" in {took} ({took} including waiting)'
+    if minor >= 29:
+        size = 20_000_000 + int(hashlib.sha256(image.encode()).hexdigest()[:6], 16) * 10
+        text += f". Image size: {size} bytes."
+    return text
+
+
+def crashloop_message(backoff: float, container: str, pod: dict[str, Any]) -> str:
+    return f"back-off {go_duration(backoff)} restarting failed container={container} pod={pod_ref(pod)}"
+
+
+# ------------------------------------------------------------------ requests
+def _quantity(value: Any) -> float:
+    text = str(value)
+    for suffix, factor in (("m", 0.001), ("Ki", 1024), ("Mi", 1024**2), ("Gi", 1024**3), ("k", 1e3), ("M", 1e6), ("G", 1e9)):
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * factor
+    return float(text)
+
+
+def container_requests(container: dict[str, Any]) -> dict[str, Any]:
+    """Requests with limits standing in for missing requests (the API server's defaulting)."""
+    res = container.get("resources") or {}
+    out = dict(res.get("limits") or {})
+    out.update(res.get("requests") or {})
+    return out
+
+
+def pod_request(spec: dict[str, Any], resource: str) -> int:
+    """What a pod asks of one integer resource: sum over containers, max with init ones."""
+    total = sum(int(_quantity(container_requests(c).get(resource, 0))) for c in spec.get("containers") or [])
+    init = max((int(_quantity(container_requests(c).get(resource, 0))) for c in spec.get("initContainers") or []), default=0)
+    return max(total, init)
+
+
+def extended_requests(spec: dict[str, Any]) -> dict[str, int]:
+    """Extended resources (``vendor/name``) the pod requests, e.g. ``nvidia.com/gpu``."""
+    total: dict[str, int] = {}
+    init: dict[str, int] = {}
+    for c in spec.get("containers") or []:
+        res = c.get("resources")
+        if not res:
+            continue
+        for name, value in container_requests(c).items():
+            if "/" in name and not name.startswith("hugepages"):
+                total[name] = total.get(name, 0) + int(_quantity(value))
+    for c in spec.get("initContainers") or []:
+        for name, value in container_requests(c).items():
+            if "/" in name and not name.startswith("hugepages"):
+                init[name] = max(init.get(name, 0), int(_quantity(value)))
+    for name, value in init.items():
+        total[name] = max(total.get(name, 0), value)
+    return {n: v for n, v in sorted(total.items()) if v > 0}
+
+
+def qos_class(spec: dict[str, Any]) -> str:
+    containers = (spec.get("containers") or []) + (spec.get("initContainers") or [])
+    requests_seen = False
+    guaranteed = True
+    for c in containers:
+        res = c.get("resources") or {}
+        limits, requests = res.get("limits") or {}, res.get("requests") or {}
+        for name in _COMPUTE:
+            if name in requests or name in limits:
+                requests_seen = True
+            if name not in limits or (name in requests and _quantity(requests[name]) != _quantity(limits[name])):
+                guaranteed = False
+    if not requests_seen:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+# ------------------------------------------------------------------ conditions
+def condition(kind: str, status: bool | str, when: str, reason: str | None = None, message: str | None = None) -> dict[str, Any]:
+    value = status if isinstance(status, str) else ("True" if status else "False")
+    cond: dict[str, Any] = {"lastProbeTime": None, "lastTransitionTime": when, "status": value, "type": kind}
+    if message:
+        cond["message"] = message
+    if reason:
+        cond["reason"] = reason
+    return cond
+
+
+def merge_conditions(old: Iterable[dict[str, Any]] | None, new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Keep each condition's lastTransitionTime while its status does not change."""
+    before = {c.get("type"): c for c in old or []}
+    out = []
+    for cond in new:
+        prev = before.get(cond["type"])
+        if prev is not None and prev.get("status") == cond["status"] and prev.get("lastTransitionTime"):
+            cond = {**cond, "lastTransitionTime": prev["lastTransitionTime"]}
+        out.append(cond)
+    return out
+
+
+def get_condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return cond
+    return None
+
+
+def is_pod_ready(pod: dict[str, Any]) -> bool:
+    cond = get_condition(pod, "Ready")
+    return cond is not None and cond.get("status") == "True"
+
+
+def is_pod_available(pod: dict[str, Any], min_ready_seconds: int, now: float) -> bool:
+    """``podutil.IsPodAvailable``: ready, and ready for at least minReadySeconds."""
+    cond = get_condition(pod, "Ready")
+    if cond is None or cond.get("status") != "True":
+        return False
+    if not min_ready_seconds:
+        return True
+    since = parse_time(cond.get("lastTransitionTime"))
+    return since is not None and since.timestamp() + min_ready_seconds <= now
+
+
+def is_terminal(pod: dict[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def pod_conditions(
+    minor: int,
+    when: str,
+    *,
+    sandbox: bool,
+    initialized: bool,
+    unready: list[str],
+    uninitialized: list[str] | None = None,
+    node_ready: bool = True,
+) -> list[dict[str, Any]]:
+    """The kubelet-owned conditions in the kubelet's order, then PodScheduled."""
+    out = []
+    if minor >= 29:
+        out.append(condition("PodReadyToStartContainers", sandbox, when))
+    if initialized:
+        out.append(condition("Initialized", True, when))
+    else:
+        names = " ".join(uninitialized or [])
+        out.append(condition("Initialized", False, when, "ContainersNotInitialized", f"containers with incomplete status: [{names}]"))
+    if unready:
+        msg = f"containers with unready status: [{' '.join(unready)}]"
+        out.append(condition("Ready", False, when, "ContainersNotReady", msg))
+        out.append(condition("ContainersReady", False, when, "ContainersNotReady", msg))
+    else:
+        out.append(condition("Ready", node_ready, when))
+        out.append(condition("ContainersReady", True, when))
+    out.append(condition("PodScheduled", True, when))
+    return out
+
+
+def running_container_status(container: dict[str, Any], pod_uid: str, started: str, *, restarts: int = 0) -> dict[str, Any]:
+    """A ready, running container as the kubelet reports it."""
+    image = container.get("image", "")
+    return {
+        "containerID": container_id(f"{pod_uid}/{container['name']}/{restarts}"),
+        "image": image_ref(image),
+        "imageID": image_id(image),
+        "lastState": {},
+        "name": container["name"],
+        "ready": True,
+        "restartCount": restarts,
+        "started": True,
+        "state": {"running": {"startedAt": started}},
+    }
+
+
+_SETTLED_CONDITIONS: dict[tuple[int, str], list[dict[str, Any]]] = {}
+_WHEN: dict[dt.datetime, str] = {}
+
+
+def stamp(moment: dt.datetime) -> str:
+    """``rfc3339`` remembered for the few moments scenarios stamp thousands of objects with."""
+    when = _WHEN.get(moment)
+    if when is None:
+        if len(_WHEN) > 256:
+            _WHEN.clear()
+            _SETTLED_CONDITIONS.clear()
+        when = _WHEN[moment] = rfc3339(moment)
+    return when
+
+
+def settled_status(
+    pod: dict[str, Any], *, minor: int, host_ip: str, pod_ip: str, started: dt.datetime, qos: str | None = None
+) -> dict[str, Any]:
+    """The status of a pod that has been running and ready since ``started`` (scenarios).
+
+    Pods settled at the same moment share one (never mutated) conditions list.
+    """
+    when = stamp(started)
+    spec = pod["spec"]
+    uid = pod["metadata"]["uid"]
+    conditions = _SETTLED_CONDITIONS.get((minor, when))
+    if conditions is None:
+        conditions = _SETTLED_CONDITIONS[(minor, when)] = pod_conditions(minor, when, sandbox=True, initialized=True, unready=[])
+    status: dict[str, Any] = {
+        "conditions": conditions,
+        "containerStatuses": [running_container_status(c, uid, when) for c in spec.get("containers") or []],
+        "hostIP": host_ip,
+        "phase": "Running",
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "qosClass": qos or qos_class(spec),
+        "startTime": when,
+    }
+    if minor >= 28:
+        status["hostIPs"] = [{"ip": host_ip}]
+    return status

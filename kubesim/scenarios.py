@@ -1,0 +1,215 @@
+"""Scenarios: a :class:`~kubesim.simulation.Simulation` with its controllers and a cluster
+loaded in a settled state (pods running and ready, device plugins registered, DRA slices
+published), so nothing churns at start.
+
+- ``gpu-small``: ``gpu-node1..3`` (8 GPUs each) and ``cpu-node1``; the NVIDIA device
+  plugin DaemonSet, the DRA example driver's kubelet plugin and its class, ResourceSlices
+  (1.30+), claims ``ml-team/shared-gpu`` (allocated, reserved by ``inference-0``) and
+  ``ml-team/pending-gpu`` (pending), and ``trainer-0``/``trainer-1`` using 4 GPUs each.
+- ``gpu-large``: ``nodes`` GPU nodes (default 5000) with about ten pods each: the device
+  plugin, the DRA plugin (only from 1.30, where it publishes slices), kube-proxy and
+  node-exporter DaemonSet pods, and six one-GPU workers; loaded with ``store.load``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from kubesim import dra
+from kubesim.clock import rfc3339
+from kubesim.daemonsets import DaemonSetController
+from kubesim.fixtures import (
+    NFD_GPU,
+    DaemonPods,
+    container,
+    make_daemonset,
+    make_namespace,
+    make_node,
+    pod_spec,
+    revision_for,
+    settle_daemonset,
+    workload_pod,
+)
+from kubesim.kubelets import KubeletController
+from kubesim.scheduling import Scheduler
+from kubesim.simulation import Simulation
+
+SCENARIOS = ("gpu-small", "gpu-large")
+GPUS_PER_NODE = 8
+NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "dra-example-driver", "ml-team")
+DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.14.2"
+DRA_IMAGE = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.1.0"
+
+
+def device_plugin_daemonset(created: str) -> dict[str, Any]:
+    ctr = container(
+        "nvidia-device-plugin-ctr", DEVICE_PLUGIN_IMAGE,
+        env=[{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
+        securityContext={"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        volumeMounts=[{"mountPath": "/var/lib/kubelet/device-plugins", "name": "device-plugin"}],
+    )
+    spec = pod_spec(
+        [ctr], nodeSelector={NFD_GPU: "true"}, priorityClassName="system-node-critical",
+        tolerations=[{"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}],
+        volumes=[{"hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": ""}, "name": "device-plugin"}],
+    )
+    return make_daemonset("kube-system", "nvidia-device-plugin-daemonset", {"name": "nvidia-device-plugin-ds"}, spec, created)
+
+
+def dra_plugin_daemonset(created: str) -> dict[str, Any]:
+    labels = {"app.kubernetes.io/name": "dra-example-driver", "app.kubernetes.io/component": "kubeletplugin"}
+    ctr = container(
+        "plugin", DRA_IMAGE, command=["dra-example-kubeletplugin"],
+        env=[
+            {"name": "CDI_ROOT", "value": "/var/run/cdi"},
+            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "spec.nodeName"}}},
+            {"name": "NAMESPACE", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}},
+            {"name": "NUM_DEVICES", "value": str(GPUS_PER_NODE)},
+        ],
+        securityContext={"privileged": True},
+        volumeMounts=[
+            {"mountPath": "/var/lib/kubelet/plugins_registry", "name": "plugins-registry"},
+            {"mountPath": "/var/lib/kubelet/plugins", "name": "plugins"},
+            {"mountPath": "/var/run/cdi", "name": "cdi"},
+        ],
+    )
+    spec = pod_spec(
+        [ctr], nodeSelector={NFD_GPU: "true"}, serviceAccountName="dra-example-driver-service-account",
+        volumes=[
+            {"hostPath": {"path": "/var/lib/kubelet/plugins_registry", "type": ""}, "name": "plugins-registry"},
+            {"hostPath": {"path": "/var/lib/kubelet/plugins", "type": ""}, "name": "plugins"},
+            {"hostPath": {"path": "/var/run/cdi", "type": ""}, "name": "cdi"},
+        ],
+    )
+    return make_daemonset("dra-example-driver", "dra-example-driver-kubeletplugin", labels, spec, created,
+                          ds_labels={"app.kubernetes.io/name": "dra-example-driver"})
+
+
+def simple_daemonset(ns: str, name: str, image: str, created: str, **spec_extra: Any) -> dict[str, Any]:
+    labels = {"k8s-app": name}
+    spec = pod_spec([container(name, image)], priorityClassName="system-node-critical", **spec_extra)
+    return make_daemonset(ns, name, labels, spec, created, ds_labels=dict(labels))
+
+
+class _Builder:
+    """Collects the objects of one scenario, then loads them into the store in bulk."""
+
+    def __init__(self, sim: Simulation, started: dt.datetime) -> None:
+        self.sim, self.started = sim, started
+        self.created = rfc3339(started)
+        self.objects: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.slots: dict[int, int] = {}
+        self.ds_pods: dict[str, int] = {}
+
+    def add(self, gr: tuple[str, str], obj: dict[str, Any]) -> dict[str, Any]:
+        self.objects.setdefault(gr, []).append(obj)
+        return obj
+
+    def slot(self, index: int) -> int:
+        self.slots[index] = self.slots.get(index, 9) + 1
+        return self.slots[index]
+
+    def daemonset(self, ds: dict[str, Any], nodes: list[tuple[str, int]]) -> None:
+        pods = DaemonPods(ds, self.sim.minor)
+        for node, index in nodes:
+            self.add(("", "pods"), pods.pod(node, index, self.slot(index), self.started))
+        settle_daemonset(ds, len(nodes))
+        self.add(("apps", "daemonsets"), ds)
+        self.add(("apps", "controllerrevisions"), revision_for(ds, self.created))
+
+    def load(self) -> None:
+        order = [("", "namespaces"), ("", "nodes")]
+        for gr in order + [g for g in self.objects if g not in order]:
+            if gr in self.objects:
+                self.sim.store.load(gr, self.objects[gr])
+
+
+def _base(b: _Builder, gpu_nodes: list[tuple[str, int]], kubelet: KubeletController, *, dra_plugin: bool = True) -> None:
+    minor = b.sim.minor
+    for ns in NAMESPACES:
+        b.add(("", "namespaces"), make_namespace(ns, b.created))
+    for name, index in gpu_nodes:
+        node = b.add(("", "nodes"), make_node(name, index, minor, gpus=GPUS_PER_NODE, created=b.created))
+        node["metadata"]["uid"] = str(uuid.uuid4())
+        kubelet.gpus[name] = GPUS_PER_NODE
+    b.daemonset(device_plugin_daemonset(b.created), gpu_nodes)
+    if dra_plugin:
+        b.daemonset(dra_plugin_daemonset(b.created), gpu_nodes)
+    gr, klass = dra.device_class(minor)
+    klass["metadata"]["creationTimestamp"] = b.created
+    b.add(gr, klass)
+    if dra.has_slices(minor) and dra_plugin:
+        for node in b.objects[("", "nodes")]:
+            name = node["metadata"]["name"]
+            if name in kubelet.gpus:
+                obj = dra.resource_slice(minor, name, node["metadata"]["uid"], GPUS_PER_NODE)
+                obj["metadata"]["name"] = obj["metadata"]["generateName"] + uuid.uuid4().hex[:5]
+                obj["metadata"]["creationTimestamp"] = b.created
+                b.add(dra.SLICES, obj)
+
+
+def _gpu_small(b: _Builder, kubelet: KubeletController) -> None:
+    minor = b.sim.minor
+    gpu_nodes = [(f"gpu-node{i}", i) for i in (1, 2, 3)]
+    _base(b, gpu_nodes, kubelet)
+    b.add(("", "nodes"), make_node("cpu-node1", 4, minor, gpus=0, created=b.created))
+    for i, (node, index) in enumerate(gpu_nodes[:2]):
+        b.add(("", "pods"), workload_pod("ml-team", f"trainer-{i}", node, index, b.slot(index),
+                                         "registry.example.com/ml/trainer:2.1.0", b.started, minor, gpus=4,
+                                         labels={"app": "trainer"}))
+    pod_uid = str(uuid.uuid4())
+    ref = dra.pod_claim_ref(minor, "gpu", claim="shared-gpu")
+    node, index = gpu_nodes[2]
+    b.add(("", "pods"), workload_pod("ml-team", "inference-0", node, index, b.slot(index),
+                                     "registry.example.com/ml/inference:1.4.0", b.started, minor,
+                                     labels={"app": "inference"}, claims=[ref], uid=pod_uid))
+    shared = {"metadata": {"name": "shared-gpu", "namespace": "ml-team", "creationTimestamp": b.created},
+              "spec": dra.claim_spec(minor)}
+    shared["status"] = {**dra.allocation_status(minor, node, [("gpu" if minor > 30 else "", dra.DRIVER, "gpu-0")]),
+                        "reservedFor": [{"resource": "pods", "name": "inference-0", "uid": pod_uid}]}
+    b.add(dra.CLAIMS, shared)
+    b.add(dra.CLAIMS, {"metadata": {"name": "pending-gpu", "namespace": "ml-team", "creationTimestamp": b.created},
+                       "spec": dra.claim_spec(minor)})
+
+
+def _gpu_large(b: _Builder, kubelet: KubeletController, count: int) -> None:
+    minor = b.sim.minor
+    gpu_nodes = [(f"gpu-node{i}", i) for i in range(1, count + 1)]
+    _base(b, gpu_nodes, kubelet, dra_plugin=dra.has_slices(minor))
+    b.daemonset(simple_daemonset("kube-system", "kube-proxy", "registry.k8s.io/kube-proxy:" + _k8s_tag(minor), b.created,
+                                 hostNetwork=True), gpu_nodes)
+    b.daemonset(simple_daemonset("kube-system", "node-exporter", "quay.io/prometheus/node-exporter:v1.8.1", b.created,
+                                 hostNetwork=True), gpu_nodes)
+    image = "registry.example.com/ml/worker:3.0.2"
+    for node, index in gpu_nodes:
+        for j in range(6):
+            b.add(("", "pods"), workload_pod("ml-team", f"worker-{index}-{j}", node, index, b.slot(index), image,
+                                             b.started, minor, gpus=1, labels={"app": "worker"}))
+
+
+def _k8s_tag(minor: int) -> str:
+    from kubesim.resources import git_version
+
+    return git_version(minor)
+
+
+def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int = 31, event_ttl: float = 3600,
+          speed: float = 1.0) -> Simulation:
+    """A simulation of ``scenario`` on Kubernetes 1.``minor``, settled and with its controllers."""
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}: use one of {', '.join(SCENARIOS)}")
+    sim = Simulation(minor=minor, event_ttl=event_ttl, speed=speed)
+    b = _Builder(sim, sim.clock.now() - dt.timedelta(days=1))
+    kubelet = KubeletController()
+    if scenario == "gpu-small":
+        _gpu_small(b, kubelet)
+    else:
+        _gpu_large(b, kubelet, 5000 if nodes is None else nodes)
+    b.load()
+    sim.add_controller("daemonsets", DaemonSetController())
+    sim.add_controller("kubelet", kubelet)
+    sim.add_controller("scheduler", Scheduler())
+    sim.settle()
+    return sim

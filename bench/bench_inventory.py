@@ -1,0 +1,159 @@
+"""The inventory on gpu-large (5,000 nodes, ~50,000 pods) next to kubectl, in one run.
+
+kubesim serves the cluster from its own process, so the client side is measured alone.
+Every measured command runs as a child process; its wall time is taken around it and
+its peak memory is the child's own max RSS from ``os.wait4`` (nothing else is counted).
+Output goes to /dev/null for both sides.
+
+- ``upgradebot inventory --json`` (the whole CLI: start-up, reads, findings, JSON out)
+- ``kubectl get nodes,pods,daemonsets -A -o json`` (the real kubectl from the venv)
+- listing every pod through the adapter (raw JSON -> dicts) and through the client's
+  generated models (``CoreV1Api.list_pod_for_all_namespaces``): why the adapter parses
+  JSON itself.
+
+``python -m bench.bench_inventory [--nodes N] [--k8s-version 1.31] [--no-models]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+@dataclass(frozen=True)
+class Measurement:
+    label: str
+    seconds: float
+    max_rss_mib: float
+    code: int
+
+
+def measure(label: str, command: list[str], env: dict[str, str]) -> Measurement:
+    """Run ``command`` with stdout to /dev/null; wall time and the child's own peak RSS."""
+    with open(os.devnull, "wb") as sink, tempfile.TemporaryFile() as errors:
+        start = time.perf_counter()
+        proc = subprocess.Popen(command, stdout=sink, stderr=errors, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode not in (0, 1):
+            errors.seek(0)
+            raise SystemExit(f"{label} failed ({proc.returncode}): {errors.read().decode(errors='replace')[:500]}")
+    kib = usage.ru_maxrss if sys.platform != "darwin" else usage.ru_maxrss / 1024
+    return Measurement(label, seconds, kib / 1024, proc.returncode)
+
+
+def serve(nodes: int, version: str, workdir: Path) -> tuple[subprocess.Popen[str], Path]:
+    """kubesim gpu-large in its own process; returns it and its kubeconfig once it listens."""
+    kubeconfig = workdir / "kubeconfig"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kubesim", "serve", "--port", "0", "--scenario", "gpu-large",
+         "--nodes", str(nodes), "--k8s-version", version, "--kubeconfig", str(kubeconfig)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+    if not url.startswith("https://"):
+        proc.kill()
+        raise SystemExit(f"kubesim did not start: {url!r}")
+    proc.stdout.readline()  # "kubeconfig written to …"
+    return proc, kubeconfig
+
+
+# ------------------------------------------------------------------ child processes
+def child_list_raw(kubeconfig: str) -> None:
+    from runbooks.cluster import Cluster
+    from runbooks.cluster.resources import PODS
+
+    with Cluster.from_kubeconfig(kubeconfig) as cluster:
+        print(len(cluster.list_objects(PODS)))
+
+
+def child_list_models(kubeconfig: str) -> None:
+    from kubernetes import client, config  # the reference: the client's generated models
+
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    api = client.CoreV1Api(client.ApiClient(configuration))
+    items, token = [], None
+    while True:
+        page = api.list_pod_for_all_namespaces(limit=500, _continue=token)
+        items.extend(page.items)
+        token = page.metadata._continue
+        if not token:
+            break
+    print(len(items))
+
+
+CHILDREN = {"list-raw": child_list_raw, "list-models": child_list_models}
+
+
+# ------------------------------------------------------------------------- report
+def row(m: Measurement) -> str:
+    return f"  {m.label:<52} {m.seconds:8.2f} s {m.max_rss_mib:9.0f} MiB"
+
+
+def ratio(label: str, slow: Measurement, fast: Measurement) -> str:
+    return f"  {label:<52} {slow.seconds / fast.seconds:8.1f} x {slow.max_rss_mib / fast.max_rss_mib:9.1f} x"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_inventory", description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--k8s-version", default="1.31")
+    parser.add_argument("--no-models", action="store_true", help="skip the client-models listing (slow)")
+    parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
+    parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        CHILDREN[args.child](args.kubeconfig)
+        return 0
+
+    with tempfile.TemporaryDirectory(prefix="bench-inventory-") as tmp:
+        workdir = Path(tmp)
+        started = time.perf_counter()
+        server, kubeconfig = serve(args.nodes, args.k8s_version, workdir)
+        print(f"kubesim gpu-large, {args.nodes} nodes, Kubernetes {args.k8s_version}: "
+              f"ready in {time.perf_counter() - started:.1f} s (own process)", flush=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT"))}
+        env.update(KUBECONFIG=str(kubeconfig), HOME=str(workdir))
+        try:
+            kubectl = [str(BIN / "kubectl")]
+            subprocess.run([*kubectl, "api-resources"], env=env, capture_output=True, check=True)  # warm discovery cache
+            me = [sys.executable, "-m", "bench.bench_inventory", "--kubeconfig", str(kubeconfig), "--child"]
+            results = [
+                measure("python + imports of the CLI (floor)", [sys.executable, "-c", "import bot.cli"], env),
+                measure("upgradebot inventory --json", [str(BIN / "upgradebot"), "inventory", "--json"], env),
+                measure("kubectl get nodes,pods,daemonsets -A -o json",
+                        [*kubectl, "get", "nodes,pods,daemonsets", "-A", "-o", "json"], env),
+                measure("list all pods, adapter (raw JSON -> dicts)", [*me, "list-raw"], env),
+            ]
+            if not args.no_models:
+                results.append(measure("list all pods, client models (CoreV1Api)", [*me, "list-models"], env))
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    floor, inventory, kubectl_run, raw = results[:4]
+    print(f"  {'':<52} {'wall':>10} {'peak RSS':>13}")
+    for m in results:
+        print(row(m))
+    print(ratio("kubectl / inventory", kubectl_run, inventory))
+    if len(results) > 4:
+        print(ratio("client models / adapter raw (listing every pod)", results[4], raw))
+    print(f"  inventory above the interpreter floor: {inventory.max_rss_mib - floor.max_rss_mib:.0f} MiB")
+    print(f"  (inventory exit code {inventory.code}; this process's own peak RSS "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB, not counted)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""``python -m bot``: the same as the ``upgradebot`` console script."""
+
+import sys
+
+from bot.cli import main
+
+sys.exit(main())

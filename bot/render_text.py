@@ -1,0 +1,119 @@
+"""Inventories as text for people at a terminal (the console chat reuses it).
+
+Long lists are summarised: beyond ``MAX_ROWS`` nodes or pods, only the ones with
+something to say are listed, with a count of the rest. The JSON surface prints the
+model itself (``Inventory.model_dump_json``), so nothing is lost for pipelines.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from runbooks.inventory import DaemonSet, Inventory, Node
+
+MAX_ROWS = 30
+SEVERITY_LABEL = {"fail": "FAIL", "warn": "WARN", "info": "INFO"}
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]], indent: str = "  ") -> list[str]:
+    """Columns padded to their widest cell, as kubectl prints them."""
+    all_rows = [list(header)] + [list(r) for r in rows]
+    widths = [max(len(r[i]) for r in all_rows) for i in range(len(header))]
+    return [indent + "   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in all_rows]
+
+
+def _yes(flag: bool | None) -> str:
+    return "-" if flag is None else ("yes" if flag else "no")
+
+
+def _node_healthy(node: Node) -> bool:
+    full = all(node.allocatable.get(r, 0) == c for r, c in node.capacity.items())
+    has_gpus = bool(node.capacity) or not node.gpu_hardware
+    return node.ready and not node.unschedulable and full and has_gpus
+
+
+def _nodes(inv: Inventory) -> list[str]:
+    nodes = inv.nodes
+    shown = nodes if len(nodes) <= MAX_ROWS else [n for n in nodes if not _node_healthy(n)][:MAX_ROWS]
+    res = inv.gpu_resources
+    lines = [f"Nodes ({len(nodes)}, {sum(n.gpu_hardware for n in nodes)} with GPU hardware)"]
+    rows = [
+        [
+            n.name, _yes(n.ready), "cordoned" if n.unschedulable else "-",
+            *(f"{n.capacity.get(r, 0)}/{n.allocatable.get(r, 0)}" for r in res),
+            _yes(n.gpu_hardware), ",".join(f"{t.key}:{t.effect}" for t in n.taints) or "-",
+        ]
+        for n in shown
+    ]
+    lines += table(["NAME", "READY", "SCHED", *(f"{r} CAP/ALLOC" for r in res), "GPU-HW", "TAINTS"], rows)
+    if len(shown) < len(nodes):
+        lines.append(f"  … {len(nodes) - len(shown)} more nodes, all Ready with every GPU allocatable")
+    return lines
+
+
+def _daemonset(ds: DaemonSet) -> list[str]:
+    lines = [
+        f"{ds.ref}  ({ds.kind}{', driver ' + ', '.join(ds.drivers) if ds.drivers else ''})",
+        "  images: " + ", ".join(f"{c}={i}" for c, i in ds.images.items()),
+        f"  strategy {ds.update_strategy}"
+        + (f" (maxUnavailable {ds.max_unavailable})" if ds.max_unavailable else "")
+        + f", revision {ds.current_revision if ds.current_revision is not None else '?'}"
+        + f"  desired {ds.desired} current {ds.current} updated {ds.updated} ready {ds.ready} available {ds.available}",
+    ]
+    pods = ds.pods
+    troubled = [p for p in pods if p.crashloop or not p.ready or p.restarts or p.registered is False]
+    shown = pods if len(pods) <= MAX_ROWS else troubled[:MAX_ROWS]
+    rows = [
+        [p.node, p.name, p.phase, _yes(p.ready), str(p.restarts), p.waiting_reason or "-", _yes(p.registered),
+         ",".join(i.rsplit(":", 1)[-1] for i in p.images.values())]
+        for p in shown
+    ]
+    if shown:
+        lines += table(["NODE", "POD", "PHASE", "READY", "RESTARTS", "WAITING", "REGISTERED", "TAG"], rows, "    ")
+    if len(shown) < len(pods):
+        tags = Counter(",".join(p.images.values()) for p in pods)
+        summary = "; ".join(f"{n} on {image}" for image, n in tags.most_common())
+        lines.append(f"    … {len(pods) - len(shown)} more pods, Ready ({summary})")
+    return lines
+
+
+def render_inventory(inv: Inventory) -> str:
+    dra = inv.dra
+    lines = [
+        f"Inventory of {inv.context} ({inv.server}) taken {inv.taken_at:%Y-%m-%d %H:%M:%S %Z}",
+        f"Kubernetes {inv.kubernetes.version}; DynamicResourceAllocation {dra.feature_gate}"
+        + (f" ({dra.stage})" if dra.stage else ""),
+        "resource.k8s.io: "
+        + ("; ".join(f"{v} ({', '.join(dra.kinds.get(v, []))})" for v in dra.served_versions) or "not served"),
+        "",
+        *_nodes(inv),
+        "",
+        f"Plugin DaemonSets ({len(inv.daemonsets)})",
+    ]
+    for ds in inv.daemonsets:
+        lines += ["  " + line for line in _daemonset(ds)]
+    if not inv.daemonsets:
+        lines.append("  none found")
+    if inv.classes or inv.slices or inv.claims:
+        lines += ["", "DRA"]
+        lines += [f"  {c.kind} {c.name}: driver {', '.join(c.drivers) or '?'}" for c in inv.classes]
+        per_driver = Counter(s.driver for s in inv.slices)
+        for driver, count in sorted(per_driver.items()):
+            nodes = {s.node for s in inv.slices if s.driver == driver}
+            devices = sum(s.devices for s in inv.slices if s.driver == driver)
+            lines.append(f"  ResourceSlices of {driver}: {count} on {len(nodes)} node(s), {devices} device(s)")
+        if inv.claims:
+            lines += table(
+                ["NAMESPACE", "CLAIM", "STATE", "AGE", "RESERVED FOR"],
+                [[c.namespace, c.name, c.state, c.age, ",".join(c.reserved_for) or "-"] for c in inv.claims[:MAX_ROWS]],
+            )
+            if len(inv.claims) > MAX_ROWS:
+                lines.append(f"  … {len(inv.claims) - MAX_ROWS} more claims")
+    lines += ["", f"Findings ({len(inv.findings)})"]
+    for f in inv.findings:
+        lines += [f"  {SEVERITY_LABEL[f.severity]}  {f.message}", f"        next: {f.next_step}"]
+    if not inv.findings:
+        lines.append("  none: the cluster looks ready for an upgrade")
+    lines += [f"note: {n}" for n in inv.notes]
+    return "\n".join(lines) + "\n"

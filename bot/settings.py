@@ -1,0 +1,93 @@
+"""The process's settings: the one place that reads the environment.
+
+:class:`Settings` is read once at start-up (pydantic-settings, from environment
+variables); :meth:`Settings.policy` reads and validates the YAML policy file named by
+``UPGRADEBOT_CONFIG`` into :class:`runbooks.policy.Policy`. Secrets are ``SecretStr`` so
+they never show up in a repr or a log line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from runbooks.policy import Policy
+
+
+class SettingsError(ValueError):
+    """The environment or the policy file is unusable; the message says which and why."""
+
+
+def _env(name: str) -> AliasChoices:
+    return AliasChoices(name)
+
+
+class Settings(BaseSettings):
+    """Environment variables of DESIGN.md, each documented where it is declared."""
+
+    model_config = SettingsConfigDict(case_sensitive=True, extra="ignore", frozen=True)
+
+    kubeconfig: str | None = Field(None, validation_alias=_env("KUBECONFIG"))
+    """Kubeconfig file(s), ``:``-separated; unset: ``~/.kube/config``, else in-cluster."""
+    config_file: Path | None = Field(None, validation_alias=_env("UPGRADEBOT_CONFIG"))
+    """The YAML policy file; unset: built-in defaults (no targets, anyone may request)."""
+    redis_url: str | None = Field(None, validation_alias=_env("REDIS_URL"))
+    """Redis for runs, locks and the audit trail; unset: the embedded server."""
+    slack_bot_token: SecretStr | None = Field(None, validation_alias=_env("SLACK_BOT_TOKEN"))
+    """``xoxb-…`` token of the Slack app."""
+    slack_signing_secret: SecretStr | None = Field(None, validation_alias=_env("SLACK_SIGNING_SECRET"))
+    """Verifies that requests to ``/slack/events`` come from Slack."""
+    slack_app_token: SecretStr | None = Field(None, validation_alias=_env("SLACK_APP_TOKEN"))
+    """``xapp-…`` token: when set, ``serve`` uses Socket Mode instead of HTTP."""
+    slack_api_url: str = Field("https://slack.com/api/", validation_alias=_env("SLACK_API_URL"))
+    """Slack Web API base URL, with its trailing slash (tests point it at a fake)."""
+    home: Path = Field(Path("~").expanduser(), validation_alias=_env("HOME"))
+    """Where the default kubeconfig (``~/.kube/config``) is looked for."""
+
+    @property
+    def default_kubeconfig(self) -> Path:
+        return self.home / ".kube" / "config"
+
+    def kubeconfig_path(self, override: str | None = None) -> str | None:
+        """``--kubeconfig``, else ``KUBECONFIG``, else ``~/.kube/config`` if it exists, else None."""
+        if override:
+            return override
+        if self.kubeconfig:
+            return self.kubeconfig
+        return str(self.default_kubeconfig) if self.default_kubeconfig.exists() else None
+
+    def policy(self) -> Policy:
+        """The policy file, validated; the defaults when ``UPGRADEBOT_CONFIG`` is unset."""
+        if self.config_file is None:
+            return Policy()
+        try:
+            data = yaml.safe_load(self.config_file.read_text()) or {}
+        except OSError as exc:
+            raise SettingsError(f"cannot read UPGRADEBOT_CONFIG {self.config_file}: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            raise SettingsError(f"UPGRADEBOT_CONFIG {self.config_file} is not valid YAML: {_one_line(exc)}") from exc
+        if not isinstance(data, dict):
+            raise SettingsError(f"UPGRADEBOT_CONFIG {self.config_file} must be a YAML mapping")
+        try:
+            return Policy.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'file'}: {err['msg']}" for err in exc.errors()
+            )
+            raise SettingsError(f"UPGRADEBOT_CONFIG {self.config_file}: {problems}") from exc
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
+def load_settings() -> Settings:
+    """Settings from the environment, with problems reported as :class:`SettingsError`."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise SettingsError(f"bad environment: {problems}") from exc

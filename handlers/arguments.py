@@ -1,0 +1,42 @@
+"""Arguments of a verb, as both front ends pass them: words and ``key=value`` pairs.
+
+The grammar of DESIGN.md: ``<verb> [target] [key=value ...]``. A bad word raises
+:class:`UsageError` carrying the verb's usage line, which every surface shows as is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class UsageError(ValueError):
+    """The arguments do not fit the verb; ``usage`` is the line to show."""
+
+    def __init__(self, reason: str, usage: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.usage = usage
+
+
+def split_pairs(
+    words: Sequence[str], *, allowed: Sequence[str], usage: str, max_positional: int = 0
+) -> tuple[list[str], dict[str, str]]:
+    """``(positional words, {key: value})``, refusing unknown keys, repeats and extra words."""
+    positional: list[str] = []
+    pairs: dict[str, str] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep:
+            if len(positional) >= max_positional:
+                raise UsageError(f"unexpected argument {word!r}", usage)
+            positional.append(word)
+            continue
+        if key not in allowed:
+            known = ", ".join(f"{k}=" for k in allowed) or "none"
+            raise UsageError(f"unknown argument {key}= (known: {known})", usage)
+        if key in pairs:
+            raise UsageError(f"{key}= given twice", usage)
+        if not value:
+            raise UsageError(f"{key}= needs a value", usage)
+        pairs[key] = value
+    return positional, pairs

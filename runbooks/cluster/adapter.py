@@ -1,0 +1,348 @@
+"""The one module that imports the official ``kubernetes`` client.
+
+:class:`Cluster` sends every request through the client's ``ApiClient`` with
+``_preload_content=False`` and parses the JSON itself into plain dicts: listing 50,000
+pods through the client's generated models takes about 5 times as long and 1.4 times the
+memory (``bench/bench_inventory.py``), and the models cannot represent API versions the
+client does not know (``resource.k8s.io/v1alpha2``). Every failure is turned into one of
+:mod:`runbooks.errors` here, once (``_send``). Reads are retried as the
+:class:`~runbooks.cluster.retrying.RetryPolicy` says (``_read``); writes, when the upgrade
+steps add them, go through ``_send`` and retry only what is safe to repeat. Nothing the
+adapter returns is a client object.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar, overload
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from runbooks.cluster.metrics import MetricSample, lines_of, samples_of
+from runbooks.cluster.resources import (
+    DRA_GROUP,
+    DraApis,
+    Resource,
+    ServerVersion,
+    choose_dra_versions,
+    leading_int,
+    sort_dra_versions,
+)
+from runbooks.cluster.retrying import RetryPolicy, call_with_retries
+from runbooks.cluster.wrapping import error_for_status, error_for_transport
+from runbooks.errors import (
+    Action,
+    ClusterConfigError,
+    ClusterError,
+    Forbidden,
+    ListExpired,
+    NotFound,
+    scrub,
+    shorten,
+)
+
+T = TypeVar("T")
+Query = list[tuple[str, str | int]]
+PAGE_SIZE = 500
+TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds between bytes read
+POOL_SIZE = 16  # parallel requests the connection pool keeps open (log reads)
+
+
+class Cluster:
+    """A Kubernetes API server the bot reads (and, in later steps, changes)."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        context: str,
+        retry: RetryPolicy | None = None,
+        timeout: tuple[float, float] = TIMEOUT,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._api = api
+        self.context = context
+        self.server: str = api.configuration.host
+        self.retry = retry or RetryPolicy()
+        self.timeout = timeout
+        self._sleep = sleep
+        self._monotonic = monotonic
+        self._secrets = [str(v) for v in (api.configuration.api_key or {}).values()]
+
+    # ------------------------------------------------------------------ connecting
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        context: str | None = None,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: tuple[float, float] = TIMEOUT,
+    ) -> Cluster:
+        """The cluster of ``context`` (default: the current one) in the kubeconfig at ``path``.
+
+        ``path`` may list several files separated by ``:`` as ``KUBECONFIG`` does; ``None``
+        means the client's default (``KUBECONFIG``, else ``~/.kube/config``).
+        """
+        where = os.fspath(path) if path is not None else None
+        shown = where or "the default kubeconfig ($KUBECONFIG or ~/.kube/config)"
+        try:
+            contexts, active = config.list_kube_config_contexts(config_file=where)
+            names = [c["name"] for c in contexts or []]
+            chosen = context or (active or {}).get("name")
+            if not chosen:
+                raise ClusterConfigError(f"{shown} has no current context: pass cluster=<context> ({_names(names)})")
+            if chosen not in names:
+                raise ClusterConfigError(f"no context {chosen!r} in {shown} ({_names(names)})")
+            configuration = client.Configuration()
+            config.load_kube_config(
+                config_file=where, context=chosen, client_configuration=configuration,
+                persist_config=False,
+            )
+        except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+            raise ClusterConfigError(
+                f"cannot use {shown}: {shorten(scrub(str(exc)), 200)}: fix the file or point KUBECONFIG at another"
+            ) from exc
+        return cls(_api_client(configuration), context=chosen, retry=retry, timeout=timeout)
+
+    @classmethod
+    def in_cluster(cls, *, retry: RetryPolicy | None = None, timeout: tuple[float, float] = TIMEOUT) -> Cluster:
+        """The cluster the bot runs in, with its ServiceAccount's token."""
+        configuration = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except (ConfigException, OSError) as exc:
+            raise ClusterConfigError(
+                f"not running in a pod with a ServiceAccount ({shorten(str(exc), 200)}): "
+                "set KUBECONFIG or pass --kubeconfig"
+            ) from exc
+        return cls(_api_client(configuration), context="in-cluster", retry=retry, timeout=timeout)
+
+    def close(self) -> None:
+        self._api.close()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -------------------------------------------------------------------- requests
+    def _send(
+        self, method: str, path: str, *, action: Action, query: Query | None = None,
+        body: Any = None, content_type: str | None = None,
+    ) -> urllib3.BaseHTTPResponse:
+        """One request, its failure turned into our error (no retry here)."""
+        headers = {"Accept": "application/json, */*"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        try:
+            response: urllib3.BaseHTTPResponse = self._api.call_api(
+                path, method, query_params=list(query or []), header_params=headers, body=body,
+                auth_settings=["BearerToken"], _return_http_data_only=True,
+                _preload_content=False, _request_timeout=self.timeout,
+            )
+            return response
+        except ApiException as exc:
+            if exc.status == 0:
+                error: ClusterError = error_for_transport(exc, action=action, context=self.context, server=self.server)
+            else:
+                error = error_for_status(
+                    exc.status, exc.body, dict(exc.headers or {}), action=action, context=self.context,
+                )
+            raise self._clean(error) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise self._clean(error_for_transport(exc, action=action, context=self.context, server=self.server)) from exc
+
+    def _clean(self, error: ClusterError) -> ClusterError:
+        error.args = (scrub(str(error), *self._secrets),)
+        return error
+
+    def _read(self, path: str, *, action: Action, query: Query | None = None) -> bytes:
+        """The body of a GET, retried as the policy allows."""
+
+        def attempt() -> bytes:
+            response = self._send("GET", path, action=action, query=query)
+            try:
+                return response.data
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                raise self._clean(error_for_transport(exc, action=action, context=self.context, server=self.server)) from exc
+            finally:
+                response.release_conn()
+
+        return call_with_retries(attempt, self.retry, sleep=self._sleep, monotonic=self._monotonic)
+
+    def get_json(self, path: str, *, action: Action, query: Query | None = None) -> dict[str, Any]:
+        data = json.loads(self._read(path, action=action, query=query))
+        if not isinstance(data, dict):
+            raise ClusterError(f"cannot {action}: the answer is not a JSON object")
+        return data
+
+    # ----------------------------------------------------------------------- reads
+    def get(self, resource: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+        action = Action("get", resource.qualified, namespace, name)
+        return self.get_json(resource.path(namespace, name), action=action)
+
+    @overload
+    def list_objects(
+        self, resource: Resource, *, namespace: str | None = ..., label_selector: str | None = ...,
+        field_selector: str | None = ..., project: None = ..., page_size: int = ...,
+    ) -> list[dict[str, Any]]: ...
+
+    @overload
+    def list_objects(
+        self, resource: Resource, *, namespace: str | None = ..., label_selector: str | None = ...,
+        field_selector: str | None = ..., project: Callable[[dict[str, Any]], T], page_size: int = ...,
+    ) -> list[T]: ...
+
+    def list_objects(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        project: Callable[[dict[str, Any]], Any] | None = None,
+        page_size: int = PAGE_SIZE,
+    ) -> list[Any]:
+        """Every object, fetched ``page_size`` at a time, each passed through ``project``.
+
+        Projecting page by page keeps only what the caller needs, so 50,000 pods never
+        sit in memory whole. A list whose continue token expires (410) starts again.
+        """
+        keep: Callable[[dict[str, Any]], Any] = project or (lambda obj: obj)
+        action = Action("list", resource.qualified, namespace)
+        for restart in range(3):
+            try:
+                return [keep(obj) for page in self._pages(resource, namespace, label_selector, field_selector, page_size, action) for obj in page]
+            except ListExpired:
+                if restart == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _pages(
+        self, resource: Resource, namespace: str | None, label_selector: str | None,
+        field_selector: str | None, page_size: int, action: Action,
+    ) -> Iterator[list[dict[str, Any]]]:
+        query: Query = [("limit", page_size)]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        token = ""
+        while True:
+            page = self.get_json(
+                resource.path(namespace), action=action,
+                query=query + ([("continue", token)] if token else []),
+            )
+            yield page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return
+
+    def version(self) -> ServerVersion:
+        """``/version``, with the server's clock from the answer's ``Date`` header."""
+        action = Action("get", "/version")
+
+        def attempt() -> tuple[bytes, str | None]:
+            response = self._send("GET", "/version", action=action)
+            try:
+                return response.data, response.headers.get("Date")
+            finally:
+                response.release_conn()
+
+        data, date = call_with_retries(attempt, self.retry, sleep=self._sleep, monotonic=self._monotonic)
+        body = json.loads(data)
+        return ServerVersion(
+            git_version=str(body.get("gitVersion", "")),
+            major=leading_int(str(body.get("major", ""))),
+            minor=leading_int(str(body.get("minor", ""))),
+            platform=str(body.get("platform", "")),
+            server_time=_http_date(date),
+        )
+
+    def api_versions(self, group: str) -> list[str]:
+        """The versions of ``group`` the cluster serves (its preferred first); [] if none."""
+        try:
+            body = self.get_json(f"/apis/{group}", action=Action("get", f"/apis/{group}"))
+        except NotFound:
+            return []
+        return [str(v.get("version")) for v in body.get("versions") or []]
+
+    def api_kinds(self, group: str, version: str) -> list[str]:
+        """Kinds served in ``group/version`` (subresources left out)."""
+        path = f"/apis/{group}/{version}"
+        try:
+            body = self.get_json(path, action=Action("get", path))
+        except NotFound:
+            return []
+        return [str(r["kind"]) for r in body.get("resources") or [] if "/" not in str(r.get("name", ""))]
+
+    def dra_apis(self) -> DraApis:
+        """Served ``resource.k8s.io`` versions and kinds, and the version to read each kind in."""
+        versions = sort_dra_versions(self.api_versions(DRA_GROUP))
+        kinds = {v: self.api_kinds(DRA_GROUP, v) for v in versions}
+        return DraApis(served_versions=versions, kinds=kinds, chosen=choose_dra_versions(kinds))
+
+    def metric_samples(self, name: str) -> list[MetricSample] | None:
+        """Samples of one metric from the API server's ``/metrics``; ``None`` if forbidden or absent.
+
+        The text is streamed and the read stops after the metric's block, since a large
+        API server's ``/metrics`` runs to megabytes.
+        """
+        action = Action("get", "/metrics")
+        try:
+            response = call_with_retries(
+                lambda: self._send("GET", "/metrics", action=action), self.retry,
+                sleep=self._sleep, monotonic=self._monotonic,
+            )
+        except (Forbidden, NotFound):
+            return None
+        try:
+            return samples_of(name, lines_of(response.stream(64 * 1024)))
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise self._clean(error_for_transport(exc, action=action, context=self.context, server=self.server)) from exc
+        finally:
+            response.close()
+
+    def pod_log(
+        self, namespace: str, name: str, *, container: str | None = None, tail_lines: int = 200,
+        previous: bool = False,
+    ) -> str:
+        """The last ``tail_lines`` lines of a container's log."""
+        query: Query = [("tailLines", tail_lines)]
+        if container:
+            query.append(("container", container))
+        if previous:
+            query.append(("previous", "true"))
+        action = Action("get", "pods/log", namespace, name)
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/log"
+        return self._read(path, action=action, query=query).decode("utf-8", "replace")
+
+
+def _api_client(configuration: client.Configuration) -> client.ApiClient:
+    configuration.connection_pool_maxsize = POOL_SIZE
+    configuration.retries = False  # the adapter retries, with its own budget
+    return client.ApiClient(configuration)
+
+
+def _http_date(value: str | None) -> dt.datetime | None:
+    if not value:
+        return None
+    try:
+        return email.utils.parsedate_to_datetime(value).astimezone(dt.UTC)
+    except (TypeError, ValueError):
+        return None
+
+
+def _names(names: list[str]) -> str:
+    return "contexts: " + ", ".join(names) if names else "it defines no contexts"

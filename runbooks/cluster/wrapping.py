@@ -1,0 +1,152 @@
+"""Turning what the API server answered into our errors, once, with sentences for people.
+
+Pure functions over a status code, a body and headers, so they are tested without a
+server; :mod:`runbooks.cluster.adapter` calls them on every failed request.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from runbooks.errors import (
+    Action,
+    ClusterError,
+    ClusterUnreachable,
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    ListExpired,
+    NotFound,
+    PermanentClusterError,
+    ServerBusy,
+    Unauthorized,
+    UntrustedCluster,
+    shorten,
+)
+
+RBAC_FILE = "deploy/rbac.yaml"
+_USER = re.compile(r'User "([^"]+)"')
+
+
+def status_message(body: bytes | str | None) -> str:
+    """The ``message`` of a ``metav1.Status`` body, else the body itself, cut short."""
+    if not body:
+        return ""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    try:
+        status: Any = json.loads(text)
+    except ValueError:
+        return shorten(text)
+    if isinstance(status, dict) and status.get("message"):
+        return shorten(str(status["message"]))
+    return shorten(text)
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    """``Retry-After`` in seconds (the API server sends seconds, never a date)."""
+    if not headers:
+        return None
+    for key, value in headers.items():
+        if key.lower() == "retry-after":
+            try:
+                return max(0.0, float(value))
+            except ValueError:
+                return None
+    return None
+
+
+def who(message: str) -> str:
+    """``the bot's ServiceAccount (system:serviceaccount:ns:name)`` or the user the server named."""
+    match = _USER.search(message)
+    if match is None:
+        return "the bot's ServiceAccount"
+    user = match.group(1)
+    if user.startswith("system:serviceaccount:"):
+        return f"the bot's ServiceAccount ({user})"
+    return f'the bot\'s identity (user "{user}")'
+
+
+def forbidden_sentence(action: Action, server_message: str) -> str:
+    scope = f"in namespace {action.namespace}" if action.namespace else "at cluster scope"
+    if action.resource.startswith("/"):
+        scope = "(a non-resource URL)"
+    return (
+        f"{who(server_message)} may not {action.verb} {action.resource} {scope}: "
+        f"grant it in {RBAC_FILE} (or use a kubeconfig context that may)"
+    )
+
+
+def error_for_status(
+    status: int,
+    body: bytes | str | None,
+    headers: Mapping[str, str] | None,
+    *,
+    action: Action,
+    context: str,
+) -> ClusterError:
+    """Our error for an HTTP answer ``status`` to ``action`` on the cluster ``context``."""
+    detail = status_message(body)
+    said = f" (the server said: {detail})" if detail else ""
+    if status == 401:
+        return Unauthorized(
+            f"cannot {action}: the API server of {context} refused the bot's credentials (401): "
+            "renew the token or certificate in the kubeconfig",
+            action=action, status=status,
+        )
+    if status == 403:
+        return Forbidden(forbidden_sentence(action, detail), action=action, status=status)
+    if status == 404:
+        return NotFound(
+            f"cannot {action.verb} {action.object}: not found on {context}: check the name "
+            "(and that the cluster serves this API)",
+            action=action, status=status,
+        )
+    if status == 409:
+        return Conflict(
+            f"cannot {action}: it changed meanwhile{said}: read it again and retry",
+            action=action, status=status,
+        )
+    if status == 410:
+        return ListExpired(
+            f"cannot {action}: the list expired on the server{said}: start the list again",
+            action=action, status=status,
+        )
+    if status == 429 or status >= 500:
+        kind = "is overloaded (429)" if status == 429 else f"failed ({status})"
+        return ServerBusy(
+            f"cannot {action}: the API server of {context} {kind}{said}: try again later",
+            action=action, status=status, retry_after=retry_after_seconds(headers),
+        )
+    return InvalidRequest(
+        f"cannot {action}: the API server of {context} rejected the request ({status}){said}",
+        action=action, status=status,
+    )
+
+
+def error_for_transport(exc: BaseException, *, action: Action, context: str, server: str) -> ClusterError:
+    """Our error for a request that got no HTTP answer at all."""
+    text = shorten(f"{type(exc).__name__}: {exc}", 200)
+    if "SSL" in type(exc).__name__ or "CERTIFICATE" in str(exc).upper():
+        return UntrustedCluster(
+            f"cannot {action}: the TLS handshake with {server} ({context}) failed ({text}): "
+            "check certificate-authority-data in the kubeconfig",
+            action=action,
+        )
+    if "timed out" in text.lower() or "timeout" in type(exc).__name__.lower():
+        return ClusterUnreachable(
+            f"the API server of {context} at {server} did not answer in time to {action} ({text}): "
+            "it may be overloaded; try again later",
+            action=action,
+        )
+    return ClusterUnreachable(
+        f"cannot reach the API server of {context} at {server} to {action} ({text}): "
+        "check that the cluster is up and the kubeconfig points at it",
+        action=action,
+    )
+
+
+def is_permanent(error: ClusterError) -> bool:
+    return isinstance(error, PermanentClusterError)

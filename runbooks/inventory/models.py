@@ -1,0 +1,153 @@
+"""The inventory: what the cluster looked like at one moment, as pydantic models.
+
+It is the baseline later steps compare against (verify, stability reports), so it
+serializes losslessly: ``Inventory.model_validate_json(inv.model_dump_json()) == inv``.
+Slack-free and surface-neutral; renderers live in ``bot/``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Severity = Literal["info", "warn", "fail"]
+GateState = Literal["enabled", "disabled", "unknown"]
+PluginKind = Literal["device-plugin", "dra-kubelet-plugin"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KubernetesInfo(Model):
+    version: str = Field(description="gitVersion, e.g. v1.31.13")
+    minor: int
+    platform: str = ""
+
+
+class DraInfo(Model):
+    feature_gate: GateState = Field(description="DynamicResourceAllocation as /metrics reports it")
+    stage: str | None = Field(None, description="ALPHA, BETA or GA; None when unknown")
+    served_versions: list[str] = Field(default_factory=list, description="resource.k8s.io, newest first")
+    kinds: dict[str, list[str]] = Field(default_factory=dict, description="kinds per served version")
+    read_versions: dict[str, str] = Field(default_factory=dict, description="kind -> version the bot read")
+
+
+class Taint(Model):
+    key: str
+    value: str = ""
+    effect: str
+
+
+class Node(Model):
+    name: str
+    ready: bool
+    unschedulable: bool = Field(description="cordoned")
+    taints: list[Taint] = Field(default_factory=list)
+    gpu_hardware: bool = Field(description="NFD or GPU-operator labels say the node has GPUs")
+    labels: dict[str, str] = Field(default_factory=dict, description="NFD and GPU labels only")
+    capacity: dict[str, int] = Field(default_factory=dict, description="GPU extended resources")
+    allocatable: dict[str, int] = Field(default_factory=dict, description="GPU extended resources")
+    kubelet_version: str = ""
+
+
+class PluginPod(Model):
+    name: str
+    node: str
+    phase: str
+    ready: bool
+    restarts: int
+    crashloop: bool
+    waiting_reason: str | None = None
+    images: dict[str, str] = Field(default_factory=dict, description="container -> image")
+    revision_hash: str | None = Field(None, description="controller-revision-hash label")
+    registered: bool | None = Field(
+        None, description="the log shows the registration line; None when the log was not read"
+    )
+
+
+class DaemonSet(Model):
+    namespace: str
+    name: str
+    kind: PluginKind
+    drivers: list[str] = Field(default_factory=list, description="DRA drivers it serves")
+    images: dict[str, str] = Field(description="container -> image of the pod template")
+    update_strategy: str
+    max_unavailable: str | None = None
+    current_revision: int | None = Field(None, description="newest ControllerRevision number")
+    current_revision_hash: str | None = None
+    generation: int = 0
+    observed_generation: int = 0
+    desired: int = 0
+    current: int = 0
+    updated: int = 0
+    ready: int = 0
+    available: int = 0
+    selector: dict[str, str] = Field(default_factory=dict)
+    pods: list[PluginPod] = Field(default_factory=list)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class DeviceClass(Model):
+    name: str
+    kind: Literal["DeviceClass", "ResourceClass"]
+    drivers: list[str] = Field(default_factory=list, description="drivers its selectors name")
+
+
+class ResourceSlice(Model):
+    name: str
+    node: str | None
+    driver: str
+    pool: str = ""
+    devices: int = 0
+
+
+class ResourceClaim(Model):
+    namespace: str
+    name: str
+    state: str = Field(description="as kubectl prints it: pending, allocated, allocated,reserved, deleted")
+    created: dt.datetime | None = None
+    age: str = Field("", description="as kubectl prints it, at taken_at")
+    classes: list[str] = Field(default_factory=list)
+    drivers: list[str] = Field(default_factory=list, description="drivers of the allocated devices")
+    reserved_for: list[str] = Field(default_factory=list, description="consumers (pod names)")
+    waiting_pods: list[str] = Field(default_factory=list, description="Pending pods that use it")
+
+
+class Finding(Model):
+    severity: Severity
+    code: str = Field(description="stable identifier, e.g. plugin-not-registered")
+    message: str
+    next_step: str
+    object: str = Field(description="kind/namespace/name the finding is about")
+
+
+class Inventory(Model):
+    taken_at: dt.datetime
+    context: str
+    server: str
+    gpu_resources: list[str]
+    kubernetes: KubernetesInfo
+    dra: DraInfo
+    nodes: list[Node] = Field(default_factory=list)
+    daemonsets: list[DaemonSet] = Field(default_factory=list)
+    classes: list[DeviceClass] = Field(default_factory=list)
+    slices: list[ResourceSlice] = Field(default_factory=list)
+    claims: list[ResourceClaim] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="what was not read, and why")
+
+    @property
+    def failed(self) -> bool:
+        return any(f.severity == "fail" for f in self.findings)
+
+    def node(self, name: str) -> Node | None:
+        return next((n for n in self.nodes if n.name == name), None)
+
+    def daemonset(self, ref: str) -> DaemonSet | None:
+        return next((d for d in self.daemonsets if d.ref == ref), None)

@@ -1,0 +1,193 @@
+"""Which DaemonSets are GPU device plugins or DRA kubelet plugins, and what their logs say.
+
+Pure except :func:`read_registrations`, which reads pod logs through the adapter. Plugin
+DaemonSets are the configured targets when there are any, else recognised by known
+names, labels and images. A DRA kubelet plugin's drivers are found in its pod template
+(``--driver-name``, env values naming a known driver), else in its logs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from runbooks.errors import ClusterError, Forbidden, InvalidRequest, NotFound
+from runbooks.inventory.models import Node, PluginKind, PluginPod
+from runbooks.inventory.reading import Obj
+
+DEVICE_PLUGIN_MARKERS = ("device-plugin", "deviceplugin", "gpu-plugin")
+DRA_PLUGIN_MARKERS = ("kubeletplugin", "kubelet-plugin", "dra-driver", "dra-example-driver", "k8s-dra-driver")
+REGISTERED = {
+    "device-plugin": re.compile(r"Registered device plugin for '[^']+' with Kubelet"),
+    "dra-kubelet-plugin": re.compile(r'registered=true|"GRPC server started" logger="registrar"'),
+}
+_DRIVER_IN_LOG = re.compile(r'driver="([^"]+)"')
+_DRIVER_ARG = re.compile(r"--driver(?:-name)?[= ]([a-z0-9.-]+)")
+
+LOG_BUDGET = 200
+"""At most this many plugin-pod logs are read per inventory (suspects first)."""
+LOG_WORKERS = 8
+"""Logs are read this many at a time: the kubelet serves them, so a few in parallel."""
+LOG_TAIL = 500
+"""Lines read from the end of each log: the registration line follows start-up closely."""
+
+
+def _haystack(ds: Obj) -> str:
+    meta = ds.get("metadata") or {}
+    template = ((ds.get("spec") or {}).get("template")) or {}
+    labels = {**(meta.get("labels") or {}), **((template.get("metadata") or {}).get("labels") or {})}
+    images = [c.get("image", "") for c in (template.get("spec") or {}).get("containers") or []]
+    return " ".join([meta.get("name", ""), *labels.values(), *images]).lower()
+
+
+def classify(ds: Obj) -> PluginKind | None:
+    """``dra-kubelet-plugin``, ``device-plugin``, or ``None`` for anything else."""
+    text = _haystack(ds)
+    if any(m in text for m in DRA_PLUGIN_MARKERS):
+        return "dra-kubelet-plugin"
+    if any(m in text for m in DEVICE_PLUGIN_MARKERS):
+        return "device-plugin"
+    return None
+
+
+def ref_of(ds: Obj) -> str:
+    meta = ds.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+@dataclass(frozen=True)
+class Selection:
+    plugins: list[tuple[Obj, PluginKind]]
+    missing_targets: list[str]
+
+
+def select_plugins(daemonsets: Sequence[Obj], targets: Sequence[str], known_drivers: Iterable[str]) -> Selection:
+    """The plugin DaemonSets: every recognised one, or the configured ``targets`` plus the
+    recognised DRA kubelet plugins when the cluster has DRA drivers (the classes are judged
+    by whether their driver's plugin runs, whatever the targets)."""
+    drivers = set(known_drivers)
+    recognised: list[tuple[Obj, PluginKind]] = []
+    for ds in daemonsets:
+        kind = classify(ds)
+        if kind is None and template_drivers(ds, drivers):
+            kind = "dra-kubelet-plugin"
+        if kind is not None:
+            recognised.append((ds, kind))
+    if not targets:
+        return Selection(recognised, [])
+    by_ref = {ref_of(ds): ds for ds in daemonsets}
+    chosen = [(by_ref[t], classify(by_ref[t]) or _by_drivers(by_ref[t], drivers)) for t in targets if t in by_ref]
+    if drivers:
+        chosen += [(ds, kind) for ds, kind in recognised if kind == "dra-kubelet-plugin" and ref_of(ds) not in targets]
+    return Selection(chosen, [t for t in targets if t not in by_ref])
+
+
+def _by_drivers(ds: Obj, drivers: set[str]) -> PluginKind:
+    return "dra-kubelet-plugin" if template_drivers(ds, drivers) else "device-plugin"
+
+
+def template_drivers(ds: Obj, known: set[str]) -> list[str]:
+    """DRA drivers the pod template names: ``--driver-name=…`` or a known driver in args/env."""
+    spec = (((ds.get("spec") or {}).get("template")) or {}).get("spec") or {}
+    text = json.dumps([[c.get("command"), c.get("args"), c.get("env")] for c in spec.get("containers") or []])
+    found = set(_DRIVER_ARG.findall(text)) | {d for d in known if d and d in text}
+    return sorted(found)
+
+
+# ------------------------------------------------------------------------------ logs
+@dataclass(frozen=True)
+class LogRead:
+    daemonset: str
+    namespace: str
+    pod: str
+    containers: list[str]
+    kind: PluginKind
+
+
+@dataclass(frozen=True)
+class LogResult:
+    registered: bool | None
+    drivers: list[str]
+    problem: str | None = None
+
+
+def suspicion(pod: PluginPod, nodes: dict[str, Node]) -> int:
+    """Higher for pods whose registration is in doubt; 0 for a pod that looks healthy."""
+    node = nodes.get(pod.node)
+    score = 0
+    if pod.crashloop:
+        score += 8
+    if not pod.ready:
+        score += 4
+    if pod.restarts:
+        score += 2
+    if node is not None and node.gpu_hardware and any(
+        node.allocatable.get(r, 0) < c or node.allocatable.get(r, 0) == 0 for r, c in node.capacity.items()
+    ):
+        score += 4
+    return score
+
+
+def choose_logs(
+    pods: list[tuple[PluginPod, LogRead]], nodes: dict[str, Node], budget: int = LOG_BUDGET
+) -> list[tuple[PluginPod, LogRead]]:
+    """All pods when they fit the budget; else one Ready pod per DaemonSet (its log names
+    the driver), then the most suspect, up to the budget."""
+    if len(pods) <= budget:
+        return pods
+    chosen: dict[tuple[str, str], tuple[PluginPod, LogRead]] = {}
+    covered: set[str] = set()
+    for pod, read in sorted(pods, key=lambda item: not item[0].ready):
+        if read.daemonset not in covered:
+            covered.add(read.daemonset)
+            chosen[(read.namespace, read.pod)] = (pod, read)
+    for pod, read in sorted(pods, key=lambda item: -suspicion(item[0], nodes)):
+        if len(chosen) >= budget:
+            break
+        chosen.setdefault((read.namespace, read.pod), (pod, read))
+    return list(chosen.values())
+
+
+def drivers_by_slices(pod_nodes: set[str], slice_nodes: dict[str, set[str]]) -> list[str]:
+    """Drivers that published ResourceSlices on nodes where the DaemonSet runs pods."""
+    return sorted(driver for driver, nodes in slice_nodes.items() if nodes & pod_nodes)
+
+
+def read_registrations(
+    reads: list[LogRead],
+    read_log: Callable[[str, str, str], str],
+    *,
+    workers: int = LOG_WORKERS,
+) -> dict[tuple[str, str], LogResult]:
+    """``{(namespace, pod): LogResult}``; a forbidden log stops the reads, with the reason."""
+    if not reads:
+        return {}
+
+    def one(read: LogRead) -> LogResult:
+        pattern = REGISTERED[read.kind]
+        texts = []
+        for container in read.containers:
+            try:
+                texts.append(read_log(read.namespace, read.pod, container))
+            except (InvalidRequest, NotFound):
+                texts.append("")  # not started (crash loop, creating) or gone: no registration
+        text = "\n".join(texts)
+        return LogResult(bool(pattern.search(text)), sorted(set(_DRIVER_IN_LOG.findall(text))))
+
+    results: dict[tuple[str, str], LogResult] = {}
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(reads)))) as pool:
+        futures = [(r, pool.submit(one, r)) for r in reads]
+        for read, future in futures:
+            try:
+                results[(read.namespace, read.pod)] = future.result()
+            except Forbidden as exc:
+                for later, pending in futures:
+                    pending.cancel()
+                    results.setdefault((later.namespace, later.pod), LogResult(None, [], str(exc)))
+                break
+            except ClusterError as exc:
+                results[(read.namespace, read.pod)] = LogResult(None, [], str(exc))
+    return results

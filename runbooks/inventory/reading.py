@@ -1,0 +1,296 @@
+"""From the API's JSON to inventory models: one pure function per kind, no I/O.
+
+Each function reads only the fields the inventory keeps, so a 50,000-pod list is
+reduced page by page. Shapes differ between ``resource.k8s.io`` versions (v1alpha2 keeps
+``driverName``/``nodeName`` at the top level; v1beta2 and v1 nest a request under
+``exactly``); the functions accept all of them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from runbooks.inventory.models import (
+    DaemonSet,
+    DeviceClass,
+    Node,
+    PluginKind,
+    PluginPod,
+    ResourceClaim,
+    ResourceSlice,
+    Taint,
+)
+
+Obj = dict[str, Any]
+
+HASH_LABEL = "controller-revision-hash"
+# Labels that say a node has NVIDIA GPUs: NFD's PCI vendor 10de (optionally with the
+# class, e.g. pci-0302_10de), and the GPU operator's own.
+GPU_HARDWARE_LABELS = (
+    re.compile(r"^feature\.node\.kubernetes\.io/pci-(?:[0-9a-f]{4}_)?10de\.present$"),
+    re.compile(r"^nvidia\.com/gpu\.present$"),
+)
+KEPT_LABEL_PREFIXES = ("feature.node.kubernetes.io/pci-", "nvidia.com/")
+_CEL_DRIVER = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
+_SUFFIXES: dict[str, Decimal] = {
+    "": Decimal(1), "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60, "m": Decimal("0.001"),
+}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([a-zA-Z]*)$")
+
+
+def _meta(obj: Obj) -> Obj:
+    return obj.get("metadata") or {}
+
+
+def quantity(value: Any) -> int:
+    """A resource quantity as a whole number (extended resources are whole numbers)."""
+    match = _QUANTITY.match(str(value).strip())
+    if not match or match.group(2) not in _SUFFIXES:
+        return 0
+    try:
+        return int(Decimal(match.group(1)) * _SUFFIXES[match.group(2)])
+    except InvalidOperation:
+        return 0
+
+
+def parse_time(value: Any) -> dt.datetime | None:
+    if not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def human_duration(delta: dt.timedelta) -> str:
+    """kubectl's ``AGE``: ``duration.HumanDuration`` from apimachinery."""
+    seconds = int(delta.total_seconds())
+    if seconds < -1:
+        return "<invalid>"
+    if seconds < 0:
+        return "0s"
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        rest = seconds % 60
+        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = seconds // 3600
+    if hours < 8:
+        rest = minutes % 60
+        return f"{hours}h{rest}m" if rest else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        rest = hours % 24
+        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        rest = (hours // 24) % 365
+        return f"{hours // 24 // 365}y{rest}d" if rest else f"{hours // 24 // 365}y"
+    return f"{hours // 24 // 365}y"
+
+
+# ----------------------------------------------------------------------------- nodes
+def has_gpu_hardware(labels: dict[str, str]) -> bool:
+    return any(
+        value == "true" and any(p.match(key) for p in GPU_HARDWARE_LABELS) for key, value in labels.items()
+    )
+
+
+def node_from(obj: Obj, gpu_resources: tuple[str, ...]) -> Node:
+    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+    labels = meta.get("labels") or {}
+    capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    return Node(
+        name=meta.get("name", ""),
+        ready=conditions.get("Ready") == "True",
+        unschedulable=bool(spec.get("unschedulable")),
+        taints=[
+            Taint(key=t.get("key", ""), value=t.get("value") or "", effect=t.get("effect", ""))
+            for t in spec.get("taints") or []
+        ],
+        gpu_hardware=has_gpu_hardware(labels),
+        labels={k: v for k, v in labels.items() if k.startswith(KEPT_LABEL_PREFIXES)},
+        capacity={r: quantity(capacity[r]) for r in gpu_resources if r in capacity},
+        allocatable={r: quantity(allocatable[r]) for r in gpu_resources if r in allocatable},
+        kubelet_version=(status.get("nodeInfo") or {}).get("kubeletVersion", ""),
+    )
+
+
+# ------------------------------------------------------------------ daemonsets, pods
+def images_of(pod_spec: Obj) -> dict[str, str]:
+    return {c.get("name", ""): c.get("image", "") for c in pod_spec.get("containers") or []}
+
+
+def daemonset_from(obj: Obj, *, kind: PluginKind, drivers: list[str], revision: tuple[int, str] | None) -> DaemonSet:
+    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+    strategy = spec.get("updateStrategy") or {}
+    max_unavailable = (strategy.get("rollingUpdate") or {}).get("maxUnavailable")
+    return DaemonSet(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        kind=kind,
+        drivers=drivers,
+        images=images_of((spec.get("template") or {}).get("spec") or {}),
+        update_strategy=strategy.get("type") or "RollingUpdate",
+        max_unavailable=None if max_unavailable is None else str(max_unavailable),
+        current_revision=revision[0] if revision else None,
+        current_revision_hash=revision[1] if revision else None,
+        generation=int(meta.get("generation") or 0),
+        observed_generation=int(status.get("observedGeneration") or 0),
+        desired=int(status.get("desiredNumberScheduled") or 0),
+        current=int(status.get("currentNumberScheduled") or 0),
+        updated=int(status.get("updatedNumberScheduled") or 0),
+        ready=int(status.get("numberReady") or 0),
+        available=int(status.get("numberAvailable") or 0),
+        selector=dict((spec.get("selector") or {}).get("matchLabels") or {}),
+    )
+
+
+def pod_from(obj: Obj) -> PluginPod:
+    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+    statuses = status.get("containerStatuses") or []
+    waiting = [((s.get("state") or {}).get("waiting") or {}).get("reason") for s in statuses]
+    waiting_reasons = [w for w in waiting if w]
+    return PluginPod(
+        name=meta.get("name", ""),
+        node=spec.get("nodeName") or "",
+        phase=status.get("phase") or "Unknown",
+        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []),
+        restarts=sum(int(s.get("restartCount") or 0) for s in statuses),
+        crashloop="CrashLoopBackOff" in waiting_reasons,
+        waiting_reason=waiting_reasons[0] if waiting_reasons else None,
+        images=images_of(spec),
+        revision_hash=(meta.get("labels") or {}).get(HASH_LABEL),
+    )
+
+
+def owner_uids(obj: Obj) -> set[str]:
+    return {ref.get("uid", "") for ref in _meta(obj).get("ownerReferences") or []}
+
+
+def revision_of(obj: Obj) -> tuple[str, int, str]:
+    """A ControllerRevision as (owner uid list key, revision number, hash)."""
+    return ",".join(sorted(owner_uids(obj))), int(obj.get("revision") or 0), (_meta(obj).get("labels") or {}).get(HASH_LABEL, "")
+
+
+def selector_string(selector: Obj) -> str:
+    """A label selector object as the ``labelSelector`` query parameter."""
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
+        if op == "In":
+            parts.append(f"{key} in ({','.join(values)})")
+        elif op == "NotIn":
+            parts.append(f"{key} notin ({','.join(values)})")
+        elif op == "Exists":
+            parts.append(key)
+        elif op == "DoesNotExist":
+            parts.append(f"!{key}")
+    return ",".join(parts)
+
+
+# ----------------------------------------------------------------------------- DRA
+def class_from(obj: Obj, kind: str) -> DeviceClass:
+    if kind == "ResourceClass":
+        drivers = [obj["driverName"]] if obj.get("driverName") else []
+        return DeviceClass(name=_meta(obj).get("name", ""), kind="ResourceClass", drivers=drivers)
+    spec = obj.get("spec") or {}
+    found: list[str] = []
+    for selector in spec.get("selectors") or []:
+        found += _CEL_DRIVER.findall(((selector.get("cel") or {}).get("expression")) or "")
+    for config in spec.get("config") or []:
+        driver = (config.get("opaque") or {}).get("driver")
+        if driver:
+            found.append(driver)
+    return DeviceClass(name=_meta(obj).get("name", ""), kind="DeviceClass", drivers=sorted(set(found)))
+
+
+def slice_from(obj: Obj) -> ResourceSlice:
+    spec = obj.get("spec")
+    if spec is None:  # v1alpha2: top-level fields, devices as namedResources instances
+        instances = (obj.get("namedResources") or {}).get("instances") or []
+        return ResourceSlice(
+            name=_meta(obj).get("name", ""), node=obj.get("nodeName"), driver=obj.get("driverName", ""),
+            pool=obj.get("nodeName") or "", devices=len(instances),
+        )
+    return ResourceSlice(
+        name=_meta(obj).get("name", ""), node=spec.get("nodeName"), driver=spec.get("driver", ""),
+        pool=(spec.get("pool") or {}).get("name", ""), devices=len(spec.get("devices") or []),
+    )
+
+
+def claim_state(obj: Obj, *, v1alpha2: bool) -> str:
+    """The STATE column of ``kubectl get resourceclaims`` (``resourceClaimState``)."""
+    deleted = _meta(obj).get("deletionTimestamp") is not None
+    status = obj.get("status") or {}
+    states = ["deleted"] if deleted else []
+    if status.get("allocation") is None:
+        if not deleted:
+            states.append("pending")
+    else:
+        states.append("allocated")
+        if status.get("reservedFor"):
+            states.append("reserved")
+        elif v1alpha2 and (deleted or status.get("deallocationRequested")):
+            states.append("deallocating")
+    return ",".join(states)
+
+
+def _claim_classes(spec: Obj) -> list[str]:
+    if spec.get("resourceClassName"):
+        return [spec["resourceClassName"]]
+    names: list[str] = []
+    for request in (spec.get("devices") or {}).get("requests") or []:
+        exact = request.get("exactly") or request
+        if exact.get("deviceClassName"):
+            names.append(exact["deviceClassName"])
+        names += [s.get("deviceClassName", "") for s in request.get("firstAvailable") or []]
+    return sorted({n for n in names if n})
+
+
+def _claim_drivers(status: Obj) -> list[str]:
+    allocation = status.get("allocation") or {}
+    drivers = [r.get("driver", "") for r in (allocation.get("devices") or {}).get("results") or []]
+    if status.get("driverName"):  # v1alpha2
+        drivers.append(status["driverName"])
+    return sorted({d for d in drivers if d})
+
+
+def claim_from(obj: Obj, *, version: str, now: dt.datetime) -> ResourceClaim:
+    meta, status = _meta(obj), obj.get("status") or {}
+    created = parse_time(meta.get("creationTimestamp"))
+    return ResourceClaim(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        state=claim_state(obj, v1alpha2=version == "v1alpha2"),
+        created=created,
+        age=human_duration(now - created) if created else "<unknown>",
+        classes=_claim_classes(obj.get("spec") or {}),
+        drivers=_claim_drivers(status),
+        reserved_for=sorted(r.get("name", "") for r in status.get("reservedFor") or []),
+    )
+
+
+def claims_of_pod(obj: Obj) -> list[str]:
+    """Names of the ResourceClaims a pod uses (direct, via ``source`` before 1.31, or generated)."""
+    names = set()
+    for ref in (obj.get("spec") or {}).get("resourceClaims") or []:
+        source = ref.get("source") or ref
+        if source.get("resourceClaimName"):
+            names.add(source["resourceClaimName"])
+    for ref in (obj.get("status") or {}).get("resourceClaimStatuses") or []:
+        if ref.get("resourceClaimName"):
+            names.add(ref["resourceClaimName"])
+    return sorted(names)

@@ -1,0 +1,215 @@
+"""Taking an inventory: read the cluster through the adapter, reduce, judge.
+
+Reads are few and bounded: nodes, DaemonSets, the plugin DaemonSets' own pods (by their
+selector), Pending pods only (to find pods waiting on claims), the DRA objects in the
+version the cluster serves, ``/version``, one metric from ``/metrics``, and at most
+``LOG_BUDGET`` plugin-pod logs. Never every pod of the cluster.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from runbooks.cluster import Cluster
+from runbooks.cluster.resources import (
+    CONTROLLER_REVISIONS,
+    DAEMONSETS,
+    NODES,
+    PODS,
+    DraApis,
+    Resource,
+)
+from runbooks.inventory import plugins, reading
+from runbooks.inventory.findings import all_findings
+from runbooks.inventory.models import (
+    DaemonSet,
+    DeviceClass,
+    DraInfo,
+    GateState,
+    Inventory,
+    KubernetesInfo,
+    Node,
+    PluginKind,
+    PluginPod,
+    ResourceClaim,
+    ResourceSlice,
+)
+from runbooks.inventory.reading import Obj
+
+DRA_GATE = "DynamicResourceAllocation"
+DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu",)
+
+
+def take_inventory(
+    cluster: Cluster,
+    *,
+    targets: Sequence[str] = (),
+    gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
+    log_budget: int = plugins.LOG_BUDGET,
+    now: Callable[[], dt.datetime] | None = None,
+) -> Inventory:
+    """Everything an operator must know before touching a device plugin or DRA driver.
+
+    ``targets`` (``namespace/name``) are the plugin DaemonSets to look at; empty means
+    every DaemonSet recognised as a device plugin or DRA kubelet plugin. ``taken_at`` is
+    the API server's clock (so ages match kubectl's) unless ``now`` is given.
+    """
+    resources = tuple(gpu_resources)
+    version = cluster.version()
+    taken_at = now() if now else version.server_time or dt.datetime.now(dt.UTC)
+    apis = cluster.dra_apis()
+    gate, stage = _gate(cluster)
+    notes: list[str] = []
+
+    nodes = cluster.list_objects(NODES, project=lambda o: reading.node_from(o, resources))
+    classes, slices, claims = _dra_objects(cluster, apis, taken_at)
+    known_drivers = {d for c in classes for d in c.drivers} | {s.driver for s in slices}
+    selection = plugins.select_plugins(cluster.list_objects(DAEMONSETS), targets, known_drivers)
+    daemonsets = [_plugin_daemonset(cluster, ds, kind, known_drivers) for ds, kind in selection.plugins]
+    daemonsets, log_notes = _registrations(cluster, daemonsets, {n.name: n for n in nodes}, log_budget)
+    daemonsets, driver_notes = _assign_drivers(daemonsets, slices, classes)
+    notes += log_notes + driver_notes
+    if any(c.state == "pending" for c in claims):
+        claims = _with_waiting_pods(cluster, claims)
+
+    dra = DraInfo(
+        feature_gate=gate, stage=stage, served_versions=apis.served_versions, kinds=apis.kinds,
+        read_versions={kind: res.version for kind, res in apis.chosen.items()},
+    )
+    findings = all_findings(
+        dra=dra, nodes=nodes, daemonsets=daemonsets, classes=classes, slices=slices, claims=claims,
+        gpu_resources=resources, missing_targets=selection.missing_targets,
+    )
+    return Inventory(
+        taken_at=taken_at, context=cluster.context, server=cluster.server, gpu_resources=list(resources),
+        kubernetes=KubernetesInfo(version=version.git_version, minor=version.minor, platform=version.platform),
+        dra=dra, nodes=nodes, daemonsets=daemonsets, classes=classes, slices=slices, claims=claims,
+        findings=findings, notes=notes,
+    )
+
+
+def _gate(cluster: Cluster) -> tuple[GateState, str | None]:
+    samples = cluster.metric_samples("kubernetes_feature_enabled")
+    for sample in samples or []:
+        if sample.labels.get("name") == DRA_GATE:
+            state: GateState = "enabled" if sample.value == 1 else "disabled"
+            return state, sample.labels.get("stage") or "GA"
+    return "unknown", None
+
+
+def _dra_objects(
+    cluster: Cluster, apis: DraApis, now: dt.datetime
+) -> tuple[list[DeviceClass], list[ResourceSlice], list[ResourceClaim]]:
+    chosen = apis.chosen
+    classes: list[DeviceClass] = []
+    if "DeviceClass" in chosen:
+        classes += cluster.list_objects(chosen["DeviceClass"], project=lambda o: reading.class_from(o, "DeviceClass"))
+    if "ResourceClass" in chosen:
+        classes += cluster.list_objects(chosen["ResourceClass"], project=lambda o: reading.class_from(o, "ResourceClass"))
+    slices: list[ResourceSlice] = []
+    if "ResourceSlice" in chosen:
+        slices = cluster.list_objects(chosen["ResourceSlice"], project=reading.slice_from)
+    claims: list[ResourceClaim] = []
+    if "ResourceClaim" in chosen:
+        res: Resource = chosen["ResourceClaim"]
+        claims = cluster.list_objects(res, project=lambda o: reading.claim_from(o, version=res.version, now=now))
+    return classes, slices, claims
+
+
+def _plugin_daemonset(cluster: Cluster, ds: Obj, kind: PluginKind, known_drivers: set[str]) -> DaemonSet:
+    meta = ds.get("metadata") or {}
+    namespace, uid = meta.get("namespace", ""), meta.get("uid", "")
+    selector = reading.selector_string((ds.get("spec") or {}).get("selector") or {})
+    owned = cluster.list_objects(
+        PODS, namespace=namespace, label_selector=selector or None,
+        project=lambda o: reading.pod_from(o) if uid in reading.owner_uids(o) else None,
+    )
+    revisions = cluster.list_objects(
+        CONTROLLER_REVISIONS, namespace=namespace,
+        project=lambda o: reading.revision_of(o) if uid in reading.owner_uids(o) else None,
+    )
+    newest = max((r for r in revisions if r is not None), key=lambda r: r[1], default=None)
+    drivers = plugins.template_drivers(ds, known_drivers) if kind == "dra-kubelet-plugin" else []
+    model = reading.daemonset_from(ds, kind=kind, drivers=drivers, revision=(newest[1], newest[2]) if newest else None)
+    pods = sorted((p for p in owned if p is not None), key=lambda p: (p.node, p.name))
+    return model.model_copy(update={"pods": pods})
+
+
+def _registrations(
+    cluster: Cluster, daemonsets: list[DaemonSet], nodes: dict[str, Node], budget: int
+) -> tuple[list[DaemonSet], list[str]]:
+    """Plugin pods with ``registered`` read from their logs (within the budget)."""
+    candidates = [
+        (pod, plugins.LogRead(ds.ref, ds.namespace, pod.name, sorted(pod.images), ds.kind))
+        for ds in daemonsets for pod in ds.pods
+    ]
+    chosen = plugins.choose_logs(candidates, nodes, budget)
+    results = plugins.read_registrations(
+        [read for _, read in chosen],
+        lambda ns, pod, container: cluster.pod_log(ns, pod, container=container, tail_lines=plugins.LOG_TAIL),
+    )
+    notes = []
+    if len(chosen) < len(candidates):
+        notes.append(
+            f"registration read from the logs of {len(chosen)} of {len(candidates)} plugin pods "
+            "(the most suspect first); the others show registered=null"
+        )
+    problems = sorted({r.problem for r in results.values() if r.problem})
+    notes += [f"a plugin log could not be read: {p}" for p in problems[:3]]
+    updated = []
+    for ds in daemonsets:
+        pods: list[PluginPod] = []
+        log_drivers: set[str] = set()
+        for pod in ds.pods:
+            result = results.get((ds.namespace, pod.name))
+            if result is None:
+                pods.append(pod)
+                continue
+            pods.append(pod.model_copy(update={"registered": result.registered}))
+            log_drivers.update(result.drivers)
+        drivers = ds.drivers
+        if ds.kind == "dra-kubelet-plugin" and not drivers:
+            drivers = sorted(log_drivers)
+        updated.append(ds.model_copy(update={"pods": pods, "drivers": drivers}))
+    return updated, notes
+
+
+def _assign_drivers(
+    daemonsets: list[DaemonSet], slices: list[ResourceSlice], classes: list[DeviceClass]
+) -> tuple[list[DaemonSet], list[str]]:
+    """DRA plugins whose template and logs named no driver: the drivers of the slices on
+    their nodes, else (when it is the only DRA plugin) the drivers of the classes."""
+    slice_nodes: dict[str, set[str]] = defaultdict(set)
+    for s in slices:
+        if s.node:
+            slice_nodes[s.driver].add(s.node)
+    dra = [ds for ds in daemonsets if ds.kind == "dra-kubelet-plugin"]
+    notes: list[str] = []
+    out = []
+    for ds in daemonsets:
+        if ds.kind == "dra-kubelet-plugin" and not ds.drivers:
+            drivers = plugins.drivers_by_slices({p.node for p in ds.pods}, slice_nodes)
+            if not drivers and len(dra) == 1:
+                drivers = sorted({d for c in classes for d in c.drivers})
+                if drivers:
+                    notes.append(f"{ds.ref} names no driver; taken to serve {', '.join(drivers)}")
+            ds = ds.model_copy(update={"drivers": drivers})
+        out.append(ds)
+    return out, notes
+
+
+def _with_waiting_pods(cluster: Cluster, claims: list[ResourceClaim]) -> list[ResourceClaim]:
+    """Claims with the Pending pods that use them (one list of Pending pods, cluster-wide)."""
+    pending = cluster.list_objects(
+        PODS, field_selector="status.phase=Pending",
+        project=lambda o: ((o.get("metadata") or {}).get("namespace", ""), (o.get("metadata") or {}).get("name", ""), reading.claims_of_pod(o)),
+    )
+    waiting: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for namespace, pod, claim_names in pending:
+        for claim in claim_names:
+            waiting[(namespace, claim)].append(pod)
+    return [
+        c.model_copy(update={"waiting_pods": sorted(waiting.get((c.namespace, c.name), []))}) for c in claims
+    ]

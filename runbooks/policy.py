@@ -1,0 +1,136 @@
+"""The policy file (``UPGRADEBOT_CONFIG``) as validated pydantic models, no I/O.
+
+``bot/settings.py`` reads the YAML and validates it into :class:`Policy`; the run engine,
+handlers and runbooks receive the model. Unknown keys are refused so a typo
+(``aprovers:``) is an error at start-up, not a silently ignored rule.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(text: str) -> float:
+    """``30m`` -> 1800.0; ``ValueError`` for anything but ``<number><s|m|h|d>``."""
+    match = DURATION.match(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a duration: use e.g. 90s, 30m, 24h or 2d")
+    return float(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def _duration(value: str) -> str:
+    duration_seconds(value)
+    return value
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Target(Strict):
+    """A DaemonSet the bot may upgrade: ``namespace/name``."""
+
+    namespace: str
+    name: str
+
+    @classmethod
+    def parse(cls, text: str) -> Target:
+        namespace, sep, name = text.strip().partition("/")
+        if not sep or not DNS1123_LABEL.match(namespace) or not DNS1123_SUBDOMAIN.match(name):
+            raise ValueError(
+                f"{text!r} is not a target: use <namespace>/<daemonset>, e.g. "
+                "kube-system/nvidia-device-plugin-daemonset"
+            )
+        return cls(namespace=namespace, name=name)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class Principals(Strict):
+    users: list[str] = Field(default_factory=list)
+    usergroups: list[str] = Field(default_factory=list)
+
+
+class Approvers(Principals):
+    quorum: Annotated[int, Field(ge=1)] = 1
+    allow_self_approval: bool = False
+    expire_after: str = "30m"
+
+    @field_validator("expire_after")
+    @classmethod
+    def _expiry(cls, value: str) -> str:
+        return _duration(value)
+
+
+class ChannelPolicy(Strict):
+    cluster: str | None = None
+
+
+class Oncall(Strict):
+    channel: str | None = None
+    mention: str | None = None
+
+
+class Reports(Strict):
+    after: list[str] = Field(default_factory=lambda: ["24h", "48h"])
+
+    @field_validator("after")
+    @classmethod
+    def _durations(cls, values: list[str]) -> list[str]:
+        return [_duration(v) for v in values]
+
+
+class Rollback(Strict):
+    automatic: bool = True
+    requires_approval: bool = True
+
+
+class Policy(Strict):
+    """The whole policy file; every section optional, with DESIGN.md's defaults."""
+
+    slash_command: str = "/upgrade"
+    channels: dict[str, ChannelPolicy] = Field(default_factory=dict)
+    requesters: Principals = Field(default_factory=Principals)
+    approvers: Approvers = Field(default_factory=Approvers)
+    oncall: Oncall = Field(default_factory=Oncall)
+    reports: Reports = Field(default_factory=Reports)
+    rollback: Rollback = Field(default_factory=Rollback)
+    targets: list[Target] = Field(default_factory=list)
+    gpu_resources: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu"])
+    """Extended resources the inventory reports and checks per node."""
+
+    @field_validator("gpu_resources")
+    @classmethod
+    def _resources(cls, values: list[str]) -> list[str]:
+        for value in values:
+            domain, sep, name = value.partition("/")
+            if not sep or not DNS1123_SUBDOMAIN.match(domain) or not name:
+                raise ValueError(f"{value!r} is not an extended resource name: use e.g. nvidia.com/gpu")
+        return values
+
+    @field_validator("channels", mode="before")
+    @classmethod
+    def _channels(cls, value: object) -> object:
+        if isinstance(value, dict):
+            return {k: (v if v is not None else {}) for k, v in value.items()}
+        return value
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _targets(cls, value: object) -> object:
+        if isinstance(value, list):
+            return [Target.parse(v) if isinstance(v, str) else v for v in value]
+        return value
+
+    @property
+    def target_refs(self) -> list[str]:
+        return [str(t) for t in self.targets]

@@ -1,0 +1,183 @@
+"""Runs: the data of an upgrade run and the one table of allowed state transitions.
+
+Purely data-manipulative, no I/O. A :class:`Run` is what the store keeps (as JSON);
+:func:`check_transition` is the only judge of whether a state may follow another. The
+store applies a transition as an atomic compare-and-set on ``(state, version)``.
+
+::
+
+    requested -> awaiting_approval -> canary_rolling -> canary_verifying
+      -> awaiting_promotion -> promoting -> verifying -> monitoring -> done
+    any active state -> rolling_back -> rolled_back   (failed check, or approved rollback)
+    awaiting_approval -> rejected | expired ;  awaiting_promotion -(rejected, expired)-> rolling_back
+    any -> failed (with the reason)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import re
+import secrets
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class RunState(enum.StrEnum):
+    REQUESTED = "requested"
+    AWAITING_APPROVAL = "awaiting_approval"
+    CANARY_ROLLING = "canary_rolling"
+    CANARY_VERIFYING = "canary_verifying"
+    AWAITING_PROMOTION = "awaiting_promotion"
+    PROMOTING = "promoting"
+    VERIFYING = "verifying"
+    MONITORING = "monitoring"
+    DONE = "done"
+    ROLLING_BACK = "rolling_back"
+    ROLLED_BACK = "rolled_back"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    FAILED = "failed"
+
+
+S = RunState
+TERMINAL: frozenset[RunState] = frozenset({S.DONE, S.ROLLED_BACK, S.REJECTED, S.EXPIRED, S.FAILED})
+ACTIVE: frozenset[RunState] = frozenset(set(RunState) - TERMINAL)
+GATES: frozenset[RunState] = frozenset({S.AWAITING_APPROVAL, S.AWAITING_PROMOTION})
+
+# The one table of allowed transitions. ``failed`` may follow any non-terminal state.
+TRANSITIONS: dict[RunState, frozenset[RunState]] = {
+    S.REQUESTED: frozenset({S.AWAITING_APPROVAL}),
+    S.AWAITING_APPROVAL: frozenset({S.CANARY_ROLLING, S.REJECTED, S.EXPIRED}),
+    S.CANARY_ROLLING: frozenset({S.CANARY_VERIFYING, S.ROLLING_BACK}),
+    S.CANARY_VERIFYING: frozenset({S.AWAITING_PROMOTION, S.ROLLING_BACK}),
+    S.AWAITING_PROMOTION: frozenset({S.PROMOTING, S.ROLLING_BACK}),
+    S.PROMOTING: frozenset({S.VERIFYING, S.ROLLING_BACK}),
+    S.VERIFYING: frozenset({S.MONITORING, S.ROLLING_BACK}),
+    S.MONITORING: frozenset({S.DONE, S.ROLLING_BACK}),
+    S.ROLLING_BACK: frozenset({S.ROLLED_BACK}),
+    S.DONE: frozenset(),
+    S.ROLLED_BACK: frozenset(),
+    S.REJECTED: frozenset(),
+    S.EXPIRED: frozenset(),
+    S.FAILED: frozenset(),
+}
+
+
+class IllegalTransition(ValueError):
+    """A transition the table does not allow; nothing was changed."""
+
+    def __init__(self, run_id: str, current: RunState, wanted: RunState) -> None:
+        allowed = ", ".join(sorted(TRANSITIONS[current] | ({S.FAILED} if current in ACTIVE else set())))
+        super().__init__(
+            f"run {run_id} is {current.value}; it cannot become {wanted.value} "
+            f"(allowed next: {allowed or 'nothing, the run has ended'})"
+        )
+        self.run_id, self.current, self.wanted = run_id, current, wanted
+
+
+def allowed(current: RunState, wanted: RunState) -> bool:
+    if wanted is S.FAILED:
+        return current in ACTIVE
+    return wanted in TRANSITIONS[current]
+
+
+def check_transition(run_id: str, current: RunState, wanted: RunState) -> None:
+    if not allowed(current, wanted):
+        raise IllegalTransition(run_id, current, wanted)
+
+
+_RUN_ID = re.compile(r"^r-[0-9a-z]{8}$")
+
+
+def new_run_id() -> str:
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+    return "r-" + "".join(secrets.choice(alphabet) for _ in range(8))
+
+
+def is_run_id(text: str) -> bool:
+    return bool(_RUN_ID.match(text))
+
+
+class Target(BaseModel):
+    """What a run upgrades: one DaemonSet in one cluster (kubeconfig context)."""
+
+    cluster: str = Field(description="kubeconfig context name ('' = the current context)")
+    namespace: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        """``cluster/namespace/name``: the unit of the one-active-run lock."""
+        return f"{self.cluster}/{self.namespace}/{self.name}"
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class Decision(BaseModel):
+    user: str
+    approve: bool
+    at: dt.datetime
+    comment: str = ""
+
+
+class GateKind(enum.StrEnum):
+    CANARY = "canary"
+    PROMOTION = "promotion"
+    ROLLBACK = "rollback"
+
+
+class Gate(BaseModel):
+    """An open (or decided) approval request on a run."""
+
+    kind: GateKind
+    opened_at: dt.datetime
+    expires_at: dt.datetime
+    requested_by: str
+    decisions: list[Decision] = Field(default_factory=list)
+    outcome: str | None = Field(default=None, description="approved | rejected | expired")
+    decided_at: dt.datetime | None = None
+
+
+class Step(BaseModel):
+    """One entry of a run's story: a transition, a check, a mutation, a decision."""
+
+    name: str
+    status: str = Field(description="ok | failed | info | skipped")
+    detail: str = ""
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    actor: str = "upgradebot"
+    at: dt.datetime
+
+
+class Run(BaseModel):
+    """One upgrade run, as kept in the store."""
+
+    id: str
+    target: Target
+    image: str
+    container: str
+    node: str
+    requester: str
+    state: RunState = RunState.REQUESTED
+    reason: str = ""
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    version: int = Field(default=0, description="bumped by every stored write (compare-and-set)")
+    gate: Gate | None = None
+    previous_state: RunState | None = None
+    progress: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what the steps recorded so far (saved template, strategy, revision, "
+        "baseline...), so a resumed step does only what is still missing",
+    )
+    origin: dict[str, str] = Field(
+        default_factory=dict, description="where the run was requested (surface, channel, thread)"
+    )
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE

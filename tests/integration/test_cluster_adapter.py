@@ -1,0 +1,178 @@
+"""The cluster adapter over the real client against kubesim: retries, errors, pages, logs."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kubesim import KubeSim
+from runbooks.cluster import Cluster, RetryPolicy
+from runbooks.cluster.resources import DAEMONSETS, PODS
+from runbooks.errors import (
+    ClusterConfigError,
+    ClusterUnreachable,
+    Forbidden,
+    ServerBusy,
+    Unauthorized,
+)
+
+
+def list_requests(cluster: Cluster, resource: str) -> int:
+    """apiserver_request_total for list on ``resource`` (kubesim counts requests like a real server)."""
+    samples = cluster.metric_samples("apiserver_request_total") or []
+    return int(sum(s.value for s in samples if s.labels.get("resource") == resource and s.labels.get("verb") == "list"))
+
+
+@pytest.fixture
+def faulty(cluster: KubeSim) -> Iterator[KubeSim]:
+    """The module's cluster, with every injected request fault cleared after the test."""
+    yield cluster
+    cluster.call(lambda sim: sim.faults.api_errors.clear())
+
+
+def test_reads_survive_injected_server_errors(faulty: KubeSim, connect: Callable[..., Cluster]) -> None:
+    """Two 500s in a row are retried away: the list still returns every DaemonSet."""
+    with connect(faulty) as api:
+        faulty.fault(kind="api-errors", count=2, code=500)
+        assert {d["metadata"]["name"] for d in api.list_objects(DAEMONSETS)} == {
+            "nvidia-device-plugin-daemonset", "dra-example-driver-kubeletplugin"}
+
+
+def test_429_waits_for_retry_after(faulty: KubeSim, connect: Callable[..., Cluster]) -> None:
+    """A 429 with Retry-After: 1 is retried no sooner than one second later."""
+    with connect(faulty) as api:
+        faulty.fault(kind="api-errors", count=1, code=429, retry_after=1)
+        start = time.monotonic()
+        assert len(api.list_objects(DAEMONSETS)) == 2
+        assert time.monotonic() - start >= 0.95
+
+
+def test_slow_answers_time_out_and_are_retried(faulty: KubeSim) -> None:
+    """An answer slower than the read timeout is abandoned (a temporary error) and the read retried."""
+    with Cluster.from_kubeconfig(faulty.kubeconfig, retry=RetryPolicy(attempts=1), timeout=(2.0, 0.3)) as api:
+        faulty.fault(kind="api-errors", count=1, code=0, delay=1.0)
+        with pytest.raises(ClusterUnreachable, match="timed out"):
+            api.list_objects(DAEMONSETS)
+    policy = RetryPolicy(attempts=3, base_delay=0.05, deadline=10)
+    with Cluster.from_kubeconfig(faulty.kubeconfig, retry=policy, timeout=(2.0, 0.3)) as api:
+        faulty.fault(kind="api-errors", count=1, code=0, delay=1.0)
+        assert len(api.list_objects(DAEMONSETS)) == 2
+
+
+def test_persistent_errors_give_up_within_the_deadline(faulty: KubeSim, connect: Callable[..., Cluster]) -> None:
+    """A server that keeps failing gets a bounded number of tries, then a temporary error that says so."""
+    policy = RetryPolicy(attempts=20, base_delay=0.05, max_delay=0.2, deadline=1.0)
+    with connect(faulty, policy) as api:
+        faulty.fault(kind="api-errors", count=1000, code=503)
+        start = time.monotonic()
+        with pytest.raises(ServerBusy, match=r"failed \(503\).*gave up after \d+ tries") as caught:
+            api.list_objects(DAEMONSETS)
+        assert time.monotonic() - start < 2.0
+        assert caught.value.retryable
+
+
+def test_forbidden_names_the_missing_permission(fresh_cluster: KubeSim, connect: Callable[..., Cluster]) -> None:
+    """A 403 says which verb on which resource in which namespace the ServiceAccount lacks."""
+    fresh_cluster.fault(kind="forbid", path="/apis/apps/v1/namespaces/kube-system/daemonsets")
+    with connect(fresh_cluster) as api, pytest.raises(Forbidden) as caught:
+        api.list_objects(DAEMONSETS, namespace="kube-system")
+    assert str(caught.value) == (
+        "the bot's ServiceAccount (system:serviceaccount:upgradebot:upgradebot) may not list daemonsets.apps "
+        "in namespace kube-system: grant it in deploy/rbac.yaml (or use a kubeconfig context that may)"
+    )
+
+
+def test_lists_are_paginated(cluster: KubeSim, connect: Callable[..., Cluster], kubectl_for) -> None:
+    """A list is read a page at a time, following continue tokens to the last page."""
+    expected = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in kubectl_for(cluster).json("get", "pods", "-A")["items"]}
+    with connect(cluster) as api:
+        before = list_requests(api, "pods")
+        got = api.list_objects(PODS, page_size=2, project=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))
+        pages = list_requests(api, "pods") - before
+    assert set(got) == expected and len(got) == len(expected)
+    assert pages == -(-len(expected) // 2)
+
+
+def test_expired_continue_token_restarts_the_list(fresh_cluster: KubeSim, connect: Callable[..., Cluster]) -> None:
+    """A continue token that expires mid-list (410) makes the adapter start the list again, once."""
+    compacted = []
+
+    def project(pod: dict) -> str:
+        if not compacted:
+            compacted.append(True)
+            fresh_cluster.fault(kind="compact")
+        return pod["metadata"]["name"]
+
+    with connect(fresh_cluster) as api:
+        names = api.list_objects(PODS, page_size=2, project=project)
+        assert len(names) == len(set(names)) == len(api.list_objects(PODS))
+
+
+def test_wrong_token_is_unauthorized_and_never_echoed(cluster: KubeSim, tmp_path: Path) -> None:
+    """Bad credentials give Unauthorized; neither the bad nor the real token appears in the message."""
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    config["users"][0]["user"]["token"] = "not-the-token-0123456789"
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    with Cluster.from_kubeconfig(path) as api, pytest.raises(Unauthorized) as caught:
+        api.list_objects(DAEMONSETS)
+    message = str(caught.value)
+    assert "401" in message and "renew the token" in message
+    assert "not-the-token-0123456789" not in message and cluster.token not in message
+
+
+def test_closed_port_is_unreachable_quickly(tmp_path: Path, cluster: KubeSim) -> None:
+    """A server that refuses connections is ClusterUnreachable after a few quick tries."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    start = time.monotonic()
+    with Cluster.from_kubeconfig(path) as api, pytest.raises(ClusterUnreachable, match="cannot reach the API server"):
+        api.version()
+    assert time.monotonic() - start < 5
+
+
+def test_named_context_and_unknown_context(cluster: KubeSim, tmp_path: Path) -> None:
+    """cluster=<context> picks a context of the kubeconfig; an unknown one lists the contexts there are."""
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    other = {"name": "other", "context": dict(config["contexts"][0]["context"])}
+    config["contexts"].append(other)
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    with Cluster.from_kubeconfig(path, context="other") as api:
+        assert api.context == "other" and api.version().minor == 31
+    with pytest.raises(ClusterConfigError, match=r"no context 'prod' in .*contexts: kubesim, other"):
+        Cluster.from_kubeconfig(path, context="prod")
+    with pytest.raises(ClusterConfigError, match="cannot use"):
+        Cluster.from_kubeconfig(tmp_path / "missing")
+
+
+def test_pod_log_tail(cluster: KubeSim, connect: Callable[..., Cluster]) -> None:
+    """A plugin pod's log is read through the log endpoint, tailed to the lines asked for."""
+    with connect(cluster) as api:
+        pod = api.list_objects(PODS, namespace="kube-system", label_selector="name=nvidia-device-plugin-ds")[0]
+        name = pod["metadata"]["name"]
+        log = api.pod_log("kube-system", name)
+        assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in log
+        assert len(api.pod_log("kube-system", name, tail_lines=1).splitlines()) == 1
+
+
+def test_dra_discovery_per_release(release_cluster: KubeSim, connect: Callable[..., Cluster]) -> None:
+    """Claims, classes and slices are read in the newest resource.k8s.io version the release serves."""
+    with connect(release_cluster) as api:
+        minor = api.version().minor
+        apis = api.dra_apis()
+    newest = {27: "v1alpha2", 31: "v1alpha3", 32: "v1beta1", 34: "v1"}[minor]
+    assert apis.served_versions[0] == newest
+    assert apis.chosen["ResourceClaim"].version == newest
+    assert ("ResourceClass" if minor <= 30 else "DeviceClass") in apis.chosen
+    assert ("ResourceSlice" in apis.chosen) == (minor >= 30)

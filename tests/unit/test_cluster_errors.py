@@ -1,0 +1,134 @@
+"""Pure parts of the cluster adapter: retry policy, error wording, secret scrubbing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runbooks.cluster.retrying import RetryPolicy, call_with_retries
+from runbooks.cluster.wrapping import error_for_status
+from runbooks.errors import (
+    Action,
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    ServerBusy,
+    TemporaryClusterError,
+    Unauthorized,
+    scrub,
+)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def failing(times: int, retry_after: float | None = None):
+    calls = {"n": 0}
+
+    def fn() -> str:
+        calls["n"] += 1
+        if calls["n"] <= times:
+            raise ServerBusy("busy", retry_after=retry_after)
+        return "ok"
+
+    return fn, calls
+
+
+def test_retries_until_success_with_growing_backoff() -> None:
+    """Temporary errors are retried with exponential backoff until the call succeeds."""
+    clock = FakeClock()
+    fn, calls = failing(3)
+    policy = RetryPolicy(jitter=0)
+    assert call_with_retries(fn, policy, sleep=clock.sleep, monotonic=clock.monotonic) == "ok"
+    assert calls["n"] == 4
+    assert clock.sleeps == [0.2, 0.4, 0.8]
+
+
+def test_retry_after_is_honoured() -> None:
+    """A Retry-After longer than the backoff is waited for."""
+    clock = FakeClock()
+    fn, _ = failing(1, retry_after=3)
+    call_with_retries(fn, RetryPolicy(jitter=0), sleep=clock.sleep, monotonic=clock.monotonic)
+    assert clock.sleeps == [3]
+
+
+def test_retries_are_bounded_in_time_and_say_so() -> None:
+    """Retries stop at the deadline and the error says how many tries were made."""
+    clock = FakeClock()
+    fn, calls = failing(100)
+    policy = RetryPolicy(attempts=100, deadline=10, jitter=0)
+    with pytest.raises(TemporaryClusterError, match="gave up after"):
+        call_with_retries(fn, policy, sleep=clock.sleep, monotonic=clock.monotonic)
+    assert clock.now <= 10
+    assert calls["n"] < 100
+
+
+def test_permanent_errors_are_not_retried() -> None:
+    """A permanent error is raised at once."""
+    calls = {"n": 0}
+
+    def fn() -> None:
+        calls["n"] += 1
+        raise NotFound("gone")
+
+    with pytest.raises(NotFound):
+        call_with_retries(fn, RetryPolicy())
+    assert calls["n"] == 1
+
+
+def _status(message: str, code: int) -> bytes:
+    return json.dumps({"kind": "Status", "message": message, "code": code}).encode()
+
+
+def test_forbidden_names_verb_resource_and_where_to_grant() -> None:
+    """A 403 says which verb on which resource the ServiceAccount lacks, and where to grant it."""
+    body = _status('daemonsets.apps is forbidden: User "system:serviceaccount:upgradebot:upgradebot" cannot list resource "daemonsets"', 403)
+    error = error_for_status(403, body, {}, action=Action("list", "daemonsets.apps", "kube-system"), context="prod")
+    assert isinstance(error, Forbidden)
+    assert str(error) == (
+        "the bot's ServiceAccount (system:serviceaccount:upgradebot:upgradebot) may not list daemonsets.apps "
+        "in namespace kube-system: grant it in deploy/rbac.yaml (or use a kubeconfig context that may)"
+    )
+
+
+def test_statuses_map_to_the_hierarchy_and_bodies_are_cut() -> None:
+    """Each HTTP status maps to one error type; long server messages are shortened to one line."""
+    action = Action("get", "pods", "ns", "p")
+    long_body = _status("x" * 5000, 422)
+    invalid = error_for_status(422, long_body, {}, action=action, context="c")
+    assert isinstance(invalid, InvalidRequest) and len(str(invalid)) < 500
+    busy = error_for_status(429, b"", {"Retry-After": "7"}, action=action, context="c")
+    assert isinstance(busy, ServerBusy) and busy.retry_after == 7 and busy.retryable
+    assert isinstance(error_for_status(401, b"", {}, action=action, context="c"), Unauthorized)
+    assert isinstance(error_for_status(503, b"", {}, action=action, context="c"), ServerBusy)
+
+
+def test_scrub_removes_credentials() -> None:
+    """Bearer tokens, token fields, JWTs, PEM blocks and known secrets never reach a message."""
+    text = (
+        "Authorization: Bearer abc.def token: s3cr3t-value eyJhbGciOi.eyJzdWIiOi.sig "
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE----- mysecretvalue1"
+    )
+    clean = scrub(text, "mysecretvalue1")
+    for secret in ("abc.def", "s3cr3t-value", "eyJhbGciOi", "MIIB", "mysecretvalue1"):
+        assert secret not in clean
+
+
+def test_in_cluster_outside_a_pod_says_what_to_do() -> None:
+    """Outside a pod, in-cluster configuration fails with a sentence that points at KUBECONFIG."""
+    from runbooks.cluster import Cluster
+    from runbooks.errors import ClusterConfigError
+
+    with pytest.raises(ClusterConfigError, match="set KUBECONFIG or pass --kubeconfig"):
+        Cluster.in_cluster()

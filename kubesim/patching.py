@@ -286,8 +286,9 @@ def _find(items: list, item: Any, mk: str) -> int:
     return -1
 
 
-def _partition(merged: list, by: list, mk: str) -> tuple[list, list]:
-    inside, outside = [], []
+def _partition(merged: list[Any], by: list[Any], mk: str) -> tuple[list[Any], list[Any]]:
+    inside: list[Any] = []
+    outside: list[Any] = []
     for v in merged:
         if mk:
             _key_of(v, mk)

@@ -76,19 +76,22 @@ def _core() -> list[ResourceType]:
     ]
 
 
-def _dra(version: str, kinds: list[tuple[str, str, bool, tuple[str, ...], tuple[str, ...]]]) -> list[ResourceType]:
+_Kind = tuple[str, str, bool, tuple[str, ...], tuple[str, ...]]
+
+
+def _dra(version: str, kinds: list[_Kind]) -> list[ResourceType]:
     return [
         ResourceType(DRA_GROUP, version, kind, plural, namespaced, short, subs)
         for kind, plural, namespaced, short, subs in kinds
     ]
 
 
-_CLAIM = ("ResourceClaim", "resourceclaims", True, (), ("status",))
-_TEMPLATE = ("ResourceClaimTemplate", "resourceclaimtemplates", True, (), ())
-_SLICE = ("ResourceSlice", "resourceslices", False, (), ())
-_DEVICE_CLASS = ("DeviceClass", "deviceclasses", False, (), ())
-_SCHEDULING = ("PodSchedulingContext", "podschedulingcontexts", True, (), ("status",))
-_RESOURCE_CLASS = ("ResourceClass", "resourceclasses", False, (), ())
+_CLAIM: _Kind = ("ResourceClaim", "resourceclaims", True, (), ("status",))
+_TEMPLATE: _Kind = ("ResourceClaimTemplate", "resourceclaimtemplates", True, (), ())
+_SLICE: _Kind = ("ResourceSlice", "resourceslices", False, (), ())
+_DEVICE_CLASS: _Kind = ("DeviceClass", "deviceclasses", False, (), ())
+_SCHEDULING: _Kind = ("PodSchedulingContext", "podschedulingcontexts", True, (), ("status",))
+_RESOURCE_CLASS: _Kind = ("ResourceClass", "resourceclasses", False, (), ())
 
 
 def dra_versions(minor: int) -> list[str]:
@@ -108,7 +111,7 @@ def _dra_for(minor: int) -> list[ResourceType]:
     out: list[ResourceType] = []
     for version in dra_versions(minor):
         if version == "v1alpha2":
-            kinds = [_RESOURCE_CLASS, _CLAIM, _TEMPLATE, _SCHEDULING]
+            kinds: list[_Kind] = [_RESOURCE_CLASS, _CLAIM, _TEMPLATE, _SCHEDULING]
             if minor >= 30:
                 kinds.append(_SLICE)
         elif version == "v1alpha3":

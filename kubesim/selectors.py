@@ -136,7 +136,7 @@ class Requirement:
             return present
         if self.operator == "!":
             return not present
-        if self.operator in ("gt", "lt") and present and _is_int(value) and len(self.values) == 1:
+        if self.operator in ("gt", "lt") and value is not None and _is_int(value) and len(self.values) == 1:
             have, want = int(value), int(self.values[0])
             return have > want if self.operator == "gt" else have < want
         return False
@@ -191,13 +191,15 @@ def _lex(s: str) -> list[tuple[str, str]]:
             out.append(("end", ""))
             return out
         if s[i] in _SPECIAL:  # longest operator prefix
-            j, best = i, None
+            j, best = i, 0
             while j < len(s) and s[j] in _SPECIAL:
                 j += 1
                 if s[i:j] in _TOKENS:
                     best = j
-                elif best is not None:
+                elif best:
                     break
+            if not best:
+                raise SelectorError(f"unable to parse requirement: unexpected {s[i]!r} in {s!r}")
             out.append((s[i:best], s[i:best]))
             i = best
         else:

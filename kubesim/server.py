@@ -9,6 +9,7 @@ need the bearer token from the kubeconfig, except the health and version endpoin
 from __future__ import annotations
 
 import asyncio
+import builtins
 import datetime as dt
 import email.utils
 import json
@@ -217,21 +218,23 @@ class ApiServer:
                 raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
             return json_response(listing)
         if parts == ["openapi", "v2"]:
-            gv = discovery.version_info(self.sim.minor)["gitVersion"]
+            git_version = discovery.version_info(self.sim.minor)["gitVersion"]
             if "protobuf" in accept:
                 return web.Response(
-                    body=openapi.v2_document_protobuf(gv),
+                    body=openapi.v2_document_protobuf(git_version),
                     content_type="application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
                 )
-            return json_response(openapi.v2_document_json(gv))
+            return json_response(openapi.v2_document_json(git_version))
         if parts[:2] == ["openapi", "v3"]:
             if len(parts) == 2:
                 return json_response(openapi.root_document(surface))
             rest = parts[2:]
-            group, version = ("", rest[1]) if rest[0] == "api" and len(rest) == 2 else (
-                (rest[1], rest[2]) if rest[0] == "apis" and len(rest) == 3 else ("", "")
-            )
-            doc = openapi.gv_document(surface, group, version) if version else None
+            gv: tuple[str, str] = ("", "")
+            if rest[0] == "api" and len(rest) == 2:
+                gv = ("", rest[1])
+            elif rest[0] == "apis" and len(rest) == 3:
+                gv = (rest[1], rest[2])
+            doc = openapi.gv_document(surface, *gv) if gv[1] else None
             if doc is None:
                 raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
             return json_response(doc)
@@ -393,7 +396,7 @@ class ApiServer:
         return self.list_response(target, items, token, remaining)
 
     def list_response(
-        self, target: Target, items: list[dict[str, Any]], token: str | None, remaining: int | None
+        self, target: Target, items: builtins.list[dict[str, Any]], token: str | None, remaining: int | None
     ) -> web.Response:
         list_meta: dict[str, Any] = {"resourceVersion": str(self.sim.store.rv)}
         if token:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import builtins
 import copy
 import json
 import re
@@ -115,7 +116,7 @@ class Store:
             return None
         return self._objects.get(where[0], _EMPTY).get(where[1])
 
-    def sorted_keys(self, gr: GroupResource) -> list[Key]:
+    def sorted_keys(self, gr: GroupResource) -> builtins.list[Key]:
         keys = self._sorted.get(gr)
         if keys is None:
             keys = sorted(self._objects.get(gr, _EMPTY))
@@ -128,7 +129,7 @@ class Store:
         gr: GroupResource,
         namespace: str | None = None,
         predicate: Callable[[dict[str, Any]], bool] | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> builtins.list[dict[str, Any]]:
         """Objects in key order, optionally in one namespace and matching a predicate."""
         return list(self.iter(gr, namespace, predicate))
 
@@ -162,7 +163,7 @@ class Store:
         predicate: Callable[[dict[str, Any]], bool] | None,
         limit: int,
         continue_token: str | None,
-    ) -> tuple[list[dict[str, Any]], str | None, int | None]:
+    ) -> tuple[builtins.list[dict[str, Any]], str | None, int | None]:
         """One page of a paginated list: items, the next continue token, remaining count."""
         start: Key | None = None
         if continue_token:
@@ -173,7 +174,7 @@ class Store:
                     "result. You can start a new list without the continue parameter, or use "
                     "the continue token in this response to retrieve the remainder of the results."
                 )
-        items: list[dict[str, Any]] = []
+        items: builtins.list[dict[str, Any]] = []
         last: Key | None = None
         it = iter(self.iter(gr, namespace, predicate, start))
         for obj in it:
@@ -194,7 +195,7 @@ class Store:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
-    def history_since(self, gr: GroupResource, rv: int) -> list[WatchEvent]:
+    def history_since(self, gr: GroupResource, rv: int) -> builtins.list[WatchEvent]:
         """Events after ``rv``; 410 Gone when ``rv`` is older than the history kept."""
         self.storage_type(gr)
         self._bucket(gr)
@@ -458,8 +459,8 @@ class Store:
         self._record(res, WatchEvent(self.rv, "DELETED", gone, current))
         return gone
 
-    def _dependents(self, owner_uid: str, namespace: str) -> list[tuple[ResourceType, dict[str, Any]]]:
-        out = []
+    def _dependents(self, owner_uid: str, namespace: str) -> builtins.list[tuple[ResourceType, dict[str, Any]]]:
+        out: builtins.list[tuple[ResourceType, dict[str, Any]]] = []
         for gr, key in sorted(self._owned.get(owner_uid, ())):
             obj = self._objects.get(gr, _EMPTY).get(key)
             if obj is not None and (not key[0] or not namespace or key[0] == namespace):

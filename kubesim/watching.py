@@ -90,9 +90,9 @@ async def serve_watch(server: ApiServer, request: web.Request, target: Target) -
             raise errors.bad_request(f"invalid resource version: {rv_text}") from None
         try:
             for ev in sim.store.history_since(gr, since):
-                kind = _translate(ev, match)
-                if kind:
-                    initial.append((kind, ev.obj))
+                seen = _translate(ev, match)
+                if seen:
+                    initial.append((seen, ev.obj))
         except errors.ApiError as exc:
             error = exc.status()
 

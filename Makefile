@@ -20,6 +20,7 @@ install: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check bot handlers runbooks kubesim tests bench
 	$(BIN)/lint-imports
+	$(BIN)/mypy bot handlers runbooks kubesim
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 demo: $(STAMP)

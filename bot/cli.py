@@ -1,9 +1,10 @@
 """``upgradebot <verb> …``: the shell front end, for people and for CI pipelines.
 
-Exit codes (DESIGN.md): 0 all checks passed; 1 a check failed; 2 bad usage or an
-unreachable dependency (cluster, config), with a one-line reason on stderr and no
-traceback. ``--json`` prints the result model for pipelines. Each verb is a subcommand
-whose handler lives in ``handlers/``; verbs come with the issues that implement them.
+Exit codes (DESIGN.md): 0 all checks passed; 1 a check failed (or a run failed); 2 bad
+usage, a refused request or an unreachable dependency (cluster, config, Redis), with a
+one-line reason on stderr and no traceback. ``--json`` prints the result model for
+pipelines. Each verb is a subcommand whose handler lives in ``handlers/``; the run verbs
+are wired in ``bot/shell_runs.py``.
 """
 
 from __future__ import annotations
@@ -14,12 +15,19 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
 
 from bot import shell_messages as msg
+from bot.embedded_redis import RedisUnavailable
 from bot.render_text import render_inventory
+from bot.serving import SERVE_VERBS, add_serve_verb
 from bot.settings import Settings, SettingsError, load_settings
+from bot.shell_runs import RUN_VERBS, add_run_verbs
+from bot.shell_verify import VERIFY_VERBS, add_verify_verb
 from handlers import inventory as inventory_handler
 from handlers.arguments import UsageError
 from runbooks.cluster import Cluster
+from runbooks.driving import StepPaused
 from runbooks.errors import ClusterConfigError, ClusterError
+from runbooks.refusals import Refused
+from runbooks.store import StoreUnavailable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -42,6 +50,9 @@ def build_parser() -> Parser:
     inventory.add_argument("words", nargs="*", metavar="cluster=<context>", help="kubeconfig context")
     inventory.add_argument("--json", action="store_true", help="print the inventory as JSON")
     inventory.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG)")
+    add_run_verbs(verbs)
+    add_verify_verb(verbs)
+    add_serve_verb(verbs)
     return parser
 
 
@@ -69,6 +80,9 @@ def run_inventory(args: argparse.Namespace, settings: Settings, out: TextIO) -> 
 
 
 VERBS: dict[str, Callable[[argparse.Namespace, Settings, TextIO], int]] = {"inventory": run_inventory}
+VERBS.update(RUN_VERBS)
+VERBS.update(VERIFY_VERBS)
+VERBS.update(SERVE_VERBS)
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -78,7 +92,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         return VERBS[args.verb](args, load_settings(), out)
     except UsageError as exc:
         err.write(msg.bad_usage(exc.reason) + "\n" + msg.usage_line(exc.usage) + "\n")
-    except (ClusterError, SettingsError) as exc:
+    except (ClusterError, SettingsError, Refused, StoreUnavailable, StepPaused, RedisUnavailable) as exc:
         err.write(msg.cluster_failed(" ".join(str(exc).split())) + "\n")
     except KeyboardInterrupt:
         err.write(msg.interrupted() + "\n")

@@ -38,6 +38,18 @@ def find_redis_server() -> str:
     return str(path)
 
 
+def answers(socket_path: str) -> bool:
+    """Whether a Redis server answers PING on the unix socket."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(0.5)
+            sock.connect(socket_path)
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
 class EmbeddedRedis:
     """Start with :meth:`start`, connect with :attr:`url`, end with :meth:`stop`."""
 
@@ -74,14 +86,7 @@ class EmbeddedRedis:
         raise RedisUnavailable(f"redis-server did not answer on {self.socket_path} within {timeout}s")
 
     def _ping(self) -> bool:
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(0.5)
-                sock.connect(self.socket_path)
-                sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
-        except OSError:
-            return False
+        return answers(self.socket_path)
 
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:

@@ -1,4 +1,4 @@
-"""Inventories as text for people at a terminal (the console chat reuses it).
+"""Inventories and replies as text for people at a terminal (the console chat reuses it).
 
 Long lists are summarised: beyond ``MAX_ROWS`` nodes or pods, only the ones with
 something to say are listed, with a count of the rest. The JSON surface prints the
@@ -7,9 +7,11 @@ model itself (``Inventory.model_dump_json``), so nothing is lost for pipelines.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from handlers.replies import Message, Reply
 from runbooks.inventory import DaemonSet, Inventory, Node
 
 MAX_ROWS = 30
@@ -117,3 +119,43 @@ def render_inventory(inv: Inventory) -> str:
         lines.append("  none: the cluster looks ready for an upgrade")
     lines += [f"note: {n}" for n in inv.notes]
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------ replies (console chat)
+_REFERENCE = re.compile(r"<(@[UWB][A-Z0-9]+|#C[A-Z0-9]+)>|<!subteam\^(S[A-Z0-9]+)>")
+TONE_LABEL = {"info": "", "ok": "OK  ", "warn": "WARN  ", "error": "ERROR  "}
+
+
+def plain(text: str) -> str:
+    """User, channel and group references as ``@U1``, ``#C1``, ``@S1``."""
+    return _REFERENCE.sub(lambda m: m.group(1) or "@" + m.group(2), text)
+
+
+def render_message(message: Message, *, indent: str = "", first_choice: int = 1) -> str:
+    """One message as text; buttons become numbered choices starting at ``first_choice``."""
+    lines: list[str] = []
+    if message.title:
+        lines.append(TONE_LABEL.get(message.tone, "") + plain(message.title))
+    if message.text:
+        lines += plain(message.text).split("\n")
+    width = max((len(f.label) for f in message.fields), default=0)
+    lines += [f"{f.label + ':':<{width + 1}} {plain(f.value)}" for f in message.fields]
+    if message.table is not None:
+        lines += table(message.table.header, message.table.rows)
+        if message.table.note:
+            lines.append("  " + message.table.note)
+    if message.buttons:
+        lines.append("  ".join(f"[{first_choice + i}] {b.label}" for i, b in enumerate(message.buttons)))
+    return "\n".join(indent + line for line in lines) + "\n"
+
+
+def render_reply(reply: Reply, *, prefix: str = "/upgrade") -> str:
+    """A reply for the console: the message, its usage lines, then its thread indented."""
+    out = [render_message(reply)]
+    if reply.usage:
+        out.append("".join(f"  {prefix} {line}\n" for line in reply.usage))
+    choice = len(reply.buttons) + 1
+    for item in reply.thread:
+        out.append(render_message(item, indent="  | ", first_choice=choice))
+        choice += len(item.buttons)
+    return "".join(out)

@@ -44,12 +44,28 @@ class Settings(BaseSettings):
     """``xapp-…`` token: when set, ``serve`` uses Socket Mode instead of HTTP."""
     slack_api_url: str = Field("https://slack.com/api/", validation_alias=_env("SLACK_API_URL"))
     """Slack Web API base URL, with its trailing slash (tests point it at a fake)."""
+    workers: int = Field(8, ge=1, le=256, validation_alias=_env("UPGRADEBOT_WORKERS"))
+    """``serve``: background workers for commands and clicks (the work after ``ack()``)."""
+    http_threads: int = Field(16, ge=1, le=256, validation_alias=_env("UPGRADEBOT_HTTP_THREADS"))
+    """``serve``: threads answering HTTP requests (``/slack/events``, probes, metrics)."""
     home: Path = Field(Path("~").expanduser(), validation_alias=_env("HOME"))
     """Where the default kubeconfig (``~/.kube/config``) is looked for."""
+    shell_user: str | None = Field(None, validation_alias=AliasChoices("UPGRADEBOT_USER", "USER", "LOGNAME"))
+    """The shell's identity when ``--as`` is not given: ``UPGRADEBOT_USER``, else the login name."""
+    state_home: Path | None = Field(None, validation_alias=_env("XDG_STATE_HOME"))
+    """Without ``REDIS_URL`` the shell keeps its own Redis under ``$XDG_STATE_HOME/upgradebot``
+    (default ``~/.local/state/upgradebot``)."""
+    test_kill_at: str | None = Field(None, validation_alias=_env("UPGRADEBOT_TEST_KILL_AT"))
+    """Tests only: SIGKILL this process at the named engine checkpoint (``runbooks/driving.py``)."""
 
     @property
     def default_kubeconfig(self) -> Path:
         return self.home / ".kube" / "config"
+
+    @property
+    def state_dir(self) -> Path:
+        """Where the shell keeps its local Redis when ``REDIS_URL`` is unset."""
+        return (self.state_home or self.home / ".local" / "state") / "upgradebot"
 
     def kubeconfig_path(self, override: str | None = None) -> str | None:
         """``--kubeconfig``, else ``KUBECONFIG``, else ``~/.kube/config`` if it exists, else None."""

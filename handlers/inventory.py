@@ -1,7 +1,9 @@
 """``inventory [cluster=<context>]``: take an inventory of one cluster.
 
 Thin, as every handler: parse the words into :class:`InventoryRequest`, connect with the
-factory the front end passes, run the runbook, return the model; each surface renders it.
+factory the front end passes, run the runbook, return the model. The shell renders the
+model; the chat surfaces register :func:`verb`, whose reply is :func:`summarize`: a
+summary message with the details (findings, nodes, DaemonSets, DRA) as thread items.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from collections.abc import Callable, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from handlers.arguments import split_pairs
+from handlers.replies import Item, Message, Reply, Table
+from handlers.routing import Verb, presented
 from runbooks.cluster import Cluster
-from runbooks.inventory import Inventory, take_inventory
+from runbooks.inventory import DaemonSet, Inventory, Node, take_inventory
 from runbooks.policy import Policy
 
 USAGE = "inventory [cluster=<context>]"
@@ -34,3 +38,117 @@ def handle(request: InventoryRequest, *, connect: Callable[[str | None], Cluster
     """The inventory of the requested cluster, with the policy's targets and GPU resources."""
     with connect(request.cluster) as cluster:
         return take_inventory(cluster, targets=policy.target_refs, gpu_resources=policy.gpu_resources)
+
+
+# ------------------------------------------------------------------ chat surfaces
+MAX_ROWS = 30
+"""Beyond this many nodes or pods, only the ones with something to say are listed."""
+TOP_FINDINGS = 5
+SEVERITY = {"fail": "FAIL", "warn": "WARN", "info": "INFO"}
+
+
+def _yes(flag: bool | None) -> str:
+    return "-" if flag is None else ("yes" if flag else "no")
+
+
+def _node_healthy(node: Node) -> bool:
+    full = all(node.allocatable.get(r, 0) == c for r, c in node.capacity.items())
+    return node.ready and not node.unschedulable and full and (bool(node.capacity) or not node.gpu_hardware)
+
+
+def _nodes(inv: Inventory) -> Message:
+    nodes, res = inv.nodes, inv.gpu_resources
+    shown = nodes if len(nodes) <= MAX_ROWS else [n for n in nodes if not _node_healthy(n)][:MAX_ROWS]
+    rows = [
+        [n.name, _yes(n.ready), "cordoned" if n.unschedulable else "-",
+         *(f"{n.capacity.get(r, 0)}/{n.allocatable.get(r, 0)}" for r in res), _yes(n.gpu_hardware),
+         ",".join(f"{t.key}:{t.effect}" for t in n.taints) or "-"]
+        for n in shown
+    ]
+    note = f"… {len(nodes) - len(shown)} more nodes, all Ready with every GPU allocatable" if len(shown) < len(nodes) else ""
+    header = ["NAME", "READY", "SCHED", *(f"{r} CAP/ALLOC" for r in res), "GPU-HW", "TAINTS"]
+    title = f"Nodes ({len(nodes)}, {sum(n.gpu_hardware for n in nodes)} with GPU hardware)"
+    return Message(title=title, table=Table(header=header, rows=rows, note=note))
+
+
+def _daemonset(ds: DaemonSet) -> Message:
+    pods = ds.pods
+    troubled = [p for p in pods if p.crashloop or not p.ready or p.restarts or p.registered is False]
+    shown = pods if len(pods) <= MAX_ROWS else troubled[:MAX_ROWS]
+    rows = [
+        [p.node, p.name, p.phase, _yes(p.ready), str(p.restarts), p.waiting_reason or "-", _yes(p.registered),
+         ",".join(i.rsplit(":", 1)[-1] for i in p.images.values())]
+        for p in shown
+    ]
+    note = f"… {len(pods) - len(shown)} more pods, all Ready" if len(shown) < len(pods) else ""
+    revision = ds.current_revision if ds.current_revision is not None else "?"
+    fields = [
+        Item(label="Kind", value=ds.kind + (f" (driver {', '.join(ds.drivers)})" if ds.drivers else "")),
+        Item(label="Images", value=", ".join(f"{c}={i}" for c, i in ds.images.items()) or "-"),
+        Item(label="Strategy", value=ds.update_strategy + (f", maxUnavailable {ds.max_unavailable}" if ds.max_unavailable else "")),
+        Item(label="Revision", value=str(revision)),
+        Item(label="Pods", value=f"desired {ds.desired}, updated {ds.updated}, ready {ds.ready}, available {ds.available}"),
+    ]
+    table = Table(header=["NODE", "POD", "PHASE", "READY", "RESTARTS", "WAITING", "REGISTERED", "TAG"], rows=rows, note=note)
+    return Message(title=ds.ref, fields=fields, table=table if rows else None)
+
+
+def _dra(inv: Inventory) -> Message | None:
+    if not (inv.classes or inv.slices or inv.claims):
+        return None
+    lines = [f"{c.kind} {c.name}: driver {', '.join(c.drivers) or '?'}" for c in inv.classes]
+    for driver in sorted({s.driver for s in inv.slices}):
+        slices = [s for s in inv.slices if s.driver == driver]
+        lines.append(f"ResourceSlices of {driver}: {len(slices)} on {len({s.node for s in slices})} node(s), "
+                     f"{sum(s.devices for s in slices)} device(s)")
+    claims = inv.claims[:MAX_ROWS]
+    table = Table(
+        header=["NAMESPACE", "CLAIM", "STATE", "AGE", "RESERVED FOR"],
+        rows=[[c.namespace, c.name, c.state, c.age, ",".join(c.reserved_for) or "-"] for c in claims],
+        note=f"… {len(inv.claims) - len(claims)} more claims" if len(inv.claims) > len(claims) else "",
+    )
+    return Message(title="Dynamic Resource Allocation", text="\n".join(lines), table=table if claims else None)
+
+
+def _findings(inv: Inventory) -> Message:
+    lines = [f"{SEVERITY[f.severity]}  {f.message}\n      next: {f.next_step}" for f in inv.findings]
+    tone = "error" if inv.failed else "warn"
+    return Message(title=f"Findings ({len(inv.findings)})", text="\n".join(lines), tone=tone)
+
+
+def summarize(inv: Inventory) -> Reply:
+    """The inventory for a chat: a summary message, the details as thread items."""
+    fails = [f for f in inv.findings if f.severity == "fail"]
+    warns = [f for f in inv.findings if f.severity == "warn"]
+    dra = inv.dra
+    if inv.findings:
+        top = [f"{SEVERITY[f.severity]}  {f.message}" for f in (fails + warns)[:TOP_FINDINGS]]
+        text = "\n".join([f"{len(fails)} failing, {len(warns)} warning; details in the thread", *top])
+    else:
+        text = "No findings: the cluster looks ready for an upgrade."
+    gpu_nodes = sum(n.gpu_hardware for n in inv.nodes)
+    not_ready = sum(not n.ready for n in inv.nodes)
+    fields = [
+        Item(label="Kubernetes", value=inv.kubernetes.version),
+        Item(label="DynamicResourceAllocation", value=dra.feature_gate + (f" ({dra.stage})" if dra.stage else "")),
+        Item(label="Nodes", value=f"{len(inv.nodes)} ({gpu_nodes} with GPU hardware, {not_ready} not ready)"),
+        Item(label="Plugin DaemonSets", value=", ".join(d.ref for d in inv.daemonsets) or "none found"),
+        Item(label="resource.k8s.io", value=", ".join(dra.served_versions) or "not served"),
+        Item(label="Taken", value=f"{inv.taken_at:%Y-%m-%d %H:%M:%S %Z} from {inv.server}"),
+    ]
+    thread = [_findings(inv)] if inv.findings else []
+    thread += [_nodes(inv), *(_daemonset(d) for d in inv.daemonsets)]
+    thread += [m for m in (_dra(inv),) if m is not None]
+    if inv.notes:
+        thread.append(Message(title="Notes", text="\n".join(inv.notes)))
+    tone = "error" if fails else ("warn" if warns else "ok")
+    return Reply(title=f"Inventory of {inv.context}", text=text, fields=fields, thread=thread, tone=tone)
+
+
+def verb(*, connect: Callable[[str | None], Cluster], policy: Policy) -> Verb:
+    """``inventory`` for the chat surfaces: the summary in the channel, details in the thread."""
+    return presented(
+        "inventory", usage=USAGE, summary="what the cluster runs, and what to fix before an upgrade",
+        parse=parse, handle=lambda request, caller: handle(request, connect=connect, policy=policy),
+        present=summarize,
+    )

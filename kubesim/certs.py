@@ -11,6 +11,7 @@ import datetime as dt
 import ipaddress
 import ssl
 import tempfile
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -41,9 +42,19 @@ def _name(common: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
 
 
-@lru_cache(maxsize=1)
+_LOCK = threading.Lock()
+
+
 def serving_cert() -> ServingCert:
-    """One CA and one cert for 127.0.0.1/localhost per process, valid for ten years."""
+    """One CA and one cert for 127.0.0.1/localhost per process, valid for ten years.
+
+    Locked, so clusters started at once in several threads share one CA."""
+    with _LOCK:
+        return _make_cert()
+
+
+@lru_cache(maxsize=1)
+def _make_cert() -> ServingCert:
     now = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
     later = now + dt.timedelta(days=3650)
     ca_key = ec.generate_private_key(ec.SECP256R1())

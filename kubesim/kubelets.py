@@ -4,12 +4,14 @@ Pods bound to a node go Pending (ContainerCreating) -> sandbox (pod IP) -> image
 -> containers created and started -> Running and Ready, on the simulated clock. What a
 container does follows its image tag (see :func:`kubesim.podstatus.behaviour`); device
 and DRA plugins register with the node's kubelet (see :mod:`kubesim.devices`). A pod with
-a deletionTimestamp is removed about a second later. ``restart_kubelet`` and
+a deletionTimestamp is removed about a second later. A CUDA sample container runs to
+completion (see :mod:`kubesim.jobs`). ``restart_kubelet`` and
 ``set_node_ready`` are the faults the control API injects.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from typing import Any
 
@@ -17,6 +19,7 @@ from kubesim import dra, pluginlogs
 from kubesim import podstatus as ps
 from kubesim.clock import rfc3339
 from kubesim.devices import NODES, DeviceRegistry, container_kind
+from kubesim.jobs import JobRunner, is_job
 from kubesim.nodestatus import NodeLifecycle
 from kubesim.plugins import PluginAgent
 from kubesim.podruntime import (
@@ -42,7 +45,7 @@ DRA_RETRY = 10.0
 ORPHAN_QUARANTINE = 40.0
 
 
-class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent):
+class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner):
     """Kubelets for every node: pod lifecycles, plugin registrations, node faults."""
 
     def __init__(self) -> None:
@@ -205,6 +208,10 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent):
         self._write(rt)
         self._prepare(rt)
 
+    def _prepare_if_waiting(self, rt: PodRt) -> None:
+        if rt.stage == "preparing":
+            self._prepare(rt)
+
     def _prepare(self, rt: PodRt) -> None:
         """Prepare the pod's DRA claims (before the sandbox), then create the sandbox."""
         pod = self._pod(rt.uid)
@@ -214,6 +221,7 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent):
         if missing is not None:
             self._dra_wait[rt.node].add(rt.uid)
             if missing:
+                assert self.sim is not None
                 self._event(pod, "FailedPrepareDynamicResources", dra_prepare_message(self.sim.minor, missing), "Warning")
             self._later(rt, DRA_RETRY, lambda: self._prepare(rt) if rt.stage == "preparing" else None)
             return
@@ -238,7 +246,7 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent):
             rt = self._rt.get(uid)
             if rt is not None and rt.stage == "preparing":
                 assert self.sim is not None
-                self.sim.enqueue(("kubelet-prepare", uid), lambda r=rt: self._prepare(r) if r.stage == "preparing" else None)
+                self.sim.enqueue(("kubelet-prepare", uid), functools.partial(self._prepare_if_waiting, rt))
         sched = self.sim.controllers.get("scheduler") if self.sim else None
         if sched is not None and hasattr(sched, "retry_soon"):
             sched.retry_soon()
@@ -272,7 +280,9 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent):
         self._event(pod, "Created", ps.created_message(minor, ctr.name), ctr=ctr.name)
         self._event(pod, "Started", ps.started_message(minor, ctr.name), ctr=ctr.name)
         self._touch_log(rt, ctr.name)
-        if ctr.mode == "crash":
+        if is_job(ctr.image):
+            self._run_job(rt, ctr, pod)
+        elif ctr.mode == "crash":
             self._write_log(rt, ctr.name, pluginlogs.crash(now))
             self._later(rt, CRASH_AFTER, lambda: self._crash(rt, ctr))
         elif ctr.kind != "generic":

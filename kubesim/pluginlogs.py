@@ -162,3 +162,19 @@ def dra_plugin_reregistered(driver: str, start: dt.datetime) -> Lines:
 
 def dra_plugin_silent(start: dt.datetime) -> Lines:
     return _at(start, [("I", "main.go:152", '"No devices found, waiting" driver="gpu.example.com"')])
+
+
+def cuda_vectoradd(start: dt.datetime, *, error: str | None = None) -> Lines:
+    """The output of the CUDA ``vectorAdd`` sample: ``Test PASSED``, or the CUDA error it met."""
+    lines = ["[Vector addition of 50000 elements]"]
+    if error:
+        lines.append(f"Failed to allocate device vector A (error code {error})!")
+    else:
+        lines += [
+            "Copy input data from the host memory to the CUDA device",
+            "CUDA kernel launch with 196 blocks of 256 threads",
+            "Copy output data from the CUDA device to the host memory",
+            "Test PASSED",
+            "Done",
+        ]
+    return [(start + dt.timedelta(milliseconds=50 * i), line) for i, line in enumerate(lines)]

@@ -28,7 +28,9 @@ class PluginAgent:
     def _plugin_started(self, rt: PodRt, ctr: Ctr, pod: dict[str, Any], *, adopted: bool) -> None:
         start = (parse_time(ctr.started_at) if adopted else None) or self.sim.clock.now()
         node = rt.node
-        container = next((c for c in pod["spec"].get("containers") or [] if c["name"] == ctr.name), {})
+        container: dict[str, Any] = next(
+            (c for c in pod["spec"].get("containers") or [] if c["name"] == ctr.name), {}
+        )
         healthy = ctr.mode in ("healthy", "slow")
         if ctr.kind == "device-plugin":
             healthy = healthy and self.gpus.get(node, 0) > 0
@@ -62,7 +64,9 @@ class PluginAgent:
             for ctr in rt.ctrs.values():
                 if ctr.state != "running" or not ctr.registered:
                     continue
-                container = next((c for c in pod["spec"]["containers"] if c["name"] == ctr.name), {})
+                container: dict[str, Any] = next(
+                    (c for c in pod["spec"]["containers"] if c["name"] == ctr.name), {}
+                )
                 if ctr.kind == "device-plugin":
                     self._write_log(rt, ctr.name, pluginlogs.device_plugin_reregistered(container, now))
                     self.register_device_plugin(node, uid)  # type: ignore[attr-defined]

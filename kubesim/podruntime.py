@@ -24,13 +24,15 @@ class Ctr:
     image: str
     mode: str  # healthy | crash | silent | slow (from the image tag)
     kind: str  # generic | device-plugin | dra-plugin (from the image name)
-    state: str = "waiting"  # waiting | running | backoff
+    state: str = "waiting"  # waiting | running | backoff | terminated (run to completion)
     started_at: str = ""
     restarts: int = 0
     backoff: float = 0.0
     last_term: dict[str, Any] | None = None
     cid: str = ""
     registered: bool = False
+    term: dict[str, Any] | None = None
+    """How a run-to-completion container exited (state ``terminated``)."""
 
     @property
     def ready(self) -> bool:
@@ -103,24 +105,41 @@ def render_status(rt: PodRt, pod: dict[str, Any], *, minor: int, now: str, host_
             unready.append(ctr.name)
     sandbox = rt.pod_ip is not None
     inits = spec.get("initContainers") or []
+    finished = completed_phase(rt, spec)
     status = {k: v for k, v in old.items() if k not in ("conditions", "containerStatuses", "initContainerStatuses")}
-    status["conditions"] = ps.merge_conditions(
-        old.get("conditions"),
-        ps.pod_conditions(minor, now, sandbox=sandbox, initialized=sandbox or not inits,
-                          unready=unready, uninitialized=[c["name"] for c in inits]),
-    )
+    conditions = ps.pod_conditions(minor, now, sandbox=sandbox and finished is None, initialized=sandbox or not inits,
+                                   unready=unready, uninitialized=[c["name"] for c in inits])
+    if finished is not None:
+        conditions = [_completed(c) for c in conditions]
+    status["conditions"] = ps.merge_conditions(old.get("conditions"), conditions)
     status["containerStatuses"] = statuses
     if inits:
         status["initContainerStatuses"] = [init_status(c, rt, sandbox) for c in inits]
     status["hostIP"] = host_ip
     if minor >= 28:
         status["hostIPs"] = [{"ip": host_ip}]
-    status["phase"] = "Running" if any(c.state != "waiting" or c.restarts for c in rt.ctrs.values()) else "Pending"
+    status["phase"] = finished or (
+        "Running" if any(c.state != "waiting" or c.restarts for c in rt.ctrs.values()) else "Pending")
     if rt.pod_ip:
         status["podIP"], status["podIPs"] = rt.pod_ip, [{"ip": rt.pod_ip}]
     status["qosClass"] = ps.qos_class(spec)
     status["startTime"] = old.get("startTime") or rt.start_time
     return status
+
+
+def completed_phase(rt: PodRt, spec: dict[str, Any]) -> str | None:
+    """``Succeeded``/``Failed`` once every container ran to completion and will not restart."""
+    ctrs = list(rt.ctrs.values())
+    if not ctrs or any(c.state != "terminated" for c in ctrs):
+        return None
+    return "Succeeded" if all((c.term or {}).get("exitCode") == 0 for c in ctrs) else "Failed"
+
+
+def _completed(cond: dict[str, Any]) -> dict[str, Any]:
+    """Ready and ContainersReady of a pod whose containers completed: False, PodCompleted."""
+    if cond["type"] in ("Ready", "ContainersReady"):
+        return {k: v for k, v in cond.items() if k != "message"} | {"status": "False", "reason": "PodCompleted"}
+    return cond
 
 
 def container_status(ctr: Ctr, pod: dict[str, Any]) -> dict[str, Any]:
@@ -136,6 +155,8 @@ def container_status(ctr: Ctr, pod: dict[str, Any]) -> dict[str, Any]:
     out["started"] = ctr.state == "running"
     if ctr.state == "running":
         out["state"] = {"running": {"startedAt": ctr.started_at}}
+    elif ctr.state == "terminated":
+        out["state"] = {"terminated": dict(ctr.term or {})}
     elif ctr.state == "backoff":
         msg = ps.crashloop_message(ctr.backoff, ctr.name, pod)
         out["state"] = {"waiting": {"message": msg, "reason": "CrashLoopBackOff"}}

@@ -8,7 +8,7 @@ handlers and runbooks receive the model. Unknown keys are refused so a typo
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -94,6 +94,23 @@ class Rollback(Strict):
     requires_approval: bool = True
 
 
+class StepTimings(Strict):
+    """How long the cluster steps wait and watch (``runbooks.steps.StepSettings``)."""
+
+    ready_timeout: str = "5m"
+    """How long a replaced pod (canary, promotion, rollback) may take to become Ready."""
+    observe_window: str = "30s"
+    """How long verify watches restart counts for a rise."""
+    poll_interval: str = "1s"
+    smoke_test: dict[str, Any] | None = None
+    """Optional smoke-test pod: ``{image, command, expect, namespace, timeout}``."""
+
+    @field_validator("ready_timeout", "observe_window", "poll_interval")
+    @classmethod
+    def _durations(cls, value: str) -> str:
+        return _duration(value)
+
+
 class Policy(Strict):
     """The whole policy file; every section optional, with DESIGN.md's defaults."""
 
@@ -105,6 +122,7 @@ class Policy(Strict):
     reports: Reports = Field(default_factory=Reports)
     rollback: Rollback = Field(default_factory=Rollback)
     targets: list[Target] = Field(default_factory=list)
+    steps: StepTimings = Field(default_factory=StepTimings)
     gpu_resources: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu"])
     """Extended resources the inventory reports and checks per node."""
 

@@ -45,6 +45,12 @@ S = RunState
 TERMINAL: frozenset[RunState] = frozenset({S.DONE, S.ROLLED_BACK, S.REJECTED, S.EXPIRED, S.FAILED})
 ACTIVE: frozenset[RunState] = frozenset(set(RunState) - TERMINAL)
 GATES: frozenset[RunState] = frozenset({S.AWAITING_APPROVAL, S.AWAITING_PROMOTION})
+WORKING: frozenset[RunState] = frozenset(
+    {S.CANARY_ROLLING, S.CANARY_VERIFYING, S.PROMOTING, S.VERIFYING, S.ROLLING_BACK}
+)
+"""States in which the engine runs a cluster step (the others wait for people or time)."""
+UNSUCCESSFUL: frozenset[RunState] = frozenset({S.ROLLED_BACK, S.REJECTED, S.EXPIRED, S.FAILED})
+"""Ends in which the upgrade did not happen."""
 
 # The one table of allowed transitions. ``failed`` may follow any non-terminal state.
 TRANSITIONS: dict[RunState, frozenset[RunState]] = {
@@ -140,6 +146,18 @@ class Gate(BaseModel):
     decisions: list[Decision] = Field(default_factory=list)
     outcome: str | None = Field(default=None, description="approved | rejected | expired")
     decided_at: dt.datetime | None = None
+    reason: str = Field(default="", description="why it was opened (a rollback request says why)")
+
+    @property
+    def is_open(self) -> bool:
+        return self.outcome is None
+
+    def decision_of(self, user: str) -> Decision | None:
+        return next((d for d in self.decisions if d.user == user), None)
+
+    @property
+    def approvers(self) -> list[str]:
+        return [d.user for d in self.decisions if d.approve]
 
 
 class Step(BaseModel):
@@ -147,6 +165,7 @@ class Step(BaseModel):
 
     name: str
     status: str = Field(description="ok | failed | info | skipped")
+    kind: str = Field(default="step", description="transition | decision | gate | check | mutation | step")
     detail: str = ""
     evidence: dict[str, Any] = Field(default_factory=dict)
     actor: str = "upgradebot"
@@ -169,6 +188,10 @@ class Run(BaseModel):
     version: int = Field(default=0, description="bumped by every stored write (compare-and-set)")
     gate: Gate | None = None
     previous_state: RunState | None = None
+    halted: bool = Field(
+        default=False,
+        description="a step failed with rollback.automatic off: the run waits at a rollback gate",
+    )
     progress: dict[str, Any] = Field(
         default_factory=dict,
         description="what the steps recorded so far (saved template, strategy, revision, "

@@ -4,7 +4,8 @@
 import-linter contract holds it there); it returns plain dicts and dataclasses, never
 client models. The other modules are pure: ``resources`` (what is read and in which API
 version), ``retrying`` (the retry policy), ``wrapping`` (HTTP answers into
-:mod:`runbooks.errors`), ``metrics`` (Prometheus text).
+:mod:`runbooks.errors`), ``metrics`` (Prometheus text), and ``writing`` (patch, create,
+delete with preconditions; a mixin of :class:`Cluster` that sends through the adapter).
 """
 
 from runbooks.cluster.adapter import Cluster

@@ -38,6 +38,7 @@ from runbooks.cluster.resources import (
 )
 from runbooks.cluster.retrying import RetryPolicy, call_with_retries
 from runbooks.cluster.wrapping import error_for_status, error_for_transport
+from runbooks.cluster.writing import Writes
 from runbooks.errors import (
     Action,
     ClusterConfigError,
@@ -56,8 +57,8 @@ TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds between bytes read
 POOL_SIZE = 16  # parallel requests the connection pool keeps open (log reads)
 
 
-class Cluster:
-    """A Kubernetes API server the bot reads (and, in later steps, changes)."""
+class Cluster(Writes):
+    """A Kubernetes API server the bot reads and (through :class:`Writes`) changes."""
 
     def __init__(
         self,
@@ -187,6 +188,20 @@ class Cluster:
             raise ClusterError(f"cannot {action}: the answer is not a JSON object")
         return data
 
+    def write_json(
+        self, method: str, path: str, *, action: Action, body: Any = None, content_type: str | None = None,
+    ) -> dict[str, Any]:
+        """One mutating request, not retried (see :mod:`runbooks.cluster.writing`); the answer's object."""
+        response = self._send(method, path, action=action, body=body, content_type=content_type)
+        try:
+            data = response.data
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise self._clean(error_for_transport(exc, action=action, context=self.context, server=self.server)) from exc
+        finally:
+            response.release_conn()
+        answer = json.loads(data) if data else {}
+        return answer if isinstance(answer, dict) else {}
+
     # ----------------------------------------------------------------------- reads
     def get(self, resource: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
         action = Action("get", resource.qualified, namespace, name)
@@ -269,6 +284,10 @@ class Cluster:
             platform=str(body.get("platform", "")),
             server_time=_http_date(date),
         )
+
+    def server_time(self) -> dt.datetime:
+        """The API server's clock (its ``Date`` header), else ours: event times are the server's."""
+        return self.version().server_time or dt.datetime.now(dt.UTC)
 
     def api_versions(self, group: str) -> list[str]:
         """The versions of ``group`` the cluster serves (its preferred first); [] if none."""

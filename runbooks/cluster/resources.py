@@ -47,6 +47,7 @@ class Resource:
 
 
 NODES = Resource("", "v1", "nodes", "Node", False)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
 PODS = Resource("", "v1", "pods", "Pod", True)
 EVENTS = Resource("", "v1", "events", "Event", True)
 DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True)

@@ -66,6 +66,8 @@ class PluginPod(Model):
     registered: bool | None = Field(
         None, description="the log shows the registration line; None when the log was not read"
     )
+    uid: str | None = Field(None, description="metadata.uid (deletes are made with it as precondition)")
+    deleting: bool = Field(False, description="has a deletionTimestamp: terminating")
 
 
 class DaemonSet(Model):

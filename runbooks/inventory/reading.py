@@ -173,6 +173,8 @@ def pod_from(obj: Obj) -> PluginPod:
         waiting_reason=waiting_reasons[0] if waiting_reasons else None,
         images=images_of(spec),
         revision_hash=(meta.get("labels") or {}).get(HASH_LABEL),
+        uid=meta.get("uid"),
+        deleting=meta.get("deletionTimestamp") is not None,
     )
 
 

@@ -1,0 +1,192 @@
+"""Acknowledgement latency of slash commands: ``upgradebot serve`` next to a bare Bolt app.
+
+Both run as their own processes on the same server stack (waitress, same thread
+count), in the same run, against the same fake Slack Web API (``tests/fakeslack.py``)
+and, for the bot, a kubesim gpu-small cluster in a third process. Each round sends
+``--concurrency`` signed commands at once (a barrier releases them together) to each
+server in turn; the latency of one command is the time from sending the request to
+reading the HTTP answer (the ack). Two scenarios: ``help`` (the front end's own cost:
+the work is trivial) and ``inventory`` (the bot keeps taking inventories in the
+background while later rounds arrive, as in a busy channel; beyond its bounded queue it
+answers "busy"). The bare app only acks. Prints p50/p99/max of each, the ratio, and how
+every command was answered.
+
+``python -m bench.bench_ack [--rounds 5] [--concurrency 50] [--verb help --verb inventory]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.fakeslack import FakeSlack
+
+BIN = Path(sys.executable).parent
+SECRET = "bench-signing-secret-0123456789"
+TOKEN = "xoxb-bench-0000-token"
+
+
+# ------------------------------------------------------------------ the bare app (child)
+def child_bare(port: int, threads: int) -> None:
+    """A Bolt app that only acks, served by the same HttpServer as ``upgradebot serve``."""
+    from slack_bolt import App
+    from slack_bolt.adapter.wsgi import SlackRequestHandler
+    from slack_sdk import WebClient
+
+    from bot.web import HttpServer
+
+    client = WebClient(token=os.environ["SLACK_BOT_TOKEN"], base_url=os.environ["SLACK_API_URL"])
+    app = App(client=client, signing_secret=os.environ["SLACK_SIGNING_SECRET"])
+    app.command("/upgrade")(lambda ack: ack())
+    http = HttpServer(SlackRequestHandler(app), host="127.0.0.1", port=port, threads=threads).start()
+    print(http.url, flush=True)
+    sys.stdin.read()  # until the parent closes our stdin
+    http.stop(timeout=5)
+
+
+# ------------------------------------------------------------------------ processes
+def start(command: list[str], env: dict[str, str], lines: int = 1) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline().strip()
+    for _ in range(lines - 1):
+        proc.stdout.readline()
+    if not first.startswith("http"):
+        proc.kill()
+        raise SystemExit(f"{' '.join(command[:4])} did not start: {first!r}")
+    return proc, first
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    if proc.stdin:
+        proc.stdin.close()
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+# --------------------------------------------------------------------------- client
+def burst(url: str, text: str, concurrency: int, response_url: str) -> list[float]:
+    from tests.fakeslack import post, slash_command
+
+    bodies = [slash_command(text, response_url=response_url) for _ in range(concurrency)]
+    barrier = threading.Barrier(concurrency)
+    seconds: list[float] = [0.0] * concurrency
+    failures: list[str] = []
+
+    def one(i: int) -> None:
+        barrier.wait()
+        answer = post(url + "/slack/events", bodies[i], secret=SECRET)
+        if answer.status != 200:
+            failures.append(f"{answer.status} {answer.body[:200]!r}")
+        seconds[i] = answer.seconds
+
+    workers = [threading.Thread(target=one, args=(i,)) for i in range(concurrency)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    if failures:
+        raise SystemExit(f"{len(failures)} command(s) failed at {url}: {failures[0]}")
+    return seconds
+
+
+def summary(label: str, seconds: list[float]) -> tuple[float, float, float]:
+    p50 = statistics.median(seconds) * 1000
+    p99 = statistics.quantiles(seconds, n=100, method="inclusive")[98] * 1000
+    worst = max(seconds) * 1000
+    print(f"  {label:<34} {p50:9.1f} {p99:9.1f} {worst:9.1f}")
+    return p50, p99, worst
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_ack", description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--verb", action="append", help="command text, repeatable (default: help, then inventory)")
+    parser.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the replies of a scenario")
+    parser.add_argument("--threads", type=int, default=16, help="HTTP threads of both servers")
+    parser.add_argument("--child", choices=["bare"], help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child_bare(args.port, args.threads)
+        return 0
+    args.verb = args.verb or ["help", "inventory"]
+
+    from tests.fakeslack import FakeSlack
+
+    with tempfile.TemporaryDirectory(prefix="bench-ack-") as tmp, FakeSlack(token=TOKEN) as fake:
+        kubeconfig = Path(tmp) / "kubeconfig"
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT", "SLACK"))}
+        env = {**base, "HOME": tmp, "KUBECONFIG": str(kubeconfig), "SLACK_BOT_TOKEN": TOKEN,
+               "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": fake.api_url,
+               "UPGRADEBOT_HTTP_THREADS": str(args.threads), "PYTHONPATH": os.getcwd()}
+        procs: list[subprocess.Popen[str]] = []
+        try:
+            procs.append(start([sys.executable, "-m", "kubesim", "serve", "--port", "0", "--scenario", "gpu-small",
+                                "--kubeconfig", str(kubeconfig)], env, lines=2)[0])
+            bot, bot_url = start([str(BIN / "upgradebot"), "serve", "--host", "127.0.0.1", "--port", "0",
+                                  "--drain", "1"], env, lines=2)
+            procs.append(bot)
+            bare, bare_url = start([sys.executable, "-m", "bench.bench_ack", "--child", "bare",
+                                    "--threads", str(args.threads)], env)
+            procs.append(bare)
+            for url in (bare_url, bot_url):  # warm both: first-request imports and caches
+                burst(url, "help", 1, fake.response_url("warm"))
+            worst = 0
+            for verb in args.verb:
+                worst = max(worst, scenario(fake, verb, args, bare_url=bare_url, bot_url=bot_url))
+        finally:
+            for proc in reversed(procs):
+                stop(proc)
+    return worst
+
+
+def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, *, bare_url: str, bot_url: str) -> int:
+    """One verb: rounds of bursts to each server in turn, then the replies awaited (capped)."""
+    fake.clear()
+    timings: dict[str, list[float]] = {"bare": [], "bot": []}
+    started = time.perf_counter()
+    for _ in range(args.rounds):
+        timings["bare"] += burst(bare_url, verb, args.concurrency, fake.response_url("bare"))
+        timings["bot"] += burst(bot_url, verb, args.concurrency, fake.response_url("bot"))
+    commands = args.rounds * args.concurrency
+
+    def answered() -> tuple[int, int]:
+        posted = [c for c in fake.of("chat.postMessage") if "thread_ts" not in c.body]
+        ephemeral = [c for c in fake.of("response_url") if c.path.endswith("/bot")]
+        return len(posted), len(ephemeral)
+
+    deadline = time.monotonic() + args.wait
+    while sum(answered()) < commands and time.monotonic() < deadline:
+        time.sleep(0.1)
+    posted, ephemeral = answered()
+    busy = sum("busy" in c.body.get("text", "") for c in fake.of("response_url") if c.path.endswith("/bot"))
+    print(f"{args.rounds} rounds of {args.concurrency} concurrent signed '/upgrade {verb}', "
+          f"waitress with {args.threads} threads each, one run")
+    print(f"  {'ack latency (ms)':<34} {'p50':>9} {'p99':>9} {'max':>9}")
+    bare_p50, bare_p99, _ = summary("bare Bolt app (ack only)", timings["bare"])
+    bot_p50, bot_p99, _ = summary("upgradebot serve", timings["bot"])
+    print(f"  {'upgradebot / bare':<34} {bot_p50 / bare_p50:8.2f}x {bot_p99 / bare_p99:8.2f}x")
+    late = sum(s >= 3.0 for s in timings["bot"])
+    print(f"  acks within Slack's 3 s: {commands - late}/{commands}; answered after "
+          f"{time.perf_counter() - started:.1f} s: {posted} posted in the channel, {ephemeral - busy} ephemeral, "
+          f"{busy} told the bot is busy, {commands - posted - ephemeral} still in the bounded queue")
+    return 0 if late == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""Who is who: user ids and the members of user groups, as the policy names them.
+
+The policy lists principals as user ids and user-group ids (``S…``). Resolving a group
+is the front end's job: Slack asks ``usergroups.users.list`` (``bot/slack_directory.py``,
+cached), the console and the tests use :class:`StaticDirectory`. The run engine's
+approval check takes the same :class:`Directory`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from typing import Protocol
+
+from runbooks.policy import Policy, Principals
+
+
+class DirectoryUnavailable(Exception):
+    """The members of a group could not be read; nothing may be allowed on a guess."""
+
+
+class Directory(Protocol):
+    def members(self, usergroup: str) -> frozenset[str]:
+        """User ids in the group; ``DirectoryUnavailable`` when it cannot be read."""
+        ...
+
+
+class StaticDirectory:
+    """Groups given up front: the console, the demo and the tests."""
+
+    def __init__(self, groups: Mapping[str, Collection[str]] | None = None) -> None:
+        self._groups = {name: frozenset(users) for name, users in (groups or {}).items()}
+
+    def members(self, usergroup: str) -> frozenset[str]:
+        return self._groups.get(usergroup, frozenset())
+
+
+def is_listed(user: str, principals: Principals, directory: Directory) -> bool:
+    """``user`` is one of the principals' users or a member of one of their groups."""
+    if user in principals.users:
+        return True
+    return any(user in directory.members(group) for group in principals.usergroups)
+
+
+def may_request(user: str, principals: Principals, directory: Directory) -> bool:
+    """Requesters: an empty list means anyone (in an allowed channel)."""
+    if not principals.users and not principals.usergroups:
+        return True
+    return is_listed(user, principals, directory)
+
+
+def groups_of(user: str, directory: Directory, usergroups: Iterable[str]) -> frozenset[str]:
+    """The ``usergroups`` that ``user`` is a member of (for the engine's ``Actor.groups``)."""
+    return frozenset(group for group in usergroups if user in directory.members(group))
+
+
+def policy_groups(policy: Policy) -> list[str]:
+    """Every usergroup the policy names: requesters, approvers, on-call mention."""
+    names = [*policy.requesters.usergroups, *policy.approvers.usergroups]
+    if policy.oncall.mention and policy.oncall.mention.startswith("S"):
+        names.append(policy.oncall.mention)
+    return list(dict.fromkeys(names))

@@ -1,0 +1,99 @@
+"""Surface-neutral replies: what a handler says, before any surface formats it.
+
+A handler returns a :class:`Reply`; ``bot/`` renders it as Block Kit for Slack
+(``bot/render_blocks.py``), as text for the console (``bot/render_text.py``) and as JSON
+for the shell (``Reply.model_dump_json``). Nothing here knows Slack's limits: a renderer
+splits long texts and tables, and moves what does not fit to the thread.
+
+Text is plain (no markup) except user and channel references written as
+:func:`user_ref` / :func:`channel_ref` (``<@U123>``, ``<#C123>``): Slack shows them as
+mentions, the console as ``@U123`` / ``#C123``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Tone = Literal["info", "ok", "warn", "error"]
+ButtonStyle = Literal["primary", "danger"]
+SUMMARY_SEPARATOR = " — "
+"""Between a usage line and its one-line summary (``help``)."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Item(_Model):
+    """A label and its value, shown side by side (Slack: a section field)."""
+
+    label: str
+    value: str
+
+
+class Button(_Model):
+    """A choice for the reader; ``action_id`` routes the click, ``value`` identifies the object."""
+
+    label: str
+    action_id: str
+    value: str
+    style: ButtonStyle | None = None
+
+
+class Table(_Model):
+    """Rows under a header; ``note`` says what was left out (``… 12 more nodes``)."""
+
+    header: list[str]
+    rows: list[list[str]] = Field(default_factory=list)
+    note: str = ""
+
+
+class Message(_Model):
+    """One message: a title, text, fields, a table and buttons, each optional.
+
+    The thread items of a :class:`Reply` are messages too; so are the run's root message
+    and step messages the engine wiring posts.
+    """
+
+    title: str | None = None
+    text: str = ""
+    fields: list[Item] = Field(default_factory=list)
+    table: Table | None = None
+    buttons: list[Button] = Field(default_factory=list)
+    tone: Tone = "info"
+
+
+ThreadItem = Message
+"""A message posted under the reply (Slack: in its thread; console: indented)."""
+
+
+class Reply(Message):
+    """What a handler answers: a message, its thread items, who may see it, usage lines.
+
+    ``ephemeral``: only the caller sees it (errors, refusals, help); nothing was started.
+    ``usage``: usage lines without the command prefix (``inventory [cluster=<context>]``);
+    each surface adds its own (``/upgrade``, ``upgradebot``). A line may end with
+    :data:`SUMMARY_SEPARATOR` and a summary, shown as prose after the command.
+    """
+
+    thread: list[Message] = Field(default_factory=list)
+    ephemeral: bool = False
+    usage: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def error(cls, reason: str, *, usage: Sequence[str] = (), title: str | None = None) -> Reply:
+        """An ephemeral refusal: the reason and the usage lines that apply."""
+        return cls(title=title, text=reason, usage=list(usage), ephemeral=True, tone="error")
+
+
+def user_ref(user_id: str) -> str:
+    """A reference to a user that every surface shows as a mention of them."""
+    return f"<@{user_id}>"
+
+
+def channel_ref(channel_id: str) -> str:
+    """A reference to a channel that every surface shows as a link to it."""
+    return f"<#{channel_id}>"

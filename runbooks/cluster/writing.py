@@ -1,0 +1,76 @@
+"""Writes to the cluster: patch, create and delete, each one request through the adapter.
+
+A mixin of :class:`runbooks.cluster.Cluster` that never imports the ``kubernetes``
+client: every request goes through the adapter's ``write_json`` (its ``_send``), so
+failures arrive as :mod:`runbooks.errors`. Writes are not retried here: a step re-reads
+the cluster and decides again, so a repeated attempt never applies a change twice.
+Preconditions make the writes safe against races: a ``resourceVersion`` on patches whose
+result depends on what was read, a ``uid`` on deletes so a replacement pod with the same
+name is never deleted.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from runbooks.cluster.resources import Resource
+from runbooks.errors import Action
+
+PatchType = Literal["strategic", "merge", "json"]
+CONTENT_TYPES: dict[str, str] = {
+    "strategic": "application/strategic-merge-patch+json",
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+}
+
+
+class Writes:
+    """Patch, create and delete, on top of the adapter's single ``write_json``."""
+
+    def write_json(
+        self, method: str, path: str, *, action: Action, body: Any = None, content_type: str | None = None,
+    ) -> dict[str, Any]:
+        raise NotImplementedError  # the adapter implements it
+
+    def patch(
+        self, resource: Resource, name: str, body: Any, *, namespace: str | None = None,
+        patch_type: PatchType = "strategic", resource_version: str | None = None,
+    ) -> dict[str, Any]:
+        """Patch one object; with ``resource_version`` the server refuses (409 → ``Conflict``)
+        if the object changed since it was read. Returns the patched object."""
+        if resource_version is not None:
+            if patch_type == "json":
+                body = [{"op": "test", "path": "/metadata/resourceVersion", "value": resource_version}, *body]
+            else:
+                body = {**body, "metadata": {**(body.get("metadata") or {}), "resourceVersion": resource_version}}
+        action = Action("patch", resource.qualified, namespace, name)
+        return self.write_json(
+            "PATCH", resource.path(namespace, name), action=action, body=body, content_type=CONTENT_TYPES[patch_type],
+        )
+
+    def create(self, resource: Resource, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
+        """Create one object; ``Conflict`` if one of that name exists."""
+        name = (body.get("metadata") or {}).get("name") or (body.get("metadata") or {}).get("generateName")
+        action = Action("create", resource.qualified, namespace, name)
+        return self.write_json(
+            "POST", resource.path(namespace), action=action,
+            body={"apiVersion": resource.api_version, "kind": resource.kind, **body}, content_type="application/json",
+        )
+
+    def delete(
+        self, resource: Resource, name: str, *, namespace: str | None = None, uid: str | None = None,
+        grace_seconds: int | None = None, propagation: str | None = "Background",
+    ) -> dict[str, Any]:
+        """Delete one object; with ``uid`` only that very object (``Conflict`` if the name now
+        belongs to another one, ``NotFound`` if it is gone)."""
+        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        if grace_seconds is not None:
+            options["gracePeriodSeconds"] = grace_seconds
+        if propagation:
+            options["propagationPolicy"] = propagation
+        action = Action("delete", resource.qualified, namespace, name)
+        return self.write_json(
+            "DELETE", resource.path(namespace, name), action=action, body=options, content_type="application/json",
+        )

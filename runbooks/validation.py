@@ -1,0 +1,90 @@
+"""Checks of what people type, before anything is stored or sent to a cluster.
+
+Each function returns the value (stripped) or raises ``ValueError`` whose message says
+what is wrong and gives an example; front ends add the verb's usage line. Kubernetes'
+own rules: names are DNS-1123 labels or subdomains, image references follow the
+distribution grammar (``[registry[:port]/]repository[:tag][@sha256:<64 hex>]``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from runbooks.policy import DNS1123_LABEL, DNS1123_SUBDOMAIN, Target
+
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"sha256:[0-9a-f]{64}"
+IMAGE_REFERENCE = re.compile(
+    rf"^(?P<name>(?:(?P<domain>{_DOMAIN})/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+    rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?$"
+)
+MAX_NAME = 255
+
+
+def dns1123_label(value: str, what: str = "name") -> str:
+    """A DNS-1123 label (namespaces, containers): at most 63 of ``a-z``, ``0-9``, ``-``."""
+    text = value.strip()
+    if not DNS1123_LABEL.match(text):
+        raise ValueError(
+            f"{what} {value!r} is not a valid Kubernetes name: use at most 63 lower-case letters, "
+            "digits and '-', starting and ending with a letter or digit (e.g. kube-system)"
+        )
+    return text
+
+
+def dns1123_subdomain(value: str, what: str = "name") -> str:
+    """A DNS-1123 subdomain (most object names): labels joined by dots, at most 253 characters."""
+    text = value.strip()
+    if not DNS1123_SUBDOMAIN.match(text):
+        raise ValueError(
+            f"{what} {value!r} is not a valid Kubernetes name: use lower-case letters, digits, '-' "
+            "and '.', at most 253 characters, starting and ending with a letter or digit "
+            "(e.g. nvidia-device-plugin-daemonset)"
+        )
+    return text
+
+
+def node_name(value: str) -> str:
+    """A node name (a DNS-1123 subdomain, as the API server requires)."""
+    return dns1123_subdomain(value, "node")
+
+
+def container_name(value: str) -> str:
+    return dns1123_label(value, "container")
+
+
+def image_reference(value: str) -> str:
+    """``registry/repository:tag`` or ``…@sha256:<digest>``; a tag or a digest is required,
+    since an untagged image means ``:latest`` and cannot be rolled back to reliably."""
+    text = value.strip()
+    match = IMAGE_REFERENCE.match(text)
+    if match is None:
+        raise ValueError(
+            f"image {value!r} is not a valid image reference: use registry/repository:tag or "
+            "registry/repository@sha256:<64 hex digits> (e.g. nvcr.io/nvidia/k8s-device-plugin:v0.17.0); "
+            "repositories are lower case"
+        )
+    domain = match.group("domain") or ""
+    if domain and not any(c in domain for c in ".:[") and domain != "localhost" and domain != domain.lower():
+        raise ValueError(f"image {value!r} is not a valid image reference: repository names are lower case")
+    if len(match.group("name")) > MAX_NAME:
+        raise ValueError(f"image {value!r} is not a valid image reference: the name is longer than {MAX_NAME} characters")
+    if not match.group("tag") and not match.group("digest"):
+        raise ValueError(
+            f"image {value!r} has no tag or digest: name the version, e.g. {text}:v0.17.0 "
+            "(an implicit :latest cannot be rolled back to reliably)"
+        )
+    return text
+
+
+def target(value: str, known: Sequence[str] | None = None) -> Target:
+    """``namespace/daemonset``; with ``known`` (the policy's targets, when it lists any) also
+    one of those."""
+    parsed = Target.parse(value)
+    if known and str(parsed) not in known:
+        raise ValueError(f"{parsed} is not a target of the policy: use one of {', '.join(known)}")
+    return parsed

@@ -1,0 +1,78 @@
+"""The probes and metrics of a serving bot, and secrets kept out of everything it says."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from bot.serving import build_service
+from bot.web import HttpServer
+from kubesim import KubeSim
+from tests.e2e.harness import POLICY, Bot, settings_for
+from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get
+
+
+def test_healthz(bot: Bot) -> None:
+    """/healthz answers 200 while the process is up."""
+    assert get(bot.url + "/healthz").status == 200
+
+
+def test_readyz_follows_slack_and_plugged_checks(fake_slack: FakeSlack, cluster: KubeSim, redis_url: str) -> None:
+    """/readyz is 200 when auth.test and a plugged Redis ping pass, 503 with the reason when one fails."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    client = redis.Redis.from_url(redis_url)
+    down = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
+    service = build_service(settings_for(fake_slack, cluster), POLICY, readiness_cache=0, checks={"redis": client.ping})
+    http = HttpServer(service.wsgi(), port=0).start()
+    try:
+        ready = get(http.url + "/readyz")
+        assert ready.status == 200 and json.loads(ready.body)["checks"] == {"redis": "ok", "slack": "ok"}
+        fake_slack.auth_ok = False
+        not_ready = json.loads(get(http.url + "/readyz").body)
+        assert not_ready["ready"] is False and "account_inactive" in not_ready["checks"]["slack"]
+        fake_slack.auth_ok = True
+        service.readiness.add("redis", down.ping)
+        answer = get(http.url + "/readyz")
+        assert answer.status == 503 and json.loads(answer.body)["checks"]["redis"].startswith("failed: ConnectionError")
+    finally:
+        http.stop(timeout=5)
+        service.workers.shutdown(timeout=5)
+        client.close()
+
+
+def test_metrics(bot: Bot) -> None:
+    """/metrics counts commands by verb and outcome, and shows the runs gauge once plugged in."""
+    bot.command("help")
+    bot.command("nonsense")
+    bot.fake.wait_for("response_url", 2)
+    bot.settle()
+    bot.service.metrics.set_runs_source(lambda: {"awaiting_approval": 2, "done": 5})
+    answer = get(bot.url + "/metrics")
+    text = answer.body.decode()
+    assert answer.status == 200
+    assert 'upgradebot_commands_total{outcome="ok",surface="slack",verb="help"} 1.0' in text
+    assert 'upgradebot_commands_total{outcome="unknown",surface="slack",verb="unknown"} 1.0' in text
+    assert 'upgradebot_runs{state="awaiting_approval"} 2.0' in text
+    assert "upgradebot_slack_request_seconds_count 2.0" in text
+    assert "upgradebot_step_duration_seconds" in text and "upgradebot_approvals_total" in text
+
+
+def test_secrets_never_leave(bot: Bot, caplog: pytest.LogCaptureFixture) -> None:
+    """Neither the bot token nor the signing secret appears in logs, replies, probes or metrics."""
+    caplog.set_level(logging.DEBUG)
+    bot.command("inventory")
+    bot.command("inventory colour=blue")
+    bot.fake.auth_ok = False
+    bodies = [get(bot.url + p).body.decode() for p in ("/readyz", "/metrics")]
+    bot.fake.wait_for("chat.postMessage", 2)
+    bot.fake.wait_for("response_url")
+    bot.settle()
+    said = [json.dumps(c.body) for c in bot.fake.calls] + bodies + [caplog.text, repr(bot.service.settings)]
+    for secret in (BOT_TOKEN, SIGNING_SECRET):
+        assert not [s for s in said if secret in s]
+    assert all(c.headers.get("authorization") == f"Bearer {BOT_TOKEN}" for c in bot.fake.calls if c.method != "response_url")

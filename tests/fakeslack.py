@@ -1,0 +1,267 @@
+"""A fake Slack for tests: the Web API over real HTTP, and requests signed as Slack signs them.
+
+:class:`FakeSlack` listens on 127.0.0.1:0 and records every call (method, parsed body,
+headers, time). It answers like Slack: ``auth.test`` (checking the bearer token),
+``chat.postMessage`` (with ``channel`` and a fresh ``ts``), ``chat.update``,
+``chat.postEphemeral``, ``usergroups.users.list``, ``conversations.info``, and the
+``response_url`` paths it hands out (:meth:`FakeSlack.response_url`). It can be told to
+answer one call with 429 and ``Retry-After`` (:meth:`FakeSlack.rate_limit_once`), to
+refuse posting in some channels (``not_in_channel``), or to fail ``auth.test``.
+
+:func:`sign` computes ``X-Slack-Signature`` exactly as Slack does: ``v0=`` + hex
+HMAC-SHA256 of ``v0:{timestamp}:{body}`` with the signing secret.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.client
+import itertools
+import json
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+BOT_TOKEN = "xoxb-test-0000000000-fake-token-value"
+SIGNING_SECRET = "0123456789abcdef-test-signing-secret"
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    """Web API method (``chat.postMessage``) or ``response_url``."""
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    at: float
+
+
+@dataclass
+class FakeSlack:
+    token: str = BOT_TOKEN
+    usergroups: dict[str, list[str]] = field(default_factory=dict)
+    not_in_channels: set[str] = field(default_factory=set)
+    auth_ok: bool = True
+    calls: list[Call] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Condition()
+        self._ts = itertools.count(1)
+        self._rate_limits: dict[str, int] = {}
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.api_url = self.url + "/api/"
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="fakeslack", daemon=True)
+
+    # -------------------------------------------------------------- lifecycle
+    def __enter__(self) -> FakeSlack:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # --------------------------------------------------------------- controls
+    def rate_limit_once(self, method: str, retry_after: int = 0) -> None:
+        """The next call of ``method`` is answered 429 with ``Retry-After``."""
+        with self._lock:
+            self._rate_limits[method] = retry_after
+
+    def response_url(self, name: str = "r") -> str:
+        return f"{self.url}/response/{name}"
+
+    # ---------------------------------------------------------------- queries
+    def of(self, method: str) -> list[Call]:
+        with self._lock:
+            return [c for c in self.calls if c.method == method]
+
+    def wait_for(self, method: str, count: int = 1, timeout: float = 20.0) -> list[Call]:
+        """The calls of ``method`` once there are at least ``count``; AssertionError on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while len([c for c in self.calls if c.method == method]) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    seen = [c.method for c in self.calls]
+                    raise AssertionError(f"{count} {method} call(s) expected within {timeout}s; got {seen}")
+                self._lock.wait(left)
+            return [c for c in self.calls if c.method == method]
+
+    def clear(self) -> None:
+        with self._lock:
+            self.calls.clear()
+
+    # ---------------------------------------------------------------- answers
+    def _record(self, call: Call) -> None:
+        with self._lock:
+            self.calls.append(call)
+            self._lock.notify_all()
+
+    def _limited(self, method: str) -> int | None:
+        with self._lock:
+            return self._rate_limits.pop(method, None)
+
+    def answer(self, method: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+        if headers.get("authorization") != f"Bearer {self.token}":
+            return {"ok": False, "error": "not_authed" if "authorization" not in headers else "invalid_auth"}
+        channel = str(body.get("channel", ""))
+        if method == "auth.test":
+            if not self.auth_ok:
+                return {"ok": False, "error": "account_inactive"}
+            return {"ok": True, "url": self.url + "/", "team": "Test", "user": "upgradebot",
+                    "team_id": "T0TEST", "user_id": "U0BOT", "bot_id": "B0BOT"}
+        if method in ("chat.postMessage", "chat.postEphemeral") and channel in self.not_in_channels:
+            return {"ok": False, "error": "not_in_channel"}
+        if method == "chat.postMessage":
+            ts = f"{1700000000 + next(self._ts)}.000100"
+            return {"ok": True, "channel": channel, "ts": ts, "message": {"text": body.get("text"), "ts": ts}}
+        if method == "chat.update":
+            return {"ok": True, "channel": channel, "ts": body.get("ts"), "text": body.get("text")}
+        if method == "chat.postEphemeral":
+            return {"ok": True, "message_ts": f"{1700000000 + next(self._ts)}.000200"}
+        if method == "usergroups.users.list":
+            group = str(body.get("usergroup", ""))
+            if group not in self.usergroups:
+                return {"ok": False, "error": "no_such_subteam"}
+            return {"ok": True, "users": self.usergroups[group]}
+        if method == "conversations.info":
+            return {"ok": True, "channel": {"id": channel, "name": channel.lower(), "is_member": channel not in self.not_in_channels}}
+        return {"ok": False, "error": "unknown_method"}
+
+
+def _handler(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+            pass
+
+        def _body(self) -> dict[str, Any]:
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+            parsed = urllib.parse.urlsplit(self.path)
+            body: dict[str, Any] = dict(urllib.parse.parse_qsl(parsed.query))
+            if "json" in (self.headers.get("Content-Type") or ""):
+                body.update(json.loads(raw or "{}"))
+            elif raw:
+                body.update(urllib.parse.parse_qsl(raw))
+            for key in ("blocks", "attachments"):  # form-encoded JSON fields
+                if isinstance(body.get(key), str):
+                    body[key] = json.loads(body[key])
+            return body
+
+        def _send(self, status: int, payload: bytes, content_type: str, extra: Mapping[str, str] = {}) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            for k, v in extra.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _serve(self) -> None:
+            path = urllib.parse.urlsplit(self.path).path
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            body = self._body()
+            if path.startswith("/response/"):
+                fake._record(Call("response_url", path, body, headers, time.monotonic()))
+                self._send(200, b"ok", "text/plain")
+                return
+            method = path.removeprefix("/api/")
+            fake._record(Call(method, path, body, headers, time.monotonic()))
+            retry_after = fake._limited(method)
+            if retry_after is not None:
+                payload = json.dumps({"ok": False, "error": "ratelimited"}).encode()
+                self._send(429, payload, "application/json", {"Retry-After": str(retry_after)})
+                return
+            self._send(200, json.dumps(fake.answer(method, body, headers)).encode(), "application/json; charset=utf-8")
+
+        do_GET = _serve
+        do_POST = _serve
+
+    return Handler
+
+
+# ------------------------------------------------------------------- signed requests
+def sign(body: bytes, *, secret: str = SIGNING_SECRET, timestamp: int | None = None) -> dict[str, str]:
+    """The two headers Slack adds: ``X-Slack-Request-Timestamp`` and ``X-Slack-Signature``."""
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    digest = hmac.new(secret.encode(), b"v0:" + ts.encode() + b":" + body, hashlib.sha256).hexdigest()
+    return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={digest}"}
+
+
+_trigger = itertools.count(1)
+
+
+def slash_command(text: str, *, user: str = "U0ANA", channel: str = "C0OPS", command: str = "/upgrade",
+                  response_url: str = "", trigger_id: str | None = None) -> bytes:
+    """A form-encoded slash command body as Slack sends it."""
+    fields = {
+        "token": "deprecated-verification-token", "team_id": "T0TEST", "team_domain": "test",
+        "channel_id": channel, "channel_name": channel.lower(), "user_id": user, "user_name": user.lower(),
+        "command": command, "text": text, "api_app_id": "A0APP", "is_enterprise_install": "false",
+        "response_url": response_url, "trigger_id": trigger_id or f"{next(_trigger)}.1.{time.time_ns()}",
+    }
+    return urllib.parse.urlencode(fields).encode()
+
+
+def block_action(*, action_id: str, value: str, user: str, channel: str = "C0OPS", message_ts: str = "1.000100",
+                 thread_ts: str | None = None, response_url: str = "") -> bytes:
+    """A ``payload=`` interactivity body for a click on a button of a message."""
+    message: dict[str, Any] = {"type": "message", "ts": message_ts, "text": "gate", "blocks": []}
+    if thread_ts:
+        message["thread_ts"] = thread_ts
+    payload = {
+        "type": "block_actions", "team": {"id": "T0TEST", "domain": "test"},
+        "user": {"id": user, "username": user.lower(), "team_id": "T0TEST"}, "api_app_id": "A0APP",
+        "token": "deprecated-verification-token", "trigger_id": f"{next(_trigger)}.2.{time.time_ns()}",
+        "container": {"type": "message", "message_ts": message_ts, "channel_id": channel, "is_ephemeral": False},
+        "channel": {"id": channel, "name": channel.lower()}, "message": message, "response_url": response_url,
+        "actions": [{"type": "button", "action_id": action_id, "block_id": "gate", "value": value,
+                     "text": {"type": "plain_text", "text": action_id}, "action_ts": f"{time.time():.6f}"}],
+    }
+    return urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: bytes
+    seconds: float
+
+
+def post(url: str, body: bytes, *, headers: Mapping[str, str] | None = None,
+         content_type: str = "application/x-www-form-urlencoded", signed: bool = True,
+         secret: str = SIGNING_SECRET, on_sent: Callable[[], None] | None = None) -> Answer:
+    """POST ``body`` to ``url`` (signed unless told otherwise); status, body and seconds taken."""
+    parts = urllib.parse.urlsplit(url)
+    all_headers = {"Content-Type": content_type, **(sign(body, secret=secret) if signed else {}), **(headers or {})}
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
+    try:
+        start = time.perf_counter()
+        conn.request("POST", parts.path or "/", body=body, headers=all_headers)
+        if on_sent:
+            on_sent()
+        response = conn.getresponse()
+        data = response.read()
+        return Answer(response.status, data, time.perf_counter() - start)
+    finally:
+        conn.close()
+
+
+def get(url: str) -> Answer:
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
+    try:
+        start = time.perf_counter()
+        conn.request("GET", parts.path)
+        response = conn.getresponse()
+        return Answer(response.status, response.read(), time.perf_counter() - start)
+    finally:
+        conn.close()

@@ -1,0 +1,149 @@
+"""The shell SIGKILLed at every step boundary and inside the canary, promotion and rollback steps.
+
+Each scenario drives one run with real ``upgradebot`` processes against its own kubesim
+and its own Redis database. ``UPGRADEBOT_TEST_KILL_AT`` makes the process SIGKILL itself
+at a named engine checkpoint (see ``runbooks/driving.py``); ``upgradebot resume`` then
+finishes the run. kubesim's mutation log must equal the one of an uninterrupted run: no
+mutation is applied twice, none is lost. Scenarios run a few at a time to keep the test
+near a minute.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.redis_store import RedisRunStore
+from kubesim import KubeSim
+from kubesim.certs import serving_cert
+from runbooks.approving import Actor
+from runbooks.cluster import Cluster
+from runbooks.daemonset_steps import DaemonSetSteps
+from runbooks.engine import Engine
+from runbooks.policy import Policy
+from tests.support import Kubectl
+
+UPGRADEBOT = str(Path(sys.executable).parent / "upgradebot")
+TARGET = "kube-system/nvidia-device-plugin-daemonset"
+OLD = "nvcr.io/nvidia/k8s-device-plugin:v0.14.2"
+NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+POLICY = """
+approvers: {users: [U0BOB, U0CAROL]}
+reports: {after: []}
+steps: {observe_window: 1s, poll_interval: 0.1s, ready_timeout: 60s}
+"""
+KILLED = -signal.SIGKILL
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A run to its end, killed at ``canary_kill`` during the canary phase and ``promotion_kill``."""
+
+    canary_kill: str | None = None
+    promotion_kill: str | None = None
+    crash: bool = False  # a -crash image: the canary fails and is rolled back
+
+    @property
+    def end(self) -> str:
+        return "rolled_back" if self.crash else "done"
+
+
+PROMOTING = [
+    Scenario("transition:canary_rolling", "transition:promoting"),
+    Scenario("progress:canary_rolling:1", "progress:promoting:1"),
+    Scenario("record:canary_rolling:canary.strategy", "record:promoting:promote.strategy"),
+    Scenario("record:canary_rolling:canary.image", "record:promoting:promote.node"),
+    Scenario("record:canary_rolling:canary.delete-pod", "after:promoting"),
+    Scenario("after:canary_rolling", "transition:verifying"),
+    Scenario("transition:canary_verifying", "after:verifying"),
+    Scenario("after:canary_verifying", "transition:monitoring"),
+    Scenario("transition:awaiting_promotion", None),
+]
+ROLLING_BACK = [
+    Scenario("transition:rolling_back", crash=True),
+    Scenario("record:rolling_back:rollback.template", crash=True),
+    Scenario("record:rolling_back:rollback.strategy", crash=True),
+    Scenario("after:rolling_back", crash=True),
+]
+REFERENCES = [Scenario(), Scenario(crash=True)]
+
+
+@dataclass
+class Played:
+    scenario: Scenario
+    state: str
+    exits: list[int]
+    mutations: list[tuple[str, str]]
+    images: set[str]
+    audit: list[dict]
+
+
+def successful_mutations(sim: KubeSim) -> list[tuple[str, str]]:
+    return [(m["method"], m["path"]) for m in sim.mutations() if int(m["code"]) < 400 and not m["dryRun"]]
+
+
+def shape(mutations: list[tuple[str, str]]) -> Counter[tuple[str, str]]:
+    """Mutations with pod names blurred (they are random per cluster)."""
+    return Counter((method, re.sub(r"/pods/[^/]+$", "/pods/*", path)) for method, path in mutations)
+
+
+def play(scenario: Scenario, redis_url: str, home: Path) -> Played:
+    home.mkdir(parents=True)
+    (home / "policy.yaml").write_text(POLICY)
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=4, kubeconfig=home / "kubeconfig") as sim:
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT", "REDIS"))}
+        env = {**base, "HOME": str(home), "KUBECONFIG": str(sim.kubeconfig), "REDIS_URL": redis_url,
+               "UPGRADEBOT_CONFIG": str(home / "policy.yaml")}
+
+        def bot(*args: str, kill: str | None = None) -> int:
+            extra = {"UPGRADEBOT_TEST_KILL_AT": kill} if kill else {}
+            proc = subprocess.run([UPGRADEBOT, *args], capture_output=True, text=True, env={**env, **extra}, timeout=180)
+            assert "Traceback" not in proc.stderr, proc.stderr
+            return proc.returncode
+
+        store = RedisRunStore.from_url(redis_url)
+        engine = Engine(store=store, steps=DaemonSetSteps(), policy=Policy(),
+                        connect=lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context))
+        image = NEW + ("-crash" if scenario.crash else "")
+        run_id = engine.request_canary(actor=Actor("U0ALICE"), target=TARGET, image=image, node="gpu-node1").run.id
+        exits = [bot("approve", run_id, "--as", "U0BOB", kill=scenario.canary_kill), bot("resume")]
+        if not scenario.crash:
+            exits += [bot("approve", run_id, "--as", "U0CAROL", kill=scenario.promotion_kill), bot("resume")]
+        run = store.get(run_id)
+        assert run is not None
+        pods = Kubectl(sim.kubeconfig).json("get", "pods", "-n", "kube-system")["items"]
+        images = {p["spec"]["containers"][0]["image"] for p in pods if p["metadata"]["name"].startswith("nvidia-device-plugin-")}
+        return Played(scenario, run.state.value, exits, successful_mutations(sim), images, store.audit(run_id))
+
+
+def test_runs_killed_anywhere_finish_after_resume_without_repeating_a_mutation(redis_url: str, tmp_path: Path) -> None:
+    """SIGKILL at every step boundary and mid-step, then resume: each run ends right, mutations equal an unkilled run's."""
+    scenarios = REFERENCES + PROMOTING + ROLLING_BACK
+    serving_cert()  # made once before the threads: its lru_cache does not stop two threads making two
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        played = list(pool.map(
+            lambda indexed: play(indexed[1], f"{redis_url}?db={indexed[0] + 1}", tmp_path / f"s{indexed[0]}"),
+            enumerate(scenarios),
+        ))
+    reference = {False: played[0], True: played[1]}
+    assert reference[False].state == "done" and reference[False].images == {NEW}
+    assert reference[True].state == "rolled_back" and reference[True].images == {OLD}
+    for result in played:
+        s = result.scenario
+        label = f"{s.canary_kill} / {s.promotion_kill}"
+        assert result.state == s.end, (label, result.audit[-3:])
+        kills = [s.canary_kill, None] + ([] if s.crash else [s.promotion_kill, None])
+        assert [code == KILLED for code in result.exits] == [k is not None for k in kills], (label, result.exits)
+        assert result.images == reference[s.crash].images, label
+        assert shape(result.mutations) == shape(reference[s.crash].mutations), (label, result.mutations)
+        deleted = Counter(path for method, path in result.mutations if method == "DELETE")
+        assert all(n == 1 for n in deleted.values()), (label, deleted)
+        transitions = [e["name"] for e in result.audit if e["kind"] == "transition"]
+        assert transitions == [e["name"] for e in reference[s.crash].audit if e["kind"] == "transition"], label

@@ -1,0 +1,337 @@
+"""The run engine on a real Redis with scripted steps: gates, approvals, locks, expiry, failures."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from runbooks.approving import Actor
+from runbooks.errors import ClusterUnreachable
+from runbooks.refusals import Refused, RunNotFound
+from runbooks.requesting import InvalidRequest
+from runbooks.runs import GateKind, RunState
+from runbooks.steps import Check, CheckStatus, StepContext, StepResult
+from runbooks.store import LockHeld
+from tests.engine_support import (
+    ALICE,
+    BOB,
+    CAROL,
+    IMAGE,
+    TARGET,
+    FakeClock,
+    RecordingObserver,
+    ScriptedSteps,
+    make_engine,
+    policy,
+    request,
+)
+
+S = RunState
+
+
+def failing(reason: str = "pod on gpu-node1 is in CrashLoopBackOff") -> StepResult:
+    return StepResult(ok=False, reason=reason, checks=[Check(name="no crash loop", status=CheckStatus.FAIL, detail=reason)])
+
+
+def test_full_run_passes_every_gate_in_order(redis_url: str) -> None:
+    """canary request -> approve -> canary, verify -> promotion request -> approve -> promote, verify -> done."""
+    steps = ScriptedSteps()
+    engine = make_engine(redis_url, steps=steps)
+    run = request(engine)
+    assert run.state is S.AWAITING_APPROVAL and run.gate and run.gate.kind is GateKind.CANARY
+    assert engine.approve(run.id, actor=BOB).run.state is S.CANARY_ROLLING
+    run = engine.advance(run.id)
+    assert run.state is S.AWAITING_PROMOTION and run.gate and run.gate.kind is GateKind.PROMOTION
+    assert steps.calls == ["canary", "verify_canary"]
+    engine.approve(run.id, actor=CAROL)
+    run = engine.advance(run.id)
+    assert run.state is S.DONE
+    assert steps.calls == ["canary", "verify_canary", "promote", "verify_all"]
+    assert engine.store.lock_holder(run.target.key) is None
+
+
+def test_second_canary_on_a_locked_target_names_the_holder(redis_url: str) -> None:
+    """One active run per target: a second request is refused with the holder's id; other targets are free."""
+    engine = make_engine(redis_url)
+    first = request(engine)
+    with pytest.raises(LockHeld) as refused:
+        request(engine, CAROL)
+    assert refused.value.holder == first.id and first.id in str(refused.value)
+    other = request(engine, target="dra-example-driver/dra-example-driver-kubeletplugin")
+    assert other.id != first.id
+    engine.reject(first.id, actor=BOB)
+    assert request(engine, CAROL).id not in (first.id, other.id)
+
+
+def test_requester_may_not_approve_their_own_run(redis_url: str) -> None:
+    """Self-approval is refused with the reason, unless the policy allows it."""
+    engine = make_engine(redis_url, pol=policy(approvers={"users": ["U0ALICE", "U0BOB"]}))
+    run = request(engine)
+    with pytest.raises(Refused, match="you requested this run; another approver must approve it"):
+        engine.approve(run.id, actor=ALICE)
+    assert engine.get(run.id).state is S.AWAITING_APPROVAL
+    lenient = make_engine(redis_url, pol=policy(approvers={"users": ["U0ALICE"], "allow_self_approval": True}))
+    assert lenient.approve(run.id, actor=ALICE).run.state is S.CANARY_ROLLING
+
+
+def test_only_approvers_decide_and_groups_count(redis_url: str) -> None:
+    """A user who is not an approver is refused; a member of an approver usergroup may approve."""
+    engine = make_engine(redis_url)
+    run = request(engine)
+    with pytest.raises(Refused, match=r"you \(U0DAVE\) are not an approver for kube-system/nvidia-device-plugin-daemonset"):
+        engine.approve(run.id, actor=Actor("U0DAVE"))
+    assert engine.approve(run.id, actor=Actor("U0DAVE", frozenset({"S0LEADS"}))).run.state is S.CANARY_ROLLING
+
+
+def test_requesters_policy_limits_who_may_start_a_run(redis_url: str) -> None:
+    """With requesters listed, anyone else's canary request is refused and nothing is stored."""
+    engine = make_engine(redis_url, pol=policy(requesters={"users": ["U0ALICE"]}))
+    with pytest.raises(Refused, match="U0BOB may not request upgrades"):
+        request(engine, BOB)
+    assert engine.runs() == []
+    assert request(engine).requester == "U0ALICE"
+
+
+def test_quorum_needs_distinct_approvers_and_a_double_click_counts_once(redis_url: str) -> None:
+    """Quorum 2: the same approver twice counts once; a second approver decides."""
+    engine = make_engine(redis_url, pol=policy(approvers={"quorum": 2}))
+    run = request(engine)
+    first = engine.approve(run.id, actor=BOB)
+    assert first.run.state is S.AWAITING_APPROVAL and "1 of 2 approvals" in first.note
+    again = engine.approve(run.id, actor=BOB)
+    assert again.run.version == first.run.version and "counts once" in again.note
+    assert again.run.gate is not None and again.run.gate.approvers == ["U0BOB"]
+    assert engine.approve(run.id, actor=CAROL).run.state is S.CANARY_ROLLING
+
+
+def test_decided_gate_refuses_another_approver_with_who_and_when(redis_url: str) -> None:
+    """After a decision, another click is refused with who decided and when; the decider's repeat is a no-op."""
+    engine = make_engine(redis_url)
+    run = request(engine)
+    engine.approve(run.id, actor=BOB)
+    with pytest.raises(Refused, match=r"already approved by U0BOB at 2025-01-06 09:00:00 UTC"):
+        engine.approve(run.id, actor=CAROL)
+    assert "counts once" in engine.approve(run.id, actor=BOB).note
+
+
+def test_two_approvers_clicking_at_once_decide_once(redis_url: str) -> None:
+    """Compare-and-set: two threads approving the same gate at the same moment make exactly one decision."""
+    engine = make_engine(redis_url)
+    for i in range(10):
+        run = request(engine, target=f"team{i}/plugin")
+        barrier, results = threading.Barrier(2), list[object]()
+
+        def click(actor: Actor, run_id: str = run.id, barrier: threading.Barrier = barrier, results: list[object] = results) -> None:
+            barrier.wait()
+            try:
+                results.append(engine.approve(run_id, actor=actor).run.state)
+            except Refused as exc:
+                results.append(str(exc))
+
+        threads = [threading.Thread(target=click, args=(a,)) for a in (BOB, CAROL)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        decisions = [e for e in engine.audit(run.id) if e["kind"] == "decision"]
+        transitions = [e["name"] for e in engine.audit(run.id) if e["kind"] == "transition"]
+        assert len(decisions) == 1, decisions
+        assert transitions.count("awaiting_approval -> canary_rolling") == 1
+        assert S.CANARY_ROLLING in results and any(isinstance(r, str) and "already approved by" in r for r in results)
+
+
+def test_expired_canary_request_ends_the_run_and_frees_the_target(redis_url: str) -> None:
+    """Past expire_after, an approval is refused with the expiry time; the run is expired, the lock free."""
+    clock = FakeClock()
+    engine = make_engine(redis_url, clock=clock)
+    run = request(engine)
+    clock.advance(minutes=31)
+    with pytest.raises(Refused, match=r"this request expired at 2025-01-06 09:30:00 UTC"):
+        engine.approve(run.id, actor=BOB)
+    assert engine.get(run.id).state is S.EXPIRED
+    assert engine.store.lock_holder(run.target.key) is None
+    assert request(engine, CAROL).state is S.AWAITING_APPROVAL
+
+
+def test_new_request_on_a_target_held_by_an_overdue_run_expires_it(redis_url: str) -> None:
+    """A lock held by a run whose request is overdue is freed by the next request, without a resume."""
+    clock = FakeClock()
+    engine = make_engine(redis_url, clock=clock)
+    stale = request(engine)
+    clock.advance(hours=1)
+    fresh = request(engine, CAROL)
+    assert engine.get(stale.id).state is S.EXPIRED and fresh.state is S.AWAITING_APPROVAL
+
+
+def test_expired_or_rejected_promotion_rolls_the_canary_back(redis_url: str) -> None:
+    """No cluster is left half-upgraded: an expired promotion request and a rejected one both roll back."""
+    clock = FakeClock()
+    steps = ScriptedSteps()
+    engine = make_engine(redis_url, steps=steps, clock=clock)
+    run = request(engine)
+    engine.approve(run.id, actor=BOB)
+    assert engine.advance(run.id).state is S.AWAITING_PROMOTION
+    clock.advance(minutes=45)
+    assert [o.run.state for o in engine.resume()] == [S.ROLLED_BACK]
+    assert "the promotion request was expired" in engine.get(run.id).reason
+    run = request(engine)
+    engine.approve(run.id, actor=BOB)
+    engine.advance(run.id)
+    assert engine.reject(run.id, actor=CAROL).run.state is S.ROLLING_BACK
+    assert engine.advance(run.id).state is S.ROLLED_BACK
+    assert steps.calls.count("rollback") == 2
+
+
+def test_failed_verify_rolls_back_automatically_with_the_reason(redis_url: str) -> None:
+    """rollback.automatic (default): a failed canary verify goes to rolling_back, then rolled_back, saying why."""
+    steps = ScriptedSteps({"verify_canary": lambda ctx: failing()})
+    engine = make_engine(redis_url, steps=steps)
+    run = request(engine)
+    engine.approve(run.id, actor=BOB)
+    run = engine.advance(run.id)
+    assert run.state is S.ROLLED_BACK
+    assert "the canary's verification failed: pod on gpu-node1 is in CrashLoopBackOff" in run.reason
+    checks = [(e["name"], e["status"]) for e in engine.audit(run.id) if e["kind"] == "check"]
+    assert ("no crash loop", "fail") in checks
+    assert engine.store.lock_holder(run.target.key) is None
+
+
+def test_without_automatic_rollback_a_failed_run_halts_at_a_rollback_request(redis_url: str) -> None:
+    """rollback.automatic off: the run waits at a rollback request; approved it rolls back, declined it fails."""
+    steps = ScriptedSteps({"verify_all": lambda ctx: failing("gpu-node2 lost 8 GPUs")})
+    engine = make_engine(redis_url, steps=steps, pol=policy(rollback={"automatic": False}))
+    for decide, end in ((engine.approve, S.ROLLED_BACK), (engine.reject, S.FAILED)):
+        run = request(engine)
+        engine.approve(run.id, actor=BOB)
+        engine.advance(run.id)
+        engine.approve(run.id, actor=BOB)
+        run = engine.advance(run.id)
+        assert run.state is S.VERIFYING and run.halted and run.gate and run.gate.kind is GateKind.ROLLBACK
+        assert engine.advance(run.id).version == run.version  # waits: runs no step again
+        decide(run.id, actor=CAROL)
+        assert engine.advance(run.id).state is end
+
+
+def test_step_that_raises_rolls_back_and_a_failing_rollback_fails(redis_url: str) -> None:
+    """A step exception may follow a mutation, so it rolls back; a rollback that raises ends failed with why."""
+
+    def boom(ctx: StepContext) -> StepResult:
+        raise RuntimeError("template lost")
+
+    engine = make_engine(redis_url, steps=ScriptedSteps({"promote": boom, "rollback": boom}))
+    run = request(engine)
+    engine.approve(run.id, actor=BOB)
+    engine.advance(run.id)
+    engine.approve(run.id, actor=CAROL)
+    run = engine.advance(run.id)
+    assert run.state is S.FAILED
+    assert "the rollback failed: rollback raised RuntimeError: template lost" in run.reason
+    assert [e["name"] for e in engine.audit(run.id) if e["kind"] == "transition"][-2:] == [
+        "promoting -> rolling_back", "rolling_back -> failed"]
+    assert engine.store.lock_holder(run.target.key) is None
+
+
+def test_unreachable_cluster_pauses_the_run_for_resume(redis_url: str) -> None:
+    """A temporary cluster error is retried; if it persists the run keeps its state and resume continues it."""
+    attempts: list[int] = []
+
+    def flaky(ctx: StepContext) -> StepResult:
+        attempts.append(1)
+        if len(attempts) <= 3:
+            raise ClusterUnreachable("cannot reach https://10.0.0.1:6443")
+        return StepResult(ok=True)
+
+    engine = make_engine(redis_url, steps=ScriptedSteps({"canary": flaky}))
+    run = request(engine)
+    engine.approve(run.id, actor=BOB)
+    from runbooks.driving import StepPaused
+
+    with pytest.raises(StepPaused, match="paused in canary_rolling"):
+        engine.advance(run.id)
+    assert engine.get(run.id).state is S.CANARY_ROLLING
+    assert [o.run.state for o in engine.resume()] == [S.AWAITING_PROMOTION]
+
+
+def test_rollback_request_needs_approval_and_superseded_promotion_reopens(redis_url: str) -> None:
+    """rollback <run> opens a rollback request; rejected in awaiting_promotion, the promotion request re-opens."""
+    engine = make_engine(redis_url)
+    run = request(engine)
+    with pytest.raises(Refused, match="nothing was changed yet, reject the request instead"):
+        engine.rollback(run.id, actor=CAROL)
+    engine.approve(run.id, actor=BOB)
+    engine.advance(run.id)
+    run = engine.rollback(run.id, actor=ALICE, reason="node drained by mistake").run
+    assert run.gate and run.gate.kind is GateKind.ROLLBACK and run.state is S.AWAITING_PROMOTION
+    assert "already open" in engine.rollback(run.id, actor=ALICE).note
+    run = engine.reject(run.id, actor=BOB).run
+    assert run.gate and run.gate.kind is GateKind.PROMOTION and run.gate.is_open
+    engine.rollback(run.id, actor=ALICE)
+    assert engine.approve(run.id, actor=BOB).run.state is S.ROLLING_BACK
+    assert engine.advance(run.id).state is S.ROLLED_BACK
+
+
+def test_rollback_without_approval_and_close_of_a_monitored_run(redis_url: str) -> None:
+    """rollback.requires_approval off rolls back at once; close ends a monitoring run; reports keep it monitoring."""
+    engine = make_engine(redis_url, pol=policy(reports={"after": ["24h"]}, rollback={"requires_approval": False}))
+    run = request(engine)
+    engine.approve(run.id, actor=BOB)
+    engine.advance(run.id)
+    engine.approve(run.id, actor=BOB)
+    assert engine.advance(run.id).state is S.MONITORING
+    assert engine.close(run.id, actor=ALICE).run.state is S.DONE
+    with pytest.raises(Refused, match="has ended"):
+        engine.rollback(run.id, actor=ALICE)
+    run = request(engine)
+    engine.approve(run.id, actor=BOB)
+    engine.advance(run.id)
+    assert engine.rollback(run.id, actor=ALICE).run.state is S.ROLLING_BACK
+
+
+def test_bad_input_is_refused_before_anything_is_stored(redis_url: str) -> None:
+    """Names, image references and unknown targets are checked first; nothing is stored."""
+    engine = make_engine(redis_url, pol=policy(targets=[TARGET]))
+    for kwargs, reason in (
+        ({"image": "nvcr.io/nvidia/k8s-device-plugin"}, "has no tag or digest"),
+        ({"node": "GPU_node1"}, "node 'GPU_node1' is not a valid Kubernetes name"),
+        ({"target": "kube-system/other"}, "is not a target of the policy"),
+        ({"container": "Plugin"}, "container 'Plugin' is not a valid Kubernetes name"),
+    ):
+        args = {"target": TARGET, "image": IMAGE, "node": "gpu-node1", "container": "plugin", **kwargs}
+        with pytest.raises(InvalidRequest, match=reason):
+            engine.request_canary(actor=ALICE, target=args["target"], image=args["image"], node=args["node"],
+                                  container=args["container"])
+    assert engine.runs() == []
+    with pytest.raises(RunNotFound):
+        engine.approve("r-00000000", actor=BOB)
+
+
+def test_observer_hears_states_steps_and_gates(redis_url: str) -> None:
+    """The observer hook gets each state, each recorded step and each gate, in order."""
+    observer = RecordingObserver()
+    engine = make_engine(redis_url, observer=observer)
+    run = request(engine)
+    engine.approve(run.id, actor=BOB)
+    engine.advance(run.id)
+    assert ("gate", "canary") in observer.events and ("gate", "promotion") in observer.events
+    states = [v for k, v in observer.events if k == "state"]
+    assert states == ["requested", "awaiting_approval", "canary_rolling", "canary_verifying", "awaiting_promotion"]
+    assert ("step", "pods ready") in observer.events
+
+
+def test_audit_lists_every_transition_decision_and_check_with_time_and_actor(redis_url: str) -> None:
+    """The audit stream of a run has each transition, decision and check, with time, actor and result."""
+    engine = make_engine(redis_url)
+    run = request(engine)
+    engine.approve(run.id, actor=BOB)
+    engine.advance(run.id)
+    entries = engine.audit(run.id)
+    assert all(e["at"].startswith("2025-01-06T09:00:00") and e["actor"] and e["status"] for e in entries)
+    kinds = [(e["kind"], e["name"], e["actor"]) for e in entries]
+    assert kinds[0] == ("transition", "requested", "U0ALICE")
+    assert ("decision", "canary approved", "U0BOB") in kinds
+    assert ("transition", "awaiting_approval -> canary_rolling", "U0BOB") in kinds
+    assert ("check", "pods ready", "upgradebot") in kinds
+    assert ("transition", "canary_verifying -> awaiting_promotion", "upgradebot") in kinds
+    everyone = engine.store.global_audit()  # type: ignore[attr-defined]
+    assert {e["run"] for e in everyone} == {run.id}

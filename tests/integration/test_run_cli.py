@@ -1,0 +1,155 @@
+"""The run verbs of ``upgradebot`` as a pipeline runs them: subprocesses, --json, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kubesim import KubeSim
+
+UPGRADEBOT = str(Path(sys.executable).parent / "upgradebot")
+TARGET = "kube-system/nvidia-device-plugin-daemonset"
+NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+POLICY = """
+approvers: {users: [U0BOB, U0CAROL]}
+reports: {after: []}
+steps: {observe_window: 1s, poll_interval: 0.1s, ready_timeout: 60s}
+"""
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    """A gpu-small kubesim of its own, 4 times as fast as the wall clock."""
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=4) as served:
+        yield served
+
+
+@pytest.fixture
+def env(sim: KubeSim, redis_url: str, tmp_path: Path) -> dict[str, str]:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT", "REDIS"))}
+    return {**base, "HOME": str(tmp_path), "KUBECONFIG": str(sim.kubeconfig), "REDIS_URL": redis_url,
+            "UPGRADEBOT_CONFIG": str(policy), "USER": "U0ALICE"}
+
+
+def bot(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([UPGRADEBOT, *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def refused(proc: subprocess.CompletedProcess[str], text: str, *, lines: int = 1) -> None:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and text in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == lines, proc.stderr
+
+
+def test_shell_walks_a_run_through_its_gates(env: dict[str, str]) -> None:
+    """canary, a refused self-approval, a second canary refused with the holder, approve, reject -> rolled back."""
+    proc = bot(env, "canary", TARGET, f"image={NEW}", "node=gpu-node1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(proc.stdout)
+    assert run["state"] == "awaiting_approval" and run["requester"] == "U0ALICE" and run["id"].startswith("r-")
+    run_id = run["id"]
+
+    refused(bot(env, "canary", TARGET, f"image={NEW}", "node=gpu-node2", "--as", "U0CAROL"),
+            f"kubesim/{TARGET} already has an active run: {run_id}")
+    refused(bot(env, "approve", run_id), "you requested this run; another approver must approve it")
+    refused(bot(env, "approve", run_id, "--as", "U0DAVE"), "you (U0DAVE) are not an approver")
+
+    proc = bot(env, "approve", run_id, "--as", "U0BOB")
+    assert proc.returncode == 0, proc.stderr
+    assert "canary_verifying" in proc.stdout and "awaiting_promotion" in proc.stdout  # steps printed as they ran
+    assert "promotion request by U0ALICE" in proc.stdout
+
+    status = json.loads(bot(env, "status", run_id, "--json").stdout)
+    assert (status["id"], status["state"], status["gate"]["kind"]) == (run_id, "awaiting_promotion", "promotion")
+    assert bot(env, "promote", run_id).returncode == 0
+    listed = json.loads(bot(env, "runs", "--json").stdout)["runs"]
+    assert [(r["id"], r["state"]) for r in listed] == [(run_id, "awaiting_promotion")]
+
+    proc = bot(env, "reject", run_id, "--as", "U0CAROL", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["state"] == "rolled_back"
+    assert bot(env, "status", run_id).returncode == 1  # the upgrade did not happen
+
+    trail = json.loads(bot(env, "audit", run_id, "--json").stdout)
+    assert (trail["id"], trail["state"]) == (run_id, "rolled_back")
+    kinds = {(e["kind"], e["actor"]) for e in trail["entries"]}
+    assert {("decision", "U0BOB"), ("decision", "U0CAROL"), ("transition", "U0ALICE")} <= kinds
+    text = bot(env, "audit", run_id).stdout
+    assert "awaiting_promotion -> rolling_back" in text and "U0CAROL" in text
+
+
+def test_close_and_rollback_verbs_and_their_refusals(env: dict[str, str]) -> None:
+    """rollback of a waiting canary and close of a run not monitoring are refused; resume with nothing to do is 0."""
+    run_id = json.loads(bot(env, "canary", TARGET, f"image={NEW}", "node=gpu-node1", "--json").stdout)["id"]
+    refused(bot(env, "rollback", run_id), "nothing was changed yet, reject the request instead")
+    refused(bot(env, "close", run_id), "only a run in monitoring can be closed")
+    proc = bot(env, "reject", run_id, "--json")  # the requester withdraws it
+    assert proc.returncode == 0 and json.loads(proc.stdout)["state"] == "rejected"
+    proc = bot(env, "resume", "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout) == {"runs": []}
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (("canary", TARGET, "image=nvcr.io/nvidia/k8s-device-plugin", "node=gpu-node1"), "has no tag or digest"),
+        (("canary", TARGET, f"image={NEW}"), "node= is required"),
+        (("canary", "kube-system", f"image={NEW}", "node=gpu-node1"), "is not a target"),
+        (("approve", "latest", "--as", "U0BOB"), "'latest' is not a run id"),
+        (("status", "r-1", "r-2"), "unexpected argument"),
+    ],
+)
+def test_bad_arguments_get_the_reason_and_the_usage_line(env: dict[str, str], args: tuple[str, ...], reason: str) -> None:
+    """Bad input exits 2 with the reason and the verb's usage line, and stores nothing."""
+    proc = bot(env, *args)
+    refused(proc, reason, lines=2)
+    assert proc.stderr.splitlines()[1].startswith("usage: upgradebot")
+
+
+def test_unknown_run_and_unreachable_redis_are_one_line(env: dict[str, str]) -> None:
+    """A run id nobody knows, and a Redis that does not answer, exit 2 with one line on stderr."""
+    refused(bot(env, "status", "r-00000000"), "no run r-00000000")
+    refused(bot({**env, "REDIS_URL": "redis://127.0.0.1:1/0"}, "runs"), "cannot reach Redis at redis://127.0.0.1:1/0")
+
+
+def test_without_redis_url_the_shell_keeps_its_own_redis(env: dict[str, str], tmp_path: Path) -> None:
+    """No REDIS_URL: the first command starts a per-user redis-server, the next ones reuse it and see its runs."""
+    local = {k: v for k, v in env.items() if k != "REDIS_URL"}
+    local["XDG_STATE_HOME"] = str(tmp_path / "st")
+    state = tmp_path / "st" / "upgradebot"
+    try:
+        run_id = json.loads(bot(local, "canary", TARGET, f"image={NEW}", "node=gpu-node1", "--json").stdout)["id"]
+        pid = int((state / "redis.pid").read_text())
+        assert [r["id"] for r in json.loads(bot(local, "runs", "--json").stdout)["runs"]] == [run_id]
+        assert int((state / "redis.pid").read_text()) == pid  # the same server
+        assert (state / "redis.sock").is_socket() and (state / "appendonly.aof").exists()
+    finally:
+        pid_file = state / "redis.pid"
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGTERM)
+
+
+def test_a_verb_that_advances_runs_also_continues_a_crashed_run(env: dict[str, str]) -> None:
+    """A run whose approve was SIGKILLed goes on with the next advancing command, as on start-up."""
+    crashed = json.loads(bot(env, "canary", TARGET, f"image={NEW}", "node=gpu-node1", "--json").stdout)["id"]
+    killed = bot({**env, "UPGRADEBOT_TEST_KILL_AT": "transition:canary_rolling"}, "approve", crashed, "--as", "U0BOB")
+    assert killed.returncode == -signal.SIGKILL
+    assert json.loads(bot(env, "status", crashed, "--json").stdout)["state"] == "canary_rolling"
+    proc = bot(env, "canary", "dra-example-driver/dra-example-driver-kubeletplugin",
+               "image=registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0",
+               "node=gpu-node1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    other = json.loads(proc.stdout)["id"]
+    proc = bot(env, "reject", other)  # the requester withdraws their other request
+    assert proc.returncode == 0, proc.stderr
+    assert "continuing 1 other unfinished run(s)" in proc.stdout
+    assert json.loads(bot(env, "status", crashed, "--json").stdout)["state"] == "awaiting_promotion"

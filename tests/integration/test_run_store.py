@@ -1,0 +1,157 @@
+"""The transition table and the Redis run store: CAS, locks, leases, key layout (real Redis)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import secrets
+import threading
+
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bot.redis_store import Keys, RedisRunStore
+from runbooks.runs import (
+    ACTIVE,
+    TERMINAL,
+    TRANSITIONS,
+    IllegalTransition,
+    Run,
+    RunState,
+    Target,
+    allowed,
+    new_run_id,
+)
+from runbooks.store import LeaseLost, LockHeld, StaleRun, StoreUnavailable
+from runbooks.transitioning import SilentObserver, Writer
+from tests.engine_support import FakeClock
+
+S = RunState
+NOW = dt.datetime(2025, 1, 6, 9, 0, tzinfo=dt.UTC)
+
+
+def new_run(target: str = "team/plugin") -> Run:
+    namespace, name = target.split("/")
+    return Run(id=new_run_id(), target=Target(cluster="prod", namespace=namespace, name=name),
+               image="repo/plugin:v2", container="plugin", node="gpu-node1", requester="U0ALICE",
+               created_at=NOW, updated_at=NOW)
+
+
+@given(st.sampled_from(list(RunState)), st.sampled_from(list(RunState)))
+def test_table_is_the_only_judge(current: RunState, wanted: RunState) -> None:
+    """allowed() says yes exactly for the table's pairs, plus failed from any active state."""
+    expected = wanted in TRANSITIONS[current] or (wanted is S.FAILED and current in ACTIVE)
+    assert allowed(current, wanted) is expected
+    if current in TERMINAL:
+        assert not allowed(current, wanted)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(list(RunState)), max_size=25))
+def test_random_transition_sequences_never_reach_a_forbidden_state(redis_url: str, wanted: list[RunState]) -> None:
+    """Through the one writer and the store's CAS, only the table's transitions are ever stored."""
+    store = RedisRunStore.from_url(redis_url)
+    writer = Writer(store=store, clock=FakeClock(), observer=SilentObserver())
+    run = store.create(new_run(f"t{secrets.token_hex(4)}/plugin"))
+    path = [run.state]
+    for state in wanted:
+        before = store.get(run.id)
+        assert before is not None
+        try:
+            run = writer.transition(before, state)
+        except IllegalTransition:
+            assert not allowed(before.state, state)
+            assert store.get(run.id) == before  # nothing changed
+            continue
+        assert allowed(path[-1], state)
+        path.append(state)
+    stored = store.get(run.id)
+    assert stored is not None and stored.state is path[-1]
+    transitions = [e["name"] for e in store.audit(run.id) if e["kind"] == "transition"]
+    assert transitions == [f"{a.value} -> {b.value}" for a, b in itertools.pairwise(path)]
+    if stored.state in TERMINAL:
+        assert store.lock_holder(stored.target.key) is None
+        for state in RunState:
+            with pytest.raises(IllegalTransition, match="nothing, the run has ended"):
+                writer.transition(stored, state)
+
+
+def test_compare_and_set_lets_one_of_two_concurrent_writers_win(redis_url: str) -> None:
+    """Two threads saving the same version: exactly one succeeds, the other gets StaleRun."""
+    store = RedisRunStore.from_url(redis_url)
+    for i in range(20):
+        run = store.create(new_run(f"cas{i}/plugin"))
+        barrier, outcomes = threading.Barrier(2), list[str]()
+
+        def save(reason: str, run: Run = run, barrier: threading.Barrier = barrier, outcomes: list[str] = outcomes) -> None:
+            barrier.wait()
+            try:
+                store.save(run.model_copy(update={"reason": reason}))
+                outcomes.append("saved")
+            except StaleRun:
+                outcomes.append("stale")
+
+        threads = [threading.Thread(target=save, args=(r,)) for r in ("a", "b")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(outcomes) == ["saved", "stale"]
+        assert store.get(run.id).version == 1  # type: ignore[union-attr]
+
+
+def test_lock_is_taken_with_the_run_and_released_when_it_ends(redis_url: str) -> None:
+    """create() takes the target lock atomically; a terminal save releases it and leaves the active set."""
+    store = RedisRunStore.from_url(redis_url)
+    run = store.create(new_run())
+    with pytest.raises(LockHeld) as held:
+        store.create(new_run())
+    assert held.value.holder == run.id
+    assert [r.id for r in store.list_runs(active_only=True)] == [run.id]
+    store.save(run.model_copy(update={"state": S.FAILED}))
+    assert store.lock_holder(run.target.key) is None
+    assert store.list_runs(active_only=True) == []
+    assert [r.id for r in store.list_runs()] == [run.id]
+
+
+def test_leases_exclude_other_owners_and_fence_their_writes(redis_url: str) -> None:
+    """Only the holder renews a lease; a write fenced by a lost lease is refused; take-over needs the old owner."""
+    store = RedisRunStore.from_url(redis_url)
+    run = store.create(new_run())
+    ttl = dt.timedelta(seconds=30)
+    assert store.acquire_lease(run.id, "a", ttl) and store.acquire_lease(run.id, "a", ttl)
+    assert not store.acquire_lease(run.id, "b", ttl)
+    run = store.save(run, lease_owner="a")
+    with pytest.raises(LeaseLost):
+        store.save(run, lease_owner="b")
+    assert not store.take_over_lease(run.id, "c", "b", ttl)
+    assert store.take_over_lease(run.id, "a", "b", ttl) and store.lease_owner(run.id) == "b"
+    store.release_lease(run.id, "a")  # not a's any more: no effect
+    assert store.lease_owner(run.id) == "b"
+    store.release_lease(run.id, "b")
+    assert store.lease_owner(run.id) is None
+    assert store.claim_once("evt-1", ttl) and not store.claim_once("evt-1", ttl)
+
+
+def test_every_key_lives_under_one_prefix(redis_url: str) -> None:
+    """Runs, locks, leases, audit streams and claims are all upgradebot:… keys of the documented types."""
+    store = RedisRunStore.from_url(redis_url)
+    run = store.create(new_run(), audit=[{"run": "x", "kind": "transition", "name": "requested"}])
+    store.acquire_lease(run.id, "a", dt.timedelta(seconds=30))
+    store.claim_once("k", dt.timedelta(seconds=30))
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    types = {str(key): client.type(key) for key in client.keys("*")}
+    assert types == {
+        Keys.run(run.id): "hash", Keys.runs: "zset", Keys.active: "set", Keys.lock("prod/team/plugin"): "string",
+        Keys.lease(run.id): "string", Keys.run_audit(run.id): "stream", Keys.audit: "stream",
+        Keys.once("k"): "string",
+    }
+    assert all(key.startswith("upgradebot:") for key in types)
+
+
+def test_unreachable_redis_is_one_clear_error() -> None:
+    """A Redis that does not answer is StoreUnavailable naming the URL without its password."""
+    with pytest.raises(StoreUnavailable, match=r"cannot reach Redis at redis://u:\*\*\*@127.0.0.1:1"):
+        RedisRunStore.from_url("redis://u:secret@127.0.0.1:1/0")

@@ -1,0 +1,170 @@
+"""promote and rollback on kubesim, with kubectl as the referee, and their re-entry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from kubesim import KubeSim
+from runbooks.daemonset_steps import DaemonSetSteps
+from tests.integration.stepkit import (
+    BASELINE_GPUS,
+    DS,
+    NEW,
+    NS,
+    OLD,
+    SPEED,
+    Harness,
+    Killed,
+    again,
+    ds_field,
+    gpus_by_node,
+    harness,
+    images_by_node,
+    kill_after,
+    writes,
+)
+from tests.support import Kubectl
+
+STEPS = DaemonSetSteps()
+ALL_OLD = {"gpu-node1": OLD, "gpu-node2": OLD, "gpu-node3": OLD}
+ALL_NEW = {"gpu-node1": NEW, "gpu-node2": NEW, "gpu-node3": NEW}
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim(scenario="gpu-small", speed=SPEED) as s:
+        yield s
+
+
+def _canary(sim: KubeSim, **kwargs: object) -> Harness:
+    h = harness(sim, **kwargs)  # type: ignore[arg-type]
+    result = STEPS.canary(h.ctx)
+    assert result.ok, result.reason
+    return h
+
+
+def test_promote_changes_the_other_nodes_and_restores_the_strategy(sim: KubeSim) -> None:
+    """Promote puts RollingUpdate (with its maxUnavailable) back; the controller rolls the rest, each node recorded."""
+    kubectl = Kubectl(sim.kubeconfig)
+    h = _canary(sim)
+    done = len(sim.mutations())
+    result = STEPS.promote(h.ctx)
+    assert result.ok, result.reason
+    assert images_by_node(kubectl) == ALL_NEW
+    assert gpus_by_node(kubectl) == BASELINE_GPUS
+    assert ds_field(kubectl, "{.spec.updateStrategy}") == '{"rollingUpdate":{"maxSurge":0,"maxUnavailable":1},"type":"RollingUpdate"}'
+    assert [verb for verb, _ in writes(sim, done)] == ["patch"]
+    moved = [s.evidence.get("node") for s in h.steps if s.name == "promote.node" and s.status == "ok"]
+    assert sorted(moved) == ["gpu-node2", "gpu-node3"]
+    done = len(sim.mutations())
+    assert STEPS.promote(again(h).ctx).ok
+    assert writes(sim, done) == []
+
+
+def test_promote_killed_after_restoring_the_strategy_resumes_without_repeating(sim: KubeSim) -> None:
+    """Killed right after the strategy patch, promote called again only follows the rollout."""
+    h = _canary(sim)
+    done = len(sim.mutations())
+    with pytest.raises(Killed):
+        STEPS.promote(kill_after(h, "promote.strategy").ctx)
+    result = STEPS.promote(again(h).ctx)
+    assert result.ok, result.reason
+    assert [verb for verb, _ in writes(sim, done)] == ["patch"]
+    assert images_by_node(Kubectl(sim.kubeconfig)) == ALL_NEW
+
+
+def test_promote_of_an_ondelete_daemonset_replaces_pods_node_by_node(sim: KubeSim) -> None:
+    """Originally OnDelete: promote keeps OnDelete and deletes the two old pods itself, one node at a time."""
+    kubectl = Kubectl(sim.kubeconfig)
+    kubectl("patch", "daemonset", DS, "-n", NS, "--type=merge", "-p",
+            '{"spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": null}}}')
+    h = _canary(sim)
+    assert [verb for verb, _ in writes(sim)][-2:] == ["patch", "delete"]  # the image, the canary pod: no strategy patch
+    done = len(sim.mutations())
+    result = STEPS.promote(h.ctx)
+    assert result.ok, result.reason
+    assert [verb for verb, _ in writes(sim, done)] == ["delete", "delete"]
+    assert ds_field(kubectl, "{.spec.updateStrategy.type}") == "OnDelete"
+    assert images_by_node(kubectl) == ALL_NEW
+    order = [s.name for s in h.steps if s.name.startswith("promote.node")]
+    assert order == ["promote.node.delete-pod", "promote.node", "promote.node.delete-pod", "promote.node"]
+    done = len(sim.mutations())
+    assert STEPS.rollback(h.ctx).ok
+    assert [verb for verb, _ in writes(sim, done)] == ["patch", "delete", "delete", "delete"]
+    assert images_by_node(kubectl) == ALL_OLD
+
+
+def test_rollback_after_promote_restores_every_node(sim: KubeSim) -> None:
+    """After a promotion, rollback puts the old image on every node with its baseline GPUs."""
+    kubectl = Kubectl(sim.kubeconfig)
+    h = _canary(sim)
+    assert STEPS.promote(h.ctx).ok
+    result = STEPS.rollback(h.ctx)
+    assert result.ok, result.reason
+    assert images_by_node(kubectl) == ALL_OLD
+    assert gpus_by_node(kubectl) == BASELINE_GPUS
+    assert {c.name for c in result.checks} == {"rollback-images", "pods-ready", "rollback-capacity"}
+
+
+def test_rollback_uses_the_controller_revision_when_the_template_was_not_saved(sim: KubeSim) -> None:
+    """Without the saved template, rollback applies the recorded ControllerRevision's data, as rollout undo does."""
+    kubectl = Kubectl(sim.kubeconfig)
+    h = _canary(sim)
+    saved = dict(h.run.progress["saved"])
+    revision = saved["revision"]["name"]
+    del saved["template"]
+    h.ctx.run = h.run.model_copy(update={"progress": {**h.run.progress, "saved": saved}})
+    result = STEPS.rollback(h.ctx)
+    assert result.ok, result.reason
+    template_step = next(s for s in h.steps if s.name == "rollback.template")
+    assert template_step.status == "ok" and f"ControllerRevision {revision}" in template_step.detail
+    assert images_by_node(kubectl) == ALL_OLD
+    assert gpus_by_node(kubectl) == BASELINE_GPUS
+    assert ds_field(kubectl, "{.spec.updateStrategy.type}") == "RollingUpdate"
+
+
+def test_rollback_with_no_progress_at_all_undoes_to_the_previous_revision(sim: KubeSim) -> None:
+    """A run that recorded nothing: rollback takes the newest older revision and keeps the current strategy."""
+    kubectl = Kubectl(sim.kubeconfig)
+    h = _canary(sim)
+    bare = harness(sim, progress={})
+    result = STEPS.rollback(bare.ctx)
+    assert result.ok, result.reason
+    assert "revision 1" in next(s.detail for s in bare.steps if s.name == "rollback.template")
+    assert ds_field(kubectl, "{.spec.updateStrategy.type}") == "OnDelete"
+    assert images_by_node(kubectl) == ALL_OLD
+    done = len(sim.mutations())
+    assert STEPS.rollback(again(bare).ctx).ok  # the choice was saved: no "undo of the undo"
+    assert writes(sim, done) == []
+    assert h.run.progress["saved"]["image"] == OLD
+
+
+@pytest.mark.parametrize("kill_at", ["rollback.template", "rollback.strategy"])
+def test_rollback_killed_and_resumed_applies_each_mutation_once(sim: KubeSim, kill_at: str) -> None:
+    """Killed after restoring the template or the strategy, rollback resumed writes nothing twice."""
+    h = _canary(sim, image=NEW + "-silent")
+    done = len(sim.mutations())
+    with pytest.raises(Killed):
+        STEPS.rollback(kill_after(h, kill_at).ctx)
+    result = STEPS.rollback(again(h).ctx)
+    assert result.ok, result.reason
+    assert [verb for verb, _ in writes(sim, done)] == ["patch", "patch"]
+    assert images_by_node(Kubectl(sim.kubeconfig)) == ALL_OLD
+    done = len(sim.mutations())
+    assert STEPS.rollback(again(h).ctx).ok
+    assert writes(sim, done) == []
+
+
+def test_rollback_after_a_refused_canary_changes_nothing(sim: KubeSim) -> None:
+    """A canary stopped by its pre-checks saved nothing; the automatic rollback that follows writes nothing."""
+    kubectl = Kubectl(sim.kubeconfig)
+    kubectl("cordon", "gpu-node1")
+    h = harness(sim)
+    assert not STEPS.canary(h.ctx).ok
+    done = len(sim.mutations())
+    result = STEPS.rollback(h.ctx)
+    assert result.ok and [c.name for c in result.checks] == ["nothing-to-roll-back"]
+    assert writes(sim, done) == []
+    assert images_by_node(kubectl) == ALL_OLD

@@ -1,0 +1,156 @@
+"""verify_canary and verify_all on kubesim: a working canary passes; a crashing image, a plugin
+that never registers and a kubelet restart are each caught by a named check, and rollback then
+leaves every node on the old image with its baseline GPUs (kubectl as the referee)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import pytest
+
+from kubesim import KubeSim
+from runbooks.daemonset_steps import DaemonSetSteps
+from runbooks.steps import CheckStatus
+from runbooks.verifying import verify
+from tests.integration.stepkit import (
+    BASELINE_GPUS,
+    FAST,
+    NEW,
+    OLD,
+    SPEED,
+    FaultingClock,
+    gpus_by_node,
+    harness,
+    images_by_node,
+)
+from tests.support import Kubectl
+
+STEPS = DaemonSetSteps()
+ALL_OLD = {"gpu-node1": OLD, "gpu-node2": OLD, "gpu-node3": OLD}
+SAMPLE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+DRA_NS, DRA_DS = "dra-example-driver", "dra-example-driver-kubeletplugin"
+DRA_NEW = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0"
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim(scenario="gpu-small", speed=SPEED) as s:
+        yield s
+
+
+def _statuses(result) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return {c.name: c.status.value for c in result.checks}
+
+
+def test_a_working_canary_passes_every_check_then_promote_verifies_everywhere(sim: KubeSim) -> None:
+    """A healthy image: every canary check passes (the other nodes unchanged), and after promote verify_all too."""
+    h = harness(sim)
+    assert STEPS.canary(h.ctx).ok
+    result = STEPS.verify_canary(h.ctx)
+    assert result.ok, result.reason
+    assert set(_statuses(result).values()) == {"pass"}
+    assert {c.name for c in result.checks} >= {
+        "rollout", "pods-ready", "no-crashloop", "restarts-stable", "plugin-registered", "gpu-capacity",
+        "other-nodes-unchanged", "events-failed-scheduling", "events-backoff", "events-admission", "kubelet-restarts"}
+    assert {c.scope for c in result.checks if c.name == "gpu-capacity"} == {"gpu-node1"}
+    assert [s.name for s in h.steps if s.name.startswith("verify_canary.")][:2] == [
+        "verify_canary.rollout", "verify_canary.pods-ready"]
+    assert STEPS.promote(h.ctx).ok
+    everywhere = STEPS.verify_all(h.ctx)
+    assert everywhere.ok, everywhere.reason
+    assert {c.scope for c in everywhere.checks if c.name == "rollout"} == {"all nodes"}
+
+
+@pytest.mark.parametrize(
+    ("tag", "expected"),
+    [("-crash", {"no-crashloop", "pods-ready", "plugin-registered", "gpu-capacity", "events-backoff"}),
+     ("-silent", {"plugin-registered", "gpu-capacity"})],
+)
+def test_broken_image_is_caught_by_verify_and_rolled_back(sim: KubeSim, tag: str, expected: set[str]) -> None:
+    """A crashing (-crash) or never-registering (-silent) plugin fails verify by name; rollback restores every node."""
+    kubectl = Kubectl(sim.kubeconfig)
+    h = harness(sim, image=NEW + tag)
+    STEPS.canary(h.ctx)
+    result = STEPS.verify_canary(h.ctx)
+    assert not result.ok
+    failed = {c.name for c in result.failed}
+    # restarts-stable fails too when the crash loop's back-off ends inside the window
+    assert expected <= failed <= expected | {"restarts-stable"}, result.reason
+    assert all(c.scope == "gpu-node1" for c in result.failed)
+    assert "gpu-node1" in result.reason and "plugin-registered" in result.reason
+    back = STEPS.rollback(h.ctx)
+    assert back.ok, back.reason
+    assert images_by_node(kubectl) == ALL_OLD
+    assert gpus_by_node(kubectl) == BASELINE_GPUS
+
+
+def test_kubelet_restart_during_verify_is_caught_and_rolled_back() -> None:
+    """A kubelet restart on the canary node while verify watches fails kubelet-restarts and the capacity dip check."""
+    with KubeSim(scenario="gpu-small", speed=5) as sim:  # slower: the 2 s without registration span many samples
+        _kubelet_restart_during_verify(sim)
+
+
+def _kubelet_restart_during_verify(sim: KubeSim) -> None:
+    kubectl = Kubectl(sim.kubeconfig)
+    h = harness(sim, settings=dataclasses.replace(FAST, observe_window=1.0))  # 5 s: the plugin registers again
+    assert STEPS.canary(h.ctx).ok
+    h.ctx.clock = FaultingClock(lambda: sim.fault(kind="kubelet-restart", node="gpu-node1"))
+    result = STEPS.verify_canary(h.ctx)
+    assert not result.ok
+    assert {c.name for c in result.failed} == {"kubelet-restarts", "gpu-capacity"}, result.reason
+    assert "allocatable dropped to 0" in result.reason
+    assert STEPS.rollback(h.ctx).ok
+    assert images_by_node(kubectl) == ALL_OLD
+    assert gpus_by_node(kubectl) == BASELINE_GPUS
+
+
+def test_smoke_test_runs_the_cuda_sample_and_always_cleans_up(sim: KubeSim) -> None:
+    """The CUDA vectoradd smoke pod passes on a healthy canary, fails on a silent one; its namespace never stays."""
+    kubectl = Kubectl(sim.kubeconfig)
+    namespaces = kubectl("get", "namespaces", "-o", "name")
+    settings = dataclasses.replace(FAST, smoke_test={"image": SAMPLE, "timeout": 1.0})
+    h = harness(sim, settings=settings)
+    assert STEPS.canary(h.ctx).ok
+    good = next(c for c in STEPS.verify_canary(h.ctx).checks if c.name == "smoke-test")
+    assert good.status is CheckStatus.PASS, good.detail
+    assert good.evidence["node"] == "gpu-node1" and good.evidence["log_tail"][-2:] == ["Test PASSED", "Done"]
+    assert good.evidence["cleaned_up"] is True
+    assert STEPS.rollback(h.ctx).ok
+    silent = harness(sim, image=NEW + "-silent", settings=settings)
+    STEPS.canary(silent.ctx)
+    bad = next(c for c in STEPS.verify_canary(silent.ctx).checks if c.name == "smoke-test")
+    assert bad.status is CheckStatus.FAIL and "Insufficient nvidia.com/gpu" in bad.detail
+    assert bad.evidence["cleaned_up"] is True
+    assert kubectl("get", "namespaces", "-o", "name") == namespaces
+
+
+def test_unreadable_logs_are_a_warning_not_a_pass(sim: KubeSim) -> None:
+    """With pod logs forbidden, plugin-registered is a warning that says why, never a silent pass."""
+    sim.fault(kind="forbid", path="/api/v1/namespaces/kube-system/pods/", verb="get")
+    h = harness(sim)
+    result = STEPS.verify_all(h.ctx)
+    check = next(c for c in result.checks if c.name == "plugin-registered")
+    assert check.status is CheckStatus.WARN and "may not get pods/log" in check.detail
+
+
+def test_dra_driver_that_never_registers_loses_its_slices(sim: KubeSim) -> None:
+    """A silent DRA kubelet plugin: verify names plugin-registered and dra-slices; rollback brings the slices back."""
+    h = harness(sim, image=DRA_NEW + "-silent", ns=DRA_NS, ds=DRA_DS, container="plugin", node="gpu-node3")
+    assert STEPS.canary(h.ctx).ok
+    result = STEPS.verify_canary(h.ctx)
+    assert {c.name for c in result.failed} == {"plugin-registered", "dra-slices"}, result.reason
+    assert _statuses(result)["dra-claims"] == "pass"
+    assert STEPS.rollback(h.ctx).ok
+    after = verify(h.ctx.cluster, f"{DRA_NS}/{DRA_DS}", settings=FAST)
+    assert after.ok, after.reason
+    assert _statuses(after)["dra-slices"] == "pass"
+
+
+def test_unreadable_events_are_a_warning_not_a_pass(sim: KubeSim) -> None:
+    """With events forbidden, verify warns that it could not look for new warnings, and still judges the rest."""
+    sim.fault(kind="forbid", path="/api/v1/events", verb="list")
+    result = verify(harness(sim).ctx.cluster, "kube-system/nvidia-device-plugin-daemonset", settings=FAST)
+    assert result.ok, result.reason
+    events = next(c for c in result.checks if c.name == "events")
+    assert events.status is CheckStatus.WARN and "cannot read events" in events.detail

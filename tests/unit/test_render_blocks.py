@@ -1,0 +1,153 @@
+"""Block Kit rendering: Slack's limits kept, text escaped, buttons as actions."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bot.render_blocks import (
+    MAX_BLOCKS,
+    MAX_SECTION,
+    all_blocks,
+    escape,
+    render_message,
+    render_reply,
+)
+from bot.render_text import render_reply as render_text_reply
+from handlers.decisions import APPROVE, REJECT, approval_buttons
+from handlers.inventory import summarize
+from handlers.replies import Item, Message, Reply, Table, user_ref
+from runbooks.inventory import (
+    DaemonSet,
+    DraInfo,
+    Finding,
+    Inventory,
+    KubernetesInfo,
+    Node,
+    PluginPod,
+)
+
+
+def check_limits(payload: dict[str, Any]) -> None:
+    """What Slack refuses: > 50 blocks, section text > 3,000, > 10 fields, a field > 2,000."""
+    blocks = payload["blocks"]
+    assert len(blocks) <= MAX_BLOCKS
+    assert len(payload["text"]) <= 3000
+    for block in blocks:
+        if block["type"] == "section":
+            if "text" in block:
+                assert 0 < len(block["text"]["text"]) <= MAX_SECTION
+            assert len(block.get("fields", [])) <= 10
+            assert all(len(f["text"]) <= 2000 for f in block.get("fields", []))
+        if block["type"] == "actions":
+            assert len(block["elements"]) <= 25
+
+
+def big_reply() -> Reply:
+    rows = [[f"gpu-node-{i:05d}", "yes", "-", "8/8", "yes", "nvidia.com/gpu:NoSchedule"] for i in range(2000)]
+    table = Table(header=["NAME", "READY", "SCHED", "CAP/ALLOC", "GPU-HW", "TAINTS"], rows=rows, note="… 3000 more")
+    return Reply(
+        title="Inventory of prod", text="x" * 7000 + "\n" + "line\n" * 800,
+        fields=[Item(label=f"field {i}", value="v" * 2500) for i in range(35)], table=table,
+        thread=[Message(title="Nodes", table=table), Message(title="Findings", text="FAIL it broke\n" * 900)],
+    )
+
+
+def test_large_reply_is_summarized_within_limits() -> None:
+    """A reply far over every limit: each payload fits, and the overflow moves to the thread."""
+    rendered = render_reply(big_reply(), prefix="/upgrade")
+    for payload in [rendered.main, *rendered.thread]:
+        check_limits(payload)
+    assert len(rendered.main["blocks"]) == MAX_BLOCKS
+    assert "more block(s) in the thread" in rendered.main["blocks"][-1]["text"]["text"]
+    text = "".join(b.get("text", {}).get("text", "") for b in all_blocks(rendered.thread))
+    assert "gpu-node-01999" in text and "it broke" in text
+
+
+def test_ephemeral_reply_is_cut_short() -> None:
+    """An ephemeral reply has no thread: its items are appended and the whole cut at 50 blocks."""
+    reply = big_reply().model_copy(update={"ephemeral": True})
+    rendered = render_reply(reply, prefix="/upgrade")
+    check_limits(rendered.main)
+    assert rendered.thread == []
+    assert "cut short" in rendered.main["blocks"][-1]["text"]["text"]
+
+
+def test_escaping_keeps_references() -> None:
+    """&, < and > are escaped; user, channel and group references stay mentions."""
+    assert escape(f"{user_ref('U1')} in <#C2> & <S3> <!subteam^S4> <b>") == (
+        "<@U1> in <#C2> &amp; &lt;S3&gt; <!subteam^S4> &lt;b&gt;"
+    )
+
+
+def test_usage_lines_are_code_with_prefix() -> None:
+    """Usage lines carry the slash command; a summary stays outside the code span."""
+    reply = Reply.error("unknown verb 'x'", usage=["help [verb] — this list", "inventory [cluster=<context>]"])
+    text = render_reply(reply, prefix="/upgrade").main["blocks"][-1]["text"]["text"]
+    assert "`/upgrade help [verb]` — this list" in text
+    assert "`/upgrade inventory [cluster=&lt;context&gt;]`" in text
+
+
+def test_buttons_become_an_actions_block() -> None:
+    """Approve and Reject are buttons with their action ids, value and styles."""
+    payload = render_message(Message(title="Approve the canary?", buttons=approval_buttons("run-1")))[0]
+    actions = next(b for b in payload["blocks"] if b["type"] == "actions")["elements"]
+    assert [(a["action_id"], a["value"], a.get("style")) for a in actions] == [
+        (APPROVE, "run-1", "primary"), (REJECT, "run-1", "danger"),
+    ]
+
+
+def test_console_rendering() -> None:
+    """The console shows references plainly, buttons as numbered choices, the thread indented."""
+    reply = Reply(
+        title="Canary requested", text=f"by {user_ref('U0ANA')}", fields=[Item(label="Target", value="ns/ds")],
+        thread=[Message(text="Approve?", buttons=approval_buttons("run-1"))], usage=["status <run>"],
+    )
+    out = render_text_reply(reply)
+    assert "by @U0ANA" in out and "Target: ns/ds" in out
+    assert "  | [1] Approve  [2] Reject" in out
+    assert "  /upgrade status <run>" in out
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.text(max_size=9000), st.lists(st.text(max_size=2500), max_size=30),
+    st.lists(st.lists(st.text(max_size=60), min_size=2, max_size=2), max_size=300),
+)
+def test_any_reply_fits(text: str, values: list[str], rows: list[list[str]]) -> None:
+    """Whatever the sizes and characters, every payload keeps Slack's limits."""
+    reply = Reply(title=text[:200] or None, text=text, fields=[Item(label="f", value=v) for v in values],
+                  table=Table(header=["A", "B"], rows=rows) if rows else None, thread=[Message(text=text)])
+    rendered = render_reply(reply, prefix="/upgrade")
+    for payload in [rendered.main, *rendered.thread]:
+        check_limits(payload)
+
+
+def test_large_inventory_is_summarized() -> None:
+    """5,000 nodes and pods and 60 findings: a short summary, the details in the thread, all within limits."""
+    nodes = [Node(name=f"gpu-{i:05d}", ready=i % 700 != 0, unschedulable=False, gpu_hardware=True,
+                  capacity={"nvidia.com/gpu": 8}, allocatable={"nvidia.com/gpu": 8}) for i in range(5000)]
+    pods = [PluginPod(name=f"plugin-{i}", node=f"gpu-{i:05d}", phase="Running", ready=True, restarts=i % 900 == 0,
+                      crashloop=False, images={"plugin": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}) for i in range(5000)]
+    ds = DaemonSet(namespace="kube-system", name="nvidia-device-plugin-daemonset", kind="device-plugin",
+                   images={"plugin": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}, update_strategy="RollingUpdate",
+                   desired=5000, current=5000, updated=5000, ready=5000, available=5000, pods=pods)
+    findings = [Finding(severity="fail" if i % 3 == 0 else "warn", code="x", message=f"problem {i} " + "x" * 200,
+                        next_step="fix it " + "y" * 200, object=f"node/gpu-{i:05d}") for i in range(60)]
+    inventory = Inventory(
+        taken_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC), context="prod", server="https://k8s", gpu_resources=["nvidia.com/gpu"],
+        kubernetes=KubernetesInfo(version="v1.31.4", minor=31), dra=DraInfo(feature_gate="enabled", stage="BETA"),
+        nodes=nodes, daemonsets=[ds], findings=findings,
+    )
+    reply = summarize(inventory)
+    assert reply.tone == "error" and "20 failing, 40 warning" in reply.text
+    rendered = render_reply(reply, prefix="/upgrade")
+    for payload in [rendered.main, *rendered.thread]:
+        check_limits(payload)
+    assert len(rendered.main["blocks"]) < 10
+    thread = "\n".join(b.get("text", {}).get("text", "") + "".join(e.get("text", "") for e in b.get("elements", []))
+                       for b in all_blocks(rendered.thread))
+    assert "problem 59" in thread and "gpu-04900" in thread and "more nodes" in thread

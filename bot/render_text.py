@@ -11,10 +11,10 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from handlers.inventory import MAX_ROWS, nodes_table, nodes_title, pods_table
 from handlers.replies import Message, Reply
-from runbooks.inventory import DaemonSet, Inventory, Node
+from runbooks.inventory import DaemonSet, Inventory
 
-MAX_ROWS = 30
 SEVERITY_LABEL = {"fail": "FAIL", "warn": "WARN", "info": "INFO"}
 
 
@@ -25,32 +25,11 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]], indent: str = " 
     return [indent + "   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in all_rows]
 
 
-def _yes(flag: bool | None) -> str:
-    return "-" if flag is None else ("yes" if flag else "no")
-
-
-def _node_healthy(node: Node) -> bool:
-    full = all(node.allocatable.get(r, 0) == c for r, c in node.capacity.items())
-    has_gpus = bool(node.capacity) or not node.gpu_hardware
-    return node.ready and not node.unschedulable and full and has_gpus
-
-
 def _nodes(inv: Inventory) -> list[str]:
-    nodes = inv.nodes
-    shown = nodes if len(nodes) <= MAX_ROWS else [n for n in nodes if not _node_healthy(n)][:MAX_ROWS]
-    res = inv.gpu_resources
-    lines = [f"Nodes ({len(nodes)}, {sum(n.gpu_hardware for n in nodes)} with GPU hardware)"]
-    rows = [
-        [
-            n.name, _yes(n.ready), "cordoned" if n.unschedulable else "-",
-            *(f"{n.capacity.get(r, 0)}/{n.allocatable.get(r, 0)}" for r in res),
-            _yes(n.gpu_hardware), ",".join(f"{t.key}:{t.effect}" for t in n.taints) or "-",
-        ]
-        for n in shown
-    ]
-    lines += table(["NAME", "READY", "SCHED", *(f"{r} CAP/ALLOC" for r in res), "GPU-HW", "TAINTS"], rows)
-    if len(shown) < len(nodes):
-        lines.append(f"  … {len(nodes) - len(shown)} more nodes, all Ready with every GPU allocatable")
+    nodes = nodes_table(inv)
+    lines = [nodes_title(inv), *table(nodes.header, nodes.rows)]
+    if nodes.note:
+        lines.append(f"  {nodes.note}")
     return lines
 
 
@@ -63,20 +42,13 @@ def _daemonset(ds: DaemonSet) -> list[str]:
         + f", revision {ds.current_revision if ds.current_revision is not None else '?'}"
         + f"  desired {ds.desired} current {ds.current} updated {ds.updated} ready {ds.ready} available {ds.available}",
     ]
-    pods = ds.pods
-    troubled = [p for p in pods if p.crashloop or not p.ready or p.restarts or p.registered is False]
-    shown = pods if len(pods) <= MAX_ROWS else troubled[:MAX_ROWS]
-    rows = [
-        [p.node, p.name, p.phase, _yes(p.ready), str(p.restarts), p.waiting_reason or "-", _yes(p.registered),
-         ",".join(i.rsplit(":", 1)[-1] for i in p.images.values())]
-        for p in shown
-    ]
-    if shown:
-        lines += table(["NODE", "POD", "PHASE", "READY", "RESTARTS", "WAITING", "REGISTERED", "TAG"], rows, "    ")
-    if len(shown) < len(pods):
-        tags = Counter(",".join(p.images.values()) for p in pods)
+    pods = pods_table(ds)
+    if pods.rows:
+        lines += table(pods.header, pods.rows, "    ")
+    if pods.note:
+        tags = Counter(",".join(p.images.values()) for p in ds.pods)
         summary = "; ".join(f"{n} on {image}" for image, n in tags.most_common())
-        lines.append(f"    … {len(pods) - len(shown)} more pods, Ready ({summary})")
+        lines.append(f"    {pods.note} ({summary})")
     return lines
 
 

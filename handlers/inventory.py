@@ -56,7 +56,8 @@ def _node_healthy(node: Node) -> bool:
     return node.ready and not node.unschedulable and full and (bool(node.capacity) or not node.gpu_hardware)
 
 
-def _nodes(inv: Inventory) -> Message:
+def nodes_table(inv: Inventory) -> Table:
+    """The node table every surface shows; past ``MAX_ROWS`` only nodes with a problem."""
     nodes, res = inv.nodes, inv.gpu_resources
     shown = nodes if len(nodes) <= MAX_ROWS else [n for n in nodes if not _node_healthy(n)][:MAX_ROWS]
     rows = [
@@ -67,11 +68,15 @@ def _nodes(inv: Inventory) -> Message:
     ]
     note = f"… {len(nodes) - len(shown)} more nodes, all Ready with every GPU allocatable" if len(shown) < len(nodes) else ""
     header = ["NAME", "READY", "SCHED", *(f"{r} CAP/ALLOC" for r in res), "GPU-HW", "TAINTS"]
-    title = f"Nodes ({len(nodes)}, {sum(n.gpu_hardware for n in nodes)} with GPU hardware)"
-    return Message(title=title, table=Table(header=header, rows=rows, note=note))
+    return Table(header=header, rows=rows, note=note)
 
 
-def _daemonset(ds: DaemonSet) -> Message:
+def nodes_title(inv: Inventory) -> str:
+    return f"Nodes ({len(inv.nodes)}, {sum(n.gpu_hardware for n in inv.nodes)} with GPU hardware)"
+
+
+def pods_table(ds: DaemonSet) -> Table:
+    """A DaemonSet's pods; past ``MAX_ROWS`` only the troubled ones, the rest counted in ``note``."""
     pods = ds.pods
     troubled = [p for p in pods if p.crashloop or not p.ready or p.restarts or p.registered is False]
     shown = pods if len(pods) <= MAX_ROWS else troubled[:MAX_ROWS]
@@ -81,6 +86,15 @@ def _daemonset(ds: DaemonSet) -> Message:
         for p in shown
     ]
     note = f"… {len(pods) - len(shown)} more pods, all Ready" if len(shown) < len(pods) else ""
+    return Table(header=["NODE", "POD", "PHASE", "READY", "RESTARTS", "WAITING", "REGISTERED", "TAG"], rows=rows, note=note)
+
+
+def _nodes(inv: Inventory) -> Message:
+    return Message(title=nodes_title(inv), table=nodes_table(inv))
+
+
+def _daemonset(ds: DaemonSet) -> Message:
+    table = pods_table(ds)
     revision = ds.current_revision if ds.current_revision is not None else "?"
     fields = [
         Item(label="Kind", value=ds.kind + (f" (driver {', '.join(ds.drivers)})" if ds.drivers else "")),
@@ -89,8 +103,7 @@ def _daemonset(ds: DaemonSet) -> Message:
         Item(label="Revision", value=str(revision)),
         Item(label="Pods", value=f"desired {ds.desired}, updated {ds.updated}, ready {ds.ready}, available {ds.available}"),
     ]
-    table = Table(header=["NODE", "POD", "PHASE", "READY", "RESTARTS", "WAITING", "REGISTERED", "TAG"], rows=rows, note=note)
-    return Message(title=ds.ref, fields=fields, table=table if rows else None)
+    return Message(title=ds.ref, fields=fields, table=table if table.rows else None)
 
 
 def _dra(inv: Inventory) -> Message | None:

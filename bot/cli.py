@@ -15,10 +15,13 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
 
 from bot import shell_messages as msg
+from bot.console import CONSOLE_VERBS, add_console_verb
+from bot.demo import DEMO_VERBS, add_demo_verb
 from bot.embedded_redis import RedisUnavailable
 from bot.render_text import render_inventory
 from bot.serving import SERVE_VERBS, add_serve_verb
 from bot.settings import Settings, SettingsError, load_settings
+from bot.shell_report import REPORT_VERBS, add_report_verb
 from bot.shell_runs import RUN_VERBS, add_run_verbs
 from bot.shell_verify import VERIFY_VERBS, add_verify_verb
 from handlers import inventory as inventory_handler
@@ -52,7 +55,10 @@ def build_parser() -> Parser:
     inventory.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG)")
     add_run_verbs(verbs)
     add_verify_verb(verbs)
+    add_report_verb(verbs)
     add_serve_verb(verbs)
+    add_console_verb(verbs)
+    add_demo_verb(verbs)
     return parser
 
 
@@ -82,7 +88,10 @@ def run_inventory(args: argparse.Namespace, settings: Settings, out: TextIO) -> 
 VERBS: dict[str, Callable[[argparse.Namespace, Settings, TextIO], int]] = {"inventory": run_inventory}
 VERBS.update(RUN_VERBS)
 VERBS.update(VERIFY_VERBS)
+VERBS.update(REPORT_VERBS)
 VERBS.update(SERVE_VERBS)
+VERBS.update(CONSOLE_VERBS)
+VERBS.update(DEMO_VERBS)
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:

@@ -10,6 +10,16 @@ Key layout (every key under one prefix, declared once in :class:`Keys`)::
     upgradebot:audit:<id>          stream  the run's audit trail
     upgradebot:audit               stream  every run's audit trail (capped, approximately)
     upgradebot:once:<key>          string  idempotency claims (PX ttl)
+    upgradebot:leader              string  owner id of the process running the report scheduler
+                                           and the event collectors (PX ttl)
+    upgradebot:scheduler:jobs      hash    APScheduler's RedisJobStore: job id -> pickled job
+    upgradebot:scheduler:times     zset    APScheduler's RedisJobStore: job id by next run time
+    upgradebot:events:<id>         hash    a run's event collection: rv, tally (JSON), since,
+                                           flushed_at, relists, watching
+    upgradebot:events:<id>:seen    hash    event uid -> occurrences already counted (dedupe)
+    upgradebot:report:<id>:<after> hash    a posted report: thread, oncall (message ts),
+                                           verdict, posted_at (the idempotency record)
+    upgradebot:report:<id>:<after>:claim  string  owner id of the process posting it (PX ttl)
 
 Creating a run (with its lock), and saving one (compare-and-set on ``version``, lease
 fencing, lock release when it ends, audit entries) are each one Lua script, so they are
@@ -21,12 +31,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import redis
 
 from runbooks.runs import TERMINAL, Run
+from runbooks.stability.collecting import Collected
+from runbooks.stability.tallying import Tally
 from runbooks.store import LeaseLost, LockHeld, StaleRun, StoreUnavailable
 
 GLOBAL_AUDIT_MAXLEN = 100_000
@@ -44,6 +56,13 @@ class Keys:
     audit_template = prefix + "audit:{0}"
     audit = prefix + "audit"
     once_template = prefix + "once:{0}"
+    leader = prefix + "leader"
+    scheduler_jobs = prefix + "scheduler:jobs"
+    scheduler_times = prefix + "scheduler:times"
+    events_template = prefix + "events:{0}"
+    seen_template = prefix + "events:{0}:seen"
+    report_template = prefix + "report:{0}:{1}"
+    report_claim_template = prefix + "report:{0}:{1}:claim"
 
     @classmethod
     def run(cls, run_id: str) -> str:
@@ -64,6 +83,22 @@ class Keys:
     @classmethod
     def once(cls, key: str) -> str:
         return cls.once_template.format(key)
+
+    @classmethod
+    def events(cls, run_id: str) -> str:
+        return cls.events_template.format(run_id)
+
+    @classmethod
+    def seen(cls, run_id: str) -> str:
+        return cls.seen_template.format(run_id)
+
+    @classmethod
+    def report(cls, run_id: str, after: str) -> str:
+        return cls.report_template.format(run_id, after)
+
+    @classmethod
+    def report_claim(cls, run_id: str, after: str) -> str:
+        return cls.report_claim_template.format(run_id, after)
 
 
 # Appends the audit entries given as ARGV[first..]: a count, then per entry a field count
@@ -139,6 +174,42 @@ return 0
 """
 
 
+# KEYS: leader, events, seen; ARGV: owner, rv, tally, then counted pairs (n, uid, count...),
+# forgotten uids (n, uid...), info pairs (n, field, value...)
+_SAVE_COLLECTION = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[2], 'rv', ARGV[2], 'tally', ARGV[3])
+local i = 4
+local n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]); i = i + 2 end
+n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do redis.call('HDEL', KEYS[3], ARGV[i]); i = i + 1 end
+n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]); i = i + 2 end
+return 1
+"""
+
+# KEYS: report, claim; ARGV: owner, ttl ms
+_CLAIM_REPORT = """
+if redis.call('HEXISTS', KEYS[1], 'posted_at') == 1 then return 'posted' end
+local holder = redis.call('GET', KEYS[2])
+if holder and holder ~= ARGV[1] then return 'busy' end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+return 'claimed'
+"""
+
+# KEYS: report, claim; ARGV: owner, done (1|0), keep ms, field/value pairs...
+_MARK_REPORT = """
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+if ARGV[2] == '1' then
+  redis.call('DEL', KEYS[2])
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+end
+return 1
+"""
+
+
 def _flatten(entries: Sequence[dict[str, Any]]) -> list[str]:
     """Audit entries as the scripts read them: count, then (field count, fields...) each."""
     out = [str(len(entries))]
@@ -167,6 +238,9 @@ class RedisRunStore:
         self._acquire = client.register_script(_ACQUIRE)
         self._take_over = client.register_script(_TAKE_OVER)
         self._release = client.register_script(_RELEASE)
+        self._save_collection = client.register_script(_SAVE_COLLECTION)
+        self._claim_report = client.register_script(_CLAIM_REPORT)
+        self._mark_report = client.register_script(_MARK_REPORT)
 
     @classmethod
     def from_url(cls, url: str) -> RedisRunStore:
@@ -278,6 +352,90 @@ class RedisRunStore:
 
     def claim_once(self, key: str, ttl: dt.timedelta) -> bool:
         return bool(self._do(lambda: self.client.set(Keys.once(key), "1", nx=True, px=_ms(ttl))))
+
+    # ------------------------------------------- the reports' leader, collections, reports
+    def acquire_leader(self, owner: str, ttl: dt.timedelta) -> bool:
+        """Take (or renew) the lease of the one process that schedules reports and collects events."""
+        return bool(self._call_int(self._acquire, [Keys.leader], [owner, _ms(ttl)]))
+
+    def release_leader(self, owner: str) -> None:
+        self._call_int(self._release, [Keys.leader], [owner])
+
+    def leader(self) -> str | None:
+        holder: str | None = self._do(lambda: self.client.get(Keys.leader))
+        return holder
+
+    def job_store(self) -> Any:
+        """APScheduler's ``RedisJobStore`` on this Redis (its own connections: it pickles bytes)."""
+        from apscheduler.jobstores.redis import RedisJobStore
+
+        pool = redis.ConnectionPool.from_url(self.url, socket_timeout=10, socket_connect_timeout=5)
+        return RedisJobStore(jobs_key=Keys.scheduler_jobs, run_times_key=Keys.scheduler_times, connection_pool=pool)
+
+    def load_collection(self, run_id: str) -> Collected:
+        def read() -> tuple[dict[str, str], dict[str, str]]:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hgetall(Keys.events(run_id))
+            pipe.hgetall(Keys.seen(run_id))
+            events, seen = pipe.execute()
+            return events, seen
+
+        events, seen = self._do(read)
+        tally = Tally.from_dict(json.loads(events.pop("tally"))) if "tally" in events else Tally()
+        return Collected(rv=events.pop("rv", ""), tally=tally, seen={k: int(v) for k, v in seen.items()}, info=events)
+
+    def read_tally(self, run_id: str) -> tuple[Tally | None, dict[str, str]]:
+        """The run's tally (None: nothing was collected) and the collection's info."""
+        events: dict[str, str] = self._do(lambda: self.client.hgetall(Keys.events(run_id)))
+        events.pop("rv", None)
+        tally = events.pop("tally", None)
+        return (Tally.from_dict(json.loads(tally)) if tally else None), events
+
+    def save_collection(
+        self, run_id: str, *, owner: str, rv: str, tally: Tally, seen: dict[str, int], gone: Collection[str],
+        info: dict[str, str],
+    ) -> bool:
+        args: list[Any] = [owner, rv, json.dumps(tally.to_dict(), separators=(",", ":")), len(seen)]
+        for uid, count in seen.items():
+            args += [uid, count]
+        args += [len(gone), *gone, len(info)]
+        for key, value in info.items():
+            args += [key, value]
+        keys = [Keys.leader, Keys.events(run_id), Keys.seen(run_id)]
+        return bool(self._call_int(self._save_collection, keys, args))
+
+    def end_collection(self, run_id: str, *, keep: dt.timedelta) -> None:
+        """The run's monitoring ended: drop the dedupe state, keep the tally for ``keep``."""
+
+        def end() -> None:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.delete(Keys.seen(run_id))
+            pipe.hdel(Keys.events(run_id), "rv", "watching")
+            pipe.pexpire(Keys.events(run_id), _ms(keep))
+            pipe.execute()
+
+        self._do(end)
+
+    def report_record(self, run_id: str, after: str) -> dict[str, str]:
+        record: dict[str, str] = self._do(lambda: self.client.hgetall(Keys.report(run_id, after)))
+        return record
+
+    def claim_report(self, run_id: str, after: str, owner: str, ttl: dt.timedelta) -> str:
+        """``posted`` (nothing to do), ``busy`` (another process posts it) or ``claimed`` (ours to post)."""
+        keys = [Keys.report(run_id, after), Keys.report_claim(run_id, after)]
+        return str(self._do(lambda: self._claim_report(keys=keys, args=[owner, _ms(ttl)])))
+
+    def mark_report(self, run_id: str, after: str, owner: str, *, done: bool = False,
+                    keep: dt.timedelta = dt.timedelta(days=90), **fields: str) -> bool:
+        """Record what was posted (``thread=<ts>``...) while our claim holds; ``done`` ends the claim."""
+        args: list[Any] = [owner, "1" if done else "0", _ms(keep)]
+        for key, value in fields.items():
+            args += [key, value]
+        keys = [Keys.report(run_id, after), Keys.report_claim(run_id, after)]
+        return bool(self._call_int(self._mark_report, keys, args))
+
+    def release_report(self, run_id: str, after: str, owner: str) -> None:
+        self._call_int(self._release, [Keys.report_claim(run_id, after)], [owner])
 
     # --------------------------------------------------------------- helpers
     def _call(self, script: Any, keys: list[str], args: list[Any]) -> tuple[str, str]:

@@ -18,6 +18,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
@@ -32,6 +33,7 @@ from runbooks.policy import Policy
 if TYPE_CHECKING:  # the Slack, HTTP and metrics stacks load when serving, not with every CLI verb
     from slack_bolt import App
 
+    from bot.app_wiring import Runtime
     from bot.idempotency import Idempotency
     from bot.metrics import Metrics, RunsByState
     from bot.slack_app import BotIdentity
@@ -102,10 +104,14 @@ def build_service(
     connect: Callable[[str | None], Cluster] | None = None,
     directory: Directory | None = None,
     readiness_cache: float = 5.0,
+    metrics: Metrics | None = None,
+    web: SlackWeb | None = None,
 ) -> Service:
     """The Slack front end: ``help`` and ``inventory`` plus ``verbs``, ``decisions`` for the
     buttons, ``idempotency`` (default: in memory, one process only), extra readiness
-    ``checks`` (e.g. ``{"redis": store.ping}``) and the runs gauge."""
+    ``checks`` (e.g. ``{"redis": store.ping}``) and the runs gauge. ``metrics``, ``web`` and
+    ``directory`` may be built by the caller (the engine wiring shares them with the run
+    threads, :func:`bot.app_wiring.build_slack_service`)."""
     from bot.idempotency import InMemoryIdempotency
     from bot.metrics import Metrics
     from bot.slack_app import BotIdentity, SlackDeps, build_app
@@ -117,9 +123,9 @@ def build_service(
 
     if settings.slack_bot_token is None or not settings.slack_bot_token.get_secret_value():
         raise SettingsError(msg.error_token_required())
-    metrics = Metrics()
+    metrics = metrics or Metrics()
     metrics.set_runs_source(runs_by_state)
-    web = SlackWeb(make_client(settings, metrics=metrics), metrics)
+    web = web or SlackWeb(make_client(settings, metrics=metrics), metrics)
     identity = BotIdentity(settings.slack_bot_token.get_secret_value())
     directory = directory or UsergroupDirectory(web)
     registry = default_registry(inventory.verb(connect=connect or cluster_connector(settings), policy=policy), *verbs)
@@ -160,8 +166,11 @@ def configure_logging(settings: Settings, stream: TextIO | None = None) -> None:
 
 
 def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: threading.Event,
-          service: Service | None = None, drain: float = 30.0) -> int:
-    """Run until ``stop`` is set; then stop gracefully. Returns the exit code."""
+          service: Service | None = None, runtime: Runtime | None = None, drain: float = 30.0) -> int:
+    """Run until ``stop`` is set; then stop gracefully. Returns the exit code.
+
+    Without ``service``: the run engine on Redis (:func:`bot.app_wiring.build_runtime`) and
+    the Slack front end on it; the runtime resumes unfinished runs at start and periodically."""
     from bot.slack_web import error_code
     from bot.web import HttpServer
 
@@ -171,7 +180,13 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
         raise SettingsError(msg.error_app_token_invalid())
     if not socket_mode and settings.slack_signing_secret is None:
         raise SettingsError(msg.error_signing_secret_required())
-    service = service or build_service(settings, settings.policy())
+    if service is None:
+        from bot.app_wiring import build_runtime, build_slack_service
+
+        runtime = build_runtime(settings, settings.policy())
+        service = build_slack_service(settings, runtime)
+    if runtime is not None:
+        runtime.start()
     http = HttpServer(service.wsgi(with_slack=not socket_mode), host=host, port=port,
                       threads=settings.http_threads).start()
     out.write(http.url + "\n")
@@ -192,6 +207,8 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
         except Exception as exc:
             http.stop(timeout=5)
             service.workers.shutdown(timeout=1)
+            if runtime is not None:
+                runtime.stop(timeout=1)
             raise SettingsError(msg.error_socket_mode_failed(error_code(exc))) from exc
         service.readiness.add("socket_mode", lambda: _connected(handler))
     stop.wait()
@@ -199,7 +216,10 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
     http.stop_accepting()
     if handler is not None:
         handler.close()
+    started = time.monotonic()
     finished = service.workers.shutdown(timeout=drain)
+    if runtime is not None:
+        runtime.stop(timeout=max(1.0, drain - (time.monotonic() - started)))
     http.stop()
     log.info("stopped%s", "" if finished else " with work unfinished")
     return 0

@@ -48,6 +48,10 @@ class Settings(BaseSettings):
     """``serve``: background workers for commands and clicks (the work after ``ack()``)."""
     http_threads: int = Field(16, ge=1, le=256, validation_alias=_env("UPGRADEBOT_HTTP_THREADS"))
     """``serve``: threads answering HTTP requests (``/slack/events``, probes, metrics)."""
+    slack_pace: float = Field(1.0, ge=0, le=60, validation_alias=_env("UPGRADEBOT_SLACK_PACE"))
+    """``serve``: seconds between two messages of a run to one channel (Slack allows about one a second)."""
+    sweep_interval: float = Field(30.0, gt=0, le=3600, validation_alias=_env("UPGRADEBOT_SWEEP_INTERVAL"))
+    """``serve``: seconds between two sweeps that expire overdue requests and resume unfinished runs."""
     home: Path = Field(Path("~").expanduser(), validation_alias=_env("HOME"))
     """Where the default kubeconfig (``~/.kube/config``) is looked for."""
     shell_user: str | None = Field(None, validation_alias=AliasChoices("UPGRADEBOT_USER", "USER", "LOGNAME"))

@@ -1,9 +1,10 @@
 """Who is who: user ids and the members of user groups, as the policy names them.
 
 The policy lists principals as user ids and user-group ids (``S…``). Resolving a group
-is the front end's job: Slack asks ``usergroups.users.list`` (``bot/slack_directory.py``,
-cached), the console and the tests use :class:`StaticDirectory`. The run engine's
-approval check takes the same :class:`Directory`.
+is the front end's job: Slack asks ``usergroups.users.list`` (``bot/slack_web.py``,
+cached), the console and the tests use :class:`StaticDirectory`. Who may request or
+approve is the run engine's rule (:mod:`runbooks.approving`); this module only finds the
+groups a user is in, as :attr:`~runbooks.approving.Actor.groups`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Protocol
 
+from runbooks.approving import Actor
 from runbooks.policy import Policy, Principals
 
 
@@ -41,13 +43,6 @@ def is_listed(user: str, principals: Principals, directory: Directory) -> bool:
     return any(user in directory.members(group) for group in principals.usergroups)
 
 
-def may_request(user: str, principals: Principals, directory: Directory) -> bool:
-    """Requesters: an empty list means anyone (in an allowed channel)."""
-    if not principals.users and not principals.usergroups:
-        return True
-    return is_listed(user, principals, directory)
-
-
 def groups_of(user: str, directory: Directory, usergroups: Iterable[str]) -> frozenset[str]:
     """The ``usergroups`` that ``user`` is a member of (for the engine's ``Actor.groups``)."""
     return frozenset(group for group in usergroups if user in directory.members(group))
@@ -59,3 +54,15 @@ def policy_groups(policy: Policy) -> list[str]:
     if policy.oncall.mention and policy.oncall.mention.startswith("S"):
         names.append(policy.oncall.mention)
     return list(dict.fromkeys(names))
+
+
+def requester(user: str, policy: Policy, directory: Directory) -> Actor:
+    """``user`` with the requester groups they are in (none looked up when listed by id)."""
+    if user in policy.requesters.users:
+        return Actor(user)
+    return Actor(user, groups_of(user, directory, policy.requesters.usergroups))
+
+
+def actor(user: str, policy: Policy, directory: Directory) -> Actor:
+    """``user`` with every policy group they are in: what the engine checks requests and approvals on."""
+    return Actor(user, groups_of(user, directory, policy_groups(policy)))

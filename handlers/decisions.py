@@ -22,7 +22,9 @@ from handlers.replies import Button, Message, Reply
 
 APPROVE = "approve"
 REJECT = "reject"
-ACTIONS: tuple[str, ...] = (APPROVE, REJECT)
+REQUEST_ROLLBACK = "request_rollback"
+"""The button of a stability report that is not stable (``handlers/report.py``); value: the run id."""
+ACTIONS: tuple[str, ...] = (APPROVE, REJECT, REQUEST_ROLLBACK)
 
 
 def approval_buttons(value: str, *, approve: str = "Approve", reject: str = "Reject") -> list[Button]:
@@ -38,7 +40,7 @@ class Click(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    action: Literal["approve", "reject"]
+    action: Literal["approve", "reject", "request_rollback"]
     value: str
     user: str
     channel: str | None = None

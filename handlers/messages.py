@@ -52,3 +52,41 @@ def refused(reason: str) -> str:
 
 def internal_error(verb: str, reference: str) -> str:
     return f"{verb!r} failed on our side (reference {reference}); nothing was started, please tell the bot's owners"
+
+
+# ------------------------------------------------------------------ runs in a chat
+def run_requested(run_id: str) -> str:
+    return f"Run {run_id} requested: its root message and thread are in the channel; another approver must approve"
+
+
+def run_now(run_id: str, state: str, note: str = "") -> str:
+    return f"Run {run_id} is {state}" + (f": {note}" if note else "")
+
+
+def decided(user_ref: str, approve: bool, at: str) -> str:
+    return f"{'Approved' if approve else 'Rejected'} by {user_ref} at {at}"
+
+
+def request_closed(run_id: str, state: str) -> str:
+    return f"this request is closed: run {run_id} is now {state}; nothing was decided (`status {run_id}` shows the open request, if any)"
+
+
+def not_a_request(value: str) -> str:
+    return f"this button does not belong to a request I know ({value!r}); nothing was decided"
+
+
+def cannot_check_approver(reason: str) -> str:
+    return f"cannot check whether you may decide right now ({reason}); nothing was decided, try again in a minute"
+
+
+def store_unavailable_click(reason: str) -> str:
+    return f"the run store is unreachable ({reason}); nothing was decided, try again in a minute"
+
+
+def gate_asks(requester_ref: str, what: str) -> str:
+    return f"{requester_ref} asks to {what}"
+
+
+def gate_expires(at: str, self_approval: bool) -> str:
+    tail = "" if self_approval else "; the requester cannot approve it, another approver must"
+    return f"Open until {at}{tail}."

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from handlers import messages as msg
-from handlers.access import Directory, DirectoryUnavailable, StaticDirectory, may_request
+from handlers.access import Directory, DirectoryUnavailable, StaticDirectory, requester
 from handlers.arguments import UsageError, split_pairs
 from handlers.decoding import words as split_words
 from handlers.replies import SUMMARY_SEPARATOR, Reply
+from runbooks.approving import may_request
 from runbooks.errors import ClusterError
 from runbooks.policy import Policy
 from runbooks.refusals import Refused
@@ -164,7 +165,7 @@ class Router:
         if verb is None:
             return Routed(UNKNOWN, "unknown", Reply.error(msg.unknown_verb(words[0]), usage=self.registry.usages))
         try:
-            if verb.mutating and not may_request(caller.user, self.policy.requesters, self.directory):
+            if verb.mutating and not may_request(self.policy, requester(caller.user, self.policy, self.directory)):
                 return Routed(verb.name, "denied", Reply.error(msg.not_a_requester(verb.name), usage=[verb.usage]))
             request = verb.parse(self._with_default_cluster(verb, words[1:], caller))
             return Routed(verb.name, "ok", verb.handle(request, caller))

@@ -18,7 +18,7 @@ from runbooks import validation
 from runbooks.cluster import Cluster
 from runbooks.engine import step_settings_of
 from runbooks.policy import Policy, duration_seconds
-from runbooks.steps import StepResult
+from runbooks.steps import Clock, StepResult
 from runbooks.verifying import verify
 
 USAGE = "verify <namespace>/<daemonset> [node=<node>] [cluster=<context>] [window=<duration>]"
@@ -49,10 +49,13 @@ def parse(words: Sequence[str]) -> VerifyRequest:
     return VerifyRequest(target=target, node=node, cluster=pairs.get("cluster"), window=window)
 
 
-def handle(request: VerifyRequest, *, connect: Callable[[str | None], Cluster], policy: Policy) -> StepResult:
-    """The verify checks on the requested cluster, with the policy's GPU resources and timings."""
+def handle(request: VerifyRequest, *, connect: Callable[[str | None], Cluster], policy: Policy,
+           clock: Clock | None = None) -> StepResult:
+    """The verify checks on the requested cluster, with the policy's GPU resources and timings
+    (``clock``: the run engine's, so a simulated cluster's minutes pass as fast as its runs' do)."""
     settings = step_settings_of(policy)
     if request.window is not None:
         settings = replace(settings, observe_window=request.window)
     with connect(request.cluster) as cluster:
-        return verify(cluster, request.target, nodes=[request.node] if request.node else None, settings=settings)
+        return verify(cluster, request.target, nodes=[request.node] if request.node else None, settings=settings,
+                      clock=clock)

@@ -33,7 +33,7 @@ from runbooks.requesting import check_request, resolve
 from runbooks.runs import TERMINAL, GateKind, Run, RunState, Step, Target, new_run_id
 from runbooks.steps import Clock, Steps, StepSettings
 from runbooks.store import LeaseLost, LockHeld, RunStore
-from runbooks.transitioning import Observer, SilentObserver, Writer, audit_entry
+from runbooks.transitioning import ENGINE_ACTOR, Observer, SilentObserver, Writer, audit_entry
 
 S = RunState
 ROLLBACK_FROM = frozenset({S.CANARY_ROLLING, S.CANARY_VERIFYING, S.AWAITING_PROMOTION, S.PROMOTING,
@@ -49,6 +49,8 @@ class Outcome:
     note: str = ""
     paused: bool = False
     """``resume`` only: the run's cluster stayed unreachable; it keeps its state."""
+    counted: bool = True
+    """``decide`` only: False when the decision was already recorded (a double click): nothing changed."""
 
 
 def step_settings_of(policy: Policy) -> StepSettings:
@@ -146,16 +148,18 @@ class Engine:
     def decide(self, run_id: str, *, actor: Actor, approve: bool, comment: str = "") -> Outcome:
         """``actor``'s decision on the run's open gate, applied once (compare-and-set)."""
         notes: list[str] = []
+        counted: list[bool] = []
 
         def change(run: Run) -> Run:
             run = self.gates.expire_if_due(run)
             verdict = decide(run, actor, approve=approve, now=self.clock.now(), policy=self.policy, comment=comment)
-            notes[:] = [verdict.note]
+            notes[:], counted[:] = [verdict.note], [verdict.counted]
             if not verdict.counted:
                 return run
             return self.gates.apply(run, verdict, actor, approve=approve, comment=comment)
 
-        return Outcome(self.writer.retrying(run_id, change), notes[0] if notes else "")
+        run = self.writer.retrying(run_id, change)
+        return Outcome(run, notes[0] if notes else "", counted=all(counted))
 
     def promote(self, run_id: str, *, actor: Actor) -> Outcome:
         """Post the open promotion request again (it opens by itself when the canary passes)."""
@@ -200,6 +204,32 @@ class Engine:
             return self.writer.transition(run, S.DONE, actor=actor.user, reason=f"closed by {actor.user}")
 
         return Outcome(self.writer.retrying(run_id, change))
+
+    def finish_monitoring(self, run_id: str, *, reason: str, actor: str = ENGINE_ACTOR) -> Run:
+        """monitoring -> done by the bot itself (its last stability report is posted); the
+        target is free. A run no longer monitoring, or with an open request, is left as it is."""
+
+        def change(run: Run) -> Run:
+            if run.state is not S.MONITORING or (run.gate is not None and run.gate.is_open):
+                return run
+            return self.writer.transition(run, S.DONE, actor=actor, reason=reason)
+
+        return self.writer.retrying(run_id, change)
+
+    def set_origin(self, run_id: str, **refs: str) -> Run:
+        """Record where the run is shown (``ts`` of its root message...) with a compare-and-set.
+
+        The first value of a key wins: a key already set to another value is kept, so two
+        front ends racing to post the run's root message agree on one. Not audited, no
+        observer call; the run's state and ``updated_at`` are untouched."""
+
+        def change(run: Run) -> Run:
+            missing = {k: v for k, v in refs.items() if k not in run.origin}
+            if not missing:
+                return run
+            return self.store.save(run.model_copy(update={"origin": {**run.origin, **missing}}))
+
+        return self.writer.retrying(run_id, change)
 
     # ------------------------------------------------------------------- work
     def advance(self, run_id: str) -> Run:

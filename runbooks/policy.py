@@ -82,11 +82,19 @@ class Oncall(Strict):
 
 class Reports(Strict):
     after: list[str] = Field(default_factory=lambda: ["24h", "48h"])
+    """When the stability reports are due, after the promotion; the last one, if stable, ends monitoring."""
+    claims_pending_after: str = "15m"
+    """A ResourceClaim created since the upgrade and pending longer than this degrades a report."""
 
     @field_validator("after")
     @classmethod
     def _durations(cls, values: list[str]) -> list[str]:
         return [_duration(v) for v in values]
+
+    @field_validator("claims_pending_after")
+    @classmethod
+    def _pending(cls, value: str) -> str:
+        return _duration(value)
 
 
 class Rollback(Strict):

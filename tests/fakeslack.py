@@ -39,6 +39,8 @@ class Call:
     body: dict[str, Any]
     headers: dict[str, str]
     at: float
+    answer: dict[str, Any] = field(default_factory=dict)
+    """What the fake answered (``ts`` of a posted message...)."""
 
 
 @dataclass
@@ -174,13 +176,15 @@ def _handler(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
                 self._send(200, b"ok", "text/plain")
                 return
             method = path.removeprefix("/api/")
-            fake._record(Call(method, path, body, headers, time.monotonic()))
             retry_after = fake._limited(method)
             if retry_after is not None:
-                payload = json.dumps({"ok": False, "error": "ratelimited"}).encode()
-                self._send(429, payload, "application/json", {"Retry-After": str(retry_after)})
+                limited = {"ok": False, "error": "ratelimited"}
+                fake._record(Call(method, path, body, headers, time.monotonic(), limited))
+                self._send(429, json.dumps(limited).encode(), "application/json", {"Retry-After": str(retry_after)})
                 return
-            self._send(200, json.dumps(fake.answer(method, body, headers)).encode(), "application/json; charset=utf-8")
+            answer = fake.answer(method, body, headers)
+            fake._record(Call(method, path, body, headers, time.monotonic(), answer))
+            self._send(200, json.dumps(answer).encode(), "application/json; charset=utf-8")
 
         do_GET = _serve
         do_POST = _serve

@@ -37,6 +37,7 @@ from runbooks.cluster.resources import (
     sort_dra_versions,
 )
 from runbooks.cluster.retrying import RetryPolicy, call_with_retries
+from runbooks.cluster.streaming import WatchStream
 from runbooks.cluster.wrapping import error_for_status, error_for_transport
 from runbooks.cluster.writing import Writes
 from runbooks.errors import (
@@ -140,7 +141,7 @@ class Cluster(Writes):
     # -------------------------------------------------------------------- requests
     def _send(
         self, method: str, path: str, *, action: Action, query: Query | None = None,
-        body: Any = None, content_type: str | None = None,
+        body: Any = None, content_type: str | None = None, timeout: tuple[float, float] | None = None,
     ) -> urllib3.BaseHTTPResponse:
         """One request, its failure turned into our error (no retry here)."""
         headers = {"Accept": "application/json, */*"}
@@ -150,7 +151,7 @@ class Cluster(Writes):
             response: urllib3.BaseHTTPResponse = self._api.call_api(
                 path, method, query_params=list(query or []), header_params=headers, body=body,
                 auth_settings=["BearerToken"], _return_http_data_only=True,
-                _preload_content=False, _request_timeout=self.timeout,
+                _preload_content=False, _request_timeout=timeout or self.timeout,
             )
             return response
         except ApiException as exc:
@@ -246,7 +247,7 @@ class Cluster(Writes):
 
     def _pages(
         self, resource: Resource, namespace: str | None, label_selector: str | None,
-        field_selector: str | None, page_size: int, action: Action,
+        field_selector: str | None, page_size: int, action: Action, meta: dict[str, str] | None = None,
     ) -> Iterator[list[dict[str, Any]]]:
         query: Query = [("limit", page_size)]
         if label_selector:
@@ -259,10 +260,50 @@ class Cluster(Writes):
                 resource.path(namespace), action=action,
                 query=query + ([("continue", token)] if token else []),
             )
+            if meta is not None and not token:
+                meta["resourceVersion"] = str((page.get("metadata") or {}).get("resourceVersion") or "")
             yield page.get("items") or []
             token = (page.get("metadata") or {}).get("continue") or ""
             if not token:
                 return
+
+    def list_versioned(
+        self, resource: Resource, *, namespace: str | None = None, field_selector: str | None = None,
+        page_size: int = PAGE_SIZE,
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every object and the list's resourceVersion, from which a :meth:`watch` goes on."""
+        action = Action("list", resource.qualified, namespace)
+        for restart in range(3):
+            meta: dict[str, str] = {}
+            try:
+                items = [obj for page in self._pages(resource, namespace, None, field_selector, page_size, action, meta)
+                         for obj in page]
+                return items, meta.get("resourceVersion", "")
+            except ListExpired:
+                if restart == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def watch(
+        self, resource: Resource, *, resource_version: str, namespace: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> WatchStream:
+        """Changes after ``resource_version``, with bookmarks, for up to ``timeout_seconds``.
+
+        :class:`~runbooks.errors.ListExpired` (now or while iterating) when that version is
+        older than the server's history: list again (:meth:`list_versioned`) and watch from there.
+        """
+        action = Action("watch", resource.qualified, namespace)
+        query: Query = [("watch", "1"), ("resourceVersion", resource_version), ("allowWatchBookmarks", "true"),
+                        ("timeoutSeconds", timeout_seconds)]
+        response = self._send("GET", resource.path(namespace), action=action, query=query,
+                              timeout=(self.timeout[0], timeout_seconds + self.timeout[1]))
+        return WatchStream(
+            response, action=action,
+            transport_error=lambda exc: self._clean(
+                error_for_transport(exc, action=action, context=self.context, server=self.server)),
+            transport_errors=(urllib3.exceptions.HTTPError, OSError, AttributeError, ValueError),
+        )
 
     def version(self) -> ServerVersion:
         """``/version``, with the server's clock from the answer's ``Date`` header."""

@@ -16,19 +16,19 @@ from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get, post, sla
 SERVE = [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", "0", "--drain", "10"]
 
 
-def environment(fake: FakeSlack, sim: KubeSim, tmp_path: Path, **extra: str) -> dict[str, str]:
+def environment(fake: FakeSlack, sim: KubeSim, tmp_path: Path, redis_url: str, **extra: str) -> dict[str, str]:
     policy = tmp_path / "policy.yaml"
     policy.write_text(yaml.safe_dump({"channels": {"C0OPS": {"cluster": "kubesim"}}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT", "SLACK"))}
     env.update(HOME=str(tmp_path), KUBECONFIG=str(sim.kubeconfig), UPGRADEBOT_CONFIG=str(policy),
-               SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET, SLACK_API_URL=fake.api_url, **extra)
+               SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET, SLACK_API_URL=fake.api_url, REDIS_URL=redis_url, **extra)
     return env
 
 
-def test_serve_answers_and_stops_on_sigterm(cluster: KubeSim, tmp_path: Path) -> None:
+def test_serve_answers_and_stops_on_sigterm(cluster: KubeSim, tmp_path: Path, redis_url: str) -> None:
     """The served process acks a signed help, answers the probes, and exits 0 on SIGTERM."""
     with FakeSlack() as fake:
-        proc = subprocess.Popen(SERVE, env=environment(fake, cluster, tmp_path), stdout=subprocess.PIPE,
+        proc = subprocess.Popen(SERVE, env=environment(fake, cluster, tmp_path, redis_url), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         try:
             assert proc.stdout is not None
@@ -50,28 +50,28 @@ def test_serve_answers_and_stops_on_sigterm(cluster: KubeSim, tmp_path: Path) ->
     assert "stopping" in err and BOT_TOKEN not in err and SIGNING_SECRET not in err
 
 
-def test_serve_without_signing_secret_refuses(cluster: KubeSim, tmp_path: Path) -> None:
+def test_serve_without_signing_secret_refuses(cluster: KubeSim, tmp_path: Path, redis_url: str) -> None:
     """Over HTTP the signing secret is required: exit 2 with a one-line reason."""
     with FakeSlack() as fake:
-        env = environment(fake, cluster, tmp_path)
+        env = environment(fake, cluster, tmp_path, redis_url)
         del env["SLACK_SIGNING_SECRET"]
         proc = subprocess.run(SERVE, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "SLACK_SIGNING_SECRET" in proc.stderr
 
 
-def test_serve_refuses_a_bot_token_as_app_token(cluster: KubeSim, tmp_path: Path) -> None:
+def test_serve_refuses_a_bot_token_as_app_token(cluster: KubeSim, tmp_path: Path, redis_url: str) -> None:
     """SLACK_APP_TOKEN selects Socket Mode and must be an app-level token: exit 2 otherwise."""
     with FakeSlack() as fake:
-        env = environment(fake, cluster, tmp_path, SLACK_APP_TOKEN="xoxb-not-an-app-token")
+        env = environment(fake, cluster, tmp_path, redis_url, SLACK_APP_TOKEN="xoxb-not-an-app-token")
         proc = subprocess.run(SERVE, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "app-level token (xapp-" in proc.stderr and "xoxb-not" not in proc.stderr
 
 
-def test_socket_mode_failure_is_one_line(cluster: KubeSim, tmp_path: Path) -> None:
+def test_socket_mode_failure_is_one_line(cluster: KubeSim, tmp_path: Path, redis_url: str) -> None:
     """When Slack refuses the Socket Mode connection, serve exits 2 with the reason, no traceback."""
     with FakeSlack() as fake:
-        env = environment(fake, cluster, tmp_path, SLACK_APP_TOKEN="xapp-1-A0APP-0000-test")
+        env = environment(fake, cluster, tmp_path, redis_url, SLACK_APP_TOKEN="xapp-1-A0APP-0000-test")
         proc = subprocess.run(SERVE, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert "cannot open the Socket Mode connection" in proc.stderr.splitlines()[-1]

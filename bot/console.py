@@ -1,0 +1,233 @@
+"""``upgradebot console``: a chat in the terminal on the same router, handlers and run engine.
+
+Like Hubot's shell adapter: what you type is a command (``inventory``, or
+``/upgrade inventory`` as in Slack), the bot's messages are printed as text
+(:mod:`bot.render_text`), a run shows as its root message (printed once, then one line
+per update) and a thread whose lines carry the run id. Buttons become numbered choices:
+typing the number clicks it. ``/as <user>`` switches who you are, ``/quit`` (or end of
+input) leaves. Runs advance in this process, after the reply to the command or click
+that let them move, so the transcript reads in order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TextIO
+
+from bot.render_text import render_message
+from bot.settings import Settings
+from handlers.decisions import ACTIONS, Click, Decisions
+from handlers.replies import Message, Reply
+from handlers.routing import Caller, Router
+from handlers.run_replies import gate_message, root_message, step_message
+from runbooks.driving import StepPaused
+from runbooks.runs import Gate, Run, Step
+
+if TYPE_CHECKING:
+    from bot.app_wiring import Runtime
+    from handlers.access import Directory
+
+log = logging.getLogger("upgradebot.console")
+BOT = "upgradebot"
+SURFACE = "console"
+HELP = ("console: type a command (`help` lists them; `/upgrade <verb> …` works too), a number to click that "
+        "button, `/as <user>` to act as someone else, `/quit` to leave")
+
+
+@dataclass(frozen=True)
+class Choice:
+    action: str
+    value: str
+    label: str
+
+
+class Chat:
+    """One console conversation: who types, the numbered buttons, the runs to move on."""
+
+    def __init__(self, *, router: Router | None = None, decisions: Decisions | None = None, out: TextIO,
+                 user: str, advance_now: Callable[[str], Run] | None = None, prefix: str = "/upgrade",
+                 self_approval: bool = False) -> None:
+        self.router, self.decisions, self.out, self.user = router, decisions, out, user
+        self.advance_now, self.prefix, self.self_approval = advance_now, prefix, self_approval
+        self.choices: dict[int, Choice] = {}
+        self._next_choice = 1
+        self._pending: list[str] = []
+        self._seen: set[str] = set()
+        self._reasons: dict[str, str] = {}
+        self._lock = threading.RLock()
+
+    # ---------------------------------------------------------------- output
+    def print(self, text: str) -> None:
+        with self._lock:
+            self.out.write(text if text.endswith("\n") else text + "\n")
+            self.out.flush()
+
+    def _numbered(self, message: Message, indent: str) -> str:
+        with self._lock:
+            first = self._next_choice
+            for offset, button in enumerate(message.buttons):
+                self.choices[first + offset] = Choice(button.action_id, button.value, button.label)
+            self._next_choice += len(message.buttons)
+        return render_message(message, indent=indent, first_choice=first)
+
+    def show(self, reply: Reply) -> None:
+        """A reply: to everyone, or (ephemeral) to the one who typed."""
+        head = f"{BOT} (only {self.user} sees this):" if reply.ephemeral else f"{BOT}:"
+        text = self._numbered(reply, "  ")
+        text += "".join(f"    {self.prefix} {line}\n" for line in reply.usage)
+        for item in reply.thread:
+            text += self._numbered(item, "  | ")
+        self.print(head + "\n" + text)
+
+    # ------------------------------------------------------------- observer
+    def on_state(self, run: Run) -> None:
+        with self._lock:
+            first = run.id not in self._seen
+            self._seen.add(run.id)
+        if first:
+            self.print(f"{BOT} posted run {run.id}:\n" + render_message(root_message(run), indent="  "))
+            return
+        with self._lock:
+            fresh = run.reason and self._reasons.get(run.id) != run.reason
+            self._reasons[run.id] = run.reason
+        reason = f": {run.reason}" if fresh else ""
+        self.print(f"{BOT} updated the message of {run.id}: state {run.state.value}{reason}")
+
+    def on_step(self, run: Run, step: Step) -> None:
+        self.print(render_message(step_message(run, step), indent=f"  {run.id} | "))
+
+    def on_gate(self, run: Run, gate: Gate) -> None:
+        self.print(self._numbered(gate_message(run, gate, self_approval=self.self_approval), f"  {run.id} | "))
+
+    # ---------------------------------------------------------------- input
+    def advance(self, run_id: str) -> None:
+        """Move ``run_id`` on once the current reply is printed."""
+        with self._lock:
+            if run_id not in self._pending:
+                self._pending.append(run_id)
+
+    def say(self, line: str) -> bool:
+        """Handle one typed line; False when the user leaves."""
+        text = line.strip()
+        if not text:
+            return True
+        if text in ("/quit", "/exit"):
+            return False
+        if text.startswith("/as"):
+            who = text[3:].strip()
+            if who:
+                self.user = who
+                self.print(f"(you are now {who})")
+            else:
+                self.print("usage: /as <user>")
+            return True
+        if text.isdigit():
+            self.click(int(text))
+        elif text.startswith(self.prefix + " ") or text == self.prefix:
+            self.command(text[len(self.prefix):])
+        elif text.startswith("/"):
+            self.print(HELP)
+        else:
+            self.command(text)
+        self._drain()
+        return True
+
+    def command(self, text: str) -> None:
+        assert self.router is not None
+        routed = self.router.route(text, Caller(user=self.user, channel=None, surface=SURFACE))
+        self.show(routed.reply)
+
+    def click(self, number: int) -> None:
+        choice = self.choices.get(number)
+        if choice is None or self.decisions is None:
+            self.print(f"there is no choice [{number}]")
+            return
+        if choice.action not in ACTIONS:
+            self.print(f"[{number}] {choice.label} does nothing in the console")
+            return
+        self.print(f"({self.user} clicked [{number}] {choice.label})")
+        decided = self.decisions.decide(Click(action=choice.action, value=choice.value, user=self.user))
+        if decided.replace is not None:
+            self.print(f"{BOT} replaced the request's buttons:\n" + render_message(decided.replace, indent="  "))
+        if decided.reply is not None:
+            self.show(decided.reply)
+
+    def _drain(self) -> None:
+        while self.advance_now is not None:
+            with self._lock:
+                if not self._pending:
+                    return
+                run_id = self._pending.pop(0)
+            try:
+                self.advance_now(run_id)
+            except StepPaused as exc:
+                self.print(f"{BOT}: {exc}")
+
+    def loop(self, lines: Iterable[str] | None = None, *, prompt: bool = True) -> None:
+        """Read lines until ``/quit`` or the end of input; a prompt when reading a terminal."""
+        source = lines if lines is not None else sys.stdin
+        self.print(HELP)
+        if prompt:
+            self.out.write(f"{self.user}> ")
+            self.out.flush()
+        for line in source:
+            if not prompt:
+                self.print(f"{self.user}> {line.rstrip()}")
+            if not self.say(line):
+                return
+            if prompt:
+                self.out.write(f"{self.user}> ")
+                self.out.flush()
+
+
+def build_chat(runtime: Runtime, *, out: TextIO, user: str, directory: Directory | None = None) -> Chat:
+    """A console chat on ``runtime``: the router with every chat verb, decisions by the engine,
+    runs advanced in this process, the chat added to the engine's observers."""
+    from handlers import inventory
+    from handlers.access import StaticDirectory
+    from handlers.deciding import EngineDecisions
+    from handlers.routing import default_registry
+
+    policy, engine = runtime.policy, runtime.engine
+    directory = directory or StaticDirectory()
+    chat = Chat(out=out, user=user, advance_now=engine.advance, prefix=policy.slash_command,
+                self_approval=policy.approvers.allow_self_approval)
+    registry = default_registry(inventory.verb(connect=runtime.connect, policy=policy),
+                                *runtime.chat_verbs(directory, advance=chat.advance))
+    chat.router = Router(registry, policy, directory)
+    chat.decisions = EngineDecisions(engine=engine, policy=policy, directory=directory, advance=chat.advance)
+    runtime.observers.add(chat)
+    for hook in runtime.console_hooks:
+        hook(chat)
+    return chat
+
+
+def add_console_verb(verbs: Any) -> None:
+    parser = verbs.add_parser("console", help="a chat in the terminal: the Slack commands and buttons, as text",
+                              usage="upgradebot console [--as USER] [--kubeconfig PATH]")
+    parser.add_argument("--as", dest="as_user", metavar="USER", help="who you are at first (default: $USER)")
+    parser.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG)")
+
+
+def run_console(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """``upgradebot console``: the engine on ``REDIS_URL`` (else this user's local Redis) and the cluster
+    of ``KUBECONFIG``, the chat on stdin/stdout."""
+    from bot.app_wiring import build_runtime
+    from bot.cli import connector
+
+    runtime = build_runtime(settings, settings.policy(), connect=connector(settings, args.kubeconfig))
+    try:
+        chat = build_chat(runtime, out=out, user=args.as_user or settings.shell_user or "you")
+        runtime.start(sweep=False)
+        chat.loop(prompt=sys.stdin.isatty())
+    finally:
+        runtime.stop(timeout=10)
+    return 0
+
+
+CONSOLE_VERBS: dict[str, Callable[[argparse.Namespace, Settings, TextIO], int]] = {"console": run_console}

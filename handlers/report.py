@@ -1,0 +1,152 @@
+"""``report <run>``: a run's stability report now, and the "Request rollback" button on it.
+
+Thin, as every handler: :func:`handle` reads the run, what the bot collected of its events
+(``read_tally``, the Redis store's) and the cluster, and returns the
+:class:`~runbooks.stability.reports.StabilityReport`; :func:`present` turns it into a
+surface-neutral :class:`Reply` (the shell prints the model with ``--json``). The scheduled
+24 h / 48 h reports are the same reply (``bot/report_posting.py``).
+
+A report that is not ``stable`` carries a "Request rollback" button (action
+:data:`REQUEST_ROLLBACK`, value the run id): :func:`request_rollback` opens a rollback
+request with the engine, which still needs an approver's click.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from handlers.decisions import REQUEST_ROLLBACK
+from handlers.replies import Button, Item, Message, Reply, Table, Tone, user_ref
+from handlers.routing import Verb, presented
+from handlers.run_arguments import run_id
+from runbooks.approving import Actor
+from runbooks.cluster import Cluster
+from runbooks.engine import Engine
+from runbooks.policy import Policy
+from runbooks.refusals import Refused, moment_text
+from runbooks.stability.reporting import check_reportable, report_of
+from runbooks.stability.reports import Count, StabilityReport
+from runbooks.stability.tallying import Tally
+
+USAGE = "report <run>"
+TONE: dict[str, Tone] = {"stable": "ok", "degraded": "warn", "failing": "error"}
+MAX_EVENT_ROWS = 10
+LAST_STABLE = "The last scheduled report: monitoring ends, the run is done and its target free."
+LAST_UNSTABLE = ("The last scheduled report, and not stable: the run stays in monitoring (its target locked) until "
+                 "someone requests the rollback (an approver decides) or closes it with `close {run}`.")
+ReadTally = Callable[[str], tuple[Tally | None, dict[str, str]]]
+
+
+def parse(words: Sequence[str]) -> str:
+    return run_id(words, usage=USAGE)[0]
+
+
+def handle(run: str, *, engine: Engine, connect: Callable[[str | None], Cluster], policy: Policy,
+           read_tally: ReadTally, due: str | None = None) -> StabilityReport:
+    """The report of ``run`` now (``Refused`` before the promotion)."""
+    found = engine.get(run)
+    check_reportable(found)
+    tally, info = read_tally(found.id)
+    with connect(found.target.cluster or None) as cluster:
+        return report_of(found, cluster=cluster, tally=tally, info=info, policy=policy, due=due)
+
+
+# ------------------------------------------------------------------ chat surfaces
+def mention(principal: str) -> str:
+    """A user group (``S…``) or a user (``U…``) as a mention every surface shows."""
+    return f"<!subteam^{principal}>" if principal.startswith("S") else user_ref(principal)
+
+
+def rollback_button(run: str) -> Button:
+    return Button(label="Request rollback", action_id=REQUEST_ROLLBACK, value=run, style="danger")
+
+
+def _when(report: StabilityReport) -> str:
+    return (f"{moment_text(report.window_start)} to {moment_text(report.window_end)} "
+            f"({_hours(report.window.total_seconds())} since the promotion)")
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+def _counts(counts: Sequence[Count], more: int) -> str:
+    text = ", ".join(f"{c.name} ({c.count})" for c in counts)
+    return text + (f" +{more} more" if more else "")
+
+
+def present(report: StabilityReport, *, lead: str = "", last: bool = False) -> Reply:
+    """The report as a message (verdict, reasons, key numbers, events by reason) and thread
+    items (the nodes against the baseline, sample messages, what was collected and how).
+    ``last``: the last scheduled report, which says what becomes of the run."""
+    title = (f"Stability report{' (' + report.due + ')' if report.due else ''} of {report.run_id}: "
+             f"{report.verdict.upper()}")
+    lines = [lead] if lead else []
+    lines.append(f"{report.target} on {report.cluster or 'the current context'}, image {report.image}")
+    lines += [f"- {f.severity}: {f.text}" for f in report.findings] or ["- no trouble found"]
+    if last:
+        lines.append(LAST_STABLE if report.stable else LAST_UNSTABLE.format(run=report.run_id))
+    drops = sorted({d.node for d in report.capacity_drops})
+    fields = [
+        Item(label="Window", value=_when(report)),
+        Item(label="Events that matter", value=f"{report.collection.occurrences} ({report.collection.events} distinct)"
+             if report.collection.collected else "not collected"),
+        Item(label="Plugin restarts", value=str(sum(r.restarts for r in report.restarts))),
+        Item(label="GPUs below baseline", value=", ".join(drops) or "none"),
+        Item(label="Claims pending", value=", ".join(p.claim + (" (before)" if p.pre_existing else "")
+                                                      for p in report.claims_pending) or "none"),
+    ]
+    table = None
+    if report.events:
+        table = Table(header=["reason", "count", "nodes", "objects", "last"],
+                      rows=[[e.reason, str(e.count), _counts(e.nodes, e.more_nodes) or "-",
+                             _counts(e.objects, e.more_objects), moment_text(e.last) if e.last else "-"]
+                            for e in report.events[:MAX_EVENT_ROWS]],
+                      note=f"… {len(report.events) - MAX_EVENT_ROWS} more reasons" if len(report.events) > MAX_EVENT_ROWS else "")
+    buttons = [] if report.stable else [rollback_button(report.run_id)]
+    return Reply(title=title, text="\n".join(lines), fields=fields, table=table, buttons=buttons,
+                 tone=TONE[report.verdict], thread=_thread(report))
+
+
+def _thread(report: StabilityReport) -> list[Message]:
+    rows = [[n.node, "-" if n.ready is None else ("yes" if n.ready else "NO"), n.gpus_before, n.gpus_now,
+             n.pod_now or "-", "-" if n.pod_ready is None else ("yes" if n.pod_ready else "NO"), str(n.restarts),
+             n.image_now or "-"] + ([f"{n.slices_before}/{n.slices_now}"] if n.slices_before or n.slices_now else [])
+            for n in report.nodes]
+    header = ["node", "ready", "GPUs before", "GPUs now", "plugin pod", "pod ready", "restarts", "image"]
+    if any(len(r) > len(header) for r in rows):
+        header.append("devices before/now")
+        rows = [r + ["-"] * (len(header) - len(r)) for r in rows]
+    items = [Message(title="Nodes against the baseline (capacity/allocatable)", table=Table(header=header, rows=rows))]
+    samples = [f"{e.reason}: {s}" for e in report.events for s in e.samples]
+    if samples:
+        items.append(Message(title="Sample messages", text="\n".join(samples[:15])))
+    c, notes = report.collection, list(report.notes)
+    if c.collected and c.flushed_at:
+        notes.insert(0, f"Events watched since {moment_text(c.started or c.since or c.flushed_at)}, last stored "
+                        f"{moment_text(c.flushed_at)}, {c.relists} re-list(s) after 410 Gone")
+    if report.claims_lost:
+        notes.append(f"claims no longer allocated: {', '.join(report.claims_lost)}")
+    if notes:
+        items.append(Message(title="How this report was made", text="\n".join(notes)))
+    return items
+
+
+def verb(*, engine: Engine, connect: Callable[[str | None], Cluster], policy: Policy, read_tally: ReadTally) -> Verb:
+    """``report <run>`` for the chat surfaces."""
+    return presented(
+        "report", usage=USAGE, summary="a run's stability report now (as the 24 h / 48 h ones)", parse=parse,
+        handle=lambda run, caller: handle(run, engine=engine, connect=connect, policy=policy, read_tally=read_tally),
+        present=present, takes_cluster=False,
+    )
+
+
+def request_rollback(run: str, *, engine: Engine, actor: Actor) -> Reply:
+    """The "Request rollback" click: opens the rollback request (approvers decide in the thread)."""
+    try:
+        outcome = engine.rollback(run, actor=actor, reason=f"requested from a stability report by {actor.user}")
+    except Refused as exc:
+        return Reply.error(str(exc))
+    note = outcome.note or "rollback requested: an approver must approve it in the run's thread"
+    return Reply(text=f"{user_ref(actor.user)}: {note} (run {run} is {outcome.run.state.value})", tone="warn")
+

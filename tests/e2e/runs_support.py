@@ -1,0 +1,98 @@
+"""Helpers of the run end-to-end tests: the policy, reading the fake Slack's record, clicking.
+
+A run in Slack is one root message (``chat.postMessage`` without ``thread_ts``), updated
+with ``chat.update`` on its ts, and thread messages under it; a gate's message is the
+thread message with an ``actions`` block. These helpers find them in the calls the fake
+Slack recorded, and send clicks signed as Slack signs them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from runbooks.policy import Policy
+from tests.fakeslack import Answer, Call, FakeSlack, block_action, post, slash_command
+
+TARGET = "kube-system/nvidia-device-plugin-daemonset"
+NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+CANARY = f"canary {TARGET} image={NEW} node=gpu-node1"
+RUN_POLICY = {
+    "channels": {"C0OPS": {"cluster": "kubesim"}},
+    "requesters": {"users": ["U0ANA"], "usergroups": ["S0PLATFORM"]},
+    "approvers": {"users": ["U0LEAD"], "usergroups": ["S0LEADS"]},
+    "reports": {"after": []},
+    "steps": {"observe_window": "1s", "poll_interval": "0.1s", "ready_timeout": "60s"},
+}
+POLICY = Policy.model_validate(RUN_POLICY)
+
+
+def texts(call: Call) -> str:
+    """Every text of a recorded message: its blocks' sections, fields and context."""
+    out = [str(call.body.get("text", ""))]
+    for block in call.body.get("blocks", []):
+        out.append(block.get("text", {}).get("text", ""))
+        out += [f["text"] for f in block.get("fields", [])]
+        out += [e.get("text", "") for e in block.get("elements", []) if isinstance(e.get("text"), str)]
+    return "\n".join(out)
+
+
+def buttons(call: Call) -> dict[str, str]:
+    return {e["action_id"]: e["value"] for b in call.body.get("blocks", []) if b["type"] == "actions"
+            for e in b["elements"]}
+
+
+def roots(fake: FakeSlack) -> list[Call]:
+    return [c for c in fake.of("chat.postMessage") if "thread_ts" not in c.body]
+
+
+def thread(fake: FakeSlack, ts: str) -> list[Call]:
+    return [c for c in fake.of("chat.postMessage") if c.body.get("thread_ts") == ts]
+
+
+def updates(fake: FakeSlack, ts: str) -> list[Call]:
+    return [c for c in fake.of("chat.update") if c.body.get("ts") == ts]
+
+
+def eventually(check: Callable[[], object], what: str, timeout: float = 30.0) -> object:
+    """``check()`` once it is truthy; AssertionError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"not reached within {timeout}s: {what}")
+
+
+def posted_ts(call: Call) -> str:
+    """The ts the fake Slack gave a recorded chat.postMessage."""
+    return str(call.answer["ts"])
+
+
+@dataclass
+class SlackClient:
+    """Signed commands and clicks to one bot's /slack/events."""
+
+    url: str
+    fake: FakeSlack
+
+    def command(self, text: str, *, user: str = "U0ANA", body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> Answer:
+        body = body or slash_command(text, user=user, response_url=self.fake.response_url(f"c-{user}"))
+        return post(self.url + "/slack/events", body, headers=headers)
+
+    def click(self, action: str, value: str, *, user: str, message_ts: str, thread_ts: str) -> Answer:
+        body = block_action(action_id=action, value=value, user=user, message_ts=message_ts, thread_ts=thread_ts,
+                            response_url=self.fake.response_url(f"a-{user}"))
+        return post(self.url + "/slack/events", body)
+
+    def gate(self, root_ts: str, count: int = 1) -> tuple[str, str]:
+        """The ``count``-th gate message of the run's thread: (its ts, its buttons' value)."""
+        def gates() -> list[Call]:
+            return [c for c in thread(self.fake, root_ts) if buttons(c)]
+        found = eventually(lambda: len(gates()) >= count and gates(), f"gate message {count}")
+        assert isinstance(found, list)
+        call = found[count - 1]
+        return posted_ts(call), buttons(call)["approve"]

@@ -1,0 +1,64 @@
+"""``upgradebot console`` and ``upgradebot demo`` as a person (or ``make demo``) runs them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kubesim import KubeSim
+
+TARGET = "kube-system/nvidia-device-plugin-daemonset"
+
+
+def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT", "SLACK", "REDIS"))}
+    env.update(HOME=str(tmp_path), **extra)
+    return env
+
+
+def test_console_as_and_numbered_buttons(cluster: KubeSim, redis_url: str, tmp_path: Path) -> None:
+    """Typed lines: a canary request, the requester's own Approve (a number) refused, /as, Reject by number."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({"approvers": {"users": ["U0ALICE", "U0BOB"]}, "reports": {"after": []}}))
+    lines = ["/as U0ALICE", f"/upgrade canary {TARGET} image=nvcr.io/nvidia/k8s-device-plugin:v0.17.0 node=gpu-node1",
+             "1", "/as U0BOB", "2", "runs", "/quit", "help"]
+    proc = subprocess.run([sys.executable, "-m", "bot", "console"], input="\n".join(lines) + "\n", text=True,
+                          capture_output=True, timeout=60,
+                          env=clean_env(tmp_path, KUBECONFIG=str(cluster.kubeconfig), REDIS_URL=redis_url,
+                                        UPGRADEBOT_CONFIG=str(policy)))
+    out = proc.stdout
+    assert proc.returncode == 0, proc.stderr
+    assert "[1] Approve  [2] Reject" in out and "(you are now U0BOB)" in out
+    assert "you requested this run; another approver must approve it" in out
+    assert "(U0BOB clicked [2] Reject)" in out and "Rejected by @U0BOB" in out
+    assert "state rejected: the canary request was rejected by U0BOB; nothing was changed" in out
+    assert "rejected" in out.split("Runs (1)")[1] and "What I can do" not in out  # nothing read after /quit
+
+
+@pytest.mark.slow
+def test_demo_tells_the_whole_story(tmp_path: Path) -> None:
+    """`upgradebot demo` exits 0 with every expected step of the story in its transcript."""
+    proc = subprocess.run([sys.executable, "-m", "bot", "demo"], text=True, capture_output=True, timeout=110,
+                          env=clean_env(tmp_path), stdin=subprocess.DEVNULL)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-2000:]
+    for step in ("inventory shows the cluster", "waits for approval", "the requester's own approval is refused",
+                 "only gpu-node1 runs the new image", "verify on gpu-node1 passes", "the run is monitoring",
+                 "every GPU node runs the new image", "verify on all nodes passes", "is done",
+                 "rolled back automatically", "every GPU node is back on the previous image", "runs lists both runs"):
+        assert f"[ok] {step}" in out or any(step in line and "[ok]" in line for line in out.splitlines()), step
+    assert "[MISSING]" not in out and "Simulated: the cluster" in out and "all " in out.splitlines()[-1]
+
+
+def test_demo_interactive_leaves_you_at_the_prompt(tmp_path: Path) -> None:
+    """`upgradebot demo --interactive` reads commands against its own Redis and kubesim until /quit."""
+    proc = subprocess.run([sys.executable, "-m", "bot", "demo", "--interactive"], input="inventory\n/quit\n",
+                          text=True, capture_output=True, timeout=60, env=clean_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "U0ALICE> inventory" in proc.stdout and "Inventory of kubesim" in proc.stdout
+    assert "[ok]" not in proc.stdout, "the story is not told"

@@ -1,0 +1,154 @@
+"""Runs driven from Slack end to end: signed commands and clicks to the bot ``serve`` builds
+(the engine on a real Redis, the DaemonSet steps on kubesim), answers on the fake Slack."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from bot.app_wiring import Runtime, build_runtime, build_slack_service
+from bot.serving import Service
+from bot.slack_threads import SlackThreads
+from bot.web import HttpServer
+from kubesim import KubeSim
+from runbooks.runs import RunState
+from tests.e2e.harness import settings_for
+from tests.e2e.runs_support import (
+    CANARY,
+    POLICY,
+    SlackClient,
+    eventually,
+    posted_ts,
+    roots,
+    texts,
+    thread,
+    updates,
+)
+from tests.fakeslack import FakeSlack, slash_command
+
+S = RunState
+
+
+@dataclass
+class RunBot:
+    slack: SlackClient
+    runtime: Runtime
+    fake: FakeSlack
+    service: Service
+
+    def state(self, run_id: str) -> RunState:
+        return self.runtime.engine.get(run_id).state
+
+    def wait_state(self, run_id: str, state: RunState) -> None:
+        eventually(lambda: self.state(run_id) is state, f"run {run_id} {state.value}", timeout=60)
+
+    def idle(self) -> bool:
+        """No run being advanced, every paced message sent."""
+        pacers = [t.pacer for t in self.runtime.observers.of_type(SlackThreads)]
+        return self.runtime.advancer.wait_idle(0.1) and all(p.wait_idle(0.1) for p in pacers)
+
+
+@pytest.fixture
+def run_bot(fake_slack: FakeSlack, redis_url: str) -> Iterator[RunBot]:
+    """The bot as ``upgradebot serve`` wires it, on a kubesim of its own running 20 times as fast."""
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20) as sim:
+        settings = settings_for(fake_slack, sim, REDIS_URL=redis_url, UPGRADEBOT_SLACK_PACE=0.01)
+        runtime = build_runtime(settings, POLICY)
+        service = build_slack_service(settings, runtime, readiness_cache=0)
+        runtime.start()
+        http = HttpServer(service.wsgi(), port=0, threads=8).start()
+        try:
+            yield RunBot(SlackClient(http.url, fake_slack), runtime, fake_slack, service)
+        finally:
+            http.stop(timeout=5)
+            service.workers.shutdown(timeout=10)
+            runtime.stop(timeout=30)
+
+
+def requested(bot: RunBot) -> tuple[str, str]:
+    """U0ANA's canary, delivered twice (a Slack retry): one run, one root message; (run id, root ts)."""
+    body = slash_command(CANARY, user="U0ANA", response_url=bot.fake.response_url("canary"))
+    assert bot.slack.command("", body=body).status == 200
+    assert bot.slack.command("", body=body, headers={"X-Slack-Retry-Num": "1"}).status == 200
+    (root,) = eventually(lambda: roots(bot.fake), "the root message")  # type: ignore[misc]
+    runs = bot.runtime.engine.runs()
+    assert len(runs) == 1 and runs[0].state is S.AWAITING_APPROVAL
+    return runs[0].id, posted_ts(root)
+
+
+def test_canary_to_done_in_one_thread(run_bot: RunBot) -> None:
+    """canary (retried once) -> own Approve refused -> double-clicked Approve -> canary -> promotion approved -> done."""
+    bot = run_bot
+    run_id, root_ts = requested(bot)
+    gate_ts, value = bot.slack.gate(root_ts)
+    bot.slack.click("approve", value, user="U0ANA", message_ts=gate_ts, thread_ts=root_ts)
+    (own,) = bot.fake.wait_for("response_url")
+    assert "another approver must approve" in own.body["text"] and own.body["response_type"] == "ephemeral"
+    assert bot.state(run_id) is S.AWAITING_APPROVAL and updates(bot.fake, gate_ts) == []
+
+    bot.slack.click("approve", value, user="U0CAT", message_ts=gate_ts, thread_ts=root_ts)  # via S0LEADS
+    bot.slack.click("approve", value, user="U0CAT", message_ts=gate_ts, thread_ts=root_ts)  # a double click
+    bot.wait_state(run_id, S.AWAITING_PROMOTION)
+    promotion_ts, promotion = bot.slack.gate(root_ts, 2)
+    bot.slack.click("approve", promotion, user="U0LEAD", message_ts=promotion_ts, thread_ts=root_ts)
+    bot.wait_state(run_id, S.DONE)
+    eventually(bot.idle, "everything sent")
+
+    audit = bot.runtime.engine.audit(run_id)
+    assert [e["actor"] for e in audit if e["kind"] == "decision"] == ["U0CAT", "U0LEAD"]
+    assert len(roots(bot.fake)) == 1, "one root message"
+    root_updates = updates(bot.fake, root_ts)
+    assert root_updates and "done" in texts(root_updates[-1]) and "<@U0ANA>" in texts(root_updates[-1])
+    items = thread(bot.fake, root_ts)
+    steps = [e for e in audit if e["kind"] != "transition"]
+    assert len(items) == len(steps) + 2, "one thread message per step and check, plus the two requests"
+    assert "Approved by <@U0CAT>" in texts(updates(bot.fake, gate_ts)[0])
+    assert any("Approved by <@U0LEAD>" in texts(c) for c in updates(bot.fake, promotion_ts))
+    for call in bot.fake.of("chat.postMessage") + bot.fake.of("chat.update"):
+        blocks = call.body.get("blocks", [])
+        assert len(blocks) <= 50 and all(len(b.get("text", {}).get("text", "")) <= 3000 for b in blocks)
+    said = [c.body.get("text", "") for c in bot.fake.of("response_url")]
+    assert any("already approved by U0CAT" in s for s in said), said
+    metrics = bot.service.metrics.exposition()[0].decode()
+    for step in ("canary", "verify_canary", "promote", "verify_all"):
+        assert f'upgradebot_step_duration_seconds_count{{result="ok",step="{step}"}} 1.0' in metrics
+    assert 'upgradebot_approvals_total{action="approve",outcome="accepted"} 2.0' in metrics
+
+    for text in (f"status {run_id}", f"audit {run_id}", f"verify {run_id} window=1s"):
+        bot.slack.command(text, user="U0EVE")  # reading needs no requester rights
+    verified = eventually(lambda: [c for c in bot.fake.of("chat.postMessage") if "Verify of" in texts(c)], "verify")
+    answers = bot.fake.wait_for("response_url", len(said) + 2)[len(said):]
+    assert "all checks passed" in texts(verified[0])  # type: ignore[index]
+    assert any("State" in texts(a) and "done" in texts(a) for a in answers)
+    assert any(f"Audit of {run_id}" in texts(a) and len(a.body["blocks"]) <= 50 for a in answers)
+
+
+def test_rollback_request_approved(run_bot: RunBot) -> None:
+    """After the canary, `rollback <run>` posts a rollback request; an approver's click rolls back."""
+    bot = run_bot
+    run_id, root_ts = requested(bot)
+    gate_ts, value = bot.slack.gate(root_ts)
+    bot.slack.click("approve", value, user="U0LEAD", message_ts=gate_ts, thread_ts=root_ts)
+    bot.wait_state(run_id, S.AWAITING_PROMOTION)
+    bot.slack.command(CANARY, user="U0BEN")
+    refused = eventually(lambda: [c for c in bot.fake.of("response_url") if "already has an active run" in
+                                  c.body.get("text", "")], "the second canary refused")
+    assert isinstance(refused, list) and refused[0].body["response_type"] == "ephemeral"
+    assert len(bot.runtime.engine.runs()) == 1 and len(roots(bot.fake)) == 1, "nothing started"
+    gauge = bot.service.metrics.exposition()[0].decode()
+    assert 'upgradebot_runs{state="awaiting_promotion"} 1.0' in gauge
+
+    bot.slack.command(f"rollback {run_id} reason=testing", user="U0BEN")
+    rollback_ts, rollback = bot.slack.gate(root_ts, 3)
+    assert "Rollback request" in texts(next(c for c in thread(bot.fake, root_ts) if posted_ts(c) == rollback_ts))
+    bot.slack.click("approve", rollback, user="U0EVE", message_ts=rollback_ts, thread_ts=root_ts)
+    eventually(lambda: any("not an approver" in c.body.get("text", "") for c in bot.fake.of("response_url")),
+               "an unauthorized click explained")
+    assert bot.state(run_id) is S.AWAITING_PROMOTION and bot.runtime.engine.get(run_id).gate.is_open  # type: ignore[union-attr]
+    bot.slack.click("approve", rollback, user="U0CAT", message_ts=rollback_ts, thread_ts=root_ts)
+    bot.wait_state(run_id, S.ROLLED_BACK)
+    eventually(bot.idle, "everything sent")
+    assert "rolled_back" in texts(updates(bot.fake, root_ts)[-1])
+    assert bot.runtime.store.lock_holder(bot.runtime.engine.get(run_id).target.key) is None

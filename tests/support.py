@@ -47,3 +47,19 @@ class Kubectl:
 
     def json(self, *args: str) -> Any:
         return json.loads(self(*args, "-o", "json"))
+
+
+def unreachable_kubeconfig(kubeconfig: Path, tmp_path: Path) -> tuple[Path, int]:
+    """A copy of ``kubeconfig`` whose server is a closed port on 127.0.0.1: (path, port)."""
+    import socket
+
+    import yaml
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = yaml.safe_load(kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path, port

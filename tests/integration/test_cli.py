@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kubesim import KubeSim
+from tests.support import unreachable_kubeconfig
 
 UPGRADEBOT = str(Path(sys.executable).parent / "upgradebot")
 
@@ -67,13 +66,7 @@ def test_fail_finding_exits_1(fresh_cluster: KubeSim, tmp_path: Path) -> None:
 
 def test_unreachable_cluster_exits_2_with_one_line(cluster: KubeSim, tmp_path: Path) -> None:
     """A kubeconfig pointing at a closed port: exit 2 and one line on stderr, no traceback."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    config = yaml.safe_load(cluster.kubeconfig.read_text())
-    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
+    path, port = unreachable_kubeconfig(cluster.kubeconfig, tmp_path)
     proc = run("inventory", "--json", env={"KUBECONFIG": str(path)}, home=tmp_path)
     assert_one_line_reason(proc)
     assert f"cannot reach the API server of kubesim at https://127.0.0.1:{port}" in proc.stderr

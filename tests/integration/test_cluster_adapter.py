@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from runbooks.errors import (
     ServerBusy,
     Unauthorized,
 )
+from tests.support import unreachable_kubeconfig
 
 
 def list_requests(cluster: Cluster, resource: str) -> int:
@@ -128,13 +128,7 @@ def test_wrong_token_is_unauthorized_and_never_echoed(cluster: KubeSim, tmp_path
 
 def test_closed_port_is_unreachable_quickly(tmp_path: Path, cluster: KubeSim) -> None:
     """A server that refuses connections is ClusterUnreachable after a few quick tries."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    config = yaml.safe_load(cluster.kubeconfig.read_text())
-    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
+    path, _ = unreachable_kubeconfig(cluster.kubeconfig, tmp_path)
     start = time.monotonic()
     with Cluster.from_kubeconfig(path) as api, pytest.raises(ClusterUnreachable, match="cannot reach the API server"):
         api.version()

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kubesim import KubeSim
 from runbooks.daemonset_steps import DaemonSetSteps
 from tests.integration.stepkit import NEW, SPEED, harness
 from tests.integration.test_cli import assert_one_line_reason, run
+from tests.support import unreachable_kubeconfig
 
 TARGET = "kube-system/nvidia-device-plugin-daemonset"
 
@@ -82,13 +81,7 @@ def test_bad_usage_exits_2_with_reason_and_usage(tmp_path: Path, args: list[str]
 
 def test_unreachable_cluster_exits_2(cluster: KubeSim, tmp_path: Path) -> None:
     """A kubeconfig pointing at a closed port: exit 2 with one line on stderr."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    config = yaml.safe_load(cluster.kubeconfig.read_text())
-    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
+    path, _ = unreachable_kubeconfig(cluster.kubeconfig, tmp_path)
     proc = run("verify", TARGET, "--json", env={"KUBECONFIG": str(path)}, home=tmp_path)
     assert_one_line_reason(proc)
     assert "cannot reach the API server of kubesim" in proc.stderr

@@ -126,12 +126,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args.verb = args.verb or ["help", "inventory"]
 
+    from bot.embedded_redis import EmbeddedRedis
     from tests.fakeslack import FakeSlack
 
-    with tempfile.TemporaryDirectory(prefix="bench-ack-") as tmp, FakeSlack(token=TOKEN) as fake:
+    # The bot gets a Redis the bench starts and stops (without REDIS_URL, serve would
+    # start a per-user daemon that outlives the bench).
+    with tempfile.TemporaryDirectory(prefix="bench-ack-") as tmp, FakeSlack(token=TOKEN) as fake, \
+            EmbeddedRedis() as redis_server:
         kubeconfig = Path(tmp) / "kubeconfig"
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT", "SLACK"))}
-        env = {**base, "HOME": tmp, "KUBECONFIG": str(kubeconfig), "SLACK_BOT_TOKEN": TOKEN,
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT", "SLACK", "REDIS"))}
+        env = {**base, "HOME": tmp, "KUBECONFIG": str(kubeconfig), "REDIS_URL": redis_server.url,
+               "SLACK_BOT_TOKEN": TOKEN,
                "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": fake.api_url,
                "UPGRADEBOT_HTTP_THREADS": str(args.threads), "PYTHONPATH": os.getcwd()}
         procs: list[subprocess.Popen[str]] = []

@@ -29,8 +29,10 @@ from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack
 SERVE = [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", "0", "--drain", "5"]
 
 
-def start(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(SERVE, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+def start(env: dict[str, str], log: Path) -> tuple[subprocess.Popen[str], str]:
+    """Start ``upgradebot serve``; its log (stderr) goes to ``log``, to be shown if a check fails."""
+    with log.open("a") as stderr:
+        proc = subprocess.Popen(SERVE, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
     assert proc.stdout is not None
     url = proc.stdout.readline().strip()
     assert url.startswith("http://127.0.0.1:"), url
@@ -47,7 +49,7 @@ def test_restart_mid_run_updates_the_same_root_message(redis_url: str, tmp_path:
         env.update(HOME=str(tmp_path), KUBECONFIG=str(sim.kubeconfig), UPGRADEBOT_CONFIG=str(policy),
                    SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET, SLACK_API_URL=fake.api_url,
                    REDIS_URL=redis_url, UPGRADEBOT_SLACK_PACE="0.01")
-        first, url = start({**env, "UPGRADEBOT_TEST_KILL_AT": "after:canary_rolling"})
+        first, url = start({**env, "UPGRADEBOT_TEST_KILL_AT": "after:canary_rolling"}, tmp_path / "first.log")
         second = None
         try:
             client = SlackClient(url, fake)
@@ -60,14 +62,15 @@ def test_restart_mid_run_updates_the_same_root_message(redis_url: str, tmp_path:
             (run,) = store.list_runs()
             assert run.state is RunState.CANARY_ROLLING and run.origin["ts"] == root_ts
 
-            second, _ = start(env)
+            second_log = tmp_path / "second.log"
+            second, _ = start(env, second_log)
             eventually(lambda: store.get(run.id).state is RunState.AWAITING_PROMOTION, "resumed to the promotion request",  # type: ignore[union-attr]
                        timeout=60)
             eventually(lambda: any("awaiting_promotion" in texts(c) for c in updates(fake, root_ts)),
                        "the same root message updated after the restart")
             assert len(roots(fake)) == 1
             second.send_signal(signal.SIGTERM)
-            assert second.wait(timeout=30) == 0
+            assert second.wait(timeout=30) == 0, second_log.read_text()[-3000:]
         finally:
             for proc in (first, second):
                 if proc is not None and proc.poll() is None:

@@ -110,15 +110,30 @@ class HttpServer:
         self.port: int = int(self._server.effective_port)
         self.url = f"http://{shown}:{self.port}"
         self._thread: threading.Thread | None = None
+        self._accepting = True
 
     def start(self) -> HttpServer:
         self._thread = threading.Thread(target=self._server.run, name="upgradebot-http", daemon=True)
         self._thread.start()
         return self
 
+    def _on_loop(self, thunk: Callable[[], None]) -> None:
+        """Run ``thunk`` on the server's loop thread; directly when the loop cannot be woken.
+
+        At shutdown waitress's trigger pipe may already be closed (seen as ``EBADF`` from
+        ``pull_trigger``); the loop then no longer runs the thunk, so closing here is safe.
+        """
+        try:
+            self._server.trigger.pull_trigger(thunk)
+        except OSError:
+            thunk()
+
     def stop_accepting(self) -> None:
         """Close the listening socket (from the server's own loop); connections stay."""
-        self._server.trigger.pull_trigger(lambda: wasyncore.dispatcher.close(self._server))
+        if not self._accepting:
+            return
+        self._accepting = False
+        self._on_loop(lambda: wasyncore.dispatcher.close(self._server))
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop accepting, let requests in flight finish and their answers go out, close."""
@@ -136,6 +151,6 @@ class HttpServer:
                     channel.close()
             self._server.trigger.close()
 
-        self._server.trigger.pull_trigger(close_all)
+        self._on_loop(close_all)
         if self._thread is not None:
             self._thread.join(timeout)

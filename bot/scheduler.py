@@ -32,6 +32,7 @@ from typing import Any
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot.collector import Collectors
@@ -57,6 +58,24 @@ def job_id(run_id: str, after: str) -> str:
     return f"{PREFIX}{run_id}:{after}"
 
 
+class SharedStoreScheduler(BackgroundScheduler):
+    """APScheduler whose loop survives a job that another process already ran and removed.
+
+    Several bot processes share the Redis job store; while leadership changes hands, two
+    of them may look at the same due job for a moment. The loser's removal then raises
+    ``JobLookupError`` inside APScheduler's own thread, which would end that thread and
+    silently stop this process from ever firing reports. Posting is idempotent (the report
+    record is claimed first), so the job simply counts as handled and the loop goes on.
+    """
+
+    def _process_jobs(self) -> float | None:
+        try:
+            return super()._process_jobs()
+        except JobLookupError as exc:
+            log.info("a report job was already handled by another process (%s); looking again", exc)
+            return 1.0
+
+
 class ReportScheduler:
     def __init__(
         self, *, store: RedisRunStore, poster: ReportPoster, policy: Policy, clock: Clock,
@@ -68,7 +87,7 @@ class ReportScheduler:
         self.lease_ttl, self.tick_every, self.retry_after = lease_ttl, tick, retry_after
         self.leading = False
         self.automatic = False
-        self.scheduler = BackgroundScheduler(
+        self.scheduler = SharedStoreScheduler(
             jobstores={"default": store.job_store()}, executors={"default": ThreadPoolExecutor(2)},
             job_defaults={"coalesce": True, "misfire_grace_time": None, "max_instances": 1}, timezone=dt.UTC,
         )

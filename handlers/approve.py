@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from handlers.run_arguments import run_id
+from handlers.run_arguments import run_id, then_advance
 from runbooks.approving import Actor
 from runbooks.engine import Engine, Outcome
 
@@ -20,7 +20,4 @@ def parse(words: Sequence[str]) -> str:
 
 
 def handle(run: str, *, engine: Engine, actor: Actor, advance: bool = True) -> Outcome:
-    outcome = engine.decide(run, actor=actor, approve=True)
-    if advance and engine.needs_work(outcome.run):
-        return Outcome(engine.advance(run), outcome.note)
-    return outcome
+    return then_advance(engine, engine.decide(run, actor=actor, approve=True), advance=advance)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from handlers.run_arguments import run_id
+from handlers.run_arguments import run_id, then_advance
 from runbooks.approving import Actor
 from runbooks.engine import Engine, Outcome
 
@@ -27,7 +27,4 @@ def parse(words: Sequence[str]) -> RollbackArgs:
 
 
 def handle(args: RollbackArgs, *, engine: Engine, actor: Actor, advance: bool = True) -> Outcome:
-    outcome = engine.rollback(args.run, actor=actor, reason=args.reason)
-    if advance and engine.needs_work(outcome.run):
-        return Outcome(engine.advance(args.run), outcome.note)
-    return outcome
+    return then_advance(engine, engine.rollback(args.run, actor=actor, reason=args.reason), advance=advance)

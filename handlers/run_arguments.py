@@ -1,10 +1,11 @@
-"""Arguments the run verbs share: a run id, and the caller as the engine sees them."""
+"""What the run verbs share: parsing a run id, and driving a run on after a command."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from handlers.arguments import UsageError, split_pairs
+from runbooks.engine import Engine, Outcome
 from runbooks.runs import is_run_id
 
 
@@ -16,3 +17,11 @@ def run_id(words: Sequence[str], *, usage: str, allowed: Sequence[str] = ()) -> 
     if not is_run_id(positional[0]):
         raise UsageError(f"{positional[0]!r} is not a run id: run ids look like r-3k9x0b2a", usage)
     return positional[0], pairs
+
+
+def then_advance(engine: Engine, outcome: Outcome, *, advance: bool = True) -> Outcome:
+    """After a command: drive the run to its next gate or end when it has work (the shell),
+    or leave that to a background worker (``advance=False``, Slack); the note is kept."""
+    if advance and engine.needs_work(outcome.run):
+        return Outcome(engine.advance(outcome.run.id), outcome.note)
+    return outcome

@@ -42,7 +42,7 @@ def child_bare(port: int, threads: int) -> None:
     from slack_bolt.adapter.wsgi import SlackRequestHandler
     from slack_sdk import WebClient
 
-    from bot.web import HttpServer
+    from bot.slack.http import HttpServer
 
     client = WebClient(token=os.environ["SLACK_BOT_TOKEN"], base_url=os.environ["SLACK_API_URL"])
     app = App(client=client, signing_secret=os.environ["SLACK_SIGNING_SECRET"])
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args.verb = args.verb or ["help", "inventory"]
 
-    from bot.embedded_redis import EmbeddedRedis
+    from bot.storage.embedded import EmbeddedRedis
     from tests.fakeslack import FakeSlack
 
     # The bot gets a Redis the bench starts and stops (without REDIS_URL, serve would

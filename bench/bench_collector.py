@@ -150,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {'reference: json.loads + count by reason':<44} {ref_s:8.2f} {len(lines) / ref_s:11,.0f} {ref_mib:9.2f}")
     print(f"  {'collector: json.loads + Counting.apply':<44} {col_s:8.2f} {len(lines) / col_s:11,.0f} {col_mib:9.2f}")
     if not args.no_redis:
-        from bot.embedded_redis import EmbeddedRedis
-        from bot.redis_store import RedisRunStore
+        from bot.storage.embedded import EmbeddedRedis
+        from bot.storage.redis_store import RedisRunStore
 
         with EmbeddedRedis() as server:
             store = RedisRunStore.from_url(server.url)

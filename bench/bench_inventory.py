@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run([*kubectl, "api-resources"], env=env, capture_output=True, check=True)  # warm discovery cache
             me = [sys.executable, "-m", "bench.bench_inventory", "--kubeconfig", str(kubeconfig), "--child"]
             results = [
-                measure("python + imports of the CLI (floor)", [sys.executable, "-c", "import bot.cli"], env),
+                measure("python + imports of the CLI (floor)", [sys.executable, "-c", "import bot.shell.cli"], env),
                 measure("upgradebot inventory --json", [str(BIN / "upgradebot"), "inventory", "--json"], env),
                 measure("kubectl get nodes,pods,daemonsets -A -o json",
                         [*kubectl, "get", "nodes,pods,daemonsets", "-A", "-o", "json"], env),

@@ -2,6 +2,6 @@
 
 import sys
 
-from bot.cli import main
+from bot.shell.cli import main
 
 sys.exit(main())

@@ -16,8 +16,8 @@ import logging
 import threading
 
 from bot.workers import Workers
-from runbooks.driving import StepPaused
-from runbooks.engine import Engine
+from runbooks.engine.commands import Engine
+from runbooks.engine.driving import StepPaused
 
 log = logging.getLogger("upgradebot.runs")
 

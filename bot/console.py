@@ -2,7 +2,7 @@
 
 Like Hubot's shell adapter: what you type is a command (``inventory``, or
 ``/upgrade inventory`` as in Slack), the bot's messages are printed as text
-(:mod:`bot.render_text`), a run shows as its root message (printed once, then one line
+(:mod:`bot.shell.output`), a run shows as its root message (printed once, then one line
 per update) and a thread whose lines carry the run id. Buttons become numbered choices:
 typing the number clicks it. ``/as <user>`` switches who you are, ``/quit`` (or end of
 input) leaves. Runs advance in this process, after the reply to the command or click
@@ -19,17 +19,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from bot.render_text import render_message
 from bot.settings import Settings
+from bot.shell.output import render_message
 from handlers.decisions import ACTIONS, Click, Decisions
 from handlers.replies import Message, Reply
 from handlers.routing import Caller, Router
-from handlers.run_replies import gate_message, root_message, step_message
-from runbooks.driving import StepPaused
-from runbooks.runs import Gate, Run, Step
+from handlers.run_views import gate_message, root_message, step_message
+from runbooks.engine.driving import StepPaused
+from runbooks.engine.runs import Gate, Run, Step
 
 if TYPE_CHECKING:
-    from bot.app_wiring import Runtime
+    from bot.runtime import Runtime
     from handlers.access import Directory
 
 log = logging.getLogger("upgradebot.console")
@@ -190,7 +190,7 @@ def build_chat(runtime: Runtime, *, out: TextIO, user: str, directory: Directory
     runs advanced in this process, the chat added to the engine's observers."""
     from handlers import inventory
     from handlers.access import StaticDirectory
-    from handlers.deciding import EngineDecisions
+    from handlers.clicks import EngineDecisions
     from handlers.routing import default_registry
 
     policy, engine = runtime.policy, runtime.engine
@@ -217,8 +217,8 @@ def add_console_verb(verbs: Any) -> None:
 def run_console(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """``upgradebot console``: the engine on ``REDIS_URL`` (else this user's local Redis) and the cluster
     of ``KUBECONFIG``, the chat on stdin/stdout."""
-    from bot.app_wiring import build_runtime
-    from bot.cli import connector
+    from bot.runtime import build_runtime
+    from bot.shell.cli import connector
 
     runtime = build_runtime(settings, settings.policy(), connect=connector(settings, args.kubeconfig))
     try:

@@ -60,7 +60,7 @@ class Settings(BaseSettings):
     """Without ``REDIS_URL`` the shell keeps its own Redis under ``$XDG_STATE_HOME/upgradebot``
     (default ``~/.local/state/upgradebot``)."""
     test_kill_at: str | None = Field(None, validation_alias=_env("UPGRADEBOT_TEST_KILL_AT"))
-    """Tests only: SIGKILL this process at the named engine checkpoint (``runbooks/driving.py``)."""
+    """Tests only: SIGKILL this process at the named engine checkpoint (``runbooks/engine/driving.py``)."""
 
     @property
     def default_kubeconfig(self) -> Path:

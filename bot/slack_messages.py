@@ -2,7 +2,7 @@
 
 As bolt-python keeps ``error_token_required()`` and friends in one module: wording and
 translations are changed here only. Sentences of the router and the engine come in the
-reply (``handlers/messages.py``, ``runbooks/refusals.py``); these are Slack's framing
+reply (``handlers/messages.py``, ``runbooks/engine/refusals.py``); these are Slack's framing
 around them, and the start-up errors of ``upgradebot serve``. Texts are mrkdwn.
 """
 

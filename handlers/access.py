@@ -1,10 +1,10 @@
 """Who is who: user ids and the members of user groups, as the policy names them.
 
 The policy lists principals as user ids and user-group ids (``S…``). Resolving a group
-is the front end's job: Slack asks ``usergroups.users.list`` (``bot/slack_web.py``,
+is the front end's job: Slack asks ``usergroups.users.list`` (``bot/slack/web.py``,
 cached), the console and the tests use :class:`StaticDirectory`. Who may request or
-approve is the run engine's rule (:mod:`runbooks.approving`); this module only finds the
-groups a user is in, as :attr:`~runbooks.approving.Actor.groups`.
+approve is the run engine's rule (:mod:`runbooks.engine.approving`); this module only finds the
+groups a user is in, as :attr:`~runbooks.engine.approving.Actor.groups`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Protocol
 
-from runbooks.approving import Actor
+from runbooks.engine.approving import Actor
 from runbooks.policy import Policy, Principals
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from handlers.run_arguments import run_id, then_advance
-from runbooks.approving import Actor
-from runbooks.engine import Engine, Outcome
+from runbooks.engine.approving import Actor
+from runbooks.engine.commands import Engine, Outcome
 
 USAGE = "approve <run>"
 

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from handlers.run_arguments import run_id
-from runbooks.engine import Engine
-from runbooks.runs import Run
+from runbooks.engine.commands import Engine
+from runbooks.engine.runs import Run
 
 USAGE = "audit <run>"
 

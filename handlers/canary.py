@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict
 
 from handlers.arguments import UsageError, split_pairs
 from runbooks import validation
-from runbooks.approving import Actor
-from runbooks.engine import Engine, Outcome
+from runbooks.engine.approving import Actor
+from runbooks.engine.commands import Engine, Outcome
 
 USAGE = "canary <namespace>/<daemonset> image=<ref> node=<node> [container=<name>] [cluster=<context>]"
 

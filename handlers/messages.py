@@ -2,7 +2,7 @@
 
 Surface framing (``Usage:``, ``… more in the thread``, who clicked what) lives in each
 surface's own messages module (``bot/slack_messages.py``, ``bot/shell_messages.py``);
-the run engine's refusals in ``runbooks/refusals.py``. Each sentence says what was
+the run engine's refusals in ``runbooks/engine/refusals.py``. Each sentence says what was
 refused, why, and what to do instead.
 """
 

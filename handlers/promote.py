@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from handlers.run_arguments import run_id
-from runbooks.approving import Actor
-from runbooks.engine import Engine, Outcome
+from runbooks.engine.approving import Actor
+from runbooks.engine.commands import Engine, Outcome
 
 USAGE = "promote <run>"
 

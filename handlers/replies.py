@@ -1,7 +1,7 @@
 """Surface-neutral replies: what a handler says, before any surface formats it.
 
 A handler returns a :class:`Reply`; ``bot/`` renders it as Block Kit for Slack
-(``bot/render_blocks.py``), as text for the console (``bot/render_text.py``) and as JSON
+(``bot/slack/blocks.py``), as text for the console (``bot/shell/output.py``) and as JSON
 for the shell (``Reply.model_dump_json``). Nothing here knows Slack's limits: a renderer
 splits long texts and tables, and moves what does not fit to the thread.
 

@@ -4,7 +4,7 @@ Thin, as every handler: :func:`handle` reads the run, what the bot collected of 
 (``read_tally``, the Redis store's) and the cluster, and returns the
 :class:`~runbooks.stability.reports.StabilityReport`; :func:`present` turns it into a
 surface-neutral :class:`Reply` (the shell prints the model with ``--json``). The scheduled
-24 h / 48 h reports are the same reply (``bot/report_posting.py``).
+24 h / 48 h reports are the same reply (``bot/reports/posting.py``).
 
 A report that is not ``stable`` carries a "Request rollback" button (action
 :data:`REQUEST_ROLLBACK`, value the run id): :func:`request_rollback` opens a rollback
@@ -19,11 +19,11 @@ from handlers.decisions import REQUEST_ROLLBACK
 from handlers.replies import Button, Item, Message, Reply, Table, Tone, user_ref
 from handlers.routing import Verb, presented
 from handlers.run_arguments import run_id
-from runbooks.approving import Actor
 from runbooks.cluster import Cluster
-from runbooks.engine import Engine
+from runbooks.engine.approving import Actor
+from runbooks.engine.commands import Engine
+from runbooks.engine.refusals import Refused, moment_text
 from runbooks.policy import Policy
-from runbooks.refusals import Refused, moment_text
 from runbooks.stability.reporting import check_reportable, report_of
 from runbooks.stability.reports import Count, StabilityReport
 from runbooks.stability.tallying import Tally

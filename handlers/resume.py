@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from handlers.arguments import split_pairs
-from runbooks.engine import Engine, Outcome
+from runbooks.engine.commands import Engine, Outcome
 
 USAGE = "resume"
 

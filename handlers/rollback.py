@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict
 
 from handlers.run_arguments import run_id, then_advance
-from runbooks.approving import Actor
-from runbooks.engine import Engine, Outcome
+from runbooks.engine.approving import Actor
+from runbooks.engine.commands import Engine, Outcome
 
 USAGE = "rollback <run> [reason=<text>]"
 

@@ -27,11 +27,11 @@ from handlers.access import Directory, DirectoryUnavailable, StaticDirectory, re
 from handlers.arguments import UsageError, split_pairs
 from handlers.decoding import words as split_words
 from handlers.replies import SUMMARY_SEPARATOR, Reply
-from runbooks.approving import may_request
+from runbooks.engine.approving import may_request
+from runbooks.engine.refusals import Refused
+from runbooks.engine.store import StoreUnavailable
 from runbooks.errors import ClusterError
 from runbooks.policy import Policy
-from runbooks.refusals import Refused
-from runbooks.store import StoreUnavailable
 
 log = logging.getLogger("upgradebot.routing")
 

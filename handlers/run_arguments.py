@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from handlers.arguments import UsageError, split_pairs
-from runbooks.engine import Engine, Outcome
-from runbooks.runs import is_run_id
+from runbooks.engine.commands import Engine, Outcome
+from runbooks.engine.runs import is_run_id
 
 
 def run_id(words: Sequence[str], *, usage: str, allowed: Sequence[str] = ()) -> tuple[str, dict[str, str]]:

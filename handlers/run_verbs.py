@@ -7,7 +7,7 @@ caller is to the engine (:func:`handlers.access.actor`, with their Slack user gr
 where the run was requested (``origin``: the surface and channel its root message goes
 to), and continuing the run after a command that let it move (``advance``: a background
 worker in Slack, after the reply in the console). Replies come from
-:mod:`handlers.run_replies`.
+:mod:`handlers.run_views`.
 
 ``mutating`` verbs (canary, promote, rollback, close) are limited to the policy's
 requesters by the router; approve and reject are checked against the approvers by the
@@ -27,7 +27,7 @@ from handlers.access import Directory, actor
 from handlers.arguments import UsageError
 from handlers.routing import Caller, Verb, presented
 from handlers.run_arguments import run_id
-from handlers.run_replies import (
+from handlers.run_views import (
     audit_reply,
     outcome_reply,
     requested_reply,
@@ -35,12 +35,12 @@ from handlers.run_replies import (
     status_reply,
     verification_reply,
 )
-from runbooks.approving import Actor
 from runbooks.cluster import Cluster
-from runbooks.engine import Engine, Outcome
+from runbooks.engine.approving import Actor
+from runbooks.engine.commands import Engine, Outcome
+from runbooks.engine.runs import is_run_id
+from runbooks.engine.steps import StepResult
 from runbooks.policy import Policy, duration_seconds
-from runbooks.runs import is_run_id
-from runbooks.steps import StepResult
 
 VERIFY_USAGE = "verify <run>|<namespace>/<daemonset> [node=<node>] [cluster=<context>] [window=<duration>]"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from handlers.arguments import UsageError, split_pairs
-from runbooks.engine import Engine
-from runbooks.runs import Run
+from runbooks.engine.commands import Engine
+from runbooks.engine.runs import Run
 
 USAGE = "runs [limit=<n>]"
 MAX_LIMIT = 1000

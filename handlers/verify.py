@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict
 from handlers.arguments import UsageError, split_pairs
 from runbooks import validation
 from runbooks.cluster import Cluster
-from runbooks.engine import step_settings_of
+from runbooks.daemonset.verifying import verify
+from runbooks.engine.commands import step_settings_of
+from runbooks.engine.steps import Clock, StepResult
 from runbooks.policy import Policy, duration_seconds
-from runbooks.steps import Clock, StepResult
-from runbooks.verifying import verify
 
 USAGE = "verify <namespace>/<daemonset> [node=<node>] [cluster=<context>] [window=<duration>]"
 

@@ -103,7 +103,7 @@ class Rollback(Strict):
 
 
 class StepTimings(Strict):
-    """How long the cluster steps wait and watch (``runbooks.steps.StepSettings``)."""
+    """How long the cluster steps wait and watch (``runbooks.engine.steps.StepSettings``)."""
 
     ready_timeout: str = "5m"
     """How long a replaced pod (canary, promotion, rollback) may take to become Ready."""

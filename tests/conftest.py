@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.embedded_redis import EmbeddedRedis
+from bot.storage.embedded import EmbeddedRedis
 from kubesim import KubeSim
 from tests.support import Kubectl
 

@@ -7,12 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.redis_store import RedisRunStore
-from runbooks.approving import Actor
-from runbooks.engine import Engine
+from bot.storage.redis_store import RedisRunStore
+from runbooks.engine.approving import Actor
+from runbooks.engine.commands import Engine
+from runbooks.engine.runs import Gate, Run, Step
+from runbooks.engine.steps import Check, CheckStatus, StepContext, StepResult
 from runbooks.policy import Policy
-from runbooks.runs import Gate, Run, Step
-from runbooks.steps import Check, CheckStatus, StepContext, StepResult
 
 TARGET = "kube-system/nvidia-device-plugin-daemonset"
 IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"

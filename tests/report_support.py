@@ -3,7 +3,7 @@
 :func:`monitoring_run` stores a run as the engine leaves it after a promotion (its baseline
 taken from an inventory of the cluster, ``promote_started_at`` on the API server's clock)
 without running the steps, so a test starts where monitoring does. :class:`World` wires the
-scheduler, the collectors and the poster on real Redis, the way ``bot/report_wiring.py``
+scheduler, the collectors and the poster on real Redis, the way ``bot/reports/wiring.py``
 does, with a clock and an outlet of the test's choosing.
 """
 
@@ -15,21 +15,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.collector import Collectors
-from bot.redis_store import RedisRunStore
-from bot.report_posting import ReportOutlet, ReportPoster
-from bot.scheduler import ReportScheduler
+from bot.reports.collector import Collectors
+from bot.reports.posting import ReportOutlet, ReportPoster
+from bot.reports.scheduler import ReportScheduler
+from bot.storage.redis_store import RedisRunStore
 from handlers.replies import Reply
 from kubesim import KubeSim
-from runbooks.baselines import baseline_from
-from runbooks.clocks import ClusterClock
 from runbooks.cluster import Cluster, RetryPolicy
-from runbooks.daemonset_steps import DaemonSetSteps
-from runbooks.engine import Engine
+from runbooks.daemonset.baselines import baseline_from
+from runbooks.daemonset.steps import DaemonSetSteps
+from runbooks.engine.clocks import ClusterClock
+from runbooks.engine.commands import Engine
+from runbooks.engine.runs import Run, RunState, Target, new_run_id
+from runbooks.engine.steps import Clock
 from runbooks.inventory import take_inventory
 from runbooks.policy import Policy
-from runbooks.runs import Run, RunState, Target, new_run_id
-from runbooks.steps import Clock
 
 NS, DS = "kube-system", "nvidia-device-plugin-daemonset"
 TARGET = f"{NS}/{DS}"

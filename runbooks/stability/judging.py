@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runbooks.baselines import Baseline, NodeBaseline
+from runbooks.daemonset.baselines import Baseline, NodeBaseline
 from runbooks.inventory import PluginPod
 from runbooks.inventory.reading import human_duration
 from runbooks.stability.reading import ClusterNow

@@ -11,13 +11,13 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from runbooks.baselines import Baseline
 from runbooks.cluster import Cluster
+from runbooks.daemonset.baselines import Baseline
+from runbooks.daemonset.observing import observe
+from runbooks.daemonset.verifying import sample_nodes
 from runbooks.errors import Forbidden, NotFound, shorten
 from runbooks.inventory import Node, PluginPod, ResourceClaim, ResourceSlice
 from runbooks.inventory.reading import claim_from, slice_from
-from runbooks.observing import observe
-from runbooks.verifying import sample_nodes
 
 
 @dataclass(frozen=True)

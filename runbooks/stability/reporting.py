@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from runbooks.baselines import Baseline
 from runbooks.cluster import Cluster
+from runbooks.daemonset.baselines import Baseline
+from runbooks.engine.refusals import Refused
+from runbooks.engine.runs import Run, RunState
 from runbooks.inventory.reading import human_duration, parse_time
 from runbooks.policy import Policy, duration_seconds
-from runbooks.refusals import Refused
-from runbooks.runs import Run, RunState
 from runbooks.stability import judging
 from runbooks.stability.reading import ClusterNow, read_now
 from runbooks.stability.reports import Collection, Count, EventSummary, StabilityReport

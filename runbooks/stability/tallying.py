@@ -19,7 +19,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from runbooks.baselines import Baseline
+from runbooks.daemonset.baselines import Baseline
 
 REASONS = frozenset({
     "BackOff", "Failed", "FailedScheduling", "UnexpectedAdmissionError", "FailedPrepareDynamicResources",

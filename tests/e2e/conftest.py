@@ -1,6 +1,6 @@
 """Fixtures of the Slack end-to-end tests: a fake Slack and the bot serving over HTTP.
 
-The bot is what ``upgradebot serve`` builds (:func:`bot.serving.build_service`), on a
+The bot is what ``upgradebot serve`` builds (:func:`bot.slack.serve.build_service`), on a
 real waitress server on 127.0.0.1:0, with ``SLACK_API_URL`` pointing at the fake Slack
 and ``KUBECONFIG`` at the module's kubesim; see :mod:`tests.e2e.harness`.
 """
@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.serving import Service, build_service
-from bot.web import HttpServer
+from bot.slack.http import HttpServer
+from bot.slack.serve import Service, build_service
 from kubesim import KubeSim
 from tests.e2e.harness import POLICY, USERGROUPS, Bot, GateBook, ask_verb, hold_verb, settings_for
 from tests.fakeslack import FakeSlack

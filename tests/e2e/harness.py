@@ -16,8 +16,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from bot.serving import Service
 from bot.settings import Settings
+from bot.slack.serve import Service
 from handlers.access import Directory, is_listed
 from handlers.arguments import split_pairs
 from handlers.decisions import Click, Decided, approval_buttons

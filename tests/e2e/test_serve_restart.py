@@ -10,9 +10,9 @@ from pathlib import Path
 
 import yaml
 
-from bot.redis_store import RedisRunStore
+from bot.storage.redis_store import RedisRunStore
 from kubesim import KubeSim
-from runbooks.runs import RunState
+from runbooks.engine.runs import RunState
 from tests.e2e.harness import USERGROUPS
 from tests.e2e.runs_support import (
     CANARY,

@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from bot.serving import build_service
-from bot.web import HttpServer
+from bot.slack.http import HttpServer
+from bot.slack.serve import build_service
 from kubesim import KubeSim
 from tests.e2e.harness import POLICY, Bot, settings_for
 from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.app_wiring import build_runtime, build_slack_service
-from bot.web import HttpServer
+from bot.runtime import build_runtime, build_slack_service
+from bot.slack.http import HttpServer
 from kubesim import KubeSim
+from runbooks.engine.runs import GateKind
 from runbooks.policy import Policy
-from runbooks.runs import GateKind
 from tests.e2e.harness import settings_for
 from tests.e2e.runs_support import (
     RUN_POLICY,

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from bot.app_wiring import Runtime, build_runtime, build_slack_service
-from bot.serving import Service
-from bot.slack_threads import SlackThreads
-from bot.web import HttpServer
+from bot.runtime import Runtime, build_runtime, build_slack_service
+from bot.slack.http import HttpServer
+from bot.slack.serve import Service
+from bot.slack.threads import SlackThreads
 from kubesim import KubeSim
-from runbooks.runs import RunState
+from runbooks.engine.runs import RunState
 from tests.e2e.harness import settings_for
 from tests.e2e.runs_support import (
     CANARY,

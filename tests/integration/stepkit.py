@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim import KubeSim
-from runbooks.clocks import SystemClock
 from runbooks.cluster import Cluster, RetryPolicy
-from runbooks.runs import Run, Step, Target
-from runbooks.steps import StepContext, StepSettings
+from runbooks.engine.clocks import SystemClock
+from runbooks.engine.runs import Run, Step, Target
+from runbooks.engine.steps import StepContext, StepSettings
 from tests.support import Kubectl
 
 NS, DS = "kube-system", "nvidia-device-plugin-daemonset"

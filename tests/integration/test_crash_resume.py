@@ -2,7 +2,7 @@
 
 Each scenario drives one run with real ``upgradebot`` processes against its own kubesim
 and its own Redis database. ``UPGRADEBOT_TEST_KILL_AT`` makes the process SIGKILL itself
-at a named engine checkpoint (see ``runbooks/driving.py``); ``upgradebot resume`` then
+at a named engine checkpoint (see ``runbooks/engine/driving.py``); ``upgradebot resume`` then
 finishes the run. kubesim's mutation log must equal the one of an uninterrupted run: no
 mutation is applied twice, none is lost. Scenarios run a few at a time to keep the test
 near a minute.
@@ -20,13 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.redis_store import RedisRunStore
+from bot.storage.redis_store import RedisRunStore
 from kubesim import KubeSim
 from kubesim.certs import serving_cert
-from runbooks.approving import Actor
 from runbooks.cluster import Cluster
-from runbooks.daemonset_steps import DaemonSetSteps
-from runbooks.engine import Engine
+from runbooks.daemonset.steps import DaemonSetSteps
+from runbooks.engine.approving import Actor
+from runbooks.engine.commands import Engine
 from runbooks.policy import Policy
 from tests.support import Kubectl
 

@@ -6,13 +6,13 @@ import threading
 
 import pytest
 
-from runbooks.approving import Actor
+from runbooks.engine.approving import Actor
+from runbooks.engine.refusals import Refused, RunNotFound
+from runbooks.engine.requesting import InvalidRequest
+from runbooks.engine.runs import GateKind, RunState
+from runbooks.engine.steps import Check, CheckStatus, StepContext, StepResult
+from runbooks.engine.store import LockHeld
 from runbooks.errors import ClusterUnreachable
-from runbooks.refusals import Refused, RunNotFound
-from runbooks.requesting import InvalidRequest
-from runbooks.runs import GateKind, RunState
-from runbooks.steps import Check, CheckStatus, StepContext, StepResult
-from runbooks.store import LockHeld
 from tests.engine_support import (
     ALICE,
     BOB,
@@ -245,7 +245,7 @@ def test_unreachable_cluster_pauses_the_run_for_resume(redis_url: str) -> None:
     engine = make_engine(redis_url, steps=ScriptedSteps({"canary": flaky}))
     run = request(engine)
     engine.approve(run.id, actor=BOB)
-    from runbooks.driving import StepPaused
+    from runbooks.engine.driving import StepPaused
 
     with pytest.raises(StepPaused, match="paused in canary_rolling"):
         engine.advance(run.id)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from handlers.access import StaticDirectory
-from handlers.deciding import EngineDecisions
+from handlers.clicks import EngineDecisions
 from handlers.decisions import Click
-from handlers.run_replies import gate_ref
-from runbooks.runs import RunState
+from handlers.run_views import gate_ref
+from runbooks.engine.runs import RunState
 from tests.engine_support import make_engine, request
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-from runbooks.runs import RunState
-from runbooks.steps import StepContext, StepResult
+from runbooks.engine.runs import RunState
+from runbooks.engine.steps import StepContext, StepResult
 from tests.engine_support import BOB, ScriptedSteps, make_engine, request
 
 S = RunState

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import redis
 
-from bot.embedded_redis import EmbeddedRedis, find_redis_server
+from bot.storage.embedded import EmbeddedRedis, find_redis_server
 
 
 def test_redis_is_a_real_server(redis_url: str) -> None:

@@ -13,13 +13,13 @@ from collections.abc import Iterator
 import pytest
 from slack_sdk import WebClient
 
-from bot.metrics import Metrics
-from bot.report_posting import SlackOutlet
-from bot.slack_web import SlackWeb
+from bot.reports.posting import SlackOutlet
+from bot.slack.metrics import Metrics
+from bot.slack.web import SlackWeb
 from kubesim import KubeSim
-from runbooks.approving import Actor
-from runbooks.clocks import SystemClock
-from runbooks.runs import RunState
+from runbooks.engine.approving import Actor
+from runbooks.engine.clocks import SystemClock
+from runbooks.engine.runs import RunState
 from tests.fakeslack import BOT_TOKEN, FakeSlack
 from tests.report_support import Posts, World, monitoring_run, policy, wait_until, world
 

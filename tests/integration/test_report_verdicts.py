@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from bot import cli
+from bot.shell import cli
 from handlers.report import REQUEST_ROLLBACK, present, request_rollback
 from kubesim import KubeSim
-from runbooks.approving import Actor
-from runbooks.runs import GateKind, RunState
+from runbooks.engine.approving import Actor
+from runbooks.engine.runs import GateKind, RunState
 from runbooks.stability.reports import StabilityReport
 from tests.report_support import CTR, DS, NS, Posts, World, monitoring_run, policy, world
 from tests.support import Kubectl
@@ -56,7 +56,7 @@ def report(run_id: str) -> tuple[int, dict[str, Any]]:
 def break_plugin(sim: KubeSim, bot: World, tag: str) -> str:
     """A run in monitoring, then its plugin's image changed to ``tag`` and 5 minutes pass, collected."""
     run = monitoring_run(bot.store, sim)
-    assert bot.scheduler.tick()
+    assert bot.reports.scheduler.tick()
     bot.collectors.catch_up()
     Kubectl(sim.kubeconfig)("set", "image", f"daemonset/{DS}", "-n", NS, f"{CTR}=nvcr.io/nvidia/k8s-device-plugin:v0.17.0-{tag}")
     sim.advance("5m")
@@ -67,7 +67,7 @@ def break_plugin(sim: KubeSim, bot: World, tag: str) -> str:
 def test_a_quiet_cluster_is_stable(sim: KubeSim, bot: World) -> None:
     """Nothing happens during monitoring: `report` exits 0, verdict stable, no findings."""
     run = monitoring_run(bot.store, sim)
-    assert bot.scheduler.tick()
+    assert bot.reports.scheduler.tick()
     bot.collectors.catch_up()
     sim.advance("1h")
     code, data = report(run.id)

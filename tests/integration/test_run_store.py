@@ -12,8 +12,8 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.redis_store import Keys, RedisRunStore
-from runbooks.runs import (
+from bot.storage.redis_store import Keys, RedisRunStore
+from runbooks.engine.runs import (
     ACTIVE,
     TERMINAL,
     TRANSITIONS,
@@ -24,8 +24,8 @@ from runbooks.runs import (
     allowed,
     new_run_id,
 )
-from runbooks.store import LeaseLost, LockHeld, StaleRun, StoreUnavailable
-from runbooks.transitioning import SilentObserver, Writer
+from runbooks.engine.store import LeaseLost, LockHeld, StaleRun, StoreUnavailable
+from runbooks.engine.transitioning import SilentObserver, Writer
 from tests.engine_support import FakeClock
 
 S = RunState

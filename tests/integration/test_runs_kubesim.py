@@ -7,14 +7,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.redis_store import RedisRunStore
+from bot.storage.redis_store import RedisRunStore
 from kubesim import KubeSim
-from runbooks.approving import Actor
 from runbooks.cluster import Cluster
-from runbooks.daemonset_steps import DaemonSetSteps
-from runbooks.engine import Engine
+from runbooks.daemonset.steps import DaemonSetSteps
+from runbooks.engine.approving import Actor
+from runbooks.engine.commands import Engine
+from runbooks.engine.runs import RunState
 from runbooks.policy import Policy
-from runbooks.runs import RunState
 from tests.support import Kubectl
 
 S = RunState
@@ -107,7 +107,7 @@ def test_crashing_image_is_rolled_back_automatically(sim: KubeSim, redis_url: st
 
 def test_a_request_for_a_missing_daemonset_or_node_is_refused(sim: KubeSim, redis_url: str) -> None:
     """The request reads the cluster first: an unknown DaemonSet or node is refused and nothing is stored."""
-    from runbooks.requesting import InvalidRequest
+    from runbooks.engine.requesting import InvalidRequest
 
     engine = engine_on(sim, redis_url)
     with pytest.raises(InvalidRequest, match="there is no DaemonSet kube-system/nope in cluster kubesim"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bot.render_text import render_inventory
+from bot.shell.output import render_inventory
 from kubesim import KubeSim
 from runbooks.inventory import Inventory
 

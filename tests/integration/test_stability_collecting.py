@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.redis_store import RedisRunStore
+from bot.storage.redis_store import RedisRunStore
 from kubesim import KubeSim
 from runbooks.cluster.resources import EVENTS
 from runbooks.stability.collecting import Collected, Collector

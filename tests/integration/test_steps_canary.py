@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from kubesim import KubeSim
-from runbooks.daemonset_steps import DaemonSetSteps
+from runbooks.daemonset.steps import DaemonSetSteps
 from tests.integration.stepkit import (
     BASELINE_GPUS,
     CTR,

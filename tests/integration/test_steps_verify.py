@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 from kubesim import KubeSim
-from runbooks.daemonset_steps import DaemonSetSteps
-from runbooks.steps import CheckStatus
-from runbooks.verifying import verify
+from runbooks.daemonset.steps import DaemonSetSteps
+from runbooks.daemonset.verifying import verify
+from runbooks.engine.steps import CheckStatus
 from tests.integration.stepkit import (
     BASELINE_GPUS,
     FAST,

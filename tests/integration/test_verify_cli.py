@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kubesim import KubeSim
-from runbooks.daemonset_steps import DaemonSetSteps
+from runbooks.daemonset.steps import DaemonSetSteps
 from tests.integration.stepkit import NEW, SPEED, harness
 from tests.integration.test_cli import assert_one_line_reason, run
 from tests.support import unreachable_kubeconfig

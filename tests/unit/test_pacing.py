@@ -6,7 +6,7 @@ import itertools
 import threading
 import time
 
-from bot.pacing import Pacer
+from bot.slack.pacing import Pacer
 
 
 def test_one_channel_in_order_at_the_pace() -> None:

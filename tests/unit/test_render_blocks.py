@@ -8,7 +8,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.render_blocks import (
+from bot.shell.output import render_reply as render_text_reply
+from bot.slack.blocks import (
     MAX_BLOCKS,
     MAX_SECTION,
     all_blocks,
@@ -16,7 +17,6 @@ from bot.render_blocks import (
     render_message,
     render_reply,
 )
-from bot.render_text import render_reply as render_text_reply
 from handlers.decisions import APPROVE, REJECT, approval_buttons
 from handlers.inventory import summarize
 from handlers.replies import Item, Message, Reply, Table, user_ref

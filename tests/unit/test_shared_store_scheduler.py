@@ -8,7 +8,7 @@ import threading
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.memory import MemoryJobStore
 
-from bot.scheduler import SharedStoreScheduler
+from bot.reports.scheduler import SharedStoreScheduler
 
 
 class RemovedByAnotherProcess(ThreadPoolExecutor):

@@ -9,10 +9,10 @@ import time
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
-from bot.idempotency import InMemoryIdempotency
-from bot.metrics import Metrics
-from bot.slack_app import delivery_key
-from bot.slack_web import SlackWeb, UsergroupDirectory
+from bot.slack.app import delivery_key
+from bot.slack.idempotency import InMemoryIdempotency
+from bot.slack.metrics import Metrics
+from bot.slack.web import SlackWeb, UsergroupDirectory
 from bot.workers import Workers
 from handlers.access import DirectoryUnavailable
 from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, block_action, sign, slash_command

@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from runbooks.baselines import Baseline, NodeBaseline
+from runbooks.daemonset.baselines import Baseline, NodeBaseline
+from runbooks.engine.runs import Run, RunState, Target
 from runbooks.inventory import Node, PluginPod, ResourceClaim
 from runbooks.policy import Policy
-from runbooks.runs import Run, RunState, Target
 from runbooks.stability.reading import ClusterNow
 from runbooks.stability.reporting import build_report, due_times
 from runbooks.stability.tallying import KUBELET_RESTART, Seen, Tally

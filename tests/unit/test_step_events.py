@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from runbooks.events import event_checks, event_from, split
+from runbooks.daemonset.events import event_checks, event_from, split
 
 T0 = dt.datetime(2025, 1, 6, 9, 0, 0, 500_000, tzinfo=dt.UTC)
 

@@ -1,0 +1,250 @@
+"""The Bolt app: the slash command and the Approve/Reject buttons, wired to the router.
+
+Every listener calls ``ack()`` first and hands the rest to the bounded
+:class:`~bot.workers.Workers` pool; nothing slow happens before the HTTP answer leaves.
+The app runs with ``process_before_response=True`` because the listener itself only
+acks and enqueues: the answer goes out as soon as it returns, without Bolt's extra
+executor hop and its 10 ms polling for ``ack()``.
+
+In a worker: the delivery is claimed once under its ``trigger_id`` (a Slack retry,
+``X-Slack-Retry-Num``, finds the key taken and is dropped), the command is routed, the
+reply is posted with ``chat.postMessage`` (its thread items under it) or, when
+ephemeral, sent to the ``response_url`` (``chat.postEphemeral`` if that fails). A click
+becomes a :class:`~handlers.decisions.Click` for the :class:`~handlers.decisions.Decisions`
+the engine wiring provides; the clicked message is updated with ``chat.update``.
+
+Bolt's own ``authorize`` is a cached :class:`BotIdentity`: no ``auth.test`` on the path
+to ``ack()``; readiness refreshes it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import secrets
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from slack_bolt import Ack, App, BoltRequest, Respond
+from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.logger.messages import (
+    warning_client_prioritized_and_token_skipped,
+    warning_token_skipped,
+)
+from slack_sdk.errors import SlackClientError
+
+from bot import slack_messages as msg
+from bot.settings import Settings
+from bot.slack.blocks import Payload, escape, render_message, render_reply
+from bot.slack.idempotency import Idempotency
+from bot.slack.metrics import Metrics
+from bot.slack.web import SlackWeb, error_code, make_client
+from bot.workers import Workers
+from handlers.decisions import ACTIONS, Click, Decisions
+from handlers.replies import Reply, channel_ref, user_ref
+from handlers.routing import Caller, Router
+from runbooks.policy import Policy
+
+log = logging.getLogger("upgradebot.slack")
+
+DEDUPE_TTL = dt.timedelta(hours=1)
+"""How long a delivery's key stays claimed; Slack retries within minutes."""
+
+
+class BotIdentity:
+    """The bot token and what ``auth.test`` said about it; Bolt's ``authorize``."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+        self.user_id: str | None = None
+        self.bot_id: str | None = None
+        self.team_id: str | None = None
+        self._lock = threading.Lock()
+
+    def refresh(self, web: SlackWeb) -> None:
+        """``auth.test`` now; raises ``SlackClientError``/``OSError`` when it fails."""
+        response = web.auth_test()
+        with self._lock:
+            self.user_id, self.bot_id = response.get("user_id"), response.get("bot_id")
+            self.team_id = response.get("team_id")
+
+    def authorize(self, enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
+        return AuthorizeResult(
+            enterprise_id=enterprise_id, team_id=team_id or self.team_id,
+            bot_token=self._token, bot_user_id=self.user_id, bot_id=self.bot_id,
+        )
+
+    def __repr__(self) -> str:
+        return f"BotIdentity(user_id={self.user_id!r}, team_id={self.team_id!r})"
+
+
+@dataclass
+class SlackDeps:
+    """What the listeners need; the engine wiring adds ``decisions``."""
+
+    router: Router
+    web: SlackWeb
+    idempotency: Idempotency
+    workers: Workers
+    metrics: Metrics
+    decisions: Decisions | None = None
+
+
+def delivery_key(kind: str, body: dict[str, Any]) -> str:
+    """What a retried delivery has in common with the first: its ``trigger_id``."""
+    trigger = body.get("trigger_id")
+    if trigger:
+        return f"slack:{kind}:{trigger}"
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+    return f"slack:{kind}:{digest[:32]}"
+
+
+def retry_of(request: BoltRequest) -> str | None:
+    values = request.headers.get("x-slack-retry-num")
+    return values[0] if values else None
+
+
+class _Listeners:
+    def __init__(self, deps: SlackDeps, prefix: str) -> None:
+        self.deps = deps
+        self.prefix = prefix
+
+    # ------------------------------------------------------------------ requests
+    def on_command(self, ack: Ack, body: dict[str, Any], request: BoltRequest, respond: Respond) -> None:
+        ack()
+        self._enqueue(self.run_command, body, retry_of(request), respond)
+
+    def on_action(self, ack: Ack, body: dict[str, Any], request: BoltRequest, respond: Respond) -> None:
+        ack()
+        self._enqueue(self.run_click, body, retry_of(request), respond)
+
+    def _enqueue(self, job: Any, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+        if not self.deps.workers.submit(job, body, retry, respond):
+            threading.Thread(target=self._say, args=(respond, body, msg.busy()), daemon=True).start()
+
+    def _claimed(self, kind: str, body: dict[str, Any], retry: str | None) -> bool:
+        if self.deps.idempotency.claim_once(delivery_key(kind, body), DEDUPE_TTL):
+            return True
+        self.deps.metrics.slack_duplicates.labels(kind=kind).inc()
+        log.info("dropped a repeated %s delivery (X-Slack-Retry-Num %s)", kind, retry or "-")
+        return False
+
+    # ------------------------------------------------------------------- workers
+    def run_command(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+        if not self._claimed("command", body, retry):
+            return
+        user, channel = str(body.get("user_id", "")), body.get("channel_id")
+        routed = self.deps.router.route(str(body.get("text", "")), Caller(user=user, channel=channel))
+        self.deps.metrics.commands.labels(verb=routed.verb, outcome=routed.outcome, surface="slack").inc()
+        log.info("command %s from %s in %s: %s", routed.verb, user, channel, routed.outcome)
+        reply = routed.reply
+        if reply.ephemeral or not channel:
+            self._ephemeral(respond, body, render_reply(reply, prefix=self.prefix).main)
+            return
+        command = escape(f"{body.get('command') or self.prefix} {body.get('text', '')}".strip())
+        try:
+            self.deps.web.post_reply(channel, reply, prefix=self.prefix, context=msg.requested_by(user_ref(user), command))
+        except (SlackClientError, OSError) as exc:
+            code = error_code(exc)
+            log.warning("posting the reply to %s in %s failed: %s", routed.verb, channel, code)
+            missing = code in ("not_in_channel", "channel_not_found", "is_archived")
+            self._say(respond, body, msg.not_in_channel(channel_ref(channel)) if missing else msg.delivery_failed(code))
+
+    def run_click(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+        if not self._claimed("action", body, retry):
+            return
+        actions = body.get("actions") or [{}]
+        action_id = str(actions[0].get("action_id", ""))
+        if self.deps.decisions is None:
+            self.deps.metrics.approvals.labels(action=action_id, outcome="disabled").inc()
+            self._say(respond, body, msg.no_decisions())
+            return
+        message = body.get("message") or {}
+        try:
+            click = Click(
+                action=action_id, value=str(actions[0].get("value", "")), user=str((body.get("user") or {}).get("id", "")),
+                channel=(body.get("channel") or {}).get("id"),
+                message_ts=(body.get("container") or {}).get("message_ts") or message.get("ts"),
+                thread_ts=message.get("thread_ts"),
+            )
+            decided = self.deps.decisions.decide(click)
+        except Exception:  # a malformed click or a failing engine: say so, decide nothing
+            reference = secrets.token_hex(4)
+            log.exception("click %s failed (reference %s)", action_id, reference)
+            self.deps.metrics.approvals.labels(action=action_id, outcome="error").inc()
+            self._say(respond, body, msg.click_failed(reference))
+            return
+        self.deps.metrics.approvals.labels(action=click.action, outcome="accepted" if decided.accepted else "refused").inc()
+        log.info("%s by %s on %s: %s", click.action, click.user, click.value, "accepted" if decided.accepted else "refused")
+        if decided.replace is not None and click.channel and click.message_ts:
+            self.deps.web.update(click.channel, click.message_ts, render_message(decided.replace)[0])
+        if decided.reply is None:
+            return
+        if decided.reply.ephemeral or not click.channel:
+            self._ephemeral(respond, body, render_reply(decided.reply, prefix=self.prefix).main)
+        else:
+            self.deps.web.post_reply(click.channel, decided.reply, prefix=self.prefix,
+                                     thread_ts=click.thread_ts or click.message_ts)
+
+    # ------------------------------------------------------------------- replies
+    def _say(self, respond: Respond, body: dict[str, Any], text: str) -> None:
+        self._ephemeral(respond, body, render_reply(Reply.error(text), prefix=self.prefix).main)
+
+    def _ephemeral(self, respond: Respond, body: dict[str, Any], payload: Payload) -> None:
+        """To the ``response_url`` (works where the bot is not a member), else ``chat.postEphemeral``."""
+        try:
+            if respond.response_url:
+                answer = respond(text=payload["text"], blocks=payload["blocks"], response_type="ephemeral",
+                                 replace_original=False)
+                if answer.status_code == 200:
+                    return
+                log.warning("response_url answered %s", answer.status_code)
+        except OSError as exc:
+            log.warning("response_url failed: %s", type(exc).__name__)
+        user = body.get("user_id") or (body.get("user") or {}).get("id")
+        channel = body.get("channel_id") or (body.get("channel") or {}).get("id")
+        if user and channel:
+            self.deps.web.post_ephemeral(channel, user, payload)
+
+
+class _ExpectedWarnings(logging.Filter):
+    """Bolt falls back to ``SLACK_BOT_TOKEN`` from the environment even when given a client
+    and ``authorize``, then warns that the token is unused; that is our intent, not news."""
+
+    expected = frozenset({warning_client_prioritized_and_token_skipped(), warning_token_skipped()})
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() not in self.expected
+
+
+_BOLT_LOG = logging.getLogger("upgradebot.bolt")
+_BOLT_LOG.addFilter(_ExpectedWarnings())
+
+
+def build_app(settings: Settings, policy: Policy, deps: SlackDeps, *, identity: BotIdentity) -> App:
+    """The Bolt app for ``policy.slash_command`` and the Approve/Reject actions.
+
+    Request signatures are verified with ``SLACK_SIGNING_SECRET`` (required over HTTP;
+    Socket Mode deliveries are not signed and need none).
+    """
+    secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
+
+    def authorize(enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
+        return identity.authorize(enterprise_id, team_id)  # Bolt injects by name: a plain function
+
+    app = App(
+        client=make_client(settings, metrics=deps.metrics, with_token=False),
+        signing_secret=secret or "",
+        request_verification_enabled=bool(secret),
+        authorize=authorize,
+        process_before_response=True,
+        logger=_BOLT_LOG,
+    )
+    listeners = _Listeners(deps, policy.slash_command)
+    app.command(policy.slash_command)(listeners.on_command)
+    for action in ACTIONS:
+        app.action(action)(listeners.on_action)
+    return app

@@ -1,0 +1,117 @@
+"""A run in Slack: one root message updated in place, and a thread of steps and requests.
+
+:class:`SlackThreads` is a :class:`runbooks.engine.transitioning.Observer` for runs requested
+from Slack (``origin`` ``{"surface": "slack", "channel": …}``). At the run's first event
+it posts the root message (target, image, node, requester, state) and records its ``ts``
+in the run with the engine's compare-and-set (``Engine.set_origin``), so a restarted
+bot, or another replica, updates the same message with ``chat.update``. Each step,
+check and decision becomes one thread message; each gate a thread message with Approve /
+Reject, rewritten without buttons once the gate closes (by a click, the shell or expiry).
+
+Every call goes through the :class:`~bot.slack.pacing.Pacer` of the channel: in order, about
+one a second, the root message's updates coalesced. The engine is never slowed or
+stopped by Slack: the observer only queues, and a failed call is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from bot.slack.blocks import render_message
+from bot.slack.pacing import Pacer
+from bot.slack.web import SlackWeb
+from handlers.replies import Message
+from handlers.run_views import (
+    closed_gate_message,
+    gate_message,
+    gate_ref,
+    root_message,
+    step_message,
+)
+from runbooks.engine.runs import Gate, Run, Step
+
+log = logging.getLogger("upgradebot.slack.threads")
+SURFACE = "slack"
+
+
+class SlackThreads:
+    def __init__(self, *, web: SlackWeb, pacer: Pacer, set_origin: Callable[..., Run],
+                 self_approval: bool = False) -> None:
+        """``set_origin(run_id, ts=…)`` stores the root message's ts in the run (first wins)."""
+        self.web, self.pacer, self.set_origin, self.self_approval = web, pacer, set_origin, self_approval
+        self._latest: dict[str, Run] = {}
+        self._roots: dict[str, str] = {}
+        self._gates: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ Observer
+    def on_state(self, run: Run) -> None:
+        channel = self._remember(run)
+        if channel is None:
+            return
+        self.pacer.submit(channel, lambda: self._sync_root(run.id, channel), key=f"root:{run.id}")
+        gate = run.gate
+        if gate is not None and not gate.is_open and gate_ref(run, gate) in self._gates:
+            self.pacer.submit(channel, lambda: self._close_gate(run, gate), key=f"gate:{gate_ref(run, gate)}")
+
+    def on_step(self, run: Run, step: Step) -> None:
+        channel = self._remember(run)
+        if channel is not None:
+            self.pacer.submit(channel, lambda: self._post(run.id, channel, step_message(run, step)))
+
+    def on_gate(self, run: Run, gate: Gate) -> None:
+        channel = self._remember(run)
+        if channel is not None:
+            message = gate_message(run, gate, self_approval=self.self_approval)
+            self.pacer.submit(channel, lambda: self._post(run.id, channel, message, gate=gate_ref(run, gate)))
+
+    # ------------------------------------------------------------- helpers
+    def _remember(self, run: Run) -> str | None:
+        """The run's Slack channel (None: not a Slack run); keeps the newest version seen."""
+        if run.origin.get("surface") != SURFACE or not run.origin.get("channel"):
+            return None
+        with self._lock:
+            known = self._latest.get(run.id)
+            if known is None or run.version >= known.version:
+                self._latest[run.id] = run
+        return run.origin["channel"]
+
+    def root_ts(self, run_id: str) -> str | None:
+        with self._lock:
+            known = self._latest.get(run_id)
+            return self._roots.get(run_id) or (known.origin.get("ts") if known else None)
+
+    def _sync_root(self, run_id: str, channel: str) -> None:
+        with self._lock:
+            run = self._latest[run_id]
+        payload = render_message(root_message(run))[0]
+        ts = self.root_ts(run_id)
+        if ts:
+            self.web.update(channel, ts, payload)
+            return
+        posted = self.web.post(channel, payload)
+        kept = self.set_origin(run_id, ts=posted).origin.get("ts", posted)
+        with self._lock:
+            self._roots[run_id] = kept
+        if kept != posted:  # another replica posted the root first: keep theirs up to date
+            log.warning("run %s already had a root message (%s); updating that one", run_id, kept)
+            self.web.update(channel, kept, payload)
+
+    def _post(self, run_id: str, channel: str, message: Message, *, gate: str | None = None) -> None:
+        ts = self.root_ts(run_id)
+        if ts is None:
+            log.warning("run %s has no root message in %s; a thread message was dropped", run_id, channel)
+            return
+        for i, payload in enumerate(render_message(message)):
+            posted = self.web.post(channel, payload, thread_ts=ts)
+            if gate is not None and i == 0:
+                with self._lock:
+                    self._gates[gate] = posted
+
+    def _close_gate(self, run: Run, gate: Gate) -> None:
+        with self._lock:
+            ts = self._gates.pop(gate_ref(run, gate), None)
+        if ts is not None:
+            self.web.update(run.origin["channel"], ts, render_message(closed_gate_message(run, gate))[0])

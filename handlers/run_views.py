@@ -1,0 +1,186 @@
+"""Runs as surface-neutral messages: the root message of a run, its thread items, replies.
+
+A chat front end shows each run as one root message (:func:`root_message`, updated in
+place as the state changes) with a thread under it: one item per step and check
+(:func:`step_message`) and, at each gate, a request with Approve / Reject
+(:func:`gate_message`) whose buttons give way to who decided and when
+(:func:`decided_message`). The presenters turn what the run verbs return (the engine's
+``Outcome``, runs, audit entries, verify results) into a :class:`Reply`. Pure functions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from handlers import messages as msg
+from handlers.decisions import approval_buttons
+from handlers.replies import Item, Message, Reply, Table, Tone, user_ref
+from runbooks.engine.commands import Outcome
+from runbooks.engine.refusals import moment_text
+from runbooks.engine.runs import Gate, GateKind, Run, RunState, Step
+from runbooks.engine.steps import CheckStatus, StepResult
+from runbooks.engine.transitioning import ENGINE_ACTOR
+
+S = RunState
+STATE_TONE: dict[RunState, Tone] = {
+    S.DONE: "ok", S.MONITORING: "ok", S.ROLLED_BACK: "warn", S.REJECTED: "warn", S.EXPIRED: "warn",
+    S.ROLLING_BACK: "warn", S.FAILED: "error",
+}
+STEP_TONE: dict[str, Tone] = {"ok": "ok", "failed": "error", "info": "info", "skipped": "info"}
+GATE_TITLE = {GateKind.CANARY: "Canary request", GateKind.PROMOTION: "Promotion request",
+              GateKind.ROLLBACK: "Rollback request"}
+MAX_AUDIT_ROWS = 40
+MAX_CHECK_ROWS = 60
+CHECK_LABEL = {CheckStatus.FAIL: "FAIL", CheckStatus.WARN: "WARN", CheckStatus.SKIP: "SKIP", CheckStatus.PASS: "ok"}
+CHECK_ORDER = {CheckStatus.FAIL: 0, CheckStatus.WARN: 1, CheckStatus.SKIP: 2, CheckStatus.PASS: 3}
+
+
+def _who(user: str) -> str:
+    return user if user == ENGINE_ACTOR else user_ref(user)
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ------------------------------------------------------------------ gates
+def gate_ref(run: Run, gate: Gate) -> str:
+    """The value of a gate's buttons: the run, the kind and the moment it opened."""
+    return f"{run.id}|{gate.kind.value}|{gate.opened_at.astimezone(dt.UTC):%Y%m%dT%H%M%S%f}"
+
+
+def run_of_ref(value: str) -> str | None:
+    """The run id in a gate reference, or None if it is not one."""
+    parts = value.split("|")
+    return parts[0] if len(parts) == 3 and parts[0].startswith("r-") else None
+
+
+def _asks(run: Run, gate: Gate) -> str:
+    if gate.kind is GateKind.CANARY:
+        what = f"put {run.image} on {run.node} (canary of {run.target.ref}, container {run.container})"
+    elif gate.kind is GateKind.PROMOTION:
+        what = f"roll {run.image} out to every node of {run.target.ref}: the canary on {run.node} passed"
+    else:
+        what = f"roll {run.target.ref} back to the template it had before run {run.id}"
+    return msg.gate_asks(_who(gate.requested_by), what)
+
+
+def gate_message(run: Run, gate: Gate, *, self_approval: bool = False) -> Message:
+    """A gate in the thread: who asks for what, until when, with Approve / Reject."""
+    lines = [_asks(run, gate), msg.gate_expires(moment_text(gate.expires_at), self_approval)]
+    if gate.reason:
+        lines.insert(1, gate.reason)
+    return Message(title=f"{GATE_TITLE[gate.kind]} for {run.id}", text="\n".join(lines),
+                   buttons=approval_buttons(gate_ref(run, gate)), tone="warn")
+
+
+def decided_message(run: Run, gate: Gate, *, user: str, approve: bool, at: dt.datetime) -> Message:
+    """The gate message once decided: the buttons give way to who decided and when."""
+    verdict = msg.decided(user_ref(user), approve, moment_text(at))
+    return Message(title=f"{GATE_TITLE[gate.kind]} for {run.id}", text=f"{_asks(run, gate)}\n{verdict}",
+                   tone="ok" if approve else "error")
+
+
+def closed_gate_message(run: Run, gate: Gate) -> Message:
+    """A gate message once closed however it was (a click, the shell, expiry): no buttons."""
+    at = moment_text(gate.decided_at or gate.expires_at)
+    if gate.outcome == "approved":
+        verdict = msg.decided(", ".join(user_ref(u) for u in gate.approvers), True, at)
+    elif gate.outcome == "rejected":
+        verdict = msg.decided(", ".join(user_ref(d.user) for d in gate.decisions if not d.approve), False, at)
+    else:
+        verdict = f"Closed ({gate.outcome}) at {at}"
+    return Message(title=f"{GATE_TITLE[gate.kind]} for {run.id}", text=f"{_asks(run, gate)}\n{verdict}",
+                   tone="ok" if gate.outcome == "approved" else "warn")
+
+
+# ------------------------------------------------------------------ a run
+def root_message(run: Run) -> Message:
+    """The run's root message: target, image, node, requester and state (updated in place)."""
+    fields = [
+        Item(label="State", value=run.state.value + (" (halted)" if run.halted else "")),
+        Item(label="Target", value=f"{run.target.ref} in {run.target.cluster or 'the current context'}"),
+        Item(label="Image", value=f"{run.image} (container {run.container})"),
+        Item(label="Canary node", value=run.node),
+        Item(label="Requested by", value=user_ref(run.requester)),
+        Item(label="Updated", value=moment_text(run.updated_at)),
+    ]
+    lines = []
+    if run.gate is not None and run.gate.is_open:
+        lines.append(f"Waiting for approval: {GATE_TITLE[run.gate.kind].lower()} in the thread, "
+                     f"open until {moment_text(run.gate.expires_at)}")
+    if run.reason:
+        lines.append(run.reason)
+    return Message(title=f"Upgrade {run.id}: {run.target.ref}", text="\n".join(lines), fields=fields,
+                   tone=STATE_TONE.get(run.state, "info"))
+
+
+def step_message(run: Run, step: Step) -> Message:
+    """One thread item per step, check, mutation, decision and gate event."""
+    scope = step.evidence.get("scope") if isinstance(step.evidence, dict) else None
+    title = step.name + (f" ({scope})" if scope else "")
+    if step.kind in ("check", "step", "mutation"):
+        title = f"{title}: {step.status}"
+    lines = [step.detail] if step.detail else []
+    if step.actor != ENGINE_ACTOR:
+        lines.append(f"by {user_ref(step.actor)}")
+    return Message(title=title, text=_cut("\n".join(lines), 2900) if lines else "",
+                   tone=STEP_TONE.get(step.status, "info"))
+
+
+# ------------------------------------------------------------------ replies
+def requested_reply(outcome: Outcome) -> Reply:
+    """``canary``: the run is shown by its root message; the caller gets its id."""
+    return Reply(text=msg.run_requested(outcome.run.id), ephemeral=True, tone="ok")
+
+
+def outcome_reply(outcome: Outcome) -> Reply:
+    """approve, reject, promote, rollback, close: where the run is now, for the caller."""
+    run = outcome.run
+    return Reply(text=msg.run_now(run.id, run.state.value, outcome.note or run.reason), ephemeral=True,
+                 tone=STATE_TONE.get(run.state, "info"))
+
+
+def status_reply(runs: Sequence[Run]) -> Reply:
+    """``status <run>``: its root message; ``status``: the active runs."""
+    if len(runs) == 1:
+        root = root_message(runs[0])
+        return Reply(**root.model_dump(), ephemeral=True)
+    return runs_reply(runs, title="Active runs")
+
+
+def runs_reply(runs: Sequence[Run], *, title: str = "Runs") -> Reply:
+    rows = [[r.id, r.state.value, r.target.ref, r.image.rsplit("/", 1)[-1], r.node, r.requester,
+             moment_text(r.updated_at)] for r in runs]
+    table = Table(header=["ID", "STATE", "TARGET", "IMAGE", "NODE", "REQUESTER", "UPDATED"], rows=rows)
+    return Reply(title=f"{title} ({len(runs)})", table=table if rows else None,
+                 text="" if rows else "none", ephemeral=True)
+
+
+def audit_reply(found: tuple[Run, list[dict[str, Any]]]) -> Reply:
+    """``audit <run>``: the newest entries of its trail (the shell prints them all)."""
+    run, entries = found
+    shown = entries[-MAX_AUDIT_ROWS:]
+    rows = [[str(e.get("at", ""))[:19].replace("T", " "), str(e.get("actor", "")), str(e.get("kind", "")),
+             str(e.get("name", "")), str(e.get("status", "")), _cut(str(e.get("detail", "")), 80)] for e in shown]
+    note = f"… {len(entries) - len(shown)} older entries: `upgradebot audit {run.id}` prints them all" \
+        if len(shown) < len(entries) else ""
+    table = Table(header=["AT (UTC)", "ACTOR", "KIND", "NAME", "STATUS", "DETAIL"], rows=rows, note=note)
+    return Reply(title=f"Audit of {run.id} ({run.target.ref}, now {run.state.value}): {len(entries)} entries",
+                 table=table, ephemeral=True)
+
+
+def verification_reply(result: StepResult, *, target: str, scope: str) -> Reply:
+    """``verify``: the verdict, then one row per check, failures first."""
+    failed = len(result.failed)
+    verdict = "all checks passed" if result.ok else f"{failed} of {len(result.checks)} checks failed"
+    checks = sorted(result.checks, key=lambda c: CHECK_ORDER[c.status])
+    rows = [[CHECK_LABEL[c.status], c.name, c.scope or "-", _cut(c.detail, 100)] for c in checks[:MAX_CHECK_ROWS]]
+    note = f"… {len(checks) - len(rows)} more checks: `upgradebot verify … --json` lists them all" \
+        if len(rows) < len(checks) else ""
+    return Reply(title=f"Verify of {target} on {scope}: {verdict}", text=result.reason,
+                 table=Table(header=["", "CHECK", "SCOPE", "DETAIL"], rows=rows, note=note),
+                 tone="ok" if result.ok else "error")

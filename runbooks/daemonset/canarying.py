@@ -1,0 +1,162 @@
+"""The canary step: the new image on one node, every other node untouched.
+
+In order, each part done only if the cluster does not show it done yet (so a step
+re-entered after a kill repeats nothing):
+
+1. pre-checks and the baseline, then the saved state in the run's progress *before*
+   any change: the whole pod template, the update strategy, the current revision
+   (number, name, hash), the generation, the container and its image;
+2. ``updateStrategy: OnDelete`` (the controller stops replacing pods by itself);
+3. the new image on the chosen container (the template changes, no pod does);
+4. the canary node's pod deleted, if it still runs another revision than the new one
+   (uid precondition); the controller recreates it from the new template;
+5. wait until the replacement is Running and Ready with the new image
+   (``settings.ready_timeout``), failing early when it crash-loops.
+
+The nodeSelector and affinity are never touched: pinning the DaemonSet to one hostname
+would delete the plugin from every other node.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from runbooks.daemonset import checks as judge
+from runbooks.daemonset.observing import Revision, Snapshot, observe, wait_for
+from runbooks.daemonset.patching import ON_DELETE, delete_pod, set_image, set_strategy
+from runbooks.daemonset.preflight import canary_prechecks, resolve_container
+from runbooks.engine.recording import failed, note, note_checks, passed, result
+from runbooks.engine.steps import Check, StepContext, StepResult
+from runbooks.errors import NotFound
+from runbooks.inventory import PluginPod
+
+
+def saved_state(snap: Snapshot, container: str) -> dict[str, Any]:
+    current = snap.current_revision
+    return {
+        "template": snap.template,
+        "update_strategy": snap.strategy,
+        "revision": current.as_progress() if current else None,
+        "generation": snap.generation,
+        "container": container,
+        "image": snap.images.get(container),
+    }
+
+
+def with_image(template: dict[str, Any], container: str, image: str) -> dict[str, Any]:
+    changed = copy.deepcopy(template)
+    for ctr in (changed.get("spec") or {}).get("containers") or []:
+        if ctr.get("name") == container:
+            ctr["image"] = image
+    return changed
+
+
+def touched(snap: Snapshot, saved: dict[str, Any]) -> bool:
+    """Has the canary changed the DaemonSet already (strategy or template)?"""
+    return snap.template != saved["template"] or snap.strategy_type != (saved["update_strategy"].get("type") or "RollingUpdate")
+
+
+def canary(ctx: StepContext) -> StepResult:
+    run = ctx.run
+    ns, name = run.target.namespace, run.target.name
+    try:
+        snap = observe(ctx.cluster, ns, name)
+    except NotFound:
+        check = failed("daemonset-exists", f"daemonset {run.target.ref} does not exist on {ctx.cluster.context}")
+        note_checks(ctx, "canary.precheck", [check])
+        return result([check], what="canary pre-checks")
+    saved = run.progress.get("saved")
+    if saved is None or not touched(snap, saved):
+        checks, baseline = canary_prechecks(ctx.cluster, snap, run=run, settings=ctx.settings)
+        note_checks(ctx, "canary.precheck", checks)
+        if baseline is None:
+            return result(checks, what="canary pre-checks")
+        container = resolve_container(run.container, snap.images)
+        assert container is not None  # the pre-checks said so
+        saved = saved_state(snap, container)
+        ctx.run = ctx.save_progress({
+            "saved": saved, "baseline": baseline.model_dump(mode="json"),
+            "canary_started_at": ctx.cluster.server_time().isoformat(),
+        })
+        note(ctx, "canary.saved", "info", f"saved the template, strategy {saved['update_strategy'].get('type')} and "
+             f"revision {(saved['revision'] or {}).get('number')} before changing anything",
+             revision=saved["revision"], strategy=saved["update_strategy"], image=saved["image"])
+    elif snap.template not in (saved["template"], with_image(saved["template"], saved["container"], run.image)):
+        reason = (f"{run.target.ref} changed since the canary began (its template is neither the saved one nor the "
+                  "saved one with the new image): someone else is changing it; roll back and start again")
+        note(ctx, "canary.drift", "failed", reason)
+        return StepResult(ok=False, reason=reason)
+    else:
+        note(ctx, "canary.resume", "info", "resuming a canary that already changed the DaemonSet: doing only what is missing")
+    container = saved["container"]
+    set_strategy(ctx, ON_DELETE, step="canary.strategy")
+    set_image(ctx, container, run.image, step="canary.image")
+    new = _new_revision(ctx)
+    if new is None:
+        return StepResult(ok=False, reason=f"the DaemonSet controller did not pick up the new template of "
+                          f"{run.target.ref} in {ctx.settings.ready_timeout:g}s: is kube-controller-manager running?")
+    return _replace_canary_pod(ctx, new, container)
+
+
+def _new_revision(ctx: StepContext) -> Revision | None:
+    run = ctx.run
+    snap = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval,
+                    probe=lambda: s if (s := observe(ctx.cluster, run.target.namespace, run.target.name)).settled else None)
+    if snap is None or snap.current_revision is None:
+        return None
+    new = snap.current_revision
+    if run.progress.get("new_revision") != new.as_progress():
+        ctx.run = ctx.save_progress({"new_revision": new.as_progress()})
+    return new
+
+
+def _replace_canary_pod(ctx: StepContext, new: Revision, container: str) -> StepResult:
+    run, node = ctx.run, ctx.run.node
+    snap = observe(ctx.cluster, run.target.namespace, run.target.name)
+    pod = snap.pod_on(node)
+    if pod is not None and pod.revision_hash != new.hash:
+        delete_pod(ctx, pod, step="canary.delete-pod", why=f"revision {pod.revision_hash} -> {new.hash}")
+    elif pod is None:
+        note(ctx, "canary.delete-pod", "info", f"no plugin pod on {node} yet: waiting for the controller to create one")
+    else:
+        note(ctx, "canary.delete-pod", "info", f"the pod on {node} already runs revision {new.hash}", pod=pod.name)
+    last: list[Snapshot] = [snap]
+
+    def settled() -> tuple[str, PluginPod] | None:
+        last[0] = current = observe(ctx.cluster, run.target.namespace, run.target.name)
+        p = current.pod_on(node)
+        if p is None or p.deleting or p.revision_hash != new.hash:
+            return None
+        if p.phase == "Running" and p.ready and p.images.get(container) == run.image:
+            return "ready", p
+        if p.crashloop or (p.restarts >= 2 and not p.ready):
+            return "crashloop", p
+        return None
+
+    outcome = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval, probe=settled)
+    others = [n for n in last[0].nodes if n != node]
+    untouched = _others_on_old_revision(last[0], others, new)
+    if outcome is None:
+        current = last[0].pod_on(node)
+        state = f"{current.name} {current.phase}, ready={current.ready}" if current else "no pod"
+        checks = [failed("canary-pod-ready", f"the new pod on {node} was not Ready in {ctx.settings.ready_timeout:g}s "
+                         f"({state})", node), untouched]
+    elif outcome[0] == "crashloop":
+        p = outcome[1]
+        checks = [failed("no-crashloop", f"{p.name} on {node} is crash-looping ({p.waiting_reason or 'restarting'}, "
+                         f"{p.restarts} restarts)", node, pod=p.name, restarts=p.restarts),
+                  failed("canary-pod-ready", f"{p.name} on {node} never became Ready", node, pod=p.name), untouched]
+    else:
+        p = outcome[1]
+        checks = [passed("canary-pod-ready", f"{p.name} on {node} is Running and Ready with {run.image}", node,
+                         pod=p.name, revision=new.hash), untouched]
+    note_checks(ctx, "canary", checks)
+    return result(checks, what=f"canary on {node}")
+
+
+def _others_on_old_revision(snap: Snapshot, others: list[str], new: Revision) -> Check:
+    moved = [n for n in others if (p := snap.pod_on(n)) is not None and p.revision_hash == new.hash]
+    if moved:
+        return failed("other-nodes-unchanged", f"pods on {judge.listing(moved)} run the new revision too", judge.listing(moved))
+    return passed("other-nodes-unchanged", f"{len(others)} other node(s) still run the previous revision", "other nodes")

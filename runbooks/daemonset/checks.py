@@ -1,0 +1,225 @@
+"""The verdicts of verify: pure functions from what was read to :class:`Check` models.
+
+No I/O: :mod:`runbooks.daemonset.verifying` reads the cluster (snapshots at the start and the end
+of the observation window, node samples in between, logs, DRA objects, events) and
+passes the data here. Each function returns one check named for what it proves, with
+the nodes it concerns in ``scope`` and the numbers behind the verdict in ``evidence``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from runbooks.daemonset.baselines import Baseline
+from runbooks.daemonset.observing import Snapshot
+from runbooks.engine.recording import failed, passed, skipped, warned
+from runbooks.engine.steps import Check
+from runbooks.inventory import Node, ResourceClaim, ResourceSlice
+from runbooks.inventory.plugins import LogResult
+
+ALL = "all nodes"
+
+
+def listing(names: Sequence[str], limit: int = 5) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def scope_of(nodes: Sequence[str], everywhere: bool) -> str:
+    return ALL if everywhere else listing(list(nodes))
+
+
+def rollout(snap: Snapshot, nodes: Sequence[str], *, image: str | None, container: str | None, everywhere: bool) -> Check:
+    """Pods in scope run the current revision (and ``image``); counted from pod hashes and DS status."""
+    status = snap.status
+    current = snap.current_revision
+    desired = int(status.get("desiredNumberScheduled") or 0)
+    on_current = sum(1 for p in snap.pods if current and not p.deleting and p.revision_hash == current.hash)
+    evidence: dict[str, Any] = {
+        "desired": desired, "updated_status": int(status.get("updatedNumberScheduled") or 0), "updated_pods": on_current,
+        "ready": int(status.get("numberReady") or 0), "available": int(status.get("numberAvailable") or 0),
+        "revision": current.number if current else None, "hash": current.hash if current else None,
+        "strategy": snap.strategy_type,
+    }
+    scope = scope_of(nodes, everywhere)
+    if current is None or int(status.get("observedGeneration") or 0) < snap.generation:
+        return failed("rollout", "the DaemonSet controller has not processed the latest template yet", scope, **evidence)
+    behind, wrong_image = [], []
+    for node in nodes:
+        pod = snap.pod_on(node)
+        if pod is None or pod.deleting or pod.revision_hash != current.hash:
+            behind.append(node)
+        elif image and container and pod.images.get(container) != image:
+            wrong_image.append(node)
+    evidence.update(behind=behind, wrong_image=wrong_image)
+    if wrong_image:
+        return failed("rollout", f"pods on {listing(wrong_image)} do not run {image}", scope, **evidence)
+    if behind:
+        detail = f"{len(behind)} of {len(nodes)} node(s) not on revision {current.number} ({current.hash}): {listing(behind)}"
+        if image is None and snap.strategy_type == "OnDelete":
+            return warned("rollout", detail + " (OnDelete: pods change only when deleted; a canary may be in progress)",
+                          scope, **evidence)
+        return failed("rollout", detail, scope, **evidence)
+    what = f" with {image}" if image else ""
+    return passed("rollout", f"{len(nodes)} node(s) on revision {current.number} ({current.hash}){what}; "
+                  f"{on_current}/{desired} pods updated", scope, **evidence)
+
+
+def pods_ready(snap: Snapshot, nodes: Sequence[str], *, everywhere: bool) -> Check:
+    bad = {}
+    for node in nodes:
+        pod = snap.pod_on(node)
+        if pod is None:
+            bad[node] = "no pod"
+        elif pod.deleting or pod.phase != "Running" or not pod.ready:
+            bad[node] = f"{pod.name} {'terminating' if pod.deleting else pod.phase}{'' if pod.ready else ', not Ready'}"
+    scope = scope_of(nodes, everywhere)
+    if bad:
+        return failed("pods-ready", "; ".join(f"{n}: {why}" for n, why in list(bad.items())[:5]), scope, nodes=bad)
+    return passed("pods-ready", f"the plugin pod on each of {len(nodes)} node(s) is Running and Ready", scope)
+
+
+def no_crashloop(samples: Sequence[Snapshot], nodes: Sequence[str], *, everywhere: bool) -> Check:
+    seen: dict[str, str] = {}
+    for snap in samples:
+        for node in nodes:
+            pod = snap.pod_on(node)
+            if pod is not None and pod.crashloop:
+                seen.setdefault(node, f"{pod.name} ({pod.restarts} restarts)")
+    scope = scope_of(nodes, everywhere)
+    if seen:
+        return failed("no-crashloop", "CrashLoopBackOff: " + "; ".join(f"{n}: {p}" for n, p in list(seen.items())[:5]),
+                      scope, nodes=seen)
+    return passed("no-crashloop", "no plugin container in CrashLoopBackOff", scope)
+
+
+def restarts_stable(start: Snapshot, end: Snapshot, nodes: Sequence[str], *, window: float, everywhere: bool) -> Check:
+    """Restart counts sampled at the start and the end of the observation window."""
+    rose, replaced = {}, {}
+    for node in nodes:
+        before, after = start.pod_on(node), end.pod_on(node)
+        if before is None or after is None:
+            continue
+        if before.uid != after.uid:
+            replaced[node] = f"{before.name} -> {after.name}"
+        elif after.restarts > before.restarts:
+            rose[node] = f"{after.name}: {before.restarts} -> {after.restarts}"
+    scope = scope_of(nodes, everywhere)
+    evidence = {"window_seconds": window, "rose": rose, "replaced": replaced}
+    if rose or replaced:
+        parts = [f"restarts rose on {n} ({why})" for n, why in rose.items()]
+        parts += [f"pod replaced on {n} ({why})" for n, why in replaced.items()]
+        return failed("restarts-stable", f"during {window:g}s: " + "; ".join(parts[:5]), scope, **evidence)
+    return passed("restarts-stable", f"no restart in {window:g}s", scope, **evidence)
+
+
+def registered(snap: Snapshot, nodes: Sequence[str], logs: dict[str, LogResult], *, kind: str, everywhere: bool) -> Check:
+    """The registration line in each plugin pod's log (``logs`` by node)."""
+    missing, unread = [], {}
+    for node in nodes:
+        result = logs.get(node)
+        if result is None or result.registered is None:
+            unread[node] = result.problem if result and result.problem else "log not read"
+        elif not result.registered:
+            missing.append(node)
+    scope = scope_of(nodes, everywhere)
+    line = ("'Registered device plugin for … with Kubelet'" if kind == "device-plugin"
+            else "the DRA driver's registration with the kubelet")
+    if missing:
+        return failed("plugin-registered", f"the plugin log on {listing(missing)} has no {line}: "
+                      "it did not register", scope, missing=missing, unread=unread)
+    if unread:
+        first = next(iter(unread.values()))
+        return warned("plugin-registered", f"could not read the plugin log on {listing(list(unread))} ({first})",
+                      scope, unread=unread)
+    return passed("plugin-registered", f"{line} found on {len(nodes)} node(s)", scope)
+
+
+def gpu_capacity(
+    nodes: Sequence[str], final: dict[str, Node], lowest: dict[str, dict[str, int]], baseline: Baseline | None,
+    resources: Sequence[str], *, everywhere: bool,
+) -> Check:
+    """Capacity and allocatable equal the baseline at the end, and allocatable never dipped below it."""
+    problems: dict[str, str] = {}
+    for node in nodes:
+        now = final.get(node)
+        if now is None:
+            problems[node] = "node gone"
+            continue
+        base = baseline.node(node) if baseline else None
+        for res in resources:
+            cap, alloc, low = now.capacity.get(res, 0), now.allocatable.get(res, 0), lowest.get(node, {}).get(res)
+            if base is not None:
+                want_cap, want_alloc = base.capacity.get(res, 0), base.allocatable.get(res, 0)
+            else:
+                want_cap, want_alloc = cap, cap
+            if (cap, alloc) != (want_cap, want_alloc):
+                problems[node] = f"{res} capacity/allocatable {cap}/{alloc}, baseline {want_cap}/{want_alloc}"
+            elif low is not None and low < want_alloc:
+                problems[node] = f"{res} allocatable dropped to {low} (baseline {want_alloc}) during the window"
+    scope = scope_of(nodes, everywhere)
+    if problems:
+        return failed("gpu-capacity", "; ".join(f"{n}: {p}" for n, p in list(problems.items())[:5]), scope, nodes=problems)
+    if baseline is None:
+        return passed("gpu-capacity", f"{', '.join(resources)} allocatable equals capacity on {len(nodes)} node(s) "
+                      "(no baseline to compare with)", scope)
+    return passed("gpu-capacity", f"{', '.join(resources)} capacity and allocatable equal the baseline on "
+                  f"{len(nodes)} node(s)", scope)
+
+
+def others_unchanged(
+    snap: Snapshot, others: Sequence[str], final: dict[str, Node], baseline: Baseline | None, resources: Sequence[str],
+) -> Check:
+    """Nodes outside the scope keep their baseline images and GPU capacity (the canary stays on one node)."""
+    if baseline is None:
+        return skipped("other-nodes-unchanged", "no baseline to compare the other nodes with")
+    changed: dict[str, str] = {}
+    for node in others:
+        base, pod, now = baseline.node(node), snap.pod_on(node), final.get(node)
+        if base is None:
+            continue
+        if pod is None or pod.images != base.images:
+            changed[node] = f"image {pod.images if pod else 'no pod'} (baseline {base.images})"
+        elif now is not None and any(
+            (now.capacity.get(r, 0), now.allocatable.get(r, 0)) != (base.capacity.get(r, 0), base.allocatable.get(r, 0))
+            for r in resources
+        ):
+            changed[node] = f"GPU capacity/allocatable {now.capacity}/{now.allocatable} (baseline {base.capacity}/{base.allocatable})"
+    if changed:
+        return failed("other-nodes-unchanged", "; ".join(f"{n}: {c}" for n, c in list(changed.items())[:5]),
+                      listing(list(changed)), nodes=changed)
+    return passed("other-nodes-unchanged", f"{len(others)} other node(s) keep their image and GPU capacity", "other nodes")
+
+
+def dra_slices(nodes: Sequence[str], slices: Sequence[ResourceSlice] | None, drivers: Sequence[str],
+               baseline: Baseline | None, *, everywhere: bool) -> Check:
+    scope = scope_of(nodes, everywhere)
+    if slices is None:
+        return skipped("dra-slices", "this cluster serves no ResourceSlice API (DRA before 1.30): nothing to count", scope)
+    if not drivers:
+        return warned("dra-slices", "the DaemonSet names no DRA driver: cannot tell which slices are its", scope)
+    missing: dict[str, str] = {}
+    for node in nodes:
+        for driver in drivers:
+            devices = sum(s.devices for s in slices if s.node == node and s.driver == driver)
+            base = baseline.node(node) if baseline else None
+            want = base.slices.get(driver) if base else None
+            if devices == 0:
+                missing[node] = f"no ResourceSlice of {driver}"
+            elif want is not None and devices < want:
+                missing[node] = f"{devices} device(s) of {driver}, baseline {want}"
+    if missing:
+        return failed("dra-slices", "; ".join(f"{n}: {m}" for n, m in list(missing.items())[:5]), scope, nodes=missing)
+    return passed("dra-slices", f"ResourceSlices of {', '.join(drivers)} on {len(nodes)} node(s)", scope)
+
+
+def dra_claims(claims: Sequence[ResourceClaim] | None, baseline: Baseline | None, drivers: Sequence[str]) -> Check:
+    if claims is None:
+        return skipped("dra-claims", "this cluster serves no ResourceClaim API")
+    now = {f"{c.namespace}/{c.name}": c for c in claims}
+    wanted = baseline.claims_allocated if baseline else [k for k, c in now.items() if set(c.drivers) & set(drivers)]
+    lost = [k for k in wanted if k not in now or not now[k].state.startswith("allocated")]
+    if lost:
+        return failed("dra-claims", f"claims no longer allocated: {listing(lost)}", ALL, lost=lost)
+    return passed("dra-claims", f"{len(wanted)} claim(s) of {', '.join(drivers) or 'its drivers'} still allocated", ALL)

@@ -1,0 +1,86 @@
+"""Following a rollout node by node: the controller's (RollingUpdate) or our own (OnDelete).
+
+:func:`follow_rollout` watches pods move to a revision, records each node as its new pod
+becomes Ready, fails fast when a new pod crash-loops, and gives up when no node has moved
+for ``settings.ready_timeout`` (so a long rollout is not cut short, a stuck one is).
+:func:`replace_node_by_node` does what the controller would for an OnDelete DaemonSet:
+delete one old pod, wait for its replacement to be Ready, go on to the next node.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from runbooks.daemonset.checks import listing
+from runbooks.daemonset.observing import Snapshot, observe, wait_for
+from runbooks.daemonset.patching import delete_pod
+from runbooks.engine.recording import note
+from runbooks.engine.steps import StepContext
+
+
+@dataclass
+class Outcome:
+    """Where a rollout ended: the nodes still behind, and why it stopped if it did."""
+
+    snapshot: Snapshot
+    behind: list[str] = field(default_factory=list)
+    problem: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.behind and not self.problem
+
+
+def _crashlooping(snap: Snapshot, revision_hash: str) -> list[str]:
+    return [p.node for p in snap.pods if p.revision_hash == revision_hash and not p.deleting and p.crashloop]
+
+
+def follow_rollout(ctx: StepContext, revision_hash: str, *, step: str) -> Outcome:
+    """Wait until every node's pod is a Ready pod of ``revision_hash``, recording each node."""
+    target, settings, clock = ctx.run.target, ctx.settings, ctx.clock
+    snap = observe(ctx.cluster, target.namespace, target.name)
+    done = {n for n in snap.nodes if n not in snap.behind(revision_hash)}
+    if done:
+        note(ctx, step, "info", f"{len(done)} node(s) already on revision {revision_hash}: {listing(sorted(done))}",
+             nodes=sorted(done))
+    moved_at = clock.now()
+    while True:
+        behind = snap.behind(revision_hash)
+        for node in sorted(set(snap.nodes) - set(behind) - done):
+            pod = snap.pod_on(node)
+            note(ctx, step, "ok", f"{node} runs revision {revision_hash} and is Ready", node=node,
+                 pod=pod.name if pod else None)
+            done.add(node)
+            moved_at = clock.now()
+        if not behind:
+            return Outcome(snap)
+        looping = _crashlooping(snap, revision_hash)
+        if looping:
+            return Outcome(snap, behind, f"the new pods on {listing(looping)} are crash-looping")
+        if clock.now() - moved_at > dt.timedelta(seconds=settings.ready_timeout):
+            return Outcome(snap, behind, f"no node moved for {settings.ready_timeout:g}s")
+        clock.sleep(settings.poll_interval)
+        snap = observe(ctx.cluster, target.namespace, target.name)
+
+
+def replace_node_by_node(ctx: StepContext, revision_hash: str, *, step: str) -> Outcome:
+    """For OnDelete: replace the pods not on ``revision_hash`` one node at a time."""
+    target, settings = ctx.run.target, ctx.settings
+    snap = observe(ctx.cluster, target.namespace, target.name)
+    for node in snap.behind(revision_hash):
+        pod = snap.pod_on(node)
+        if pod is not None and pod.revision_hash != revision_hash:
+            delete_pod(ctx, pod, step=f"{step}.delete-pod", why=f"revision {pod.revision_hash} -> {revision_hash}")
+
+        def ready(node: str = node) -> Snapshot | None:
+            current = observe(ctx.cluster, target.namespace, target.name)
+            return current if node not in current.behind(revision_hash, [node]) or _crashlooping(current, revision_hash) else None
+
+        current = wait_for(ctx.clock, timeout=settings.ready_timeout, interval=settings.poll_interval, probe=ready)
+        snap = current or observe(ctx.cluster, target.namespace, target.name)
+        if current is None or _crashlooping(current, revision_hash):
+            why = "is crash-looping" if current is not None else f"was not Ready in {settings.ready_timeout:g}s"
+            return Outcome(snap, snap.behind(revision_hash), f"the new pod on {node} {why}")
+        note(ctx, step, "ok", f"{node} runs revision {revision_hash} and is Ready", node=node)
+    return Outcome(snap, snap.behind(revision_hash))

@@ -1,0 +1,174 @@
+"""Reading a plugin DaemonSet as the steps need it, and waiting on the step's clock.
+
+:func:`observe` reads the DaemonSet, the pods it owns and its ControllerRevisions into a
+:class:`Snapshot` (three requests); the snapshot answers the questions every step asks
+(which revision is current, which pod runs on a node, which pods are behind).
+:func:`wait_for` polls on the step's :class:`~runbooks.engine.steps.Clock`, so tests can drive
+time (:class:`runbooks.engine.clocks.SystemClock` is the real one, for the shell).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from runbooks.cluster import Cluster
+from runbooks.cluster.resources import CONTROLLER_REVISIONS, DAEMONSETS, PODS
+from runbooks.engine.steps import Clock
+from runbooks.inventory import PluginPod
+from runbooks.inventory.reading import HASH_LABEL, images_of, owner_uids, pod_from, selector_string
+
+T = TypeVar("T")
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One ControllerRevision of the DaemonSet."""
+
+    name: str
+    number: int
+    hash: str
+    data: Obj = field(repr=False)
+
+    @property
+    def template(self) -> Obj:
+        """The pod template the revision holds (its ``kubectl rollout undo`` patch, unwrapped)."""
+        template = dict(((self.data.get("spec") or {}).get("template")) or {})
+        template.pop("$patch", None)
+        return template
+
+    def as_progress(self) -> dict[str, Any]:
+        return {"name": self.name, "number": self.number, "hash": self.hash}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The DaemonSet, its pods and its revisions, read together."""
+
+    ds: Obj
+    pods: list[PluginPod]
+    revisions: list[Revision]
+
+    @property
+    def meta(self) -> Obj:
+        return self.ds.get("metadata") or {}
+
+    @property
+    def spec(self) -> Obj:
+        return self.ds.get("spec") or {}
+
+    @property
+    def status(self) -> Obj:
+        return self.ds.get("status") or {}
+
+    @property
+    def template(self) -> Obj:
+        return self.spec.get("template") or {}
+
+    @property
+    def strategy(self) -> Obj:
+        return self.spec.get("updateStrategy") or {"type": "RollingUpdate"}
+
+    @property
+    def strategy_type(self) -> str:
+        return str(self.strategy.get("type") or "RollingUpdate")
+
+    @property
+    def images(self) -> dict[str, str]:
+        return images_of(self.template.get("spec") or {})
+
+    @property
+    def generation(self) -> int:
+        return int(self.meta.get("generation") or 0)
+
+    @property
+    def settled(self) -> bool:
+        """The controller has seen the latest spec (observedGeneration caught up) and its revision exists."""
+        return int(self.status.get("observedGeneration") or 0) >= self.generation and self.current_revision is not None
+
+    @property
+    def current_revision(self) -> Revision | None:
+        """The revision holding the current template; ``None`` until the controller has written it.
+
+        Matched by content; should a server serialize the template differently from the
+        revision's copy, the newest revision once the controller has seen this generation
+        (it renumbers the current revision to the highest number when it syncs)."""
+        template = self.template
+        match = next((r for r in self.revisions if r.template == template), None)
+        if match is None and self.revisions and int(self.status.get("observedGeneration") or 0) >= self.generation:
+            return max(self.revisions, key=lambda r: r.number)
+        return match
+
+    def revision_named(self, name: str) -> Revision | None:
+        return next((r for r in self.revisions if r.name == name), None)
+
+    def previous_revision(self) -> Revision | None:
+        """The newest revision older than the current one: what ``kubectl rollout undo`` restores."""
+        current = self.current_revision
+        top = current.number if current else max((r.number for r in self.revisions), default=0) + 1
+        older = [r for r in self.revisions if r.number < top and r is not current]
+        return max(older, key=lambda r: r.number, default=None)
+
+    def pod_on(self, node: str) -> PluginPod | None:
+        """The plugin pod serving ``node``: the live one, else one that is terminating."""
+        pods = [p for p in self.pods if p.node == node]
+        return next((p for p in pods if not p.deleting), pods[0] if pods else None)
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted({p.node for p in self.pods if p.node})
+
+    def behind(self, revision_hash: str, nodes: list[str] | None = None) -> list[str]:
+        """Nodes whose plugin pod is not yet a Ready pod of ``revision_hash``."""
+        out = []
+        for node in nodes if nodes is not None else self.nodes:
+            pod = self.pod_on(node)
+            if pod is None or pod.deleting or pod.revision_hash != revision_hash or not (pod.phase == "Running" and pod.ready):
+                out.append(node)
+        return out
+
+
+def observe(cluster: Cluster, namespace: str, name: str) -> Snapshot:
+    """The DaemonSet ``namespace/name`` with the pods and revisions it owns (``NotFound`` if absent)."""
+    ds = cluster.get(DAEMONSETS, name, namespace)
+    uid = (ds.get("metadata") or {}).get("uid", "")
+    selector = selector_string((ds.get("spec") or {}).get("selector") or {})
+    owned = cluster.list_objects(
+        PODS, namespace=namespace, label_selector=selector or None,
+        project=lambda o: pod_from(o) if uid in owner_uids(o) else None,
+    )
+    revisions = cluster.list_objects(
+        CONTROLLER_REVISIONS, namespace=namespace,
+        project=lambda o: _revision(o) if uid in owner_uids(o) else None,
+    )
+    return Snapshot(
+        ds=ds,
+        pods=sorted((p for p in owned if p is not None), key=lambda p: (p.node, p.deleting, p.name)),
+        revisions=sorted((r for r in revisions if r is not None), key=lambda r: r.number),
+    )
+
+
+def _revision(obj: Obj) -> Revision:
+    meta = obj.get("metadata") or {}
+    return Revision(
+        name=meta.get("name", ""), number=int(obj.get("revision") or 0),
+        hash=(meta.get("labels") or {}).get(HASH_LABEL, ""), data=obj.get("data") or {},
+    )
+
+
+def wait_for(
+    clock: Clock, *, timeout: float, interval: float, probe: Callable[[], T | None],
+) -> T | None:
+    """``probe()`` every ``interval`` seconds until it returns something other than ``None``,
+    or ``None`` once ``timeout`` seconds have passed on ``clock``."""
+    deadline = clock.now() + dt.timedelta(seconds=timeout)
+    while True:
+        result = probe()
+        if result is not None:
+            return result
+        if clock.now() >= deadline:
+            return None
+        clock.sleep(interval)

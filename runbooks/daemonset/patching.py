@@ -1,0 +1,114 @@
+"""The mutations of the upgrade steps, each made only when the cluster still needs it.
+
+Every function reads the DaemonSet (or takes the pod it was given), returns ``False``
+without writing when the change is already there, and otherwise writes once and records
+the mutation. Only the image is patched with a ``resourceVersion`` precondition (the
+strategy must still be OnDelete when the new template lands: a race with RollingUpdate
+would roll every node); a 409 re-reads and decides again. Pods are deleted with their
+``uid`` as precondition, so a replacement with the same name is never deleted. Nothing
+here touches the nodeSelector or affinity: they stay as the owners wrote them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runbooks.cluster.resources import DAEMONSETS, PODS
+from runbooks.engine.recording import note
+from runbooks.engine.steps import StepContext
+from runbooks.errors import Conflict, NotFound
+from runbooks.inventory import PluginPod
+from runbooks.inventory.reading import images_of
+
+MAX_CONFLICTS = 5
+ON_DELETE = {"type": "OnDelete"}
+
+
+class StrategyChanged(RuntimeError):
+    """The DaemonSet is no longer OnDelete: setting the image now would roll every node."""
+
+
+def same_strategy(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    kind = wanted.get("type") or "RollingUpdate"
+    if (current.get("type") or "RollingUpdate") != kind:
+        return False
+    return kind == "OnDelete" or current.get("rollingUpdate") == wanted.get("rollingUpdate") or not wanted.get("rollingUpdate")
+
+
+def _ds(ctx: StepContext) -> dict[str, Any]:
+    target = ctx.run.target
+    ds: dict[str, Any] = ctx.cluster.get(DAEMONSETS, target.name, target.namespace)
+    return ds
+
+
+def set_strategy(ctx: StepContext, wanted: dict[str, Any], *, step: str) -> bool:
+    """``spec.updateStrategy`` := ``wanted`` (a JSON merge patch; absent fields removed)."""
+    target = ctx.run.target
+    current = (_ds(ctx).get("spec") or {}).get("updateStrategy") or {}
+    if same_strategy(current, wanted):
+        note(ctx, step, "info", f"updateStrategy is already {wanted.get('type')}", strategy=current)
+        return False
+    body = {"spec": {"updateStrategy": {"type": None, "rollingUpdate": None, **wanted}}}
+    ctx.cluster.patch(DAEMONSETS, target.name, body, namespace=target.namespace, patch_type="merge")
+    note(ctx, step, "ok", f"updateStrategy {current.get('type', 'RollingUpdate')} -> {wanted.get('type')}",
+         before=current, after=wanted)
+    return True
+
+
+def set_image(ctx: StepContext, container: str, image: str, *, step: str) -> bool:
+    """The container's image := ``image``, only while the DaemonSet is OnDelete."""
+    target = ctx.run.target
+    for _ in range(MAX_CONFLICTS):
+        ds = _ds(ctx)
+        spec = ds.get("spec") or {}
+        before = images_of((spec.get("template") or {}).get("spec") or {}).get(container)
+        if before == image:
+            note(ctx, step, "info", f"container {container} already has image {image}")
+            return False
+        if ((spec.get("updateStrategy") or {}).get("type")) != "OnDelete":
+            raise StrategyChanged(
+                f"{target.ref} is no longer OnDelete (someone changed its updateStrategy): the image was not set"
+            )
+        body = {"spec": {"template": {"spec": {"containers": [{"name": container, "image": image}]}}}}
+        try:
+            ctx.cluster.patch(DAEMONSETS, target.name, body, namespace=target.namespace,
+                              resource_version=(ds.get("metadata") or {}).get("resourceVersion"))
+        except Conflict:
+            continue
+        note(ctx, step, "ok", f"container {container}: {before} -> {image}", container=container, before=before, after=image)
+        return True
+    raise Conflict(f"cannot patch {target.ref}: it kept changing ({MAX_CONFLICTS} conflicts); try again")
+
+
+def restore_template(ctx: StepContext, template: dict[str, Any], patch: dict[str, Any], *, step: str, source: str) -> bool:
+    """``spec.template`` := ``template`` by the strategic merge ``patch`` (``{"spec": {"template":
+    {..., "$patch": "replace"}}}``, what ``kubectl rollout undo`` applies)."""
+    target = ctx.run.target
+    current = (_ds(ctx).get("spec") or {}).get("template") or {}
+    if current == template:
+        note(ctx, step, "info", f"the template is already the previous one ({source})")
+        return False
+    ctx.cluster.patch(DAEMONSETS, target.name, patch, namespace=target.namespace)
+    note(ctx, step, "ok", f"template restored from {source}",
+         before=images_of(current.get("spec") or {}), after=images_of(template.get("spec") or {}))
+    return True
+
+
+def undo_patch(template: dict[str, Any]) -> dict[str, Any]:
+    """The patch that puts ``template`` back whole, as a ControllerRevision's ``data`` holds it."""
+    return {"spec": {"template": {**template, "$patch": "replace"}}}
+
+
+def delete_pod(ctx: StepContext, pod: PluginPod, *, step: str, why: str) -> bool:
+    """Delete exactly this pod (uid precondition); ``False`` if it is gone or already terminating."""
+    if pod.deleting:
+        note(ctx, step, "info", f"pod {pod.name} on {pod.node} is already terminating", node=pod.node, pod=pod.name)
+        return False
+    try:
+        ctx.cluster.delete(PODS, pod.name, namespace=ctx.run.target.namespace, uid=pod.uid)
+    except (NotFound, Conflict):
+        note(ctx, step, "info", f"pod {pod.name} on {pod.node} was already replaced", node=pod.node, pod=pod.name)
+        return False
+    note(ctx, step, "ok", f"deleted pod {pod.name} on {pod.node} ({why})", node=pod.node, pod=pod.name, uid=pod.uid,
+         revision=pod.revision_hash)
+    return True

@@ -1,0 +1,53 @@
+"""The promote step: the canary's template on every node.
+
+The original update strategy (saved by the canary) is put back. If it was RollingUpdate
+the controller replaces the remaining old pods within its ``maxUnavailable`` and the step
+follows it node by node; if it was OnDelete the step replaces them itself, one node at a
+time. The step ends when every pod runs the new revision and is Ready, or fails naming
+the nodes still behind. Re-entered, it only waits for what is still missing.
+"""
+
+from __future__ import annotations
+
+from runbooks.daemonset.checks import listing
+from runbooks.daemonset.following import follow_rollout, replace_node_by_node
+from runbooks.daemonset.observing import observe, wait_for
+from runbooks.daemonset.patching import set_strategy
+from runbooks.engine.recording import failed, note, note_checks, passed
+from runbooks.engine.steps import StepContext, StepResult
+
+
+def promote(ctx: StepContext) -> StepResult:
+    run = ctx.run
+    saved = run.progress.get("saved")
+    if not saved:
+        return StepResult(ok=False, reason="the run has no canary state (saved template and strategy): run the canary first")
+    if "promote_started_at" not in run.progress:
+        ctx.run = ctx.save_progress({"promote_started_at": ctx.cluster.server_time().isoformat()})
+    target = run.target
+    snap = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval,
+                    probe=lambda: s if (s := observe(ctx.cluster, target.namespace, target.name)).settled else None)
+    new = snap.current_revision if snap else None
+    if snap is None or new is None or snap.images.get(saved["container"]) != run.image:
+        reason = (f"{target.ref} no longer has the canary's template (container {saved['container']} should run "
+                  f"{run.image}): someone changed it; nothing was promoted")
+        note(ctx, "promote.precheck", "failed", reason)
+        return StepResult(ok=False, reason=reason)
+    original = saved["update_strategy"]
+    if (original.get("type") or "RollingUpdate") == "OnDelete":
+        note(ctx, "promote.strategy", "info", "the original strategy is OnDelete: replacing the pods node by node")
+        outcome = replace_node_by_node(ctx, new.hash, step="promote.node")
+    else:
+        set_strategy(ctx, original, step="promote.strategy")
+        outcome = follow_rollout(ctx, new.hash, step="promote.node")
+    nodes = outcome.snapshot.nodes
+    if outcome.ok:
+        check = passed("promotion", f"{len(nodes)} node(s) run {run.image} (revision {new.number}) and are Ready",
+                       "all nodes", revision=new.hash)
+        note_checks(ctx, "promote", [check])
+        return StepResult(ok=True, checks=[check])
+    behind = outcome.behind
+    check = failed("promotion", f"{outcome.problem or 'not finished'}; {len(behind)} of {len(nodes)} node(s) still behind: {listing(behind)}",
+                   listing(behind), behind=behind, revision=new.hash)
+    note_checks(ctx, "promote", [check])
+    return StepResult(ok=False, reason=f"promotion failed: {check.detail}", checks=[check])

@@ -1,0 +1,139 @@
+"""The rollback step: every node back on the previous template, with its baseline capacity.
+
+1. The previous template goes back whole: the one the canary saved, else the one in the
+   ControllerRevision the canary recorded, else the newest revision older than the
+   current one (what ``kubectl rollout undo`` picks); its ``data`` is the patch applied.
+   The choice is saved first, so a re-entered rollback never "undoes the undo". A run
+   that saved nothing changed nothing (the canary saves before it writes): unless the
+   DaemonSet runs the run's image anyway, it is left alone.
+2. The original update strategy goes back (saved by the canary; unknown: left as is).
+3. Pods of other revisions are replaced: by the controller under RollingUpdate (the
+   canary pod left by OnDelete included), by the step under OnDelete (all at once: a
+   rollback is a repair, and the new pods are what is broken).
+4. Wait until every pod runs the previous revision and is Ready and every node's GPU
+   capacity and allocatable equal the baseline; the checks say where it is not so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runbooks.daemonset import checks as judge
+from runbooks.daemonset.baselines import Baseline
+from runbooks.daemonset.following import follow_rollout
+from runbooks.daemonset.observing import Revision, Snapshot, observe, wait_for
+from runbooks.daemonset.patching import delete_pod, restore_template, set_strategy, undo_patch
+from runbooks.daemonset.verifying import sample_nodes
+from runbooks.engine.recording import failed, note, note_checks, passed, result
+from runbooks.engine.runs import Run
+from runbooks.engine.steps import Check, StepContext, StepResult
+from runbooks.errors import NotFound
+
+
+def changed_by_run(snap: Snapshot, run: Run) -> bool:
+    """Does the DaemonSet run the run's image (so the canary's change is there)?"""
+    images = snap.images
+    return images.get(run.container) == run.image if run.container else run.image in images.values()
+
+
+def previous_template(
+    snap: Snapshot, progress: dict[str, Any], *, undo: bool = True,
+) -> tuple[dict[str, Any], dict[str, Any], str] | None:
+    """``(template, patch, source)`` to restore, or ``None`` when nothing says what it was.
+    ``undo``: with nothing recorded, take the revision before the current one."""
+    saved = progress.get("saved") or {}
+    if saved.get("template"):
+        return saved["template"], undo_patch(saved["template"]), "the template saved before the canary"
+    chosen = progress.get("rollback_to") or saved.get("revision") or {}
+    revision: Revision | None = snap.revision_named(chosen["name"]) if chosen.get("name") else None
+    if revision is None and not chosen and undo:
+        revision = snap.previous_revision()
+    if revision is None:
+        return None
+    return revision.template, revision.data, f"ControllerRevision {revision.name} (revision {revision.number})"
+
+
+def rollback(ctx: StepContext) -> StepResult:
+    run = ctx.run
+    target = run.target
+    try:
+        snap = observe(ctx.cluster, target.namespace, target.name)
+    except NotFound:
+        return StepResult(ok=False, reason=f"daemonset {target.ref} does not exist on {ctx.cluster.context}: nothing to roll back")
+    progress = run.progress
+    if not progress.get("saved") and not progress.get("rollback_to") and not changed_by_run(snap, run):
+        check = passed("nothing-to-roll-back", f"the run saved no state, so it changed nothing, and {target.ref} does "
+                       f"not run {run.image}: left as it is", judge.ALL, images=snap.images)
+        note_checks(ctx, "rollback", [check])
+        return StepResult(ok=True, checks=[check])
+    chosen = previous_template(snap, progress)
+    if chosen is None:
+        reason = (f"cannot tell what to roll {target.ref} back to: the run saved no template and the DaemonSet has no "
+                  "older ControllerRevision")
+        note(ctx, "rollback.template", "failed", reason)
+        return StepResult(ok=False, reason=reason)
+    template, patch, source = chosen
+    if "rollback_started_at" not in progress:
+        revision = next((r for r in snap.revisions if r.template == template), None)
+        ctx.run = ctx.save_progress({
+            "rollback_started_at": ctx.cluster.server_time().isoformat(),
+            "rollback_to": revision.as_progress() if revision else {"source": source},
+        })
+    restore_template(ctx, template, patch, step="rollback.template", source=source)
+    strategy = (progress.get("saved") or {}).get("update_strategy")
+    if strategy:
+        set_strategy(ctx, strategy, step="rollback.strategy")
+    else:
+        note(ctx, "rollback.strategy", "info", f"the original strategy is unknown: keeping {snap.strategy_type}")
+    settled = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval,
+                       probe=lambda: s if (s := observe(ctx.cluster, target.namespace, target.name)).settled else None)
+    if settled is None or settled.current_revision is None:
+        return StepResult(ok=False, reason=f"the DaemonSet controller did not pick up the restored template of {target.ref} "
+                          f"in {ctx.settings.ready_timeout:g}s")
+    old = settled.current_revision
+    if settled.strategy_type == "OnDelete":
+        for node in settled.nodes:
+            pod = settled.pod_on(node)
+            if pod is not None and not pod.deleting and pod.revision_hash != old.hash:
+                delete_pod(ctx, pod, step="rollback.delete-pod", why=f"revision {pod.revision_hash} -> {old.hash}")
+    else:
+        note(ctx, "rollback.pods", "info", "RollingUpdate: the controller replaces the pods of the new revision")
+    outcome = follow_rollout(ctx, old.hash, step="rollback.node")
+    checks = _back_to_baseline(ctx, outcome.snapshot, template, problem=outcome.problem)
+    note_checks(ctx, "rollback", checks)
+    return result(checks, what=f"rollback of {target.ref} ({source})")
+
+
+def _back_to_baseline(ctx: StepContext, snap: Snapshot, template: dict[str, Any], *, problem: str) -> list[Check]:
+    """Pods Ready on the previous images and GPU capacity as before; waits for the capacity to return."""
+    data = ctx.run.progress.get("baseline")
+    baseline = Baseline.model_validate(data) if data else None
+    resources = tuple(baseline.gpu_resources if baseline else ctx.settings.gpu_resources)
+    nodes = sorted(set(snap.nodes) | set(baseline.nodes if baseline else ()))
+    wanted_images = {c.get("name", ""): c.get("image", "") for c in (template.get("spec") or {}).get("containers") or []}
+
+    def capacity_back() -> Check | None:
+        check = judge.gpu_capacity(nodes, sample_nodes(ctx.cluster, nodes, resources, {}), {}, baseline, resources,
+                                   everywhere=True)
+        return check if check.status == "pass" else None
+
+    capacity = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval, probe=capacity_back)
+    if capacity is None:
+        capacity = judge.gpu_capacity(nodes, sample_nodes(ctx.cluster, nodes, resources, {}), {}, baseline, resources,
+                                      everywhere=True)
+    snap = observe(ctx.cluster, ctx.run.target.namespace, ctx.run.target.name)
+    wrong = {}
+    for node in nodes:
+        pod = snap.pod_on(node)
+        base = baseline.node(node) if baseline else None
+        want = base.images if base else wanted_images
+        if pod is None or pod.deleting or pod.images != want:
+            wrong[node] = f"{pod.images if pod else 'no pod'} (want {want})"
+    if wrong:
+        detail = "; ".join(f"{n}: {w}" for n, w in list(wrong.items())[:5])
+        images = failed("rollback-images", (f"{problem}: " if problem else "") + detail, judge.ALL, nodes=wrong)
+    else:
+        images = passed("rollback-images", f"{len(nodes)} node(s) run the previous images again", judge.ALL,
+                        images=wanted_images)
+    return [images, judge.pods_ready(snap, nodes, everywhere=True),
+            capacity.model_copy(update={"name": "rollback-capacity"})]

@@ -1,0 +1,116 @@
+"""The optional smoke test: a pod that uses a GPU through the plugin, in its own namespace.
+
+``settings.smoke_test`` gives ``image``, ``command`` (optional), ``expect`` (a line the
+log must contain, default ``Test PASSED``), ``namespace`` (a prefix, default
+``upgradebot-smoke``), ``timeout`` (seconds, default 120) and ``gpus`` (default 1). The
+pod asks for the first GPU resource, tolerates its taint, is pinned to the node under
+test (by node affinity, so the scheduler still judges it) and never restarts. The
+namespace is created for the test and deleted afterwards whatever happened, so nothing
+is left behind; a cleanup that failed is said in the check.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from runbooks.cluster import Cluster
+from runbooks.cluster.resources import NAMESPACES, PODS
+from runbooks.daemonset.observing import wait_for
+from runbooks.engine.recording import failed, passed, warned
+from runbooks.engine.steps import Check, CheckStatus, Clock
+from runbooks.errors import ClusterError, Forbidden, NotFound
+
+POD = "gpu-smoke-test"
+CONTAINER = "smoke"
+MANAGED = {"app.kubernetes.io/managed-by": "upgradebot", "app.kubernetes.io/component": "smoke-test"}
+
+
+def pod_body(spec: dict[str, Any], *, node: str | None, resource: str) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": CONTAINER, "image": spec["image"],
+        "resources": {"limits": {resource: str(int(spec.get("gpus", 1)))}},
+    }
+    command = spec.get("command")
+    if command:
+        container["command"] = command if isinstance(command, list) else ["sh", "-c", str(command)]
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never", "containers": [container],
+        "tolerations": [{"key": resource, "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    if node:
+        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+    return {"metadata": {"name": POD, "labels": dict(MANAGED)}, "spec": pod_spec}
+
+
+def _why_pending(pod: dict[str, Any]) -> str:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("status") == "False" and cond.get("message"):
+            return f": {cond['message'][:200]}"
+    return ""
+
+
+def smoke_test(
+    cluster: Cluster, spec: dict[str, Any], *, node: str | None, resource: str, clock: Clock, interval: float,
+) -> Check:
+    """Run the smoke-test pod on ``node`` (or anywhere) and judge its log; always clean up."""
+    scope = node or "any GPU node"
+    if not spec.get("image"):
+        return warned("smoke-test", "smoke_test has no image: set smoke_test.image in the policy", scope)
+    namespace = f"{spec.get('namespace', 'upgradebot-smoke')}-{secrets.token_hex(3)}"
+    created, cleanup_error = False, ""
+    try:
+        cluster.create(NAMESPACES, {"metadata": {"name": namespace, "labels": dict(MANAGED)}})
+        created = True
+        check = _run(cluster, spec, namespace=namespace, node=node, resource=resource, clock=clock,
+                     interval=interval, scope=scope)
+    except Forbidden as exc:
+        check = warned("smoke-test", f"cannot run the smoke test: {exc}", scope)
+    except ClusterError as exc:
+        check = failed("smoke-test", f"the smoke test could not run: {exc}", scope)
+    finally:
+        if created:
+            try:
+                cluster.delete(NAMESPACES, namespace)
+            except NotFound:
+                pass
+            except ClusterError as exc:
+                cleanup_error = str(exc)
+    evidence = {**check.evidence, "namespace": namespace, "cleaned_up": created and not cleanup_error}
+    if cleanup_error:
+        return check.model_copy(update={
+            "status": CheckStatus.WARN if check.status is CheckStatus.PASS else check.status,
+            "detail": f"{check.detail}; its namespace {namespace} was not deleted ({cleanup_error}): delete it by hand",
+            "evidence": evidence,
+        })
+    return check.model_copy(update={"evidence": evidence})
+
+
+def _run(
+    cluster: Cluster, spec: dict[str, Any], *, namespace: str, node: str | None, resource: str, clock: Clock,
+    interval: float, scope: str,
+) -> Check:
+    expect = str(spec.get("expect", "Test PASSED"))
+    timeout = float(spec.get("timeout", 120))
+    cluster.create(PODS, pod_body(spec, node=node, resource=resource), namespace=namespace)
+    last: dict[str, Any] = {}
+
+    def finished() -> dict[str, Any] | None:
+        nonlocal last
+        last = cluster.get(PODS, POD, namespace)
+        return last if (last.get("status") or {}).get("phase") in ("Succeeded", "Failed") else None
+
+    pod = wait_for(clock, timeout=timeout, interval=interval, probe=finished)
+    evidence: dict[str, Any] = {"image": spec["image"], "node": (last.get("spec") or {}).get("nodeName")}
+    if pod is None:
+        phase = (last.get("status") or {}).get("phase", "unknown")
+        return failed("smoke-test", f"the smoke-test pod did not finish in {timeout:g}s (phase {phase}{_why_pending(last)})",
+                      scope, **evidence)
+    log = cluster.pod_log(namespace, POD, container=CONTAINER, tail_lines=200)
+    phase = pod["status"]["phase"]
+    evidence.update(phase=phase, log_tail=log.strip().splitlines()[-5:])
+    if phase == "Succeeded" and expect in log:
+        return passed("smoke-test", f"{spec['image']} ran on {evidence['node']} and logged {expect!r}", scope, **evidence)
+    said = "without logging" if expect not in log else "although it logged"
+    return failed("smoke-test", f"the smoke-test pod {phase} on {evidence['node']} {said} {expect!r}", scope, **evidence)

@@ -1,0 +1,65 @@
+"""The cluster steps for a plugin DaemonSet: :class:`DaemonSetSteps` implements
+:class:`runbooks.engine.steps.Steps` for the run engine.
+
+Each method delegates to the module that does the work (:mod:`runbooks.daemonset.canarying`,
+:mod:`runbooks.daemonset.verifying`, :mod:`runbooks.daemonset.promoting`, :mod:`runbooks.daemonset.rolling_back`).
+Every step reads the cluster first and does only what is missing, so the engine may call
+it again after a kill. Errors that need a person (RBAC, a DaemonSet changed under us, a
+bad request) come back as a failed :class:`~runbooks.engine.steps.StepResult` with the reason;
+:class:`~runbooks.errors.TemporaryClusterError` (unreachable, overloaded, a conflict that
+kept coming back) is raised, so the engine can run the step again later.
+
+What the steps keep in ``run.progress``:
+
+- ``saved``: ``template`` (the whole pod template), ``update_strategy``, ``revision``
+  (``number``, ``name``, ``hash``), ``generation``, ``container``, ``image`` — before any change;
+- ``baseline``: :class:`runbooks.daemonset.baselines.Baseline` (per node: GPU capacity and
+  allocatable, plugin pod name, uid, restarts, images, registration; DRA slices);
+- ``canary_started_at``, ``promote_started_at``, ``rollback_started_at``: the API
+  server's time when each step began (events count from there);
+- ``new_revision``: the canary's revision (``number``, ``name``, ``hash``);
+- ``rollback_to``: the revision a rollback restores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from runbooks.daemonset import canarying, promoting, rolling_back, verifying
+from runbooks.daemonset.patching import StrategyChanged
+from runbooks.engine.recording import note
+from runbooks.engine.steps import StepContext, StepResult
+from runbooks.errors import PermanentClusterError
+
+
+class DaemonSetSteps:
+    """Canary, verify, promote and rollback of one DaemonSet, as the run engine calls them."""
+
+    def canary(self, ctx: StepContext) -> StepResult:
+        """canary_rolling: pre-checks, saved state, OnDelete, new image, the canary node's pod replaced and Ready."""
+        return _guarded(ctx, "canary", canarying.canary)
+
+    def verify_canary(self, ctx: StepContext) -> StepResult:
+        """canary_verifying: the checks on the canary node, and that no other node changed."""
+        return _guarded(ctx, "verify_canary", verifying.verify_canary)
+
+    def promote(self, ctx: StepContext) -> StepResult:
+        """promoting: the original strategy back, the rollout followed node by node."""
+        return _guarded(ctx, "promote", promoting.promote)
+
+    def verify_all(self, ctx: StepContext) -> StepResult:
+        """verifying: the checks on every node."""
+        return _guarded(ctx, "verify_all", verifying.verify_all)
+
+    def rollback(self, ctx: StepContext) -> StepResult:
+        """rolling_back: previous template and strategy back, new pods replaced, baseline confirmed."""
+        return _guarded(ctx, "rollback", rolling_back.rollback)
+
+
+def _guarded(ctx: StepContext, name: str, step: Callable[[StepContext], StepResult]) -> StepResult:
+    try:
+        return step(ctx)
+    except (PermanentClusterError, StrategyChanged) as exc:
+        reason = f"{name} stopped: {exc}"
+        note(ctx, f"{name}.error", "failed", reason)
+        return StepResult(ok=False, reason=reason)

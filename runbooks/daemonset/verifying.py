@@ -1,0 +1,224 @@
+"""Verify: the checks that prove a plugin works, on the canary node or on every node.
+
+:func:`verify` reads the DaemonSet at the start of an observation window
+(``settings.observe_window``), samples the GPU capacity of the nodes in scope every
+``poll_interval`` during it, reads everything again at its end, then judges
+(:mod:`runbooks.daemonset.checks`, :mod:`runbooks.daemonset.events`): rollout progress from pod revision
+hashes, pods Running and Ready, no CrashLoopBackOff, no restarts during the window, the
+registration line in each plugin log, capacity and allocatable against the baseline,
+other nodes untouched (canary scope), DRA slices and claims, no new warning events,
+and the optional smoke-test pod. ``upgradebot verify`` calls it outside a run;
+:func:`verify_canary` and :func:`verify_all` inside one, with the run's baseline.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from runbooks.cluster import Cluster
+from runbooks.cluster.resources import NODES
+from runbooks.daemonset import checks as judge
+from runbooks.daemonset.baselines import Baseline
+from runbooks.daemonset.events import WATCHED, event_checks, read_events
+from runbooks.daemonset.observing import Snapshot, observe
+from runbooks.daemonset.smoke_testing import smoke_test
+from runbooks.engine.clocks import SystemClock
+from runbooks.engine.recording import failed, note_checks, result, warned
+from runbooks.engine.steps import Check, Clock, StepContext, StepResult, StepSettings
+from runbooks.errors import Forbidden, NotFound
+from runbooks.inventory import Node, ResourceClaim, ResourceSlice
+from runbooks.inventory.plugins import (
+    LOG_BUDGET,
+    LOG_TAIL,
+    LogRead,
+    LogResult,
+    classify,
+    drivers_by_slices,
+    read_registrations,
+    template_drivers,
+)
+from runbooks.inventory.reading import claim_from, node_from, parse_time, slice_from
+
+NODE_GETS = 20
+"""Up to this many nodes are read one by one; more are listed."""
+
+
+def verify(
+    cluster: Cluster,
+    target: str,
+    *,
+    nodes: Sequence[str] | None = None,
+    baseline: Baseline | None = None,
+    since: dt.datetime | None = None,
+    settings: StepSettings = StepSettings(),  # noqa: B008 - frozen dataclass, never mutated
+    clock: Clock | None = None,
+    image: str | None = None,
+    container: str | None = None,
+) -> StepResult:
+    """The checks on ``nodes`` (default: every node the DaemonSet ``namespace/name`` runs on).
+
+    ``baseline`` (from the canary) makes capacity compare against the numbers before the
+    upgrade, and with ``nodes`` adds a check that no other node changed; without it
+    allocatable must equal capacity. Events count from ``since`` (default: now, on the
+    API server's clock). ``image``/``container`` name what the pods in scope must run.
+    """
+    clock = clock or SystemClock()
+    namespace, _, name = target.partition("/")
+    since = since or cluster.server_time()
+    try:
+        start = observe(cluster, namespace, name)
+    except NotFound:
+        missing = failed("daemonset-exists", f"daemonset {target} does not exist on {cluster.context}: check the name")
+        return result([missing], what=f"verify of {target}")
+    everywhere = nodes is None
+    scope = list(nodes) if nodes is not None else sorted(set(start.nodes) | set(baseline.nodes if baseline else ()))
+    resources = tuple(baseline.gpu_resources if baseline else settings.gpu_resources)
+    kind = baseline.kind if baseline else (classify(start.ds) or "device-plugin")
+    lowest: dict[str, dict[str, int]] = {}
+    final = sample_nodes(cluster, scope, resources, lowest)
+    window = settings.observe_window
+    end_at = clock.now() + dt.timedelta(seconds=window)
+    while (left := (end_at - clock.now()).total_seconds()) > 0:
+        clock.sleep(min(settings.poll_interval, left))
+        final = sample_nodes(cluster, scope, resources, lowest)
+    end = observe(cluster, namespace, name)
+    where = judge.scope_of(scope, everywhere)
+
+    checks: list[Check] = [
+        judge.rollout(end, scope, image=image, container=container, everywhere=everywhere),
+        judge.pods_ready(end, scope, everywhere=everywhere),
+        judge.no_crashloop([start, end], scope, everywhere=everywhere),
+        judge.restarts_stable(start, end, scope, window=window, everywhere=everywhere),
+        _registration(cluster, end, scope, kind=kind, everywhere=everywhere),
+        judge.gpu_capacity(scope, final, lowest, baseline, resources, everywhere=everywhere),
+    ]
+    if not everywhere:
+        others = [n for n in (baseline.nodes if baseline else end.nodes) if n not in scope]
+        checks.append(judge.others_unchanged(end, others, sample_nodes(cluster, others, resources, {}), baseline, resources))
+    dra = kind == "dra-kubelet-plugin"
+    if dra:
+        try:
+            slices, claims = _dra_objects(cluster, since)
+            drivers = baseline.drivers if baseline else _drivers(start, slices or [])
+            checks += [judge.dra_slices(scope, slices, drivers, baseline, everywhere=everywhere),
+                       judge.dra_claims(claims, baseline, drivers)]
+        except Forbidden as exc:
+            checks.append(warned("dra-slices", f"cannot read the DRA objects: {exc}", where))
+    reasons = [r for r in WATCHED if dra or r != "FailedPrepareDynamicResources"]
+    try:
+        checks += event_checks(read_events(cluster, reasons), since=since, nodes=scope, scope=where,
+                               gpu_resources=resources, dra=dra)
+    except Forbidden as exc:
+        checks.append(warned("events", f"cannot read events, so new warnings were not looked for: {exc}", where))
+    if settings.smoke_test:
+        checks.append(smoke_test(cluster, settings.smoke_test, node=scope[0] if len(scope) == 1 and not everywhere else None,
+                                 resource=resources[0], clock=clock, interval=settings.poll_interval))
+    return result(checks, what=f"verify of {target} on {where}")
+
+
+def sample_nodes(
+    cluster: Cluster, names: Sequence[str], resources: tuple[str, ...], lowest: dict[str, dict[str, int]],
+) -> dict[str, Node]:
+    """The nodes ``names`` now; ``lowest`` keeps the smallest allocatable seen per node and resource."""
+    wanted = set(names)
+    if not wanted:
+        return {}
+    if len(wanted) <= NODE_GETS:
+        found = {}
+        for node in sorted(wanted):
+            try:
+                found[node] = node_from(cluster.get(NODES, node), resources)
+            except NotFound:
+                continue
+    else:
+        found = {n.name: n for n in cluster.list_objects(NODES, project=lambda o: node_from(o, resources)) if n.name in wanted}
+    for node, info in found.items():
+        low = lowest.setdefault(node, {})
+        for res in resources:
+            value = info.allocatable.get(res, 0)
+            low[res] = min(low.get(res, value), value)
+    return found
+
+
+def _registration(cluster: Cluster, snap: Snapshot, nodes: Sequence[str], *, kind: str, everywhere: bool) -> Check:
+    namespace = snap.meta.get("namespace", "")
+    ref = f"{namespace}/{snap.meta.get('name', '')}"
+    pods = [(node, pod) for node in nodes if (pod := snap.pod_on(node)) is not None and not pod.deleting]
+    chosen = pods[:LOG_BUDGET]
+    reads = [LogRead(ref, namespace, pod.name, sorted(pod.images), kind) for _, pod in chosen]  # type: ignore[arg-type]
+    by_pod = read_registrations(
+        reads, lambda ns, pod, container: cluster.pod_log(ns, pod, container=container, tail_lines=LOG_TAIL),
+    )
+    logs: dict[str, LogResult] = {node: by_pod[(namespace, pod.name)] for node, pod in chosen if (namespace, pod.name) in by_pod}
+    check = judge.registered(snap, [n for n, _ in chosen] + [n for n in nodes if snap.pod_on(n) is None],
+                             logs, kind=kind, everywhere=everywhere)
+    if len(pods) > len(chosen):
+        extra: dict[str, Any] = {"logs_read": len(chosen), "pods": len(pods)}
+        return check.model_copy(update={"detail": f"{check.detail} (logs of {len(chosen)} of {len(pods)} pods read)",
+                                        "evidence": {**check.evidence, **extra}})
+    return check
+
+
+def _drivers(snap: Snapshot, slices: Sequence[ResourceSlice]) -> list[str]:
+    """Without a baseline: the drivers the template names, else those with slices on its nodes."""
+    known = {s.driver for s in slices}
+    named = template_drivers(snap.ds, known)
+    if named:
+        return named
+    slice_nodes: dict[str, set[str]] = {}
+    for s in slices:
+        if s.node:
+            slice_nodes.setdefault(s.driver, set()).add(s.node)
+    return drivers_by_slices(set(snap.nodes), slice_nodes)
+
+
+def _dra_objects(cluster: Cluster, now: dt.datetime) -> tuple[list[ResourceSlice] | None, list[ResourceClaim] | None]:
+    chosen = cluster.dra_apis().chosen
+    slices = cluster.list_objects(chosen["ResourceSlice"], project=slice_from) if "ResourceSlice" in chosen else None
+    claims = None
+    if "ResourceClaim" in chosen:
+        res = chosen["ResourceClaim"]
+        claims = cluster.list_objects(res, project=lambda o: claim_from(o, version=res.version, now=now))
+    return slices, claims
+
+
+# ------------------------------------------------------------------ in a run
+def _baseline(progress: dict[str, Any]) -> Baseline | None:
+    data = progress.get("baseline")
+    return Baseline.model_validate(data) if data else None
+
+
+def _moment(progress: dict[str, Any], *keys: str) -> dt.datetime | None:
+    for key in keys:
+        moment = parse_time(progress.get(key))
+        if moment is not None:
+            return moment
+    return None
+
+
+def verify_canary(ctx: StepContext) -> StepResult:
+    """The checks on the canary node (and that no other node changed), events since the canary began."""
+    run, progress = ctx.run, ctx.run.progress
+    container = (progress.get("saved") or {}).get("container") or run.container or None
+    outcome = verify(
+        ctx.cluster, run.target.ref, nodes=[run.node], baseline=_baseline(progress),
+        since=_moment(progress, "canary_started_at"), settings=ctx.settings, clock=ctx.clock,
+        image=run.image, container=container,
+    )
+    note_checks(ctx, "verify_canary", outcome.checks)
+    return outcome
+
+
+def verify_all(ctx: StepContext) -> StepResult:
+    """The checks on every node, events since the promotion began."""
+    run, progress = ctx.run, ctx.run.progress
+    container = (progress.get("saved") or {}).get("container") or run.container or None
+    outcome = verify(
+        ctx.cluster, run.target.ref, baseline=_baseline(progress),
+        since=_moment(progress, "promote_started_at", "canary_started_at"), settings=ctx.settings, clock=ctx.clock,
+        image=run.image, container=container,
+    )
+    note_checks(ctx, "verify_all", outcome.checks)
+    return outcome

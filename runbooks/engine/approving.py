@@ -1,0 +1,101 @@
+"""The approval policy: who may request, who may approve, quorum, self-approval, expiry.
+
+Purely data-manipulative, no I/O: the engine calls these with the run it read and
+stores what they return with a compare-and-set. Every front end shares them, so Slack
+and the shell refuse the same things with the same sentences (:mod:`runbooks.engine.refusals`).
+
+- Requesters: the policy's ``requesters`` users and usergroups; both empty = anyone.
+- Approvers: the policy's ``approvers`` users and usergroups; both empty = anyone (the
+  shell without a policy file). Usergroup membership is resolved by the front end and
+  passed in as :attr:`Actor.groups`.
+- The requester of a gate may not approve it unless ``allow_self_approval``; they may
+  reject (withdraw) it.
+- A gate is approved when ``quorum`` distinct approvers approved; one rejection by an
+  approver decides it. The same approver deciding twice counts once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from runbooks.engine import refusals
+from runbooks.engine.refusals import Refused
+from runbooks.engine.runs import Decision, Gate, GateKind, Run
+from runbooks.policy import Policy, Principals, duration_seconds
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acts: a user id, and the usergroup ids the front end found them in."""
+
+    user: str
+    groups: frozenset[str] = field(default_factory=frozenset)
+
+
+def _member(principals: Principals, actor: Actor) -> bool:
+    return actor.user in principals.users or bool(actor.groups & set(principals.usergroups))
+
+
+def may_request(policy: Policy, actor: Actor) -> bool:
+    rules = policy.requesters
+    return (not rules.users and not rules.usergroups) or _member(rules, actor)
+
+
+def may_approve(policy: Policy, actor: Actor) -> bool:
+    rules = policy.approvers
+    return (not rules.users and not rules.usergroups) or _member(rules, actor)
+
+
+def check_requester(policy: Policy, actor: Actor) -> None:
+    if not may_request(policy, actor):
+        raise Refused(refusals.not_a_requester(actor.user))
+
+
+def open_gate(kind: GateKind, *, requested_by: str, now: dt.datetime, policy: Policy, reason: str = "") -> Gate:
+    expires = now + dt.timedelta(seconds=duration_seconds(policy.approvers.expire_after))
+    return Gate(kind=kind, opened_at=now, expires_at=expires, requested_by=requested_by, reason=reason)
+
+
+def is_expired(gate: Gate, now: dt.datetime) -> bool:
+    return gate.is_open and now >= gate.expires_at
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a decision did: the gate after it, whether it counted, and a note for people."""
+
+    gate: Gate
+    counted: bool
+    note: str = ""
+
+
+def decide(
+    run: Run, actor: Actor, *, approve: bool, now: dt.datetime, policy: Policy, comment: str = ""
+) -> Verdict:
+    """The gate of ``run`` after ``actor``'s decision, or :class:`Refused` with the reason."""
+    gate = run.gate
+    if gate is None:
+        raise Refused(refusals.nothing_to_decide(run))
+    mine = gate.decision_of(actor.user)
+    if mine is not None and mine.approve == approve:
+        return Verdict(gate, counted=False, note=refusals.repeat_decision(gate, actor.user, approve))
+    if not gate.is_open:
+        if gate.outcome == "expired":
+            raise Refused(refusals.expired(run, gate))
+        raise Refused(refusals.already_decided(run, gate))
+    if is_expired(gate, now):
+        raise Refused(refusals.expired(run, gate))
+    if approve and actor.user == gate.requested_by and not policy.approvers.allow_self_approval:
+        raise Refused(refusals.self_approval(run, gate))
+    withdrawing = not approve and actor.user == gate.requested_by
+    if not withdrawing and not may_approve(policy, actor):
+        raise Refused(refusals.not_an_approver(actor.user, run))
+    decisions = [d for d in gate.decisions if d.user != actor.user]
+    decisions.append(Decision(user=actor.user, approve=approve, at=now, comment=comment))
+    updated = gate.model_copy(update={"decisions": decisions})
+    if not approve:
+        return Verdict(updated.model_copy(update={"outcome": "rejected", "decided_at": now}), counted=True)
+    if len(updated.approvers) >= policy.approvers.quorum:
+        return Verdict(updated.model_copy(update={"outcome": "approved", "decided_at": now}), counted=True)
+    return Verdict(updated, counted=True, note=refusals.quorum_pending(updated, policy.approvers.quorum))

@@ -1,0 +1,280 @@
+"""The run engine: what every front end (Slack, the console, the shell) calls.
+
+Commands (``request_canary``, ``approve``, ``reject``, ``promote``, ``rollback``,
+``close``) check the policy and change the run with a compare-and-set; they return an
+:class:`Outcome` at once and never run cluster steps. Work (``advance``, ``resume``)
+runs the cluster steps of a run up to its next gate or its end, under the run's lease.
+A front end calls a command, shows the outcome, then calls ``advance`` (the shell in
+process; Slack in a background worker). Refusals raise :class:`runbooks.engine.refusals.Refused`
+(:class:`~runbooks.engine.store.LockHeld` and :class:`~runbooks.engine.requesting.InvalidRequest` are
+ones) with the sentence to show; :class:`runbooks.engine.store.StoreUnavailable` when the store
+cannot be reached; :class:`runbooks.engine.driving.StepPaused` when the cluster stays unreachable.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from runbooks.engine import refusals
+from runbooks.engine.approving import Actor, check_requester, decide
+from runbooks.engine.clocks import SystemClock
+from runbooks.engine.driving import Driver, StepPaused
+from runbooks.engine.gating import Gates
+from runbooks.engine.leasing import Leases, owner_id
+from runbooks.engine.refusals import Refused
+from runbooks.engine.requesting import check_request, resolve
+from runbooks.engine.runs import TERMINAL, GateKind, Run, RunState, Step, Target, new_run_id
+from runbooks.engine.steps import Clock, Steps, StepSettings
+from runbooks.engine.store import LeaseLost, LockHeld, RunStore
+from runbooks.engine.transitioning import (
+    ENGINE_ACTOR,
+    Observer,
+    SilentObserver,
+    Writer,
+    audit_entry,
+)
+from runbooks.errors import ClusterError, shorten
+from runbooks.policy import Policy, duration_seconds
+
+S = RunState
+ROLLBACK_FROM = frozenset({S.CANARY_ROLLING, S.CANARY_VERIFYING, S.AWAITING_PROMOTION, S.PROMOTING,
+                           S.VERIFYING, S.MONITORING})
+"""States a rollback may be requested in: the cluster may have changed, the run is not rolling back."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A command's result: the run as stored, and a note for people (may be empty)."""
+
+    run: Run
+    note: str = ""
+    paused: bool = False
+    """``resume`` only: the run's cluster stayed unreachable; it keeps its state."""
+    counted: bool = True
+    """``decide`` only: False when the decision was already recorded (a double click): nothing changed."""
+
+
+def step_settings_of(policy: Policy) -> StepSettings:
+    """The steps' timeouts and options from the policy file's ``steps`` section."""
+    timings = policy.steps
+    return StepSettings(
+        ready_timeout=duration_seconds(timings.ready_timeout),
+        observe_window=duration_seconds(timings.observe_window),
+        poll_interval=duration_seconds(timings.poll_interval),
+        gpu_resources=tuple(policy.gpu_resources),
+        smoke_test=timings.smoke_test,
+    )
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        store: RunStore,
+        steps: Steps,
+        policy: Policy,
+        connect: Callable[[str | None], Any] | None = None,
+        clock: Clock | None = None,
+        observer: Observer | None = None,
+        owner: str | None = None,
+        lease_ttl: dt.timedelta = dt.timedelta(seconds=30),
+        owner_dead: Callable[[str], bool] = lambda owner: False,
+        step_settings: StepSettings | None = None,
+        checkpoint: Callable[[str], None] = lambda point: None,
+    ) -> None:
+        """``connect(context)`` opens a cluster (None: no cluster reads at request time,
+        steps get ``None``); ``owner`` is this worker's lease id (default host/pid/random);
+        ``owner_dead(owner)`` may say a lease holder is gone so its lease is taken over at
+        once; ``checkpoint(point)`` is called at named points (see :mod:`runbooks.engine.driving`)."""
+        self.store, self.policy, self.connect = store, policy, connect
+        self.clock: Clock = clock or SystemClock()
+        self.writer = Writer(store=store, clock=self.clock, observer=observer or SilentObserver(), checkpoint=checkpoint)
+        self.gates = Gates(self.writer, policy)
+        self.leases = Leases(store, owner=owner or owner_id(socket.gethostname(), os.getpid()),
+                             ttl=lease_ttl, owner_dead=owner_dead)
+        self.driver = Driver(writer=self.writer, gates=self.gates, steps=steps, policy=policy, leases=self.leases,
+                             connect=connect or (lambda context: None),
+                             settings=step_settings or step_settings_of(policy))
+
+    # ---------------------------------------------------------------- queries
+    def get(self, run_id: str) -> Run:
+        return self.writer.get(run_id)
+
+    def runs(self, *, active_only: bool = False, limit: int = 100) -> list[Run]:
+        return self.store.list_runs(active_only=active_only, limit=limit)
+
+    def audit(self, run_id: str) -> list[dict[str, Any]]:
+        self.get(run_id)
+        return self.store.audit(run_id)
+
+    def needs_work(self, run: Run) -> bool:
+        """Whether ``advance`` would move the run (rather than it waiting for people or time)."""
+        return self.driver.needs_work(run)
+
+    # --------------------------------------------------------------- commands
+    def request_canary(
+        self, *, actor: Actor, target: str, image: str, node: str, container: str | None = None,
+        cluster: str | None = None, origin: dict[str, str] | None = None,
+    ) -> Outcome:
+        """A new run waiting at its canary request; ``LockHeld`` if the target has one."""
+        check_requester(self.policy, actor)
+        request = check_request(self.policy, target=target, image=image, node=node, container=container, cluster=cluster)
+        context, chosen = request.cluster or "", request.container or ""
+        if self.connect is not None:
+            with self.connect(request.cluster) as handle:
+                context, chosen = resolve(handle, request)
+        if not chosen:
+            raise Refused(f"name the container of {request.ref} to change: container=<name>")
+        now = self.clock.now()
+        run = Run(id=new_run_id(), target=Target(cluster=context, namespace=request.namespace, name=request.name),
+                  image=request.image, container=chosen, node=request.node, requester=actor.user,
+                  created_at=now, updated_at=now, origin=origin or {})
+        line = Step(kind="transition", name="requested", status="ok", actor=actor.user, at=now,
+                    detail=f"canary of {run.image} ({run.container}) on {run.node} in {context or 'the current context'}")
+        try:
+            self.store.create(run, audit=[audit_entry(run, line)])
+        except LockHeld as held:
+            if not self._expired_holder(held.holder):
+                raise
+            self.store.create(run, audit=[audit_entry(run, line)])
+        self.writer.observer.on_state(run)
+        return Outcome(self.writer.retrying(run.id, self.gates.open_canary))
+
+    def approve(self, run_id: str, *, actor: Actor, comment: str = "") -> Outcome:
+        return self.decide(run_id, actor=actor, approve=True, comment=comment)
+
+    def reject(self, run_id: str, *, actor: Actor, comment: str = "") -> Outcome:
+        return self.decide(run_id, actor=actor, approve=False, comment=comment)
+
+    def decide(self, run_id: str, *, actor: Actor, approve: bool, comment: str = "") -> Outcome:
+        """``actor``'s decision on the run's open gate, applied once (compare-and-set)."""
+        notes: list[str] = []
+        counted: list[bool] = []
+
+        def change(run: Run) -> Run:
+            run = self.gates.expire_if_due(run)
+            verdict = decide(run, actor, approve=approve, now=self.clock.now(), policy=self.policy, comment=comment)
+            notes[:], counted[:] = [verdict.note], [verdict.counted]
+            if not verdict.counted:
+                return run
+            return self.gates.apply(run, verdict, actor, approve=approve, comment=comment)
+
+        run = self.writer.retrying(run_id, change)
+        return Outcome(run, notes[0] if notes else "", counted=all(counted))
+
+    def promote(self, run_id: str, *, actor: Actor) -> Outcome:
+        """Post the open promotion request again (it opens by itself when the canary passes)."""
+        check_requester(self.policy, actor)
+        run = self.writer.retrying(run_id, self.gates.expire_if_due)
+        gate = run.gate
+        if run.state is not S.AWAITING_PROMOTION or gate is None or not gate.is_open:
+            raise Refused(refusals.not_awaiting_promotion(run))
+        self.writer.safely(self.writer.observer.on_gate, run, gate)
+        return Outcome(run, f"the promotion request is open until {gate.expires_at:%Y-%m-%d %H:%M:%S %Z}")
+
+    def rollback(self, run_id: str, *, actor: Actor, reason: str = "") -> Outcome:
+        """Open a rollback request (or roll back at once when the policy needs no approval)."""
+        check_requester(self.policy, actor)
+        notes: list[str] = []
+
+        def change(run: Run) -> Run:
+            run = self.gates.expire_if_due(run)
+            if run.state in TERMINAL:
+                raise Refused(refusals.run_ended(run))
+            if run.state is S.ROLLING_BACK:
+                raise Refused(refusals.rollback_running(run))
+            if run.state not in ROLLBACK_FROM:
+                raise Refused(refusals.rollback_too_early(run))
+            if run.gate is not None and run.gate.is_open and run.gate.kind is GateKind.ROLLBACK:
+                notes[:] = [f"a rollback request is already open (by {run.gate.requested_by})"]
+                return run
+            why = reason or f"requested by {actor.user}"
+            if not self.policy.rollback.requires_approval:
+                return self.writer.transition(run, S.ROLLING_BACK, actor=actor.user, reason=f"rollback {why}")
+            return self.gates.open_rollback(run, requested_by=actor.user, reason=reason)
+
+        return Outcome(self.writer.retrying(run_id, change), notes[0] if notes else "")
+
+    def close(self, run_id: str, *, actor: Actor) -> Outcome:
+        """monitoring -> done, before (or instead of) the stability reports."""
+        check_requester(self.policy, actor)
+
+        def change(run: Run) -> Run:
+            if run.state is not S.MONITORING:
+                raise Refused(refusals.not_monitoring(run))
+            return self.writer.transition(run, S.DONE, actor=actor.user, reason=f"closed by {actor.user}")
+
+        return Outcome(self.writer.retrying(run_id, change))
+
+    def finish_monitoring(self, run_id: str, *, reason: str, actor: str = ENGINE_ACTOR) -> Run:
+        """monitoring -> done by the bot itself (its last stability report is posted); the
+        target is free. A run no longer monitoring, or with an open request, is left as it is."""
+
+        def change(run: Run) -> Run:
+            if run.state is not S.MONITORING or (run.gate is not None and run.gate.is_open):
+                return run
+            return self.writer.transition(run, S.DONE, actor=actor, reason=reason)
+
+        return self.writer.retrying(run_id, change)
+
+    def set_origin(self, run_id: str, **refs: str) -> Run:
+        """Record where the run is shown (``ts`` of its root message...) with a compare-and-set.
+
+        The first value of a key wins: a key already set to another value is kept, so two
+        front ends racing to post the run's root message agree on one. Not audited, no
+        observer call; the run's state and ``updated_at`` are untouched."""
+
+        def change(run: Run) -> Run:
+            missing = {k: v for k, v in refs.items() if k not in run.origin}
+            if not missing:
+                return run
+            return self.store.save(run.model_copy(update={"origin": {**run.origin, **missing}}))
+
+        return self.writer.retrying(run_id, change)
+
+    # ------------------------------------------------------------------- work
+    def advance(self, run_id: str) -> Run:
+        """Run the cluster steps of ``run_id`` up to its next gate or its end (under its lease).
+
+        Returns the run as stored; when another live worker holds its lease, at once.
+        ``StepPaused`` when the cluster stays unreachable (the run keeps its state).
+        """
+        try:
+            return self.driver.drive(run_id)
+        except LeaseLost:
+            return self.get(run_id)
+
+    def expire_due(self) -> list[Run]:
+        """Close every gate whose time is up (and move its run on); the runs that changed."""
+        changed = []
+        for run in self.store.list_runs(active_only=True, limit=10_000):
+            after = self.writer.retrying(run.id, self.gates.expire_if_due)
+            if after.version != run.version:
+                changed.append(after)
+        return changed
+
+    def resume(self) -> list[Outcome]:
+        """Continue every run not in a terminal state, oldest first (on start-up)."""
+        self.expire_due()
+        outcomes = []
+        for run in sorted(self.store.list_runs(active_only=True, limit=10_000), key=lambda r: r.created_at):
+            try:
+                outcomes.append(Outcome(self.advance(run.id)))
+            except StepPaused as exc:
+                outcomes.append(Outcome(self.get(run.id), str(exc), paused=True))
+            except ClusterError as exc:  # e.g. a context this process's kubeconfig lacks
+                note = f"run {run.id} waits: cannot open its cluster here ({shorten(str(exc))})"
+                outcomes.append(Outcome(self.get(run.id), note, paused=True))
+        return outcomes
+
+    def _expired_holder(self, holder: str) -> bool:
+        """Whether the run holding a lock ended once its overdue gate was closed."""
+        if self.store.get(holder) is None:
+            return False
+        return self.writer.retrying(holder, self.gates.expire_if_due).state in TERMINAL
+

@@ -1,0 +1,245 @@
+"""Driving a run: call the cluster step of each working state until a gate or the end.
+
+The driver holds the run's lease while it works (:mod:`runbooks.engine.leasing`) and re-reads
+the run before each step, so it always acts on what is stored, never on what it
+remembers. What a step's result does:
+
+==================  ======================  ===========================================
+state               step ok                 step failed (or raised)
+==================  ======================  ===========================================
+canary_rolling      -> canary_verifying     -> rolling_back (``rollback.automatic``),
+canary_verifying    -> awaiting_promotion   else the run halts at a rollback request
+promoting           -> verifying
+verifying           -> monitoring
+rolling_back        -> rolled_back          -> failed (the rollback did not complete)
+==================  ======================  ===========================================
+
+A step that *raises* is treated as a failed step, not as ``failed``: from canary_rolling
+on, a mutation may have been sent before the exception, and the rollback step only
+restores what the run recorded, so rolling back is always safe and never wrong; only a
+rollback that raises ends ``failed``. A :class:`~runbooks.errors.TemporaryClusterError`
+(cluster unreachable, overloaded) is retried with back-off; if it persists the run is
+left where it is (:class:`StepPaused`) for ``resume`` to continue, since giving up would
+leave the cluster half-changed on a network blip.
+
+``monitoring`` goes on to ``done`` at once when the policy asks for no stability reports;
+otherwise it waits for ``close`` or the report scheduler (issue 6).
+
+The ``checkpoint`` hook is called at named points (tests kill the process there):
+``before:<state>``, ``after:<state>`` (step returned, result not yet stored),
+``progress:<state>:<n>`` and ``record:<state>:<n>`` (inside a step, after its n-th
+``save_progress`` / ``record``), ``record:<state>:<step name>`` (after the step recorded
+that name, e.g. ``record:canary_rolling:canary.image``), ``transition:<state>`` (a
+transition was stored).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from runbooks.engine.gating import Gates
+from runbooks.engine.leasing import Lease, Leases
+from runbooks.engine.refusals import Refused
+from runbooks.engine.runs import TERMINAL, WORKING, Run, RunState, Step
+from runbooks.engine.steps import StepContext, StepResult, Steps, StepSettings
+from runbooks.engine.store import LeaseLost, StoreUnavailable
+from runbooks.engine.transitioning import ENGINE_ACTOR, RunMoved, Writer
+from runbooks.errors import ClusterError, TemporaryClusterError, shorten
+from runbooks.policy import Policy
+
+log = logging.getLogger(__name__)
+S = RunState
+
+STEP_OF: dict[RunState, str] = {
+    S.CANARY_ROLLING: "canary",
+    S.CANARY_VERIFYING: "verify_canary",
+    S.PROMOTING: "promote",
+    S.VERIFYING: "verify_all",
+    S.ROLLING_BACK: "rollback",
+}
+ON_SUCCESS: dict[RunState, RunState] = {
+    S.CANARY_ROLLING: S.CANARY_VERIFYING,
+    S.CANARY_VERIFYING: S.AWAITING_PROMOTION,
+    S.PROMOTING: S.VERIFYING,
+    S.VERIFYING: S.MONITORING,
+    S.ROLLING_BACK: S.ROLLED_BACK,
+}
+LABEL: dict[RunState, str] = {
+    S.CANARY_ROLLING: "the canary", S.CANARY_VERIFYING: "the canary's verification",
+    S.PROMOTING: "the promotion", S.VERIFYING: "the verification on every node",
+    S.ROLLING_BACK: "the rollback",
+}
+TEMPORARY_ATTEMPTS = 3
+
+
+class StepPaused(Exception):
+    """The cluster stayed unreachable; the run keeps its state and ``resume`` continues it."""
+
+    def __init__(self, run: Run, reason: str) -> None:
+        super().__init__(
+            f"run {run.id} paused in {run.state.value}: {reason}; nothing was lost, "
+            "`upgradebot resume` continues it when the cluster answers"
+        )
+        self.run, self.reason = run, reason
+
+
+class Driver:
+    def __init__(
+        self, *, writer: Writer, gates: Gates, steps: Steps, policy: Policy, leases: Leases,
+        connect: Callable[[str | None], Any], settings: StepSettings,
+    ) -> None:
+        self.writer, self.gates, self.steps, self.policy = writer, gates, steps, policy
+        self.leases, self.connect, self.settings = leases, connect, settings
+
+    def needs_work(self, run: Run) -> bool:
+        """Whether the engine (not a person, not time) moves this run next."""
+        if run.state is S.REQUESTED:
+            return True
+        if run.state is S.MONITORING:
+            return not self.policy.reports.after and not (run.gate and run.gate.is_open)
+        return run.state in WORKING and not run.halted
+
+    def drive(self, run_id: str) -> Run:
+        """Work on the run until it waits for a gate, for time, or has ended.
+
+        Returns at once with the run as stored when another live worker holds its lease.
+        """
+        with self.leases.hold(run_id) as lease:
+            if lease is None:
+                return self.writer.get(run_id)
+            dead = self.leases.took_over_from.pop(run_id, None)
+            if dead:
+                self.writer.record(self.writer.get(run_id), self.writer.step(
+                    "lease taken over", kind="step", status="info", detail=f"from {dead}, which is gone"))
+            cluster: Any = None
+            try:
+                while True:
+                    lease.check()
+                    run = self.writer.retrying(run_id, self.gates.expire_if_due)
+                    if run.state in TERMINAL or not self.needs_work(run):
+                        return run
+                    if run.state is S.REQUESTED:
+                        self.writer.retrying(run_id, self._open_canary)
+                        continue
+                    if run.state is S.MONITORING:
+                        self.writer.retrying(run_id, lambda r: self._finish(r, lease))
+                        continue
+                    if cluster is None:
+                        cluster = self.connect(run.target.cluster or None)
+                    try:
+                        self._work(run, cluster, lease)
+                    except RunMoved:
+                        continue
+            finally:
+                if cluster is not None and hasattr(cluster, "close"):
+                    cluster.close()
+
+    # ------------------------------------------------------------ transitions
+    def _open_canary(self, run: Run) -> Run:
+        return self.gates.open_canary(run) if run.state is S.REQUESTED else run
+
+    def _finish(self, run: Run, lease: Lease) -> Run:
+        if run.state is not S.MONITORING or not self.needs_work(run):
+            return run
+        return self.writer.transition(run, S.DONE, lease_owner=lease.owner,
+                                      reason="verified on every node; no stability reports are configured")
+
+    # ------------------------------------------------------------------ steps
+    def _work(self, run: Run, cluster: Any, lease: Lease) -> None:
+        state, recorded = run.state, set[str]()
+        self.writer.checkpoint(f"before:{state.value}")
+        result = self._call_step(run, cluster, lease, recorded)
+        self.writer.checkpoint(f"after:{state.value}")
+        self.writer.retrying(run.id, lambda current: self._conclude(current, state, result, lease, recorded))
+
+    def _call_step(self, run: Run, cluster: Any, lease: Lease, recorded: set[str]) -> StepResult:
+        name = STEP_OF[run.state]
+        for attempt in range(1, TEMPORARY_ATTEMPTS + 1):
+            current = self.writer.get(run.id)
+            if current.state is not run.state:
+                raise RunMoved(run.id, run.state, current.state)
+            try:
+                result: StepResult = getattr(self.steps, name)(self._context(current, cluster, lease, recorded))
+                return result
+            except (RunMoved, LeaseLost, StoreUnavailable, Refused):
+                raise
+            except TemporaryClusterError as exc:
+                reason = shorten(str(exc))
+                self.writer.record(current, self.writer.step(
+                    f"{name} interrupted", kind="step", status="failed",
+                    detail=f"attempt {attempt} of {TEMPORARY_ATTEMPTS}: {reason}"))
+                if attempt == TEMPORARY_ATTEMPTS:
+                    raise StepPaused(current, reason) from exc
+                self.writer.clock.sleep(min(30.0, 2.0 ** attempt))
+            except ClusterError as exc:
+                return StepResult(ok=False, reason=f"{name} failed: {shorten(str(exc))}")
+            except Exception as exc:  # a bug in a step must not leave a half-changed cluster
+                log.exception("step %s of run %s raised", name, run.id)
+                return StepResult(ok=False, reason=f"{name} raised {type(exc).__name__}: {shorten(str(exc))}")
+        raise AssertionError("unreachable")
+
+    def _context(self, run: Run, cluster: Any, lease: Lease, recorded: set[str]) -> StepContext:
+        state, counts = run.state, {"progress": 0, "record": 0}
+        ctx = StepContext(cluster=cluster, run=run, save_progress=lambda update: run,
+                          record=lambda step: None, clock=self.writer.clock, settings=self.settings)
+
+        def merge(update: dict[str, Any]) -> Callable[[Run], Run]:
+            def change(current: Run) -> Run:
+                if current.state is not state:
+                    raise RunMoved(current.id, state, current.state)
+                return self.writer.update(current, progress={**current.progress, **update}, lease_owner=lease.owner)
+            return change
+
+        def save_progress(update: dict[str, Any]) -> Run:
+            lease.check()
+            ctx.run = self.writer.retrying(run.id, merge(update))
+            counts["progress"] += 1
+            self.writer.checkpoint(f"progress:{state.value}:{counts['progress']}")
+            return ctx.run
+
+        def record(step: Step) -> None:
+            lease.check()
+            self.writer.record(ctx.run, step)
+            recorded.add(step.name)
+            counts["record"] += 1
+            self.writer.checkpoint(f"record:{state.value}:{counts['record']}")
+            self.writer.checkpoint(f"record:{state.value}:{step.name}")
+
+        ctx.save_progress, ctx.record = save_progress, record
+        return ctx
+
+    def _conclude(self, run: Run, state: RunState, result: StepResult, lease: Lease, recorded: set[str]) -> Run:
+        """Store what the step's result means, with its checks, in one write.
+
+        Checks the step already recorded itself (as ``<name>`` or ``<step>.<name>``) are
+        not written twice."""
+        if run.state is not state:
+            raise RunMoved(run.id, state, run.state)
+        lines = [
+            self.writer.step(c.name, kind="check", status=c.status.value, detail=c.detail,
+                             evidence={"scope": c.scope, **c.evidence} if c.scope else dict(c.evidence))
+            for c in result.checks
+            if c.name not in recorded and not any(r.endswith("." + c.name) for r in recorded)
+        ]
+        lines.append(self.writer.step(STEP_OF[state], kind="step", status="ok" if result.ok else "failed",
+                                      detail=result.reason))
+        owner = lease.owner
+        if result.ok:
+            if state is S.CANARY_VERIFYING:
+                return self.gates.open_promotion(run, steps=lines, lease_owner=owner)
+            return self.writer.transition(run, ON_SUCCESS[state], steps=lines, lease_owner=owner)
+        why = f"{LABEL[state]} failed: {result.reason or 'see the checks'}"
+        if state is S.ROLLING_BACK:
+            return self.writer.transition(
+                run, S.FAILED, steps=lines, lease_owner=owner,
+                reason=f"{why}. The cluster may be half-changed: check it with "
+                f"`upgradebot verify {run.target.ref}` and finish by hand",
+            )
+        if self.policy.rollback.automatic:
+            return self.writer.transition(run, S.ROLLING_BACK, steps=lines, lease_owner=owner,
+                                          reason=f"{why}; rolling back automatically")
+        return self.gates.open_rollback(run, requested_by=ENGINE_ACTOR, halted=True, steps=lines,
+                                        lease_owner=owner,
+                                        reason=f"{why}; automatic rollback is off, approve the rollback request")

@@ -1,0 +1,110 @@
+"""Gates: opening approval requests, and what a decided or expired one does to the run.
+
+======================  ===========================  ==========================================
+gate                    approved                     rejected / expired
+======================  ===========================  ==========================================
+canary                  -> canary_rolling            -> rejected / expired (nothing changed)
+promotion               -> promoting                 -> rolling_back (no half-upgraded cluster)
+rollback                -> rolling_back              request closed, run goes on (a promotion
+                                                     request re-opens); a halted run -> failed
+======================  ===========================  ==========================================
+
+Each function takes the run as just read and writes through the :class:`Writer`, so a
+lost compare-and-set is retried by the caller with the fresh run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from runbooks.engine.approving import Actor, Verdict, is_expired, open_gate
+from runbooks.engine.refusals import moment_text
+from runbooks.engine.runs import Gate, GateKind, Run, RunState, Step
+from runbooks.engine.transitioning import ENGINE_ACTOR, Writer
+from runbooks.policy import Policy
+
+S = RunState
+class Gates:
+    def __init__(self, writer: Writer, policy: Policy) -> None:
+        self.writer, self.policy = writer, policy
+
+    def new(self, kind: GateKind, *, requested_by: str, reason: str = "") -> Gate:
+        return open_gate(kind, requested_by=requested_by, now=self.writer.clock.now(), policy=self.policy, reason=reason)
+
+    def _opened(self, gate: Gate) -> list[Step]:
+        return [self.writer.step(
+            f"{gate.kind.value} request opened", kind="gate", status="info", actor=gate.requested_by,
+            detail=f"expires at {moment_text(gate.expires_at)}" + (f"; {gate.reason}" if gate.reason else ""),
+        )]
+
+    def open_canary(self, run: Run) -> Run:
+        """requested -> awaiting_approval, with the canary request."""
+        gate = self.new(GateKind.CANARY, requested_by=run.requester)
+        return self.writer.transition(run, S.AWAITING_APPROVAL, gate=gate, steps=self._opened(gate))
+
+    def open_promotion(self, run: Run, *, steps: Sequence[Step] = (), lease_owner: str | None = None) -> Run:
+        """canary_verifying -> awaiting_promotion, with the promotion request."""
+        gate = self.new(GateKind.PROMOTION, requested_by=run.requester)
+        return self.writer.transition(run, S.AWAITING_PROMOTION, gate=gate, lease_owner=lease_owner,
+                                      steps=[*steps, *self._opened(gate)])
+
+    def open_rollback(
+        self, run: Run, *, requested_by: str, reason: str, halted: bool = False,
+        steps: Sequence[Step] = (), lease_owner: str | None = None,
+    ) -> Run:
+        """A rollback request on a run that keeps its state meanwhile (a halted run waits on it)."""
+        gate = self.new(GateKind.ROLLBACK, requested_by=requested_by, reason=reason)
+        lines = [*steps, *self._opened(gate)]
+        if run.gate is not None and run.gate.is_open:
+            lines.insert(0, self.writer.step(f"{run.gate.kind.value} request superseded", kind="gate",
+                                             status="info", actor=requested_by, detail="a rollback was requested"))
+        if halted:
+            return self.writer.update(run, steps=lines, lease_owner=lease_owner, gate=gate, halted=True, reason=reason)
+        return self.writer.update(run, steps=lines, lease_owner=lease_owner, gate=gate)
+
+    def apply(self, run: Run, verdict: Verdict, actor: Actor, *, approve: bool, comment: str = "") -> Run:
+        """Store a counted decision; a decided gate moves the run on."""
+        gate = verdict.gate
+        detail = "; ".join(x for x in (verdict.note, comment) if x) or f"request {gate.outcome}"
+        line = self.writer.step(f"{gate.kind.value} {'approved' if approve else 'rejected'}",
+                                kind="decision", actor=actor.user, detail=detail)
+        if gate.is_open:
+            return self.writer.update(run, gate=gate, steps=[line])
+        return self._close(run, gate, actor=actor.user, steps=[line])
+
+    def expire_if_due(self, run: Run) -> Run:
+        """The run after its open gate expired (if it did); unchanged otherwise."""
+        gate = run.gate
+        if gate is None or not is_expired(gate, self.writer.clock.now()):
+            return run
+        closed = gate.model_copy(update={"outcome": "expired", "decided_at": self.writer.clock.now()})
+        line = self.writer.step(f"{gate.kind.value} request expired", kind="gate", status="failed",
+                                detail=f"nobody decided by {moment_text(gate.expires_at)}")
+        return self._close(run, closed, actor=ENGINE_ACTOR, steps=[line])
+
+    def _close(self, run: Run, gate: Gate, *, actor: str, steps: list[Step]) -> Run:
+        who = ", ".join(gate.approvers if gate.outcome == "approved" else [d.user for d in gate.decisions if not d.approve])
+        how = f"{gate.outcome} by {who}" if who else f"{gate.outcome} at {moment_text(gate.expires_at)}"
+        w = self.writer
+        if gate.kind is GateKind.CANARY:
+            if gate.outcome == "approved":
+                return w.transition(run, S.CANARY_ROLLING, actor=actor, gate=gate, steps=steps)
+            end = S.EXPIRED if gate.outcome == "expired" else S.REJECTED
+            return w.transition(run, end, actor=actor, gate=gate, steps=steps,
+                                reason=f"the canary request was {how}; nothing was changed")
+        if gate.kind is GateKind.PROMOTION:
+            if gate.outcome == "approved":
+                return w.transition(run, S.PROMOTING, actor=actor, gate=gate, steps=steps)
+            return w.transition(run, S.ROLLING_BACK, actor=actor, gate=gate, steps=steps,
+                                reason=f"the promotion request was {how}: rolling the canary back")
+        if gate.outcome == "approved":
+            why = f" ({gate.reason})" if gate.reason else ""
+            return w.transition(run, S.ROLLING_BACK, actor=actor, gate=gate, steps=steps,
+                                reason=f"rollback requested by {gate.requested_by}{why}, {how}")
+        if run.halted:
+            return w.transition(run, S.FAILED, actor=actor, gate=gate, steps=steps,
+                                reason=f"{run.reason}; the rollback request was {how}: the cluster is left as it is")
+        if run.state is S.AWAITING_PROMOTION:
+            again = self.new(GateKind.PROMOTION, requested_by=run.requester)
+            return w.update(run, gate=again, steps=[*steps, *self._opened(again)])
+        return w.update(run, gate=gate, steps=steps)

@@ -1,0 +1,97 @@
+"""Every sentence the run engine says when it refuses something, in one place.
+
+Front ends show :class:`Refused` as is (the shell on stderr, Slack in an ephemeral
+reply): each says what was refused, why, and what to do instead. Nothing was changed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from runbooks.engine.runs import Gate, GateKind, Run
+
+
+class Refused(Exception):
+    """A request the engine will not carry out; ``str()`` is the sentence for people."""
+
+
+class RunNotFound(Refused):
+    """No run has this id."""
+
+
+def moment_text(moment: dt.datetime) -> str:
+    """``2025-01-06 09:30:00 UTC``: how every sentence writes a moment."""
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _what(gate: Gate) -> str:
+    return {
+        GateKind.CANARY: "the canary request",
+        GateKind.PROMOTION: "the promotion request",
+        GateKind.ROLLBACK: "the rollback request",
+    }[gate.kind]
+
+
+def no_such_run(run_id: str) -> str:
+    return f"no run {run_id}: `runs` lists the runs"
+
+
+def not_a_requester(user: str) -> str:
+    return f"{user} may not request upgrades: ask someone listed under requesters in the policy"
+
+
+def not_an_approver(user: str, run: Run) -> str:
+    return f"you ({user}) are not an approver for {run.target.ref} (run {run.id}): ask one of the approvers in the policy"
+
+
+def self_approval(run: Run, gate: Gate) -> str:
+    return f"you requested this run; another approver must approve it ({_what(gate)} of {run.id})"
+
+
+def expired(run: Run, gate: Gate) -> str:
+    return f"this request expired at {moment_text(gate.expires_at)} ({_what(gate)} of {run.id}, now {run.state.value})"
+
+
+def already_decided(run: Run, gate: Gate) -> str:
+    if gate.outcome == "approved":
+        who = ", ".join(gate.approvers) or "?"
+        return f"already approved by {who} at {moment_text(gate.decided_at or gate.opened_at)} ({_what(gate)} of {run.id})"
+    if gate.outcome == "rejected":
+        who = ", ".join(d.user for d in gate.decisions if not d.approve) or "?"
+        return f"already rejected by {who} at {moment_text(gate.decided_at or gate.opened_at)} ({_what(gate)} of {run.id})"
+    return f"{_what(gate)} of {run.id} is closed ({gate.outcome})"
+
+
+def nothing_to_decide(run: Run) -> str:
+    return f"run {run.id} is {run.state.value}: nothing is waiting for approval"
+
+
+def quorum_pending(gate: Gate, quorum: int) -> str:
+    return f"{len(gate.approvers)} of {quorum} approvals; waiting for {quorum - len(gate.approvers)} more"
+
+
+def repeat_decision(gate: Gate, user: str, approve: bool) -> str:
+    decision = gate.decision_of(user)
+    at = moment_text(decision.at) if decision else "?"
+    verb = "approved" if approve else "rejected"
+    return f"already {verb} by {user} at {at}; it counts once"
+
+
+def rollback_too_early(run: Run) -> str:
+    return f"run {run.id} is {run.state.value}: nothing was changed yet, reject the request instead"
+
+
+def rollback_running(run: Run) -> str:
+    return f"run {run.id} is already rolling back"
+
+
+def run_ended(run: Run) -> str:
+    return f"run {run.id} has ended ({run.state.value}{': ' + run.reason if run.reason else ''})"
+
+
+def not_awaiting_promotion(run: Run) -> str:
+    return f"run {run.id} is {run.state.value}: the promotion request opens when the canary passes"
+
+
+def not_monitoring(run: Run) -> str:
+    return f"run {run.id} is {run.state.value}: only a run in monitoring can be closed"

@@ -1,0 +1,90 @@
+"""A canary request, checked before anything is stored.
+
+:func:`check_request` validates what people typed (:mod:`runbooks.validation`: DNS-1123
+names, image reference, a target the policy lists). :func:`resolve` then reads the
+cluster once: the kubeconfig context the target lives in (so the one-active-run lock is
+per real cluster, not per "current context"), the DaemonSet, its container (``container=``
+may be left out when there is one), and the node. Both raise :class:`InvalidRequest`
+with the reason; nothing is stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from runbooks import validation
+from runbooks.cluster.resources import DAEMONSETS, NODES
+from runbooks.engine.refusals import Refused
+from runbooks.errors import NotFound
+from runbooks.policy import Policy
+
+
+class InvalidRequest(Refused):
+    """A bad argument: the sentence says which and how to fix it."""
+
+
+@dataclass(frozen=True)
+class CanaryRequest:
+    namespace: str
+    name: str
+    image: str
+    node: str
+    container: str | None = None
+    cluster: str | None = None
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def check_request(
+    policy: Policy, *, target: str, image: str, node: str, container: str | None = None, cluster: str | None = None
+) -> CanaryRequest:
+    """The request with every field validated; :class:`InvalidRequest` for the first bad one."""
+    try:
+        parsed = validation.target(target, policy.target_refs)
+        return CanaryRequest(
+            namespace=parsed.namespace, name=parsed.name,
+            image=validation.image_reference(image),
+            node=validation.node_name(node),
+            container=validation.container_name(container) if container is not None else None,
+            cluster=_context(cluster) if cluster is not None else None,
+        )
+    except ValueError as exc:
+        raise InvalidRequest(str(exc)) from exc
+
+
+def _context(value: str) -> str:
+    text = value.strip()
+    if not text or len(text) > 253 or any(c.isspace() for c in text):
+        raise ValueError(f"cluster {value!r} is not a kubeconfig context name")
+    return text
+
+
+def containers_of(daemonset: dict[str, Any]) -> list[str]:
+    spec = ((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return [str(c.get("name")) for c in spec.get("containers") or []]
+
+
+def resolve(cluster: Any, request: CanaryRequest) -> tuple[str, str]:
+    """``(context, container)``: the cluster's context name and the container to change."""
+    try:
+        daemonset = cluster.get(DAEMONSETS, request.name, request.namespace)
+    except NotFound as exc:
+        raise InvalidRequest(
+            f"there is no DaemonSet {request.ref} in cluster {cluster.context}: "
+            "`inventory` lists the plugin DaemonSets"
+        ) from exc
+    try:
+        cluster.get(NODES, request.node)
+    except NotFound as exc:
+        raise InvalidRequest(f"there is no node {request.node} in cluster {cluster.context}: pick a GPU node from `inventory`") from exc
+    names = containers_of(daemonset)
+    if request.container is None:
+        if len(names) != 1:
+            raise InvalidRequest(f"{request.ref} has {len(names)} containers: name one with container=<{'|'.join(names)}>")
+        return cluster.context, names[0]
+    if request.container not in names:
+        raise InvalidRequest(f"{request.ref} has no container {request.container}: use one of {', '.join(names)}")
+    return cluster.context, request.container

@@ -1,0 +1,110 @@
+"""The contract between the run engine and the cluster steps (canary, verify, promote, rollback).
+
+The engine owns states, gates, leases and persistence; a step owns what happens on the
+cluster. A step receives a :class:`StepContext`, reads the cluster first and does only
+what is still missing (so a step re-entered after the bot was killed repeats no
+mutation), records what it learned with ``ctx.save_progress`` *before* it relies on it,
+and reports each check and mutation with ``ctx.record``. It returns a
+:class:`StepResult`; it never changes the run's state itself.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from runbooks.engine.runs import Run, Step
+
+
+class CheckStatus(enum.StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    WARN = "warn"
+    SKIP = "skip"
+
+
+class Check(BaseModel):
+    """One verification check: what was checked, where, the verdict and its evidence."""
+
+    name: str
+    status: CheckStatus
+    detail: str = ""
+    scope: str = Field(default="", description="node name, or 'all nodes'")
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class StepResult(BaseModel):
+    """What a step reports back: ok or not, why, and the checks it ran."""
+
+    ok: bool
+    reason: str = ""
+    checks: list[Check] = Field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if c.status is CheckStatus.FAIL]
+
+
+class Clock(Protocol):
+    def now(self) -> dt.datetime: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """Timeouts and options of the steps (from the policy file; defaults for the shell)."""
+
+    ready_timeout: float = 300.0
+    """Seconds to wait for a replaced pod (canary, promotion, rollback) to become Ready."""
+    observe_window: float = 30.0
+    """Seconds verify watches restart counts for a rise."""
+    poll_interval: float = 1.0
+    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu",)
+    smoke_test: dict[str, Any] | None = None
+    """Optional smoke-test pod: ``{image, command, expect, namespace, timeout}``."""
+
+
+@dataclass
+class StepContext:
+    """What a step may use. ``cluster`` is a :class:`runbooks.cluster.Cluster`."""
+
+    cluster: Any
+    run: Run
+    save_progress: Callable[[dict[str, Any]], Run]
+    """Merge keys into ``run.progress`` and store it (compare-and-set); returns the new run."""
+    record: Callable[[Step], None]
+    """Append a step to the run's audit trail (and its thread)."""
+    clock: Clock
+    settings: StepSettings = field(default_factory=StepSettings)
+
+
+class Steps(Protocol):
+    """The cluster steps the engine calls, one per active state."""
+
+    def canary(self, ctx: StepContext) -> StepResult:
+        """canary_rolling: record the baseline and template, OnDelete, new image, replace the
+        canary node's pod, wait until it is Ready."""
+        ...
+
+    def verify_canary(self, ctx: StepContext) -> StepResult:
+        """canary_verifying: the checks, scoped to the canary node."""
+        ...
+
+    def promote(self, ctx: StepContext) -> StepResult:
+        """promoting: restore the original update strategy and follow the rollout."""
+        ...
+
+    def verify_all(self, ctx: StepContext) -> StepResult:
+        """verifying: the checks on every node."""
+        ...
+
+    def rollback(self, ctx: StepContext) -> StepResult:
+        """rolling_back: previous template back, strategy restored, new-revision pods
+        replaced, every node back to the baseline."""
+        ...

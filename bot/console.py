@@ -2,11 +2,12 @@
 
 Like Hubot's shell adapter: what you type is a command (``inventory``, or
 ``/upgrade inventory`` as in Slack), the bot's messages are printed as text
-(:mod:`bot.shell.output`), a run shows as its root message (printed once, then one line
+(:mod:`bot.text`), a run shows as its root message (printed once, then one line
 per update) and a thread whose lines carry the run id. Buttons become numbered choices:
 typing the number clicks it. ``/as <user>`` switches who you are, ``/quit`` (or end of
 input) leaves. Runs advance in this process, after the reply to the command or click
-that let them move, so the transcript reads in order.
+that let them move (the chat is the engine's ``wake``), so the transcript reads in order.
+Stability reports and their "Request rollback" button show in the chat like any reply.
 """
 
 from __future__ import annotations
@@ -17,26 +18,27 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TextIO
 
+from bot.runtime import Runtime, build_runtime, connector
 from bot.settings import Settings
-from bot.shell.output import render_message
-from handlers.decisions import ACTIONS, Click, Decisions
+from bot.text import render_message
+from handlers import messages
+from handlers.access import Directory, StaticDirectory
+from handlers.clicks import Click, Decisions, EngineDecisions
 from handlers.replies import Message, Reply
-from handlers.routing import Caller, Router
-from handlers.run_views import gate_message, root_message, step_message
+from handlers.routing import Caller, Router, default_registry
+from handlers.run_views import ACTIONS, gate_message, root_message, step_message
+from handlers.verbs import chat_verbs
 from runbooks.engine.driving import StepPaused
 from runbooks.engine.runs import Gate, Run, Step
-
-if TYPE_CHECKING:
-    from bot.runtime import Runtime
-    from handlers.access import Directory
+from runbooks.policy import Policy
 
 log = logging.getLogger("upgradebot.console")
 BOT = "upgradebot"
 SURFACE = "console"
-HELP = ("console: type a command (`help` lists them; `/upgrade <verb> …` works too), a number to click that "
-        "button, `/as <user>` to act as someone else, `/quit` to leave")
+SUMMARY = "a chat in the terminal: the Slack commands and buttons, as text"
+USAGE = "console [--as USER] [--kubeconfig PATH]"
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,7 @@ class Chat:
         self.print(self._numbered(gate_message(run, gate, self_approval=self.self_approval), f"  {run.id} | "))
 
     # ---------------------------------------------------------------- input
-    def advance(self, run_id: str) -> None:
+    def advance(self, run_id: str) -> None:  # the engine's ``wake``: queued, so no run to return
         """Move ``run_id`` on once the current reply is printed."""
         with self._lock:
             if run_id not in self._pending:
@@ -131,7 +133,7 @@ class Chat:
         elif text.startswith(self.prefix + " ") or text == self.prefix:
             self.command(text[len(self.prefix):])
         elif text.startswith("/"):
-            self.print(HELP)
+            self.print(messages.console_help())
         else:
             self.command(text)
         self._drain()
@@ -171,7 +173,7 @@ class Chat:
     def loop(self, lines: Iterable[str] | None = None, *, prompt: bool = True) -> None:
         """Read lines until ``/quit`` or the end of input; a prompt when reading a terminal."""
         source = lines if lines is not None else sys.stdin
-        self.print(HELP)
+        self.print(messages.console_help())
         if prompt:
             self.out.write(f"{self.user}> ")
             self.out.flush()
@@ -185,41 +187,51 @@ class Chat:
                 self.out.flush()
 
 
-def build_chat(runtime: Runtime, *, out: TextIO, user: str, directory: Directory | None = None) -> Chat:
-    """A console chat on ``runtime``: the router with every chat verb, decisions by the engine,
-    runs advanced in this process, the chat added to the engine's observers."""
-    from handlers import inventory
-    from handlers.access import StaticDirectory
-    from handlers.clicks import EngineDecisions
-    from handlers.routing import default_registry
+class ChatOutlet:
+    """Stability reports in the console chat: a report as a reply under the run (buttons
+    numbered as every other), and a copy for the on-call channel."""
 
+    def __init__(self, chat: Chat, policy: Policy) -> None:
+        self.chat, self.policy = chat, policy
+
+    def to_thread(self, run: Run, reply: Reply) -> str | None:
+        self.chat.print(f"{BOT} posted in the thread of {run.id}:")
+        self.chat.show(reply)
+        return f"console:{run.id}"
+
+    def to_oncall(self, run: Run, reply: Reply) -> str | None:
+        channel = self.policy.oncall.channel
+        if not channel:
+            return None
+        self.chat.print(f"{BOT} posted in the on-call channel {channel}:")
+        self.chat.show(reply.model_copy(update={"thread": [Message(text=f"(details in the thread of {run.id})")]}))
+        return f"console:{channel}"
+
+
+def build_chat(runtime: Runtime, *, out: TextIO, user: str, directory: Directory | None = None) -> Chat:
+    """A console chat on ``runtime``: the router with every chat verb, clicks decided by the
+    engine, runs advanced in this process after each reply, reports shown in the chat."""
     policy, engine = runtime.policy, runtime.engine
     directory = directory or StaticDirectory()
     chat = Chat(out=out, user=user, advance_now=engine.advance, prefix=policy.slash_command,
                 self_approval=policy.approvers.allow_self_approval)
-    registry = default_registry(inventory.verb(connect=runtime.connect, policy=policy),
-                                *runtime.chat_verbs(directory, advance=chat.advance))
-    chat.router = Router(registry, policy, directory)
-    chat.decisions = EngineDecisions(engine=engine, policy=policy, directory=directory, advance=chat.advance)
+    chat.router = Router(default_registry(*chat_verbs(runtime.deps(directory))), policy, directory)
+    chat.decisions = EngineDecisions(engine=engine, policy=policy, directory=directory)
+    engine.wake = chat.advance
     runtime.observers.add(chat)
-    for hook in runtime.console_hooks:
-        hook(chat)
+    if runtime.reports is not None:
+        runtime.reports.outlets.add(ChatOutlet(chat, policy))
     return chat
 
 
-def add_console_verb(verbs: Any) -> None:
-    parser = verbs.add_parser("console", help="a chat in the terminal: the Slack commands and buttons, as text",
-                              usage="upgradebot console [--as USER] [--kubeconfig PATH]")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--as", dest="as_user", metavar="USER", help="who you are at first (default: $USER)")
     parser.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG)")
 
 
-def run_console(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """``upgradebot console``: the engine on ``REDIS_URL`` (else this user's local Redis) and the cluster
     of ``KUBECONFIG``, the chat on stdin/stdout."""
-    from bot.runtime import build_runtime
-    from bot.shell.cli import connector
-
     runtime = build_runtime(settings, settings.policy(), connect=connector(settings, args.kubeconfig))
     try:
         chat = build_chat(runtime, out=out, user=args.as_user or settings.shell_user or "you")
@@ -228,6 +240,3 @@ def run_console(args: argparse.Namespace, settings: Settings, out: TextIO) -> in
     finally:
         runtime.stop(timeout=10)
     return 0
-
-
-CONSOLE_VERBS: dict[str, Callable[[argparse.Namespace, Settings, TextIO], int]] = {"console": run_console}

@@ -1,53 +1,101 @@
-"""The one place that builds the run engine for ``serve``, ``console`` and ``demo``.
+"""The one place that builds the run engine, and what goes with it, for every front end.
 
-:func:`build_runtime` makes a :class:`Runtime`: the Redis store, the engine with the
-DaemonSet steps, the policy and the cluster factory, one fan-out :class:`Observers` the
-front ends add themselves to (the Slack thread, the console, the step timer), and the
-:class:`~bot.advancing.Advancer` that moves runs on in the background.
-:func:`build_slack_service` puts the Slack front end on a runtime (``upgradebot serve``).
-
-Extensions plug in here without editing the front ends. After building, every module
-named in :data:`EXTENSIONS` that exists is imported and its ``plug(runtime)`` called;
-it may add chat verbs (``runtime.verbs``), observers (``runtime.observers.add``),
-background services started and stopped with the runtime (``runtime.add_service``), and
-hooks called when a front end exists (``runtime.slack_hooks``: the Slack client, the
-decisions, the directory; ``runtime.console_hooks``: the console chat).
-The stability reports (issue 6) plug their collector, scheduler and ``report`` verb in
-through ``bot/reports/wiring.py``.
+- :func:`connector`: the one cluster factory: a kubeconfig context (``--kubeconfig``,
+  else ``KUBECONFIG``, else ``~/.kube/config``), else the pod's ServiceAccount.
+- :func:`open_store`: the Redis store (``REDIS_URL``, else this user's local server).
+- :func:`build_engine`: the engine on a store with the DaemonSet steps, the policy, the
+  cluster factory, the clock, the lease owner check and the crash tests' checkpoint.
+  The shell uses it as it is; its ``wake`` runs the steps in the shell's process.
+- :func:`build_runtime`: for the processes that stay (``serve``, ``console``, ``demo``):
+  the engine with one fan-out of :class:`Observers` the front ends add themselves to,
+  the :class:`~bot.workers.Advancer` as its ``wake`` (runs move on in background
+  workers), the stability reports (scheduler, event collectors, outlets) when the
+  policy schedules any, and the verbs bound to all of it (:meth:`Runtime.deps`).
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
+import os
+import signal
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-from bot.advancing import Advancer
+from bot.reports.wiring import Reports
 from bot.settings import Settings
+from bot.storage.local import local_redis_url
 from bot.storage.redis_store import RedisRunStore
-from handlers.routing import Verb
+from bot.workers import Advancer
+from handlers import messages
+from handlers.access import Directory
+from handlers.routing import Deps
 from runbooks.cluster import Cluster
+from runbooks.daemonset.steps import DaemonSetSteps
+from runbooks.engine.clocks import SystemClock
 from runbooks.engine.commands import Engine
+from runbooks.engine.leasing import parse_owner
 from runbooks.engine.runs import Gate, Run, Step
 from runbooks.engine.steps import Clock
 from runbooks.engine.transitioning import Observer
+from runbooks.errors import ClusterConfigError
 from runbooks.policy import Policy
 
-if TYPE_CHECKING:
-    from bot.console import Chat
-    from bot.slack.serve import Service
-    from bot.slack.web import SlackWeb
-    from handlers.access import Directory
-    from handlers.decisions import Decisions
-
-log = logging.getLogger("upgradebot.wiring")
+log = logging.getLogger("upgradebot.runtime")
 T = TypeVar("T")
+Connect = Callable[[str | None], Cluster]
 
-EXTENSIONS: tuple[str, ...] = ("bot.reports.wiring",)
-"""Modules with a ``plug(runtime: Runtime) -> None``, called by :func:`build_runtime` when present."""
+
+def connector(settings: Settings, kubeconfig: str | None = None) -> Connect:
+    """Opens the cluster of a context: the kubeconfig if there is one, else in-cluster."""
+
+    def connect(context: str | None) -> Cluster:
+        path = settings.kubeconfig_path(kubeconfig)
+        if path is None:
+            if context:
+                raise ClusterConfigError(messages.no_kubeconfig())
+            return Cluster.in_cluster()
+        return Cluster.from_kubeconfig(path, context)
+
+    return connect
+
+
+def open_store(settings: Settings) -> RedisRunStore:
+    """The run store on ``REDIS_URL``, else on this user's local Redis (started if needed)."""
+    return RedisRunStore.from_url(settings.redis_url or local_redis_url(settings.state_dir))
+
+
+def local_owner_dead(owner: str) -> bool:
+    """Whether a lease owner is a process on this host that no longer exists."""
+    parsed = parse_owner(owner)
+    if parsed is None or parsed[0] != socket.gethostname() or parsed[1] == os.getpid():
+        return False
+    try:
+        os.kill(parsed[1], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def killer(point: str | None) -> Callable[[str], None]:
+    """The checkpoint hook of the crash tests: SIGKILL at ``point``; a no-op without one."""
+
+    def checkpoint(reached: str) -> None:
+        if point and reached == point:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return checkpoint
+
+
+def build_engine(settings: Settings, policy: Policy, *, store: RedisRunStore, connect: Connect,
+                 clock: Clock | None = None, observer: Observer | None = None) -> Engine:
+    """The engine with the DaemonSet steps; nobody is woken until the caller sets ``wake``."""
+    return Engine(store=store, steps=DaemonSetSteps(), policy=policy, connect=connect, clock=clock or SystemClock(),
+                  observer=observer, owner_dead=local_owner_dead, checkpoint=killer(settings.test_kill_at))
 
 
 class Observers:
@@ -93,112 +141,62 @@ class Runtime:
     store: RedisRunStore
     engine: Engine
     observers: Observers
-    connect: Callable[[str | None], Cluster]
+    connect: Connect
     clock: Clock
     advancer: Advancer
-    verbs: list[Verb] = field(default_factory=list)
-    """Chat verbs added by extensions (issue 6: ``report``), registered after the run verbs."""
-    services: list[tuple[str, Callable[[], object], Callable[[float], object]]] = field(default_factory=list)
-    slack_hooks: list[Callable[[SlackWeb, Decisions, Directory], Decisions]] = field(default_factory=list)
-    """Called by :func:`build_slack_service` once the Slack client exists: each may attach itself
-    (post somewhere) and returns the decisions to use (the given ones, or them behind its own buttons)."""
-    console_hooks: list[Callable[[Chat], None]] = field(default_factory=list)
-    """Called by :func:`bot.console.build_chat` with the console chat (to print into it)."""
+    reports: Reports | None
+    """The stability reports (None when ``reports.after`` schedules none)."""
+    stopping: list[Callable[[float], object]] = field(default_factory=list)
+    """What a front end asked to stop with the runtime (the Slack pacer), last added first."""
 
-    def add_service(self, name: str, start: Callable[[], object], stop: Callable[[float], object]) -> None:
-        """A background service (e.g. the report scheduler) started and stopped with the runtime."""
-        self.services.append((name, start, stop))
+    def on_stop(self, stop: Callable[[float], object]) -> None:
+        """``stop(timeout)`` is called when the runtime stops, after the run drives."""
+        self.stopping.append(stop)
 
-    def chat_verbs(self, directory: Directory, advance: Callable[[str], None] | None = None) -> list[Verb]:
-        """The run verbs (and the extensions' verbs) for a chat surface."""
-        from handlers.run_verbs import RunVerbDeps, run_verbs
-
-        deps = RunVerbDeps(engine=self.engine, policy=self.policy, directory=directory, connect=self.connect,
-                           advance=advance or self.advancer.submit)
-        return [*run_verbs(deps), *self.verbs]
+    def deps(self, directory: Directory) -> Deps:
+        """What the verbs use on a chat surface whose user groups ``directory`` resolves."""
+        return Deps(policy=self.policy, connect=self.connect, directory=directory, engine=self.engine,
+                    read_tally=self.store.read_tally, clock=self.clock)
 
     def start(self, *, sweep: bool = True) -> Runtime:
-        """Resume unfinished runs now and periodically (``sweep``), then start the services."""
+        """Resume unfinished runs now and periodically (``sweep``), then start the reports."""
         if sweep:
             self.advancer.start()
-        for name, start, _ in self.services:
-            log.info("starting %s", name)
-            start()
+        if self.reports is not None:
+            log.info("starting the stability reports (scheduler and event collectors)")
+            self.reports.start()
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Finish the drives in progress (up to ``timeout``), then stop the services, last first."""
+        """Finish the drives in progress (up to ``timeout``), then stop the reports and the store."""
         self.advancer.stop(timeout)
-        for name, _, stop in reversed(self.services):
+        for stop in reversed(self.stopping):
             try:
                 stop(timeout)
             except Exception:
-                log.exception("stopping %s failed", name)
+                log.exception("stopping %s failed", getattr(stop, "__qualname__", stop))
+        if self.reports is not None:
+            try:
+                self.reports.stop()
+            except Exception:
+                log.exception("stopping the stability reports failed")
         self.store.close()
 
 
 def build_runtime(
     settings: Settings, policy: Policy, *, store: RedisRunStore | None = None,
-    connect: Callable[[str | None], Cluster] | None = None, clock: Clock | None = None,
+    connect: Connect | None = None, clock: Clock | None = None,
 ) -> Runtime:
-    """The engine on Redis (``REDIS_URL``, else this user's local server) with the DaemonSet steps."""
-    from bot.shell.runs import killer, local_owner_dead
-    from bot.slack.serve import cluster_connector
-    from bot.storage.local import local_redis_url
-    from runbooks.daemonset.steps import DaemonSetSteps
-    from runbooks.engine.clocks import SystemClock
-
-    store = store or RedisRunStore.from_url(settings.redis_url or local_redis_url(settings.state_dir))
-    connect = connect or cluster_connector(settings)
+    """The engine on Redis (``REDIS_URL``, else this user's local server) with the DaemonSet
+    steps, its runs moved on by the :class:`Advancer`, and the stability reports."""
+    store = store or open_store(settings)
+    connect = connect or connector(settings)
     clock = clock or SystemClock()
     observers = Observers()
-    engine = Engine(store=store, steps=DaemonSetSteps(), policy=policy, connect=connect, clock=clock,
-                    observer=observers, owner_dead=local_owner_dead, checkpoint=killer(settings.test_kill_at))
+    engine = build_engine(settings, policy, store=store, connect=connect, clock=clock, observer=observers)
     advancer = Advancer(engine, workers=settings.workers, interval=settings.sweep_interval)
-    runtime = Runtime(policy=policy, store=store, engine=engine, observers=observers, connect=connect,
-                      clock=clock, advancer=advancer)
-    plug_extensions(runtime)
-    return runtime
-
-
-def plug_extensions(runtime: Runtime) -> None:
-    """Call ``plug(runtime)`` of every module of :data:`EXTENSIONS` that exists."""
-    for name in EXTENSIONS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
-        module.plug(runtime)
-
-
-def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache: float = 5.0) -> Service:
-    """``upgradebot serve``: the Slack front end on the runtime (run verbs, buttons, run threads,
-    Redis idempotency, the Redis readiness check, the runs gauge and the step durations)."""
-    from bot.slack.metrics import Metrics
-    from bot.slack.pacing import Pacer
-    from bot.slack.run_metrics import StepTimer, runs_by_state
-    from bot.slack.serve import build_service
-    from bot.slack.threads import SlackThreads
-    from bot.slack.web import SlackWeb, UsergroupDirectory, make_client
-    from handlers.clicks import EngineDecisions
-
-    policy = runtime.policy
-    metrics = Metrics()
-    web = SlackWeb(make_client(settings, metrics=metrics), metrics)
-    directory = UsergroupDirectory(web)
-    runtime.observers.add(StepTimer(metrics))
-    pacer = Pacer(settings.slack_pace)
-    runtime.add_service("the Slack message pacer", lambda: None, pacer.close)
-    runtime.observers.add(SlackThreads(web=web, pacer=pacer, set_origin=runtime.engine.set_origin,
-                                       self_approval=policy.approvers.allow_self_approval))
-    decisions: Decisions = EngineDecisions(engine=runtime.engine, policy=policy, directory=directory,
-                                           advance=runtime.advancer.submit)
-    for hook in runtime.slack_hooks:
-        decisions = hook(web, decisions, directory)
-    return build_service(
-        settings, policy, verbs=runtime.chat_verbs(directory), decisions=decisions, idempotency=runtime.store,
-        checks={"redis": runtime.store.ping}, runs_by_state=runs_by_state(runtime.store), connect=runtime.connect,
-        directory=directory, metrics=metrics, web=web, readiness_cache=readiness_cache,
-    )
+    engine.wake = advancer.submit
+    reports = Reports(store=store, engine=engine, policy=policy, connect=connect, clock=clock) \
+        if policy.reports.after else None
+    return Runtime(policy=policy, store=store, engine=engine, observers=observers, connect=connect, clock=clock,
+                   advancer=advancer, reports=reports)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from runbooks.engine.runs import is_run_id
+
 
 class UsageError(ValueError):
     """The arguments do not fit the verb; ``usage`` is the line to show."""
@@ -40,3 +42,13 @@ def split_pairs(
             raise UsageError(f"{key}= needs a value", usage)
         pairs[key] = value
     return positional, pairs
+
+
+def run_id(words: Sequence[str], *, usage: str, allowed: Sequence[str] = ()) -> tuple[str, dict[str, str]]:
+    """``(run id, {key: value})`` from ``<run> [key=value ...]``; a missing or malformed id is a UsageError."""
+    positional, pairs = split_pairs(words, allowed=allowed, usage=usage, max_positional=1)
+    if not positional:
+        raise UsageError("which run? give its id (r-… as `runs` lists them)", usage)
+    if not is_run_id(positional[0]):
+        raise UsageError(f"{positional[0]!r} is not a run id: run ids look like r-3k9x0b2a", usage)
+    return positional[0], pairs

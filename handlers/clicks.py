@@ -1,37 +1,82 @@
-"""Approve / Reject clicks on a run's gate, decided by the run engine.
+"""Clicks on the bot's buttons: Approve and Reject on a gate, Request rollback on a report.
 
-:class:`EngineDecisions` implements :class:`handlers.decisions.Decisions` for every chat
-surface. A button's value names the gate it was posted for (:func:`run_replies.gate_ref`),
-so a click on an old request never decides a newer one. The clicker becomes an
-:class:`~runbooks.engine.approving.Actor` with their user groups, and ``engine.decide`` applies
-the policy (approvers, no self-approval, expiry, already decided) with a compare-and-set:
-a double click or a retried delivery decides once. A refused click changes nothing and
-gets an ephemeral reason; a counted one replaces the buttons with who decided and when,
-and the run continues through ``advance`` (a background worker in Slack).
+A front end turns a click into a :class:`Click` and hands it to :class:`EngineDecisions`
+(the :class:`Decisions` every chat surface uses), which answers with a :class:`Decided`:
+
+- Approve / Reject: the button's value names the gate it was posted for
+  (:func:`handlers.run_views.gate_ref`), so a click on an old request never decides a
+  newer one. The clicker becomes an :class:`~runbooks.engine.approving.Actor` with their
+  user groups, and ``engine.decide`` applies the policy (approvers, no self-approval,
+  expiry, already decided) with a compare-and-set: a double click or a retried delivery
+  decides once. A counted click replaces the buttons with who decided and when; the
+  engine moves the run on by itself.
+- Request rollback (a stability report that is not stable): opens a rollback request
+  with the engine as the clicker (a requester), which an approver still has to approve.
+
+A refused click changes nothing: ``accepted`` False and an ephemeral reply with the reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
 
 from handlers import messages as msg
-from handlers.access import Directory, DirectoryUnavailable, actor
-from handlers.decisions import Click, Decided
-from handlers.replies import Reply
-from handlers.run_views import decided_message, gate_ref, run_of_ref
+from handlers.access import Directory, DirectoryUnavailable, actor, requester
+from handlers.replies import Message, Reply, user_ref
+from handlers.run_views import APPROVE, REQUEST_ROLLBACK, decided_message, gate_ref, run_of_ref
 from runbooks.engine.commands import Engine
 from runbooks.engine.refusals import Refused
 from runbooks.engine.store import StoreUnavailable
 from runbooks.policy import Policy
 
 
+class Click(BaseModel):
+    """One click on a button, as the front end received it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    action: Literal["approve", "reject", "request_rollback"]
+    value: str
+    user: str
+    channel: str | None = None
+    message_ts: str | None = None
+    """The clicked message (Slack: its ``ts``), which ``Decided.replace`` rewrites."""
+    thread_ts: str | None = None
+    """The thread the message is in, where a public ``Decided.reply`` goes."""
+
+    @property
+    def approve(self) -> bool:
+        return self.action == APPROVE
+
+
+class Decided(BaseModel):
+    """What came of a click: whether it counted, what to tell, how the message now reads."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    accepted: bool
+    reply: Reply | None = None
+    replace: Message | None = None
+
+
+class Decisions(Protocol):
+    def decide(self, click: Click) -> Decided:
+        """Apply the click once, or refuse it with the reason; must not raise for a refusal."""
+        ...
+
+
 class EngineDecisions:
-    def __init__(self, *, engine: Engine, policy: Policy, directory: Directory,
-                 advance: Callable[[str], None]) -> None:
-        self.engine, self.policy, self.directory, self.advance = engine, policy, directory, advance
+    """Every click decided by the run engine, for every chat surface."""
+
+    def __init__(self, *, engine: Engine, policy: Policy, directory: Directory) -> None:
+        self.engine, self.policy, self.directory = engine, policy, directory
 
     def decide(self, click: Click) -> Decided:
         try:
+            if click.action == REQUEST_ROLLBACK:
+                return self._request_rollback(click)
             return self._decide(click)
         except Refused as exc:
             return _refused(str(exc))
@@ -55,12 +100,18 @@ class EngineDecisions:
         after = outcome.run
         decided = after.gate if after.gate is not None and after.gate.opened_at == gate.opened_at else None
         mine = decided.decision_of(click.user) if decided is not None else None
-        if self.engine.needs_work(after):
-            self.advance(run_id)
         if decided is not None and decided.is_open:  # a quorum of several: the buttons stay for the others
             return Decided(accepted=True, reply=Reply(text=outcome.note, ephemeral=True))
         at = mine.at if mine is not None else after.updated_at
         return Decided(accepted=True, replace=decided_message(after, gate, user=click.user, approve=click.approve, at=at))
+
+    def _request_rollback(self, click: Click) -> Decided:
+        who = requester(click.user, self.policy, self.directory)
+        outcome = self.engine.rollback(click.value, actor=who, reason=msg.rollback_from_report(who.user))
+        note = outcome.note or msg.rollback_requested()
+        reply = Reply(text=msg.rollback_requested_by(user_ref(who.user), note, click.value, outcome.run.state.value),
+                      tone="warn")
+        return Decided(accepted=True, reply=reply)
 
 
 def _refused(reason: str) -> Decided:

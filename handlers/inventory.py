@@ -1,9 +1,10 @@
 """``inventory [cluster=<context>]``: take an inventory of one cluster.
 
 Thin, as every handler: parse the words into :class:`InventoryRequest`, connect with the
-factory the front end passes, run the runbook, return the model. The shell renders the
-model; the chat surfaces register :func:`verb`, whose reply is :func:`summarize`: a
-summary message with the details (findings, nodes, DaemonSets, DRA) as thread items.
+factory the front end passes, run the runbook, return the model. Every surface shows
+:func:`summarize`: a summary message with the details (findings, nodes, DaemonSets, DRA)
+as thread items; the shell prints it as text, or the model with ``--json`` (exit 1 when a
+finding fails).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from handlers.arguments import split_pairs
 from handlers.replies import Item, Message, Reply, Table
-from handlers.routing import Verb, presented
+from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps
 from runbooks.cluster import Cluster
 from runbooks.inventory import DaemonSet, Inventory, Node, take_inventory
 from runbooks.policy import Policy
@@ -158,10 +159,9 @@ def summarize(inv: Inventory) -> Reply:
     return Reply(title=f"Inventory of {inv.context}", text=text, fields=fields, thread=thread, tone=tone)
 
 
-def verb(*, connect: Callable[[str | None], Cluster], policy: Policy) -> Verb:
-    """``inventory`` for the chat surfaces: the summary in the channel, details in the thread."""
-    return presented(
-        "inventory", usage=USAGE, summary="what the cluster runs, and what to fix before an upgrade",
-        parse=parse, handle=lambda request, caller: handle(request, connect=connect, policy=policy),
-        present=summarize,
-    )
+def _handle(request: InventoryRequest, deps: Deps, caller: Caller) -> Inventory:
+    return handle(request, connect=deps.connect, policy=deps.policy)
+
+
+COMMAND = Command("inventory", USAGE, "what the cluster runs, and what to fix before an upgrade", parse, _handle,
+                  summarize, exit_code=lambda inv: EXIT_FAILED if inv.failed else EXIT_OK)

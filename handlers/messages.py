@@ -1,9 +1,11 @@
-"""Every sentence the command router says, for all surfaces alike.
+"""Every sentence the bot says of its own, one function each, for every surface.
 
-Surface framing (``Usage:``, ``… more in the thread``, who clicked what) lives in each
-surface's own messages module (``bot/slack_messages.py``, ``bot/shell_messages.py``);
-the run engine's refusals in ``runbooks/engine/refusals.py``. Each sentence says what was
-refused, why, and what to do instead.
+As bolt-python keeps ``error_token_required()`` and friends in one module, wording is
+changed here only: the router's and the handlers' answers, then each surface's framing
+(Slack's mrkdwn, the shell's one-line errors on stderr, ``serve``'s start-up errors). The
+run engine's refusals live with the engine (``runbooks/engine/refusals.py``), the findings
+and check details with the runbooks that make them. Each sentence says what was refused or
+failed, why, and what to do instead.
 """
 
 from __future__ import annotations
@@ -28,10 +30,6 @@ def unknown_verb(verb: str) -> str:
 def channel_not_allowed(channel: str, allowed: Iterable[str]) -> str:
     where = ", ".join(channel_ref(c) for c in sorted(allowed))
     return f"commands are not accepted in {channel_ref(channel)}: use {where}"
-
-
-def not_a_requester(verb: str) -> str:
-    return f"you may not run {verb!r}: ask someone listed under requesters in the policy, or ask to be added"
 
 
 def directory_unavailable(verb: str, reason: str) -> str:
@@ -63,6 +61,30 @@ def run_now(run_id: str, state: str, note: str = "") -> str:
     return f"Run {run_id} is {state}" + (f": {note}" if note else "")
 
 
+def no_runs() -> str:
+    return "none"
+
+
+def audit_cut(older: int, run_id: str) -> str:
+    return f"… {older} older entries: `upgradebot audit {run_id} --json` prints them all"
+
+
+def checks_cut(more: int) -> str:
+    return f"… {more} more checks: `upgradebot verify … --json` lists them all"
+
+
+def rollback_from_report(user: str) -> str:
+    return f"requested from a stability report by {user}"
+
+
+def rollback_requested() -> str:
+    return "rollback requested: an approver must approve it in the run's thread"
+
+
+def rollback_requested_by(user_ref: str, note: str, run_id: str, state: str) -> str:
+    return f"{user_ref}: {note} (run {run_id} is {state})"
+
+
 def decided(user_ref: str, approve: bool, at: str) -> str:
     return f"{'Approved' if approve else 'Rejected'} by {user_ref} at {at}"
 
@@ -90,3 +112,105 @@ def gate_asks(requester_ref: str, what: str) -> str:
 def gate_expires(at: str, self_approval: bool) -> str:
     tail = "" if self_approval else "; the requester cannot approve it, another approver must"
     return f"Open until {at}{tail}."
+
+
+# ------------------------------------------------------------------ Slack's framing (mrkdwn)
+TONE_MARK = {"info": "", "ok": ":white_check_mark: ", "warn": ":warning: ", "error": ":x: "}
+
+
+def tone_mark(tone: str) -> str:
+    return TONE_MARK.get(tone, "")
+
+
+def usage_heading(count: int) -> str:
+    return "*Usage:*" if count == 1 else "*Commands:*"
+
+
+def continued_in_thread(count: int) -> str:
+    return f"_… {count} more block(s) in the thread_"
+
+
+def cut_short() -> str:
+    return "_… cut short: the full text did not fit in one message_"
+
+
+def requested_by(user_ref: str, command: str) -> str:
+    return f"{user_ref} ran `{command}`"
+
+
+def not_in_channel(channel_ref: str) -> str:
+    return (f"I cannot post in {channel_ref}: invite me first (`/invite @upgradebot`), "
+            "then run the command again. Nothing was started.")
+
+
+def delivery_failed(reason: str) -> str:
+    return f"I could not post the answer ({reason}); nothing was started twice, try again in a minute."
+
+
+def busy() -> str:
+    return "I am busy with other commands right now; nothing was started, try again in a minute."
+
+
+def click_failed(reference: str) -> str:
+    return f"Your click could not be handled (reference {reference}); nothing was decided, try again or tell the bot's owners."
+
+
+def no_decisions() -> str:
+    return "Approvals are not enabled on this bot; nothing was decided."
+
+
+# ------------------------------------------------------------------ serve's start-up errors
+def error_token_required() -> str:
+    return "SLACK_BOT_TOKEN is not set: copy the Bot User OAuth Token (xoxb-…) from the app's OAuth & Permissions page"
+
+
+def error_signing_secret_required() -> str:
+    return ("SLACK_SIGNING_SECRET is not set: copy the Signing Secret from the app's Basic Information page "
+            "(or set SLACK_APP_TOKEN to use Socket Mode)")
+
+
+def error_app_token_invalid() -> str:
+    return "SLACK_APP_TOKEN must be an app-level token (xapp-…) with the connections:write scope"
+
+
+def error_socket_mode_failed(reason: str) -> str:
+    return (f"cannot open the Socket Mode connection ({reason}): check SLACK_APP_TOKEN "
+            "and that Socket Mode is enabled for the app")
+
+
+def warning_auth_test_failed(reason: str) -> str:
+    return f"Slack auth.test failed ({reason}): /readyz answers 503 until it succeeds"
+
+
+# ------------------------------------------------------------------ the shell (one line each, on stderr)
+PROG = "upgradebot"
+
+
+def shell_error(reason: str) -> str:
+    """A failed command's one line: bad usage, a refusal, an unreachable dependency."""
+    return f"{PROG}: {' '.join(reason.split())}"
+
+
+def shell_usage(usage: str) -> str:
+    return usage if usage.startswith("usage:") else f"usage: {PROG} {usage}"
+
+
+def shell_interrupted() -> str:
+    return f"{PROG}: interrupted"
+
+
+def shell_who_acts() -> str:
+    return "who is acting? pass --as <user>"
+
+
+def shell_continuing(count: int) -> str:
+    return f"continuing {count} other unfinished run(s)"
+
+
+def no_kubeconfig() -> str:
+    return "no kubeconfig: set KUBECONFIG or pass --kubeconfig (or run in a pod with a ServiceAccount)"
+
+
+def console_help() -> str:
+    return ("console: type a command (`help` lists them; `/upgrade <verb> …` works too), a number to click that "
+            "button, `/as <user>` to act as someone else, `/quit` to leave")

@@ -6,27 +6,25 @@ Thin, as every handler: :func:`handle` reads the run, what the bot collected of 
 surface-neutral :class:`Reply` (the shell prints the model with ``--json``). The scheduled
 24 h / 48 h reports are the same reply (``bot/reports/posting.py``).
 
-A report that is not ``stable`` carries a "Request rollback" button (action
-:data:`REQUEST_ROLLBACK`, value the run id): :func:`request_rollback` opens a rollback
-request with the engine, which still needs an approver's click.
+A report that is not ``stable`` carries a "Request rollback" button
+(:func:`handlers.run_views.rollback_button`); :mod:`handlers.clicks` opens the rollback
+request, which still needs an approver's click.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from handlers.decisions import REQUEST_ROLLBACK
-from handlers.replies import Button, Item, Message, Reply, Table, Tone, user_ref
-from handlers.routing import Verb, presented
-from handlers.run_arguments import run_id
+from handlers.arguments import run_id
+from handlers.replies import Item, Message, Reply, Table, Tone, user_ref
+from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps, ReadTally
+from handlers.run_views import rollback_button
 from runbooks.cluster import Cluster
-from runbooks.engine.approving import Actor
 from runbooks.engine.commands import Engine
-from runbooks.engine.refusals import Refused, moment_text
+from runbooks.engine.refusals import moment_text
 from runbooks.policy import Policy
 from runbooks.stability.reporting import check_reportable, report_of
 from runbooks.stability.reports import Count, StabilityReport
-from runbooks.stability.tallying import Tally
 
 USAGE = "report <run>"
 TONE: dict[str, Tone] = {"stable": "ok", "degraded": "warn", "failing": "error"}
@@ -34,7 +32,6 @@ MAX_EVENT_ROWS = 10
 LAST_STABLE = "The last scheduled report: monitoring ends, the run is done and its target free."
 LAST_UNSTABLE = ("The last scheduled report, and not stable: the run stays in monitoring (its target locked) until "
                  "someone requests the rollback (an approver decides) or closes it with `close {run}`.")
-ReadTally = Callable[[str], tuple[Tally | None, dict[str, str]]]
 
 
 def parse(words: Sequence[str]) -> str:
@@ -55,10 +52,6 @@ def handle(run: str, *, engine: Engine, connect: Callable[[str | None], Cluster]
 def mention(principal: str) -> str:
     """A user group (``S…``) or a user (``U…``) as a mention every surface shows."""
     return f"<!subteam^{principal}>" if principal.startswith("S") else user_ref(principal)
-
-
-def rollback_button(run: str) -> Button:
-    return Button(label="Request rollback", action_id=REQUEST_ROLLBACK, value=run, style="danger")
 
 
 def _when(report: StabilityReport) -> str:
@@ -132,21 +125,10 @@ def _thread(report: StabilityReport) -> list[Message]:
     return items
 
 
-def verb(*, engine: Engine, connect: Callable[[str | None], Cluster], policy: Policy, read_tally: ReadTally) -> Verb:
-    """``report <run>`` for the chat surfaces."""
-    return presented(
-        "report", usage=USAGE, summary="a run's stability report now (as the 24 h / 48 h ones)", parse=parse,
-        handle=lambda run, caller: handle(run, engine=engine, connect=connect, policy=policy, read_tally=read_tally),
-        present=present, takes_cluster=False,
-    )
+def _handle(run: str, deps: Deps, caller: Caller) -> StabilityReport:
+    return handle(run, engine=deps.engine, connect=deps.connect, policy=deps.policy, read_tally=deps.read_tally)
 
 
-def request_rollback(run: str, *, engine: Engine, actor: Actor) -> Reply:
-    """The "Request rollback" click: opens the rollback request (approvers decide in the thread)."""
-    try:
-        outcome = engine.rollback(run, actor=actor, reason=f"requested from a stability report by {actor.user}")
-    except Refused as exc:
-        return Reply.error(str(exc))
-    note = outcome.note or "rollback requested: an approver must approve it in the run's thread"
-    return Reply(text=f"{user_ref(actor.user)}: {note} (run {run} is {outcome.run.state.value})", tone="warn")
-
+COMMAND = Command("report", USAGE, "a run's stability report now (as the 24 h / 48 h ones)", parse, _handle,
+                  present, takes_cluster=False,
+                  exit_code=lambda report: EXIT_OK if report.stable else EXIT_FAILED)

@@ -1,5 +1,12 @@
 """``/upgrade <verb> [target] [key=value ...]``: from a line of text to a handler's reply.
 
+A verb is one :class:`Command`, a row of the table in :mod:`handlers.verbs`: its name,
+usage line, summary, how to parse its words, how to handle the request (a model: the
+engine's ``Outcome``, an ``Inventory``, a verify result…), how to present that model as a
+:class:`Reply`, and what the shell makes of it (exit code, ``--json``). The chat router
+binds each row to a surface's :class:`Deps` as a :class:`Verb`; the shell's argparse is
+built from the same rows.
+
 The router decodes Slack's encodings, splits the words, applies the channel rules of
 the policy (allowed channels, a channel's default cluster, who may run mutating verbs)
 and calls the verb's ``parse`` then ``handle``. Every path ends in a :class:`Reply`:
@@ -9,7 +16,7 @@ reason and the usage lines, and nothing is started.
 A verb is registered once, with its dependencies already bound (the front end's wiring
 builds the registry)::
 
-    registry = default_registry(inventory.verb(connect=connect, policy=policy))
+    registry = default_registry(*chat_verbs(deps))   # handlers.verbs: the whole table
     router = Router(registry, policy, directory)
     routed = router.route("inventory cluster=prod", Caller(user="U1", channel="C1"))
 """
@@ -22,20 +29,32 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import BaseModel
+
 from handlers import messages as msg
-from handlers.access import Directory, DirectoryUnavailable, StaticDirectory, requester
+from handlers.access import Directory, DirectoryUnavailable, StaticDirectory, actor, requester
 from handlers.arguments import UsageError, split_pairs
 from handlers.decoding import words as split_words
 from handlers.replies import SUMMARY_SEPARATOR, Reply
-from runbooks.engine.approving import may_request
+from runbooks.cluster import Cluster
+from runbooks.engine import refusals
+from runbooks.engine.approving import Actor, may_request
+from runbooks.engine.commands import Engine
 from runbooks.engine.refusals import Refused
+from runbooks.engine.steps import Clock
 from runbooks.engine.store import StoreUnavailable
 from runbooks.errors import ClusterError
 from runbooks.policy import Policy
+from runbooks.stability.tallying import Tally
 
 log = logging.getLogger("upgradebot.routing")
 
 Outcome = Literal["ok", "usage", "unknown", "denied", "refused", "failed", "error"]
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+"""The shell's exit codes: all checks passed (or waiting at a gate); a check or the run
+failed; bad usage, a refusal or an unreachable dependency."""
+ReadTally = Callable[[str], tuple[Tally | None, dict[str, str]]]
+"""A run's collected events as the store keeps them (the Redis store's ``read_tally``)."""
 UNKNOWN = "unknown"
 """The verb label of commands whose verb is not registered (metrics stay bounded)."""
 
@@ -67,16 +86,76 @@ class Verb:
     takes_cluster: bool = True
 
 
-def presented(
-    name: str, *, usage: str, summary: str, parse: Callable[[Sequence[str]], Any],
-    handle: Callable[[Any, Caller], Any], present: Callable[[Any], Reply],
-    mutating: bool = False, takes_cluster: bool = True,
-) -> Verb:
-    """A verb from a handler that returns a model (``Inventory``, the engine's ``Outcome``)
-    and a presenter that turns the model into a :class:`Reply` (``inventory.summarize``)."""
-    return Verb(name=name, usage=usage, summary=summary, parse=parse,
-                handle=lambda request, caller: present(handle(request, caller)),
-                mutating=mutating, takes_cluster=takes_cluster)
+class Deps:
+    """What handlers may use, bound once per surface: the policy, the cluster factory, the
+    user-group directory, the run engine, the store's event tallies and the clock the
+    checks wait on (the engine's: a simulated cluster's minutes pass as fast as its runs').
+
+    The engine may be given or opened on first use (``open_engine``): the shell's
+    ``inventory`` and ``verify`` never start Redis.
+    """
+
+    def __init__(self, *, policy: Policy, connect: Callable[[str | None], Cluster],
+                 directory: Directory | None = None, engine: Engine | None = None,
+                 open_engine: Callable[[], Engine] | None = None, read_tally: ReadTally | None = None,
+                 clock: Clock | None = None) -> None:
+        self.policy, self.connect, self.clock = policy, connect, clock
+        self.directory: Directory = directory or StaticDirectory()
+        self._engine, self._open_engine, self._read_tally = engine, open_engine, read_tally
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            if self._open_engine is None:
+                raise RuntimeError("this surface was built without a run engine")
+            self._engine = self._open_engine()
+        return self._engine
+
+    def read_tally(self, run_id: str) -> tuple[Tally | None, dict[str, str]]:
+        if self._read_tally is None:
+            return None, {}
+        return self._read_tally(run_id)
+
+    def actor(self, caller: Caller) -> Actor:
+        """The caller as the engine sees them: their user id and every policy group they are in."""
+        return actor(caller.user, self.policy, self.directory)
+
+
+def model_json(result: Any) -> Any:
+    """What ``--json`` prints by default: the handler's model as JSON data."""
+    return result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+
+
+@dataclass(frozen=True)
+class Command:
+    """One row of the verb table: what the chat router and the shell's argparse both read.
+
+    ``handle(request, deps, caller)`` returns a model; ``present`` turns it into the
+    :class:`Reply` every surface shows (Slack as Block Kit, the console and the shell as
+    text). ``mutating`` verbs are limited to the policy's requesters; ``takes_cluster``
+    verbs get a channel's default ``cluster=``; ``acts`` verbs need to know who acts (the
+    shell's ``--as``); ``chat`` False keeps a verb to the shell (``resume``: a serving bot
+    resumes runs by itself). ``exit_code`` and ``to_json`` are the shell's view of the model.
+    """
+
+    name: str
+    usage: str
+    summary: str
+    parse: Callable[[Sequence[str]], Any]
+    handle: Callable[[Any, Deps, Caller], Any]
+    present: Callable[[Any], Reply]
+    mutating: bool = False
+    takes_cluster: bool = True
+    acts: bool = False
+    chat: bool = True
+    exit_code: Callable[[Any], int] = lambda result: EXIT_OK
+    to_json: Callable[[Any], Any] = model_json
+
+    def verb(self, deps: Deps) -> Verb:
+        """This row for the chat router, its handler bound to ``deps``."""
+        return Verb(name=self.name, usage=self.usage, summary=self.summary, parse=self.parse,
+                    handle=lambda request, caller: self.present(self.handle(request, deps, caller)),
+                    mutating=self.mutating, takes_cluster=self.takes_cluster)
 
 
 class Registry:
@@ -166,7 +245,7 @@ class Router:
             return Routed(UNKNOWN, "unknown", Reply.error(msg.unknown_verb(words[0]), usage=self.registry.usages))
         try:
             if verb.mutating and not may_request(self.policy, requester(caller.user, self.policy, self.directory)):
-                return Routed(verb.name, "denied", Reply.error(msg.not_a_requester(verb.name), usage=[verb.usage]))
+                return Routed(verb.name, "denied", Reply.error(refusals.not_a_requester(caller.user), usage=[verb.usage]))
             request = verb.parse(self._with_default_cluster(verb, words[1:], caller))
             return Routed(verb.name, "ok", verb.handle(request, caller))
         except UsageError as exc:

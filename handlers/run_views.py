@@ -5,22 +5,22 @@ place as the state changes) with a thread under it: one item per step and check
 (:func:`step_message`) and, at each gate, a request with Approve / Reject
 (:func:`gate_message`) whose buttons give way to who decided and when
 (:func:`decided_message`). The presenters turn what the run verbs return (the engine's
-``Outcome``, runs, audit entries, verify results) into a :class:`Reply`. Pure functions.
+``Outcome``, runs, audit entries) into a :class:`Reply`. The buttons the bot posts are
+declared here (:data:`ACTIONS`); :mod:`handlers.clicks` decides what a click does. Pure
+functions.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from handlers import messages as msg
-from handlers.decisions import approval_buttons
-from handlers.replies import Item, Message, Reply, Table, Tone, user_ref
+from handlers.replies import Button, Item, Message, Reply, Table, Tone, user_ref
 from runbooks.engine.commands import Outcome
 from runbooks.engine.refusals import moment_text
 from runbooks.engine.runs import Gate, GateKind, Run, RunState, Step
-from runbooks.engine.steps import CheckStatus, StepResult
 from runbooks.engine.transitioning import ENGINE_ACTOR
 
 S = RunState
@@ -32,9 +32,6 @@ STEP_TONE: dict[str, Tone] = {"ok": "ok", "failed": "error", "info": "info", "sk
 GATE_TITLE = {GateKind.CANARY: "Canary request", GateKind.PROMOTION: "Promotion request",
               GateKind.ROLLBACK: "Rollback request"}
 MAX_AUDIT_ROWS = 40
-MAX_CHECK_ROWS = 60
-CHECK_LABEL = {CheckStatus.FAIL: "FAIL", CheckStatus.WARN: "WARN", CheckStatus.SKIP: "SKIP", CheckStatus.PASS: "ok"}
-CHECK_ORDER = {CheckStatus.FAIL: 0, CheckStatus.WARN: 1, CheckStatus.SKIP: 2, CheckStatus.PASS: 3}
 
 
 def _who(user: str) -> str:
@@ -44,6 +41,28 @@ def _who(user: str) -> str:
 def _cut(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ------------------------------------------------------------------ buttons
+APPROVE = "approve"
+REJECT = "reject"
+REQUEST_ROLLBACK = "request_rollback"
+"""The button of a stability report that is not stable; its value is the run id."""
+ACTIONS: tuple[str, ...] = (APPROVE, REJECT, REQUEST_ROLLBACK)
+"""Every button the bot posts; :mod:`handlers.clicks` decides what a click on one does."""
+
+
+def approval_buttons(value: str, *, approve: str = "Approve", reject: str = "Reject") -> list[Button]:
+    """The two buttons of a gate; ``value`` (the gate's reference) comes back with the click."""
+    return [
+        Button(label=approve, action_id=APPROVE, value=value, style="primary"),
+        Button(label=reject, action_id=REJECT, value=value, style="danger"),
+    ]
+
+
+def rollback_button(run: str) -> Button:
+    """A stability report's "Request rollback": opens a rollback request that an approver decides."""
+    return Button(label="Request rollback", action_id=REQUEST_ROLLBACK, value=run, style="danger")
 
 
 # ------------------------------------------------------------------ gates
@@ -144,20 +163,22 @@ def outcome_reply(outcome: Outcome) -> Reply:
                  tone=STATE_TONE.get(run.state, "info"))
 
 
-def status_reply(runs: Sequence[Run]) -> Reply:
+def status_reply(found: Run | Sequence[Run]) -> Reply:
     """``status <run>``: its root message; ``status``: the active runs."""
-    if len(runs) == 1:
-        root = root_message(runs[0])
+    if isinstance(found, Run):
+        root = root_message(found)
         return Reply(**root.model_dump(), ephemeral=True)
-    return runs_reply(runs, title="Active runs")
+    return runs_reply(found, title="Active runs")
 
 
-def runs_reply(runs: Sequence[Run], *, title: str = "Runs") -> Reply:
+def runs_reply(runs: Sequence[Run], *, title: str = "Runs", notes: Mapping[str, str] | None = None) -> Reply:
+    """A table of runs, newest first; ``notes`` by run id (why ``resume`` left one waiting)."""
     rows = [[r.id, r.state.value, r.target.ref, r.image.rsplit("/", 1)[-1], r.node, r.requester,
              moment_text(r.updated_at)] for r in runs]
     table = Table(header=["ID", "STATE", "TARGET", "IMAGE", "NODE", "REQUESTER", "UPDATED"], rows=rows)
+    text = "\n".join(f"{run}: {note}" for run, note in (notes or {}).items())
     return Reply(title=f"{title} ({len(runs)})", table=table if rows else None,
-                 text="" if rows else "none", ephemeral=True)
+                 text=text if rows else msg.no_runs(), ephemeral=True)
 
 
 def audit_reply(found: tuple[Run, list[dict[str, Any]]]) -> Reply:
@@ -166,21 +187,7 @@ def audit_reply(found: tuple[Run, list[dict[str, Any]]]) -> Reply:
     shown = entries[-MAX_AUDIT_ROWS:]
     rows = [[str(e.get("at", ""))[:19].replace("T", " "), str(e.get("actor", "")), str(e.get("kind", "")),
              str(e.get("name", "")), str(e.get("status", "")), _cut(str(e.get("detail", "")), 80)] for e in shown]
-    note = f"… {len(entries) - len(shown)} older entries: `upgradebot audit {run.id}` prints them all" \
-        if len(shown) < len(entries) else ""
+    note = msg.audit_cut(len(entries) - len(shown), run.id) if len(shown) < len(entries) else ""
     table = Table(header=["AT (UTC)", "ACTOR", "KIND", "NAME", "STATUS", "DETAIL"], rows=rows, note=note)
     return Reply(title=f"Audit of {run.id} ({run.target.ref}, now {run.state.value}): {len(entries)} entries",
                  table=table, ephemeral=True)
-
-
-def verification_reply(result: StepResult, *, target: str, scope: str) -> Reply:
-    """``verify``: the verdict, then one row per check, failures first."""
-    failed = len(result.failed)
-    verdict = "all checks passed" if result.ok else f"{failed} of {len(result.checks)} checks failed"
-    checks = sorted(result.checks, key=lambda c: CHECK_ORDER[c.status])
-    rows = [[CHECK_LABEL[c.status], c.name, c.scope or "-", _cut(c.detail, 100)] for c in checks[:MAX_CHECK_ROWS]]
-    note = f"… {len(checks) - len(rows)} more checks: `upgradebot verify … --json` lists them all" \
-        if len(rows) < len(checks) else ""
-    return Reply(title=f"Verify of {target} on {scope}: {verdict}", text=result.reason,
-                 table=Table(header=["", "CHECK", "SCOPE", "DETAIL"], rows=rows, note=note),
-                 tone="ok" if result.ok else "error")

@@ -1,24 +1,234 @@
-"""``runs [limit=<n>]``: the newest runs, active or ended."""
+"""The run verbs: one row each of the verb table, for the chat surfaces and the shell alike.
+
+``canary`` opens a run at its canary request; ``approve`` and ``reject`` decide its open
+request; ``promote`` posts the promotion request again; ``rollback`` requests a rollback
+(or rolls back at once when the policy needs no approval for it); ``close`` ends a
+monitoring run; ``status``, ``runs`` and ``audit`` read; ``resume`` (the shell only)
+continues every unfinished run, as a serving bot does at start-up.
+
+Each handler parses its words, calls the run engine as the caller (their user id and
+policy groups) and returns the engine's model; the presenters of :mod:`handlers.run_views`
+make the :class:`~handlers.replies.Reply`. Moving a run on after a command is the engine's
+business (its ``wake``), never a handler's. ``mutating`` verbs are limited to the policy's
+requesters by the router; ``approve`` and ``reject`` are checked against the approvers by
+the engine.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from handlers.arguments import UsageError, split_pairs
-from runbooks.engine.commands import Engine
-from runbooks.engine.runs import Run
+from pydantic import BaseModel, ConfigDict
 
-USAGE = "runs [limit=<n>]"
-MAX_LIMIT = 1000
+from handlers.arguments import UsageError, run_id, split_pairs
+from handlers.routing import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Caller, Command, Deps
+from handlers.run_views import audit_reply, outcome_reply, requested_reply, runs_reply, status_reply
+from runbooks import validation
+from runbooks.engine.commands import Outcome
+from runbooks.engine.runs import UNSUCCESSFUL, Run, RunState
+
+MAX_RUNS = 1000
+AuditTrail = tuple[Run, list[dict[str, Any]]]
 
 
-def parse(words: Sequence[str]) -> int:
-    _, pairs = split_pairs(words, allowed=("limit",), usage=USAGE)
+def run_json(run: Run, note: str = "") -> dict[str, Any]:
+    """A run as ``--json`` prints it: the model, with the command's note if there is one."""
+    data = run.model_dump(mode="json")
+    if note:
+        data["note"] = note
+    return data
+
+
+def _outcome_json(outcome: Outcome) -> dict[str, Any]:
+    return run_json(outcome.run, outcome.note)
+
+
+def _failed_unless_done(outcome: Outcome) -> int:
+    """0 done or waiting at a gate; 1 the run failed, was rolled back, rejected or expired."""
+    return EXIT_FAILED if outcome.run.state in UNSUCCESSFUL else EXIT_OK
+
+
+def _failed_only(outcome: Outcome) -> int:
+    """reject and rollback: a rejected or rolled-back run is what was asked for."""
+    return EXIT_FAILED if outcome.run.state is RunState.FAILED else EXIT_OK
+
+
+def _one_run(usage: str) -> Any:
+    return lambda words: run_id(words, usage=usage)[0]
+
+
+# ------------------------------------------------------------------ canary
+CANARY_USAGE = "canary <namespace>/<daemonset> image=<ref> node=<node> [container=<name>] [cluster=<context>]"
+
+
+class CanaryArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: str
+    image: str
+    node: str
+    container: str | None = None
+    cluster: str | None = None
+
+
+def parse_canary(words: Sequence[str]) -> CanaryArgs:
+    positional, pairs = split_pairs(
+        words, allowed=("image", "node", "container", "cluster"), usage=CANARY_USAGE, max_positional=1
+    )
+    if not positional:
+        raise UsageError("which DaemonSet? give <namespace>/<daemonset>", CANARY_USAGE)
+    for key in ("image", "node"):
+        if key not in pairs:
+            raise UsageError(f"{key}= is required", CANARY_USAGE)
+    try:
+        validation.target(positional[0])
+        validation.image_reference(pairs["image"])
+        validation.node_name(pairs["node"])
+        if "container" in pairs:
+            validation.container_name(pairs["container"])
+    except ValueError as exc:
+        raise UsageError(str(exc), CANARY_USAGE) from exc
+    return CanaryArgs(target=positional[0], **pairs)
+
+
+def canary(args: CanaryArgs, deps: Deps, caller: Caller) -> Outcome:
+    """The new run, waiting at its canary request (``LockHeld`` if the target has one). The
+    engine validates the inputs again, reads the cluster and takes the target's lock;
+    nothing runs on the cluster until an approver approves."""
+    return deps.engine.request_canary(
+        actor=deps.actor(caller), target=args.target, image=args.image, node=args.node,
+        container=args.container, cluster=args.cluster,
+        origin={"surface": caller.surface, "channel": caller.channel or ""},
+    )
+
+
+# ------------------------------------------------------------------ decisions and requests
+def approve(run: str, deps: Deps, caller: Caller) -> Outcome:
+    return deps.engine.decide(run, actor=deps.actor(caller), approve=True)
+
+
+def reject(run: str, deps: Deps, caller: Caller) -> Outcome:
+    return deps.engine.decide(run, actor=deps.actor(caller), approve=False)
+
+
+def promote(run: str, deps: Deps, caller: Caller) -> Outcome:
+    return deps.engine.promote(run, actor=deps.actor(caller))
+
+
+def close(run: str, deps: Deps, caller: Caller) -> Outcome:
+    return deps.engine.close(run, actor=deps.actor(caller))
+
+
+ROLLBACK_USAGE = "rollback <run> [reason=<text>]"
+
+
+class RollbackArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run: str
+    reason: str = ""
+
+
+def parse_rollback(words: Sequence[str]) -> RollbackArgs:
+    run, pairs = run_id(words, usage=ROLLBACK_USAGE, allowed=("reason",))
+    return RollbackArgs(run=run, reason=pairs.get("reason", ""))
+
+
+def rollback(args: RollbackArgs, deps: Deps, caller: Caller) -> Outcome:
+    return deps.engine.rollback(args.run, actor=deps.actor(caller), reason=args.reason)
+
+
+# ------------------------------------------------------------------ reading
+STATUS_USAGE = "status [<run>]"
+RUNS_USAGE = "runs [limit=<n>]"
+
+
+def parse_status(words: Sequence[str]) -> str | None:
+    positional, _ = split_pairs(words, allowed=(), usage=STATUS_USAGE, max_positional=1)
+    return run_id(positional, usage=STATUS_USAGE)[0] if positional else None
+
+
+def status(run: str | None, deps: Deps, caller: Caller) -> Run | list[Run]:
+    """The run as stored (its gate, reason, progress), or every active run when no id is given."""
+    return deps.engine.get(run) if run else deps.engine.runs(active_only=True)
+
+
+def _status_json(found: Run | list[Run]) -> dict[str, Any]:
+    return run_json(found) if isinstance(found, Run) else {"runs": [run_json(r) for r in found]}
+
+
+def _status_exit(found: Run | list[Run]) -> int:
+    return EXIT_FAILED if isinstance(found, Run) and found.state in UNSUCCESSFUL else EXIT_OK
+
+
+def parse_runs(words: Sequence[str]) -> int:
+    _, pairs = split_pairs(words, allowed=("limit",), usage=RUNS_USAGE)
     text = pairs.get("limit", "20")
-    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
-        raise UsageError(f"limit= must be a number from 1 to {MAX_LIMIT}", USAGE)
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= MAX_RUNS:
+        raise UsageError(f"limit= must be a number from 1 to {MAX_RUNS}", RUNS_USAGE)
     return int(text)
 
 
-def handle(limit: int, *, engine: Engine) -> list[Run]:
-    return engine.runs(limit=limit)
+def runs(limit: int, deps: Deps, caller: Caller) -> list[Run]:
+    """The newest runs, active or ended."""
+    return deps.engine.runs(limit=limit)
+
+
+def audit(run: str, deps: Deps, caller: Caller) -> AuditTrail:
+    """Every transition, decision, check and mutation of the run."""
+    return deps.engine.get(run), deps.engine.audit(run)
+
+
+def _audit_json(found: AuditTrail) -> dict[str, Any]:
+    run, entries = found
+    return {"id": run.id, "state": run.state.value, "entries": entries}
+
+
+# ------------------------------------------------------------------ resume (the shell)
+def parse_resume(words: Sequence[str]) -> None:
+    split_pairs(words, allowed=(), usage="resume")
+
+
+def resume(_: None, deps: Deps, caller: Caller) -> list[Outcome]:
+    """Continue every run not in a terminal state (what a serving bot does at start-up)."""
+    return deps.engine.resume()
+
+
+def _resume_reply(outcomes: list[Outcome]) -> Any:
+    return runs_reply([o.run for o in outcomes], title="Unfinished runs",
+                      notes={o.run.id: o.note for o in outcomes if o.note})
+
+
+def _resume_exit(outcomes: list[Outcome]) -> int:
+    if any(o.paused for o in outcomes):
+        return EXIT_USAGE  # a cluster did not answer: those runs wait for the next resume
+    return EXIT_FAILED if any(o.run.state in UNSUCCESSFUL for o in outcomes) else EXIT_OK
+
+
+# ------------------------------------------------------------------ the rows
+COMMANDS: tuple[Command, ...] = (
+    Command("canary", CANARY_USAGE, "request a canary of a new image on one node", parse_canary, canary,
+            requested_reply, mutating=True, acts=True, exit_code=_failed_unless_done, to_json=_outcome_json),
+    Command("approve", "approve <run>", "approve a run's open request (or click Approve)", _one_run("approve <run>"),
+            approve, outcome_reply, takes_cluster=False, acts=True, exit_code=_failed_unless_done,
+            to_json=_outcome_json),
+    Command("reject", "reject <run>", "reject a run's open request (or click Reject)", _one_run("reject <run>"),
+            reject, outcome_reply, takes_cluster=False, acts=True, exit_code=_failed_only, to_json=_outcome_json),
+    Command("promote", "promote <run>", "post a run's promotion request again", _one_run("promote <run>"), promote,
+            outcome_reply, mutating=True, takes_cluster=False, acts=True, exit_code=_failed_unless_done,
+            to_json=_outcome_json),
+    Command("rollback", ROLLBACK_USAGE, "request a rollback of a run", parse_rollback, rollback, outcome_reply,
+            mutating=True, takes_cluster=False, acts=True, exit_code=_failed_only, to_json=_outcome_json),
+    Command("close", "close <run>", "end a monitoring run", _one_run("close <run>"), close, outcome_reply,
+            mutating=True, takes_cluster=False, acts=True, exit_code=_failed_unless_done, to_json=_outcome_json),
+    Command("status", STATUS_USAGE, "one run, or every active run", parse_status, status, status_reply,
+            takes_cluster=False, exit_code=_status_exit, to_json=_status_json),
+    Command("runs", RUNS_USAGE, "the newest runs", parse_runs, runs, runs_reply, takes_cluster=False,
+            to_json=lambda found: {"runs": [run_json(r) for r in found]}),
+    Command("audit", "audit <run>", "a run's audit trail", _one_run("audit <run>"), audit, audit_reply,
+            takes_cluster=False, to_json=_audit_json),
+    Command("resume", "resume", "continue every unfinished run (after a crash or a restart)", parse_resume, resume,
+            _resume_reply, takes_cluster=False, chat=False, exit_code=_resume_exit,
+            to_json=lambda outcomes: {"runs": [run_json(o.run, o.note) for o in outcomes]}),
+)

@@ -1,9 +1,12 @@
-"""``verify <namespace>/<daemonset> [node=<node>] [cluster=<context>] [window=<duration>]``.
+"""``verify <run>|<namespace>/<daemonset> [node=<node>] [cluster=<context>] [window=<duration>]``.
 
 The checks of a run's verify step, outside a run: on every node of the DaemonSet, or on
-one. With no baseline, GPU allocatable must equal capacity; events count from the
-moment the command starts; ``window=`` overrides the policy's observation window (CI
-pipelines use a short one). Thin: parse, connect, call the runbook, return the result.
+one (``verify <run>``: the run's target in the run's cluster). With no baseline, GPU
+allocatable must equal capacity; events count from the moment the command starts;
+``window=`` overrides the policy's observation window (CI pipelines use a short one).
+Thin: parse, connect, call the runbook, return the result; :func:`verification_reply`
+presents it (the verdict, then one row per check, failures first). Exit 1 when a check
+failed.
 """
 
 from __future__ import annotations
@@ -13,15 +16,22 @@ from dataclasses import replace
 
 from pydantic import BaseModel, ConfigDict
 
-from handlers.arguments import UsageError, split_pairs
+from handlers import messages as msg
+from handlers.arguments import UsageError, run_id, split_pairs
+from handlers.replies import Reply, Table
+from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps
 from runbooks import validation
 from runbooks.cluster import Cluster
 from runbooks.daemonset.verifying import verify
 from runbooks.engine.commands import step_settings_of
-from runbooks.engine.steps import Clock, StepResult
+from runbooks.engine.runs import is_run_id
+from runbooks.engine.steps import CheckStatus, Clock, StepResult
 from runbooks.policy import Policy, duration_seconds
 
-USAGE = "verify <namespace>/<daemonset> [node=<node>] [cluster=<context>] [window=<duration>]"
+USAGE = "verify <run>|<namespace>/<daemonset> [node=<node>] [cluster=<context>] [window=<duration>]"
+MAX_CHECK_ROWS = 60
+CHECK_LABEL = {CheckStatus.FAIL: "FAIL", CheckStatus.WARN: "WARN", CheckStatus.SKIP: "SKIP", CheckStatus.PASS: "ok"}
+CHECK_ORDER = {CheckStatus.FAIL: 0, CheckStatus.WARN: 1, CheckStatus.SKIP: 2, CheckStatus.PASS: 3}
 
 
 class VerifyRequest(BaseModel):
@@ -36,14 +46,34 @@ class VerifyRequest(BaseModel):
     """Seconds to watch for restarts and capacity dips; None: the policy's."""
 
 
-def parse(words: Sequence[str]) -> VerifyRequest:
+class VerifyRun(BaseModel):
+    """``verify <run>``: the run's target in the run's cluster."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run: str
+    node: str | None = None
+    window: float | None = None
+
+
+def _window(pairs: dict[str, str]) -> float | None:
+    return duration_seconds(pairs["window"]) if "window" in pairs else None
+
+
+def parse(words: Sequence[str]) -> VerifyRequest | VerifyRun:
+    if words and is_run_id(words[0]):
+        run, pairs = run_id(words, usage=USAGE, allowed=("node", "cluster", "window"))
+        try:
+            return VerifyRun(run=run, node=pairs.get("node"), window=_window(pairs))
+        except ValueError as exc:
+            raise UsageError(str(exc), USAGE) from exc
     positional, pairs = split_pairs(words, allowed=("node", "cluster", "window"), usage=USAGE, max_positional=1)
     if not positional:
         raise UsageError("verify needs a target: <namespace>/<daemonset>", USAGE)
     try:
         target = str(validation.target(positional[0]))
         node = validation.node_name(pairs["node"]) if "node" in pairs else None
-        window = duration_seconds(pairs["window"]) if "window" in pairs else None
+        window = _window(pairs)
     except ValueError as exc:
         raise UsageError(str(exc), USAGE) from exc
     return VerifyRequest(target=target, node=node, cluster=pairs.get("cluster"), window=window)
@@ -59,3 +89,43 @@ def handle(request: VerifyRequest, *, connect: Callable[[str | None], Cluster], 
     with connect(request.cluster) as cluster:
         return verify(cluster, request.target, nodes=[request.node] if request.node else None, settings=settings,
                       clock=clock)
+
+
+class Verified(BaseModel):
+    """What ``verify`` found, and where it looked."""
+
+    target: str
+    scope: str
+    result: StepResult
+
+
+def _handle(request: VerifyRequest | VerifyRun, deps: Deps, caller: Caller) -> Verified:
+    if isinstance(request, VerifyRun):
+        run = deps.engine.get(request.run)
+        request = VerifyRequest(target=run.target.ref, cluster=run.target.cluster or None, node=request.node,
+                                window=request.window)
+    result = handle(request, connect=deps.connect, policy=deps.policy, clock=deps.clock)
+    return Verified(target=request.target, scope=request.node or "all nodes", result=result)
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def verification_reply(found: Verified) -> Reply:
+    """The verdict, then one row per check, failures first."""
+    result = found.result
+    failed = len(result.failed)
+    verdict = "all checks passed" if result.ok else f"{failed} of {len(result.checks)} checks failed"
+    checks = sorted(result.checks, key=lambda c: CHECK_ORDER[c.status])
+    rows = [[CHECK_LABEL[c.status], c.name, c.scope or "-", _cut(c.detail, 100)] for c in checks[:MAX_CHECK_ROWS]]
+    note = msg.checks_cut(len(checks) - len(rows)) if len(rows) < len(checks) else ""
+    return Reply(title=f"Verify of {found.target} on {found.scope}: {verdict}", text=result.reason,
+                 table=Table(header=["", "CHECK", "SCOPE", "DETAIL"], rows=rows, note=note),
+                 tone="ok" if result.ok else "error")
+
+
+COMMAND = Command("verify", USAGE, "check that a plugin works: pods, registration, GPUs, events", parse, _handle,
+                  verification_reply, exit_code=lambda found: EXIT_OK if found.result.ok else EXIT_FAILED,
+                  to_json=lambda found: found.result.model_dump(mode="json"))

@@ -3,25 +3,39 @@
 1. inventory; 2. a canary requested by the platform engineer; 3. her own approval
 refused; 4. approved by the team lead: the canary runs on one node; 5. verify on the
 canary node; 6. the promotion request, approved; the rollout to every node; 7. verify on
-every node; 8. monitoring; 9. the stability reports (issue 6: :data:`REPORTS_HOOK`, when
-that module exists; otherwise the run is closed with ``close``); 10. a crashing image:
-the canary fails and is rolled back automatically; 11. the list of runs.
+every node; 8. monitoring; 9. the stability reports, with the schedule compressed (below);
+10. a crashing image: the canary fails and is rolled back automatically; 11. the list of
+runs. :func:`run` is ``upgradebot demo [--interactive]``; ``--interactive`` starts the
+same world and leaves you at the console prompt.
+
+The reports stage (:func:`run_reports`) moves kubesim's clock (which the engine and the
+report scheduler read) through the monitoring window: a kubelet restart on a GPU node
+early on, the event collector storing it, then 24 h and 48 h later the scheduled reports
+fired by :meth:`bot.reports.wiring.Reports.run_due`. The kubelet's event expires from the
+cluster after its 1-hour TTL long before the reports, and still shows in them.
 """
 
 from __future__ import annotations
 
-import importlib
+import argparse
+import sys
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
 
-from bot.demo.world import ALICE, BOB, CRASHING, NEW, OLD, TARGET, DemoContext, stage
+from bot.demo.world import ALICE, BOB, CRASHING, NEW, OLD, TARGET, DemoContext, demo_world, stage
+from bot.runtime import Runtime
+from bot.settings import Settings
 from handlers.run_views import gate_ref
-from runbooks.cluster.resources import PODS
+from kubesim import KubeSim
+from runbooks.cluster.resources import EVENTS, PODS
 from runbooks.engine.runs import Run, RunState
 
 S = RunState
-REPORTS_HOOK = ("bot.demo.reports", "demo_reports")
-"""Issue 6 provides ``bot/demo/reports.py`` with ``demo_reports(ctx: DemoContext) -> None``: it moves
-the simulated clock 24 h and 48 h on, and shows (and ``ctx.expect``s) the reports of ``ctx.run_id``."""
+SUMMARY = "the whole story on a real Redis and a simulated cluster"
+USAGE = "demo [--interactive]"
+INCIDENT_NODE = "gpu-node2"
 
 
 def plugin_images(ctx: DemoContext) -> dict[str, str]:
@@ -92,12 +106,10 @@ def tell(ctx: DemoContext) -> None:
     ctx.expect("monitoring" in said, "status shows the run monitoring until its stability reports")
 
     stage(ctx, 9, "stability reports after 24 h and 48 h (simulated clock)")
-    hook = reports_hook()
-    if hook is not None:
-        try:
-            hook(ctx)
-        except Exception as exc:  # the stage is another module's; its failure fails the story, not the demo
-            ctx.expect(False, f"the stability reports stage ran ({type(exc).__name__}: {exc})")
+    try:
+        demo_reports(ctx)
+    except Exception as exc:  # a failing stage fails the story with its reason, not the demo with a traceback
+        ctx.expect(False, f"the stability reports stage ran ({type(exc).__name__}: {exc})")
     if engine.get(run.id).state is S.MONITORING:
         ctx.type(ALICE, f"/upgrade close {run.id}")
     ctx.expect(engine.get(run.id).state is S.DONE, f"run {run.id} is done")
@@ -118,14 +130,83 @@ def tell(ctx: DemoContext) -> None:
     ctx.expect(run.id in said and bad.id in said, "runs lists both runs")
 
 
-def reports_hook() -> Callable[[DemoContext], None] | None:
-    """Issue 6's ``demo_reports`` when its module exists, else None (the stage then only closes the run)."""
-    module_name, function = REPORTS_HOOK
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            return None
-        raise
-    hook: Callable[[DemoContext], None] = getattr(module, function)
-    return hook
+# ------------------------------------------------------------------ stage 9: the reports
+@dataclass(frozen=True)
+class Shown:
+    """What the stage did, for its checks."""
+
+    fired: list[tuple[str, str, str]]
+    """``(run, after, outcome)`` of each report job fired."""
+    expired: bool
+    """The early event was gone from the cluster before the reports."""
+    records: dict[str, dict[str, str]]
+    """Each report's idempotency record in Redis."""
+    state: RunState
+
+
+def run_reports(runtime: Runtime, run_id: str, sim: KubeSim, *, say: Callable[[str], None] = print) -> Shown:
+    """Drive run ``run_id`` (monitoring) through its 24 h and 48 h reports; what happened, for checks."""
+    reports = runtime.reports
+    if reports is None:
+        raise RuntimeError("the demo policy schedules no stability reports (reports.after is empty)")
+    after = runtime.policy.reports.after
+    say(f"  (the reports are due {' and '.join(after)} after the promotion. The schedule is compressed: the demo "
+        "moves kubesim's clock ahead, and the report scheduler reads that clock, so each report fires at once. "
+        "Only the clock is moved: the event collector reads kubesim's events over the Kubernetes API, the jobs "
+        "live in APScheduler's Redis job store, each report is claimed once in Redis.)")
+    reports.scheduler.tick()
+    reports.collectors.catch_up()
+    sim.fault(kind="kubelet-restart", node=INCIDENT_NODE)
+    sim.advance("10m")
+    reports.collectors.catch_up()
+    say(f"  (+10 min: the kubelet of {INCIDENT_NODE} restarted; the collector stored its event)")
+    sim.advance("2h")
+    with runtime.connect(runtime.engine.get(run_id).target.cluster or None) as cluster:
+        left = [e for e in cluster.list_objects(EVENTS) if (e.get("involvedObject") or {}).get("name") == INCIDENT_NODE
+                and e.get("reason") == "Starting"]
+    say(f"  (+2 h: the cluster's 1-hour event TTL removed it: {len(left)} such event(s) left in the cluster)")
+    fired: list[tuple[str, str, str]] = []
+    for offset in after:
+        sim.advance("24h")
+        say(f"  (kubesim's clock moved 24 h ahead: the {offset} report is due)")
+        fired += reports.run_due()
+    records = {offset: runtime.store.report_record(run_id, offset) for offset in after}
+    return Shown(fired=fired, expired=not left, records=records, state=runtime.engine.get(run_id).state)
+
+
+def demo_reports(ctx: DemoContext) -> None:
+    """Stage 9: both reports of ``ctx.run_id``, checked."""
+    mark = ctx.transcript.mark()
+    shown = run_reports(ctx.runtime, ctx.run_id, ctx.sim, say=ctx.say)
+    said = ctx.transcript.since(mark)
+    for offset in ctx.runtime.policy.reports.after:
+        posted = [f for f in shown.fired if f[1] == offset] == [(ctx.run_id, offset, "posted")]
+        ctx.expect(posted and "posted_at" in shown.records[offset] and f"Stability report ({offset}) of {ctx.run_id}" in said,
+                   f"the {offset} stability report is posted once, in the run's thread and to on-call")
+    ctx.expect(shown.expired and "KubeletRestart" in said,
+               "an event the cluster already forgot (1 h TTL) still shows in the reports")
+    ctx.expect(shown.state is RunState.DONE, "after the last (stable) report the run is done and its target free")
+
+
+# ------------------------------------------------------------------ upgradebot demo
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--interactive", action="store_true", help="leave me at the console prompt instead")
+
+
+def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """``upgradebot demo [--interactive]``."""
+    started = time.monotonic()
+    with demo_world(settings, out) as ctx:
+        if args.interactive:
+            ctx.say(f"You are {ALICE} (a platform engineer); {BOB} approves. Try: inventory; canary {TARGET} "
+                    f"image={NEW} node=gpu-node1; /as {BOB}; then the number of the Approve button.")
+            ctx.chat.loop(prompt=sys.stdin.isatty())
+            return 0
+        tell(ctx)
+    missing = [what for ok, what in ctx.results if not ok]
+    seconds = time.monotonic() - started
+    if missing:
+        out.write(f"\ndemo: {len(missing)} expected step(s) did not happen: {'; '.join(missing)}\n")
+        return 1
+    out.write(f"\ndemo: all {len(ctx.results)} expected steps happened, in {seconds:.0f} s of real time.\n")
+    return 0

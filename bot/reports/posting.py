@@ -17,7 +17,7 @@ its approvers) or that last report is not stable: then the run keeps monitoring,
 run (``close <run>``). A run closed early, or rolled back, gets no more reports.
 
 Where messages go is a :class:`ReportOutlet`: :class:`SlackOutlet` for ``serve``; the
-console's is in :mod:`bot.reports.wiring`.
+console's is in :mod:`bot.console`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
-"""The stability reports plugged into a runtime: the ``report`` verb, the scheduler, the collectors.
+"""The stability reports of one process: the scheduler, the event collectors and the outlets.
 
-:func:`plug` is called by :func:`bot.runtime.build_runtime` (its ``EXTENSIONS``). It adds
-the ``report`` chat verb and, when ``reports.after`` lists any report, a service started
-and stopped with the runtime: the :class:`~bot.reports.scheduler.ReportScheduler` with its
-:class:`~bot.reports.collector.Collectors`. With the wall clock (``serve``, ``console``) the
-scheduler runs its leader loop in the background and each collector watches in a thread.
-With any other clock (the demo's simulated one) the schedule belongs to whoever moves that
-clock: start only takes the lease and schedules; :meth:`Reports.run_due` fires what is due.
+:func:`bot.runtime.build_runtime` builds :class:`Reports` when ``reports.after`` lists any
+report, and starts and stops it with the runtime. With the wall clock (``serve``,
+``console``) the scheduler runs its leader loop in the background and each collector
+watches in a thread. With any other clock (the demo's simulated one) the schedule belongs
+to whoever moves that clock: :meth:`Reports.start` only takes the lease and schedules;
+:meth:`Reports.run_due` fires what is due.
 
-Where reports go is attached through the runtime's front-end hooks once a front end exists:
-:func:`slack_reports` (``serve``: the run's thread and the on-call channel, and the
-"Request rollback" button's clicks) and :func:`console_reports` (the console chat).
+Where a report goes is each front end's :class:`~bot.reports.posting.ReportOutlet`, added
+to :attr:`Reports.outlets` once the front end exists: ``serve`` adds the run's Slack
+thread and the on-call channel, the console chat itself. The "Request rollback" button on
+a report is a click like the others (:mod:`handlers.clicks`).
 """
 
 from __future__ import annotations
@@ -18,40 +18,37 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from bot.reports.collector import Collectors
-from bot.reports.posting import ReportOutlet, ReportPoster, SlackOutlet
+from bot.reports.posting import ReportOutlet, ReportPoster
 from bot.reports.scheduler import ReportScheduler
-from handlers import messages
-from handlers import report as report_handler
-from handlers.access import Directory, DirectoryUnavailable, requester
-from handlers.decisions import REQUEST_ROLLBACK, Click, Decided, Decisions
-from handlers.replies import Message, Reply
+from bot.storage.redis_store import RedisRunStore
+from handlers.replies import Reply
+from runbooks.cluster import Cluster
 from runbooks.engine.clocks import SystemClock
+from runbooks.engine.commands import Engine
 from runbooks.engine.leasing import owner_id
 from runbooks.engine.runs import Run
-from runbooks.engine.store import StoreUnavailable
-
-if TYPE_CHECKING:
-    from bot.console import Chat
-    from bot.runtime import Runtime
-    from bot.slack.web import SlackWeb
+from runbooks.engine.steps import Clock
+from runbooks.policy import Policy
 
 log = logging.getLogger("upgradebot.reports")
-_PLUGGED: dict[int, Reports] = {}
 
 
 class Outlets:
-    """Every outlet attached, in order; a report goes to each (none attached: logged only)."""
+    """Every outlet added, in order; a report goes to each (none added: logged only)."""
 
     def __init__(self) -> None:
-        self.outlets: list[ReportOutlet] = []
+        self._outlets: list[ReportOutlet] = []
+
+    def add(self, outlet: ReportOutlet) -> None:
+        self._outlets.append(outlet)
 
     def _each(self, method: str, run: Run, reply: Reply) -> str | None:
-        if not self.outlets:
+        if not self._outlets:
             log.warning("run %s: no chat surface to post its report to: %s", run.id, reply.title)
-        posted = [getattr(outlet, method)(run, reply) for outlet in self.outlets]
+        posted = [getattr(outlet, method)(run, reply) for outlet in self._outlets]
         return next((ts for ts in posted if ts), None)
 
     def to_thread(self, run: Run, reply: Reply) -> str | None:
@@ -62,20 +59,18 @@ class Outlets:
 
 
 class Reports:
-    """The report scheduler, the event collectors and the outlets of one runtime."""
+    """The report scheduler, the event collectors and the outlets of one process."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self.automatic = isinstance(runtime.clock, SystemClock)
+    def __init__(self, *, store: RedisRunStore, engine: Engine, policy: Policy,
+                 connect: Callable[[str | None], Cluster], clock: Clock) -> None:
+        self.automatic = isinstance(clock, SystemClock)
         owner = owner_id(socket.gethostname(), os.getpid())
         self.outlets = Outlets()
-        self.collectors = Collectors(store=runtime.store, connect=runtime.connect, owner=owner, clock=runtime.clock,
-                                     threaded=self.automatic)
-        self.poster = ReportPoster(store=runtime.store, engine=runtime.engine, policy=runtime.policy,
-                                   connect=runtime.connect, outlet=self.outlets, clock=runtime.clock, owner=owner,
-                                   flush=self.collectors.flush)
-        self.scheduler = ReportScheduler(store=runtime.store, poster=self.poster, policy=runtime.policy,
-                                         clock=runtime.clock, collectors=self.collectors, owner=owner)
+        self.collectors = Collectors(store=store, connect=connect, owner=owner, clock=clock, threaded=self.automatic)
+        self.poster = ReportPoster(store=store, engine=engine, policy=policy, connect=connect, outlet=self.outlets,
+                                   clock=clock, owner=owner, flush=self.collectors.flush)
+        self.scheduler = ReportScheduler(store=store, poster=self.poster, policy=policy, clock=clock,
+                                         collectors=self.collectors, owner=owner)
 
     def start(self) -> None:
         if self.automatic:
@@ -83,89 +78,9 @@ class Reports:
         else:
             self.scheduler.tick()
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def stop(self) -> None:
         self.scheduler.stop()
-        _PLUGGED.pop(id(self.runtime), None)
 
     def run_due(self) -> list[tuple[str, str, str]]:
-        """Fire every report due on the runtime's clock, now (the demo, the tests)."""
+        """Fire every report due on the clock, now (the demo, the tests)."""
         return self.scheduler.run_due()
-
-
-def plug(runtime: Runtime) -> None:
-    """The ``report`` verb, the "Request rollback" button on every front end and, when reports
-    are scheduled, the scheduler and collectors as a service and the front ends as outlets."""
-    runtime.verbs.append(report_handler.verb(engine=runtime.engine, connect=runtime.connect, policy=runtime.policy,
-                                             read_tally=runtime.store.read_tally))
-    runtime.slack_hooks.append(lambda web, decisions, directory: slack_reports(runtime, web, decisions, directory))
-    runtime.console_hooks.append(lambda chat: console_reports(runtime, chat))
-    if not runtime.policy.reports.after:
-        return
-    reports = _PLUGGED[id(runtime)] = Reports(runtime)
-    runtime.add_service("the stability reports (scheduler and event collectors)", reports.start, reports.stop)
-
-
-def reports_of(runtime: Runtime) -> Reports | None:
-    """The runtime's reports (None when its policy schedules none)."""
-    return _PLUGGED.get(id(runtime))
-
-
-# ------------------------------------------------------------------ front ends
-class RollbackRequests:
-    """The "Request rollback" button of a report, in front of the front end's other decisions."""
-
-    def __init__(self, inner: Decisions, runtime: Runtime, directory: Directory) -> None:
-        self.inner, self.runtime, self.directory = inner, runtime, directory
-
-    def decide(self, click: Click) -> Decided:
-        if click.action != REQUEST_ROLLBACK:
-            return self.inner.decide(click)
-        try:
-            who = requester(click.user, self.runtime.policy, self.directory)
-            reply = report_handler.request_rollback(click.value, engine=self.runtime.engine, actor=who)
-        except DirectoryUnavailable as exc:
-            reply = Reply.error(messages.cannot_check_approver(str(exc)))
-        except StoreUnavailable as exc:
-            reply = Reply.error(messages.store_unavailable_click(str(exc)))
-        return Decided(accepted=reply.tone != "error", reply=reply)
-
-
-def slack_reports(runtime: Runtime, web: SlackWeb, decisions: Decisions, directory: Directory) -> Decisions:
-    """``serve``: reports to the run's Slack thread and the on-call channel; the decisions with
-    the "Request rollback" button in front."""
-    reports = reports_of(runtime)
-    if reports is not None:
-        reports.outlets.outlets.append(SlackOutlet(web, runtime.policy))
-    return RollbackRequests(decisions, runtime, directory)
-
-
-class ChatOutlet:
-    """The console chat: a report as a reply under the run (buttons numbered as every other)."""
-
-    def __init__(self, chat: Chat, runtime: Runtime) -> None:
-        self.chat, self.runtime = chat, runtime
-
-    def to_thread(self, run: Run, reply: Reply) -> str | None:
-        self.chat.print(f"upgradebot posted in the thread of {run.id}:")
-        self.chat.show(reply)
-        return f"console:{run.id}"
-
-    def to_oncall(self, run: Run, reply: Reply) -> str | None:
-        channel = self.runtime.policy.oncall.channel
-        if not channel:
-            return None
-        self.chat.print(f"upgradebot posted in the on-call channel {channel}:")
-        self.chat.show(reply.model_copy(update={"thread": [Message(text=f"(details in the thread of {run.id})")]}))
-        return f"console:{channel}"
-
-
-def console_reports(runtime: Runtime, chat: Chat) -> None:
-    """The console chat shows the reports, and its "Request rollback" choice opens a request."""
-    from handlers.access import StaticDirectory
-
-    reports = reports_of(runtime)
-    if reports is not None:
-        reports.outlets.outlets.append(ChatOutlet(chat, runtime))
-    if chat.decisions is not None:
-        directory = chat.router.directory if chat.router is not None else StaticDirectory()
-        chat.decisions = RollbackRequests(chat.decisions, runtime, directory)

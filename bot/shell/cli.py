@@ -1,10 +1,20 @@
 """``upgradebot <verb> …``: the shell front end, for people and for CI pipelines.
 
-Exit codes (DESIGN.md): 0 all checks passed; 1 a check failed (or a run failed); 2 bad
-usage, a refused request or an unreachable dependency (cluster, config, Redis), with a
-one-line reason on stderr and no traceback. ``--json`` prints the result model for
-pipelines. Each verb is a subcommand whose handler lives in ``handlers/``; the run verbs
-are wired in ``bot/shell/runs.py``.
+One subcommand per row of the verb table (:data:`handlers.verbs.VERBS`): the same usage
+line, summary, parser and handler as in Slack, and the same reply, printed as text, or
+with ``--json`` the verb's model. Then the process verbs: ``serve`` (Slack), ``console``
+(the chat in a terminal) and ``demo``.
+
+Run verbs open the engine on Redis (``REDIS_URL``, else this user's local server) and run
+the cluster steps in this process: the engine's ``wake`` is ``engine.advance``, which
+drives a run up to its next gate or its end, printing each step as it happens. After a
+verb that acts on a run, every other unfinished run is continued too (a run left by a
+crashed command goes on with the next one). ``--as <user>`` is who acts (default
+``UPGRADEBOT_USER``, else the login name).
+
+Exit codes: 0 all checks passed (or the run waits at a gate); 1 a check failed or the run
+failed (rolled back, rejected, expired); 2 bad usage, a refusal or an unreachable
+dependency (cluster, config, Redis), with a one-line reason on stderr and no traceback.
 """
 
 from __future__ import annotations
@@ -12,27 +22,45 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import NoReturn, TextIO
 
-from bot import shell_messages as msg
-from bot.console import CONSOLE_VERBS, add_console_verb
-from bot.demo.world import DEMO_VERBS, add_demo_verb
+from bot import console, runtime
+from bot.demo import story
 from bot.settings import Settings, SettingsError, load_settings
-from bot.shell.output import render_inventory
-from bot.shell.report import REPORT_VERBS, add_report_verb
-from bot.shell.runs import RUN_VERBS, add_run_verbs
-from bot.shell.verify import VERIFY_VERBS, add_verify_verb
-from bot.slack.serve import SERVE_VERBS, add_serve_verb
+from bot.shell.output import ShellObserver, print_result
+from bot.slack import serve
 from bot.storage.embedded import RedisUnavailable
-from handlers import inventory as inventory_handler
+from bot.storage.redis_store import RedisRunStore
+from handlers import messages as msg
 from handlers.arguments import UsageError
-from runbooks.cluster import Cluster
+from handlers.routing import EXIT_USAGE, Caller, Command, Deps
+from handlers.verbs import VERBS
+from runbooks.engine.commands import Engine, Outcome
 from runbooks.engine.driving import StepPaused
 from runbooks.engine.refusals import Refused
 from runbooks.engine.store import StoreUnavailable
-from runbooks.errors import ClusterConfigError, ClusterError
+from runbooks.errors import ClusterError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+SURFACE = "shell"
+ProcessMain = Callable[[argparse.Namespace, Settings, TextIO], int]
+
+
+@dataclass(frozen=True)
+class Process:
+    """A verb that runs a long-lived process rather than a handler of the table."""
+
+    summary: str
+    usage: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: ProcessMain
+
+
+PROCESSES: dict[str, Process] = {
+    "serve": Process(serve.SUMMARY, serve.USAGE, serve.add_arguments, serve.run),
+    "console": Process(console.SUMMARY, console.USAGE, console.add_arguments, console.run),
+    "demo": Process(story.SUMMARY, story.USAGE, story.add_arguments, story.run),
+}
 
 
 class Parser(argparse.ArgumentParser):
@@ -46,64 +74,97 @@ def build_parser() -> Parser:
     parser = Parser(prog=msg.PROG, description="Safe upgrades of GPU device plugins and DRA drivers.")
     verbs = parser.add_subparsers(dest="verb", metavar="<verb>", parser_class=Parser)
     verbs.required = True
-    inventory = verbs.add_parser(
-        "inventory", help="what the cluster runs, and what to fix before an upgrade",
-        usage=f"{msg.PROG} {inventory_handler.USAGE} [--json] [--kubeconfig PATH]",
-    )
-    inventory.add_argument("words", nargs="*", metavar="cluster=<context>", help="kubeconfig context")
-    inventory.add_argument("--json", action="store_true", help="print the inventory as JSON")
-    inventory.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG)")
-    add_run_verbs(verbs)
-    add_verify_verb(verbs)
-    add_report_verb(verbs)
-    add_serve_verb(verbs)
-    add_console_verb(verbs)
-    add_demo_verb(verbs)
+    for command in VERBS:
+        usage = f"{msg.PROG} {command.usage} [--json]" + (" [--as USER]" if command.acts else "") + \
+            " [--kubeconfig PATH]"
+        sub = verbs.add_parser(command.name, help=command.summary, usage=usage)
+        sub.add_argument("words", nargs="*", metavar="ARG", help="as in the usage line")
+        sub.add_argument("--json", action="store_true", help="print the result as JSON")
+        sub.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG)")
+        if command.acts:
+            sub.add_argument("--as", dest="as_user", metavar="USER", help="who acts (default: $USER)")
+    for name, process in PROCESSES.items():
+        process.add_arguments(verbs.add_parser(name, help=process.summary, usage=f"{msg.PROG} {process.usage}"))
     return parser
 
 
-def connector(settings: Settings, kubeconfig: str | None) -> Callable[[str | None], Cluster]:
-    """Opens the cluster of a context: kubeconfig if there is one, else in-cluster."""
+class Session:
+    """One command's surface: its cluster factory, and its run engine opened on first use."""
 
-    def connect(context: str | None) -> Cluster:
-        path = settings.kubeconfig_path(kubeconfig)
-        if path is None:
-            if context:
-                raise ClusterConfigError(msg.no_kubeconfig())
-            return Cluster.in_cluster()
-        return Cluster.from_kubeconfig(path, context)
+    def __init__(self, args: argparse.Namespace, settings: Settings, out: TextIO) -> None:
+        self.args, self.settings, self.out = args, settings, out
+        self.policy = settings.policy()
+        self.connect = runtime.connector(settings, args.kubeconfig)
+        self._store: RedisRunStore | None = None
 
-    return connect
+    @property
+    def store(self) -> RedisRunStore:
+        if self._store is None:
+            self._store = runtime.open_store(self.settings)
+        return self._store
+
+    def engine(self) -> Engine:
+        observer = None if self.args.json else ShellObserver(self.out)
+        engine = runtime.build_engine(self.settings, self.policy, store=self.store, connect=self.connect,
+                                      observer=observer)
+        engine.wake = engine.advance  # the steps run here, printed as they happen
+        return engine
+
+    def continue_others(self, engine: Engine, done: str) -> None:
+        """After a command that changed run ``done``: continue every other unfinished run, as on start-up."""
+        waiting = [r for r in engine.runs(active_only=True, limit=10_000) if r.id != done]
+        if not waiting:
+            return
+        if not self.args.json:
+            self.out.write(msg.shell_continuing(len(waiting)) + "\n")
+        for outcome in engine.resume():
+            if outcome.paused and not self.args.json:
+                self.out.write(outcome.note + "\n")
+
+    def deps(self) -> Deps:
+        return Deps(policy=self.policy, connect=self.connect, open_engine=self.engine,
+                    read_tally=lambda run_id: self.store.read_tally(run_id))
+
+    def caller(self, command: Command) -> Caller:
+        user = (getattr(self.args, "as_user", None) or self.settings.shell_user or "").strip()
+        if command.acts and not user:
+            raise UsageError(msg.shell_who_acts(), f"{command.name} … --as <user>")
+        return Caller(user=user, channel=None, surface=SURFACE)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
 
 
-def run_inventory(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    request = inventory_handler.parse(args.words)
-    inventory = inventory_handler.handle(
-        request, connect=connector(settings, args.kubeconfig), policy=settings.policy()
-    )
-    out.write(inventory.model_dump_json(indent=2) + "\n" if args.json else render_inventory(inventory))
-    return EXIT_FAILED if inventory.failed else EXIT_OK
-
-
-VERBS: dict[str, Callable[[argparse.Namespace, Settings, TextIO], int]] = {"inventory": run_inventory}
-VERBS.update(RUN_VERBS)
-VERBS.update(VERIFY_VERBS)
-VERBS.update(REPORT_VERBS)
-VERBS.update(SERVE_VERBS)
-VERBS.update(CONSOLE_VERBS)
-VERBS.update(DEMO_VERBS)
+def run_command(command: Command, args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """One verb of the table: parse, handle, print; its exit code."""
+    session = Session(args, settings, out)
+    try:
+        request = command.parse(args.words)
+        deps = session.deps()
+        result = command.handle(request, deps, session.caller(command))
+        code = print_result(command, result, as_json=args.json, out=out)
+        if command.acts and isinstance(result, Outcome):
+            session.continue_others(deps.engine, result.run.id)
+        return code
+    finally:
+        session.close()
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     try:
         args = build_parser().parse_args(argv)
-        return VERBS[args.verb](args, load_settings(), out)
+        process = PROCESSES.get(args.verb)
+        if process is not None:
+            return process.run(args, load_settings(), out)
+        command = next(c for c in VERBS if c.name == args.verb)
+        return run_command(command, args, load_settings(), out)
     except UsageError as exc:
-        err.write(msg.bad_usage(exc.reason) + "\n" + msg.usage_line(exc.usage) + "\n")
+        err.write(msg.shell_error(exc.reason) + "\n" + msg.shell_usage(exc.usage) + "\n")
     except (ClusterError, SettingsError, Refused, StoreUnavailable, StepPaused, RedisUnavailable) as exc:
-        err.write(msg.cluster_failed(" ".join(str(exc).split())) + "\n")
+        err.write(msg.shell_error(str(exc)) + "\n")
     except KeyboardInterrupt:
-        err.write(msg.interrupted() + "\n")
+        err.write(msg.shell_interrupted() + "\n")
         return 130
     return EXIT_USAGE

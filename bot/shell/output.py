@@ -1,133 +1,77 @@
-"""Inventories and replies as text for people at a terminal (the console chat reuses it).
+"""What the shell prints: a verb's result as text or JSON, and a run's progress as it happens.
 
-Long lists are summarised: beyond ``MAX_ROWS`` nodes or pods, only the ones with
-something to say are listed, with a count of the rest. The JSON surface prints the
-model itself (``Inventory.model_dump_json``), so nothing is lost for pipelines.
+A verb's result is printed once, on stdout: the same :class:`~handlers.replies.Reply`
+the chat surfaces show, as text (:mod:`bot.text`), or with ``--json`` the verb's model
+(``Command.to_json``), so pipelines read ``id`` and ``state`` (and everything else)
+without parsing text. While a command runs steps in the shell's process,
+:class:`ShellObserver` prints each transition, step and request as one line (not with
+``--json``, whose stdout is the model alone).
 """
 
 from __future__ import annotations
 
-import re
-from collections import Counter
-from collections.abc import Iterable, Sequence
+import datetime as dt
+import json
+from typing import Any, TextIO
 
-from handlers.inventory import MAX_ROWS, nodes_table, nodes_title, pods_table
-from handlers.replies import Message, Reply
-from runbooks.inventory import DaemonSet, Inventory
+from bot.text import render_reply
+from handlers.messages import PROG
+from handlers.routing import Command
+from runbooks.engine.runs import Gate, GateKind, Run, RunState, Step
 
-SEVERITY_LABEL = {"fail": "FAIL", "warn": "WARN", "info": "INFO"}
-
-
-def table(header: Sequence[str], rows: Iterable[Sequence[str]], indent: str = "  ") -> list[str]:
-    """Columns padded to their widest cell, as kubectl prints them."""
-    all_rows = [list(header)] + [list(r) for r in rows]
-    widths = [max(len(r[i]) for r in all_rows) for i in range(len(header))]
-    return [indent + "   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in all_rows]
+GATE_LABEL = {GateKind.CANARY: "canary request", GateKind.PROMOTION: "promotion request",
+              GateKind.ROLLBACK: "rollback request"}
 
 
-def _nodes(inv: Inventory) -> list[str]:
-    nodes = nodes_table(inv)
-    lines = [nodes_title(inv), *table(nodes.header, nodes.rows)]
-    if nodes.note:
-        lines.append(f"  {nodes.note}")
-    return lines
+def print_result(command: Command, result: Any, *, as_json: bool, out: TextIO) -> int:
+    """The result on ``out`` (text, or the model with ``as_json``); the verb's exit code."""
+    if as_json:
+        out.write(json.dumps(command.to_json(result), indent=2) + "\n")
+    else:
+        out.write(render_reply(command.present(result), prefix=PROG))
+    return command.exit_code(result)
 
 
-def _daemonset(ds: DaemonSet) -> list[str]:
-    lines = [
-        f"{ds.ref}  ({ds.kind}{', driver ' + ', '.join(ds.drivers) if ds.drivers else ''})",
-        "  images: " + ", ".join(f"{c}={i}" for c, i in ds.images.items()),
-        f"  strategy {ds.update_strategy}"
-        + (f" (maxUnavailable {ds.max_unavailable})" if ds.max_unavailable else "")
-        + f", revision {ds.current_revision if ds.current_revision is not None else '?'}"
-        + f"  desired {ds.desired} current {ds.current} updated {ds.updated} ready {ds.ready} available {ds.available}",
-    ]
-    pods = pods_table(ds)
-    if pods.rows:
-        lines += table(pods.header, pods.rows, "    ")
-    if pods.note:
-        tags = Counter(",".join(p.images.values()) for p in ds.pods)
-        summary = "; ".join(f"{n} on {image}" for image, n in tags.most_common())
-        lines.append(f"    {pods.note} ({summary})")
-    return lines
+def _t(moment: dt.datetime | str | None) -> str:
+    if moment is None:
+        return "-"
+    if isinstance(moment, str):
+        moment = dt.datetime.fromisoformat(moment)
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def render_inventory(inv: Inventory) -> str:
-    dra = inv.dra
-    lines = [
-        f"Inventory of {inv.context} ({inv.server}) taken {inv.taken_at:%Y-%m-%d %H:%M:%S %Z}",
-        f"Kubernetes {inv.kubernetes.version}; DynamicResourceAllocation {dra.feature_gate}"
-        + (f" ({dra.stage})" if dra.stage else ""),
-        "resource.k8s.io: "
-        + ("; ".join(f"{v} ({', '.join(dra.kinds.get(v, []))})" for v in dra.served_versions) or "not served"),
-        "",
-        *_nodes(inv),
-        "",
-        f"Plugin DaemonSets ({len(inv.daemonsets)})",
-    ]
-    for ds in inv.daemonsets:
-        lines += ["  " + line for line in _daemonset(ds)]
-    if not inv.daemonsets:
-        lines.append("  none found")
-    if inv.classes or inv.slices or inv.claims:
-        lines += ["", "DRA"]
-        lines += [f"  {c.kind} {c.name}: driver {', '.join(c.drivers) or '?'}" for c in inv.classes]
-        per_driver = Counter(s.driver for s in inv.slices)
-        for driver, count in sorted(per_driver.items()):
-            nodes = {s.node for s in inv.slices if s.driver == driver}
-            devices = sum(s.devices for s in inv.slices if s.driver == driver)
-            lines.append(f"  ResourceSlices of {driver}: {count} on {len(nodes)} node(s), {devices} device(s)")
-        if inv.claims:
-            lines += table(
-                ["NAMESPACE", "CLAIM", "STATE", "AGE", "RESERVED FOR"],
-                [[c.namespace, c.name, c.state, c.age, ",".join(c.reserved_for) or "-"] for c in inv.claims[:MAX_ROWS]],
-            )
-            if len(inv.claims) > MAX_ROWS:
-                lines.append(f"  … {len(inv.claims) - MAX_ROWS} more claims")
-    lines += ["", f"Findings ({len(inv.findings)})"]
-    for f in inv.findings:
-        lines += [f"  {SEVERITY_LABEL[f.severity]}  {f.message}", f"        next: {f.next_step}"]
-    if not inv.findings:
-        lines.append("  none: the cluster looks ready for an upgrade")
-    lines += [f"note: {n}" for n in inv.notes]
-    return "\n".join(lines) + "\n"
+def gate_line(run: Run, gate: Gate, prog: str) -> str:
+    label = GATE_LABEL[gate.kind]
+    if not gate.is_open:
+        who = ", ".join(d.user for d in gate.decisions) or "nobody"
+        return f"{label} {gate.outcome} ({who}) at {_t(gate.decided_at)} UTC"
+    approvals = ", ".join(gate.approvers) or "none yet"
+    if gate.expires_at <= dt.datetime.now(dt.UTC):
+        return (f"{label} by {gate.requested_by} expired at {_t(gate.expires_at)} UTC "
+                f"(`{prog} resume` applies it)")
+    return (f"{label} by {gate.requested_by}, open until {_t(gate.expires_at)} UTC (approvals: {approvals}): "
+            f"`{prog} approve {run.id} --as <approver>` or `{prog} reject {run.id} --as <approver>`")
 
 
-# ------------------------------------------------------------ replies (console chat)
-_REFERENCE = re.compile(r"<(@[UWB][A-Z0-9]+|#C[A-Z0-9]+)>|<!subteam\^(S[A-Z0-9]+)>")
-TONE_LABEL = {"info": "", "ok": "OK  ", "warn": "WARN  ", "error": "ERROR  "}
+class ShellObserver:
+    """Prints a run's progress as the engine reports it, one line per event."""
 
+    def __init__(self, out: TextIO, *, prog: str = PROG) -> None:
+        self.out, self.prog = out, prog
 
-def plain(text: str) -> str:
-    """User, channel and group references as ``@U1``, ``#C1``, ``@S1``."""
-    return _REFERENCE.sub(lambda m: m.group(1) or "@" + m.group(2), text)
+    def _line(self, text: str) -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
 
+    def on_state(self, run: Run) -> None:
+        self._line(f"[{_t(run.updated_at)[11:]}] {run.id} {run.state.value}"
+                   + (f": {run.reason}" if run.reason and run.state is not RunState.REQUESTED else ""))
 
-def render_message(message: Message, *, indent: str = "", first_choice: int = 1) -> str:
-    """One message as text; buttons become numbered choices starting at ``first_choice``."""
-    lines: list[str] = []
-    if message.title:
-        lines.append(TONE_LABEL.get(message.tone, "") + plain(message.title))
-    if message.text:
-        lines += plain(message.text).split("\n")
-    width = max((len(f.label) for f in message.fields), default=0)
-    lines += [f"{f.label + ':':<{width + 1}} {plain(f.value)}" for f in message.fields]
-    if message.table is not None:
-        lines += table(message.table.header, message.table.rows)
-        if message.table.note:
-            lines.append("  " + message.table.note)
-    if message.buttons:
-        lines.append("  ".join(f"[{first_choice + i}] {b.label}" for i, b in enumerate(message.buttons)))
-    return "\n".join(indent + line for line in lines) + "\n"
+    def on_step(self, run: Run, step: Step) -> None:
+        detail = " ".join(step.detail.split())
+        self._line(f"[{_t(step.at)[11:]}]   {step.status:<7} {step.kind:<10} {step.name}"
+                   + (f" ({step.actor})" if step.actor != "upgradebot" else "")
+                   + (f": {detail}" if detail else ""))
 
-
-def render_reply(reply: Reply, *, prefix: str = "/upgrade") -> str:
-    """A reply for the console: the message, its usage lines, then its thread indented."""
-    out = [render_message(reply)]
-    if reply.usage:
-        out.append("".join(f"  {prefix} {line}\n" for line in reply.usage))
-    choice = len(reply.buttons) + 1
-    for item in reply.thread:
-        out.append(render_message(item, indent="  | ", first_choice=choice))
-        choice += len(item.buttons)
-    return "".join(out)
+    def on_gate(self, run: Run, gate: Gate) -> None:
+        self._line(f"[{_t(gate.opened_at)[11:]}]   {gate_line(run, gate, self.prog)}")

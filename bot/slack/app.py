@@ -36,16 +36,17 @@ from slack_bolt.logger.messages import (
 )
 from slack_sdk.errors import SlackClientError
 
-from bot import slack_messages as msg
 from bot.settings import Settings
 from bot.slack.blocks import Payload, escape, render_message, render_reply
 from bot.slack.idempotency import Idempotency
 from bot.slack.metrics import Metrics
 from bot.slack.web import SlackWeb, error_code, make_client
 from bot.workers import Workers
-from handlers.decisions import ACTIONS, Click, Decisions
+from handlers import messages as msg
+from handlers.clicks import Click, Decisions
 from handlers.replies import Reply, channel_ref, user_ref
 from handlers.routing import Caller, Router
+from handlers.run_views import ACTIONS
 from runbooks.policy import Policy
 
 log = logging.getLogger("upgradebot.slack")

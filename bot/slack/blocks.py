@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot import slack_messages as msg
-from bot.shell.output import table as pad_table
+from bot.text import table as pad_table
+from handlers import messages as msg
 from handlers.replies import SUMMARY_SEPARATOR, Button, Message, Reply, Table
 
 Block = dict[str, Any]

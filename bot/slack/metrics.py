@@ -1,19 +1,24 @@
 """Prometheus metrics of the bot, served on ``GET /metrics``.
 
 One :class:`Metrics` per process, on its own registry (tests build as many as they
-like). What the run engine knows is read when scraped: ``runs_by_state`` is a callable
-the engine wiring plugs in (the store's counts); step durations and approvals are
-recorded by the wiring's observers through :meth:`Metrics.observe_step` and
-:attr:`Metrics.approvals`.
+like). What the run engine knows is read when scraped: :func:`runs_by_state` counts the
+store's active runs for the ``upgradebot_runs`` gauge. :class:`StepTimer`, an observer
+of the engine, notes when a run enters a working state and, when the step's result line
+arrives (``canary``, ``verify_canary``, ``promote``, ``verify_all``, ``rollback``),
+observes the time between the two in ``upgradebot_step_duration_seconds``; a step whose
+start this process did not see (it resumed the run after a restart) is not observed.
+Approvals are counted by the Slack listeners (:attr:`Metrics.approvals`).
 """
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 
+import prometheus_client
 from prometheus_client import (
     CollectorRegistry,
-    Counter,
     Histogram,
     disable_created_metrics,
     generate_latest,
@@ -21,6 +26,10 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
+
+from runbooks.engine.driving import STEP_OF
+from runbooks.engine.runs import Gate, Run, RunState, Step
+from runbooks.engine.store import RunStore
 
 RunsByState = Callable[[], Mapping[str, int]]
 
@@ -46,11 +55,11 @@ class _RunsCollector(Collector):
 class Metrics:
     def __init__(self, *, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
-        self.commands = Counter(
+        self.commands = prometheus_client.Counter(
             "upgradebot_commands", "Commands received, by verb and outcome", ["verb", "outcome", "surface"],
             registry=self.registry,
         )
-        self.approvals = Counter(
+        self.approvals = prometheus_client.Counter(
             "upgradebot_approvals", "Approve/Reject clicks, by action and whether they counted", ["action", "outcome"],
             registry=self.registry,
         )
@@ -58,11 +67,11 @@ class Metrics:
             "upgradebot_step_duration_seconds", "Duration of run steps", ["step", "result"],
             buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1200, 3600), registry=self.registry,
         )
-        self.slack_api_errors = Counter(
+        self.slack_api_errors = prometheus_client.Counter(
             "upgradebot_slack_api_errors", "Slack Web API calls that failed, by method and error", ["method", "error"],
             registry=self.registry,
         )
-        self.slack_duplicates = Counter(
+        self.slack_duplicates = prometheus_client.Counter(
             "upgradebot_slack_duplicates", "Deliveries dropped as already claimed (Slack retries)", ["kind"],
             registry=self.registry,
         )
@@ -83,3 +92,39 @@ class Metrics:
     def exposition(self) -> tuple[bytes, str]:
         """The body and content type of ``GET /metrics``."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class StepTimer:
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self._started: dict[str, tuple[RunState, float]] = {}
+        self._lock = threading.Lock()
+
+    def on_state(self, run: Run) -> None:
+        with self._lock:
+            if run.state in STEP_OF:
+                self._started[run.id] = (run.state, run.updated_at.timestamp())
+            else:
+                self._started.pop(run.id, None)
+
+    def on_step(self, run: Run, step: Step) -> None:
+        if step.kind != "step" or step.name not in STEP_OF.values():
+            return
+        with self._lock:
+            started = self._started.get(run.id)
+        if started is None or STEP_OF[started[0]] != step.name:
+            return
+        seconds = max(0.0, step.at.timestamp() - started[1])
+        self.metrics.observe_step(step.name, seconds, result="ok" if step.status == "ok" else "failed")
+
+    def on_gate(self, run: Run, gate: Gate) -> None:
+        pass
+
+
+def runs_by_state(store: RunStore) -> Callable[[], Mapping[str, int]]:
+    """``{state: count}`` of the runs not yet ended, read from the store at each scrape."""
+
+    def count() -> Mapping[str, int]:
+        return Counter(run.state.value for run in store.list_runs(active_only=True, limit=100_000))
+
+    return count

@@ -6,9 +6,11 @@ serve ``GET /healthz``, ``/readyz`` and ``/metrics`` on that port. The first lin
 printed is the HTTP URL. SIGTERM (or Ctrl-C) stops gracefully: no new requests, the
 background work finishes (up to ``--drain`` seconds), then the process exits 0.
 
-:func:`build_service` is the wiring the engine extends: extra verbs, the approval
-callback, the Redis idempotency store, readiness checks and the runs gauge plug in as
-arguments. Tests and benchmarks build a service and run it with :class:`HttpServer`.
+:func:`build_slack_service` puts the Slack front end on a :class:`~bot.runtime.Runtime`:
+every chat verb, clicks decided by the engine, the run threads, the reports' outlets,
+Redis for idempotency and readiness, the runs gauge and the step durations.
+:func:`build_service` is the front end alone (tests and benchmarks give it their own verbs
+and decisions) and runs with :class:`~bot.slack.http.HttpServer`.
 """
 
 from __future__ import annotations
@@ -21,50 +23,47 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TextIO
 
-from bot import shell_messages
-from bot import slack_messages as msg
-from bot.settings import Settings, SettingsError, load_settings
+from slack_bolt import App
+from slack_bolt.adapter.socket_mode import SocketModeHandler
+from slack_bolt.adapter.wsgi import SlackRequestHandler
+
+from bot.reports.posting import SlackOutlet
+from bot.runtime import Runtime, build_runtime, connector
+from bot.settings import Settings, SettingsError
+from bot.slack.app import BotIdentity, SlackDeps, build_app
+from bot.slack.http import Check, HttpServer, Readiness, WebApp
+from bot.slack.idempotency import Idempotency, InMemoryIdempotency
+from bot.slack.metrics import Metrics, RunsByState, StepTimer, runs_by_state
+from bot.slack.pacing import Pacer
+from bot.slack.threads import SlackThreads
+from bot.slack.web import SlackWeb, UsergroupDirectory, error_code, make_client
+from bot.workers import Workers
+from handlers import inventory
+from handlers import messages as msg
+from handlers.access import Directory
+from handlers.clicks import Decisions, EngineDecisions
+from handlers.routing import Deps, Registry, Router, Verb, default_registry
+from handlers.verbs import chat_verbs
 from runbooks.cluster import Cluster
-from runbooks.errors import ClusterConfigError, scrub
+from runbooks.errors import scrub
 from runbooks.policy import Policy
-
-if TYPE_CHECKING:  # the Slack, HTTP and metrics stacks load when serving, not with every CLI verb
-    from slack_bolt import App
-
-    from bot.runtime import Runtime
-    from bot.slack.app import BotIdentity
-    from bot.slack.http import Check, Readiness, WebApp
-    from bot.slack.idempotency import Idempotency
-    from bot.slack.metrics import Metrics, RunsByState
-    from bot.slack.web import SlackWeb
-    from bot.workers import Workers
-    from handlers.access import Directory
-    from handlers.decisions import Decisions
-    from handlers.routing import Registry, Router, Verb
 
 log = logging.getLogger("upgradebot.serve")
 DEFAULT_PORT = 3000
-
-
-def cluster_connector(settings: Settings) -> Callable[[str | None], Cluster]:
-    """Opens the cluster of a context: the kubeconfig if there is one, else in-cluster."""
-
-    def connect(context: str | None) -> Cluster:
-        path = settings.kubeconfig_path()
-        if path is None:
-            if context:
-                raise ClusterConfigError(shell_messages.no_kubeconfig())
-            return Cluster.in_cluster()
-        return Cluster.from_kubeconfig(path, context)
-
-    return connect
+SUMMARY = "the Slack front end: Socket Mode with SLACK_APP_TOKEN, else HTTP on --port"
+USAGE = "serve [--port 3000] [--host 0.0.0.0] [--drain 30]"
 
 
 def secrets_of(settings: Settings) -> list[str]:
     values = (settings.slack_bot_token, settings.slack_signing_secret, settings.slack_app_token)
     return [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
+
+
+def inventory_verb(settings: Settings, policy: Policy, connect: Callable[[str | None], Cluster] | None = None) -> Verb:
+    """``inventory``, the one verb that needs no run engine (a front end without one)."""
+    return inventory.COMMAND.verb(Deps(policy=policy, connect=connect or connector(settings)))
 
 
 @dataclass
@@ -84,10 +83,6 @@ class Service:
     readiness: Readiness
 
     def wsgi(self, *, with_slack: bool = True) -> WebApp:
-        from slack_bolt.adapter.wsgi import SlackRequestHandler
-
-        from bot.slack.http import WebApp
-
         slack = SlackRequestHandler(self.app) if with_slack else None
         return WebApp(slack=slack, readiness=self.readiness, metrics=self.metrics)
 
@@ -96,31 +91,21 @@ def build_service(
     settings: Settings,
     policy: Policy,
     *,
-    verbs: Sequence[Verb] = (),
+    verbs: Sequence[Verb] | None = None,
     decisions: Decisions | None = None,
     idempotency: Idempotency | None = None,
     checks: Mapping[str, Check] | None = None,
     runs_by_state: RunsByState | None = None,
-    connect: Callable[[str | None], Cluster] | None = None,
     directory: Directory | None = None,
     readiness_cache: float = 5.0,
     metrics: Metrics | None = None,
     web: SlackWeb | None = None,
 ) -> Service:
-    """The Slack front end: ``help`` and ``inventory`` plus ``verbs``, ``decisions`` for the
-    buttons, ``idempotency`` (default: in memory, one process only), extra readiness
-    ``checks`` (e.g. ``{"redis": store.ping}``) and the runs gauge. ``metrics``, ``web`` and
-    ``directory`` may be built by the caller (the engine wiring shares them with the run
-    threads, :func:`bot.runtime.build_slack_service`)."""
-    from bot.slack.app import BotIdentity, SlackDeps, build_app
-    from bot.slack.http import Readiness
-    from bot.slack.idempotency import InMemoryIdempotency
-    from bot.slack.metrics import Metrics
-    from bot.slack.web import SlackWeb, UsergroupDirectory, make_client
-    from bot.workers import Workers
-    from handlers import inventory
-    from handlers.routing import Router, default_registry
-
+    """The Slack front end: ``help`` and ``verbs`` (default: ``inventory`` alone),
+    ``decisions`` for the buttons, ``idempotency`` (default: in memory, one process only),
+    extra readiness ``checks`` (e.g. ``{"redis": store.ping}``) and the runs gauge.
+    ``metrics``, ``web`` and ``directory`` may be built by the caller (the runtime's
+    wiring shares them with the run threads, :func:`build_slack_service`)."""
     if settings.slack_bot_token is None or not settings.slack_bot_token.get_secret_value():
         raise SettingsError(msg.error_token_required())
     metrics = metrics or Metrics()
@@ -128,7 +113,7 @@ def build_service(
     web = web or SlackWeb(make_client(settings, metrics=metrics), metrics)
     identity = BotIdentity(settings.slack_bot_token.get_secret_value())
     directory = directory or UsergroupDirectory(web)
-    registry = default_registry(inventory.verb(connect=connect or cluster_connector(settings), policy=policy), *verbs)
+    registry = default_registry(*(verbs if verbs is not None else [inventory_verb(settings, policy)]))
     router = Router(registry, policy, directory)
     workers = Workers(settings.workers)
     deps = SlackDeps(router=router, web=web, idempotency=idempotency or InMemoryIdempotency(),
@@ -139,6 +124,29 @@ def build_service(
     return Service(settings=settings, policy=policy, metrics=metrics, web=web, identity=identity,
                    directory=directory, registry=registry, router=router, workers=workers, app=app,
                    readiness=readiness)
+
+
+def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache: float = 5.0) -> Service:
+    """``upgradebot serve``: the Slack front end on the runtime (every chat verb, clicks decided
+    by the engine, run threads, report outlets, Redis idempotency, the Redis readiness check,
+    the runs gauge and the step durations)."""
+    policy = runtime.policy
+    metrics = Metrics()
+    web = SlackWeb(make_client(settings, metrics=metrics), metrics)
+    directory = UsergroupDirectory(web)
+    runtime.observers.add(StepTimer(metrics))
+    pacer = Pacer(settings.slack_pace)
+    runtime.on_stop(pacer.close)
+    runtime.observers.add(SlackThreads(web=web, pacer=pacer, set_origin=runtime.engine.set_origin,
+                                       self_approval=policy.approvers.allow_self_approval))
+    if runtime.reports is not None:
+        runtime.reports.outlets.add(SlackOutlet(web, policy))
+    decisions = EngineDecisions(engine=runtime.engine, policy=policy, directory=directory)
+    return build_service(
+        settings, policy, verbs=chat_verbs(runtime.deps(directory)), decisions=decisions, idempotency=runtime.store,
+        checks={"redis": runtime.store.ping}, runs_by_state=runs_by_state(runtime.store), directory=directory,
+        metrics=metrics, web=web, readiness_cache=readiness_cache,
+    )
 
 
 class _SecretFilter(logging.Filter):
@@ -171,9 +179,6 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
 
     Without ``service``: the run engine on Redis (:func:`bot.runtime.build_runtime`) and
     the Slack front end on it; the runtime resumes unfinished runs at start and periodically."""
-    from bot.slack.http import HttpServer
-    from bot.slack.web import error_code
-
     app_token = settings.slack_app_token.get_secret_value() if settings.slack_app_token else ""
     socket_mode = bool(app_token)
     if socket_mode and not app_token.startswith("xapp-"):
@@ -181,8 +186,6 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
     if not socket_mode and settings.slack_signing_secret is None:
         raise SettingsError(msg.error_signing_secret_required())
     if service is None:
-        from bot.runtime import build_runtime, build_slack_service
-
         runtime = build_runtime(settings, settings.policy())
         service = build_slack_service(settings, runtime)
     if runtime is not None:
@@ -199,8 +202,6 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
         log.warning(msg.warning_auth_test_failed(error_code(exc)))
     handler = None
     if socket_mode:
-        from slack_bolt.adapter.socket_mode import SocketModeHandler
-
         handler = SocketModeHandler(service.app, app_token=app_token, logger=logging.getLogger("upgradebot.socket"))
         try:
             handler.connect()
@@ -243,30 +244,3 @@ def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     return serve(settings, host=args.host, port=args.port, out=out, stop=stop, drain=args.drain)
-
-
-def add_serve_verb(verbs: Any) -> None:
-    """``upgradebot serve`` on the CLI's subparsers."""
-    serve_parser = verbs.add_parser(
-        "serve", help="the Slack front end: Socket Mode with SLACK_APP_TOKEN, else HTTP on --port",
-        usage="upgradebot serve [--port 3000] [--host 0.0.0.0] [--drain 30]",
-    )
-    add_arguments(serve_parser)
-
-
-SERVE_VERBS: dict[str, Callable[[argparse.Namespace, Settings, TextIO], int]] = {"serve": run}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="upgradebot serve", description=__doc__.splitlines()[0] if __doc__ else None)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args, load_settings(), sys.stdout)
-    except SettingsError as exc:
-        sys.stderr.write(shell_messages.settings_failed(" ".join(str(exc).split())) + "\n")
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

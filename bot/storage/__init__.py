@@ -1,1 +1,9 @@
-"""Storage."""
+"""Redis: where runs, locks, leases, audit trails, idempotency claims, event tallies and
+report records live.
+
+``layout`` declares every key (one prefix) and the Lua scripts that write them atomically;
+``redis_store`` is the only module that imports ``redis`` and implements the engine's
+:class:`~runbooks.engine.store.RunStore`; ``local`` starts the shell's persistent
+per-user server when ``REDIS_URL`` is unset; ``embedded`` a throwaway server for the demo
+and the tests.
+"""

@@ -4,8 +4,12 @@ Commands (``request_canary``, ``approve``, ``reject``, ``promote``, ``rollback``
 ``close``) check the policy and change the run with a compare-and-set; they return an
 :class:`Outcome` at once and never run cluster steps. Work (``advance``, ``resume``)
 runs the cluster steps of a run up to its next gate or its end, under the run's lease.
-A front end calls a command, shows the outcome, then calls ``advance`` (the shell in
-process; Slack in a background worker). Refusals raise :class:`runbooks.engine.refusals.Refused`
+When a command leaves a run with work to do, the engine itself hands the run to
+:attr:`Engine.wake`: the shell passes ``engine.advance`` (the steps run in its process),
+``serve`` its pool of run workers, the console its chat (which moves the run on after the
+reply is printed). Without a ``wake`` nobody is woken and the caller advances.
+
+Refusals raise :class:`runbooks.engine.refusals.Refused`
 (:class:`~runbooks.engine.store.LockHeld` and :class:`~runbooks.engine.requesting.InvalidRequest` are
 ones) with the sentence to show; :class:`runbooks.engine.store.StoreUnavailable` when the store
 cannot be reached; :class:`runbooks.engine.driving.StepPaused` when the cluster stays unreachable.
@@ -59,6 +63,14 @@ class Outcome:
     """``decide`` only: False when the decision was already recorded (a double click): nothing changed."""
 
 
+Wake = Callable[[str], Run | None]
+"""Moves a run on after a command: returns the run it reached (in process) or None (queued)."""
+
+
+def _nobody(run_id: str) -> None:
+    return None
+
+
 def step_settings_of(policy: Policy) -> StepSettings:
     """The steps' timeouts and options from the policy file's ``steps`` section."""
     timings = policy.steps
@@ -86,12 +98,15 @@ class Engine:
         owner_dead: Callable[[str], bool] = lambda owner: False,
         step_settings: StepSettings | None = None,
         checkpoint: Callable[[str], None] = lambda point: None,
+        wake: Wake | None = None,
     ) -> None:
         """``connect(context)`` opens a cluster (None: no cluster reads at request time,
         steps get ``None``); ``owner`` is this worker's lease id (default host/pid/random);
         ``owner_dead(owner)`` may say a lease holder is gone so its lease is taken over at
-        once; ``checkpoint(point)`` is called at named points (see :mod:`runbooks.engine.driving`)."""
+        once; ``checkpoint(point)`` is called at named points (see :mod:`runbooks.engine.driving`);
+        ``wake(run_id)`` moves a run on when a command left it with work (settable later)."""
         self.store, self.policy, self.connect = store, policy, connect
+        self.wake: Wake = wake or _nobody
         self.clock: Clock = clock or SystemClock()
         self.writer = Writer(store=store, clock=self.clock, observer=observer or SilentObserver(), checkpoint=checkpoint)
         self.gates = Gates(self.writer, policy)
@@ -165,7 +180,7 @@ class Engine:
             return self.gates.apply(run, verdict, actor, approve=approve, comment=comment)
 
         run = self.writer.retrying(run_id, change)
-        return Outcome(run, notes[0] if notes else "", counted=all(counted))
+        return self._woken(Outcome(run, notes[0] if notes else "", counted=all(counted)))
 
     def promote(self, run_id: str, *, actor: Actor) -> Outcome:
         """Post the open promotion request again (it opens by itself when the canary passes)."""
@@ -198,7 +213,7 @@ class Engine:
                 return self.writer.transition(run, S.ROLLING_BACK, actor=actor.user, reason=f"rollback {why}")
             return self.gates.open_rollback(run, requested_by=actor.user, reason=reason)
 
-        return Outcome(self.writer.retrying(run_id, change), notes[0] if notes else "")
+        return self._woken(Outcome(self.writer.retrying(run_id, change), notes[0] if notes else ""))
 
     def close(self, run_id: str, *, actor: Actor) -> Outcome:
         """monitoring -> done, before (or instead of) the stability reports."""
@@ -271,6 +286,15 @@ class Engine:
                 note = f"run {run.id} waits: cannot open its cluster here ({shorten(str(exc))})"
                 outcomes.append(Outcome(self.get(run.id), note, paused=True))
         return outcomes
+
+    def _woken(self, outcome: Outcome) -> Outcome:
+        """The outcome of a command, after :attr:`wake` was handed the run if it has work."""
+        if not self.needs_work(outcome.run):
+            return outcome
+        moved = self.wake(outcome.run.id)
+        if moved is None:
+            return outcome
+        return Outcome(moved, outcome.note, paused=outcome.paused, counted=outcome.counted)
 
     def _expired_holder(self, holder: str) -> bool:
         """Whether the run holding a lock ended once its overdue gate was closed."""

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from bot.slack.http import HttpServer
-from bot.slack.serve import Service, build_service
+from bot.slack.serve import Service, build_service, inventory_verb
 from kubesim import KubeSim
 from tests.e2e.harness import POLICY, USERGROUPS, Bot, GateBook, ask_verb, hold_verb, settings_for
 from tests.fakeslack import FakeSlack
@@ -32,7 +32,8 @@ def bot(fake_slack: FakeSlack, cluster: KubeSim) -> Iterator[Bot]:
     release, started = threading.Event(), threading.Event()
     holder: list[Service] = []
     book = GateBook(POLICY, lambda: holder[0].directory)
-    service = build_service(settings_for(fake_slack, cluster), POLICY, verbs=[ask_verb(book), hold_verb(release, started)],
+    settings = settings_for(fake_slack, cluster)
+    service = build_service(settings, POLICY, verbs=[inventory_verb(settings, POLICY), ask_verb(book), hold_verb(release, started)],
                             decisions=book, readiness_cache=0)
     holder.append(service)
     http = HttpServer(service.wsgi(), port=0, threads=8).start()

@@ -5,7 +5,7 @@
 ``KUBECONFIG`` at the module's kubesim. Besides ``help`` and ``inventory`` it has two
 verbs of the tests' own: ``ask`` (mutating; opens an approval gate and posts Approve /
 Reject) and ``hold`` (blocks until the test releases it, to tell the ack from the work).
-Clicks go to :class:`GateBook`, a small real in-process :class:`~handlers.decisions.Decisions`.
+Clicks go to :class:`GateBook`, a small real in-process :class:`~handlers.clicks.Decisions`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from bot.settings import Settings
 from bot.slack.serve import Service
 from handlers.access import Directory, is_listed
 from handlers.arguments import split_pairs
-from handlers.decisions import Click, Decided, approval_buttons
+from handlers.clicks import Click, Decided
 from handlers.replies import Message, Reply, user_ref
 from handlers.routing import Caller, Verb
+from handlers.run_views import approval_buttons
 from kubesim import KubeSim
 from runbooks.policy import Policy
 from tests.fakeslack import (

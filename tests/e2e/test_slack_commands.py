@@ -91,7 +91,7 @@ def test_mutating_verb_limited_to_requesters(bot: Bot) -> None:
     bot.command("ask canary", user="U0EVE")
     (answer,) = bot.fake.wait_for("response_url")
     bot.settle()
-    assert "may not run 'ask'" in texts(answer)
+    assert "may not request upgrades" in texts(answer)
     assert len(bot.fake.of("chat.postMessage")) == 1
     assert [c.body["usergroup"] for c in bot.fake.of("usergroups.users.list")] == ["S0PLATFORM"]  # cached
 

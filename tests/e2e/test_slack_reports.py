@@ -12,8 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.runtime import build_runtime, build_slack_service
+from bot.runtime import build_runtime
 from bot.slack.http import HttpServer
+from bot.slack.serve import build_slack_service
 from kubesim import KubeSim
 from runbooks.engine.runs import GateKind
 from runbooks.policy import Policy

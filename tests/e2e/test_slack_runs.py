@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from bot.runtime import Runtime, build_runtime, build_slack_service
+from bot.runtime import Runtime, build_runtime
 from bot.slack.http import HttpServer
-from bot.slack.serve import Service
+from bot.slack.serve import Service, build_slack_service
 from bot.slack.threads import SlackThreads
 from kubesim import KubeSim
 from runbooks.engine.runs import RunState

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from handlers.access import StaticDirectory
-from handlers.clicks import EngineDecisions
-from handlers.decisions import Click
+from handlers.clicks import Click, EngineDecisions
 from handlers.run_views import gate_ref
 from runbooks.engine.runs import RunState
 from tests.engine_support import make_engine, request
@@ -14,8 +13,8 @@ def test_a_click_on_an_old_request_never_decides_the_new_one(redis_url: str) -> 
     """The canary's Approve, clicked again once the promotion request is open, is refused; nothing changes."""
     engine = make_engine(redis_url)
     advanced: list[str] = []
-    decisions = EngineDecisions(engine=engine, policy=engine.policy, directory=StaticDirectory(),
-                                advance=advanced.append)
+    engine.wake = advanced.append  # the engine hands the approved run on by itself
+    decisions = EngineDecisions(engine=engine, policy=engine.policy, directory=StaticDirectory())
     run = request(engine)
     canary = gate_ref(run, run.gate)  # type: ignore[arg-type]
     decided = decisions.decide(Click(action="approve", value=canary, user="U0BOB"))

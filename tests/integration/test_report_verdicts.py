@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 
 from bot.shell import cli
-from handlers.report import REQUEST_ROLLBACK, present, request_rollback
+from handlers.access import StaticDirectory
+from handlers.clicks import Click, EngineDecisions
+from handlers.report import present
+from handlers.run_views import REQUEST_ROLLBACK
 from kubesim import KubeSim
-from runbooks.engine.approving import Actor
 from runbooks.engine.runs import GateKind, RunState
 from runbooks.stability.reports import StabilityReport
 from tests.report_support import CTR, DS, NS, Posts, World, monitoring_run, policy, world
@@ -56,7 +58,7 @@ def report(run_id: str) -> tuple[int, dict[str, Any]]:
 def break_plugin(sim: KubeSim, bot: World, tag: str) -> str:
     """A run in monitoring, then its plugin's image changed to ``tag`` and 5 minutes pass, collected."""
     run = monitoring_run(bot.store, sim)
-    assert bot.reports.scheduler.tick()
+    assert bot.scheduler.tick()
     bot.collectors.catch_up()
     Kubectl(sim.kubeconfig)("set", "image", f"daemonset/{DS}", "-n", NS, f"{CTR}=nvcr.io/nvidia/k8s-device-plugin:v0.17.0-{tag}")
     sim.advance("5m")
@@ -67,7 +69,7 @@ def break_plugin(sim: KubeSim, bot: World, tag: str) -> str:
 def test_a_quiet_cluster_is_stable(sim: KubeSim, bot: World) -> None:
     """Nothing happens during monitoring: `report` exits 0, verdict stable, no findings."""
     run = monitoring_run(bot.store, sim)
-    assert bot.reports.scheduler.tick()
+    assert bot.scheduler.tick()
     bot.collectors.catch_up()
     sim.advance("1h")
     code, data = report(run.id)
@@ -102,7 +104,10 @@ def test_a_plugin_that_stops_registering_fails_the_report_naming_the_nodes(sim: 
 
     button = present(StabilityReport.model_validate(data)).buttons[0]
     assert (button.label, button.action_id, button.value) == ("Request rollback", REQUEST_ROLLBACK, run_id)
-    reply = request_rollback(button.value, engine=bot.engine, actor=Actor("U0CAROL"))
+    decisions = EngineDecisions(engine=bot.engine, policy=bot.engine.policy, directory=StaticDirectory())
+    decided = decisions.decide(Click(action=button.action_id, value=button.value, user="U0CAROL"))
     run = bot.engine.get(run_id)
+    reply = decided.reply
+    assert decided.accepted and reply is not None
     assert reply.tone == "warn" and "an approver must approve it" in reply.text
     assert run.state is RunState.MONITORING and run.gate is not None and run.gate.kind is GateKind.ROLLBACK

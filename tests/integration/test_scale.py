@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bot.shell.output import render_inventory
+from bot.text import render_reply
+from handlers.inventory import summarize
 from kubesim import KubeSim
 from runbooks.inventory import Inventory
 
@@ -21,6 +22,6 @@ def test_log_reads_are_bounded_and_cover_every_plugin(inventory_of: Callable[...
     assert inv.notes == ["registration read from the logs of 10 of 80 plugin pods (the most suspect first); "
                          "the others show registered=null"]
     assert inv.findings == []
-    text = render_inventory(inv)
+    text = render_reply(summarize(inv))  # what the shell prints
     assert "… 40 more nodes, all Ready with every GPU allocatable" in text
     assert len(text.splitlines()) < 60

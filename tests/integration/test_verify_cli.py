@@ -59,8 +59,10 @@ def test_text_output_puts_failures_first(broken: KubeSim, tmp_path: Path) -> Non
     proc = run("verify", TARGET, "window=0.2s", env=_env(broken), home=tmp_path)
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0] == f"Verify of {TARGET} on all nodes: 2 of 10 checks failed"
-    assert lines[2].split()[:2] == ["FAIL", "plugin-registered"] and lines[3].split()[:2] == ["FAIL", "gpu-capacity"]
+    assert lines[0].endswith(f"Verify of {TARGET} on all nodes: 2 of 10 checks failed")
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["CHECK", "SCOPE"])
+    rows = lines[header + 1:]
+    assert rows[0].split()[:2] == ["FAIL", "plugin-registered"] and rows[1].split()[:2] == ["FAIL", "gpu-capacity"]
 
 
 @pytest.mark.parametrize(
@@ -76,7 +78,7 @@ def test_bad_usage_exits_2_with_reason_and_usage(tmp_path: Path, args: list[str]
     proc = run(*args, home=tmp_path)
     assert_one_line_reason(proc, lines=2)
     first, second = proc.stderr.splitlines()
-    assert reason in first and second.startswith("usage: upgradebot verify <namespace>/<daemonset>")
+    assert reason in first and second.startswith("usage: upgradebot verify <run>|<namespace>/<daemonset>")
 
 
 def test_unreachable_cluster_exits_2(cluster: KubeSim, tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.shell.output import render_reply as render_text_reply
 from bot.slack.blocks import (
     MAX_BLOCKS,
     MAX_SECTION,
@@ -17,9 +16,10 @@ from bot.slack.blocks import (
     render_message,
     render_reply,
 )
-from handlers.decisions import APPROVE, REJECT, approval_buttons
+from bot.text import render_reply as render_text_reply
 from handlers.inventory import summarize
 from handlers.replies import Item, Message, Reply, Table, user_ref
+from handlers.run_views import APPROVE, REJECT, approval_buttons
 from runbooks.inventory import (
     DaemonSet,
     DraInfo,

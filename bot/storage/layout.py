@@ -1,0 +1,199 @@
+"""Every Redis key the bot uses, declared once under one prefix, and the Lua scripts that
+write them atomically. Plain data: :mod:`bot.storage.redis_store` (the only module that
+imports ``redis``) registers the scripts and uses the keys.
+
+Key layout (every key under one prefix, declared once in :class:`Keys`)::
+
+
+    upgradebot:run:<id>            hash  version, state, json (the Run)
+    upgradebot:runs                zset  every run id, scored by creation time
+    upgradebot:runs:active         set   ids of runs not yet in a terminal state
+    upgradebot:lock:<cluster/ns/ds> string  id of the run that holds the target
+    upgradebot:lease:<id>          string  owner id of the worker on the run (PX ttl)
+    upgradebot:audit:<id>          stream  the run's audit trail
+    upgradebot:audit               stream  every run's audit trail (capped, approximately)
+    upgradebot:once:<key>          string  idempotency claims (PX ttl)
+    upgradebot:leader              string  owner id of the process running the report scheduler
+                                           and the event collectors (PX ttl)
+    upgradebot:scheduler:jobs      hash    APScheduler's RedisJobStore: job id -> pickled job
+    upgradebot:scheduler:times     zset    APScheduler's RedisJobStore: job id by next run time
+    upgradebot:events:<id>         hash    a run's event collection: rv, tally (JSON), since,
+                                           flushed_at, relists, watching
+    upgradebot:events:<id>:seen    hash    event uid -> occurrences already counted (dedupe)
+    upgradebot:report:<id>:<after> hash    a posted report: thread, oncall (message ts),
+                                           verdict, posted_at (the idempotency record)
+    upgradebot:report:<id>:<after>:claim  string  owner id of the process posting it (PX ttl)
+
+Creating a run (with its lock), and saving one (compare-and-set on ``version``, lease
+fencing, lock release when it ends, audit entries) are each one Lua script (:data:`CREATE`,
+:data:`SAVE`), so they are atomic: no other client sees half of one.
+"""
+from __future__ import annotations
+
+GLOBAL_AUDIT_MAXLEN = 100_000
+
+
+class Keys:
+    """Every Redis key the bot uses, in one place, with one prefix."""
+
+    prefix = "upgradebot:"
+    run_template = prefix + "run:{0}"
+    runs = prefix + "runs"
+    active = prefix + "runs:active"
+    lock_template = prefix + "lock:{0}"
+    lease_template = prefix + "lease:{0}"
+    audit_template = prefix + "audit:{0}"
+    audit = prefix + "audit"
+    once_template = prefix + "once:{0}"
+    leader = prefix + "leader"
+    scheduler_jobs = prefix + "scheduler:jobs"
+    scheduler_times = prefix + "scheduler:times"
+    events_template = prefix + "events:{0}"
+    seen_template = prefix + "events:{0}:seen"
+    report_template = prefix + "report:{0}:{1}"
+    report_claim_template = prefix + "report:{0}:{1}:claim"
+
+    @classmethod
+    def run(cls, run_id: str) -> str:
+        return cls.run_template.format(run_id)
+
+    @classmethod
+    def lock(cls, target_key: str) -> str:
+        return cls.lock_template.format(target_key)
+
+    @classmethod
+    def lease(cls, run_id: str) -> str:
+        return cls.lease_template.format(run_id)
+
+    @classmethod
+    def run_audit(cls, run_id: str) -> str:
+        return cls.audit_template.format(run_id)
+
+    @classmethod
+    def once(cls, key: str) -> str:
+        return cls.once_template.format(key)
+
+    @classmethod
+    def events(cls, run_id: str) -> str:
+        return cls.events_template.format(run_id)
+
+    @classmethod
+    def seen(cls, run_id: str) -> str:
+        return cls.seen_template.format(run_id)
+
+    @classmethod
+    def report(cls, run_id: str, after: str) -> str:
+        return cls.report_template.format(run_id, after)
+
+    @classmethod
+    def report_claim(cls, run_id: str, after: str) -> str:
+        return cls.report_claim_template.format(run_id, after)
+
+
+# Appends the audit entries given as ARGV[first..]: a count, then per entry a field count
+# and its field/value pairs; each goes to the run's stream and the global one.
+AUDIT_LUA = """
+local function append_audit(run_stream, global_stream, maxlen, first)
+  local n = tonumber(ARGV[first])
+  local i = first + 1
+  for _ = 1, n do
+    local count = tonumber(ARGV[i])
+    local fields = {}
+    for j = 1, count do fields[j] = ARGV[i + j] end
+    redis.call('XADD', run_stream, '*', unpack(fields))
+    redis.call('XADD', global_stream, 'MAXLEN', '~', maxlen, '*', unpack(fields))
+    i = i + count + 1
+  end
+end
+"""
+
+# KEYS: run, lock, runs, active, run audit, global audit
+# ARGV: id, json, state, score, maxlen, audit...
+CREATE = AUDIT_LUA + """
+local holder = redis.call('GET', KEYS[2])
+if holder then return {'locked', holder} end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists', ''} end
+redis.call('SET', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[1], 'version', 0, 'state', ARGV[3], 'json', ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
+redis.call('SADD', KEYS[4], ARGV[1])
+append_audit(KEYS[5], KEYS[6], ARGV[5], 6)
+return {'ok', ''}
+"""
+
+# KEYS: run, lock, active, lease, run audit, global audit
+# ARGV: id, json, state, expected version, terminal (1|0), lease owner ('' = none), maxlen, audit...
+SAVE = AUDIT_LUA + """
+local current = redis.call('HGET', KEYS[1], 'version')
+if not current then return {'missing', ''} end
+if ARGV[6] ~= '' then
+  local holder = redis.call('GET', KEYS[4])
+  if holder ~= ARGV[6] then return {'lease', holder or ''} end
+end
+if current ~= ARGV[4] then return {'stale', current} end
+redis.call('HSET', KEYS[1], 'version', tonumber(current) + 1, 'state', ARGV[3], 'json', ARGV[2])
+if ARGV[5] == '1' then
+  if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+  redis.call('SREM', KEYS[3], ARGV[1])
+end
+append_audit(KEYS[5], KEYS[6], ARGV[7], 8)
+return {'ok', ''}
+"""
+
+# KEYS: lease; ARGV: owner, ttl ms
+ACQUIRE = """
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
+if holder then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+# KEYS: lease; ARGV: old owner, new owner, ttl ms
+TAKE_OVER = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+"""
+
+# KEYS: lease; ARGV: owner
+RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+# KEYS: leader, events, seen; ARGV: owner, rv, tally, then counted pairs (n, uid, count...),
+# forgotten uids (n, uid...), info pairs (n, field, value...)
+SAVE_COLLECTION = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[2], 'rv', ARGV[2], 'tally', ARGV[3])
+local i = 4
+local n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]); i = i + 2 end
+n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do redis.call('HDEL', KEYS[3], ARGV[i]); i = i + 1 end
+n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]); i = i + 2 end
+return 1
+"""
+
+# KEYS: report, claim; ARGV: owner, ttl ms
+CLAIM_REPORT = """
+if redis.call('HEXISTS', KEYS[1], 'posted_at') == 1 then return 'posted' end
+local holder = redis.call('GET', KEYS[2])
+if holder and holder ~= ARGV[1] then return 'busy' end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+return 'claimed'
+"""
+
+# KEYS: report, claim; ARGV: owner, done (1|0), keep ms, field/value pairs...
+MARK_REPORT = """
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+if ARGV[2] == '1' then
+  redis.call('DEL', KEYS[2])
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+end
+return 1
+"""

@@ -133,7 +133,7 @@ class Chat:
         elif text.startswith(self.prefix + " ") or text == self.prefix:
             self.command(text[len(self.prefix):])
         elif text.startswith("/"):
-            self.print(messages.console_help())
+            self.print(messages.CONSOLE_HELP)
         else:
             self.command(text)
         self._drain()
@@ -173,7 +173,7 @@ class Chat:
     def loop(self, lines: Iterable[str] | None = None, *, prompt: bool = True) -> None:
         """Read lines until ``/quit`` or the end of input; a prompt when reading a terminal."""
         source = lines if lines is not None else sys.stdin
-        self.print(messages.console_help())
+        self.print(messages.CONSOLE_HELP)
         if prompt:
             self.out.write(f"{self.user}> ")
             self.out.flush()

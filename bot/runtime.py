@@ -55,7 +55,7 @@ def connector(settings: Settings, kubeconfig: str | None = None) -> Connect:
         path = settings.kubeconfig_path(kubeconfig)
         if path is None:
             if context:
-                raise ClusterConfigError(messages.no_kubeconfig())
+                raise ClusterConfigError(messages.NO_KUBECONFIG)
             return Cluster.in_cluster()
         return Cluster.from_kubeconfig(path, context)
 

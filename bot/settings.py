@@ -26,7 +26,7 @@ def _env(name: str) -> AliasChoices:
 
 
 class Settings(BaseSettings):
-    """Environment variables of DESIGN.md, each documented where it is declared."""
+    """The environment variables the bot reads, each documented where it is declared."""
 
     model_config = SettingsConfigDict(case_sensitive=True, extra="ignore", frozen=True)
 
@@ -35,7 +35,7 @@ class Settings(BaseSettings):
     config_file: Path | None = Field(None, validation_alias=_env("UPGRADEBOT_CONFIG"))
     """The YAML policy file; unset: built-in defaults (no targets, anyone may request)."""
     redis_url: str | None = Field(None, validation_alias=_env("REDIS_URL"))
-    """Redis for runs, locks and the audit trail; unset: the embedded server."""
+    """Redis for runs, locks and the audit trail; unset: this user's own persistent local server (``bot/storage/local.py``)."""
     slack_bot_token: SecretStr | None = Field(None, validation_alias=_env("SLACK_BOT_TOKEN"))
     """``xoxb-…`` token of the Slack app."""
     slack_signing_secret: SecretStr | None = Field(None, validation_alias=_env("SLACK_SIGNING_SECRET"))

@@ -1,6 +1,6 @@
 """Arguments of a verb, as both front ends pass them: words and ``key=value`` pairs.
 
-The grammar of DESIGN.md: ``<verb> [target] [key=value ...]``. A bad word raises
+The grammar: ``<verb> [target] [key=value ...]``. A bad word raises
 :class:`UsageError` carrying the verb's usage line, which every surface shows as is.
 """
 

@@ -83,7 +83,7 @@ class EngineDecisions:
         except DirectoryUnavailable as exc:
             return _refused(msg.cannot_check_approver(str(exc)))
         except StoreUnavailable as exc:
-            return _refused(msg.store_unavailable_click(str(exc)))
+            return _refused(msg.store_unavailable(str(exc), nothing="decided"))
 
     def _decide(self, click: Click) -> Decided:
         run_id = run_of_ref(click.value)
@@ -108,7 +108,7 @@ class EngineDecisions:
     def _request_rollback(self, click: Click) -> Decided:
         who = requester(click.user, self.policy, self.directory)
         outcome = self.engine.rollback(click.value, actor=who, reason=msg.rollback_from_report(who.user))
-        note = outcome.note or msg.rollback_requested()
+        note = outcome.note or msg.ROLLBACK_REQUESTED
         reply = Reply(text=msg.rollback_requested_by(user_ref(who.user), note, click.value, outcome.run.state.value),
                       tone="warn")
         return Decided(accepted=True, reply=reply)

@@ -14,13 +14,8 @@ from collections.abc import Iterable
 
 from handlers.replies import channel_ref
 
-
-def help_title() -> str:
-    return "What I can do"
-
-
-def help_text() -> str:
-    return "Commands, with their arguments (key=value words may come in any order):"
+HELP_TITLE = "What I can do"
+HELP_TEXT = "Commands, with their arguments (key=value words may come in any order):"
 
 
 def unknown_verb(verb: str) -> str:
@@ -32,20 +27,21 @@ def channel_not_allowed(channel: str, allowed: Iterable[str]) -> str:
     return f"commands are not accepted in {channel_ref(channel)}: use {where}"
 
 
+def _try_again(what: str, nothing: str) -> str:
+    return f"{what}; nothing was {nothing}, try again in a minute"
+
+
 def directory_unavailable(verb: str, reason: str) -> str:
-    return f"cannot check who may run {verb!r} right now ({reason}); nothing was started, try again in a minute"
+    return _try_again(f"cannot check who may run {verb!r} right now ({reason})", "started")
 
 
 def cluster_failed(reason: str) -> str:
     return f"{reason}; nothing was started"
 
 
-def store_unavailable(reason: str) -> str:
-    return f"the run store is unreachable ({reason}); nothing was started, try again in a minute"
-
-
-def refused(reason: str) -> str:
-    return reason
+def store_unavailable(reason: str, *, nothing: str = "started") -> str:
+    """The run store did not answer: ``nothing`` was started (a command) or decided (a click)."""
+    return _try_again(f"the run store is unreachable ({reason})", nothing)
 
 
 def internal_error(verb: str, reference: str) -> str:
@@ -53,16 +49,16 @@ def internal_error(verb: str, reference: str) -> str:
 
 
 # ------------------------------------------------------------------ runs in a chat
+NO_RUNS = "none"
+ROLLBACK_REQUESTED = "rollback requested: an approver must approve it in the run's thread"
+
+
 def run_requested(run_id: str) -> str:
     return f"Run {run_id} requested: its root message and thread are in the channel; another approver must approve"
 
 
 def run_now(run_id: str, state: str, note: str = "") -> str:
     return f"Run {run_id} is {state}" + (f": {note}" if note else "")
-
-
-def no_runs() -> str:
-    return "none"
 
 
 def audit_cut(older: int, run_id: str) -> str:
@@ -75,10 +71,6 @@ def checks_cut(more: int) -> str:
 
 def rollback_from_report(user: str) -> str:
     return f"requested from a stability report by {user}"
-
-
-def rollback_requested() -> str:
-    return "rollback requested: an approver must approve it in the run's thread"
 
 
 def rollback_requested_by(user_ref: str, note: str, run_id: str, state: str) -> str:
@@ -98,11 +90,7 @@ def not_a_request(value: str) -> str:
 
 
 def cannot_check_approver(reason: str) -> str:
-    return f"cannot check whether you may decide right now ({reason}); nothing was decided, try again in a minute"
-
-
-def store_unavailable_click(reason: str) -> str:
-    return f"the run store is unreachable ({reason}); nothing was decided, try again in a minute"
+    return _try_again(f"cannot check whether you may decide right now ({reason})", "decided")
 
 
 def gate_asks(requester_ref: str, what: str) -> str:
@@ -116,6 +104,7 @@ def gate_expires(at: str, self_approval: bool) -> str:
 
 # ------------------------------------------------------------------ Slack's framing (mrkdwn)
 TONE_MARK = {"info": "", "ok": ":white_check_mark: ", "warn": ":warning: ", "error": ":x: "}
+CUT_SHORT = "_… cut short: the full text did not fit in one message_"
 
 
 def tone_mark(tone: str) -> str:
@@ -130,8 +119,8 @@ def continued_in_thread(count: int) -> str:
     return f"_… {count} more block(s) in the thread_"
 
 
-def cut_short() -> str:
-    return "_… cut short: the full text did not fit in one message_"
+BUSY = "I am busy with other commands right now; nothing was started, try again in a minute."
+NO_DECISIONS = "Approvals are not enabled on this bot; nothing was decided."
 
 
 def requested_by(user_ref: str, command: str) -> str:
@@ -147,30 +136,17 @@ def delivery_failed(reason: str) -> str:
     return f"I could not post the answer ({reason}); nothing was started twice, try again in a minute."
 
 
-def busy() -> str:
-    return "I am busy with other commands right now; nothing was started, try again in a minute."
-
-
 def click_failed(reference: str) -> str:
-    return f"Your click could not be handled (reference {reference}); nothing was decided, try again or tell the bot's owners."
-
-
-def no_decisions() -> str:
-    return "Approvals are not enabled on this bot; nothing was decided."
+    return (f"Your click could not be handled (reference {reference}); nothing was decided, "
+            "try again or tell the bot's owners.")
 
 
 # ------------------------------------------------------------------ serve's start-up errors
-def error_token_required() -> str:
-    return "SLACK_BOT_TOKEN is not set: copy the Bot User OAuth Token (xoxb-…) from the app's OAuth & Permissions page"
-
-
-def error_signing_secret_required() -> str:
-    return ("SLACK_SIGNING_SECRET is not set: copy the Signing Secret from the app's Basic Information page "
-            "(or set SLACK_APP_TOKEN to use Socket Mode)")
-
-
-def error_app_token_invalid() -> str:
-    return "SLACK_APP_TOKEN must be an app-level token (xapp-…) with the connections:write scope"
+ERROR_TOKEN_REQUIRED = ("SLACK_BOT_TOKEN is not set: copy the Bot User OAuth Token (xoxb-…) from the app's "
+                        "OAuth & Permissions page")
+ERROR_SIGNING_SECRET_REQUIRED = ("SLACK_SIGNING_SECRET is not set: copy the Signing Secret from the app's Basic "
+                                 "Information page (or set SLACK_APP_TOKEN to use Socket Mode)")
+ERROR_APP_TOKEN_INVALID = "SLACK_APP_TOKEN must be an app-level token (xapp-…) with the connections:write scope"
 
 
 def error_socket_mode_failed(reason: str) -> str:
@@ -184,6 +160,11 @@ def warning_auth_test_failed(reason: str) -> str:
 
 # ------------------------------------------------------------------ the shell (one line each, on stderr)
 PROG = "upgradebot"
+SHELL_INTERRUPTED = f"{PROG}: interrupted"
+SHELL_WHO_ACTS = "who is acting? pass --as <user>"
+NO_KUBECONFIG = "no kubeconfig: set KUBECONFIG or pass --kubeconfig (or run in a pod with a ServiceAccount)"
+CONSOLE_HELP = ("console: type a command (`help` lists them; `/upgrade <verb> …` works too), a number to click "
+                "that button, `/as <user>` to act as someone else, `/quit` to leave")
 
 
 def shell_error(reason: str) -> str:
@@ -195,22 +176,5 @@ def shell_usage(usage: str) -> str:
     return usage if usage.startswith("usage:") else f"usage: {PROG} {usage}"
 
 
-def shell_interrupted() -> str:
-    return f"{PROG}: interrupted"
-
-
-def shell_who_acts() -> str:
-    return "who is acting? pass --as <user>"
-
-
 def shell_continuing(count: int) -> str:
     return f"continuing {count} other unfinished run(s)"
-
-
-def no_kubeconfig() -> str:
-    return "no kubeconfig: set KUBECONFIG or pass --kubeconfig (or run in a pod with a ServiceAccount)"
-
-
-def console_help() -> str:
-    return ("console: type a command (`help` lists them; `/upgrade <verb> …` works too), a number to click that "
-            "button, `/as <user>` to act as someone else, `/quit` to leave")

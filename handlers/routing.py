@@ -203,7 +203,7 @@ def help_verb(registry: Registry) -> Verb:
         if not verbs:
             return Reply.error(msg.unknown_verb(only or ""), usage=registry.usages)
         lines = [f"{v.usage}{SUMMARY_SEPARATOR}{v.summary}" for v in verbs]
-        return Reply(title=msg.help_title(), text=msg.help_text(), usage=lines, ephemeral=True)
+        return Reply(title=msg.HELP_TITLE, text=msg.HELP_TEXT, usage=lines, ephemeral=True)
 
     return Verb(name="help", usage=HELP_USAGE, summary="this list", parse=parse, handle=handle, takes_cluster=False)
 
@@ -251,7 +251,7 @@ class Router:
         except UsageError as exc:
             return Routed(verb.name, "usage", Reply.error(exc.reason, usage=[exc.usage]))
         except Refused as exc:
-            return Routed(verb.name, "refused", Reply.error(msg.refused(str(exc)), usage=[verb.usage]))
+            return Routed(verb.name, "refused", Reply.error(str(exc), usage=[verb.usage]))
         except DirectoryUnavailable as exc:
             reason = msg.directory_unavailable(verb.name, str(exc))
             return Routed(verb.name, "failed", Reply.error(reason, usage=[verb.usage]))

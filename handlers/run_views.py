@@ -178,7 +178,7 @@ def runs_reply(runs: Sequence[Run], *, title: str = "Runs", notes: Mapping[str, 
     table = Table(header=["ID", "STATE", "TARGET", "IMAGE", "NODE", "REQUESTER", "UPDATED"], rows=rows)
     text = "\n".join(f"{run}: {note}" for run, note in (notes or {}).items())
     return Reply(title=f"{title} ({len(runs)})", table=table if rows else None,
-                 text=text if rows else msg.no_runs(), ephemeral=True)
+                 text=text if rows else msg.NO_RUNS, ephemeral=True)
 
 
 def audit_reply(found: tuple[Run, list[dict[str, Any]]]) -> Reply:

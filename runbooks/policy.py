@@ -120,7 +120,7 @@ class StepTimings(Strict):
 
 
 class Policy(Strict):
-    """The whole policy file; every section optional, with DESIGN.md's defaults."""
+    """The whole policy file; every section optional (docs/policy.md lists the defaults)."""
 
     slash_command: str = "/upgrade"
     channels: dict[str, ChannelPolicy] = Field(default_factory=dict)

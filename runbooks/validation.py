@@ -25,27 +25,24 @@ IMAGE_REFERENCE = re.compile(
 MAX_NAME = 255
 
 
+def _kubernetes_name(value: str, what: str, pattern: re.Pattern[str], rule: str) -> str:
+    text = value.strip()
+    if not pattern.match(text):
+        raise ValueError(f"{what} {value!r} is not a valid Kubernetes name: {rule}")
+    return text
+
+
 def dns1123_label(value: str, what: str = "name") -> str:
     """A DNS-1123 label (namespaces, containers): at most 63 of ``a-z``, ``0-9``, ``-``."""
-    text = value.strip()
-    if not DNS1123_LABEL.match(text):
-        raise ValueError(
-            f"{what} {value!r} is not a valid Kubernetes name: use at most 63 lower-case letters, "
-            "digits and '-', starting and ending with a letter or digit (e.g. kube-system)"
-        )
-    return text
+    return _kubernetes_name(value, what, DNS1123_LABEL, "use at most 63 lower-case letters, digits and '-', "
+                            "starting and ending with a letter or digit (e.g. kube-system)")
 
 
 def dns1123_subdomain(value: str, what: str = "name") -> str:
     """A DNS-1123 subdomain (most object names): labels joined by dots, at most 253 characters."""
-    text = value.strip()
-    if not DNS1123_SUBDOMAIN.match(text):
-        raise ValueError(
-            f"{what} {value!r} is not a valid Kubernetes name: use lower-case letters, digits, '-' "
-            "and '.', at most 253 characters, starting and ending with a letter or digit "
-            "(e.g. nvidia-device-plugin-daemonset)"
-        )
-    return text
+    return _kubernetes_name(value, what, DNS1123_SUBDOMAIN, "use lower-case letters, digits, '-' and '.', "
+                            "at most 253 characters, starting and ending with a letter or digit "
+                            "(e.g. nvidia-device-plugin-daemonset)")
 
 
 def node_name(value: str) -> str:

@@ -33,8 +33,6 @@ from runbooks.cluster.resources import EVENTS, PODS
 from runbooks.engine.runs import Run, RunState
 
 S = RunState
-SUMMARY = "the whole story on a real Redis and a simulated cluster"
-USAGE = "demo [--interactive]"
 INCIDENT_NODE = "gpu-node2"
 
 
@@ -189,10 +187,6 @@ def demo_reports(ctx: DemoContext) -> None:
 
 
 # ------------------------------------------------------------------ upgradebot demo
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--interactive", action="store_true", help="leave me at the console prompt instead")
-
-
 def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """``upgradebot demo [--interactive]``."""
     started = time.monotonic()

@@ -17,15 +17,16 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+from bot.console import Chat, build_chat
+from bot.runtime import Runtime, build_runtime
 from bot.settings import Settings
+from bot.storage.embedded import EmbeddedRedis
+from bot.storage.redis_store import RedisRunStore
+from kubesim import KubeSim
+from runbooks.cluster import Cluster
 from runbooks.policy import Policy
-
-if TYPE_CHECKING:
-    from bot.console import Chat
-    from bot.runtime import Runtime
-    from kubesim import KubeSim
 
 SPEED = 20.0
 """Simulated seconds per real second."""
@@ -81,7 +82,7 @@ class Transcript:
 
 @dataclass
 class DemoContext:
-    """What a stage of the story gets (the stability reports stage of issue 6 included)."""
+    """What a stage of the story gets."""
 
     runtime: Runtime
     """The engine, its store and observers; ``runtime.clock`` follows the simulated clock."""
@@ -121,13 +122,6 @@ def stage(ctx: DemoContext, number: int, title: str) -> None:
 @contextmanager
 def demo_world(settings: Settings, out: TextIO, *, speed: float = SPEED) -> Iterator[DemoContext]:
     """A real Redis, kubesim, the runtime on both and the console chat, torn down after."""
-    from bot.console import build_chat
-    from bot.runtime import build_runtime
-    from bot.storage.embedded import EmbeddedRedis
-    from bot.storage.redis_store import RedisRunStore
-    from kubesim import KubeSim
-    from runbooks.cluster import Cluster
-
     transcript = Transcript(out)
     with EmbeddedRedis() as redis_server, KubeSim(scenario="gpu-small", k8s_version="1.31", speed=speed) as sim:
         transcript.write(

@@ -26,10 +26,8 @@ from dataclasses import dataclass
 from typing import NoReturn, TextIO
 
 from bot import console, runtime
-from bot.demo import story
 from bot.settings import Settings, SettingsError, load_settings
 from bot.shell.output import ShellObserver, print_result
-from bot.slack import serve
 from bot.storage.embedded import RedisUnavailable
 from bot.storage.redis_store import RedisRunStore
 from handlers import messages as msg
@@ -56,10 +54,38 @@ class Process:
     run: ProcessMain
 
 
+def serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, default=3000, help="HTTP port (default 3000; 0 picks one)")
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    parser.add_argument("--drain", type=float, default=30.0, help="seconds to finish work on SIGTERM (default 30)")
+
+
+def run_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    # Loaded here, not at the top: Slack, HTTP and metrics are for `serve` only, and every
+    # other verb (a CI pipeline's `verify`, `status`) starts faster without them.
+    from bot.slack import serve
+
+    return serve.run(args, settings, out)
+
+
+def demo_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--interactive", action="store_true", help="leave me at the console prompt instead")
+
+
+def run_demo(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    # Loaded here, not at the top: the demo serves kubesim (aiohttp, a TLS server) in the
+    # process, which no other verb needs.
+    from bot.demo import story
+
+    return story.run(args, settings, out)
+
+
 PROCESSES: dict[str, Process] = {
-    "serve": Process(serve.SUMMARY, serve.USAGE, serve.add_arguments, serve.run),
+    "serve": Process("the Slack front end: Socket Mode with SLACK_APP_TOKEN, else HTTP on --port",
+                     "serve [--port 3000] [--host 0.0.0.0] [--drain 30]", serve_arguments, run_serve),
     "console": Process(console.SUMMARY, console.USAGE, console.add_arguments, console.run),
-    "demo": Process(story.SUMMARY, story.USAGE, story.add_arguments, story.run),
+    "demo": Process("the whole story on a real Redis and a simulated cluster", "demo [--interactive]",
+                    demo_arguments, run_demo),
 }
 
 
@@ -128,7 +154,7 @@ class Session:
     def caller(self, command: Command) -> Caller:
         user = (getattr(self.args, "as_user", None) or self.settings.shell_user or "").strip()
         if command.acts and not user:
-            raise UsageError(msg.shell_who_acts(), f"{command.name} … --as <user>")
+            raise UsageError(msg.SHELL_WHO_ACTS, f"{command.name} … --as <user>")
         return Caller(user=user, channel=None, surface=SURFACE)
 
     def close(self) -> None:
@@ -165,6 +191,6 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     except (ClusterError, SettingsError, Refused, StoreUnavailable, StepPaused, RedisUnavailable) as exc:
         err.write(msg.shell_error(str(exc)) + "\n")
     except KeyboardInterrupt:
-        err.write(msg.shell_interrupted() + "\n")
+        err.write(msg.SHELL_INTERRUPTED + "\n")
         return 130
     return EXIT_USAGE

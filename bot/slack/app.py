@@ -124,7 +124,7 @@ class _Listeners:
 
     def _enqueue(self, job: Any, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
         if not self.deps.workers.submit(job, body, retry, respond):
-            threading.Thread(target=self._say, args=(respond, body, msg.busy()), daemon=True).start()
+            threading.Thread(target=self._say, args=(respond, body, msg.BUSY), daemon=True).start()
 
     def _claimed(self, kind: str, body: dict[str, Any], retry: str | None) -> bool:
         if self.deps.idempotency.claim_once(delivery_key(kind, body), DEDUPE_TTL):
@@ -161,7 +161,7 @@ class _Listeners:
         action_id = str(actions[0].get("action_id", ""))
         if self.deps.decisions is None:
             self.deps.metrics.approvals.labels(action=action_id, outcome="disabled").inc()
-            self._say(respond, body, msg.no_decisions())
+            self._say(respond, body, msg.NO_DECISIONS)
             return
         message = body.get("message") or {}
         try:

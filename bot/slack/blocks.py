@@ -166,7 +166,7 @@ def render_reply(reply: Reply, *, prefix: str, context: str | None = None) -> Re
     if reply.ephemeral:
         blocks = head + [b for item in thread_blocks for b in item]
         if len(blocks) > MAX_BLOCKS:
-            blocks = [*blocks[: MAX_BLOCKS - 1], _section(msg.cut_short())]
+            blocks = [*blocks[: MAX_BLOCKS - 1], _section(msg.CUT_SHORT)]
         return Rendered(main={"text": text, "blocks": blocks})
     overflow: list[Block] = []
     if len(head) > MAX_BLOCKS:

@@ -51,9 +51,6 @@ from runbooks.errors import scrub
 from runbooks.policy import Policy
 
 log = logging.getLogger("upgradebot.serve")
-DEFAULT_PORT = 3000
-SUMMARY = "the Slack front end: Socket Mode with SLACK_APP_TOKEN, else HTTP on --port"
-USAGE = "serve [--port 3000] [--host 0.0.0.0] [--drain 30]"
 
 
 def secrets_of(settings: Settings) -> list[str]:
@@ -107,7 +104,7 @@ def build_service(
     ``metrics``, ``web`` and ``directory`` may be built by the caller (the runtime's
     wiring shares them with the run threads, :func:`build_slack_service`)."""
     if settings.slack_bot_token is None or not settings.slack_bot_token.get_secret_value():
-        raise SettingsError(msg.error_token_required())
+        raise SettingsError(msg.ERROR_TOKEN_REQUIRED)
     metrics = metrics or Metrics()
     metrics.set_runs_source(runs_by_state)
     web = web or SlackWeb(make_client(settings, metrics=metrics), metrics)
@@ -182,9 +179,9 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
     app_token = settings.slack_app_token.get_secret_value() if settings.slack_app_token else ""
     socket_mode = bool(app_token)
     if socket_mode and not app_token.startswith("xapp-"):
-        raise SettingsError(msg.error_app_token_invalid())
+        raise SettingsError(msg.ERROR_APP_TOKEN_INVALID)
     if not socket_mode and settings.slack_signing_secret is None:
-        raise SettingsError(msg.error_signing_secret_required())
+        raise SettingsError(msg.ERROR_SIGNING_SECRET_REQUIRED)
     if service is None:
         runtime = build_runtime(settings, settings.policy())
         service = build_slack_service(settings, runtime)
@@ -229,12 +226,6 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
 def _connected(handler: object) -> None:
     if not handler.client.is_connected():  # type: ignore[attr-defined]
         raise ConnectionError("the Socket Mode connection is down")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT}; 0 picks one)")
-    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
-    parser.add_argument("--drain", type=float, default=30.0, help="seconds to finish work on SIGTERM (default 30)")
 
 
 def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:

@@ -33,61 +33,38 @@ from __future__ import annotations
 GLOBAL_AUDIT_MAXLEN = 100_000
 
 
+PREFIX = "upgradebot:"
+
+
+class _Key:
+    """A key made of parts: the template under :data:`PREFIX`, filled in by a call."""
+
+    def __init__(self, template: str) -> None:
+        self.template = PREFIX + template
+
+    def __call__(self, *parts: str) -> str:
+        return self.template.format(*parts)
+
+
 class Keys:
     """Every Redis key the bot uses, in one place, with one prefix."""
 
-    prefix = "upgradebot:"
-    run_template = prefix + "run:{0}"
-    runs = prefix + "runs"
-    active = prefix + "runs:active"
-    lock_template = prefix + "lock:{0}"
-    lease_template = prefix + "lease:{0}"
-    audit_template = prefix + "audit:{0}"
-    audit = prefix + "audit"
-    once_template = prefix + "once:{0}"
-    leader = prefix + "leader"
-    scheduler_jobs = prefix + "scheduler:jobs"
-    scheduler_times = prefix + "scheduler:times"
-    events_template = prefix + "events:{0}"
-    seen_template = prefix + "events:{0}:seen"
-    report_template = prefix + "report:{0}:{1}"
-    report_claim_template = prefix + "report:{0}:{1}:claim"
-
-    @classmethod
-    def run(cls, run_id: str) -> str:
-        return cls.run_template.format(run_id)
-
-    @classmethod
-    def lock(cls, target_key: str) -> str:
-        return cls.lock_template.format(target_key)
-
-    @classmethod
-    def lease(cls, run_id: str) -> str:
-        return cls.lease_template.format(run_id)
-
-    @classmethod
-    def run_audit(cls, run_id: str) -> str:
-        return cls.audit_template.format(run_id)
-
-    @classmethod
-    def once(cls, key: str) -> str:
-        return cls.once_template.format(key)
-
-    @classmethod
-    def events(cls, run_id: str) -> str:
-        return cls.events_template.format(run_id)
-
-    @classmethod
-    def seen(cls, run_id: str) -> str:
-        return cls.seen_template.format(run_id)
-
-    @classmethod
-    def report(cls, run_id: str, after: str) -> str:
-        return cls.report_template.format(run_id, after)
-
-    @classmethod
-    def report_claim(cls, run_id: str, after: str) -> str:
-        return cls.report_claim_template.format(run_id, after)
+    prefix = PREFIX
+    runs = PREFIX + "runs"
+    active = PREFIX + "runs:active"
+    audit = PREFIX + "audit"
+    leader = PREFIX + "leader"
+    scheduler_jobs = PREFIX + "scheduler:jobs"
+    scheduler_times = PREFIX + "scheduler:times"
+    run = _Key("run:{0}")
+    lock = _Key("lock:{0}")
+    lease = _Key("lease:{0}")
+    run_audit = _Key("audit:{0}")
+    once = _Key("once:{0}")
+    events = _Key("events:{0}")
+    seen = _Key("events:{0}:seen")
+    report = _Key("report:{0}:{1}")
+    report_claim = _Key("report:{0}:{1}:claim")
 
 
 # Appends the audit entries given as ARGV[first..]: a count, then per entry a field count

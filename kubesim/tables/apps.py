@@ -17,18 +17,24 @@ from kubesim.tables.formatting import (
     format_labels,
 )
 
-_DAEMONSET_COLUMNS = (
-    _NAME_COL,
-    _col("Desired", "integer", _DOC["DaemonSetStatus.desiredNumberScheduled"]),
-    _col("Current", "integer", _DOC["DaemonSetStatus.currentNumberScheduled"]),
-    _col("Ready", "integer", _DOC["DaemonSetStatus.numberReady"]),
-    _col("Up-to-date", "integer", _DOC["DaemonSetStatus.updatedNumberScheduled"]),
-    _col("Available", "integer", _DOC["DaemonSetStatus.numberAvailable"]),
+
+def _workload_columns(kind: str, *columns: dict) -> tuple[dict, ...]:
+    """NAME, the kind's own columns, AGE, then the wide ones: containers, images, selector."""
+    return (
+        _NAME_COL, *columns, _AGE_COL,
+        _col("Containers", "string", _DOC_CONTAINERS, priority=1),
+        _col("Images", "string", _DOC_IMAGES, priority=1),
+        _col("Selector", "string", _DOC[f"{kind}Spec.selector"], priority=1),
+    )
+
+
+_DAEMONSET_STATUS = (("Desired", "desiredNumberScheduled"), ("Current", "currentNumberScheduled"),
+                     ("Ready", "numberReady"), ("Up-to-date", "updatedNumberScheduled"),
+                     ("Available", "numberAvailable"))
+_DAEMONSET_COLUMNS = _workload_columns(
+    "DaemonSet",
+    *(_col(title, "integer", _DOC[f"DaemonSetStatus.{field}"]) for title, field in _DAEMONSET_STATUS),
     _col("Node Selector", "string", _DOC["PodSpec.nodeSelector"]),
-    _AGE_COL,
-    _col("Containers", "string", _DOC_CONTAINERS, priority=1),
-    _col("Images", "string", _DOC_IMAGES, priority=1),
-    _col("Selector", "string", _DOC["DaemonSetSpec.selector"], priority=1),
 )
 
 
@@ -37,11 +43,7 @@ def _daemonset_cells(ds: dict, now: dt.datetime) -> list:
     pod_spec = _template_spec(ds)
     return [
         _name(ds),
-        _int(status.get("desiredNumberScheduled")),
-        _int(status.get("currentNumberScheduled")),
-        _int(status.get("numberReady")),
-        _int(status.get("updatedNumberScheduled")),
-        _int(status.get("numberAvailable")),
+        *(_int(status.get(field)) for _, field in _DAEMONSET_STATUS),
         format_labels(pod_spec.get("nodeSelector")),
         _age(ds, now),
         *_containers_cells(pod_spec),
@@ -49,15 +51,11 @@ def _daemonset_cells(ds: dict, now: dt.datetime) -> list:
     ]
 
 
-_DEPLOYMENT_COLUMNS = (
-    _NAME_COL,
+_DEPLOYMENT_COLUMNS = _workload_columns(
+    "Deployment",
     _col("Ready", "string", "Number of the pod with ready state"),
     _col("Up-to-date", "string", _DOC["DeploymentStatus.updatedReplicas"]),
     _col("Available", "string", _DOC["DeploymentStatus.availableReplicas"]),
-    _AGE_COL,
-    _col("Containers", "string", _DOC_CONTAINERS, priority=1),
-    _col("Images", "string", _DOC_IMAGES, priority=1),
-    _col("Selector", "string", _DOC["DeploymentSpec.selector"], priority=1),
 )
 
 

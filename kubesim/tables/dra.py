@@ -7,7 +7,13 @@ import datetime as dt
 from kubesim.tables.columns import _AGE_COL, _DOC, _NAME_COL, _col
 from kubesim.tables.formatting import _age, _meta, _name
 
-_NAME_AGE_COLUMNS = (_NAME_COL, _AGE_COL)
+
+def _named(*columns: dict) -> tuple[dict, ...]:
+    """NAME, the kind's own columns, then AGE: how every DRA kind prints."""
+    return (_NAME_COL, *columns, _AGE_COL)
+
+
+_NAME_AGE_COLUMNS = _named()
 
 
 _CLAIM_STATE_COL = _col(
@@ -15,48 +21,24 @@ _CLAIM_STATE_COL = _col(
 )
 
 
-_RESOURCE_CLAIM_COLUMNS = (_NAME_COL, _CLAIM_STATE_COL, _AGE_COL)
+_RESOURCE_CLAIM_COLUMNS = _named(_CLAIM_STATE_COL)
 
 
 # Until v1.30 (resource.k8s.io/v1alpha2 only) claims and templates had two more columns.
-_V1ALPHA2_RESOURCE_CLAIM_COLUMNS = (
-    _NAME_COL,
+_V1ALPHA2_CLAIM_SPEC_COLUMNS = (
     _col("ResourceClassName", "string", _DOC["v1alpha2.ResourceClaimSpec.resourceClassName"]),
     _col("AllocationMode", "string", _DOC["v1alpha2.ResourceClaimSpec.allocationMode"]),
-    _CLAIM_STATE_COL,
-    _AGE_COL,
 )
-
-
-_V1ALPHA2_RESOURCE_CLAIM_TEMPLATE_COLUMNS = (
-    _NAME_COL,
-    _col("ResourceClassName", "string", _DOC["v1alpha2.ResourceClaimSpec.resourceClassName"]),
-    _col("AllocationMode", "string", _DOC["v1alpha2.ResourceClaimSpec.allocationMode"]),
-    _AGE_COL,
-)
-
-
-_RESOURCE_SLICE_COLUMNS = (
-    _NAME_COL,
+_V1ALPHA2_RESOURCE_CLAIM_COLUMNS = _named(*_V1ALPHA2_CLAIM_SPEC_COLUMNS, _CLAIM_STATE_COL)
+_V1ALPHA2_RESOURCE_CLAIM_TEMPLATE_COLUMNS = _named(*_V1ALPHA2_CLAIM_SPEC_COLUMNS)
+_RESOURCE_SLICE_COLUMNS = _named(
     _col("Node", "string", _DOC["ResourceSliceSpec.nodeName"]),
     _col("Driver", "string", _DOC["ResourceSliceSpec.driver"]),
     _col("Pool", "string", _DOC["ResourcePool.name"]),
-    _AGE_COL,
 )
-
-
-_RESOURCE_CLASS_COLUMNS = (
-    _NAME_COL,
-    _col("DriverName", "string", _DOC["v1alpha2.ResourceClass.driverName"]),
-    _AGE_COL,
-)
-
-
-_POD_SCHEDULING_CONTEXT_COLUMNS = (
-    _NAME_COL,
-    _col("SelectedNode", "string", _DOC["v1alpha2.PodSchedulingContextSpec.selectedNode"]),
-    _AGE_COL,
-)
+_RESOURCE_CLASS_COLUMNS = _named(_col("DriverName", "string", _DOC["v1alpha2.ResourceClass.driverName"]))
+_POD_SCHEDULING_CONTEXT_COLUMNS = _named(
+    _col("SelectedNode", "string", _DOC["v1alpha2.PodSchedulingContextSpec.selectedNode"]))
 
 
 def _resource_claim_state(claim: dict, *, v1alpha2: bool = False) -> str:

@@ -25,14 +25,19 @@ def _trunc_div(a: int, b: int) -> int:
     return q if (a >= 0) == (b > 0) else -q
 
 
-def human_duration(delta: dt.timedelta) -> str:
-    """``duration.HumanDuration``: ~2-3 significant figures (``2m3s``, ``3h20m``, ``2y10d``)."""
+def _past(delta: dt.timedelta) -> tuple[int, int, str | None]:
+    """``(microseconds, whole seconds, label)``: the label of a negative duration, else None."""
     us = _to_microseconds(delta)
     seconds = _trunc_div(us, _US_PER_S)
-    if seconds < -1:
-        return "<invalid>"
-    if seconds < 0:
-        return "0s"
+    label = "<invalid>" if seconds < -1 else "0s" if seconds < 0 else None
+    return us, seconds, label
+
+
+def human_duration(delta: dt.timedelta) -> str:
+    """``duration.HumanDuration``: ~2-3 significant figures (``2m3s``, ``3h20m``, ``2y10d``)."""
+    _, seconds, negative = _past(delta)
+    if negative is not None:
+        return negative
     if seconds < 2 * _S_PER_MIN:
         return f"{seconds}s"
     minutes = seconds // _S_PER_MIN
@@ -61,12 +66,9 @@ def human_duration(delta: dt.timedelta) -> str:
 
 def short_human_duration(delta: dt.timedelta) -> str:
     """``duration.ShortHumanDuration``: one unit only (``5s``, ``10m``, ``3h``, ``45d``, ``2y``)."""
-    us = _to_microseconds(delta)
-    seconds = _trunc_div(us, _US_PER_S)
-    if seconds < -1:
-        return "<invalid>"
-    if seconds < 0:
-        return "0s"
+    us, seconds, negative = _past(delta)
+    if negative is not None:
+        return negative
     if seconds < 60:
         return f"{seconds}s"
     if (minutes := us // (_US_PER_S * _S_PER_MIN)) < 60:

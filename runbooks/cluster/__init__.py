@@ -4,8 +4,9 @@
 import-linter contract holds it there); it returns plain dicts and dataclasses, never
 client models. The other modules are pure: ``resources`` (what is read and in which API
 version), ``retrying`` (the retry policy), ``wrapping`` (HTTP answers into
-:mod:`runbooks.errors`), ``metrics`` (Prometheus text), and ``writing`` (patch, create,
-delete with preconditions; a mixin of :class:`Cluster` that sends through the adapter).
+:mod:`runbooks.errors`), ``metrics`` (Prometheus text); ``writing`` (patch, create, delete with preconditions)
+and ``discovering`` (served API versions and kinds) are mixins of :class:`Cluster` that
+send through the adapter.
 """
 
 from runbooks.cluster.adapter import Cluster

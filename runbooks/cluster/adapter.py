@@ -26,15 +26,12 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from runbooks.cluster.discovering import Discovery
 from runbooks.cluster.metrics import MetricSample, lines_of, samples_of
 from runbooks.cluster.resources import (
-    DRA_GROUP,
-    DraApis,
     Resource,
     ServerVersion,
-    choose_dra_versions,
     leading_int,
-    sort_dra_versions,
 )
 from runbooks.cluster.retrying import RetryPolicy, call_with_retries
 from runbooks.cluster.streaming import WatchStream
@@ -58,7 +55,7 @@ TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds between bytes read
 POOL_SIZE = 16  # parallel requests the connection pool keeps open (log reads)
 
 
-class Cluster(Writes):
+class Cluster(Writes, Discovery):
     """A Kubernetes API server the bot reads and (through :class:`Writes`) changes."""
 
     def __init__(
@@ -329,29 +326,6 @@ class Cluster(Writes):
     def server_time(self) -> dt.datetime:
         """The API server's clock (its ``Date`` header), else ours: event times are the server's."""
         return self.version().server_time or dt.datetime.now(dt.UTC)
-
-    def api_versions(self, group: str) -> list[str]:
-        """The versions of ``group`` the cluster serves (its preferred first); [] if none."""
-        try:
-            body = self.get_json(f"/apis/{group}", action=Action("get", f"/apis/{group}"))
-        except NotFound:
-            return []
-        return [str(v.get("version")) for v in body.get("versions") or []]
-
-    def api_kinds(self, group: str, version: str) -> list[str]:
-        """Kinds served in ``group/version`` (subresources left out)."""
-        path = f"/apis/{group}/{version}"
-        try:
-            body = self.get_json(path, action=Action("get", path))
-        except NotFound:
-            return []
-        return [str(r["kind"]) for r in body.get("resources") or [] if "/" not in str(r.get("name", ""))]
-
-    def dra_apis(self) -> DraApis:
-        """Served ``resource.k8s.io`` versions and kinds, and the version to read each kind in."""
-        versions = sort_dra_versions(self.api_versions(DRA_GROUP))
-        kinds = {v: self.api_kinds(DRA_GROUP, v) for v in versions}
-        return DraApis(served_versions=versions, kinds=kinds, chosen=choose_dra_versions(kinds))
 
     def metric_samples(self, name: str) -> list[MetricSample] | None:
         """Samples of one metric from the API server's ``/metrics``; ``None`` if forbidden or absent.

@@ -90,40 +90,25 @@ def error_for_status(
     """Our error for an HTTP answer ``status`` to ``action`` on the cluster ``context``."""
     detail = status_message(body)
     said = f" (the server said: {detail})" if detail else ""
-    if status == 401:
-        return Unauthorized(
-            f"cannot {action}: the API server of {context} refused the bot's credentials (401): "
-            "renew the token or certificate in the kubeconfig",
-            action=action, status=status,
-        )
     if status == 403:
         return Forbidden(forbidden_sentence(action, detail), action=action, status=status)
-    if status == 404:
-        return NotFound(
-            f"cannot {action.verb} {action.object}: not found on {context}: check the name "
-            "(and that the cluster serves this API)",
-            action=action, status=status,
-        )
-    if status == 409:
-        return Conflict(
-            f"cannot {action}: it changed meanwhile{said}: read it again and retry",
-            action=action, status=status,
-        )
-    if status == 410:
-        return ListExpired(
-            f"cannot {action}: the list expired on the server{said}: start the list again",
-            action=action, status=status,
-        )
     if status == 429 or status >= 500:
         kind = "is overloaded (429)" if status == 429 else f"failed ({status})"
         return ServerBusy(
             f"cannot {action}: the API server of {context} {kind}{said}: try again later",
             action=action, status=status, retry_after=retry_after_seconds(headers),
         )
-    return InvalidRequest(
-        f"cannot {action}: the API server of {context} rejected the request ({status}){said}",
-        action=action, status=status,
-    )
+    answers: dict[int, tuple[type[ClusterError], str]] = {
+        401: (Unauthorized, f"cannot {action}: the API server of {context} refused the bot's credentials (401): "
+                            "renew the token or certificate in the kubeconfig"),
+        404: (NotFound, f"cannot {action.verb} {action.object}: not found on {context}: check the name "
+                        "(and that the cluster serves this API)"),
+        409: (Conflict, f"cannot {action}: it changed meanwhile{said}: read it again and retry"),
+        410: (ListExpired, f"cannot {action}: the list expired on the server{said}: start the list again"),
+    }
+    error, sentence = answers.get(
+        status, (InvalidRequest, f"cannot {action}: the API server of {context} rejected the request ({status}){said}"))
+    return error(sentence, action=action, status=status)
 
 
 def error_for_transport(exc: BaseException, *, action: Action, context: str, server: str) -> ClusterError:

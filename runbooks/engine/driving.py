@@ -23,7 +23,7 @@ left where it is (:class:`StepPaused`) for ``resume`` to continue, since giving 
 leave the cluster half-changed on a network blip.
 
 ``monitoring`` goes on to ``done`` at once when the policy asks for no stability reports;
-otherwise it waits for ``close`` or the report scheduler (issue 6).
+otherwise it waits for ``close`` or the report scheduler (``bot/reports``).
 
 The ``checkpoint`` hook is called at named points (tests kill the process there):
 ``before:<state>``, ``after:<state>`` (step returned, result not yet stored),

@@ -80,13 +80,13 @@ class DaemonSet(Model):
     max_unavailable: str | None = None
     current_revision: int | None = Field(None, description="newest ControllerRevision number")
     current_revision_hash: str | None = None
-    generation: int = 0
-    observed_generation: int = 0
-    desired: int = 0
-    current: int = 0
-    updated: int = 0
-    ready: int = 0
-    available: int = 0
+    generation: int = Field(0, description="metadata.generation")
+    observed_generation: int = Field(0, description="status.observedGeneration")
+    desired: int = Field(0, description="status.desiredNumberScheduled")
+    current: int = Field(0, description="status.currentNumberScheduled")
+    updated: int = Field(0, description="status.updatedNumberScheduled")
+    ready: int = Field(0, description="status.numberReady")
+    available: int = Field(0, description="status.numberAvailable")
     selector: dict[str, str] = Field(default_factory=dict)
     pods: list[PluginPod] = Field(default_factory=list)
 

@@ -68,6 +68,11 @@ def parse_time(value: Any) -> dt.datetime | None:
         return None
 
 
+def _two_units(big: int, big_unit: str, small: int, small_unit: str) -> str:
+    """``3h20m``, or ``3h`` when the smaller unit is 0."""
+    return f"{big}{big_unit}{small}{small_unit}" if small else f"{big}{big_unit}"
+
+
 def human_duration(delta: dt.timedelta) -> str:
     """kubectl's ``AGE``: ``duration.HumanDuration`` from apimachinery."""
     seconds = int(delta.total_seconds())
@@ -77,27 +82,23 @@ def human_duration(delta: dt.timedelta) -> str:
         return "0s"
     if seconds < 120:
         return f"{seconds}s"
-    minutes = seconds // 60
+    minutes, hours = seconds // 60, seconds // 3600
+    days, years = hours // 24, hours // 24 // 365
     if minutes < 10:
-        rest = seconds % 60
-        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
+        return _two_units(minutes, "m", seconds % 60, "s")
     if minutes < 180:
         return f"{minutes}m"
-    hours = seconds // 3600
     if hours < 8:
-        rest = minutes % 60
-        return f"{hours}h{rest}m" if rest else f"{hours}h"
+        return _two_units(hours, "h", minutes % 60, "m")
     if hours < 48:
         return f"{hours}h"
     if hours < 24 * 8:
-        rest = hours % 24
-        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
+        return _two_units(days, "d", hours % 24, "h")
     if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
+        return f"{days}d"
     if hours < 24 * 365 * 8:
-        rest = (hours // 24) % 365
-        return f"{hours // 24 // 365}y{rest}d" if rest else f"{hours // 24 // 365}y"
-    return f"{hours // 24 // 365}y"
+        return _two_units(years, "y", days % 365, "d")
+    return f"{years}y"
 
 
 # ----------------------------------------------------------------------------- nodes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ targets:
 
 
 def test_design_policy_file_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The policy of DESIGN.md loads, with its targets as namespace/name."""
+    """A full policy file loads, with its targets as namespace/name."""
     path = tmp_path / "policy.yaml"
     path.write_text(POLICY)
     monkeypatch.setenv("UPGRADEBOT_CONFIG", str(path))
@@ -80,3 +81,15 @@ def test_inventory_arguments() -> None:
     for words in (["foo=bar"], ["cluster=a", "cluster=b"], ["prod"], ["cluster="]):
         with pytest.raises(UsageError):
             inventory_handler.parse(words)
+
+
+def test_every_policy_example_in_the_docs_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/policy.md stays true: each of its YAML blocks loads as a policy file, without error."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "policy.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", doc, flags=re.S)
+    assert blocks, "docs/policy.md has no YAML example"
+    for number, block in enumerate(blocks):
+        path = tmp_path / f"example-{number}.yaml"
+        path.write_text(block)
+        monkeypatch.setenv("UPGRADEBOT_CONFIG", str(path))
+        Settings().policy()

@@ -16,8 +16,8 @@ its approvers) or that last report is not stable: then the run keeps monitoring,
 "Request rollback" button still works, until someone requests the rollback or closes the
 run (``close <run>``). A run closed early, or rolled back, gets no more reports.
 
-Where messages go is a :class:`ReportOutlet`: :class:`SlackOutlet` for ``serve``; the
-console's is in :mod:`bot.console`.
+Where messages go is a :class:`ReportOutlet`: ``serve``'s is
+:class:`bot.slack.threads.SlackOutlet`, the console's :class:`bot.console.ChatOutlet`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import logging
 from collections.abc import Callable
 from typing import Literal, Protocol
 
-from bot.slack.web import SlackWeb
 from bot.storage.redis_store import RedisRunStore
 from handlers import report as report_handler
 from handlers.replies import Reply
@@ -53,23 +52,6 @@ class ReportOutlet(Protocol):
     def to_oncall(self, run: Run, reply: Reply) -> str | None:
         """Post to the on-call channel; its ``ts``, or None when there is none."""
         ...
-
-
-class SlackOutlet:
-    """The run's Slack thread (``origin`` channel and root ``ts``, else the channel) and ``oncall.channel``."""
-
-    def __init__(self, web: SlackWeb, policy: Policy) -> None:
-        self.web, self.policy = web, policy
-
-    def to_thread(self, run: Run, reply: Reply) -> str | None:
-        channel = run.origin.get("channel") if run.origin.get("surface", "slack") == "slack" else None
-        if not channel:
-            return None
-        return self.web.post_reply(channel, reply, prefix=self.policy.slash_command, thread_ts=run.origin.get("ts"))
-
-    def to_oncall(self, run: Run, reply: Reply) -> str | None:
-        channel = self.policy.oncall.channel
-        return self.web.post_reply(channel, reply, prefix=self.policy.slash_command) if channel else None
 
 
 class ReportPoster:

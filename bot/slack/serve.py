@@ -29,7 +29,6 @@ from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
-from bot.reports.posting import SlackOutlet
 from bot.runtime import Runtime, build_runtime, connector
 from bot.settings import Settings, SettingsError
 from bot.slack.app import BotIdentity, SlackDeps, build_app
@@ -37,7 +36,7 @@ from bot.slack.http import Check, HttpServer, Readiness, WebApp
 from bot.slack.idempotency import Idempotency, InMemoryIdempotency
 from bot.slack.metrics import Metrics, RunsByState, StepTimer, runs_by_state
 from bot.slack.pacing import Pacer
-from bot.slack.threads import SlackThreads
+from bot.slack.threads import SlackOutlet, SlackThreads
 from bot.slack.web import SlackWeb, UsergroupDirectory, error_code, make_client
 from bot.workers import Workers
 from handlers import inventory

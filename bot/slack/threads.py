@@ -8,6 +8,9 @@ bot, or another replica, updates the same message with ``chat.update``. Each ste
 check and decision becomes one thread message; each gate a thread message with Approve /
 Reject, rewritten without buttons once the gate closes (by a click, the shell or expiry).
 
+:class:`SlackOutlet` posts a run's stability reports in its thread (and to the on-call
+channel); the report poster calls it.
+
 Every call goes through the :class:`~bot.slack.pacing.Pacer` of the channel: in order, about
 one a second, the root message's updates coalesced. The engine is never slowed or
 stopped by Slack: the observer only queues, and a failed call is logged.
@@ -22,7 +25,7 @@ from collections.abc import Callable
 from bot.slack.blocks import render_message
 from bot.slack.pacing import Pacer
 from bot.slack.web import SlackWeb
-from handlers.replies import Message
+from handlers.replies import Message, Reply
 from handlers.run_views import (
     closed_gate_message,
     gate_message,
@@ -31,6 +34,7 @@ from handlers.run_views import (
     step_message,
 )
 from runbooks.engine.runs import Gate, Run, Step
+from runbooks.policy import Policy
 
 log = logging.getLogger("upgradebot.slack.threads")
 SURFACE = "slack"
@@ -115,3 +119,20 @@ class SlackThreads:
             ts = self._gates.pop(gate_ref(run, gate), None)
         if ts is not None:
             self.web.update(run.origin["channel"], ts, render_message(closed_gate_message(run, gate))[0])
+
+
+class SlackOutlet:
+    """The run's Slack thread (``origin`` channel and root ``ts``, else the channel) and ``oncall.channel``."""
+
+    def __init__(self, web: SlackWeb, policy: Policy) -> None:
+        self.web, self.policy = web, policy
+
+    def to_thread(self, run: Run, reply: Reply) -> str | None:
+        channel = run.origin.get("channel") if run.origin.get("surface", "slack") == "slack" else None
+        if not channel:
+            return None
+        return self.web.post_reply(channel, reply, prefix=self.policy.slash_command, thread_ts=run.origin.get("ts"))
+
+    def to_oncall(self, run: Run, reply: Reply) -> str | None:
+        channel = self.policy.oncall.channel
+        return self.web.post_reply(channel, reply, prefix=self.policy.slash_command) if channel else None

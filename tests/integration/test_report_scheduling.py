@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 from slack_sdk import WebClient
 
-from bot.reports.posting import SlackOutlet
 from bot.slack.metrics import Metrics
+from bot.slack.threads import SlackOutlet
 from bot.slack.web import SlackWeb
 from kubesim import KubeSim
 from runbooks.engine.approving import Actor

@@ -11,7 +11,7 @@ from bot.storage.redis_store import RedisRunStore
 from runbooks.engine.approving import Actor
 from runbooks.engine.commands import Engine
 from runbooks.engine.runs import Gate, Run, Step
-from runbooks.engine.steps import Check, CheckStatus, StepContext, StepResult
+from runbooks.engine.steps import Check, CheckStatus, StepContext, StepResult, StepSettings
 from runbooks.policy import Policy
 
 TARGET = "kube-system/nvidia-device-plugin-daemonset"
@@ -48,6 +48,13 @@ class ScriptedSteps:
 
     behaviours: dict[str, Behaviour] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
+
+    request_checks: list[Check] = field(default_factory=list)
+    """What ``check_request`` answers (a failing one refuses the request)."""
+
+    def check_request(self, cluster: object, run: Run, settings: StepSettings) -> list[Check]:
+        self.calls.append("check_request")
+        return list(self.request_checks)
 
     def _call(self, name: str, ctx: StepContext) -> StepResult:
         self.calls.append(name)

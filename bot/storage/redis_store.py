@@ -70,7 +70,13 @@ class RedisRunStore:
     @classmethod
     def from_url(cls, url: str) -> RedisRunStore:
         """Connect and check the server answers; ``StoreUnavailable`` with the reason if not."""
-        client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10, socket_connect_timeout=5)
+        try:
+            client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10, socket_connect_timeout=5)
+        except ValueError as exc:
+            raise StoreUnavailable(
+                f"{_safe(url)!r} is not a Redis URL ({_reason(exc)}): REDIS_URL takes "
+                "redis://[user:password@]host:6379/0, rediss://… or unix:///path/to/redis.sock"
+            ) from None
         store = cls(client, url=url)
         store.ping()
         return store

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, overload
 
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
@@ -107,6 +108,11 @@ class Cluster(Writes, Discovery):
                 config_file=where, context=chosen, client_configuration=configuration,
                 persist_config=False,
             )
+        except yaml.YAMLError as exc:
+            raise ClusterConfigError(
+                f"cannot use {shown}: it is not valid YAML ({shorten(' '.join(str(exc).split()), 160)}): "
+                "fix the file or point KUBECONFIG at another"
+            ) from exc
         except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
             raise ClusterConfigError(
                 f"cannot use {shown}: {shorten(scrub(str(exc)), 200)}: fix the file or point KUBECONFIG at another"
@@ -161,6 +167,15 @@ class Cluster(Writes, Discovery):
             raise self._clean(error) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise self._clean(error_for_transport(exc, action=action, context=self.context, server=self.server)) from exc
+        except AttributeError as exc:
+            # The client turns a transport failure (a TLS handshake refused: the wrong CA) into
+            # ApiException(status=0) without a body, then fails decoding that body: the cause is
+            # the exception it was handling.
+            cause = exc.__context__
+            if not (isinstance(cause, ApiException) and cause.status == 0):
+                raise
+            raise self._clean(error_for_transport(cause, action=action, context=self.context,
+                                                  server=self.server)) from cause
 
     def _clean(self, error: ClusterError) -> ClusterError:
         error.args = (scrub(str(error), *self._secrets),)

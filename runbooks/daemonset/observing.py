@@ -105,13 +105,6 @@ class Snapshot:
     def revision_named(self, name: str) -> Revision | None:
         return next((r for r in self.revisions if r.name == name), None)
 
-    def previous_revision(self) -> Revision | None:
-        """The newest revision older than the current one: what ``kubectl rollout undo`` restores."""
-        current = self.current_revision
-        top = current.number if current else max((r.number for r in self.revisions), default=0) + 1
-        older = [r for r in self.revisions if r.number < top and r is not current]
-        return max(older, key=lambda r: r.number, default=None)
-
     def pod_on(self, node: str) -> PluginPod | None:
         """The plugin pod serving ``node``: the live one, else one that is terminating."""
         pods = [p for p in self.pods if p.node == node]

@@ -1,10 +1,13 @@
 """Pre-checks of a canary, and the baseline it records before touching anything.
 
-:func:`canary_prechecks` answers "may we start?": the image reference is valid and new,
-the container exists, the DaemonSet is healthy (every desired pod updated, ready and
-available, nothing half rolled out), the canary node exists, is Ready, schedulable, has
-GPU hardware and a Ready pod of the DaemonSet. It also takes the inventory the baseline
-is cut from, so verify later compares against what the cluster looked like just before.
+:func:`request_checks` answers "may we start?", read-only, when the canary is requested
+(before any approver is asked) and again after approval: the image reference is valid
+and new, the container exists, the DaemonSet is healthy (every desired pod updated,
+ready and available, nothing half rolled out), the canary node exists, is Ready,
+schedulable, has GPU hardware and a Ready pod of the DaemonSet, and the inventory has no
+failing finding on the target (:func:`target_findings`). :func:`canary_prechecks` runs
+them after approval and cuts the baseline from that inventory, so verify later compares
+against what the cluster looked like just before.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from runbooks.engine.recording import failed, passed
 from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, StepSettings
 from runbooks.errors import NotFound
-from runbooks.inventory import take_inventory
+from runbooks.inventory import Inventory, take_inventory
 from runbooks.inventory.reading import node_from
 
 
@@ -81,10 +84,26 @@ def node_checks(cluster: Cluster, snap: Snapshot, node: str, gpu_resources: tupl
     return checks
 
 
-def canary_prechecks(
+def target_findings(inventory: Inventory, ref: str, node: str) -> list[Check]:
+    """The inventory's FAIL findings about this target: its DaemonSet, the canary node, and for a
+    DRA kubelet plugin the cluster-wide DRA findings and the classes of the drivers it serves."""
+    ds = next((d for d in inventory.daemonsets if d.ref == ref), None)
+    mine = {f"daemonset/{ref}", f"node/{node}"}
+    if ds is not None and ds.kind == "dra-kubelet-plugin":
+        mine.add("cluster")
+        mine.update(f"{c.kind.lower()}/{c.name}" for c in inventory.classes if set(c.drivers) & set(ds.drivers))
+    fails = [f for f in inventory.findings if f.severity == "fail" and f.object in mine]
+    if fails:
+        return [failed("no-fail-finding", f"{f.message}: {f.next_step}", code=f.code, object=f.object) for f in fails]
+    return [passed("no-fail-finding", f"the inventory has no failing finding about {ref} or {node}")]
+
+
+def request_checks(
     cluster: Cluster, snap: Snapshot, *, run: Run, settings: StepSettings,
-) -> tuple[list[Check], Baseline | None]:
-    """The pre-checks (each a :class:`Check`) and, when they pass, the baseline."""
+) -> tuple[list[Check], Inventory | None]:
+    """Everything knowable before anyone approves, read-only: a valid and new image, the
+    container, a healthy DaemonSet, a Ready, schedulable GPU node with a Ready plugin pod, and
+    no failing inventory finding on the target. The inventory comes back for the baseline."""
     checks: list[Check] = []
     try:
         validation.image_reference(run.image)
@@ -106,6 +125,18 @@ def canary_prechecks(
     if any(c.status == "fail" for c in checks):
         return checks, None
     inventory = take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources)
+    checks += target_findings(inventory, run.target.ref, run.node)
+    return checks, inventory
+
+
+def canary_prechecks(
+    cluster: Cluster, snap: Snapshot, *, run: Run, settings: StepSettings,
+) -> tuple[list[Check], Baseline | None]:
+    """The request's checks again, after approval (the cluster may have moved), and, when they
+    pass, the baseline."""
+    checks, inventory = request_checks(cluster, snap, run=run, settings=settings)
+    if inventory is None or any(c.status == "fail" for c in checks):
+        return checks, None
     baseline = baseline_from(inventory, run.target.ref)
     checks.append(passed("baseline", f"baseline of {len(baseline.nodes)} node(s) recorded",
                          nodes=sorted(baseline.nodes), taken_at=baseline.taken_at.isoformat()))

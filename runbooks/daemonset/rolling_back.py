@@ -1,11 +1,12 @@
 """The rollback step: every node back on the previous template, with its baseline capacity.
 
-1. The previous template goes back whole: the one the canary saved, else the one in the
-   ControllerRevision the canary recorded, else the newest revision older than the
-   current one (what ``kubectl rollout undo`` picks); its ``data`` is the patch applied.
-   The choice is saved first, so a re-entered rollback never "undoes the undo". A run
-   that saved nothing changed nothing (the canary saves before it writes): unless the
-   DaemonSet runs the run's image anyway, it is left alone.
+1. The template saved before the run's first change goes back whole (else, for a run
+   saved before templates were kept, the ControllerRevision the canary recorded); its
+   ``data`` is the patch applied. The choice is saved first, so a re-entered rollback
+   never "undoes the undo". A run that saved nothing changed nothing (the canary saves
+   before it writes): it has nothing to roll back, says so, and writes nothing. There is
+   no fall-back to "the revision before the current one": what is there may be someone
+   else's change.
 2. The original update strategy goes back (saved by the canary; unknown: left as is).
 3. Pods of other revisions are replaced: by the controller under RollingUpdate (the
    canary pod left by OnDelete included), by the step under OnDelete (all at once: a
@@ -25,29 +26,17 @@ from runbooks.daemonset.observing import Revision, Snapshot, observe, wait_for
 from runbooks.daemonset.patching import delete_pod, restore_template, set_strategy, undo_patch
 from runbooks.daemonset.verifying import sample_nodes
 from runbooks.engine.recording import failed, note, note_checks, passed, result
-from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, StepContext, StepResult
 from runbooks.errors import NotFound
 
 
-def changed_by_run(snap: Snapshot, run: Run) -> bool:
-    """Does the DaemonSet run the run's image (so the canary's change is there)?"""
-    images = snap.images
-    return images.get(run.container) == run.image if run.container else run.image in images.values()
-
-
-def previous_template(
-    snap: Snapshot, progress: dict[str, Any], *, undo: bool = True,
-) -> tuple[dict[str, Any], dict[str, Any], str] | None:
-    """``(template, patch, source)`` to restore, or ``None`` when nothing says what it was.
-    ``undo``: with nothing recorded, take the revision before the current one."""
+def previous_template(snap: Snapshot, progress: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str] | None:
+    """``(template, patch, source)`` the run saved before its first change, or ``None``."""
     saved = progress.get("saved") or {}
     if saved.get("template"):
         return saved["template"], undo_patch(saved["template"]), "the template saved before the canary"
     chosen = progress.get("rollback_to") or saved.get("revision") or {}
     revision: Revision | None = snap.revision_named(chosen["name"]) if chosen.get("name") else None
-    if revision is None and not chosen and undo:
-        revision = snap.previous_revision()
     if revision is None:
         return None
     return revision.template, revision.data, f"ControllerRevision {revision.name} (revision {revision.number})"
@@ -61,15 +50,16 @@ def rollback(ctx: StepContext) -> StepResult:
     except NotFound:
         return StepResult(ok=False, reason=f"daemonset {target.ref} does not exist on {ctx.cluster.context}: nothing to roll back")
     progress = run.progress
-    if not progress.get("saved") and not progress.get("rollback_to") and not changed_by_run(snap, run):
-        check = passed("nothing-to-roll-back", f"the run saved no state, so it changed nothing, and {target.ref} does "
-                       f"not run {run.image}: left as it is", judge.ALL, images=snap.images)
+    if not progress.get("saved") and not progress.get("rollback_to"):
+        check = passed("nothing-to-roll-back", f"the run changed nothing on {target.ref} (it stopped before its first "
+                       "change, which it saves the state for first): nothing to roll back, left exactly as it is",
+                       judge.ALL, images=snap.images)
         note_checks(ctx, "rollback", [check])
-        return StepResult(ok=True, checks=[check])
+        return StepResult(ok=True, reason="the run changed nothing: nothing to roll back", checks=[check])
     chosen = previous_template(snap, progress)
     if chosen is None:
-        reason = (f"cannot tell what to roll {target.ref} back to: the run saved no template and the DaemonSet has no "
-                  "older ControllerRevision")
+        reason = (f"cannot tell what to roll {target.ref} back to: the ControllerRevision the run recorded "
+                  f"({(progress.get('saved') or {}).get('revision')}) is gone and no template was saved")
         note(ctx, "rollback.template", "failed", reason)
         return StepResult(ok=False, reason=reason)
     template, patch, source = chosen

@@ -25,15 +25,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from runbooks.daemonset import canarying, promoting, rolling_back, verifying
+from runbooks.cluster import Cluster
+from runbooks.daemonset import canarying, preflight, promoting, rolling_back, verifying
+from runbooks.daemonset.observing import observe
 from runbooks.daemonset.patching import StrategyChanged
-from runbooks.engine.recording import note
-from runbooks.engine.steps import StepContext, StepResult
-from runbooks.errors import PermanentClusterError
+from runbooks.engine.recording import failed, note
+from runbooks.engine.runs import Run
+from runbooks.engine.steps import Check, StepContext, StepResult, StepSettings
+from runbooks.errors import NotFound, PermanentClusterError
 
 
 class DaemonSetSteps:
     """Canary, verify, promote and rollback of one DaemonSet, as the run engine calls them."""
+
+    def check_request(self, cluster: Cluster, run: Run, settings: StepSettings) -> list[Check]:
+        """The canary's pre-checks, before any approver is asked (they run again after approval)."""
+        try:
+            snap = observe(cluster, run.target.namespace, run.target.name)
+        except NotFound:
+            return [failed("daemonset-exists", f"daemonset {run.target.ref} does not exist on {cluster.context}")]
+        return preflight.request_checks(cluster, snap, run=run, settings=settings)[0]
 
     def canary(self, ctx: StepContext) -> StepResult:
         """canary_rolling: pre-checks, saved state, OnDelete, new image, the canary node's pod replaced and Ready."""

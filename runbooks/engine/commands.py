@@ -33,7 +33,7 @@ from runbooks.engine.leasing import Leases, owner_id
 from runbooks.engine.refusals import Refused
 from runbooks.engine.requesting import check_request, resolve
 from runbooks.engine.runs import TERMINAL, GateKind, Run, RunState, Step, Target, new_run_id
-from runbooks.engine.steps import Clock, Steps, StepSettings
+from runbooks.engine.steps import CheckStatus, Clock, Steps, StepSettings
 from runbooks.engine.store import LeaseLost, LockHeld, RunStore
 from runbooks.engine.transitioning import (
     ENGINE_ACTOR,
@@ -136,21 +136,35 @@ class Engine:
         self, *, actor: Actor, target: str, image: str, node: str, container: str | None = None,
         cluster: str | None = None, origin: dict[str, str] | None = None,
     ) -> Outcome:
-        """A new run waiting at its canary request; ``LockHeld`` if the target has one."""
+        """A new run waiting at its canary request.
+
+        Refused before anything is stored or any approver asked: bad arguments, a target
+        that has an active run (``LockHeld``), and every failing check the steps can make
+        now (``check_request``: the image already running, a node that is NotReady,
+        cordoned or GPU-less, a failing inventory finding on the target...)."""
         check_requester(self.policy, actor)
         request = check_request(self.policy, target=target, image=image, node=node, container=container, cluster=cluster)
-        context, chosen = request.cluster or "", request.container or ""
+        now = self.clock.now()
+
+        def new_run(context: str, container: str) -> Run:
+            return Run(id=new_run_id(), target=Target(cluster=context, namespace=request.namespace, name=request.name),
+                       image=request.image, container=container, node=request.node, requester=actor.user,
+                       created_at=now, updated_at=now, origin=origin or {})
+
+        run = new_run(request.cluster or "", request.container or "")
         if self.connect is not None:
             with self.connect(request.cluster) as handle:
-                context, chosen = resolve(handle, request)
-        if not chosen:
+                run = new_run(*resolve(handle, request))
+                self._refuse_if_locked(run)
+                failing = [c for c in self.driver.steps.check_request(handle, run, self.driver.settings)
+                           if c.status == CheckStatus.FAIL]
+                if failing:
+                    raise Refused(refusals.request_checks_failed(run, [(c.name, c.detail) for c in failing]))
+        if not run.container:
             raise Refused(f"name the container of {request.ref} to change: container=<name>")
-        now = self.clock.now()
-        run = Run(id=new_run_id(), target=Target(cluster=context, namespace=request.namespace, name=request.name),
-                  image=request.image, container=chosen, node=request.node, requester=actor.user,
-                  created_at=now, updated_at=now, origin=origin or {})
         line = Step(kind="transition", name="requested", status="ok", actor=actor.user, at=now,
-                    detail=f"canary of {run.image} ({run.container}) on {run.node} in {context or 'the current context'}")
+                    detail=f"canary of {run.image} ({run.container}) on {run.node} in "
+                           f"{run.target.cluster or 'the current context'}")
         try:
             self.store.create(run, audit=[audit_entry(run, line)])
         except LockHeld as held:
@@ -295,6 +309,12 @@ class Engine:
         if moved is None:
             return outcome
         return Outcome(moved, outcome.note, paused=outcome.paused, counted=outcome.counted)
+
+    def _refuse_if_locked(self, run: Run) -> None:
+        """``LockHeld`` now, before the request's checks read the cluster, when another run holds the target."""
+        holder = self.store.lock_holder(run.target.key)
+        if holder is not None and not self._expired_holder(holder):
+            raise LockHeld(run.target.key, holder)
 
     def _expired_holder(self, holder: str) -> bool:
         """Whether the run holding a lock ended once its overdue gate was closed."""

@@ -229,6 +229,9 @@ class Driver:
         if result.ok:
             if state is S.CANARY_VERIFYING:
                 return self.gates.open_promotion(run, steps=lines, lease_owner=owner)
+            if state is S.ROLLING_BACK and result.reason:  # what the rollback found (e.g. nothing to undo)
+                reason = f"{run.reason}; {result.reason}" if run.reason else result.reason
+                return self.writer.transition(run, S.ROLLED_BACK, steps=lines, lease_owner=owner, reason=reason)
             return self.writer.transition(run, ON_SUCCESS[state], steps=lines, lease_owner=owner)
         why = f"{LABEL[state]} failed: {result.reason or 'see the checks'}"
         if state is S.ROLLING_BACK:

@@ -36,6 +36,12 @@ def no_such_run(run_id: str) -> str:
     return f"no run {run_id}: `runs` lists the runs"
 
 
+def request_checks_failed(run: Run, failing: list[tuple[str, str]]) -> str:
+    reasons = "; ".join(f"{name}: {detail}" for name, detail in failing)
+    return (f"canary of {run.image} on {run.node} refused before any approver was asked, nothing was changed: "
+            f"{reasons}")
+
+
 def not_a_requester(user: str) -> str:
     return f"{user} may not request upgrades: ask someone listed under requesters in the policy"
 

@@ -85,7 +85,12 @@ class StepContext:
 
 
 class Steps(Protocol):
-    """The cluster steps the engine calls, one per active state."""
+    """The cluster steps the engine calls, one per active state, and the checks of a request."""
+
+    def check_request(self, cluster: Any, run: Run, settings: StepSettings) -> list[Check]:
+        """Read-only, before anything is stored or any approver asked: every check that can be
+        made now (the image, the node, the target's health). A failing one refuses the request."""
+        ...
 
     def canary(self, ctx: StepContext) -> StepResult:
         """canary_rolling: record the baseline and template, OnDelete, new image, replace the

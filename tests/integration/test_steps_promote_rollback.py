@@ -125,19 +125,18 @@ def test_rollback_uses_the_controller_revision_when_the_template_was_not_saved(s
     assert ds_field(kubectl, "{.spec.updateStrategy.type}") == "RollingUpdate"
 
 
-def test_rollback_with_no_progress_at_all_undoes_to_the_previous_revision(sim: KubeSim) -> None:
-    """A run that recorded nothing: rollback takes the newest older revision and keeps the current strategy."""
+def test_rollback_with_no_progress_at_all_never_falls_back_to_the_previous_revision(sim: KubeSim) -> None:
+    """A run that recorded nothing changed nothing, even when the DaemonSet runs its image (someone else
+    put it there): the rollback writes nothing and says so; no "undo" to the newest older revision."""
     kubectl = Kubectl(sim.kubeconfig)
     h = _canary(sim)
+    before = (ds_field(kubectl, "{.spec.updateStrategy.type}"), images_by_node(kubectl))
     bare = harness(sim, progress={})
-    result = STEPS.rollback(bare.ctx)
-    assert result.ok, result.reason
-    assert "revision 1" in next(s.detail for s in bare.steps if s.name == "rollback.template")
-    assert ds_field(kubectl, "{.spec.updateStrategy.type}") == "OnDelete"
-    assert images_by_node(kubectl) == ALL_OLD
     done = len(sim.mutations())
-    assert STEPS.rollback(again(bare).ctx).ok  # the choice was saved: no "undo of the undo"
+    result = STEPS.rollback(bare.ctx)
+    assert result.ok and [c.name for c in result.checks] == ["nothing-to-roll-back"], result.reason
     assert writes(sim, done) == []
+    assert (ds_field(kubectl, "{.spec.updateStrategy.type}"), images_by_node(kubectl)) == before
     assert h.run.progress["saved"]["image"] == OLD
 
 

@@ -1,0 +1,105 @@
+"""A run changes only what it must: what is knowable before approval is refused at request
+time, and a run that changed nothing rolls nothing back.
+
+Each test plants the situation in kubesim, then checks kubesim's own log of mutating
+requests: a refused request sends none, and a run that changed nothing never patches
+the DaemonSet (in particular, it never falls back to "the previous ControllerRevision").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from bot.storage.redis_store import RedisRunStore
+from kubesim import KubeSim
+from runbooks.cluster import Cluster
+from runbooks.daemonset.steps import DaemonSetSteps
+from runbooks.engine.approving import Actor
+from runbooks.engine.commands import Engine
+from runbooks.engine.refusals import Refused
+from runbooks.engine.runs import RunState
+from runbooks.policy import Policy
+from tests.support import Kubectl
+
+TARGET = "kube-system/nvidia-device-plugin-daemonset"
+DS = "ds/nvidia-device-plugin-daemonset"
+DRA_TARGET = "dra-example-driver/dra-example-driver-kubeletplugin"
+OLD = "nvcr.io/nvidia/k8s-device-plugin:v0.14.2"
+NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+POLICY = Policy.model_validate({
+    "approvers": {"users": ["U0BOB"]},
+    "reports": {"after": []},
+    "steps": {"observe_window": "1s", "poll_interval": "0.1s", "ready_timeout": "60s"},
+})
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=4) as served:
+        yield served
+
+
+def engine_on(sim: KubeSim, redis_url: str) -> Engine:
+    return Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=POLICY,
+                  connect=lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context))
+
+
+def template_and_strategy(sim: KubeSim) -> tuple[object, object]:
+    spec = Kubectl(sim.kubeconfig).json("-n", "kube-system", "get", DS)["spec"]
+    return spec["template"], spec["updateStrategy"]
+
+
+def refused_with_nothing_sent(sim: KubeSim, engine: Engine, match: str, **request: str) -> None:
+    before = len(sim.mutations())
+    with pytest.raises(Refused, match=match):
+        engine.request_canary(actor=Actor("U0ALICE"), **{"target": TARGET, "image": NEW, "node": "gpu-node1", **request})
+    assert engine.runs() == [], "nothing is stored"
+    assert sim.mutations()[before:] == [], "no request changed the cluster"
+
+
+def test_the_image_the_daemonset_already_runs_is_refused_before_any_approver_is_asked(
+    sim: KubeSim, redis_url: str,
+) -> None:
+    """A canary of the current image: refused at request time, no run, nothing sent to the cluster."""
+    engine = engine_on(sim, redis_url)
+    refused_with_nothing_sent(sim, engine, "already runs nvcr.io/nvidia/k8s-device-plugin:v0.14.2", image=OLD)
+
+
+def test_a_node_that_cannot_take_the_canary_is_refused_at_request_time(sim: KubeSim, redis_url: str) -> None:
+    """A GPU-less, a NotReady and a cordoned node are each refused with the reason; nothing is stored."""
+    engine = engine_on(sim, redis_url)
+    refused_with_nothing_sent(sim, engine, "cpu-node1 has no GPU hardware", node="cpu-node1")
+    sim.fault(kind="node-not-ready", node="gpu-node2")
+    refused_with_nothing_sent(sim, engine, "gpu-node2 is not Ready", node="gpu-node2")
+    Kubectl(sim.kubeconfig).run("cordon", "gpu-node3")
+    refused_with_nothing_sent(sim, engine, "gpu-node3 is cordoned", node="gpu-node3")
+
+
+def test_a_fail_finding_of_the_inventory_on_the_target_is_refused(sim: KubeSim, redis_url: str) -> None:
+    """The DRA gate off while DRA objects exist (a FAIL finding): a DRA driver's canary is refused."""
+    engine = engine_on(sim, redis_url)
+    sim.fault(kind="feature-gate", name="DynamicResourceAllocation", enabled=False)
+    refused_with_nothing_sent(sim, engine, "DynamicResourceAllocation feature gate is disabled", target=DRA_TARGET,
+                              image="registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0")
+
+
+def test_a_run_that_changed_nothing_rolls_nothing_back(sim: KubeSim, redis_url: str) -> None:
+    """Someone else rolls the requested image out between request and approval: the canary's pre-checks
+    fail, and the rollback leaves the DaemonSet exactly as it found it. It never restores "the
+    previous ControllerRevision" (the fleet would go back to an image nobody asked for)."""
+    engine = engine_on(sim, redis_url)
+    run = engine.request_canary(actor=Actor("U0ALICE"), target=TARGET, image=NEW, node="gpu-node1").run
+    kubectl = Kubectl(sim.kubeconfig)
+    kubectl.run("-n", "kube-system", "set", "image", DS, f"nvidia-device-plugin-ctr={NEW}")
+    before = template_and_strategy(sim)
+    mutations = len(sim.mutations())
+    engine.approve(run.id, actor=Actor("U0BOB"))
+    run = engine.advance(run.id)
+    assert run.state is RunState.ROLLED_BACK, run.reason
+    assert "changed nothing" in run.reason or any(
+        e["name"] == "nothing-to-roll-back" for e in engine.audit(run.id)), run.reason
+    assert template_and_strategy(sim) == before
+    sent = [m for m in sim.mutations()[mutations:] if "daemonsets" in m["path"]]
+    assert sent == [], f"the run wrote to the DaemonSet although it changed nothing: {sent}"

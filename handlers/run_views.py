@@ -28,7 +28,7 @@ STATE_TONE: dict[RunState, Tone] = {
     S.DONE: "ok", S.MONITORING: "ok", S.ROLLED_BACK: "warn", S.REJECTED: "warn", S.EXPIRED: "warn",
     S.ROLLING_BACK: "warn", S.FAILED: "error",
 }
-STEP_TONE: dict[str, Tone] = {"ok": "ok", "failed": "error", "info": "info", "skipped": "info"}
+STEP_TONE: dict[str, Tone] = {"ok": "ok", "failed": "error", "unknown": "warn", "info": "info", "skipped": "info"}
 GATE_TITLE = {GateKind.CANARY: "Canary request", GateKind.PROMOTION: "Promotion request",
               GateKind.ROLLBACK: "Rollback request"}
 MAX_AUDIT_ROWS = 40

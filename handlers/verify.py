@@ -30,8 +30,10 @@ from runbooks.policy import Policy, duration_seconds
 
 USAGE = "verify <run>|<namespace>/<daemonset> [node=<node>] [cluster=<context>] [window=<duration>]"
 MAX_CHECK_ROWS = 60
-CHECK_LABEL = {CheckStatus.FAIL: "FAIL", CheckStatus.WARN: "WARN", CheckStatus.SKIP: "SKIP", CheckStatus.PASS: "ok"}
-CHECK_ORDER = {CheckStatus.FAIL: 0, CheckStatus.WARN: 1, CheckStatus.SKIP: 2, CheckStatus.PASS: 3}
+CHECK_LABEL = {CheckStatus.FAIL: "FAIL", CheckStatus.UNKNOWN: "UNKNOWN", CheckStatus.WARN: "WARN",
+               CheckStatus.SKIP: "SKIP", CheckStatus.PASS: "ok"}
+CHECK_ORDER = {CheckStatus.FAIL: 0, CheckStatus.UNKNOWN: 1, CheckStatus.WARN: 2, CheckStatus.SKIP: 3,
+               CheckStatus.PASS: 4}
 
 
 class VerifyRequest(BaseModel):
@@ -116,8 +118,12 @@ def _cut(text: str, limit: int) -> str:
 def verification_reply(found: Verified) -> Reply:
     """The verdict, then one row per check, failures first."""
     result = found.result
-    failed = len(result.failed)
-    verdict = "all checks passed" if result.ok else f"{failed} of {len(result.checks)} checks failed"
+    failed, unknown = len(result.failed), len(result.unknown)
+    parts = [f"{failed} of {len(result.checks)} checks failed"] if failed else []
+    parts += [f"{unknown} could not be made"] if unknown else []
+    verdict = "; ".join(parts) if not result.ok or unknown else "all checks passed"
+    if result.ok and unknown:
+        verdict = f"passed, but {verdict} (verify.unknown: warn)"
     checks = sorted(result.checks, key=lambda c: CHECK_ORDER[c.status])
     rows = [[CHECK_LABEL[c.status], c.name, c.scope or "-", _cut(c.detail, 100)] for c in checks[:MAX_CHECK_ROWS]]
     note = msg.checks_cut(len(checks) - len(rows)) if len(rows) < len(checks) else ""

@@ -8,7 +8,7 @@ handlers and runbooks receive the model. Unknown keys are refused so a typo
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -119,6 +119,12 @@ class StepTimings(Strict):
         return _duration(value)
 
 
+class Verify(Strict):
+    unknown: Literal["fail", "warn"] = "fail"
+    """A check that could not be made (a 403, a timeout): ``fail`` blocks the step like a
+    failed check; ``warn`` lets it pass, still shown as unknown with the reason."""
+
+
 class Policy(Strict):
     """The whole policy file; every section optional (docs/policy.md lists the defaults)."""
 
@@ -131,6 +137,7 @@ class Policy(Strict):
     rollback: Rollback = Field(default_factory=Rollback)
     targets: list[Target] = Field(default_factory=list)
     steps: StepTimings = Field(default_factory=StepTimings)
+    verify: Verify = Field(default_factory=Verify)
     gpu_resources: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu"])
     """Extended resources the inventory reports and checks per node."""
 

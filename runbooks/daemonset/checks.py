@@ -13,7 +13,7 @@ from typing import Any
 
 from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.observing import Snapshot
-from runbooks.engine.recording import failed, passed, skipped, warned
+from runbooks.engine.recording import failed, passed, skipped, unknown, warned
 from runbooks.engine.steps import Check
 from runbooks.inventory import Node, ResourceClaim, ResourceSlice
 from runbooks.inventory.plugins import LogResult
@@ -131,7 +131,7 @@ def registered(snap: Snapshot, nodes: Sequence[str], logs: dict[str, LogResult],
                       "it did not register", scope, missing=missing, unread=unread)
     if unread:
         first = next(iter(unread.values()))
-        return warned("plugin-registered", f"could not read the plugin log on {listing(list(unread))} ({first})",
+        return unknown("plugin-registered", f"could not read the plugin log on {listing(list(unread))} ({first})",
                       scope, unread=unread)
     return passed("plugin-registered", f"{line} found on {len(nodes)} node(s)", scope)
 

@@ -17,7 +17,7 @@ from typing import Any
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import NAMESPACES, PODS
 from runbooks.daemonset.observing import wait_for
-from runbooks.engine.recording import failed, passed, warned
+from runbooks.engine.recording import failed, passed, unknown
 from runbooks.engine.steps import Check, CheckStatus, Clock
 from runbooks.errors import ClusterError, Forbidden, NotFound
 
@@ -57,7 +57,7 @@ def smoke_test(
     """Run the smoke-test pod on ``node`` (or anywhere) and judge its log; always clean up."""
     scope = node or "any GPU node"
     if not spec.get("image"):
-        return warned("smoke-test", "smoke_test has no image: set smoke_test.image in the policy", scope)
+        return unknown("smoke-test", "smoke_test has no image: set smoke_test.image in the policy", scope)
     namespace = f"{spec.get('namespace', 'upgradebot-smoke')}-{secrets.token_hex(3)}"
     created, cleanup_error = False, ""
     try:
@@ -66,7 +66,7 @@ def smoke_test(
         check = _run(cluster, spec, namespace=namespace, node=node, resource=resource, clock=clock,
                      interval=interval, scope=scope)
     except Forbidden as exc:
-        check = warned("smoke-test", f"cannot run the smoke test: {exc}", scope)
+        check = unknown("smoke-test", f"cannot run the smoke test: {exc}", scope)
     except ClusterError as exc:
         check = failed("smoke-test", f"the smoke test could not run: {exc}", scope)
     finally:

@@ -25,7 +25,7 @@ from runbooks.daemonset.events import WATCHED, event_checks, read_events
 from runbooks.daemonset.observing import Snapshot, observe
 from runbooks.daemonset.smoke_testing import smoke_test
 from runbooks.engine.clocks import SystemClock
-from runbooks.engine.recording import failed, note_checks, result, warned
+from runbooks.engine.recording import failed, note_checks, result, unknown
 from runbooks.engine.steps import Check, Clock, StepContext, StepResult, StepSettings
 from runbooks.errors import Forbidden, NotFound
 from runbooks.inventory import Node, ResourceClaim, ResourceSlice
@@ -105,17 +105,17 @@ def verify(
             checks += [judge.dra_slices(scope, slices, drivers, baseline, everywhere=everywhere),
                        judge.dra_claims(claims, baseline, drivers)]
         except Forbidden as exc:
-            checks.append(warned("dra-slices", f"cannot read the DRA objects: {exc}", where))
+            checks.append(unknown("dra-slices", f"cannot read the DRA objects: {exc}", where))
     reasons = [r for r in WATCHED if dra or r != "FailedPrepareDynamicResources"]
     try:
         checks += event_checks(read_events(cluster, reasons), since=since, nodes=scope, scope=where,
                                gpu_resources=resources, dra=dra)
     except Forbidden as exc:
-        checks.append(warned("events", f"cannot read events, so new warnings were not looked for: {exc}", where))
+        checks.append(unknown("events", f"cannot read events, so new warnings were not looked for: {exc}", where))
     if settings.smoke_test:
         checks.append(smoke_test(cluster, settings.smoke_test, node=scope[0] if len(scope) == 1 and not everywhere else None,
                                  resource=resources[0], clock=clock, interval=settings.poll_interval))
-    return result(checks, what=f"verify of {target} on {where}")
+    return result(checks, what=f"verify of {target} on {where}", unknown_blocks=settings.unknown_blocks)
 
 
 def sample_nodes(

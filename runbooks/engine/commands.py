@@ -80,6 +80,7 @@ def step_settings_of(policy: Policy) -> StepSettings:
         poll_interval=duration_seconds(timings.poll_interval),
         gpu_resources=tuple(policy.gpu_resources),
         smoke_test=timings.smoke_test,
+        unknown_blocks=policy.verify.unknown == "fail",
     )
 
 

@@ -13,7 +13,8 @@ from typing import Any
 from runbooks.engine.runs import Step
 from runbooks.engine.steps import Check, CheckStatus, StepContext, StepResult
 
-STEP_STATUS = {CheckStatus.PASS: "ok", CheckStatus.FAIL: "failed", CheckStatus.WARN: "info", CheckStatus.SKIP: "skipped"}
+STEP_STATUS = {CheckStatus.PASS: "ok", CheckStatus.FAIL: "failed", CheckStatus.UNKNOWN: "unknown",
+               CheckStatus.WARN: "info", CheckStatus.SKIP: "skipped"}
 
 
 def note(ctx: StepContext, name: str, status: str, detail: str = "", **evidence: Any) -> None:
@@ -28,21 +29,30 @@ def note_checks(ctx: StepContext, step: str, checks: Iterable[Check]) -> None:
                         evidence=evidence, at=ctx.clock.now()))
 
 
-def failing(checks: Iterable[Check]) -> list[Check]:
-    return [c for c in checks if c.status is CheckStatus.FAIL]
+def failing(checks: Iterable[Check], *, unknown_blocks: bool = False) -> list[Check]:
+    """The checks that fail a step: failures, and with ``unknown_blocks`` the unknown ones."""
+    blocking = {CheckStatus.FAIL, CheckStatus.UNKNOWN} if unknown_blocks else {CheckStatus.FAIL}
+    return [c for c in checks if c.status in blocking]
 
 
-def summary(checks: list[Check]) -> str:
-    """``plugin-registered (gpu-node1): …; gpu-capacity (gpu-node1): …`` for the failing checks."""
-    return "; ".join(f"{c.name} ({c.scope}): {c.detail}" if c.scope else f"{c.name}: {c.detail}" for c in failing(checks))
+def _line(check: Check) -> str:
+    where = f"{check.name} ({check.scope})" if check.scope else check.name
+    could_not = "could not be checked: " if check.status is CheckStatus.UNKNOWN else ""
+    return f"{where}: {could_not}{check.detail}"
 
 
-def result(checks: list[Check], *, what: str) -> StepResult:
-    """ok when no check failed; else a reason naming each failing check, where, and why."""
-    bad = failing(checks)
-    if not bad:
+def summary(checks: list[Check], *, unknown_blocks: bool = False) -> str:
+    """``plugin-registered (gpu-node1): …; events: could not be checked: …`` for the blocking checks."""
+    return "; ".join(_line(c) for c in failing(checks, unknown_blocks=unknown_blocks))
+
+
+def result(checks: list[Check], *, what: str, unknown_blocks: bool = True) -> StepResult:
+    """ok when no check failed (nor, with ``unknown_blocks``, could not be made); else a reason
+    naming each such check, where, and why."""
+    if not failing(checks, unknown_blocks=unknown_blocks):
         return StepResult(ok=True, checks=checks)
-    return StepResult(ok=False, reason=f"{what} failed: {summary(checks)}", checks=checks)
+    return StepResult(ok=False, reason=f"{what} failed: {summary(checks, unknown_blocks=unknown_blocks)}",
+                      checks=checks)
 
 
 def passed(name: str, detail: str, scope: str = "", **evidence: Any) -> Check:
@@ -51,6 +61,11 @@ def passed(name: str, detail: str, scope: str = "", **evidence: Any) -> Check:
 
 def failed(name: str, detail: str, scope: str = "", **evidence: Any) -> Check:
     return Check(name=name, status=CheckStatus.FAIL, detail=detail, scope=scope, evidence=evidence)
+
+
+def unknown(name: str, detail: str, scope: str = "", **evidence: Any) -> Check:
+    """A check that could not be made; ``detail`` says why (and what would make it possible)."""
+    return Check(name=name, status=CheckStatus.UNKNOWN, detail=detail, scope=scope, evidence=evidence)
 
 
 def warned(name: str, detail: str, scope: str = "", **evidence: Any) -> Check:

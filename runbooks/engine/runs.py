@@ -164,7 +164,7 @@ class Step(BaseModel):
     """One entry of a run's story: a transition, a check, a mutation, a decision."""
 
     name: str
-    status: str = Field(description="ok | failed | info | skipped")
+    status: str = Field(description="ok | failed | unknown | info | skipped")
     kind: str = Field(default="step", description="transition | decision | gate | check | mutation | step")
     detail: str = ""
     evidence: dict[str, Any] = Field(default_factory=dict)

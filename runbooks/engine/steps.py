@@ -24,6 +24,9 @@ from runbooks.engine.runs import Run, Step
 class CheckStatus(enum.StrEnum):
     PASS = "pass"
     FAIL = "fail"
+    UNKNOWN = "unknown"
+    """The check could not be made (a 403, a timeout, missing data): not a pass. It blocks a
+    step like a failure unless the policy says ``verify.unknown: warn``."""
     WARN = "warn"
     SKIP = "skip"
 
@@ -49,6 +52,11 @@ class StepResult(BaseModel):
     def failed(self) -> list[Check]:
         return [c for c in self.checks if c.status is CheckStatus.FAIL]
 
+    @property
+    def unknown(self) -> list[Check]:
+        """The checks that could not be made."""
+        return [c for c in self.checks if c.status is CheckStatus.UNKNOWN]
+
 
 class Clock(Protocol):
     def now(self) -> dt.datetime: ...
@@ -68,6 +76,8 @@ class StepSettings:
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu",)
     smoke_test: dict[str, Any] | None = None
     """Optional smoke-test pod: ``{image, command, expect, namespace, timeout}``."""
+    unknown_blocks: bool = True
+    """A check that could not be made fails the step (policy ``verify.unknown: fail``)."""
 
 
 @dataclass

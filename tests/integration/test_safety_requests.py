@@ -103,3 +103,17 @@ def test_a_run_that_changed_nothing_rolls_nothing_back(sim: KubeSim, redis_url: 
     assert template_and_strategy(sim) == before
     sent = [m for m in sim.mutations()[mutations:] if "daemonsets" in m["path"]]
     assert sent == [], f"the run wrote to the DaemonSet although it changed nothing: {sent}"
+
+
+def test_a_check_that_could_not_be_made_never_lets_the_run_ask_for_promotion(sim: KubeSim, redis_url: str) -> None:
+    """Events unreadable (403) during the canary's verify: the run does not reach its promotion
+    request; it names the check it could not make and rolls the canary back."""
+    engine = engine_on(sim, redis_url)
+    before = template_and_strategy(sim)
+    run = engine.request_canary(actor=Actor("U0ALICE"), target=TARGET, image=NEW, node="gpu-node1").run
+    sim.fault(kind="forbid", path="/api/v1/events", verb="list")
+    engine.approve(run.id, actor=Actor("U0BOB"))
+    run = engine.advance(run.id)
+    assert run.state is RunState.ROLLED_BACK, run.reason
+    assert "events" in run.reason and "could not be checked" in run.reason
+    assert template_and_strategy(sim) == before

@@ -125,13 +125,15 @@ def test_smoke_test_runs_the_cuda_sample_and_always_cleans_up(sim: KubeSim) -> N
     assert kubectl("get", "namespaces", "-o", "name") == namespaces
 
 
-def test_unreadable_logs_are_a_warning_not_a_pass(sim: KubeSim) -> None:
-    """With pod logs forbidden, plugin-registered is a warning that says why, never a silent pass."""
+def test_unreadable_logs_are_unknown_and_block_like_a_failure(sim: KubeSim) -> None:
+    """With pod logs forbidden, plugin-registered is unknown (it could not be checked), says why, and
+    fails the step: never a silent pass."""
     sim.fault(kind="forbid", path="/api/v1/namespaces/kube-system/pods/", verb="get")
     h = harness(sim)
     result = STEPS.verify_all(h.ctx)
     check = next(c for c in result.checks if c.name == "plugin-registered")
-    assert check.status is CheckStatus.WARN and "may not get pods/log" in check.detail
+    assert check.status is CheckStatus.UNKNOWN and "may not get pods/log" in check.detail
+    assert not result.ok and "plugin-registered" in result.reason and "could not be checked" in result.reason
 
 
 def test_dra_driver_that_never_registers_loses_its_slices(sim: KubeSim) -> None:
@@ -147,10 +149,17 @@ def test_dra_driver_that_never_registers_loses_its_slices(sim: KubeSim) -> None:
     assert _statuses(after)["dra-slices"] == "pass"
 
 
-def test_unreadable_events_are_a_warning_not_a_pass(sim: KubeSim) -> None:
-    """With events forbidden, verify warns that it could not look for new warnings, and still judges the rest."""
+def test_unreadable_events_are_unknown_and_block_unless_the_policy_says_warn(sim: KubeSim) -> None:
+    """With events forbidden, the events check is unknown, says why, and fails verify (policy
+    ``verify.unknown: fail``, the default); with ``verify.unknown: warn`` verify passes and still says so.
+    Every other check is judged either way."""
     sim.fault(kind="forbid", path="/api/v1/events", verb="list")
-    result = verify(harness(sim).ctx.cluster, "kube-system/nvidia-device-plugin-daemonset", settings=FAST)
-    assert result.ok, result.reason
+    cluster = harness(sim).ctx.cluster
+    result = verify(cluster, "kube-system/nvidia-device-plugin-daemonset", settings=FAST)
     events = next(c for c in result.checks if c.name == "events")
-    assert events.status is CheckStatus.WARN and "cannot read events" in events.detail
+    assert events.status is CheckStatus.UNKNOWN and "cannot read events" in events.detail
+    assert not result.ok and "events" in result.reason and "could not be checked" in result.reason
+    assert all(c.status is CheckStatus.PASS for c in result.checks if c.name != "events")
+    warn = verify(cluster, "kube-system/nvidia-device-plugin-daemonset",
+                  settings=dataclasses.replace(FAST, unknown_blocks=False))
+    assert warn.ok and next(c for c in warn.checks if c.name == "events").status is CheckStatus.UNKNOWN

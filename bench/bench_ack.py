@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             procs.append(start([sys.executable, "-m", "kubesim", "serve", "--port", "0", "--scenario", "gpu-small",
                                 "--kubeconfig", str(kubeconfig)], env, lines=2)[0])
             bot, bot_url = start([str(BIN / "upgradebot"), "serve", "--host", "127.0.0.1", "--port", "0",
-                                  "--drain", "1"], env, lines=2)
+                                  "--drain", "1", "--allow-volatile-redis"], env, lines=2)  # a throwaway Redis
             procs.append(bot)
             bare, bare_url = start([sys.executable, "-m", "bench.bench_ack", "--child", "bare",
                                     "--threads", str(args.threads)], env)

@@ -120,6 +120,7 @@ def continued_in_thread(count: int) -> str:
 
 
 BUSY = "I am busy with other commands right now; nothing was started, try again in a minute."
+STORE_DOWN = "State store unavailable, nothing was done: Redis does not answer. Try again in a minute."
 NO_DECISIONS = "Approvals are not enabled on this bot; nothing was decided."
 
 
@@ -142,6 +143,19 @@ def click_failed(reference: str) -> str:
 
 
 # ------------------------------------------------------------------ serve's start-up errors
+def error_redis_volatile(url: str) -> str:
+    return (f"Redis at {url} has no persistence (neither AOF nor RDB snapshots): a restart would lose every "
+            "run, with a DaemonSet possibly half-upgraded. Turn on appendonly (or save) in Redis, or pass "
+            "--allow-volatile-redis to run anyway")
+
+
+def warning_redis_volatile(url: str) -> str:
+    return f"Redis at {url} has no persistence (allowed by --allow-volatile-redis): a Redis restart loses every run"
+
+
+def error_redis_persistence_unknown(reason: str) -> str:
+    return f"{reason}: if it does persist (AOF or RDB), pass --allow-volatile-redis to run anyway"
+
 ERROR_TOKEN_REQUIRED = ("SLACK_BOT_TOKEN is not set: copy the Bot User OAuth Token (xoxb-…) from the app's "
                         "OAuth & Permissions page")
 ERROR_SIGNING_SECRET_REQUIRED = ("SLACK_SIGNING_SECRET is not set: copy the Signing Secret from the app's Basic "

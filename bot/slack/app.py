@@ -47,6 +47,7 @@ from handlers.clicks import Click, Decisions
 from handlers.replies import Reply, channel_ref, user_ref
 from handlers.routing import Caller, Router
 from handlers.run_views import ACTIONS
+from runbooks.engine.store import StoreUnavailable
 from runbooks.policy import Policy
 
 log = logging.getLogger("upgradebot.slack")
@@ -126,8 +127,16 @@ class _Listeners:
         if not self.deps.workers.submit(job, body, retry, respond):
             threading.Thread(target=self._say, args=(respond, body, msg.BUSY), daemon=True).start()
 
-    def _claimed(self, kind: str, body: dict[str, Any], retry: str | None) -> bool:
-        if self.deps.idempotency.claim_once(delivery_key(kind, body), DEDUPE_TTL):
+    def _claimed(self, kind: str, body: dict[str, Any], retry: str | None, respond: Respond) -> bool:
+        """Whether this delivery is the first; a Redis that does not answer is said, never silent."""
+        try:
+            first = self.deps.idempotency.claim_once(delivery_key(kind, body), DEDUPE_TTL)
+        except StoreUnavailable as exc:
+            log.warning("%s not handled: %s", kind, exc)
+            self.deps.metrics.commands.labels(verb="-", outcome="store_unavailable", surface="slack").inc()
+            self._say(respond, body, msg.STORE_DOWN)
+            return False
+        if first:
             return True
         self.deps.metrics.slack_duplicates.labels(kind=kind).inc()
         log.info("dropped a repeated %s delivery (X-Slack-Retry-Num %s)", kind, retry or "-")
@@ -135,7 +144,7 @@ class _Listeners:
 
     # ------------------------------------------------------------------- workers
     def run_command(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
-        if not self._claimed("command", body, retry):
+        if not self._claimed("command", body, retry, respond):
             return
         user, channel = str(body.get("user_id", "")), body.get("channel_id")
         routed = self.deps.router.route(str(body.get("text", "")), Caller(user=user, channel=channel))
@@ -155,7 +164,7 @@ class _Listeners:
             self._say(respond, body, msg.not_in_channel(channel_ref(channel)) if missing else msg.delivery_failed(code))
 
     def run_click(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
-        if not self._claimed("action", body, retry):
+        if not self._claimed("action", body, retry, respond):
             return
         actions = body.get("actions") or [{}]
         action_id = str(actions[0].get("action_id", ""))

@@ -46,6 +46,7 @@ from handlers.clicks import Decisions, EngineDecisions
 from handlers.routing import Deps, Registry, Router, Verb, default_registry
 from handlers.verbs import chat_verbs
 from runbooks.cluster import Cluster
+from runbooks.engine.store import StoreUnavailable
 from runbooks.errors import scrub
 from runbooks.policy import Policy
 
@@ -169,8 +170,27 @@ def configure_logging(settings: Settings, stream: TextIO | None = None) -> None:
     root.setLevel(logging.INFO)
 
 
+def check_durable(runtime: Runtime, *, allow_volatile: bool) -> None:
+    """Refuse (``SettingsError``) a Redis that keeps nothing on disk, unless ``allow_volatile``."""
+    url = runtime.store.safe_url
+    try:
+        kept = runtime.store.persistence()
+    except StoreUnavailable as exc:
+        if not allow_volatile:
+            raise SettingsError(msg.error_redis_persistence_unknown(str(exc))) from exc
+        log.warning("%s", exc)
+        return
+    if kept is None:
+        if not allow_volatile:
+            raise SettingsError(msg.error_redis_volatile(url))
+        log.warning(msg.warning_redis_volatile(url))
+    else:
+        log.info("Redis at %s keeps its data in %s", url, kept)
+
+
 def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: threading.Event,
-          service: Service | None = None, runtime: Runtime | None = None, drain: float = 30.0) -> int:
+          service: Service | None = None, runtime: Runtime | None = None, drain: float = 30.0,
+          allow_volatile: bool = False) -> int:
     """Run until ``stop`` is set; then stop gracefully. Returns the exit code.
 
     Without ``service``: the run engine on Redis (:func:`bot.runtime.build_runtime`) and
@@ -183,6 +203,11 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
         raise SettingsError(msg.ERROR_SIGNING_SECRET_REQUIRED)
     if service is None:
         runtime = build_runtime(settings, settings.policy())
+        try:
+            check_durable(runtime, allow_volatile=allow_volatile)
+        except SettingsError:
+            runtime.store.close()
+            raise
         service = build_slack_service(settings, runtime)
     if runtime is not None:
         runtime.start()
@@ -233,4 +258,5 @@ def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    return serve(settings, host=args.host, port=args.port, out=out, stop=stop, drain=args.drain)
+    return serve(settings, host=args.host, port=args.port, out=out, stop=stop, drain=args.drain,
+                 allow_volatile=args.allow_volatile_redis)

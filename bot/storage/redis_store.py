@@ -90,6 +90,27 @@ class RedisRunStore:
     def close(self) -> None:
         self.client.close()
 
+    @property
+    def safe_url(self) -> str:
+        """The URL as it may be shown: its password masked."""
+        return _safe(self.url)
+
+    def persistence(self) -> str | None:
+        """How the server keeps data across a restart (``"the append-only file"``, ``"RDB
+        snapshots (save 3600 1 …)"``), or None when it keeps nothing. ``StoreUnavailable``
+        when it cannot be told (``CONFIG GET`` refused, as some managed services do)."""
+        try:
+            aof = self._do(lambda: self.client.config_get("appendonly")).get("appendonly")
+            save = self._do(lambda: self.client.config_get("save")).get("save")
+        except redis.ResponseError as exc:
+            raise StoreUnavailable(f"cannot tell whether Redis at {_safe(self.url)} persists its data "
+                                   f"(CONFIG GET: {_reason(exc)})") from exc
+        if aof == "yes":
+            return "the append-only file"
+        if save:
+            return f"RDB snapshots (save {save})"
+        return None
+
     # ------------------------------------------------------------------ runs
     def create(self, run: Run, *, audit: Sequence[dict[str, Any]] = ()) -> Run:
         keys = [Keys.run(run.id), Keys.lock(run.target.key), Keys.runs, Keys.active,

@@ -13,7 +13,8 @@ import yaml
 from kubesim import KubeSim
 from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get, post, slash_command
 
-SERVE = [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", "0", "--drain", "10"]
+SERVE = [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", "0", "--drain", "10",
+         "--allow-volatile-redis"]  # the suite's Redis keeps nothing on disk
 
 
 def environment(fake: FakeSlack, sim: KubeSim, tmp_path: Path, redis_url: str, **extra: str) -> dict[str, str]:

@@ -26,7 +26,8 @@ from tests.e2e.runs_support import (
 )
 from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack
 
-SERVE = [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", "0", "--drain", "5"]
+SERVE = [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", "0", "--drain", "5",
+         "--allow-volatile-redis"]  # the suite's Redis keeps nothing on disk
 
 
 def start(env: dict[str, str], log: Path) -> tuple[subprocess.Popen[str], str]:

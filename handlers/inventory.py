@@ -38,7 +38,8 @@ def parse(words: Sequence[str]) -> InventoryRequest:
 def handle(request: InventoryRequest, *, connect: Callable[[str | None], Cluster], policy: Policy) -> Inventory:
     """The inventory of the requested cluster, with the policy's targets and GPU resources."""
     with connect(request.cluster) as cluster:
-        return take_inventory(cluster, targets=policy.target_refs, gpu_resources=policy.gpu_resources)
+        return take_inventory(cluster, targets=policy.target_refs, gpu_resources=policy.gpu_resources,
+                              registration=policy.registration)
 
 
 # ------------------------------------------------------------------ chat surfaces

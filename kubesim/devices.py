@@ -13,12 +13,15 @@ from kubesim.simulation import Simulation
 
 NODES = ("", "nodes")
 DEVICE_PLUGIN_IMAGE = "k8s-device-plugin"
+"""NVIDIA's device plugin; any other image named ``…device-plugin…`` is another vendor's,
+which registers the same way and logs the generic line of Kubernetes' plugin examples."""
+OTHER_DEVICE_PLUGIN = "device-plugin"
 DRA_PLUGIN_IMAGE = "dra-example-driver"
 
 
 def container_kind(image: str) -> str:
     """``device-plugin``, ``dra-plugin`` or ``generic``, from the image name."""
-    if DEVICE_PLUGIN_IMAGE in image:
+    if DEVICE_PLUGIN_IMAGE in image or OTHER_DEVICE_PLUGIN in image.rsplit("/", 1)[-1]:
         return "device-plugin"
     if DRA_PLUGIN_IMAGE in image:
         return "dra-plugin"

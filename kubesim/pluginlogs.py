@@ -103,6 +103,17 @@ def device_plugin_registered(container: dict[str, Any], start: dt.datetime) -> L
     )
 
 
+def other_device_plugin_registered(start: dt.datetime) -> Lines:
+    """Another vendor's plugin, logging as Kubernetes' device-plugin examples do."""
+    return _at(
+        start,
+        [
+            ("I", "server.go:52", "Starting to serve on /var/lib/kubelet/device-plugins/vendor-gpu.sock"),
+            ("I", "server.go:73", "Registered device plugin with Kubelet"),
+        ],
+    )
+
+
 def device_plugin_no_devices(container: dict[str, Any], start: dt.datetime) -> Lines:
     """FAIL_ON_INIT_ERROR=false and no usable GPU: the plugin waits forever, unregistered."""
     return _at(

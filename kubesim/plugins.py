@@ -11,6 +11,7 @@ from typing import Any
 
 from kubesim import dra, pluginlogs
 from kubesim.clock import parse_time
+from kubesim.devices import DEVICE_PLUGIN_IMAGE
 from kubesim.podruntime import Ctr, PodRt
 
 
@@ -35,7 +36,9 @@ class PluginAgent:
         if ctr.kind == "device-plugin":
             healthy = healthy and self.gpus.get(node, 0) > 0
             fail = pluginlogs.fails_on_init_error(container)
-            if healthy:
+            if healthy and DEVICE_PLUGIN_IMAGE not in ctr.image:
+                lines = self._lines("dp-other", fail, start, lambda: pluginlogs.other_device_plugin_registered(start))
+            elif healthy:
                 lines = self._lines("dp-ok", fail, start, lambda: pluginlogs.device_plugin_registered(container, start))
             else:
                 lines = self._lines("dp-none", fail, start, lambda: pluginlogs.device_plugin_no_devices(container, start))

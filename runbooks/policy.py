@@ -36,10 +36,25 @@ class Strict(BaseModel):
 
 
 class Target(Strict):
-    """A DaemonSet the bot may upgrade: ``namespace/name``."""
+    """A DaemonSet the bot may upgrade: ``namespace/name``, and optionally the log line
+    (a regular expression) that says its plugin registered with the kubelet."""
 
     namespace: str
     name: str
+    registration: str | None = None
+
+    @field_validator("registration")
+    @classmethod
+    def _pattern(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"{value!r} is not a regular expression: {exc}") from exc
+        if not value.strip():
+            raise ValueError("an empty registration pattern matches every log")
+        return value
 
     @classmethod
     def parse(cls, text: str) -> Target:
@@ -167,3 +182,8 @@ class Policy(Strict):
     @property
     def target_refs(self) -> list[str]:
         return [str(t) for t in self.targets]
+
+    @property
+    def registration(self) -> dict[str, str]:
+        """``{namespace/name: pattern}`` of the targets that name their registration line."""
+        return {str(t): t.registration for t in self.targets if t.registration}

@@ -114,7 +114,8 @@ def restarts_stable(start: Snapshot, end: Snapshot, nodes: Sequence[str], *, win
     return passed("restarts-stable", f"no restart in {window:g}s", scope, **evidence)
 
 
-def registered(snap: Snapshot, nodes: Sequence[str], logs: dict[str, LogResult], *, kind: str, everywhere: bool) -> Check:
+def registered(snap: Snapshot, nodes: Sequence[str], logs: dict[str, LogResult], *, kind: str, everywhere: bool,
+               pattern: str | None = None) -> Check:
     """The registration line in each plugin pod's log (``logs`` by node)."""
     missing, unread = [], {}
     for node in nodes:
@@ -124,8 +125,12 @@ def registered(snap: Snapshot, nodes: Sequence[str], logs: dict[str, LogResult],
         elif not result.registered:
             missing.append(node)
     scope = scope_of(nodes, everywhere)
-    line = ("'Registered device plugin for … with Kubelet'" if kind == "device-plugin"
-            else "the DRA driver's registration with the kubelet")
+    if pattern:
+        line = f"line matching {pattern!r} (the policy's registration pattern)"
+    elif kind == "device-plugin":
+        line = "'Registered device plugin [for …] with Kubelet'"
+    else:
+        line = "the DRA driver's registration with the kubelet"
     if missing:
         return failed("plugin-registered", f"the plugin log on {listing(missing)} has no {line}: "
                       "it did not register", scope, missing=missing, unread=unread)

@@ -124,7 +124,8 @@ def request_checks(
     checks += node_checks(cluster, snap, run.node, tuple(settings.gpu_resources))
     if any(c.status == "fail" for c in checks):
         return checks, None
-    inventory = take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources)
+    inventory = take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
+                               registration=settings.registration)
     checks += target_findings(inventory, run.target.ref, run.node)
     return checks, inventory
 

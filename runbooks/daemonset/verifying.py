@@ -91,7 +91,8 @@ def verify(
         judge.pods_ready(end, scope, everywhere=everywhere),
         judge.no_crashloop([start, end], scope, everywhere=everywhere),
         judge.restarts_stable(start, end, scope, window=window, everywhere=everywhere),
-        _registration(cluster, end, scope, kind=kind, everywhere=everywhere),
+        _registration(cluster, end, scope, kind=kind, everywhere=everywhere,
+                      pattern=settings.registration.get(f"{namespace}/{name}")),
         judge.gpu_capacity(scope, final, lowest, baseline, resources, everywhere=everywhere),
     ]
     if not everywhere:
@@ -142,18 +143,20 @@ def sample_nodes(
     return found
 
 
-def _registration(cluster: Cluster, snap: Snapshot, nodes: Sequence[str], *, kind: str, everywhere: bool) -> Check:
+def _registration(cluster: Cluster, snap: Snapshot, nodes: Sequence[str], *, kind: str, everywhere: bool,
+                  pattern: str | None) -> Check:
     namespace = snap.meta.get("namespace", "")
     ref = f"{namespace}/{snap.meta.get('name', '')}"
     pods = [(node, pod) for node in nodes if (pod := snap.pod_on(node)) is not None and not pod.deleting]
     chosen = pods[:LOG_BUDGET]
-    reads = [LogRead(ref, namespace, pod.name, sorted(pod.images), kind) for _, pod in chosen]  # type: ignore[arg-type]
+    reads = [LogRead(ref, namespace, pod.name, sorted(pod.images), kind, pattern)  # type: ignore[arg-type]
+             for _, pod in chosen]
     by_pod = read_registrations(
         reads, lambda ns, pod, container: cluster.pod_log(ns, pod, container=container, tail_lines=LOG_TAIL),
     )
     logs: dict[str, LogResult] = {node: by_pod[(namespace, pod.name)] for node, pod in chosen if (namespace, pod.name) in by_pod}
     check = judge.registered(snap, [n for n, _ in chosen] + [n for n in nodes if snap.pod_on(n) is None],
-                             logs, kind=kind, everywhere=everywhere)
+                             logs, kind=kind, everywhere=everywhere, pattern=pattern)
     if len(pods) > len(chosen):
         extra: dict[str, Any] = {"logs_read": len(chosen), "pods": len(pods)}
         return check.model_copy(update={"detail": f"{check.detail} (logs of {len(chosen)} of {len(pods)} pods read)",

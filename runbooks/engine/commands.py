@@ -81,6 +81,7 @@ def step_settings_of(policy: Policy) -> StepSettings:
         gpu_resources=tuple(policy.gpu_resources),
         smoke_test=timings.smoke_test,
         unknown_blocks=policy.verify.unknown == "fail",
+        registration=policy.registration,
     )
 
 

@@ -78,6 +78,9 @@ class StepSettings:
     """Optional smoke-test pod: ``{image, command, expect, namespace, timeout}``."""
     unknown_blocks: bool = True
     """A check that could not be made fails the step (policy ``verify.unknown: fail``)."""
+    registration: dict[str, str] = field(default_factory=dict)
+    """``{namespace/name: pattern}``: the log line that says a target's plugin registered
+    (policy ``targets[].registration``); a target not listed uses its kind's default."""
 
 
 @dataclass

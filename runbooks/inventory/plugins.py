@@ -21,7 +21,9 @@ from runbooks.inventory.reading import Obj
 DEVICE_PLUGIN_MARKERS = ("device-plugin", "deviceplugin", "gpu-plugin")
 DRA_PLUGIN_MARKERS = ("kubeletplugin", "kubelet-plugin", "dra-driver", "dra-example-driver", "k8s-dra-driver")
 REGISTERED = {
-    "device-plugin": re.compile(r"Registered device plugin for '[^']+' with Kubelet"),
+    # NVIDIA's "Registered device plugin for 'nvidia.com/gpu' with Kubelet", and the generic
+    # "Registered device plugin with Kubelet" of Kubernetes' plugin examples (other vendors).
+    "device-plugin": re.compile(r"Registered device plugin (?:for '[^']+' )?with Kubelet"),
     "dra-kubelet-plugin": re.compile(r'registered=true|"GRPC server started" logger="registrar"'),
 }
 _DRIVER_IN_LOG = re.compile(r'driver="([^"]+)"')
@@ -105,6 +107,8 @@ class LogRead:
     pod: str
     containers: list[str]
     kind: PluginKind
+    pattern: str | None = None
+    """The registration line to look for (the policy's, for this target); None: the kind's default."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +171,7 @@ def read_registrations(
         return {}
 
     def one(read: LogRead) -> LogResult:
-        pattern = REGISTERED[read.kind]
+        pattern = re.compile(read.pattern) if read.pattern else REGISTERED[read.kind]
         texts = []
         for container in read.containers:
             try:

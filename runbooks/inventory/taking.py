@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import (
@@ -49,6 +49,7 @@ def take_inventory(
     gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
     log_budget: int = plugins.LOG_BUDGET,
     now: Callable[[], dt.datetime] | None = None,
+    registration: Mapping[str, str] | None = None,
 ) -> Inventory:
     """Everything an operator must know before touching a device plugin or DRA driver.
 
@@ -68,7 +69,8 @@ def take_inventory(
     known_drivers = {d for c in classes for d in c.drivers} | {s.driver for s in slices}
     selection = plugins.select_plugins(cluster.list_objects(DAEMONSETS), targets, known_drivers)
     daemonsets = [_plugin_daemonset(cluster, ds, kind, known_drivers) for ds, kind in selection.plugins]
-    daemonsets, log_notes = _registrations(cluster, daemonsets, {n.name: n for n in nodes}, log_budget)
+    daemonsets, log_notes = _registrations(cluster, daemonsets, {n.name: n for n in nodes}, log_budget,
+                                           registration or {})
     daemonsets, driver_notes = _assign_drivers(daemonsets, slices, classes)
     notes += log_notes + driver_notes
     if any(c.state == "pending" for c in claims):
@@ -138,11 +140,13 @@ def _plugin_daemonset(cluster: Cluster, ds: Obj, kind: PluginKind, known_drivers
 
 
 def _registrations(
-    cluster: Cluster, daemonsets: list[DaemonSet], nodes: dict[str, Node], budget: int
+    cluster: Cluster, daemonsets: list[DaemonSet], nodes: dict[str, Node], budget: int,
+    registration: Mapping[str, str],
 ) -> tuple[list[DaemonSet], list[str]]:
-    """Plugin pods with ``registered`` read from their logs (within the budget)."""
+    """Plugin pods with ``registered`` read from their logs (within the budget); ``registration``
+    names the line to look for per target (else the kind's default)."""
     candidates = [
-        (pod, plugins.LogRead(ds.ref, ds.namespace, pod.name, sorted(pod.images), ds.kind))
+        (pod, plugins.LogRead(ds.ref, ds.namespace, pod.name, sorted(pod.images), ds.kind, registration.get(ds.ref)))
         for ds in daemonsets for pod in ds.pods
     ]
     chosen = plugins.choose_logs(candidates, nodes, budget)

@@ -117,3 +117,30 @@ def test_a_check_that_could_not_be_made_never_lets_the_run_ask_for_promotion(sim
     assert run.state is RunState.ROLLED_BACK, run.reason
     assert "events" in run.reason and "could not be checked" in run.reason
     assert template_and_strategy(sim) == before
+
+
+GENERIC = "registry.example.com/acme/gpu-device-plugin:v2.0.0"
+
+
+def test_a_plugin_that_logs_the_generic_registration_line_is_verified(sim: KubeSim, redis_url: str) -> None:
+    """Another vendor's plugin logs "Registered device plugin with Kubelet": verify counts it as
+    registered (no false failure, no automatic rollback of a healthy canary)."""
+    engine = engine_on(sim, redis_url)
+    run = engine.request_canary(actor=Actor("U0ALICE"), target=TARGET, image=GENERIC, node="gpu-node1").run
+    engine.approve(run.id, actor=Actor("U0BOB"))
+    run = engine.advance(run.id)
+    assert run.state is RunState.AWAITING_PROMOTION, run.reason
+
+
+def test_the_policy_names_the_registration_line_of_a_target(sim: KubeSim, redis_url: str) -> None:
+    """``targets: [{namespace, name, registration: <regex>}]``: verify looks for that line and no other."""
+    policy = POLICY.model_copy(update={"targets": Policy.model_validate({"targets": [
+        {"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset", "registration": "plugin is up and ready"},
+    ]}).targets})
+    engine = Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=policy,
+                    connect=lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context))
+    run = engine.request_canary(actor=Actor("U0ALICE"), target=TARGET, image=GENERIC, node="gpu-node1").run
+    engine.approve(run.id, actor=Actor("U0BOB"))
+    run = engine.advance(run.id)
+    assert run.state is RunState.ROLLED_BACK and "plugin-registered" in run.reason, run.reason
+    assert "plugin is up and ready" in run.reason

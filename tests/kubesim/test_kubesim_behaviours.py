@@ -11,6 +11,7 @@ import pytest
 from kubernetes import client, config
 
 from kubesim import KubeSim
+from tests.support import Kubectl
 
 NS = "kube-system"
 DS = "nvidia-device-plugin-daemonset"
@@ -64,6 +65,20 @@ def test_healthy_plugin_registers_and_node_offers_gpus(sim: KubeSim) -> None:
     assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in log
     status = node(core, "gpu-node1")["status"]
     assert status["capacity"]["nvidia.com/gpu"] == "8" == status["allocatable"]["nvidia.com/gpu"]
+
+
+def test_another_vendors_plugin_logs_the_generic_registration(sim: KubeSim) -> None:
+    """A device-plugin image that is not NVIDIA's registers too, logging the generic line the
+    plugin examples of Kubernetes print, and the node offers its GPUs; kubectl logs shows it."""
+    core, apps = apis(sim)
+    set_image(apps, "registry.example.com/acme/gpu-device-plugin:v2.0.0")
+    settle(sim, "30s", rounds=6)
+    pod = plugin_pod(core, "gpu-node1")
+    log = core.read_namespaced_pod_log(pod.metadata.name, NS, _preload_content=False).data.decode()
+    assert "Registered device plugin with Kubelet" in log and "for 'nvidia.com/gpu'" not in log
+    status = node(core, "gpu-node1")["status"]
+    assert status["allocatable"]["nvidia.com/gpu"] == "8"
+    assert "Registered device plugin with Kubelet" in Kubectl(sim.kubeconfig)("-n", NS, "logs", pod.metadata.name)
 
 
 def test_crash_tag_crash_loops(sim: KubeSim) -> None:

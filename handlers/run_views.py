@@ -26,7 +26,7 @@ from runbooks.engine.transitioning import ENGINE_ACTOR
 S = RunState
 STATE_TONE: dict[RunState, Tone] = {
     S.DONE: "ok", S.MONITORING: "ok", S.ROLLED_BACK: "warn", S.REJECTED: "warn", S.EXPIRED: "warn",
-    S.ROLLING_BACK: "warn", S.FAILED: "error",
+    S.ROLLING_BACK: "warn", S.FAILED: "error", S.HALTED: "error",
 }
 STEP_TONE: dict[str, Tone] = {"ok": "ok", "failed": "error", "unknown": "warn", "info": "info", "skipped": "info"}
 GATE_TITLE = {GateKind.CANARY: "Canary request", GateKind.PROMOTION: "Promotion request",

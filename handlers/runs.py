@@ -3,8 +3,9 @@
 ``canary`` opens a run at its canary request; ``approve`` and ``reject`` decide its open
 request; ``promote`` posts the promotion request again; ``rollback`` requests a rollback
 (or rolls back at once when the policy needs no approval for it); ``close`` ends a
-monitoring run; ``status``, ``runs`` and ``audit`` read; ``resume`` (the shell only)
-continues every unfinished run, as a serving bot does at start-up.
+monitoring run; ``status``, ``runs`` and ``audit`` read; ``resume <run>`` runs a halted
+run's step again (``resume`` alone, in the shell, continues every unfinished run, as a
+serving bot does at start-up).
 
 Each handler parses its words, calls the run engine as the caller (their user id and
 policy groups) and returns the engine's model; the presenters of :mod:`handlers.run_views`
@@ -44,14 +45,18 @@ def _outcome_json(outcome: Outcome) -> dict[str, Any]:
     return run_json(outcome.run, outcome.note)
 
 
+STOPPED = UNSUCCESSFUL | {RunState.HALTED}
+"""Where the shell exits 1: the upgrade did not happen, or the run halted."""
+
+
 def _failed_unless_done(outcome: Outcome) -> int:
-    """0 done or waiting at a gate; 1 the run failed, was rolled back, rejected or expired."""
-    return EXIT_FAILED if outcome.run.state in UNSUCCESSFUL else EXIT_OK
+    """0 done or waiting at a gate; 1 the run failed, was rolled back, rejected or expired, or halted."""
+    return EXIT_FAILED if outcome.run.state in STOPPED else EXIT_OK
 
 
 def _failed_only(outcome: Outcome) -> int:
     """reject and rollback: a rejected or rolled-back run is what was asked for."""
-    return EXIT_FAILED if outcome.run.state is RunState.FAILED else EXIT_OK
+    return EXIT_FAILED if outcome.run.state in (RunState.FAILED, RunState.HALTED) else EXIT_OK
 
 
 def _one_run(usage: str) -> Any:
@@ -159,7 +164,7 @@ def _status_json(found: Run | list[Run]) -> dict[str, Any]:
 
 
 def _status_exit(found: Run | list[Run]) -> int:
-    return EXIT_FAILED if isinstance(found, Run) and found.state in UNSUCCESSFUL else EXIT_OK
+    return EXIT_FAILED if isinstance(found, Run) and found.state in STOPPED else EXIT_OK
 
 
 def parse_runs(words: Sequence[str]) -> int:
@@ -185,13 +190,25 @@ def _audit_json(found: AuditTrail) -> dict[str, Any]:
     return {"id": run.id, "state": run.state.value, "entries": entries}
 
 
-# ------------------------------------------------------------------ resume (the shell)
-def parse_resume(words: Sequence[str]) -> None:
-    split_pairs(words, allowed=(), usage="resume")
+# ------------------------------------------------------------------ resume
+RESUME_USAGE = "resume [<run>]"
 
 
-def resume(_: None, deps: Deps, caller: Caller) -> list[Outcome]:
-    """Continue every run not in a terminal state (what a serving bot does at start-up)."""
+def parse_resume(words: Sequence[str]) -> str | None:
+    positional, _ = split_pairs(words, allowed=(), usage=RESUME_USAGE, max_positional=1)
+    return run_id(positional, usage=RESUME_USAGE)[0] if positional else None
+
+
+def resume(run: str | None, deps: Deps, caller: Caller) -> list[Outcome]:
+    """``resume <run>``: a halted run's step runs again. ``resume`` (the shell): continue every
+    run not in a terminal state, as a serving bot does at start-up and every sweep."""
+    if run is not None:
+        if not caller.user:
+            raise UsageError("who is resuming it? pass --as <user>", RESUME_USAGE)
+        return [deps.engine.resume_run(run, actor=deps.actor(caller))]
+    if caller.surface != "shell":
+        raise UsageError("name the halted run to resume: resume <run> (the bot resumes the others by itself)",
+                         RESUME_USAGE)
     return deps.engine.resume()
 
 
@@ -203,7 +220,7 @@ def _resume_reply(outcomes: list[Outcome]) -> Any:
 def _resume_exit(outcomes: list[Outcome]) -> int:
     if any(o.paused for o in outcomes):
         return EXIT_USAGE  # a cluster did not answer: those runs wait for the next resume
-    return EXIT_FAILED if any(o.run.state in UNSUCCESSFUL for o in outcomes) else EXIT_OK
+    return EXIT_FAILED if any(o.run.state in STOPPED for o in outcomes) else EXIT_OK
 
 
 # ------------------------------------------------------------------ the rows
@@ -228,7 +245,7 @@ COMMANDS: tuple[Command, ...] = (
             to_json=lambda found: {"runs": [run_json(r) for r in found]}),
     Command("audit", "audit <run>", "a run's audit trail", _one_run("audit <run>"), audit, audit_reply,
             takes_cluster=False, to_json=_audit_json),
-    Command("resume", "resume", "continue every unfinished run (after a crash or a restart)", parse_resume, resume,
-            _resume_reply, takes_cluster=False, chat=False, exit_code=_resume_exit,
+    Command("resume", RESUME_USAGE, "run a halted run's step again (shell: every unfinished run)", parse_resume,
+            resume, _resume_reply, mutating=True, takes_cluster=False, exit_code=_resume_exit,
             to_json=lambda outcomes: {"runs": [run_json(o.run, o.note) for o in outcomes]}),
 )

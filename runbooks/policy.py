@@ -134,6 +134,17 @@ class StepTimings(Strict):
         return _duration(value)
 
 
+class Halt(Strict):
+    rollback_after: str = "15m"
+    """A run halted longer than this (an unexpected error, a failed rollback) is rolled back
+    by itself as soon as the API answers, when ``rollback.automatic`` is on."""
+
+    @field_validator("rollback_after")
+    @classmethod
+    def _after(cls, value: str) -> str:
+        return _duration(value)
+
+
 class Verify(Strict):
     unknown: Literal["fail", "warn"] = "fail"
     """A check that could not be made (a 403, a timeout): ``fail`` blocks the step like a
@@ -153,6 +164,7 @@ class Policy(Strict):
     targets: list[Target] = Field(default_factory=list)
     steps: StepTimings = Field(default_factory=StepTimings)
     verify: Verify = Field(default_factory=Verify)
+    halt: Halt = Field(default_factory=Halt)
     gpu_resources: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu"])
     """Extended resources the inventory reports and checks per node."""
 

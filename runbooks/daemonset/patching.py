@@ -50,7 +50,7 @@ def set_strategy(ctx: StepContext, wanted: dict[str, Any], *, step: str) -> bool
         return False
     body = {"spec": {"updateStrategy": {"type": None, "rollingUpdate": None, **wanted}}}
     ctx.cluster.patch(DAEMONSETS, target.name, body, namespace=target.namespace, patch_type="merge")
-    note(ctx, step, "ok", f"updateStrategy {current.get('type', 'RollingUpdate')} -> {wanted.get('type')}",
+    note(ctx, step, "ok", kind="mutation", detail=f"updateStrategy {current.get('type', 'RollingUpdate')} -> {wanted.get('type')}",
          before=current, after=wanted)
     return True
 
@@ -75,7 +75,7 @@ def set_image(ctx: StepContext, container: str, image: str, *, step: str) -> boo
                               resource_version=(ds.get("metadata") or {}).get("resourceVersion"))
         except Conflict:
             continue
-        note(ctx, step, "ok", f"container {container}: {before} -> {image}", container=container, before=before, after=image)
+        note(ctx, step, "ok", kind="mutation", detail=f"container {container}: {before} -> {image}", container=container, before=before, after=image)
         return True
     raise Conflict(f"cannot patch {target.ref}: it kept changing ({MAX_CONFLICTS} conflicts); try again")
 
@@ -89,7 +89,7 @@ def restore_template(ctx: StepContext, template: dict[str, Any], patch: dict[str
         note(ctx, step, "info", f"the template is already the previous one ({source})")
         return False
     ctx.cluster.patch(DAEMONSETS, target.name, patch, namespace=target.namespace)
-    note(ctx, step, "ok", f"template restored from {source}",
+    note(ctx, step, "ok", kind="mutation", detail=f"template restored from {source}",
          before=images_of(current.get("spec") or {}), after=images_of(template.get("spec") or {}))
     return True
 
@@ -109,6 +109,6 @@ def delete_pod(ctx: StepContext, pod: PluginPod, *, step: str, why: str) -> bool
     except (NotFound, Conflict):
         note(ctx, step, "info", f"pod {pod.name} on {pod.node} was already replaced", node=pod.node, pod=pod.name)
         return False
-    note(ctx, step, "ok", f"deleted pod {pod.name} on {pod.node} ({why})", node=pod.node, pod=pod.name, uid=pod.uid,
+    note(ctx, step, "ok", kind="mutation", detail=f"deleted pod {pod.name} on {pod.node} ({why})", node=pod.node, pod=pod.name, uid=pod.uid,
          revision=pod.revision_hash)
     return True

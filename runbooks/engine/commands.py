@@ -27,6 +27,7 @@ from typing import Any
 from runbooks.engine import refusals
 from runbooks.engine.approving import Actor, check_requester, decide
 from runbooks.engine.clocks import SystemClock
+from runbooks.engine.driving import LABEL as LABEL_OF
 from runbooks.engine.driving import Driver, StepPaused
 from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Leases, owner_id
@@ -47,7 +48,7 @@ from runbooks.policy import Policy, duration_seconds
 
 S = RunState
 ROLLBACK_FROM = frozenset({S.CANARY_ROLLING, S.CANARY_VERIFYING, S.AWAITING_PROMOTION, S.PROMOTING,
-                           S.VERIFYING, S.MONITORING})
+                           S.VERIFYING, S.MONITORING, S.HALTED})
 """States a rollback may be requested in: the cluster may have changed, the run is not rolling back."""
 
 
@@ -224,12 +225,29 @@ class Engine:
             if run.gate is not None and run.gate.is_open and run.gate.kind is GateKind.ROLLBACK:
                 notes[:] = [f"a rollback request is already open (by {run.gate.requested_by})"]
                 return run
+            if run.state is S.HALTED and run.previous_state is S.ROLLING_BACK:
+                # the rollback itself halted: it was approved (or automatic) already, so run it again
+                return self.writer.transition(run, S.ROLLING_BACK, actor=actor.user,
+                                              reason=f"rollback retried by {actor.user}")
             why = reason or f"requested by {actor.user}"
             if not self.policy.rollback.requires_approval:
                 return self.writer.transition(run, S.ROLLING_BACK, actor=actor.user, reason=f"rollback {why}")
             return self.gates.open_rollback(run, requested_by=actor.user, reason=reason)
 
         return self._woken(Outcome(self.writer.retrying(run_id, change), notes[0] if notes else ""))
+
+    def resume_run(self, run_id: str, *, actor: Actor) -> Outcome:
+        """halted -> the state it halted in: the step runs again (``wake`` drives it)."""
+        check_requester(self.policy, actor)
+
+        def change(run: Run) -> Run:
+            if run.state is not S.HALTED or run.previous_state is None:
+                raise Refused(refusals.not_halted(run))
+            return self.writer.transition(run, run.previous_state, actor=actor.user,
+                                          reason=f"resumed by {actor.user}: {LABEL_OF.get(run.previous_state, '')}"
+                                          " runs again")
+
+        return self._woken(Outcome(self.writer.retrying(run_id, change)))
 
     def close(self, run_id: str, *, actor: Actor) -> Outcome:
         """monitoring -> done, before (or instead of) the stability reports."""

@@ -8,19 +8,23 @@ remembers. What a step's result does:
 state               step ok                 step failed (or raised)
 ==================  ======================  ===========================================
 canary_rolling      -> canary_verifying     -> rolling_back (``rollback.automatic``),
-canary_verifying    -> awaiting_promotion   else the run halts at a rollback request
+canary_verifying    -> awaiting_promotion   else -> halted, with a rollback request
 promoting           -> verifying
 verifying           -> monitoring
-rolling_back        -> rolled_back          -> failed (the rollback did not complete)
+rolling_back        -> rolled_back          -> halted (``rollback <run>`` retries it)
 ==================  ======================  ===========================================
 
-A step that *raises* is treated as a failed step, not as ``failed``: from canary_rolling
-on, a mutation may have been sent before the exception, and the rollback step only
-restores what the run recorded, so rolling back is always safe and never wrong; only a
-rollback that raises ends ``failed``. A :class:`~runbooks.errors.TemporaryClusterError`
-(cluster unreachable, overloaded) is retried with back-off; if it persists the run is
-left where it is (:class:`StepPaused`) for ``resume`` to continue, since giving up would
-leave the cluster half-changed on a network blip.
+A step that *raises* something unexpected (not one of :mod:`runbooks.errors`: a bug, a
+client failing in an odd way) halts the run where it is: ``halted``, its lock kept, its
+reason listing what the run changed so far (the ``mutation`` entries of its audit). A
+person decides: ``resume <run>`` runs the step again, ``rollback <run>`` undoes exactly
+what the run saved. A rollback that fails halts too, so it can be retried. A run halted
+longer than ``halt.rollback_after`` is rolled back by the next drive (a sweep), as soon
+as the cluster answers, when ``rollback.automatic`` is on.
+A :class:`~runbooks.errors.TemporaryClusterError` (cluster unreachable, overloaded) is
+retried with back-off; if it persists the run is left where it is (:class:`StepPaused`)
+for ``resume`` to continue, since giving up would leave the cluster half-changed on a
+network blip.
 
 ``monitoring`` goes on to ``done`` at once when the policy asks for no stability reports;
 otherwise it waits for ``close`` or the report scheduler (``bot/reports``).
@@ -35,6 +39,7 @@ transition was stored).
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -47,7 +52,7 @@ from runbooks.engine.steps import StepContext, StepResult, Steps, StepSettings
 from runbooks.engine.store import LeaseLost, StoreUnavailable
 from runbooks.engine.transitioning import ENGINE_ACTOR, RunMoved, Writer
 from runbooks.errors import ClusterError, TemporaryClusterError, shorten
-from runbooks.policy import Policy
+from runbooks.policy import Policy, duration_seconds
 
 log = logging.getLogger(__name__)
 S = RunState
@@ -85,6 +90,14 @@ class StepPaused(Exception):
         self.run, self.reason = run, reason
 
 
+class _Unexpected(Exception):
+    """A step raised something that is not one of our errors; the run halts."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class Driver:
     def __init__(
         self, *, writer: Writer, gates: Gates, steps: Steps, policy: Policy, leases: Leases,
@@ -99,7 +112,17 @@ class Driver:
             return True
         if run.state is S.MONITORING:
             return not self.policy.reports.after and not (run.gate and run.gate.is_open)
+        if run.state is S.HALTED:
+            return self._halt_overdue(run)
         return run.state in WORKING and not run.halted
+
+    def _halt_overdue(self, run: Run) -> bool:
+        """Halted longer than ``halt.rollback_after``, with automatic rollback on."""
+        since = run.progress.get("halted_at")
+        if not since or not self.policy.rollback.automatic:
+            return False
+        waited = (self.writer.clock.now() - dt.datetime.fromisoformat(since)).total_seconds()
+        return waited >= duration_seconds(self.policy.halt.rollback_after)
 
     def drive(self, run_id: str) -> Run:
         """Work on the run until it waits for a gate, for time, or has ended.
@@ -126,6 +149,9 @@ class Driver:
                     if run.state is S.MONITORING:
                         self.writer.retrying(run_id, lambda r: self._finish(r, lease))
                         continue
+                    if run.state is S.HALTED:
+                        self.writer.retrying(run_id, lambda r: self._roll_back_overdue(r, lease))
+                        continue
                     if cluster is None:
                         cluster = self.connect(run.target.cluster or None)
                     try:
@@ -140,6 +166,30 @@ class Driver:
     def _open_canary(self, run: Run) -> Run:
         return self.gates.open_canary(run) if run.state is S.REQUESTED else run
 
+    def _roll_back_overdue(self, run: Run, lease: Lease) -> Run:
+        if run.state is not S.HALTED or not self._halt_overdue(run):
+            return run
+        limit = self.policy.halt.rollback_after
+        return self.writer.transition(run, S.ROLLING_BACK, lease_owner=lease.owner,
+                                      reason=f"{run.reason}; halted for more than {limit}: rolling back now")
+
+    def _halt(self, run: Run, state: RunState, why: str, lease: Lease, *, steps: list[Step] | None = None,
+              gate: bool = False) -> Run:
+        """``state`` -> halted: the reason says what happened, what the run changed so far, and
+        what a person may do; ``gate`` opens a rollback request too (automatic rollback off)."""
+        if run.state is not state:
+            raise RunMoved(run.id, state, run.state)
+        changed = [f"{e.get('name')} ({e.get('detail')})" for e in self.writer.store.audit(run.id)
+                   if e.get("kind") == "mutation" and e.get("status") == "ok"]
+        what = "; changed so far: " + ", ".join(changed) if changed else "; nothing was changed yet"
+        retry = "retries it" if state is S.ROLLING_BACK else "runs the step again"
+        reason = f"{why}{what}: `resume {run.id}` {retry}, `rollback {run.id}` rolls back what the run saved"
+        halted = self.writer.transition(run, S.HALTED, steps=steps or [], lease_owner=lease.owner, reason=reason,
+                                        progress={**run.progress, "halted_at": self.writer.clock.now().isoformat()})
+        if gate:
+            return self.gates.open_rollback(halted, requested_by=ENGINE_ACTOR, reason=why, lease_owner=lease.owner)
+        return halted
+
     def _finish(self, run: Run, lease: Lease) -> Run:
         if run.state is not S.MONITORING or not self.needs_work(run):
             return run
@@ -150,7 +200,12 @@ class Driver:
     def _work(self, run: Run, cluster: Any, lease: Lease) -> None:
         state, recorded = run.state, set[str]()
         self.writer.checkpoint(f"before:{state.value}")
-        result = self._call_step(run, cluster, lease, recorded)
+        try:
+            result = self._call_step(run, cluster, lease, recorded)
+        except _Unexpected as exc:
+            why = exc.reason
+            self.writer.retrying(run.id, lambda current: self._halt(current, state, why, lease))
+            return
         self.writer.checkpoint(f"after:{state.value}")
         self.writer.retrying(run.id, lambda current: self._conclude(current, state, result, lease, recorded))
 
@@ -175,9 +230,10 @@ class Driver:
                 self.writer.clock.sleep(min(30.0, 2.0 ** attempt))
             except ClusterError as exc:
                 return StepResult(ok=False, reason=f"{name} failed: {shorten(str(exc))}")
-            except Exception as exc:  # a bug in a step must not leave a half-changed cluster
+            except Exception as exc:  # a bug in a step: halt where it is, for a person to decide
                 log.exception("step %s of run %s raised", name, run.id)
-                return StepResult(ok=False, reason=f"{name} raised {type(exc).__name__}: {shorten(str(exc))}")
+                raise _Unexpected(f"{LABEL[run.state]} stopped on an unexpected error "
+                                  f"({type(exc).__name__}: {shorten(str(exc))})") from exc
         raise AssertionError("unreachable")
 
     def _context(self, run: Run, cluster: Any, lease: Lease, recorded: set[str]) -> StepContext:
@@ -235,14 +291,8 @@ class Driver:
             return self.writer.transition(run, ON_SUCCESS[state], steps=lines, lease_owner=owner)
         why = f"{LABEL[state]} failed: {result.reason or 'see the checks'}"
         if state is S.ROLLING_BACK:
-            return self.writer.transition(
-                run, S.FAILED, steps=lines, lease_owner=owner,
-                reason=f"{why}. The cluster may be half-changed: check it with "
-                f"`upgradebot verify {run.target.ref}` and finish by hand",
-            )
+            return self._halt(run, state, why, lease, steps=lines)
         if self.policy.rollback.automatic:
             return self.writer.transition(run, S.ROLLING_BACK, steps=lines, lease_owner=owner,
                                           reason=f"{why}; rolling back automatically")
-        return self.gates.open_rollback(run, requested_by=ENGINE_ACTOR, halted=True, steps=lines,
-                                        lease_owner=owner,
-                                        reason=f"{why}; automatic rollback is off, approve the rollback request")
+        return self._halt(run, state, f"{why}; automatic rollback is off", lease, steps=lines, gate=True)

@@ -6,7 +6,7 @@ gate                    approved                     rejected / expired
 canary                  -> canary_rolling            -> rejected / expired (nothing changed)
 promotion               -> promoting                 -> rolling_back (no half-upgraded cluster)
 rollback                -> rolling_back              request closed, run goes on (a promotion
-                                                     request re-opens); a halted run -> failed
+                                                     request re-opens); a halted run stays halted
 ======================  ===========================  ==========================================
 
 Each function takes the run as just read and writes through the :class:`Writer`, so a
@@ -101,9 +101,10 @@ class Gates:
             why = f" ({gate.reason})" if gate.reason else ""
             return w.transition(run, S.ROLLING_BACK, actor=actor, gate=gate, steps=steps,
                                 reason=f"rollback requested by {gate.requested_by}{why}, {how}")
-        if run.halted:
-            return w.transition(run, S.FAILED, actor=actor, gate=gate, steps=steps,
-                                reason=f"{run.reason}; the rollback request was {how}: the cluster is left as it is")
+        if run.state is S.HALTED or run.halted:
+            return w.update(run, gate=gate, steps=steps,
+                            reason=f"{run.reason}; the rollback request was {how}: the run stays halted "
+                            f"(`resume {run.id}` or `rollback {run.id}`)")
         if run.state is S.AWAITING_PROMOTION:
             again = self.new(GateKind.PROMOTION, requested_by=run.requester)
             return w.update(run, gate=again, steps=[*steps, *self._opened(again)])

@@ -17,9 +17,10 @@ STEP_STATUS = {CheckStatus.PASS: "ok", CheckStatus.FAIL: "failed", CheckStatus.U
                CheckStatus.WARN: "info", CheckStatus.SKIP: "skipped"}
 
 
-def note(ctx: StepContext, name: str, status: str, detail: str = "", **evidence: Any) -> None:
-    """Append one entry (``ok | failed | info | skipped``) to the run's audit trail."""
-    ctx.record(Step(name=name, status=status, detail=detail, evidence=evidence, at=ctx.clock.now()))
+def note(ctx: StepContext, name: str, status: str, detail: str = "", *, kind: str = "step", **evidence: Any) -> None:
+    """Append one entry (``ok | failed | info | skipped``) to the run's audit trail; ``kind``
+    ``mutation`` for a change the step made to the cluster (what a halted run lists)."""
+    ctx.record(Step(name=name, status=status, detail=detail, kind=kind, evidence=evidence, at=ctx.clock.now()))
 
 
 def note_checks(ctx: StepContext, step: str, checks: Iterable[Check]) -> None:

@@ -36,6 +36,10 @@ def no_such_run(run_id: str) -> str:
     return f"no run {run_id}: `runs` lists the runs"
 
 
+def not_halted(run: Run) -> str:
+    return f"run {run.id} is {run.state.value}, not halted: there is nothing to resume (`status {run.id}`)"
+
+
 def request_checks_failed(run: Run, failing: list[tuple[str, str]]) -> str:
     reasons = "; ".join(f"{name}: {detail}" for name, detail in failing)
     return (f"canary of {run.image} on {run.node} refused before any approver was asked, nothing was changed: "

@@ -8,8 +8,9 @@ store applies a transition as an atomic compare-and-set on ``(state, version)``.
 
     requested -> awaiting_approval -> canary_rolling -> canary_verifying
       -> awaiting_promotion -> promoting -> verifying -> monitoring -> done
-    any active state -> rolling_back -> rolled_back   (failed check, or approved rollback)
+    canary_rolling .. monitoring -> rolling_back -> rolled_back   (failed check, or approved rollback)
     awaiting_approval -> rejected | expired ;  awaiting_promotion -(rejected, expired)-> rolling_back
+    any working state -> halted -> (the state it halted in: resume) | rolling_back
     any -> failed (with the reason)
 """
 
@@ -35,6 +36,10 @@ class RunState(enum.StrEnum):
     MONITORING = "monitoring"
     DONE = "done"
     ROLLING_BACK = "rolling_back"
+    HALTED = "halted"
+    """An unexpected error stopped a working step (or a rollback failed): the run keeps its
+    lock and waits for ``resume`` (the step again) or ``rollback``; past the policy's
+    ``halt.rollback_after`` it is rolled back by itself."""
     ROLLED_BACK = "rolled_back"
     REJECTED = "rejected"
     EXPIRED = "expired"
@@ -56,13 +61,14 @@ UNSUCCESSFUL: frozenset[RunState] = frozenset({S.ROLLED_BACK, S.REJECTED, S.EXPI
 TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     S.REQUESTED: frozenset({S.AWAITING_APPROVAL}),
     S.AWAITING_APPROVAL: frozenset({S.CANARY_ROLLING, S.REJECTED, S.EXPIRED}),
-    S.CANARY_ROLLING: frozenset({S.CANARY_VERIFYING, S.ROLLING_BACK}),
-    S.CANARY_VERIFYING: frozenset({S.AWAITING_PROMOTION, S.ROLLING_BACK}),
+    S.CANARY_ROLLING: frozenset({S.CANARY_VERIFYING, S.ROLLING_BACK, S.HALTED}),
+    S.CANARY_VERIFYING: frozenset({S.AWAITING_PROMOTION, S.ROLLING_BACK, S.HALTED}),
     S.AWAITING_PROMOTION: frozenset({S.PROMOTING, S.ROLLING_BACK}),
-    S.PROMOTING: frozenset({S.VERIFYING, S.ROLLING_BACK}),
-    S.VERIFYING: frozenset({S.MONITORING, S.ROLLING_BACK}),
+    S.PROMOTING: frozenset({S.VERIFYING, S.ROLLING_BACK, S.HALTED}),
+    S.VERIFYING: frozenset({S.MONITORING, S.ROLLING_BACK, S.HALTED}),
     S.MONITORING: frozenset({S.DONE, S.ROLLING_BACK}),
-    S.ROLLING_BACK: frozenset({S.ROLLED_BACK}),
+    S.ROLLING_BACK: frozenset({S.ROLLED_BACK, S.HALTED}),
+    S.HALTED: frozenset({S.CANARY_ROLLING, S.CANARY_VERIFYING, S.PROMOTING, S.VERIFYING, S.ROLLING_BACK}),
     S.DONE: frozenset(),
     S.ROLLED_BACK: frozenset(),
     S.REJECTED: frozenset(),

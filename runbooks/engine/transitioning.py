@@ -113,8 +113,10 @@ class Writer:
         halted: bool = False,
         steps: Sequence[Step] = (),
         lease_owner: str | None = None,
+        progress: dict[str, Any] | None = None,
     ) -> Run:
-        """The only way a run changes state: the table allows it, the CAS wins, it is audited."""
+        """The only way a run changes state: the table allows it, the CAS wins, it is audited
+        (``progress``, when given, is written in the same compare-and-set)."""
         check_transition(run.id, run.state, wanted)
         now = self.clock.now()
         update: dict[str, Any] = {
@@ -122,6 +124,8 @@ class Writer:
         }
         if reason:
             update["reason"] = reason
+        if progress is not None:
+            update["progress"] = progress
         if gate is not _KEEP:
             update["gate"] = gate
         elif run.gate is not None and run.gate.is_open and (wanted in TERMINAL or wanted is RunState.ROLLING_BACK):

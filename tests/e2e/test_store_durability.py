@@ -24,7 +24,6 @@ from tests.e2e.harness import POLICY, settings_for
 from tests.e2e.test_serve_process import SERVE, environment
 from tests.fakeslack import FakeSlack, post, slash_command
 
-
 STRICT = [a for a in SERVE if a != "--allow-volatile-redis"]
 
 

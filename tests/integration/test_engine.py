@@ -23,6 +23,7 @@ from tests.engine_support import (
     RecordingObserver,
     ScriptedSteps,
     make_engine,
+    ok,
     policy,
     request,
 )
@@ -198,37 +199,49 @@ def test_failed_verify_rolls_back_automatically_with_the_reason(redis_url: str) 
 
 
 def test_without_automatic_rollback_a_failed_run_halts_at_a_rollback_request(redis_url: str) -> None:
-    """rollback.automatic off: the run waits at a rollback request; approved it rolls back, declined it fails."""
+    """rollback.automatic off: the run halts with a rollback request; approved it rolls back,
+    declined it stays halted (never 'failed'), for resume or a later rollback."""
     steps = ScriptedSteps({"verify_all": lambda ctx: failing("gpu-node2 lost 8 GPUs")})
     engine = make_engine(redis_url, steps=steps, pol=policy(rollback={"automatic": False}))
-    for decide, end in ((engine.approve, S.ROLLED_BACK), (engine.reject, S.FAILED)):
+    for decide, end in ((engine.approve, S.ROLLED_BACK), (engine.reject, S.HALTED)):
         run = request(engine)
         engine.approve(run.id, actor=BOB)
         engine.advance(run.id)
         engine.approve(run.id, actor=BOB)
         run = engine.advance(run.id)
-        assert run.state is S.VERIFYING and run.halted and run.gate and run.gate.kind is GateKind.ROLLBACK
+        assert run.state is S.HALTED and run.previous_state is S.VERIFYING, run.reason
+        assert run.gate and run.gate.kind is GateKind.ROLLBACK and run.gate.is_open
         assert engine.advance(run.id).version == run.version  # waits: runs no step again
         decide(run.id, actor=CAROL)
         assert engine.advance(run.id).state is end
 
 
-def test_step_that_raises_rolls_back_and_a_failing_rollback_fails(redis_url: str) -> None:
-    """A step exception may follow a mutation, so it rolls back; a rollback that raises ends failed with why."""
+def test_a_step_that_raises_halts_and_so_does_a_rollback_that_raises(redis_url: str) -> None:
+    """An exception may follow a mutation: the run halts where it is (lock kept, reason says why),
+    never rolls back on a guess; a requested rollback that raises halts too, and can be retried."""
 
     def boom(ctx: StepContext) -> StepResult:
         raise RuntimeError("template lost")
 
-    engine = make_engine(redis_url, steps=ScriptedSteps({"promote": boom, "rollback": boom}))
+    steps = ScriptedSteps({"promote": boom, "rollback": boom})
+    engine = make_engine(redis_url, steps=steps)
     run = request(engine)
     engine.approve(run.id, actor=BOB)
     engine.advance(run.id)
     engine.approve(run.id, actor=CAROL)
     run = engine.advance(run.id)
-    assert run.state is S.FAILED
-    assert "the rollback failed: rollback raised RuntimeError: template lost" in run.reason
-    assert [e["name"] for e in engine.audit(run.id) if e["kind"] == "transition"][-2:] == [
-        "promoting -> rolling_back", "rolling_back -> failed"]
+    assert run.state is S.HALTED and run.previous_state is S.PROMOTING
+    assert "the promotion stopped on an unexpected error (RuntimeError: template lost)" in run.reason
+    assert engine.store.lock_holder(run.target.key) == run.id
+    engine.rollback(run.id, actor=ALICE)
+    engine.approve(run.id, actor=CAROL)
+    run = engine.advance(run.id)
+    assert run.state is S.HALTED and run.previous_state is S.ROLLING_BACK, run.reason
+    assert [e["name"] for e in engine.audit(run.id) if e["kind"] == "transition"][-3:] == [
+        "promoting -> halted", "halted -> rolling_back", "rolling_back -> halted"]
+    steps.behaviours["rollback"] = ok
+    assert engine.rollback(run.id, actor=ALICE).run.state is S.ROLLING_BACK  # retried, no new approval
+    assert engine.advance(run.id).state is S.ROLLED_BACK
     assert engine.store.lock_holder(run.target.key) is None
 
 

@@ -152,6 +152,9 @@ class Driver:
                     if run.state is S.HALTED:
                         self.writer.retrying(run_id, lambda r: self._roll_back_overdue(r, lease))
                         continue
+                    if self._paused_too_long(run):
+                        self.writer.retrying(run_id, lambda r: self._roll_back_paused(r, lease))
+                        continue
                     if cluster is None:
                         cluster = self.connect(run.target.cluster or None)
                     try:
@@ -172,6 +175,31 @@ class Driver:
         limit = self.policy.halt.rollback_after
         return self.writer.transition(run, S.ROLLING_BACK, lease_owner=lease.owner,
                                       reason=f"{run.reason}; halted for more than {limit}: rolling back now")
+
+    def _mark_paused(self, run: Run, lease: Lease) -> Run:
+        """The first time the cluster stays unreachable in this state: remember since when."""
+        if "paused_since" in run.progress:
+            return run
+        return self.writer.update(run, progress={**run.progress, "paused_since": self.writer.clock.now().isoformat()},
+                                  lease_owner=lease.owner)
+
+    def _paused_too_long(self, run: Run) -> bool:
+        """Paused by an unreachable cluster longer than ``halt.rollback_after`` (automatic rollback on)."""
+        since = run.progress.get("paused_since")
+        if not since or run.state is S.ROLLING_BACK or not self.policy.rollback.automatic:
+            return False
+        waited = (self.writer.clock.now() - dt.datetime.fromisoformat(since)).total_seconds()
+        return waited >= duration_seconds(self.policy.halt.rollback_after)
+
+    def _roll_back_paused(self, run: Run, lease: Lease) -> Run:
+        if not self._paused_too_long(run):
+            return run
+        limit, since = self.policy.halt.rollback_after, run.progress["paused_since"]
+        progress = {k: v for k, v in run.progress.items() if k != "paused_since"}
+        return self.writer.transition(
+            run, S.ROLLING_BACK, lease_owner=lease.owner, progress=progress,
+            reason=f"the cluster did not answer for more than {limit} (since {since}) during "
+                   f"{LABEL[run.state]}: rolling back (the rollback goes on as soon as the cluster answers)")
 
     def _halt(self, run: Run, state: RunState, why: str, lease: Lease, *, steps: list[Step] | None = None,
               gate: bool = False) -> Run:
@@ -226,6 +254,7 @@ class Driver:
                     f"{name} interrupted", kind="step", status="failed",
                     detail=f"attempt {attempt} of {TEMPORARY_ATTEMPTS}: {reason}"))
                 if attempt == TEMPORARY_ATTEMPTS:
+                    self.writer.retrying(run.id, lambda r: self._mark_paused(r, lease))
                     raise StepPaused(current, reason) from exc
                 self.writer.clock.sleep(min(30.0, 2.0 ** attempt))
             except ClusterError as exc:
@@ -273,6 +302,9 @@ class Driver:
         not written twice."""
         if run.state is not state:
             raise RunMoved(run.id, state, run.state)
+        if "paused_since" in run.progress:  # the cluster answered this time
+            run = self.writer.update(run, progress={k: v for k, v in run.progress.items() if k != "paused_since"},
+                                     lease_owner=lease.owner)
         lines = [
             self.writer.step(c.name, kind="check", status=c.status.value, detail=c.detail,
                              evidence={"scope": c.scope, **c.evidence} if c.scope else dict(c.evidence))

@@ -266,6 +266,37 @@ def test_unreachable_cluster_pauses_the_run_for_resume(redis_url: str) -> None:
     assert [o.run.state for o in engine.resume()] == [S.AWAITING_PROMOTION]
 
 
+def test_a_cluster_unreachable_past_the_limit_rolls_the_run_back_when_it_answers(redis_url: str) -> None:
+    """A run paused by an API outage does not wait forever with the fleet on two versions: once
+    the outage has lasted longer than halt.rollback_after, the next drive rolls it back (which
+    needs the API too, so it happens as soon as the cluster answers)."""
+    down = [True]
+
+    def canary(ctx: StepContext) -> StepResult:
+        if down[0]:
+            raise ClusterUnreachable("cannot reach https://10.0.0.1:6443")
+        return StepResult(ok=True)
+
+    clock = FakeClock()
+    steps = ScriptedSteps({"canary": canary})
+    engine = make_engine(redis_url, steps=steps, clock=clock, pol=policy(halt={"rollback_after": "15m"}))
+    run = request(engine)
+    engine.approve(run.id, actor=BOB)
+    from runbooks.engine.driving import StepPaused
+
+    with pytest.raises(StepPaused):
+        engine.advance(run.id)
+    clock.advance(minutes=10)
+    with pytest.raises(StepPaused):  # still within the limit: the step is tried again, not given up
+        engine.advance(run.id)
+    assert engine.get(run.id).state is S.CANARY_ROLLING
+    clock.advance(minutes=10)
+    down[0] = False
+    run = engine.advance(run.id)
+    assert run.state is S.ROLLED_BACK and "did not answer for more than 15m" in run.reason, run.reason
+    assert steps.calls.count("rollback") == 1
+
+
 def test_rollback_request_needs_approval_and_superseded_promotion_reopens(redis_url: str) -> None:
     """rollback <run> opens a rollback request; rejected in awaiting_promotion, the promotion request re-opens."""
     engine = make_engine(redis_url)

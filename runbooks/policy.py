@@ -125,10 +125,13 @@ class StepTimings(Strict):
     observe_window: str = "30s"
     """How long verify watches restart counts for a rise."""
     poll_interval: str = "1s"
+    settle_window: str = "30s"
+    """How long the baseline waits for a node caught mid-change (fewer GPUs allocatable than
+    capacity, a plugin re-registering) to settle before it is recorded as it is."""
     smoke_test: dict[str, Any] | None = None
     """Optional smoke-test pod: ``{image, command, expect, namespace, timeout}``."""
 
-    @field_validator("ready_timeout", "observe_window", "poll_interval")
+    @field_validator("ready_timeout", "observe_window", "poll_interval", "settle_window")
     @classmethod
     def _durations(cls, value: str) -> str:
         return _duration(value)

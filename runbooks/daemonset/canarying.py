@@ -68,7 +68,7 @@ def canary(ctx: StepContext) -> StepResult:
         return result([check], what="canary pre-checks")
     saved = run.progress.get("saved")
     if saved is None or not touched(snap, saved):
-        checks, baseline = canary_prechecks(ctx.cluster, snap, run=run, settings=ctx.settings)
+        checks, baseline = canary_prechecks(ctx.cluster, snap, run=run, settings=ctx.settings, clock=ctx.clock)
         note_checks(ctx, "canary.precheck", checks)
         if baseline is None:
             return result(checks, what="canary pre-checks")

@@ -145,8 +145,11 @@ def gpu_capacity(
     nodes: Sequence[str], final: dict[str, Node], lowest: dict[str, dict[str, int]], baseline: Baseline | None,
     resources: Sequence[str], *, everywhere: bool,
 ) -> Check:
-    """Capacity and allocatable equal the baseline at the end, and allocatable never dipped below it."""
+    """Capacity and allocatable are not below the baseline at the end, and allocatable never dipped
+    below it. Each node is compared with its own state before the change: one already degraded
+    then is said so, never blamed on the upgrade; one that recovered since is no failure."""
     problems: dict[str, str] = {}
+    degraded = _degraded_before(nodes, baseline, resources)
     for node in nodes:
         now = final.get(node)
         if now is None:
@@ -159,18 +162,33 @@ def gpu_capacity(
                 want_cap, want_alloc = base.capacity.get(res, 0), base.allocatable.get(res, 0)
             else:
                 want_cap, want_alloc = cap, cap
-            if (cap, alloc) != (want_cap, want_alloc):
+            if cap < want_cap or alloc < want_alloc:
                 problems[node] = f"{res} capacity/allocatable {cap}/{alloc}, baseline {want_cap}/{want_alloc}"
             elif low is not None and low < want_alloc:
                 problems[node] = f"{res} allocatable dropped to {low} (baseline {want_alloc}) during the window"
     scope = scope_of(nodes, everywhere)
+    before = f"; already degraded before the run: {'; '.join(f'{n} ({d})' for n, d in degraded.items())}" \
+        if degraded else ""
     if problems:
-        return failed("gpu-capacity", "; ".join(f"{n}: {p}" for n, p in list(problems.items())[:5]), scope, nodes=problems)
+        return failed("gpu-capacity", "; ".join(f"{n}: {p}" for n, p in list(problems.items())[:5]) + before, scope,
+                      nodes=problems, degraded_before=degraded)
     if baseline is None:
         return passed("gpu-capacity", f"{', '.join(resources)} allocatable equals capacity on {len(nodes)} node(s) "
                       "(no baseline to compare with)", scope)
-    return passed("gpu-capacity", f"{', '.join(resources)} capacity and allocatable equal the baseline on "
-                  f"{len(nodes)} node(s)", scope)
+    return passed("gpu-capacity", f"{', '.join(resources)} capacity and allocatable not below the baseline on "
+                  f"{len(nodes)} node(s){before}", scope, degraded_before=degraded)
+
+
+def _degraded_before(nodes: Sequence[str], baseline: Baseline | None, resources: Sequence[str]) -> dict[str, str]:
+    """Nodes whose baseline already had fewer allocatable GPUs than capacity."""
+    found: dict[str, str] = {}
+    for node in nodes:
+        base = baseline.node(node) if baseline else None
+        short = [f"{r} {base.allocatable.get(r, 0)} of {base.capacity.get(r, 0)} allocatable" for r in resources
+                 if base is not None and base.allocatable.get(r, 0) < base.capacity.get(r, 0)]
+        if short:
+            found[node] = ", ".join(short)
+    return found
 
 
 def others_unchanged(
@@ -187,7 +205,7 @@ def others_unchanged(
         if pod is None or pod.images != base.images:
             changed[node] = f"image {pod.images if pod else 'no pod'} (baseline {base.images})"
         elif now is not None and any(
-            (now.capacity.get(r, 0), now.allocatable.get(r, 0)) != (base.capacity.get(r, 0), base.allocatable.get(r, 0))
+            now.capacity.get(r, 0) < base.capacity.get(r, 0) or now.allocatable.get(r, 0) < base.allocatable.get(r, 0)
             for r in resources
         ):
             changed[node] = f"GPU capacity/allocatable {now.capacity}/{now.allocatable} (baseline {base.capacity}/{base.allocatable})"

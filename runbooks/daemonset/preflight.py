@@ -18,10 +18,10 @@ from runbooks import validation
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import NODES
 from runbooks.daemonset.baselines import Baseline, baseline_from
-from runbooks.daemonset.observing import Snapshot
+from runbooks.daemonset.observing import Snapshot, wait_for
 from runbooks.engine.recording import failed, passed
 from runbooks.engine.runs import Run
-from runbooks.engine.steps import Check, StepSettings
+from runbooks.engine.steps import Check, Clock, StepSettings
 from runbooks.errors import NotFound
 from runbooks.inventory import Inventory, take_inventory
 from runbooks.inventory.reading import node_from
@@ -130,15 +130,33 @@ def request_checks(
     return checks, inventory
 
 
+def _unsettled(baseline: Baseline) -> list[str]:
+    """Nodes caught mid-change: fewer allocatable GPUs than capacity, or a plugin pod not registered."""
+    return [n.name for n in baseline.nodes.values()
+            if any(n.allocatable.get(r, 0) < c for r, c in n.capacity.items()) or n.registered is False]
+
+
 def canary_prechecks(
-    cluster: Cluster, snap: Snapshot, *, run: Run, settings: StepSettings,
+    cluster: Cluster, snap: Snapshot, *, run: Run, settings: StepSettings, clock: Clock | None = None,
 ) -> tuple[list[Check], Baseline | None]:
     """The request's checks again, after approval (the cluster may have moved), and, when they
-    pass, the baseline."""
+    pass, the baseline: a node caught mid-change (a kubelet restart, a plugin re-registering)
+    is read again until it settles, for up to ``settings.settle_window``; one still degraded
+    then is recorded as it is, and verify says so rather than blame the upgrade."""
     checks, inventory = request_checks(cluster, snap, run=run, settings=settings)
     if inventory is None or any(c.status == "fail" for c in checks):
         return checks, None
     baseline = baseline_from(inventory, run.target.ref)
-    checks.append(passed("baseline", f"baseline of {len(baseline.nodes)} node(s) recorded",
-                         nodes=sorted(baseline.nodes), taken_at=baseline.taken_at.isoformat()))
+    if clock is not None and _unsettled(baseline) and settings.settle_window > 0:
+        def settled() -> Baseline | None:
+            again = baseline_from(take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
+                                                 registration=settings.registration), run.target.ref)
+            return again if not _unsettled(again) else None
+
+        baseline = wait_for(clock, timeout=settings.settle_window, interval=max(settings.poll_interval, 1.0),
+                            probe=settled) or baseline
+    degraded = _unsettled(baseline)
+    note = f"; degraded before the run: {', '.join(degraded)}" if degraded else ""
+    checks.append(passed("baseline", f"baseline of {len(baseline.nodes)} node(s) recorded{note}",
+                         nodes=sorted(baseline.nodes), taken_at=baseline.taken_at.isoformat(), degraded=degraded))
     return checks, baseline

@@ -79,6 +79,7 @@ def step_settings_of(policy: Policy) -> StepSettings:
         ready_timeout=duration_seconds(timings.ready_timeout),
         observe_window=duration_seconds(timings.observe_window),
         poll_interval=duration_seconds(timings.poll_interval),
+        settle_window=duration_seconds(timings.settle_window),
         gpu_resources=tuple(policy.gpu_resources),
         smoke_test=timings.smoke_test,
         unknown_blocks=policy.verify.unknown == "fail",

@@ -73,6 +73,8 @@ class StepSettings:
     observe_window: float = 30.0
     """Seconds verify watches restart counts for a rise."""
     poll_interval: float = 1.0
+    settle_window: float = 30.0
+    """Seconds the baseline waits for a node caught mid-change (a kubelet restart) to settle."""
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu",)
     smoke_test: dict[str, Any] | None = None
     """Optional smoke-test pod: ``{image, command, expect, namespace, timeout}``."""

@@ -144,3 +144,16 @@ def test_the_policy_names_the_registration_line_of_a_target(sim: KubeSim, redis_
     run = engine.advance(run.id)
     assert run.state is RunState.ROLLED_BACK and "plugin-registered" in run.reason, run.reason
     assert "plugin is up and ready" in run.reason
+
+
+def test_a_node_briefly_degraded_while_the_baseline_is_taken_is_not_blamed_on_the_upgrade(
+    sim: KubeSim, redis_url: str,
+) -> None:
+    """gpu-node2's kubelet restarts as the canary starts (its GPUs drop out for a moment): the
+    baseline waits for it to settle, and a node that comes back is no failure."""
+    engine = engine_on(sim, redis_url)
+    run = engine.request_canary(actor=Actor("U0ALICE"), target=TARGET, image=NEW, node="gpu-node1").run
+    sim.fault(kind="kubelet-restart", node="gpu-node2")
+    engine.approve(run.id, actor=Actor("U0BOB"))
+    run = engine.advance(run.id)
+    assert run.state is RunState.AWAITING_PROMOTION, run.reason

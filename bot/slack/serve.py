@@ -16,6 +16,7 @@ and decisions) and runs with :class:`~bot.slack.http.HttpServer`.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import logging
 import signal
 import sys
@@ -51,6 +52,8 @@ from runbooks.errors import scrub
 from runbooks.policy import Policy
 
 log = logging.getLogger("upgradebot.serve")
+RECONCILE_WINDOW = dt.timedelta(days=1)
+"""Runs ended longer ago than this keep their gate messages as they are at a start."""
 
 
 def secrets_of(settings: Settings) -> list[str]:
@@ -134,8 +137,16 @@ def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache
     runtime.observers.add(StepTimer(metrics))
     pacer = Pacer(settings.slack_pace)
     runtime.on_stop(pacer.close)
-    runtime.observers.add(SlackThreads(web=web, pacer=pacer, set_origin=runtime.engine.set_origin,
-                                       self_approval=policy.approvers.allow_self_approval))
+    threads = SlackThreads(web=web, pacer=pacer, set_origin=runtime.engine.set_origin,
+                           self_approval=policy.approvers.allow_self_approval)
+    runtime.observers.add(threads)
+    try:  # gate messages a stopped bot never sent, and closed ones still showing buttons
+        since = runtime.clock.now() - RECONCILE_WINDOW
+        queued = threads.reconcile(r for r in runtime.engine.runs(limit=500) if r.active or r.updated_at >= since)
+        if queued:
+            log.info("reconciling %d run thread(s) with their gates", queued)
+    except StoreUnavailable as exc:
+        log.warning("cannot reconcile the run threads now: %s", exc)
     if runtime.reports is not None:
         runtime.reports.outlets.add(SlackOutlet(web, policy))
     decisions = EngineDecisions(engine=runtime.engine, policy=policy, directory=directory)

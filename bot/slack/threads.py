@@ -7,6 +7,9 @@ in the run with the engine's compare-and-set (``Engine.set_origin``), so a resta
 bot, or another replica, updates the same message with ``chat.update``. Each step,
 check and decision becomes one thread message; each gate a thread message with Approve /
 Reject, rewritten without buttons once the gate closes (by a click, the shell or expiry).
+A gate message's ``ts`` is stored with the run too (``origin["gate|<ref>"]``), so a bot
+that did not post it still rewrites it; at start, :meth:`SlackThreads.reconcile` posts
+the gate messages a stopped bot never sent and rewrites the closed ones.
 
 :class:`SlackOutlet` posts a run's stability reports in its thread (and to the on-call
 channel); the report poster calls it.
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from bot.slack.blocks import render_message
 from bot.slack.pacing import Pacer
@@ -38,6 +41,8 @@ from runbooks.policy import Policy
 
 log = logging.getLogger("upgradebot.slack.threads")
 SURFACE = "slack"
+GATE_KEY = "gate|"
+"""``run.origin[GATE_KEY + gate_ref]`` is the ts of that gate's message in the run's thread."""
 
 
 class SlackThreads:
@@ -57,8 +62,25 @@ class SlackThreads:
             return
         self.pacer.submit(channel, lambda: self._sync_root(run.id, channel), key=f"root:{run.id}")
         gate = run.gate
-        if gate is not None and not gate.is_open and gate_ref(run, gate) in self._gates:
+        if gate is not None and not gate.is_open and self._gate_ts(run, gate):
             self.pacer.submit(channel, lambda: self._close_gate(run, gate), key=f"gate:{gate_ref(run, gate)}")
+
+    def reconcile(self, runs: Iterable[Run]) -> int:
+        """At start: every open gate of a Slack run whose message was never posted (the bot
+        stopped between storing the gate and posting it) is posted, with its buttons; every
+        closed gate whose message is known is rewritten without them. How many were queued."""
+        queued = 0
+        for run in runs:
+            channel, gate = self._remember(run), run.gate
+            if channel is None or gate is None or not run.origin.get("ts"):
+                continue
+            if gate.is_open and not self._gate_ts(run, gate):
+                self.on_gate(run, gate)
+                queued += 1
+            elif not gate.is_open and self._gate_ts(run, gate):
+                self.on_state(run)
+                queued += 1
+        return queued
 
     def on_step(self, run: Run, step: Step) -> None:
         channel = self._remember(run)
@@ -113,10 +135,19 @@ class SlackThreads:
             if gate is not None and i == 0:
                 with self._lock:
                     self._gates[gate] = posted
+                self.set_origin(run_id, **{GATE_KEY + gate: posted})  # kept in Redis: a restart finds it
+
+    def _gate_ts(self, run: Run, gate: Gate) -> str | None:
+        """The ts of the gate's message: posted by this process, else as stored with the run."""
+        ref = gate_ref(run, gate)
+        with self._lock:
+            known = self._gates.get(ref)
+        return known or run.origin.get(GATE_KEY + ref)
 
     def _close_gate(self, run: Run, gate: Gate) -> None:
+        ts = self._gate_ts(run, gate)
         with self._lock:
-            ts = self._gates.pop(gate_ref(run, gate), None)
+            self._gates.pop(gate_ref(run, gate), None)
         if ts is not None:
             self.web.update(run.origin["channel"], ts, render_message(closed_gate_message(run, gate))[0])
 

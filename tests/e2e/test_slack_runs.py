@@ -13,12 +13,14 @@ from bot.slack.http import HttpServer
 from bot.slack.serve import Service, build_slack_service
 from bot.slack.threads import SlackThreads
 from kubesim import KubeSim
-from runbooks.engine.runs import RunState
+from runbooks.engine.approving import Actor
+from runbooks.engine.runs import Run, RunState
 from tests.e2e.harness import settings_for
 from tests.e2e.runs_support import (
     CANARY,
     POLICY,
     SlackClient,
+    buttons,
     eventually,
     posted_ts,
     roots,
@@ -153,3 +155,42 @@ def test_rollback_request_approved(run_bot: RunBot) -> None:
     eventually(bot.idle, "everything sent")
     assert "rolled_back" in texts(updates(bot.fake, root_ts)[-1])
     assert bot.runtime.store.lock_holder(bot.runtime.engine.get(run_id).target.key) is None
+
+
+def test_gate_messages_survive_a_restart(run_bot: RunBot) -> None:
+    """A gate message's ts is kept in Redis with the run: a bot that did not post it (a restart, another
+    replica) still turns its buttons into the decision when the gate closes; and a gate whose message was
+    never posted (the bot stopped first) gets its buttons when a bot starts and reconciles."""
+    bot = run_bot
+    run_id, root_ts = requested(bot)
+    gate_ts, value = bot.slack.gate(root_ts)
+    bot.slack.click("approve", value, user="U0LEAD", message_ts=gate_ts, thread_ts=root_ts)
+    bot.wait_state(run_id, S.AWAITING_PROMOTION)
+    promotion_ts, _ = bot.slack.gate(root_ts, 2)
+    eventually(bot.idle, "everything sent")
+    (threads,) = bot.runtime.observers.of_type(SlackThreads)
+
+    threads._gates.clear()  # what a restart forgets: nothing of it may be needed
+    bot.runtime.engine.reject(run_id, actor=Actor("U0LEAD"))  # decided from the shell, not by a click
+    eventually(lambda: updates(bot.fake, promotion_ts), "the old promotion message rewritten")
+    assert not any(buttons(c) for c in updates(bot.fake, promotion_ts))
+    assert "Rejected by <@U0LEAD>" in texts(updates(bot.fake, promotion_ts)[-1])
+
+    # a gate whose message never went out (the bot stopped between storing the gate and posting it):
+    # the gate is in Redis, its message's ts is not; a bot that reconciles posts it, with its buttons
+    bot.wait_state(run_id, S.ROLLED_BACK)
+    eventually(bot.idle, "everything sent")
+    bot.slack.command(CANARY, user="U0ANA")
+    second = eventually(lambda: next((r for r in bot.runtime.engine.runs(active_only=True)
+                                      if r.state is S.AWAITING_APPROVAL and r.origin.get("ts")), None), "a second run")
+    assert isinstance(second, Run)
+    eventually(bot.idle, "everything sent")
+    stored = bot.runtime.engine.get(second.id)
+    bot.runtime.store.save(stored.model_copy(update={"origin": {k: v for k, v in stored.origin.items()
+                                                                 if not k.startswith("gate|")}}))
+    before = len([c for c in thread(bot.fake, second.origin["ts"]) if buttons(c)])
+    restarted = SlackThreads(web=threads.web, pacer=threads.pacer, set_origin=bot.runtime.engine.set_origin)
+    restarted.reconcile(bot.runtime.engine.runs(active_only=True))
+    eventually(lambda: len([c for c in thread(bot.fake, second.origin["ts"]) if buttons(c)]) == before + 1,
+               "the missing gate message posted with its buttons")
+    assert any(k.startswith("gate|") for k in bot.runtime.engine.get(second.id).origin)

@@ -94,6 +94,11 @@ def user_ref(user_id: str) -> str:
     return f"<@{user_id}>"
 
 
+def mention(principal: str) -> str:
+    """A user group (``S…``) or a user (``U…``) as a mention every surface shows."""
+    return f"<!subteam^{principal}>" if principal.startswith("S") else user_ref(principal)
+
+
 def channel_ref(channel_id: str) -> str:
     """A reference to a channel that every surface shows as a link to it."""
     return f"<#{channel_id}>"

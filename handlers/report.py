@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from handlers.arguments import run_id
-from handlers.replies import Item, Message, Reply, Table, Tone, user_ref
+from handlers.replies import Item, Message, Reply, Table, Tone
 from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps, ReadTally
 from handlers.run_views import rollback_button
 from runbooks.cluster import Cluster
@@ -49,11 +49,6 @@ def handle(run: str, *, engine: Engine, connect: Callable[[str | None], Cluster]
 
 
 # ------------------------------------------------------------------ chat surfaces
-def mention(principal: str) -> str:
-    """A user group (``S…``) or a user (``U…``) as a mention every surface shows."""
-    return f"<!subteam^{principal}>" if principal.startswith("S") else user_ref(principal)
-
-
 def _when(report: StabilityReport) -> str:
     return (f"{moment_text(report.window_start)} to {moment_text(report.window_end)} "
             f"({_hours(report.window.total_seconds())} since the promotion)")

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from handlers import messages as msg
-from handlers.replies import Button, Item, Message, Reply, Table, Tone, user_ref
+from handlers.replies import Button, Item, Message, Reply, Table, Tone, mention, user_ref
 from runbooks.engine.commands import Outcome
 from runbooks.engine.refusals import moment_text
 from runbooks.engine.runs import Gate, GateKind, Run, RunState, Step
@@ -148,6 +148,21 @@ def step_message(run: Run, step: Step) -> Message:
         lines.append(f"by {user_ref(step.actor)}")
     return Message(title=title, text=_cut("\n".join(lines), 2900) if lines else "",
                    tone=STEP_TONE.get(step.status, "info"))
+
+
+def oncall_notice(run: Run, mention_of: str | None) -> tuple[str, Message] | None:
+    """What on-call must hear about this run now, with a key that says it once: a run that
+    halted, or one the bot rolls back by itself (halted too long, or its cluster gone too
+    long). None when there is nothing to tell."""
+    lead = f"{mention(mention_of)} " if mention_of else ""
+    where = f"{run.target.ref} in {run.target.cluster or 'the current context'}"
+    if run.state is S.HALTED:
+        key = f"halted|{run.progress.get('halted_at') or moment_text(run.updated_at)}"
+        return key, Message(title=f"Run {run.id} halted: {where}", text=f"{lead}{run.reason}", tone="error")
+    if run.state is S.ROLLING_BACK and run.progress.get("auto_rollback"):
+        return "auto_rollback", Message(title=f"Run {run.id} is rolling back by itself: {where}",
+                                        text=f"{lead}{run.progress['auto_rollback']}", tone="warn")
+    return None
 
 
 # ------------------------------------------------------------------ replies

@@ -29,7 +29,7 @@ from typing import Literal, Protocol
 
 from bot.storage.redis_store import RedisRunStore
 from handlers import report as report_handler
-from handlers.replies import Reply
+from handlers.replies import Reply, mention
 from runbooks.cluster import Cluster
 from runbooks.engine.commands import Engine
 from runbooks.engine.runs import Run, RunState
@@ -87,7 +87,7 @@ class ReportPoster:
                 ts = self.outlet.to_thread(run, report_handler.present(report, last=last))
                 self.store.mark_report(run_id, after, self.owner, thread=ts or "-")
             if "oncall" not in record:
-                lead = report_handler.mention(self.policy.oncall.mention) if self.policy.oncall.mention else ""
+                lead = mention(self.policy.oncall.mention) if self.policy.oncall.mention else ""
                 ts = self.outlet.to_oncall(run, report_handler.present(report, lead=lead, last=last))
                 self.store.mark_report(run_id, after, self.owner, oncall=ts or "-")
             self.store.mark_report(run_id, after, self.owner, done=True, verdict=report.verdict,

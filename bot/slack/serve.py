@@ -138,7 +138,8 @@ def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache
     pacer = Pacer(settings.slack_pace)
     runtime.on_stop(pacer.close)
     threads = SlackThreads(web=web, pacer=pacer, set_origin=runtime.engine.set_origin,
-                           self_approval=policy.approvers.allow_self_approval)
+                           self_approval=policy.approvers.allow_self_approval,
+                           oncall=policy.oncall.channel or "", mention=policy.oncall.mention or "")
     runtime.observers.add(threads)
     try:  # gate messages a stopped bot never sent, and closed ones still showing buttons
         since = runtime.clock.now() - RECONCILE_WINDOW

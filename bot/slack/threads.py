@@ -33,6 +33,7 @@ from handlers.run_views import (
     closed_gate_message,
     gate_message,
     gate_ref,
+    oncall_notice,
     root_message,
     step_message,
 )
@@ -41,15 +42,20 @@ from runbooks.policy import Policy
 
 log = logging.getLogger("upgradebot.slack.threads")
 SURFACE = "slack"
+ONCALL_KEY = "oncall|"
+"""``run.origin[ONCALL_KEY + what]`` is the ts of what on-call was told (a halt, a rollback by itself)."""
 GATE_KEY = "gate|"
 """``run.origin[GATE_KEY + gate_ref]`` is the ts of that gate's message in the run's thread."""
 
 
 class SlackThreads:
     def __init__(self, *, web: SlackWeb, pacer: Pacer, set_origin: Callable[..., Run],
-                 self_approval: bool = False) -> None:
-        """``set_origin(run_id, ts=…)`` stores the root message's ts in the run (first wins)."""
+                 self_approval: bool = False, oncall: str = "", mention: str = "") -> None:
+        """``set_origin(run_id, ts=…)`` stores the root message's ts in the run (first wins);
+        ``oncall`` (a channel) hears of halted runs and of the rollbacks the bot starts by itself."""
         self.web, self.pacer, self.set_origin, self.self_approval = web, pacer, set_origin, self_approval
+        self.oncall, self.mention = oncall, mention
+        self._told: set[tuple[str, str]] = set()
         self._latest: dict[str, Run] = {}
         self._roots: dict[str, str] = {}
         self._gates: dict[str, str] = {}
@@ -57,6 +63,7 @@ class SlackThreads:
 
     # ------------------------------------------------------------ Observer
     def on_state(self, run: Run) -> None:
+        self._tell_oncall(run)
         channel = self._remember(run)
         if channel is None:
             return
@@ -136,6 +143,24 @@ class SlackThreads:
                 with self._lock:
                     self._gates[gate] = posted
                 self.set_origin(run_id, **{GATE_KEY + gate: posted})  # kept in Redis: a restart finds it
+
+    def _tell_oncall(self, run: Run) -> None:
+        """A halted run, or a rollback the bot started by itself, to the on-call channel: once
+        (the message's ts is kept with the run, so another replica or a restart does not repeat it)."""
+        notice = oncall_notice(run, self.mention or None) if self.oncall else None
+        if notice is None:
+            return
+        key, message = ONCALL_KEY + notice[0], notice[1]
+        with self._lock:
+            if key in run.origin or (run.id, key) in self._told:
+                return
+            self._told.add((run.id, key))
+
+        def post() -> None:
+            ts = self.web.post(self.oncall, render_message(message)[0])
+            self.set_origin(run.id, **{key: ts})
+
+        self.pacer.submit(self.oncall, post)
 
     def _gate_ts(self, run: Run, gate: Gate) -> str | None:
         """The ts of the gate's message: posted by this process, else as stored with the run."""

@@ -91,6 +91,15 @@ class EmbeddedRedis:
         return answers(self.socket_path)
 
     def stop(self) -> None:
+        self._end()
+        self._dir.cleanup()
+
+    def restart(self, timeout: float = 10.0) -> EmbeddedRedis:
+        """Stop the server and start it again on the same directory (what it persisted, it finds)."""
+        self._end()
+        return self.start(timeout)
+
+    def _end(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
             try:
@@ -99,7 +108,6 @@ class EmbeddedRedis:
                 self._proc.kill()
                 self._proc.wait()
         self._proc = None
-        self._dir.cleanup()
 
     def __enter__(self) -> EmbeddedRedis:
         return self.start()

@@ -173,8 +173,9 @@ class Driver:
         if run.state is not S.HALTED or not self._halt_overdue(run):
             return run
         limit = self.policy.halt.rollback_after
-        return self.writer.transition(run, S.ROLLING_BACK, lease_owner=lease.owner,
-                                      reason=f"{run.reason}; halted for more than {limit}: rolling back now")
+        reason = f"{run.reason}; halted for more than {limit}: rolling back now"
+        return self.writer.transition(run, S.ROLLING_BACK, lease_owner=lease.owner, reason=reason,
+                                      progress={**run.progress, "auto_rollback": reason})
 
     def _mark_paused(self, run: Run, lease: Lease) -> Run:
         """The first time the cluster stays unreachable in this state: remember since when."""
@@ -195,11 +196,10 @@ class Driver:
         if not self._paused_too_long(run):
             return run
         limit, since = self.policy.halt.rollback_after, run.progress["paused_since"]
-        progress = {k: v for k, v in run.progress.items() if k != "paused_since"}
-        return self.writer.transition(
-            run, S.ROLLING_BACK, lease_owner=lease.owner, progress=progress,
-            reason=f"the cluster did not answer for more than {limit} (since {since}) during "
-                   f"{LABEL[run.state]}: rolling back (the rollback goes on as soon as the cluster answers)")
+        reason = (f"the cluster did not answer for more than {limit} (since {since}) during {LABEL[run.state]}: "
+                  "rolling back (the rollback goes on as soon as the cluster answers)")
+        progress = {**{k: v for k, v in run.progress.items() if k != "paused_since"}, "auto_rollback": reason}
+        return self.writer.transition(run, S.ROLLING_BACK, lease_owner=lease.owner, progress=progress, reason=reason)
 
     def _halt(self, run: Run, state: RunState, why: str, lease: Lease, *, steps: list[Step] | None = None,
               gate: bool = False) -> Run:

@@ -147,3 +147,21 @@ def test_a_run_halted_past_the_limit_rolls_back_by_itself(
     done = engine.advance(run_id)
     assert done.state is S.ROLLED_BACK and "halted for more than" in done.reason, done.reason
     assert daemonset(sim) == before
+
+
+def test_a_redis_restart_with_persistence_loses_nothing(sim: KubeSim) -> None:
+    """The run store's Redis (append-only file on) restarts between the approval and the work:
+    the run, its gate decision and its lock are all there, and the canary goes on."""
+    from bot.storage.embedded import EmbeddedRedis
+
+    with EmbeddedRedis(persistent=True) as server:
+        engine = engine_on(sim, server.url)
+        run = engine.request_canary(actor=ALICE, target=TARGET, image=NEW, node="gpu-node1").run
+        engine.approve(run.id, actor=BOB)
+        engine.store.close()
+        server.restart()
+        again = engine_on(sim, server.url)
+        assert again.get(run.id).state is S.CANARY_ROLLING
+        assert again.store.lock_holder(run.target.key) == run.id
+        assert again.advance(run.id).state is S.AWAITING_PROMOTION
+        again.store.close()

@@ -1,0 +1,50 @@
+"""On-call hears of a halted run, and of a rollback the bot starts by itself, once."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from bot.slack.metrics import Metrics
+from bot.slack.pacing import Pacer
+from bot.slack.threads import SlackThreads
+from bot.slack.web import SlackWeb, make_client
+from kubesim import KubeSim
+from runbooks.engine.runs import Run, RunState, Target
+from tests.e2e.harness import settings_for
+from tests.e2e.runs_support import texts
+from tests.fakeslack import FakeSlack
+
+NOW = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
+
+
+def a_run(state: RunState, **progress: str) -> Run:
+    return Run(id="r-0halt0ed", target=Target(cluster="prod", namespace="kube-system", name="nvidia-device-plugin"),
+               image="nvcr.io/nvidia/k8s-device-plugin:v0.17.0", container="ctr", node="gpu-node1",
+               requester="U0ANA", state=state, reason="the canary stopped on an unexpected error (AttributeError: x)",
+               created_at=NOW, updated_at=NOW, progress=dict(progress), version=3,
+               origin={"surface": "shell", "channel": ""})
+
+
+def test_a_halted_run_and_a_rollback_by_itself_are_told_to_oncall_once(fake_slack: FakeSlack, cluster: KubeSim) -> None:
+    web = SlackWeb(make_client(settings_for(fake_slack, cluster), metrics=Metrics()), Metrics())
+    pacer = Pacer(0.0)
+    told: dict[str, str] = {}
+
+    def set_origin(run_id: str, **refs: str) -> Run:
+        told.update(refs)
+        return a_run(RunState.HALTED)
+
+    threads = SlackThreads(web=web, pacer=pacer, set_origin=set_origin, oncall="C0ONCALL", mention="S0ONCALL")
+    halted = a_run(RunState.HALTED, halted_at=NOW.isoformat())
+    threads.on_state(halted)
+    threads.on_state(halted)  # the same halt again (a second observer call): told once
+    auto = a_run(RunState.ROLLING_BACK, auto_rollback="halted for more than 15m: rolling back now")
+    threads.on_state(auto)
+    (first, second) = fake_slack.wait_for("chat.postMessage", 2)
+    pacer.close()
+    assert {first.body["channel"], second.body["channel"]} == {"C0ONCALL"}
+    assert "Run r-0halt0ed halted" in texts(first) and "<!subteam^S0ONCALL>" in texts(first)
+    assert "AttributeError" in texts(first)
+    assert "rolling back by itself" in texts(second) and "halted for more than 15m" in texts(second)
+    assert set(told) == {f"oncall|halted|{NOW.isoformat()}", "oncall|auto_rollback"}
+    assert len(fake_slack.of("chat.postMessage")) == 2

@@ -27,6 +27,7 @@ from typing import Any
 
 from runbooks.engine.commands import Engine
 from runbooks.engine.driving import StepPaused
+from runbooks.engine.runs import Run
 
 log = logging.getLogger("upgradebot.workers")
 run_log = logging.getLogger("upgradebot.runs")
@@ -107,6 +108,8 @@ class Advancer:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.also: list[Callable[[list[Run]], object]] = []
+        """Called with the active runs after each sweep."""
 
     def submit(self, run_id: str) -> None:  # the engine's ``wake``: queued, so no run to return
         """Advance ``run_id`` in the background (once more after the drive in progress, if any)."""
@@ -136,13 +139,21 @@ class Advancer:
                 self._again.discard(run_id)
 
     def sweep(self) -> int:
-        """Close overdue gates, advance every unfinished run that needs work; how many were queued."""
+        """Close overdue gates, advance every unfinished run that needs work, then let each
+        ``also`` callback see the active runs (the Slack threads post a gate message that
+        did not go out); how many runs were queued."""
         self.engine.expire_due()
         queued = 0
-        for run in self.engine.runs(active_only=True, limit=10_000):
+        active = self.engine.runs(active_only=True, limit=10_000)
+        for run in active:
             if self.engine.needs_work(run):
                 self.submit(run.id)
                 queued += 1
+        for also in list(self.also):
+            try:
+                also(active)
+            except Exception:  # a front end failing must not stop the sweep
+                run_log.exception("a sweep callback failed")
         return queued
 
     def _sweeping(self) -> None:

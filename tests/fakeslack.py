@@ -55,6 +55,7 @@ class FakeSlack:
         self._lock = threading.Condition()
         self._ts = itertools.count(1)
         self._rate_limits: dict[str, int] = {}
+        self._failures: dict[str, str] = {}
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -71,6 +72,11 @@ class FakeSlack:
         self._server.server_close()
 
     # --------------------------------------------------------------- controls
+    def fail_once(self, method: str, error: str = "internal_error") -> None:
+        """The next call of ``method`` is answered ``{"ok": false, "error": error}``."""
+        with self._lock:
+            self._failures[method] = error
+
     def rate_limit_once(self, method: str, retry_after: int = 0) -> None:
         """The next call of ``method`` is answered 429 with ``Retry-After``."""
         with self._lock:
@@ -114,6 +120,10 @@ class FakeSlack:
         if headers.get("authorization") != f"Bearer {self.token}":
             return {"ok": False, "error": "not_authed" if "authorization" not in headers else "invalid_auth"}
         channel = str(body.get("channel", ""))
+        with self._lock:
+            failure = self._failures.pop(method, None)
+        if failure is not None:
+            return {"ok": False, "error": failure}
         if method == "auth.test":
             if not self.auth_ok:
                 return {"ok": False, "error": "account_inactive"}

@@ -141,6 +141,8 @@ def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache
                            self_approval=policy.approvers.allow_self_approval,
                            oncall=policy.oncall.channel or "", mention=policy.oncall.mention or "")
     runtime.observers.add(threads)
+    # every sweep: a gate message whose post failed goes out (one opened a minute ago or more)
+    runtime.advancer.also.append(lambda runs: threads.reconcile(runs, min_age=60.0))
     try:  # gate messages a stopped bot never sent, and closed ones still showing buttons
         since = runtime.clock.now() - RECONCILE_WINDOW
         queued = threads.reconcile(r for r in runtime.engine.runs(limit=500) if r.active or r.updated_at >= since)

@@ -8,8 +8,9 @@ bot, or another replica, updates the same message with ``chat.update``. Each ste
 check and decision becomes one thread message; each gate a thread message with Approve /
 Reject, rewritten without buttons once the gate closes (by a click, the shell or expiry).
 A gate message's ``ts`` is stored with the run too (``origin["gate|<ref>"]``), so a bot
-that did not post it still rewrites it; at start, :meth:`SlackThreads.reconcile` posts
-the gate messages a stopped bot never sent and rewrites the closed ones.
+that did not post it still rewrites it; at start and after every sweep,
+:meth:`SlackThreads.reconcile` posts the gate messages that never went out (a stopped
+bot, a failed post: so they are sent with retry) and rewrites the closed ones.
 
 :class:`SlackOutlet` posts a run's stability reports in its thread (and to the on-call
 channel); the report poster calls it.
@@ -21,6 +22,7 @@ stopped by Slack: the observer only queues, and a failed call is logged.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -45,6 +47,8 @@ SURFACE = "slack"
 ONCALL_KEY = "oncall|"
 """``run.origin[ONCALL_KEY + what]`` is the ts of what on-call was told (a halt, a rollback by itself)."""
 GATE_KEY = "gate|"
+CLOSED = "|closed"
+"""``origin[GATE_KEY + ref + CLOSED]``: that gate's message no longer shows buttons."""
 """``run.origin[GATE_KEY + gate_ref]`` is the ts of that gate's message in the run's thread."""
 
 
@@ -56,6 +60,9 @@ class SlackThreads:
         self.web, self.pacer, self.set_origin, self.self_approval = web, pacer, set_origin, self_approval
         self.oncall, self.mention = oncall, mention
         self._told: set[tuple[str, str]] = set()
+        self._pending: set[str] = set()
+        self._closed_refs: set[str] = set()
+        """Gate messages queued on the pacer and not yet posted (a sweep must not queue them twice)."""
         self._latest: dict[str, Run] = {}
         self._roots: dict[str, str] = {}
         self._gates: dict[str, str] = {}
@@ -69,22 +76,27 @@ class SlackThreads:
             return
         self.pacer.submit(channel, lambda: self._sync_root(run.id, channel), key=f"root:{run.id}")
         gate = run.gate
-        if gate is not None and not gate.is_open and self._gate_ts(run, gate):
+        if gate is not None and not gate.is_open and self._gate_ts(run, gate) and not self._closed(run, gate):
             self.pacer.submit(channel, lambda: self._close_gate(run, gate), key=f"gate:{gate_ref(run, gate)}")
 
-    def reconcile(self, runs: Iterable[Run]) -> int:
-        """At start: every open gate of a Slack run whose message was never posted (the bot
-        stopped between storing the gate and posting it) is posted, with its buttons; every
-        closed gate whose message is known is rewritten without them. How many were queued."""
+    def reconcile(self, runs: Iterable[Run], *, min_age: float = 0.0) -> int:
+        """Every open gate of a Slack run whose message was never posted (the bot stopped
+        between storing the gate and posting it, or the post failed) is posted, with its
+        buttons; every closed gate whose message still shows them is rewritten. ``min_age``:
+        leave gates opened less than that many seconds ago (another replica may be posting
+        them right now). How many were queued."""
         queued = 0
+        recent = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=min_age)
         for run in runs:
             channel, gate = self._remember(run), run.gate
             if channel is None or gate is None or not run.origin.get("ts"):
                 continue
-            if gate.is_open and not self._gate_ts(run, gate):
+            with self._lock:
+                pending = gate_ref(run, gate) in self._pending
+            if gate.is_open and not pending and not self._gate_ts(run, gate) and gate.opened_at <= recent:
                 self.on_gate(run, gate)
                 queued += 1
-            elif not gate.is_open and self._gate_ts(run, gate):
+            elif not gate.is_open and self._gate_ts(run, gate) and not self._closed(run, gate):
                 self.on_state(run)
                 queued += 1
         return queued
@@ -97,8 +109,10 @@ class SlackThreads:
     def on_gate(self, run: Run, gate: Gate) -> None:
         channel = self._remember(run)
         if channel is not None:
-            message = gate_message(run, gate, self_approval=self.self_approval)
-            self.pacer.submit(channel, lambda: self._post(run.id, channel, message, gate=gate_ref(run, gate)))
+            message, ref = gate_message(run, gate, self_approval=self.self_approval), gate_ref(run, gate)
+            with self._lock:
+                self._pending.add(ref)
+            self.pacer.submit(channel, lambda: self._post(run.id, channel, message, gate=ref))
 
     # ------------------------------------------------------------- helpers
     def _remember(self, run: Run) -> str | None:
@@ -133,16 +147,21 @@ class SlackThreads:
             self.web.update(channel, kept, payload)
 
     def _post(self, run_id: str, channel: str, message: Message, *, gate: str | None = None) -> None:
-        ts = self.root_ts(run_id)
-        if ts is None:
-            log.warning("run %s has no root message in %s; a thread message was dropped", run_id, channel)
-            return
-        for i, payload in enumerate(render_message(message)):
-            posted = self.web.post(channel, payload, thread_ts=ts)
-            if gate is not None and i == 0:
+        try:
+            ts = self.root_ts(run_id)
+            if ts is None:
+                log.warning("run %s has no root message in %s; a thread message was dropped", run_id, channel)
+                return
+            for i, payload in enumerate(render_message(message)):
+                posted = self.web.post(channel, payload, thread_ts=ts)
+                if gate is not None and i == 0:
+                    with self._lock:
+                        self._gates[gate] = posted
+                    self.set_origin(run_id, **{GATE_KEY + gate: posted})  # kept in Redis: a restart finds it
+        finally:
+            if gate is not None:  # posted, or failed: the next sweep's reconcile tries again
                 with self._lock:
-                    self._gates[gate] = posted
-                self.set_origin(run_id, **{GATE_KEY + gate: posted})  # kept in Redis: a restart finds it
+                    self._pending.discard(gate)
 
     def _tell_oncall(self, run: Run) -> None:
         """A halted run, or a rollback the bot started by itself, to the on-call channel: once
@@ -169,12 +188,23 @@ class SlackThreads:
             known = self._gates.get(ref)
         return known or run.origin.get(GATE_KEY + ref)
 
-    def _close_gate(self, run: Run, gate: Gate) -> None:
-        ts = self._gate_ts(run, gate)
+    def _closed(self, run: Run, gate: Gate) -> bool:
+        """Whether the gate's message was already rewritten without its buttons."""
+        ref = gate_ref(run, gate)
         with self._lock:
-            self._gates.pop(gate_ref(run, gate), None)
-        if ts is not None:
-            self.web.update(run.origin["channel"], ts, render_message(closed_gate_message(run, gate))[0])
+            if ref in self._closed_refs:
+                return True
+        return GATE_KEY + ref + CLOSED in run.origin
+
+    def _close_gate(self, run: Run, gate: Gate) -> None:
+        ts, ref = self._gate_ts(run, gate), gate_ref(run, gate)
+        if ts is None or self._closed(run, gate):
+            return
+        self.web.update(run.origin["channel"], ts, render_message(closed_gate_message(run, gate))[0])
+        with self._lock:
+            self._gates.pop(ref, None)
+            self._closed_refs.add(ref)
+        self.set_origin(run.id, **{GATE_KEY + ref + CLOSED: ts})
 
 
 class SlackOutlet:

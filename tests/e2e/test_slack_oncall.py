@@ -14,7 +14,7 @@ from tests.e2e.harness import settings_for
 from tests.e2e.runs_support import texts
 from tests.fakeslack import FakeSlack
 
-NOW = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
+NOW = dt.datetime(2026, 1, 5, 9, 0, tzinfo=dt.UTC)
 
 
 def a_run(state: RunState, **progress: str) -> Run:
@@ -48,3 +48,33 @@ def test_a_halted_run_and_a_rollback_by_itself_are_told_to_oncall_once(fake_slac
     assert "rolling back by itself" in texts(second) and "halted for more than 15m" in texts(second)
     assert set(told) == {f"oncall|halted|{NOW.isoformat()}", "oncall|auto_rollback"}
     assert len(fake_slack.of("chat.postMessage")) == 2
+
+
+def test_a_gate_message_whose_post_failed_is_sent_again_by_the_next_reconcile(
+    fake_slack: FakeSlack, cluster: KubeSim,
+) -> None:
+    """Slack refuses the gate message once: the Approve/Reject buttons go out at the next sweep's
+    reconcile, and their ts is kept with the run."""
+    from runbooks.engine.runs import Gate, GateKind
+
+    web = SlackWeb(make_client(settings_for(fake_slack, cluster), metrics=Metrics()), Metrics())
+    pacer = Pacer(0.0)
+    kept: dict[str, str] = {}
+    gate = Gate(kind=GateKind.PROMOTION, opened_at=NOW, expires_at=NOW + dt.timedelta(hours=1), requested_by="U0ANA")
+    run = a_run(RunState.AWAITING_PROMOTION).model_copy(update={
+        "gate": gate, "origin": {"surface": "slack", "channel": "C0OPS", "ts": "1700000000.000100"}})
+
+    def set_origin(run_id: str, **refs: str) -> Run:
+        kept.update(refs)
+        return run
+
+    threads = SlackThreads(web=web, pacer=pacer, set_origin=set_origin)
+    fake_slack.fail_once("chat.postMessage")
+    threads.on_gate(run, gate)
+    assert pacer.wait_idle(10) and kept == {}  # the post failed: nothing is known of it
+    assert threads.reconcile([run]) == 1
+    assert pacer.wait_idle(10)
+    posted = [c for c in fake_slack.of("chat.postMessage") if c.answer.get("ok")]
+    assert len(posted) == 1 and any(b["type"] == "actions" for b in posted[0].body["blocks"])
+    assert list(kept) == [next(iter(kept))] and next(iter(kept)).startswith("gate|r-0halt0ed|promotion|")
+    pacer.close()

@@ -5,13 +5,13 @@ or exactly as it was before the run (anything else), and every write the run sen
 its target: the DaemonSet itself or one of its pods. kubesim's log of mutating requests
 and the DaemonSet as kubectl reads it are the referees. A refused request sends nothing.
 
-Elsewhere: SIGKILL at every step boundary (``test_crash_resume.py``), a Redis without
-persistence (``tests/e2e/test_store_durability.py``), a cluster unreachable past the
-limit (``test_engine.py``).
+Elsewhere: SIGKILL at every step boundary (``test_crash_resume.py``), a Redis restart
+with persistence (``test_safety_halts.py``) and without (``tests/e2e/test_store_durability.py``).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +25,7 @@ from runbooks.daemonset import canarying
 from runbooks.daemonset.steps import DaemonSetSteps
 from runbooks.engine.approving import Actor
 from runbooks.engine.commands import Engine
+from runbooks.engine.driving import StepPaused
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import RunState
 from runbooks.policy import Policy
@@ -41,6 +42,7 @@ POLICY = Policy.model_validate({
     "approvers": {"users": ["U0BOB", "U0CAROL"]},
     "reports": {"after": []},
     "steps": {"observe_window": "1s", "poll_interval": "0.1s", "ready_timeout": "60s", "settle_window": "10s"},
+    "halt": {"rollback_after": "1s"},
 })
 DS_PATH = f"/apis/apps/v1/namespaces/{NS}/daemonsets/{NAME}"
 PODS_PATH = f"/api/v1/namespaces/{NS}/pods/{NAME}-"
@@ -198,6 +200,21 @@ def promotion_rejected(w: World) -> str:
     return "before"
 
 
+def api_outage_past_the_limit(w: World) -> str:
+    """The API answers 503 to every read of the DaemonSet for a while (15 requests: the canary's
+    three tries of five reads each), longer than halt.rollback_after: the next drive rolls back."""
+    w.hooks["transition:canary_rolling"] = lambda: w.sim.fault(
+        kind="api-errors", code=503, count=15, path=f"/apis/apps/v1/namespaces/{NS}/daemonsets")
+    run_id = canary(w)
+    w.engine.approve(run_id, actor=BOB)
+    with pytest.raises(StepPaused):
+        w.engine.advance(run_id)
+    time.sleep(1.1)
+    run = w.engine.advance(run_id)
+    assert run.state is S.ROLLED_BACK and "did not answer for more than 1s" in run.reason, run.reason
+    return "before"
+
+
 def healthy_upgrade(w: World) -> str:
     assert through(w, canary(w)) is S.DONE
     return "requested"
@@ -207,7 +224,8 @@ SITUATIONS: dict[str, Callable[..., str]] = {f.__name__: f for f in (
     unchanged_image, gpu_less_node, not_ready_node, cordoned_node, fail_finding_on_target, target_locked,
     unexpected_error_mid_canary, events_unreadable_during_verify, pod_delete_forbidden_during_canary,
     daemonset_patch_forbidden_during_promote, kubelet_restart_during_the_baseline, crash_looping_image,
-    image_that_never_registers, another_vendors_plugin, promotion_rejected, healthy_upgrade,
+    image_that_never_registers, another_vendors_plugin, promotion_rejected, api_outage_past_the_limit,
+    healthy_upgrade,
 )}
 
 

@@ -48,6 +48,7 @@ from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Lease, Leases
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import TERMINAL, WORKING, Run, RunState, Step
+from runbooks.engine.scoping import ScopedCluster
 from runbooks.engine.steps import StepContext, StepResult, Steps, StepSettings
 from runbooks.engine.store import LeaseLost, StoreUnavailable
 from runbooks.engine.transitioning import ENGINE_ACTOR, RunMoved, Writer
@@ -77,6 +78,8 @@ LABEL: dict[RunState, str] = {
     S.ROLLING_BACK: "the rollback",
 }
 TEMPORARY_ATTEMPTS = 3
+SCRATCH = "upgradebot-smoke"
+"""The default prefix of the smoke test's namespaces (policy ``steps.smoke_test.namespace``)."""
 
 
 class StepPaused(Exception):
@@ -267,7 +270,9 @@ class Driver:
 
     def _context(self, run: Run, cluster: Any, lease: Lease, recorded: set[str]) -> StepContext:
         state, counts = run.state, {"progress": 0, "record": 0}
-        ctx = StepContext(cluster=cluster, run=run, save_progress=lambda update: run,
+        scratch = str((self.settings.smoke_test or {}).get("namespace", SCRATCH)) if self.settings.smoke_test else None
+        scoped = ScopedCluster(cluster, run.target, scratch=scratch) if cluster is not None else None
+        ctx = StepContext(cluster=scoped, run=run, save_progress=lambda update: run,
                           record=lambda step: None, clock=self.writer.clock, settings=self.settings)
 
         def merge(update: dict[str, Any]) -> Callable[[Run], Run]:

@@ -1,0 +1,56 @@
+"""What a step may change on a cluster: the engine's guard, not each step's care.
+
+A step gets the cluster through :class:`ScopedCluster`. Reads pass through unchanged;
+every write goes through the adapter's single ``write_json`` and is checked first: a run
+may patch its target DaemonSet, delete that DaemonSet's pods, and create and delete its
+own scratch namespaces (the smoke test's ``<prefix>-<hex>``) and what is in them. Any
+other write raises :class:`OutOfScope` before it is sent: a bug in a step halts the run
+instead of touching another object.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runbooks.cluster.resources import DAEMONSETS, NAMESPACES, PODS
+from runbooks.cluster.writing import Writes
+from runbooks.engine.runs import Target
+from runbooks.errors import Action
+
+
+class OutOfScope(Exception):
+    """A step tried to write something that is not its run's target; nothing was sent."""
+
+
+class ScopedCluster(Writes):
+    """``cluster`` as a step of the run on ``target`` sees it (``scratch``: the prefix of the
+    namespaces the step may create, none when the policy asks for no smoke test)."""
+
+    def __init__(self, cluster: Any, target: Target, *, scratch: str | None = None) -> None:
+        self._cluster, self._target, self._scratch = cluster, target, scratch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cluster, name)
+
+    def write_json(
+        self, method: str, path: str, *, action: Action, body: Any = None, content_type: str | None = None,
+    ) -> dict[str, Any]:
+        if not self._allowed(method, path, body):
+            raise OutOfScope(f"a step of the run on {self._target.ref} tried to {method} {path}: only the "
+                             "DaemonSet itself, its pods and the run's scratch namespaces may change; nothing was sent")
+        result: dict[str, Any] = self._cluster.write_json(method, path, action=action, body=body,
+                                                          content_type=content_type)
+        return result
+
+    def _allowed(self, method: str, path: str, body: Any) -> bool:
+        ns, name = self._target.namespace, self._target.name
+        if path == DAEMONSETS.path(ns, name):
+            return method == "PATCH"
+        if path.startswith(PODS.path(ns) + f"/{name}-"):
+            return method == "DELETE"
+        if not self._scratch:
+            return False
+        mine = f"{self._scratch}-"
+        if path == NAMESPACES.path() and method == "POST":
+            return str(((body or {}).get("metadata") or {}).get("name", "")).startswith(mine)
+        return path.startswith(NAMESPACES.path(None, mine))

@@ -1,0 +1,62 @@
+"""A step may change only its run's target: the engine's guard, checked before anything is sent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runbooks.cluster.resources import DAEMONSETS, NAMESPACES, NODES, PODS
+from runbooks.engine.runs import Target
+from runbooks.engine.scoping import OutOfScope, ScopedCluster
+from runbooks.errors import Action
+
+TARGET = Target(cluster="prod", namespace="kube-system", name="nvidia-device-plugin-daemonset")
+
+
+class Recorder:
+    """A cluster that only records the writes that reach it."""
+
+    context = "prod"
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    def write_json(self, method: str, path: str, *, action: Action, body: Any = None,
+                   content_type: str | None = None) -> dict[str, Any]:
+        self.sent.append((method, path))
+        return {}
+
+
+def test_the_target_and_its_pods_may_change() -> None:
+    inner = Recorder()
+    scoped = ScopedCluster(inner, TARGET)
+    scoped.patch(DAEMONSETS, TARGET.name, {"spec": {}}, namespace=TARGET.namespace)
+    scoped.delete(PODS, f"{TARGET.name}-x7k2p", namespace=TARGET.namespace, uid="u1")
+    assert [m for m, _ in inner.sent] == ["PATCH", "DELETE"] and scoped.context == "prod"
+
+
+@pytest.mark.parametrize("write", [
+    lambda s: s.patch(DAEMONSETS, "another-daemonset", {}, namespace="kube-system"),
+    lambda s: s.patch(DAEMONSETS, TARGET.name, {}, namespace="other-namespace"),
+    lambda s: s.delete(PODS, "training-job-0", namespace="kube-system"),
+    lambda s: s.delete(DAEMONSETS, TARGET.name, namespace=TARGET.namespace),
+    lambda s: s.patch(NODES, "gpu-node1", {"spec": {"unschedulable": True}}),
+    lambda s: s.create(NAMESPACES, {"metadata": {"name": "upgradebot-smoke-a1b2c3"}}),
+])
+def test_anything_else_is_refused_before_it_is_sent(write: Any) -> None:
+    inner = Recorder()
+    with pytest.raises(OutOfScope, match="nothing was sent"):
+        write(ScopedCluster(inner, TARGET))
+    assert inner.sent == []
+
+
+def test_the_smoke_tests_scratch_namespaces_may_change_when_it_has_one() -> None:
+    inner = Recorder()
+    scoped = ScopedCluster(inner, TARGET, scratch="upgradebot-smoke")
+    scoped.create(NAMESPACES, {"metadata": {"name": "upgradebot-smoke-a1b2c3"}})
+    scoped.create(PODS, {"metadata": {"name": "smoke"}}, namespace="upgradebot-smoke-a1b2c3")
+    scoped.delete(NAMESPACES, "upgradebot-smoke-a1b2c3")
+    assert len(inner.sent) == 3
+    with pytest.raises(OutOfScope):
+        scoped.create(NAMESPACES, {"metadata": {"name": "kube-public"}})

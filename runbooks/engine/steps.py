@@ -72,12 +72,12 @@ class StepSettings:
     """Seconds to wait for a replaced pod (canary, promotion, rollback) to become Ready."""
     observe_window: float = 30.0
     """Seconds verify watches restart counts for a rise."""
+    smoke_test: dict[str, Any] | None = None
+    """Optional smoke-test pod: ``{image, command, expect, namespace, timeout}``."""
     poll_interval: float = 1.0
     settle_window: float = 30.0
     """Seconds the baseline waits for a node caught mid-change (a kubelet restart) to settle."""
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu",)
-    smoke_test: dict[str, Any] | None = None
-    """Optional smoke-test pod: ``{image, command, expect, namespace, timeout}``."""
     unknown_blocks: bool = True
     """A check that could not be made fails the step (policy ``verify.unknown: fail``)."""
     registration: dict[str, str] = field(default_factory=dict)

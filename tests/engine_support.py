@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.storage.redis_store import RedisRunStore
+from kubesim import KubeSim
+from runbooks.cluster import Cluster
+from runbooks.daemonset.steps import DaemonSetSteps
 from runbooks.engine.approving import Actor
 from runbooks.engine.commands import Engine
 from runbooks.engine.runs import Gate, Run, Step
@@ -114,3 +117,9 @@ def make_engine(
 def request(engine: Engine, actor: Actor = ALICE, *, target: str = TARGET, node: str = "gpu-node1") -> Run:
     return engine.request_canary(actor=actor, target=target, image=IMAGE, node=node, container="plugin",
                                  cluster="prod").run
+
+
+def kubesim_engine(sim: KubeSim, redis_url: str, pol: Policy, **kwargs: Any) -> Engine:
+    """The engine with the real DaemonSet steps on a kubesim (its kubeconfig) and a real Redis."""
+    return Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=pol,
+                  connect=lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context), **kwargs)

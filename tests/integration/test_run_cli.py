@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,12 +22,6 @@ reports: {after: []}
 steps: {observe_window: 1s, poll_interval: 0.1s, ready_timeout: 60s}
 """
 
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    """A gpu-small kubesim of its own, 4 times as fast as the wall clock."""
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=4) as served:
-        yield served
 
 
 @pytest.fixture

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 
 import pytest
 
-from bot.storage.redis_store import RedisRunStore
 from kubesim import KubeSim
-from runbooks.cluster import Cluster
-from runbooks.daemonset.steps import DaemonSetSteps
 from runbooks.engine.approving import Actor
 from runbooks.engine.commands import Engine
 from runbooks.engine.runs import RunState
 from runbooks.policy import Policy
+from tests.engine_support import kubesim_engine
 from tests.support import Kubectl
 
 S = RunState
@@ -28,16 +25,9 @@ POLICY = Policy.model_validate({
 })
 
 
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    """A gpu-small kubesim of its own, its clock running 4 times as fast as the wall clock."""
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=4) as served:
-        yield served
-
 
 def engine_on(sim: KubeSim, redis_url: str) -> Engine:
-    return Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=POLICY,
-                  connect=lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context))
+    return kubesim_engine(sim, redis_url, POLICY)
 
 
 def plugin_images(sim: KubeSim) -> dict[str, str]:

@@ -11,19 +11,16 @@ DaemonSet itself are the referees.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
-from bot.storage.redis_store import RedisRunStore
 from kubesim import KubeSim
-from runbooks.cluster import Cluster
 from runbooks.daemonset import canarying
-from runbooks.daemonset.steps import DaemonSetSteps
 from runbooks.engine.approving import Actor
 from runbooks.engine.commands import Engine
 from runbooks.engine.runs import RunState
 from runbooks.policy import Policy
+from tests.engine_support import kubesim_engine
 from tests.support import Kubectl
 
 S = RunState
@@ -42,15 +39,9 @@ def policy(**sections: object) -> Policy:
     })
 
 
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=4) as served:
-        yield served
-
 
 def engine_on(sim: KubeSim, redis_url: str, pol: Policy | None = None) -> Engine:
-    return Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=pol or policy(),
-                  connect=lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context))
+    return kubesim_engine(sim, redis_url, pol or policy())
 
 
 def daemonset(sim: KubeSim) -> tuple[object, object]:
@@ -121,9 +112,7 @@ def test_a_failed_rollback_halts_and_can_be_retried(
             forbidden.append(point)
             sim.fault(kind="forbid", path="/apis/apps/v1/namespaces/kube-system/daemonsets", verb="patch")
 
-    engine = Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=policy(),
-                    connect=lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context),
-                    checkpoint=forbid_once_rolling_back)
+    engine = kubesim_engine(sim, redis_url, policy(), checkpoint=forbid_once_rolling_back)
     before = daemonset(sim)
     run = engine.request_canary(actor=ALICE, target=TARGET, image=NEW + "-crash", node="gpu-node1").run
     engine.approve(run.id, actor=BOB)

@@ -8,19 +8,15 @@ the DaemonSet (in particular, it never falls back to "the previous ControllerRev
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from bot.storage.redis_store import RedisRunStore
 from kubesim import KubeSim
-from runbooks.cluster import Cluster
-from runbooks.daemonset.steps import DaemonSetSteps
 from runbooks.engine.approving import Actor
 from runbooks.engine.commands import Engine
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import RunState
 from runbooks.policy import Policy
+from tests.engine_support import kubesim_engine
 from tests.support import Kubectl
 
 TARGET = "kube-system/nvidia-device-plugin-daemonset"
@@ -35,15 +31,9 @@ POLICY = Policy.model_validate({
 })
 
 
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=4) as served:
-        yield served
-
 
 def engine_on(sim: KubeSim, redis_url: str) -> Engine:
-    return Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=POLICY,
-                  connect=lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context))
+    return kubesim_engine(sim, redis_url, POLICY)
 
 
 def template_and_strategy(sim: KubeSim) -> tuple[object, object]:
@@ -137,8 +127,7 @@ def test_the_policy_names_the_registration_line_of_a_target(sim: KubeSim, redis_
     policy = POLICY.model_copy(update={"targets": Policy.model_validate({"targets": [
         {"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset", "registration": "plugin is up and ready"},
     ]}).targets})
-    engine = Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=policy,
-                    connect=lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context))
+    engine = kubesim_engine(sim, redis_url, policy)
     run = engine.request_canary(actor=Actor("U0ALICE"), target=TARGET, image=GENERIC, node="gpu-node1").run
     engine.approve(run.id, actor=Actor("U0BOB"))
     run = engine.advance(run.id)

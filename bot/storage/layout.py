@@ -99,7 +99,8 @@ return {'ok', ''}
 """
 
 # KEYS: run, lock, active, lease, run audit, global audit
-# ARGV: id, json, state, expected version, terminal (1|0), lease owner ('' = none), maxlen, audit...
+# ARGV: id, json, state, expected version, terminal (1|0|2: 2 = an ended run reopened, it takes
+#       the target's lock again), lease owner ('' = none), maxlen, audit...
 SAVE = AUDIT_LUA + """
 local current = redis.call('HGET', KEYS[1], 'version')
 if not current then return {'missing', ''} end
@@ -108,6 +109,12 @@ if ARGV[6] ~= '' then
   if holder ~= ARGV[6] then return {'lease', holder or ''} end
 end
 if current ~= ARGV[4] then return {'stale', current} end
+if ARGV[5] == '2' then
+  local holder = redis.call('GET', KEYS[2])
+  if holder and holder ~= ARGV[1] then return {'locked', holder} end
+  redis.call('SET', KEYS[2], ARGV[1])
+  redis.call('SADD', KEYS[3], ARGV[1])
+end
 redis.call('HSET', KEYS[1], 'version', tonumber(current) + 1, 'state', ARGV[3], 'json', ARGV[2])
 if ARGV[5] == '1' then
   if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end

@@ -29,7 +29,7 @@ from bot.storage.layout import (
     TAKE_OVER,
     Keys,
 )
-from runbooks.engine.runs import TERMINAL, Run
+from runbooks.engine.runs import REOPENABLE, TERMINAL, Run
 from runbooks.engine.store import LeaseLost, LockHeld, StaleRun, StoreUnavailable
 from runbooks.stability.collecting import Collected
 from runbooks.stability.tallying import Tally
@@ -134,9 +134,9 @@ class RedisRunStore:
         stored = run.model_copy(update={"version": run.version + 1})
         keys = [Keys.run(run.id), Keys.lock(run.target.key), Keys.active, Keys.lease(run.id),
                 Keys.run_audit(run.id), Keys.audit]
-        args = [run.id, stored.model_dump_json(), run.state.value, run.version,
-                "1" if run.state in TERMINAL else "0", lease_owner or "", GLOBAL_AUDIT_MAXLEN,
-                *_flatten(audit)]
+        ended = "1" if run.state in TERMINAL else ("2" if run.previous_state in REOPENABLE else "0")
+        args = [run.id, stored.model_dump_json(), run.state.value, run.version, ended, lease_owner or "",
+                GLOBAL_AUDIT_MAXLEN, *_flatten(audit)]
         status, detail = self._call(self._save, keys, args)
         if status == "stale":
             raise StaleRun(run.id, run.version, int(detail))
@@ -144,6 +144,8 @@ class RedisRunStore:
             raise StaleRun(run.id, run.version, None)
         if status == "lease":
             raise LeaseLost(run.id, lease_owner or "", detail or None)
+        if status == "locked":
+            raise LockHeld(run.target.key, detail)
         return stored
 
     def list_runs(self, *, active_only: bool = False, limit: int = 100) -> list[Run]:

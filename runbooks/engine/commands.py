@@ -33,7 +33,17 @@ from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Leases, owner_id
 from runbooks.engine.refusals import Refused
 from runbooks.engine.requesting import check_request, resolve
-from runbooks.engine.runs import TERMINAL, GateKind, Run, RunState, Step, Target, new_run_id
+from runbooks.engine.runs import (
+    REOPENABLE,
+    TERMINAL,
+    WORKING,
+    GateKind,
+    Run,
+    RunState,
+    Step,
+    Target,
+    new_run_id,
+)
 from runbooks.engine.steps import CheckStatus, Clock, Steps, StepSettings
 from runbooks.engine.store import LeaseLost, LockHeld, RunStore
 from runbooks.engine.transitioning import (
@@ -48,7 +58,7 @@ from runbooks.policy import Policy, duration_seconds
 
 S = RunState
 ROLLBACK_FROM = frozenset({S.CANARY_ROLLING, S.CANARY_VERIFYING, S.AWAITING_PROMOTION, S.PROMOTING,
-                           S.VERIFYING, S.MONITORING, S.HALTED})
+                           S.VERIFYING, S.MONITORING, S.HALTED, S.FAILED})
 """States a rollback may be requested in: the cluster may have changed, the run is not rolling back."""
 
 
@@ -217,7 +227,7 @@ class Engine:
 
         def change(run: Run) -> Run:
             run = self.gates.expire_if_due(run)
-            if run.state in TERMINAL:
+            if run.state in TERMINAL and run.state not in REOPENABLE:
                 raise Refused(refusals.run_ended(run))
             if run.state is S.ROLLING_BACK:
                 raise Refused(refusals.rollback_running(run))
@@ -226,7 +236,7 @@ class Engine:
             if run.gate is not None and run.gate.is_open and run.gate.kind is GateKind.ROLLBACK:
                 notes[:] = [f"a rollback request is already open (by {run.gate.requested_by})"]
                 return run
-            if run.state is S.HALTED and run.previous_state is S.ROLLING_BACK:
+            if run.state in (S.HALTED, *REOPENABLE) and run.previous_state is S.ROLLING_BACK:
                 # the rollback itself halted: it was approved (or automatic) already, so run it again
                 return self.writer.transition(run, S.ROLLING_BACK, actor=actor.user,
                                               reason=f"rollback retried by {actor.user}")
@@ -242,7 +252,7 @@ class Engine:
         check_requester(self.policy, actor)
 
         def change(run: Run) -> Run:
-            if run.state is not S.HALTED or run.previous_state is None:
+            if run.state not in (S.HALTED, *REOPENABLE) or run.previous_state not in WORKING:
                 raise Refused(refusals.not_halted(run))
             return self.writer.transition(run, run.previous_state, actor=actor.user,
                                           reason=f"resumed by {actor.user}: {LABEL_OF.get(run.previous_state, '')}"

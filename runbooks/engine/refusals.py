@@ -37,7 +37,8 @@ def no_such_run(run_id: str) -> str:
 
 
 def not_halted(run: Run) -> str:
-    return f"run {run.id} is {run.state.value}, not halted: there is nothing to resume (`status {run.id}`)"
+    return (f"run {run.id} is {run.state.value}, not halted (nor failed in a step): there is nothing to resume "
+            f"(`status {run.id}`)")
 
 
 def request_checks_failed(run: Run, failing: list[tuple[str, str]]) -> str:

@@ -11,7 +11,7 @@ store applies a transition as an atomic compare-and-set on ``(state, version)``.
     canary_rolling .. monitoring -> rolling_back -> rolled_back   (failed check, or approved rollback)
     awaiting_approval -> rejected | expired ;  awaiting_promotion -(rejected, expired)-> rolling_back
     any working state -> halted -> (the state it halted in: resume) | rolling_back
-    any -> failed (with the reason)
+    any -> failed (with the reason) -> (resume) | rolling_back   (takes the lock again)
 """
 
 from __future__ import annotations
@@ -73,8 +73,11 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     S.ROLLED_BACK: frozenset(),
     S.REJECTED: frozenset(),
     S.EXPIRED: frozenset(),
-    S.FAILED: frozenset(),
+    S.FAILED: frozenset({S.CANARY_ROLLING, S.CANARY_VERIFYING, S.PROMOTING, S.VERIFYING, S.ROLLING_BACK}),
 }
+REOPENABLE: frozenset[RunState] = frozenset({S.FAILED})
+"""Ended states a run may leave again: a failed run (stored by an older version, whose cluster
+may be half-changed) may be resumed or rolled back; it takes its target's lock again."""
 
 
 class IllegalTransition(ValueError):
@@ -82,6 +85,8 @@ class IllegalTransition(ValueError):
 
     def __init__(self, run_id: str, current: RunState, wanted: RunState) -> None:
         allowed = ", ".join(sorted(TRANSITIONS[current] | ({S.FAILED} if current in ACTIVE else set())))
+        if current in REOPENABLE:
+            allowed = f"{allowed} (`resume` or `rollback` reopens it)"
         super().__init__(
             f"run {run_id} is {current.value}; it cannot become {wanted.value} "
             f"(allowed next: {allowed or 'nothing, the run has ended'})"

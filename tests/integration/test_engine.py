@@ -379,3 +379,22 @@ def test_audit_lists_every_transition_decision_and_check_with_time_and_actor(red
     assert ("transition", "canary_verifying -> awaiting_promotion", "upgradebot") in kinds
     everyone = engine.store.global_audit()  # type: ignore[attr-defined]
     assert {e["run"] for e in everyone} == {run.id}
+
+
+def test_a_failed_run_of_an_older_version_can_be_rolled_back_or_resumed(redis_url: str) -> None:
+    """Runs stored as failed (older versions ended a failed rollback there) are not stuck: rollback
+    reopens them (taking the target's lock again, refused while another run holds it), resume runs
+    the step they failed in again."""
+    engine = make_engine(redis_url)
+    run = request(engine)
+    engine.approve(run.id, actor=BOB)
+    failed = engine.writer.transition(engine.get(run.id), S.FAILED, reason="the rollback failed (an older version)")
+    assert engine.store.lock_holder(failed.target.key) is None
+    other = request(engine)
+    with pytest.raises(LockHeld, match=other.id):
+        engine.rollback(run.id, actor=ALICE)
+        engine.approve(run.id, actor=CAROL)
+    engine.reject(other.id, actor=ALICE)  # the requester withdraws the other run: the target is free
+    reopened = engine.resume_run(run.id, actor=ALICE).run
+    assert reopened.state is S.CANARY_ROLLING and engine.store.lock_holder(run.target.key) == run.id
+    assert engine.advance(run.id).state is S.AWAITING_PROMOTION

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from bot.storage.redis_store import Keys, RedisRunStore
 from runbooks.engine.runs import (
     ACTIVE,
+    REOPENABLE,
     TERMINAL,
     TRANSITIONS,
     IllegalTransition,
@@ -41,10 +42,11 @@ def new_run(target: str = "team/plugin") -> Run:
 
 @given(st.sampled_from(list(RunState)), st.sampled_from(list(RunState)))
 def test_table_is_the_only_judge(current: RunState, wanted: RunState) -> None:
-    """allowed() says yes exactly for the table's pairs, plus failed from any active state."""
+    """allowed() says yes exactly for the table's pairs, plus failed from any active state; an
+    ended run goes nowhere, but a failed one may be reopened (resumed or rolled back)."""
     expected = wanted in TRANSITIONS[current] or (wanted is S.FAILED and current in ACTIVE)
     assert allowed(current, wanted) is expected
-    if current in TERMINAL:
+    if current in TERMINAL - REOPENABLE:
         assert not allowed(current, wanted)
 
 
@@ -73,6 +75,7 @@ def test_random_transition_sequences_never_reach_a_forbidden_state(redis_url: st
     assert transitions == [f"{a.value} -> {b.value}" for a, b in itertools.pairwise(path)]
     if stored.state in TERMINAL:
         assert store.lock_holder(stored.target.key) is None
+    if stored.state in TERMINAL - REOPENABLE:
         for state in RunState:
             with pytest.raises(IllegalTransition, match="nothing, the run has ended"):
                 writer.transition(stored, state)

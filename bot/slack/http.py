@@ -1,6 +1,9 @@
 """The HTTP side of ``upgradebot serve``: routes, readiness, and the waitress server.
 
-``POST /slack/events`` goes to Bolt's WSGI adapter (commands, interactivity, events);
+``POST /slack/events`` goes to Bolt's WSGI adapter (commands, interactivity, events), but
+only once it has been checked on the raw bytes, before anything parses it: a body over
+:data:`MAX_BODY` is refused 413 unread, and a request without a valid signature and a
+fresh timestamp (``SLACK_SIGNING_SECRET``) is refused 401; neither is logged with its body.
 ``GET /healthz`` says the process answers; ``GET /readyz`` runs the readiness checks
 (Slack ``auth.test``, the run store's ping, …: callables plugged in by the wiring);
 ``GET /metrics`` is the Prometheus exposition. :class:`HttpServer` runs the WSGI app on
@@ -10,6 +13,7 @@ it gracefully: no new connections, requests in flight answered, then closed.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import threading
@@ -18,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import waitress
+from slack_sdk.signature import SignatureVerifier
 from waitress import wasyncore
 
 from bot.slack.metrics import Metrics
@@ -26,6 +31,8 @@ from runbooks.errors import scrub, shorten
 log = logging.getLogger("upgradebot.web")
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+MAX_BODY = 1024 * 1024
+"""The largest request body read (Slack's are a few KB); waitress refuses larger ones too."""
 Check = Callable[[], object]
 """A readiness check: returns (anything) when the dependency is usable, raises with the reason if not."""
 
@@ -68,14 +75,20 @@ class WebApp:
     """The WSGI app: Slack's endpoint (absent in Socket Mode) and the three probes."""
 
     def __init__(self, *, slack: WSGIApp | None, readiness: Readiness, metrics: Metrics,
-                 slack_path: str = "/slack/events") -> None:
+                 slack_path: str = "/slack/events", signing_secret: str | None = None,
+                 max_body: int = MAX_BODY) -> None:
         self.slack, self.readiness, self.metrics, self.slack_path = slack, readiness, metrics, slack_path
+        self.verifier = SignatureVerifier(signing_secret) if signing_secret else None
+        self.max_body = max_body
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "GET")
         if path == self.slack_path and self.slack is not None:
             started = time.perf_counter()
             try:
+                refusal = self._check(environ)
+                if refusal is not None:
+                    return _answer(start_response, refusal, refusal.split(" ", 1)[1].lower().encode() + b"\n")
                 return self.slack(environ, start_response)
             finally:
                 self.metrics.slack_request_seconds.observe(time.perf_counter() - started)
@@ -92,6 +105,32 @@ class WebApp:
             return _answer(start_response, "200 OK", body, content_type)
         return _answer(start_response, "404 Not Found", b"not found\n")
 
+    def _check(self, environ: dict[str, Any]) -> str | None:
+        """None when the request may go on (its body re-wrapped for Bolt); else the HTTP status to answer."""
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return _refuse("400 Bad Request", "a Content-Length that is not a number")
+        if length < 0:
+            return _refuse("400 Bad Request", "a negative Content-Length")
+        if length > self.max_body:
+            return _refuse("413 Request Entity Too Large", f"a body of {length} bytes (at most {self.max_body})")
+        body = environ["wsgi.input"].read(length) if length else b""
+        if self.verifier is not None:
+            timestamp = environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP", "")
+            signature = environ.get("HTTP_X_SLACK_SIGNATURE", "")
+            if not (timestamp.isascii() and timestamp.isdigit()) or not signature:
+                return _refuse("401 Unauthorized", "no valid Slack timestamp and signature headers")
+            if not self.verifier.is_valid(body, timestamp, signature):
+                return _refuse("401 Unauthorized", "a signature that does not match, or a stale timestamp")
+        environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(body), str(len(body))
+        return None
+
+
+def _refuse(status: str, why: str) -> str:
+    log.warning("refused a request to the Slack endpoint (%s): %s; its body is not logged", status, why)
+    return status
+
 
 def _answer(start_response: Callable[..., Any], status: str, body: bytes,
             content_type: str = "text/plain; charset=utf-8") -> list[bytes]:
@@ -105,6 +144,7 @@ class HttpServer:
     def __init__(self, app: WSGIApp, *, host: str = "127.0.0.1", port: int = 0, threads: int = 16) -> None:
         self._server: Any = waitress.create_server(
             app, host=host, port=port, threads=threads, ident="upgradebot", channel_timeout=60,
+            max_request_body_size=MAX_BODY,
         )
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
         self.port: int = int(self._server.effective_port)

@@ -52,6 +52,7 @@ from runbooks.errors import scrub
 from runbooks.policy import Policy
 
 log = logging.getLogger("upgradebot.serve")
+MAX_LOG_LINE = 2048
 RECONCILE_WINDOW = dt.timedelta(days=1)
 """Runs ended longer ago than this keep their gate messages as they are at a start."""
 
@@ -84,7 +85,9 @@ class Service:
 
     def wsgi(self, *, with_slack: bool = True) -> WebApp:
         slack = SlackRequestHandler(self.app) if with_slack else None
-        return WebApp(slack=slack, readiness=self.readiness, metrics=self.metrics)
+        secret = self.settings.slack_signing_secret
+        return WebApp(slack=slack, readiness=self.readiness, metrics=self.metrics,
+                      signing_secret=secret.get_secret_value() if secret else None)
 
 
 def build_service(
@@ -175,9 +178,18 @@ class _SecretFilter(logging.Filter):
         return True
 
 
+class OneLineFormatter(logging.Formatter):
+    """Every log line one line (newlines escaped, a traceback included) of at most
+    :data:`MAX_LOG_LINE` characters: nothing a request carries can forge or flood a line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record).replace("\r", "\\r").replace("\n", "\\n")
+        return text if len(text) <= MAX_LOG_LINE else text[: MAX_LOG_LINE - 1] + "…"
+
+
 def configure_logging(settings: Settings, stream: TextIO | None = None) -> None:
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(_SecretFilter(secrets_of(settings)))
     root = logging.getLogger()
     root.handlers[:] = [handler]

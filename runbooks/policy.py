@@ -8,9 +8,10 @@ handlers and runbooks receive the model. Unknown keys are refused so a typo
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -29,6 +30,30 @@ def duration_seconds(text: str) -> float:
 def _duration(value: str) -> str:
     duration_seconds(value)
     return value
+
+
+def _at_least(minimum: str) -> Callable[[str], str]:
+    """A validator: a duration no shorter than ``minimum`` (shorter ones are never what was meant)."""
+
+    def check(value: str) -> str:
+        if duration_seconds(value) < duration_seconds(minimum):
+            raise ValueError(f"{value!r} is too short: use at least {minimum}")
+        return value
+
+    return check
+
+
+USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
+GROUP_ID = re.compile(r"^S[A-Z0-9]{2,}$")
+CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
+SLASH_COMMAND = re.compile(r"^/[a-z0-9_-]{1,31}$")
+
+
+def _ids(values: list[str], pattern: re.Pattern[str], what: str) -> list[str]:
+    for value in values:
+        if not pattern.match(value):
+            raise ValueError(f"{value!r} is not a Slack {what} ID (e.g. {pattern.pattern[2]}0123ABCD; no spaces)")
+    return values
 
 
 class Strict(BaseModel):
@@ -74,6 +99,16 @@ class Principals(Strict):
     users: list[str] = Field(default_factory=list)
     usergroups: list[str] = Field(default_factory=list)
 
+    @field_validator("users")
+    @classmethod
+    def _users(cls, values: list[str]) -> list[str]:
+        return _ids(values, USER_ID, "user")
+
+    @field_validator("usergroups")
+    @classmethod
+    def _groups(cls, values: list[str]) -> list[str]:
+        return _ids(values, GROUP_ID, "user group")
+
 
 class Approvers(Principals):
     quorum: Annotated[int, Field(ge=1)] = 1
@@ -83,7 +118,14 @@ class Approvers(Principals):
     @field_validator("expire_after")
     @classmethod
     def _expiry(cls, value: str) -> str:
-        return _duration(value)
+        return _at_least("1m")(value)
+
+    @model_validator(mode="after")
+    def _reachable(self) -> Approvers:
+        if self.users and not self.usergroups and self.quorum > len(self.users):
+            raise ValueError(f"quorum {self.quorum} is more than the {len(self.users)} approver(s) listed: "
+                             "no request could ever be approved")
+        return self
 
 
 class ChannelPolicy(Strict):
@@ -93,6 +135,18 @@ class ChannelPolicy(Strict):
 class Oncall(Strict):
     channel: str | None = None
     mention: str | None = None
+
+    @field_validator("channel")
+    @classmethod
+    def _channel(cls, value: str | None) -> str | None:
+        return _ids([value], CHANNEL_ID, "channel")[0] if value is not None else None
+
+    @field_validator("mention")
+    @classmethod
+    def _mention(cls, value: str | None) -> str | None:
+        if value is not None and not (USER_ID.match(value) or GROUP_ID.match(value)):
+            raise ValueError(f"{value!r} is not a Slack user or user group ID (U…, W… or S…; not @name)")
+        return value
 
 
 class Reports(Strict):
@@ -117,6 +171,25 @@ class Rollback(Strict):
     requires_approval: bool = True
 
 
+class SmokeTest(Strict):
+    """A pod that uses a GPU through the plugin, run as one more check of each verification."""
+
+    image: str | None = None
+    command: list[str] | str | None = None
+    expect: str = "Test PASSED"
+    namespace: str = "upgradebot-smoke"
+    timeout: Annotated[float, Field(gt=0)] = 120.0
+    """Seconds the pod may take to finish."""
+    gpus: Annotated[int, Field(ge=1)] = 1
+
+    @field_validator("namespace")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if not DNS1123_LABEL.match(value) or len(value) > 56:
+            raise ValueError(f"{value!r} is not a namespace prefix: at most 56 lower-case letters, digits and '-'")
+        return value
+
+
 class StepTimings(Strict):
     """How long the cluster steps wait and watch (``runbooks.engine.steps.StepSettings``)."""
 
@@ -128,12 +201,22 @@ class StepTimings(Strict):
     settle_window: str = "30s"
     """How long the baseline waits for a node caught mid-change (fewer GPUs allocatable than
     capacity, a plugin re-registering) to settle before it is recorded as it is."""
-    smoke_test: dict[str, Any] | None = None
-    """Optional smoke-test pod: ``{image, command, expect, namespace, timeout}``."""
+    smoke_test: SmokeTest | None = None
+    """Optional smoke-test pod (typed: a misspelt key is an error, not ignored)."""
 
-    @field_validator("ready_timeout", "observe_window", "poll_interval", "settle_window")
+    @field_validator("ready_timeout", "observe_window")
     @classmethod
-    def _durations(cls, value: str) -> str:
+    def _waits(cls, value: str) -> str:
+        return _at_least("1s")(value)
+
+    @field_validator("poll_interval")
+    @classmethod
+    def _poll(cls, value: str) -> str:
+        return _at_least("0.1s")(value)
+
+    @field_validator("settle_window")
+    @classmethod
+    def _settle(cls, value: str) -> str:
         return _duration(value)
 
 
@@ -145,7 +228,7 @@ class Halt(Strict):
     @field_validator("rollback_after")
     @classmethod
     def _after(cls, value: str) -> str:
-        return _duration(value)
+        return _at_least("1s")(value)
 
 
 class Verify(Strict):
@@ -184,7 +267,15 @@ class Policy(Strict):
     @classmethod
     def _channels(cls, value: object) -> object:
         if isinstance(value, dict):
+            _ids([str(k) for k in value], CHANNEL_ID, "channel")
             return {k: (v if v is not None else {}) for k, v in value.items()}
+        return value
+
+    @field_validator("slash_command")
+    @classmethod
+    def _command(cls, value: str) -> str:
+        if not SLASH_COMMAND.match(value):
+            raise ValueError(f"{value!r} is not a slash command: use / and a lower-case word, e.g. /upgrade")
         return value
 
     @field_validator("targets", mode="before")

@@ -91,7 +91,8 @@ def step_settings_of(policy: Policy) -> StepSettings:
         poll_interval=duration_seconds(timings.poll_interval),
         settle_window=duration_seconds(timings.settle_window),
         gpu_resources=tuple(policy.gpu_resources),
-        smoke_test=timings.smoke_test,
+        smoke_test=timings.smoke_test.model_dump(exclude_none=True)
+        if timings.smoke_test and timings.smoke_test.model_fields_set else None,  # `smoke_test: {}` runs none
         unknown_blocks=policy.verify.unknown == "fail",
         registration=policy.registration,
     )

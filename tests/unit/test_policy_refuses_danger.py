@@ -1,0 +1,52 @@
+"""A policy file that would be dangerous is refused when it is read, with the key and why.
+
+Each file here was accepted silently before: a later duplicate key overriding an earlier
+one, IDs that are not Slack IDs (or carry trailing spaces), a quorum nobody can reach,
+durations that make requests expire at once or the steps poll without pause, an empty
+slash command, and a misspelt smoke-test key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.settings import Settings, SettingsError
+
+BASE = "approvers: {users: [U0LEAD1, U0LEAD2]}\n"
+
+
+def load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> object:
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    monkeypatch.setenv("UPGRADEBOT_CONFIG", str(path))
+    return Settings().policy()
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("approvers: {users: [U0LEAD1]}\napprovers: {users: []}\n", "'approvers' is given twice"),
+    ("approvers: {users: ['U0LEAD1 ']}\n", "not a Slack user ID"),
+    ("approvers: {users: [alice]}\n", "not a Slack user ID"),
+    ("approvers: {users: [U0LEAD1], usergroups: [leads]}\n", "not a Slack user group ID"),
+    ("channels: {ops: {}}\n" + BASE, "not a Slack channel ID"),
+    ("oncall: {channel: C0ONCALL, mention: '@oncall'}\n" + BASE, "not a Slack user or user group ID"),
+    ("approvers: {users: [U0LEAD1], quorum: 2}\n", "quorum 2 is more than the 1 approver"),
+    ("approvers: {users: [U0LEAD1, U0LEAD2], expire_after: 0s}\n", "at least 1m"),
+    ("steps: {poll_interval: 0s}\n" + BASE, "at least 0.1s"),
+    ("slash_command: ''\n" + BASE, "slash command"),
+    ("steps: {smoke_test: {image: 'nvcr.io/x:1', timout: 300}}\n" + BASE, "timout"),
+])
+def test_a_dangerous_policy_is_refused_with_the_key_and_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, why: str,
+) -> None:
+    with pytest.raises(SettingsError, match=why) as refused:
+        load(tmp_path, monkeypatch, text)
+    assert "\n" not in str(refused.value)
+
+
+def test_a_sound_policy_still_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group may hold any number of approvers, so a quorum above the listed users is kept."""
+    load(tmp_path, monkeypatch, "approvers: {users: [U0LEAD1], usergroups: [S0LEADS], quorum: 3}\n"
+         "steps: {smoke_test: {image: 'nvcr.io/x:1', timeout: 300, gpus: 1}}\n"
+         "oncall: {channel: C0ONCALL, mention: S0ONCALL}\nchannels: {C0OPS: {cluster: prod}}\n")

@@ -137,6 +137,11 @@ def delivery_failed(reason: str) -> str:
     return f"I could not post the answer ({reason}); nothing was started twice, try again in a minute."
 
 
+def foreign_team(team: str) -> str:
+    return (f"This bot takes commands and clicks from its own workspace only (yours is {team}); nothing was done. "
+            "Its owners can list more under slack.teams in the policy.")
+
+
 def click_failed(reference: str) -> str:
     return (f"Your click could not be handled (reference {reference}); nothing was decided, "
             "try again or tell the bot's owners.")

@@ -220,6 +220,20 @@ class StepTimings(Strict):
         return _duration(value)
 
 
+TEAM_ID = re.compile(r"^[TE][A-Z0-9]{2,}$")
+
+
+class SlackPolicy(Strict):
+    teams: list[str] = Field(default_factory=list)
+    """Workspace (``T…``) or Enterprise Grid (``E…``) IDs whose people may command and click;
+    empty: the bot's own workspace only (as ``auth.test`` says)."""
+
+    @field_validator("teams")
+    @classmethod
+    def _teams(cls, values: list[str]) -> list[str]:
+        return _ids(values, TEAM_ID, "workspace (team)")
+
+
 class Halt(Strict):
     rollback_after: str = "15m"
     """A run halted longer than this (an unexpected error, a failed rollback) is rolled back
@@ -251,6 +265,7 @@ class Policy(Strict):
     steps: StepTimings = Field(default_factory=StepTimings)
     verify: Verify = Field(default_factory=Verify)
     halt: Halt = Field(default_factory=Halt)
+    slack: SlackPolicy = Field(default_factory=SlackPolicy)
     gpu_resources: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu"])
     """Extended resources the inventory reports and checks per node."""
 

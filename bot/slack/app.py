@@ -110,9 +110,29 @@ def retry_of(request: BoltRequest) -> str | None:
 
 
 class _Listeners:
-    def __init__(self, deps: SlackDeps, prefix: str) -> None:
+    def __init__(self, deps: SlackDeps, prefix: str, *, teams: list[str], identity: BotIdentity) -> None:
         self.deps = deps
         self.prefix = prefix
+        self.teams, self.identity = teams, identity
+
+    def _foreign(self, body: dict[str, Any], respond: Respond) -> bool:
+        """Whether the request comes from a workspace the policy does not list (by default: any
+        but the bot's own); such a request is answered and nothing else is done."""
+        user = body.get("user") if isinstance(body.get("user"), dict) else {}
+        team = str((user or {}).get("team_id") or (body.get("team") or {}).get("id") or body.get("team_id") or "")
+        allowed = list(self.teams)
+        if not allowed:
+            if self.identity.team_id is None:
+                try:
+                    self.identity.refresh(self.deps.web)
+                except (SlackClientError, OSError) as exc:
+                    log.warning("cannot tell the bot's own workspace (auth.test: %s)", error_code(exc))
+            allowed = [self.identity.team_id] if self.identity.team_id else []
+        if team and team in allowed:
+            return False
+        log.warning("refused a request from workspace %s (allowed: %s)", team or "-", ", ".join(allowed) or "-")
+        self._say(respond, body, msg.foreign_team(team or "unknown"))
+        return True
 
     # ------------------------------------------------------------------ requests
     def on_command(self, ack: Ack, body: dict[str, Any], request: BoltRequest, respond: Respond) -> None:
@@ -144,7 +164,7 @@ class _Listeners:
 
     # ------------------------------------------------------------------- workers
     def run_command(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
-        if not self._claimed("command", body, retry, respond):
+        if self._foreign(body, respond) or not self._claimed("command", body, retry, respond):
             return
         user, channel = str(body.get("user_id", "")), body.get("channel_id")
         routed = self.deps.router.route(str(body.get("text", "")), Caller(user=user, channel=channel))
@@ -164,7 +184,7 @@ class _Listeners:
             self._say(respond, body, msg.not_in_channel(channel_ref(channel)) if missing else msg.delivery_failed(code))
 
     def run_click(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
-        if not self._claimed("action", body, retry, respond):
+        if self._foreign(body, respond) or not self._claimed("action", body, retry, respond):
             return
         actions = body.get("actions") or [{}]
         action_id = str(actions[0].get("action_id", ""))
@@ -253,7 +273,7 @@ def build_app(settings: Settings, policy: Policy, deps: SlackDeps, *, identity: 
         process_before_response=True,
         logger=_BOLT_LOG,
     )
-    listeners = _Listeners(deps, policy.slash_command)
+    listeners = _Listeners(deps, policy.slash_command, teams=list(policy.slack.teams), identity=identity)
     app.command(policy.slash_command)(listeners.on_command)
     for action in ACTIONS:
         app.action(action)(listeners.on_action)

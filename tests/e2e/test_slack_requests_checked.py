@@ -13,7 +13,7 @@ import logging
 import pytest
 
 from tests.e2e.harness import Bot
-from tests.fakeslack import post, sign, slash_command
+from tests.fakeslack import block_action, post, sign, slash_command
 
 MARKER = "FORGED-BODY-MARKER"
 
@@ -76,3 +76,18 @@ def test_log_lines_are_one_line_of_at_most_2_kb() -> None:
     assert len(lines) == 2 and all(len(line) <= 2048 for line in lines)
     assert lines[0].startswith("WARNING upgradebot.test.oneline: forged\\nINFO") and lines[0].endswith("…")
     assert "Traceback" in lines[1] and "\\n" in lines[1]
+
+
+def test_people_of_another_workspace_are_refused(bot: Bot) -> None:
+    """A command or a click from another organisation (a shared channel) is answered and does
+    nothing: only the bot's own workspace counts, unless the policy lists more under slack.teams."""
+    body = slash_command("help", response_url=bot.fake.response_url("foreign")).replace(b"T0TEST", b"T0OTHER")
+    assert post(bot.events, body).status == 200
+    (answer,) = bot.fake.wait_for("response_url")
+    assert "own workspace only (yours is T0OTHER)" in answer.body["text"]
+    click = block_action(action_id="approve", value="r-00000000|canary|x", user="U0LEAD",
+                         response_url=bot.fake.response_url("click")).replace(b"T0TEST", b"T0OTHER")
+    assert post(bot.events, click).status == 200
+    answers = bot.fake.wait_for("response_url", 2)
+    assert "own workspace only" in answers[1].body["text"]
+    assert bot.fake.of("chat.postMessage") == [] and bot.fake.of("chat.update") == []  # nothing was done

@@ -22,6 +22,7 @@ from runbooks.engine.commands import Outcome
 from runbooks.engine.refusals import moment_text
 from runbooks.engine.runs import Gate, GateKind, Run, RunState, Step
 from runbooks.engine.transitioning import ENGINE_ACTOR
+from runbooks.errors import shorten
 
 S = RunState
 STATE_TONE: dict[RunState, Tone] = {
@@ -36,11 +37,6 @@ MAX_AUDIT_ROWS = 40
 
 def _who(user: str) -> str:
     return user if user == ENGINE_ACTOR else user_ref(user)
-
-
-def _cut(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # ------------------------------------------------------------------ buttons
@@ -146,7 +142,7 @@ def step_message(run: Run, step: Step) -> Message:
     lines = [step.detail] if step.detail else []
     if step.actor != ENGINE_ACTOR:
         lines.append(f"by {user_ref(step.actor)}")
-    return Message(title=title, text=_cut("\n".join(lines), 2900) if lines else "",
+    return Message(title=title, text=shorten("\n".join(lines), 2900) if lines else "",
                    tone=STEP_TONE.get(step.status, "info"))
 
 
@@ -201,7 +197,7 @@ def audit_reply(found: tuple[Run, list[dict[str, Any]]]) -> Reply:
     run, entries = found
     shown = entries[-MAX_AUDIT_ROWS:]
     rows = [[str(e.get("at", ""))[:19].replace("T", " "), str(e.get("actor", "")), str(e.get("kind", "")),
-             str(e.get("name", "")), str(e.get("status", "")), _cut(str(e.get("detail", "")), 80)] for e in shown]
+             str(e.get("name", "")), str(e.get("status", "")), shorten(str(e.get("detail", "")), 80)] for e in shown]
     note = msg.audit_cut(len(entries) - len(shown), run.id) if len(shown) < len(entries) else ""
     table = Table(header=["AT (UTC)", "ACTOR", "KIND", "NAME", "STATUS", "DETAIL"], rows=rows, note=note)
     return Reply(title=f"Audit of {run.id} ({run.target.ref}, now {run.state.value}): {len(entries)} entries",

@@ -26,6 +26,7 @@ from runbooks.daemonset.verifying import verify
 from runbooks.engine.commands import step_settings_of
 from runbooks.engine.runs import is_run_id
 from runbooks.engine.steps import CheckStatus, Clock, StepResult
+from runbooks.errors import shorten
 from runbooks.policy import Policy, duration_seconds
 
 USAGE = "verify <run>|<namespace>/<daemonset> [node=<node>] [cluster=<context>] [window=<duration>]"
@@ -110,11 +111,6 @@ def _handle(request: VerifyRequest | VerifyRun, deps: Deps, caller: Caller) -> V
     return Verified(target=request.target, scope=request.node or "all nodes", result=result)
 
 
-def _cut(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def verification_reply(found: Verified) -> Reply:
     """The verdict, then one row per check, failures first."""
     result = found.result
@@ -125,7 +121,7 @@ def verification_reply(found: Verified) -> Reply:
     if result.ok and unknown:
         verdict = f"passed, but {verdict} (verify.unknown: warn)"
     checks = sorted(result.checks, key=lambda c: CHECK_ORDER[c.status])
-    rows = [[CHECK_LABEL[c.status], c.name, c.scope or "-", _cut(c.detail, 100)] for c in checks[:MAX_CHECK_ROWS]]
+    rows = [[CHECK_LABEL[c.status], c.name, c.scope or "-", shorten(c.detail, 100)] for c in checks[:MAX_CHECK_ROWS]]
     note = msg.checks_cut(len(checks) - len(rows)) if len(rows) < len(checks) else ""
     return Reply(title=f"Verify of {found.target} on {found.scope}: {verdict}", text=result.reason,
                  table=Table(header=["", "CHECK", "SCOPE", "DETAIL"], rows=rows, note=note),

@@ -121,7 +121,10 @@ class Driver:
 
     def _halt_overdue(self, run: Run) -> bool:
         """Halted longer than ``halt.rollback_after``, with automatic rollback on."""
-        since = run.progress.get("halted_at")
+        return self._past_limit(run.progress.get("halted_at"))
+
+    def _past_limit(self, since: str | None) -> bool:
+        """``since`` (ISO time) is longer ago than ``halt.rollback_after``, with automatic rollback on."""
         if not since or not self.policy.rollback.automatic:
             return False
         waited = (self.writer.clock.now() - dt.datetime.fromisoformat(since)).total_seconds()
@@ -189,11 +192,7 @@ class Driver:
 
     def _paused_too_long(self, run: Run) -> bool:
         """Paused by an unreachable cluster longer than ``halt.rollback_after`` (automatic rollback on)."""
-        since = run.progress.get("paused_since")
-        if not since or run.state is S.ROLLING_BACK or not self.policy.rollback.automatic:
-            return False
-        waited = (self.writer.clock.now() - dt.datetime.fromisoformat(since)).total_seconds()
-        return waited >= duration_seconds(self.policy.halt.rollback_after)
+        return run.state is not S.ROLLING_BACK and self._past_limit(run.progress.get("paused_since"))
 
     def _roll_back_paused(self, run: Run, lease: Lease) -> Run:
         if not self._paused_too_long(run):

@@ -22,11 +22,45 @@ _SECRET_PATTERNS = (
 )
 
 
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+_SECRET_PARAM = re.compile(r"(?i)^(?:.*(?:password|passwd|pwd|secret|token|key|auth|credential|signature|sig)"
+                           r".*|pass|x-amz-security-token)$")
+
+
+def redact_url(url: str) -> str:
+    """``url`` as it may be printed: the password of its userinfo and the value of every
+    query parameter named like a secret (``password``, ``token``, ``*key*``…) masked as
+    ``***``; ``redis://ops:s3cret@h/0?password=x&db=1`` -> ``redis://ops:***@h/0?password=***&db=1``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority_end = len(rest)
+    for mark in "/?#":
+        found = rest.find(mark)
+        if found != -1:
+            authority_end = min(authority_end, found)
+    authority, tail = rest[:authority_end], rest[authority_end:]
+    creds, at, host = authority.rpartition("@")
+    if at:
+        authority = f"{creds.split(':', 1)[0]}:***@{host}" if ":" in creds else f"***@{host}"
+    path, question, query = tail.partition("?")
+    if question:
+        query, hash_mark, fragment = query.partition("#")
+        pairs = []
+        for pair in query.split("&"):
+            name, equals, _ = pair.partition("=")
+            pairs.append(f"{name}=***" if equals and _SECRET_PARAM.match(name) else pair)
+        tail = f"{path}?{'&'.join(pairs)}{hash_mark}{fragment}"
+    return f"{scheme}{sep}{authority}{tail}"
+
+
 def scrub(text: str, *secrets: str) -> str:
-    """``text`` without bearer tokens, JWTs, PEM blocks, ``token: …`` values or ``secrets``."""
+    """``text`` without bearer tokens, JWTs, PEM blocks, ``token: …`` values, URL passwords
+    (:func:`redact_url`) or ``secrets``."""
     for secret in secrets:
         if secret and len(secret) >= 8:
             text = text.replace(secret, "<redacted>")
+    text = _URL.sub(lambda m: redact_url(m.group(0)), text)
     for pattern in _SECRET_PATTERNS:
         text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + "<redacted>", text)
     return text

@@ -3,7 +3,7 @@
 Each function returns the value (stripped) or raises ``ValueError`` whose message says
 what is wrong and gives an example; front ends add the verb's usage line. Kubernetes'
 own rules: names are DNS-1123 labels or subdomains, image references follow the
-distribution grammar (``[registry[:port]/]repository[:tag][@sha256:<64 hex>]``).
+distribution grammar (``[registry[:port]/]repository[:tag][@sha256:<64 hex>]``, ASCII only).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ _TAG = r"[\w][\w.-]{0,127}"
 _DIGEST = r"sha256:[0-9a-f]{64}"
 IMAGE_REFERENCE = re.compile(
     rf"^(?P<name>(?:(?P<domain>{_DOMAIN})/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
-    rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?$"
+    rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?$",
+    re.ASCII,  # the grammar's \w is [A-Za-z0-9_]: no other script's digits or letters
 )
 MAX_NAME = 255
 

@@ -31,6 +31,7 @@ from bot.storage.layout import (
 )
 from runbooks.engine.runs import REOPENABLE, TERMINAL, Run
 from runbooks.engine.store import LeaseLost, LockHeld, StaleRun, StoreUnavailable
+from runbooks.errors import redact_url, scrub
 from runbooks.stability.collecting import Collected
 from runbooks.stability.tallying import Tally
 
@@ -315,13 +316,9 @@ def _entry(entry_id: str, fields: dict[str, str]) -> dict[str, Any]:
 
 
 def _safe(url: str) -> str:
-    """The URL without a password: ``redis://user:secret@host`` -> ``redis://user:***@host``."""
-    scheme, sep, rest = url.partition("://")
-    creds, at, host = rest.rpartition("@")
-    if not at or ":" not in creds:
-        return url or "(no URL)"
-    return f"{scheme}{sep}{creds.split(':', 1)[0]}:***@{host}"
+    """The URL as it may be shown: its password (userinfo or ``?password=``) masked."""
+    return redact_url(url) if url else "(no URL)"
 
 
 def _reason(exc: Exception) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
+    return scrub(" ".join(str(exc).split())) or type(exc).__name__

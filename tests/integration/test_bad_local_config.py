@@ -73,3 +73,18 @@ def _other_ca() -> bytes:
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .sign(key, hashes.SHA256()))
     return cert.public_bytes(serialization.Encoding.PEM)
+
+
+@pytest.mark.parametrize("url", [
+    "redis://127.0.0.1:1/0?password=hunter2-secret",
+    "redis://:hunter2-secret@127.0.0.1:1/0",
+    "redis://ops:hunter2-secret@127.0.0.1:1/0?socket_timeout=1",
+    "unix:///nowhere/redis.sock?db=0&password=hunter2-secret",
+    "redis://127.0.0.1:1/0?password=hunter2-secret&db=notanumber",
+])
+def test_a_password_in_redis_url_is_never_printed(tmp_path: Path, url: str) -> None:
+    """In the userinfo or as ``?password=``: the one-line error shows the URL with the secret masked."""
+    proc = run("status", env={"REDIS_URL": url}, home=tmp_path)
+    assert_one_line_reason(proc)
+    assert "hunter2" not in proc.stderr + proc.stdout
+    assert "***" in proc.stderr

@@ -16,6 +16,7 @@ from runbooks.errors import (
     ServerBusy,
     TemporaryClusterError,
     Unauthorized,
+    redact_url,
     scrub,
 )
 
@@ -132,3 +133,15 @@ def test_in_cluster_outside_a_pod_says_what_to_do() -> None:
 
     with pytest.raises(ClusterConfigError, match="set KUBECONFIG or pass --kubeconfig"):
         Cluster.in_cluster()
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("redis://ops:s3cret@h:6379/0?password=s3cret&db=1#x", "redis://ops:***@h:6379/0?password=***&db=1#x"),
+    ("rediss://:s3cret@h", "rediss://:***@h"),
+    ("unix:///run/redis.sock?db=0&password=s3cret", "unix:///run/redis.sock?db=0&password=***"),
+    ("https://api.example/x?access_token=s3cret&page=2", "https://api.example/x?access_token=***&page=2"),
+    ("https://slack.com/api/", "https://slack.com/api/"),
+])
+def test_urls_are_printed_without_their_secrets(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+    assert "s3cret" not in scrub(f"cannot reach {url}: refused")

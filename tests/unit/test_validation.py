@@ -33,6 +33,10 @@ def test_valid_image_references_pass(image: str) -> None:
     ("nvcr.io/nvidia/plugin@sha256:abc", "not a valid image reference"),
     ("plugin v1", "not a valid image reference"),
     ("", "not a valid image reference"),
+    ("nvcr.io/nvidia/plugin:v\u0661.17", "not a valid image reference"),  # ARABIC-INDIC DIGIT ONE
+    ("nvcr.io/nvidia/plugin:v0.\uff11", "not a valid image reference"),  # FULLWIDTH DIGIT ONE
+    ("nvcr.io/nvidia/plugin:v\u00e9", "not a valid image reference"),
+    ("n\u00e9cr.io/nvidia/plugin:v1", "not a valid image reference"),
 ])
 def test_invalid_image_references_say_why(image: str, why: str) -> None:
     """A bad reference raises ValueError whose message says what is wrong and shows an example."""

@@ -4,8 +4,10 @@ Like Hubot's shell adapter: what you type is a command (``inventory``, or
 ``/upgrade inventory`` as in Slack), the bot's messages are printed as text
 (:mod:`bot.text`), a run shows as its root message (printed once, then one line
 per update) and a thread whose lines carry the run id. Buttons become numbered choices:
-typing the number clicks it. ``/as <user>`` switches who you are, ``/quit`` (or end of
-input) leaves. Runs advance in this process, after the reply to the command or click
+typing the number clicks it. ``/quit`` (or end of input) leaves. You are who the shell
+says you are (:mod:`bot.shell.identity`: your OS account through the policy's
+``identities``), and approving needs ``shell.approvals: true`` as in the shell; only the
+demo's chat, on its own simulated cluster, lets ``/as <user>`` switch who types. Runs advance in this process, after the reply to the command or click
 that let them move (the chat is the engine's ``wake``), so the transcript reads in order.
 Stability reports and their "Request rollback" button show in the chat like any reply.
 """
@@ -22,6 +24,7 @@ from typing import TextIO
 
 from bot.runtime import Runtime, build_runtime, connector
 from bot.settings import Settings
+from bot.shell.identity import resolve
 from bot.text import render_message
 from handlers import messages
 from handlers.access import Directory, StaticDirectory
@@ -38,7 +41,7 @@ log = logging.getLogger("upgradebot.console")
 BOT = "upgradebot"
 SURFACE = "console"
 SUMMARY = "a chat in the terminal: the Slack commands and buttons, as text"
-USAGE = "console [--as USER] [--kubeconfig PATH]"
+USAGE = "console [--kubeconfig PATH]"
 
 
 @dataclass(frozen=True)
@@ -53,9 +56,11 @@ class Chat:
 
     def __init__(self, *, router: Router | None = None, decisions: Decisions | None = None, out: TextIO,
                  user: str, advance_now: Callable[[str], Run] | None = None, prefix: str = "/upgrade",
-                 self_approval: bool = False) -> None:
+                 self_approval: bool = False, surface: str = SURFACE, account: str = "",
+                 switch_users: bool = False) -> None:
         self.router, self.decisions, self.out, self.user = router, decisions, out, user
         self.advance_now, self.prefix, self.self_approval = advance_now, prefix, self_approval
+        self.surface, self.account, self.switch_users = surface, account, switch_users
         self.choices: dict[int, Choice] = {}
         self._next_choice = 1
         self._pending: list[str] = []
@@ -122,7 +127,9 @@ class Chat:
             return False
         if text.startswith("/as"):
             who = text[3:].strip()
-            if who:
+            if not self.switch_users:
+                self.print(messages.CONSOLE_NO_SWITCH.format(user=self.user))
+            elif who:
                 self.user = who
                 self.print(f"(you are now {who})")
             else:
@@ -141,7 +148,8 @@ class Chat:
 
     def command(self, text: str) -> None:
         assert self.router is not None
-        routed = self.router.route(text, Caller(user=self.user, channel=None, surface=SURFACE))
+        routed = self.router.route(text, Caller(user=self.user, channel=None, surface=self.surface,
+                                               account=self.account))
         self.show(routed.reply)
 
     def click(self, number: int) -> None:
@@ -208,15 +216,18 @@ class ChatOutlet:
         return f"console:{channel}"
 
 
-def build_chat(runtime: Runtime, *, out: TextIO, user: str, directory: Directory | None = None) -> Chat:
+def build_chat(runtime: Runtime, *, out: TextIO, user: str, directory: Directory | None = None,
+               surface: str = SURFACE, account: str = "", switch_users: bool = False) -> Chat:
     """A console chat on ``runtime``: the router with every chat verb, clicks decided by the
-    engine, runs advanced in this process after each reply, reports shown in the chat."""
+    engine, runs advanced in this process after each reply, reports shown in the chat.
+    ``switch_users``: ``/as`` may change who types (the demo only)."""
     policy, engine = runtime.policy, runtime.engine
     directory = directory or StaticDirectory()
     chat = Chat(out=out, user=user, advance_now=engine.advance, prefix=policy.slash_command,
-                self_approval=policy.approvers.allow_self_approval)
+                self_approval=policy.approvers.allow_self_approval, surface=surface, account=account,
+                switch_users=switch_users)
     chat.router = Router(default_registry(*chat_verbs(runtime.deps(directory))), policy, directory)
-    chat.decisions = EngineDecisions(engine=engine, policy=policy, directory=directory)
+    chat.decisions = EngineDecisions(engine=engine, policy=policy, directory=directory, surface=surface)
     engine.wake = chat.advance
     runtime.observers.add(chat)
     if runtime.reports is not None:
@@ -225,16 +236,18 @@ def build_chat(runtime: Runtime, *, out: TextIO, user: str, directory: Directory
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--as", dest="as_user", metavar="USER", help="who you are at first (default: $USER)")
     parser.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG)")
 
 
 def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """``upgradebot console``: the engine on ``REDIS_URL`` (else this user's local Redis) and the cluster
     of ``KUBECONFIG``, the chat on stdin/stdout."""
-    runtime = build_runtime(settings, settings.policy(), connect=connector(settings, args.kubeconfig))
+    policy = settings.policy()
+    token = settings.identity_token
+    me = resolve(policy, token=token.get_secret_value() if token else None)
+    runtime = build_runtime(settings, policy, connect=connector(settings, args.kubeconfig))
     try:
-        chat = build_chat(runtime, out=out, user=args.as_user or settings.shell_user or "you")
+        chat = build_chat(runtime, out=out, user=me.user, account=me.account)
         runtime.start(sweep=False)
         chat.loop(prompt=sys.stdin.isatty())
     finally:

@@ -74,8 +74,9 @@ class Settings(BaseSettings):
     """``serve``: seconds between two sweeps that expire overdue requests and resume unfinished runs."""
     home: Path = Field(Path("~").expanduser(), validation_alias=_env("HOME"))
     """Where the default kubeconfig (``~/.kube/config``) is looked for."""
-    shell_user: str | None = Field(None, validation_alias=AliasChoices("UPGRADEBOT_USER", "USER", "LOGNAME"))
-    """The shell's identity when ``--as`` is not given: ``UPGRADEBOT_USER``, else the login name."""
+    identity_token: SecretStr | None = Field(None, validation_alias=_env("UPGRADEBOT_TOKEN"))
+    """A CI job's identity: a secret whose SHA-256 the policy's ``identities.tokens`` maps to a
+    Slack user (``bot/shell/identity.py``); unset: the OS account through ``identities.accounts``."""
     state_home: Path | None = Field(None, validation_alias=_env("XDG_STATE_HOME"))
     """Without ``REDIS_URL`` the shell keeps its own Redis under ``$XDG_STATE_HOME/upgradebot``
     (default ``~/.local/state/upgradebot``)."""
@@ -112,12 +113,16 @@ class Settings(BaseSettings):
         if not isinstance(data, dict):
             raise SettingsError(f"UPGRADEBOT_CONFIG {self.config_file} must be a YAML mapping")
         try:
-            return Policy.model_validate(data)
+            policy = Policy.model_validate(data)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or 'file'}: {err['msg']}" for err in exc.errors()
             )
             raise SettingsError(f"UPGRADEBOT_CONFIG {self.config_file}: {problems}") from exc
+        if not policy.approvers.users and not policy.approvers.usergroups:
+            raise SettingsError(f"UPGRADEBOT_CONFIG {self.config_file}: approvers: name at least one user or user "
+                                "group (an empty list would let anyone approve)")
+        return policy
 
 
 def _one_line(exc: Exception) -> str:

@@ -11,19 +11,21 @@ A front end turns a click into a :class:`Click` and hands it to :class:`EngineDe
   decides once. A counted click replaces the buttons with who decided and when; the
   engine moves the run on by itself.
 - Request rollback (a stability report that is not stable): opens a rollback request
-  with the engine as the clicker (a requester), which an approver still has to approve.
+  as the clicker, who must be the run's requester or an approver (the engine checks),
+  which an approver still has to approve.
 
 A refused click changes nothing: ``accepted`` False and an ephemeral reply with the reason.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from handlers import messages as msg
-from handlers.access import Directory, DirectoryUnavailable, actor, requester
+from handlers.access import Directory, DirectoryUnavailable, actor
 from handlers.replies import Message, Reply, user_ref
 from handlers.run_views import APPROVE, REQUEST_ROLLBACK, decided_message, gate_ref, run_of_ref
 from runbooks.engine.commands import Engine
@@ -70,8 +72,8 @@ class Decisions(Protocol):
 class EngineDecisions:
     """Every click decided by the run engine, for every chat surface."""
 
-    def __init__(self, *, engine: Engine, policy: Policy, directory: Directory) -> None:
-        self.engine, self.policy, self.directory = engine, policy, directory
+    def __init__(self, *, engine: Engine, policy: Policy, directory: Directory, surface: str = "slack") -> None:
+        self.engine, self.policy, self.directory, self.surface = engine, policy, directory, surface
 
     def decide(self, click: Click) -> Decided:
         try:
@@ -93,8 +95,8 @@ class EngineDecisions:
         gate = before.gate
         if gate is None or gate_ref(before, gate) != click.value:
             return _refused(msg.request_closed(run_id, before.state.value))
-        who = actor(click.user, self.policy, self.directory)
-        outcome = self.engine.decide(run_id, actor=who, approve=click.approve)
+        who = replace(actor(click.user, self.policy, self.directory), surface=self.surface)
+        outcome = self.engine.decide(run_id, actor=who, approve=click.approve, kind=gate.kind)
         if not outcome.counted:  # this approver had decided so already (a double click): counted once
             return _refused(outcome.note)
         after = outcome.run
@@ -106,7 +108,7 @@ class EngineDecisions:
         return Decided(accepted=True, replace=decided_message(after, gate, user=click.user, approve=click.approve, at=at))
 
     def _request_rollback(self, click: Click) -> Decided:
-        who = requester(click.user, self.policy, self.directory)
+        who = replace(actor(click.user, self.policy, self.directory), surface=self.surface)
         outcome = self.engine.rollback(click.value, actor=who, reason=msg.rollback_from_report(who.user))
         note = outcome.note or msg.ROLLBACK_REQUESTED
         reply = Reply(text=msg.rollback_requested_by(user_ref(who.user), note, click.value, outcome.run.state.value),

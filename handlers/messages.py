@@ -180,10 +180,11 @@ def warning_auth_test_failed(reason: str) -> str:
 # ------------------------------------------------------------------ the shell (one line each, on stderr)
 PROG = "upgradebot"
 SHELL_INTERRUPTED = f"{PROG}: interrupted"
-SHELL_WHO_ACTS = "who is acting? pass --as <user>"
 NO_KUBECONFIG = "no kubeconfig: set KUBECONFIG or pass --kubeconfig (or run in a pod with a ServiceAccount)"
 CONSOLE_HELP = ("console: type a command (`help` lists them; `/upgrade <verb> …` works too), a number to click "
-                "that button, `/as <user>` to act as someone else, `/quit` to leave")
+                "that button, `/quit` to leave")
+CONSOLE_NO_SWITCH = ("you act as {user}, as the policy's identities map your account: /as works in the demo only "
+                     "(its cluster is simulated)")
 
 
 def shell_error(reason: str) -> str:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -61,11 +61,16 @@ UNKNOWN = "unknown"
 
 @dataclass(frozen=True)
 class Caller:
-    """Who sent the command, and where from; ``channel`` None: no channel rules (shell)."""
+    """Who sent the command, and where from; ``channel`` None: no channel rules (shell).
+
+    ``user`` is who the surface vouches for: Slack's user id, or from the shell the
+    identity the policy maps the OS account (or CI token) to; ``account`` is that OS
+    account or CI identity with the host (``alice@bastion-1``), for the audit trail."""
 
     user: str
     channel: str | None = None
     surface: str = "slack"
+    account: str = ""
 
 
 @dataclass(frozen=True)
@@ -117,8 +122,10 @@ class Deps:
         return self._read_tally(run_id)
 
     def actor(self, caller: Caller) -> Actor:
-        """The caller as the engine sees them: their user id and every policy group they are in."""
-        return actor(caller.user, self.policy, self.directory)
+        """The caller as the engine sees them: their user id, every policy group they are in,
+        and where they act from (the audit trail's surface and account)."""
+        found = actor(caller.user, self.policy, self.directory)
+        return replace(found, surface=caller.surface, account=caller.account)
 
 
 def model_json(result: Any) -> Any:

@@ -18,10 +18,10 @@ from typing import Any
 
 from handlers import messages as msg
 from handlers.replies import Button, Item, Message, Reply, Table, Tone, mention, user_ref
+from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.commands import Outcome
 from runbooks.engine.refusals import moment_text
 from runbooks.engine.runs import Gate, GateKind, Run, RunState, Step
-from runbooks.engine.transitioning import ENGINE_ACTOR
 from runbooks.errors import shorten
 
 S = RunState

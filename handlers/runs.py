@@ -27,7 +27,7 @@ from handlers.routing import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Caller, Command, 
 from handlers.run_views import audit_reply, outcome_reply, requested_reply, runs_reply, status_reply
 from runbooks import validation
 from runbooks.engine.commands import Outcome
-from runbooks.engine.runs import UNSUCCESSFUL, Run, RunState
+from runbooks.engine.runs import UNSUCCESSFUL, GateKind, Run, RunState
 
 MAX_RUNS = 1000
 AuditTrail = tuple[Run, list[dict[str, Any]]]
@@ -109,12 +109,41 @@ def canary(args: CanaryArgs, deps: Deps, caller: Caller) -> Outcome:
 
 
 # ------------------------------------------------------------------ decisions and requests
-def approve(run: str, deps: Deps, caller: Caller) -> Outcome:
-    return deps.engine.decide(run, actor=deps.actor(caller), approve=True)
+GATES = {kind.value: kind for kind in GateKind}
+APPROVE_USAGE = "approve <run> <canary|promotion|rollback>"
+REJECT_USAGE = "reject <run> <canary|promotion|rollback>"
 
 
-def reject(run: str, deps: Deps, caller: Caller) -> Outcome:
-    return deps.engine.decide(run, actor=deps.actor(caller), approve=False)
+class DecisionArgs(BaseModel):
+    """A decision names its run and the request it decides: refused if that one is not open."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run: str
+    gate: GateKind
+
+
+def _decision(usage: str) -> Any:
+    def parse(words: Sequence[str]) -> DecisionArgs:
+        positional, _ = split_pairs(words, allowed=(), usage=usage, max_positional=2)
+        run = run_id(positional[:1], usage=usage)[0]
+        if len(positional) < 2:
+            raise UsageError(f"which request of {run}? name it: {usage.split(' <run> ')[0]} {run} promotion "
+                             "(or canary, rollback), as `status` shows", usage)
+        gate = GATES.get(positional[1].lower())
+        if gate is None:
+            raise UsageError(f"{positional[1]!r} is not a request: canary, promotion or rollback", usage)
+        return DecisionArgs(run=run, gate=gate)
+
+    return parse
+
+
+def approve(args: DecisionArgs, deps: Deps, caller: Caller) -> Outcome:
+    return deps.engine.decide(args.run, actor=deps.actor(caller), approve=True, kind=args.gate)
+
+
+def reject(args: DecisionArgs, deps: Deps, caller: Caller) -> Outcome:
+    return deps.engine.decide(args.run, actor=deps.actor(caller), approve=False, kind=args.gate)
 
 
 def promote(run: str, deps: Deps, caller: Caller) -> Outcome:
@@ -203,8 +232,6 @@ def resume(run: str | None, deps: Deps, caller: Caller) -> list[Outcome]:
     """``resume <run>``: a halted run's step runs again. ``resume`` (the shell): continue every
     run not in a terminal state, as a serving bot does at start-up and every sweep."""
     if run is not None:
-        if not caller.user:
-            raise UsageError("who is resuming it? pass --as <user>", RESUME_USAGE)
         return [deps.engine.resume_run(run, actor=deps.actor(caller))]
     if caller.surface != "shell":
         raise UsageError("name the halted run to resume: resume <run> (the bot resumes the others by itself)",
@@ -227,10 +254,10 @@ def _resume_exit(outcomes: list[Outcome]) -> int:
 COMMANDS: tuple[Command, ...] = (
     Command("canary", CANARY_USAGE, "request a canary of a new image on one node", parse_canary, canary,
             requested_reply, mutating=True, acts=True, exit_code=_failed_unless_done, to_json=_outcome_json),
-    Command("approve", "approve <run>", "approve a run's open request (or click Approve)", _one_run("approve <run>"),
+    Command("approve", APPROVE_USAGE, "approve a run's open request (or click Approve)", _decision(APPROVE_USAGE),
             approve, outcome_reply, takes_cluster=False, acts=True, exit_code=_failed_unless_done,
             to_json=_outcome_json),
-    Command("reject", "reject <run>", "reject a run's open request (or click Reject)", _one_run("reject <run>"),
+    Command("reject", REJECT_USAGE, "reject a run's open request (or click Reject)", _decision(REJECT_USAGE),
             reject, outcome_reply, takes_cluster=False, acts=True, exit_code=_failed_only, to_json=_outcome_json),
     Command("promote", "promote <run>", "post a run's promotion request again", _one_run("promote <run>"), promote,
             outcome_reply, mutating=True, takes_cluster=False, acts=True, exit_code=_failed_unless_done,
@@ -246,6 +273,6 @@ COMMANDS: tuple[Command, ...] = (
     Command("audit", "audit <run>", "a run's audit trail", _one_run("audit <run>"), audit, audit_reply,
             takes_cluster=False, to_json=_audit_json),
     Command("resume", RESUME_USAGE, "run a halted run's step again (shell: every unfinished run)", parse_resume,
-            resume, _resume_reply, mutating=True, takes_cluster=False, exit_code=_resume_exit,
+            resume, _resume_reply, mutating=True, takes_cluster=False, acts=True, exit_code=_resume_exit,
             to_json=lambda outcomes: {"runs": [run_json(o.run, o.note) for o in outcomes]}),
 )

@@ -245,6 +245,94 @@ class Halt(Strict):
         return _at_least("1s")(value)
 
 
+ACCOUNT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}(@[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)?$")
+IDENTITY_NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$")
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
+class TokenIdentity(Strict):
+    """A CI identity: the job holds a secret token (``UPGRADEBOT_TOKEN``), the policy only
+    its SHA-256, and the Slack user the job acts as."""
+
+    name: str
+    sha256: str
+    user: str
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not IDENTITY_NAME.match(value):
+            raise ValueError(f"{value!r} is not an identity name: lower-case letters, digits, '.', '_' and '-'")
+        return value
+
+    @field_validator("sha256")
+    @classmethod
+    def _digest(cls, value: str) -> str:
+        if not SHA256_HEX.match(value):
+            raise ValueError("not a SHA-256: 64 lower-case hex digits (printf %s \"$TOKEN\" | sha256sum)")
+        return value
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, value: str) -> str:
+        return _ids([value], USER_ID, "user")[0]
+
+
+class Identities(Strict):
+    """Who the shell acts as: never what it is told (``--as``, ``$USER``), always what the
+    policy maps the invoking OS account, or the CI job's token, to."""
+
+    accounts: dict[str, str] = Field(default_factory=dict)
+    """OS account (``alice``, or ``alice@bastion-1`` for one host only) -> Slack user ID."""
+    tokens: list[TokenIdentity] = Field(default_factory=list)
+
+    @field_validator("accounts")
+    @classmethod
+    def _accounts(cls, value: dict[str, str]) -> dict[str, str]:
+        for account, user in value.items():
+            if not ACCOUNT.match(account):
+                raise ValueError(f"{account!r} is not an OS account name (optionally @host)")
+            _ids([user], USER_ID, "user")
+        return value
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Identities:
+        names = [t.name for t in self.tokens]
+        digests = [t.sha256 for t in self.tokens]
+        if len(set(names)) != len(names) or len(set(digests)) != len(digests):
+            raise ValueError("every token identity needs its own name and its own token")
+        return self
+
+    @property
+    def empty(self) -> bool:
+        return not self.accounts and not self.tokens
+
+
+class Shell(Strict):
+    approvals: bool = False
+    """Whether approvals may be given from the shell and the console (as the identity the
+    ``identities`` section maps the caller to); off: approve in Slack."""
+
+
+class Limits(Strict):
+    """How much one person or channel may ask of the bot at once, and for how long."""
+
+    longest_wait: str = "30m"
+    """The longest ``window=`` (and every other duration argument) a command may ask for."""
+    per_user: Annotated[int, Field(ge=1, le=64)] = 2
+    """Long commands (``verify``, ``inventory``, ``report``) one user may have running at once."""
+    per_channel: Annotated[int, Field(ge=1, le=64)] = 4
+    """Long commands one channel may have running at once."""
+
+    @field_validator("longest_wait")
+    @classmethod
+    def _longest(cls, value: str) -> str:
+        _at_least("1s")(value)
+        if duration_seconds(value) > duration_seconds("24h"):
+            raise ValueError(f"{value!r} is too long: a command that waits more than 24h holds a worker for a day")
+        return value
+
+
 class Verify(Strict):
     unknown: Literal["fail", "warn"] = "fail"
     """A check that could not be made (a 403, a timeout): ``fail`` blocks the step like a
@@ -266,6 +354,9 @@ class Policy(Strict):
     verify: Verify = Field(default_factory=Verify)
     halt: Halt = Field(default_factory=Halt)
     slack: SlackPolicy = Field(default_factory=SlackPolicy)
+    identities: Identities = Field(default_factory=Identities)
+    shell: Shell = Field(default_factory=Shell)
+    limits: Limits = Field(default_factory=Limits)
     gpu_resources: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu"])
     """Extended resources the inventory reports and checks per node."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -63,3 +64,15 @@ def unreachable_kubeconfig(kubeconfig: Path, tmp_path: Path) -> tuple[Path, int]
     path = tmp_path / "kubeconfig"
     path.write_text(yaml.safe_dump(config))
     return path, port
+
+
+def shell_identities(*users: str) -> tuple[str, dict[str, str]]:
+    """A policy's ``identities`` section giving each of ``users`` a CI token, and the tokens:
+    how tests act as several people from one OS account (``UPGRADEBOT_TOKEN=tokens[user]``)."""
+    import hashlib
+
+    tokens = {user: f"test-token-{user.lower()}-{secrets.token_hex(8)}" for user in users}
+    entries = ", ".join(
+        f"{{name: {user.lower()}, sha256: {hashlib.sha256(token.encode()).hexdigest()}, user: {user}}}"
+        for user, token in tokens.items())
+    return f"identities: {{tokens: [{entries}]}}\n", tokens

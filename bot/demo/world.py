@@ -136,7 +136,8 @@ def demo_world(settings: Settings, out: TextIO, *, speed: float = SPEED) -> Iter
 
         runtime = build_runtime(settings, DEMO_POLICY, store=RedisRunStore.from_url(redis_server.url),
                                 connect=connect, clock=SimulatedClock(sim))
-        chat = build_chat(runtime, out=transcript, user=ALICE)  # type: ignore[arg-type]
+        chat = build_chat(runtime, out=transcript, user=ALICE, surface="demo",  # type: ignore[arg-type]
+                          switch_users=True)  # a simulated world: one typist plays everyone
         runtime.start(sweep=False)
         try:
             yield DemoContext(runtime=runtime, chat=chat, sim=sim, transcript=transcript)

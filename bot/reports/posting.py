@@ -31,10 +31,10 @@ from bot.storage.redis_store import RedisRunStore
 from handlers import report as report_handler
 from handlers.replies import Reply, mention
 from runbooks.cluster import Cluster
+from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.commands import Engine
 from runbooks.engine.runs import Run, RunState
 from runbooks.engine.steps import Clock
-from runbooks.engine.transitioning import ENGINE_ACTOR
 from runbooks.policy import Policy
 from runbooks.stability.reporting import due_times
 from runbooks.stability.reports import StabilityReport

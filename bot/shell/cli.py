@@ -9,8 +9,9 @@ Run verbs open the engine on Redis (``REDIS_URL``, else this user's local server
 the cluster steps in this process: the engine's ``wake`` is ``engine.advance``, which
 drives a run up to its next gate or its end, printing each step as it happens. After a
 verb that acts on a run, every other unfinished run is continued too (a run left by a
-crashed command goes on with the next one). ``--as <user>`` is who acts (default
-``UPGRADEBOT_USER``, else the login name).
+crashed command goes on with the next one). Who acts is derived, never told: the OS
+account (or a CI job's ``UPGRADEBOT_TOKEN``) through the policy's ``identities``
+(:mod:`bot.shell.identity`); ``--as`` may only name that identity.
 
 Exit codes: 0 all checks passed (or the run waits at a gate); 1 a check failed or the run
 failed (rolled back, rejected, expired); 2 bad usage, a refusal or an unreachable
@@ -27,6 +28,7 @@ from typing import NoReturn, TextIO
 
 from bot import console, runtime
 from bot.settings import Settings, SettingsError, load_settings
+from bot.shell.identity import IdentityRefused, ShellIdentity, check_as, resolve
 from bot.shell.output import ShellObserver, print_result
 from bot.storage.embedded import RedisUnavailable
 from bot.storage.redis_store import RedisRunStore
@@ -111,7 +113,8 @@ def build_parser() -> Parser:
         sub.add_argument("--json", action="store_true", help="print the result as JSON")
         sub.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG)")
         if command.acts:
-            sub.add_argument("--as", dest="as_user", metavar="USER", help="who acts (default: $USER)")
+            sub.add_argument("--as", dest="as_user", metavar="USER",
+                             help="your own identity, as the policy maps your account (any other is refused)")
     for name, process in PROCESSES.items():
         process.add_arguments(verbs.add_parser(name, help=process.summary, usage=f"{msg.PROG} {process.usage}"))
     return parser
@@ -154,11 +157,21 @@ class Session:
         return Deps(policy=self.policy, connect=self.connect, open_engine=self.engine,
                     read_tally=lambda run_id: self.store.read_tally(run_id))
 
+    def identity(self) -> ShellIdentity:
+        token = self.settings.identity_token
+        return resolve(self.policy, token=token.get_secret_value() if token else None)
+
     def caller(self, command: Command) -> Caller:
-        user = (getattr(self.args, "as_user", None) or self.settings.shell_user or "").strip()
-        if command.acts and not user:
-            raise UsageError(msg.SHELL_WHO_ACTS, f"{command.name} … --as <user>")
-        return Caller(user=user, channel=None, surface=SURFACE)
+        """Who acts: the identity the policy maps this account (or CI token) to; verbs that only
+        read go on without one (as the bare account) when the policy maps none."""
+        try:
+            found = self.identity()
+        except IdentityRefused:
+            if command.acts:
+                raise
+            return Caller(user="", channel=None, surface=SURFACE)
+        check_as(found, getattr(self.args, "as_user", None))
+        return Caller(user=found.user, channel=None, surface=SURFACE, account=found.account)
 
     def close(self) -> None:
         if self._store is not None:
@@ -191,7 +204,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         return run_command(command, args, load_settings(), out)
     except UsageError as exc:
         err.write(msg.shell_error(exc.reason) + "\n" + msg.shell_usage(exc.usage) + "\n")
-    except (ClusterError, SettingsError, Refused, StoreUnavailable, StepPaused, RedisUnavailable) as exc:
+    except (ClusterError, SettingsError, Refused, StoreUnavailable, StepPaused, RedisUnavailable,
+            IdentityRefused) as exc:
         err.write(msg.shell_error(str(exc)) + "\n")
     except KeyboardInterrupt:
         err.write(msg.SHELL_INTERRUPTED + "\n")

@@ -50,7 +50,8 @@ def gate_line(run: Run, gate: Gate, prog: str) -> str:
         return (f"{label} by {gate.requested_by} expired at {_t(gate.expires_at)} UTC "
                 f"(`{prog} resume` applies it)")
     return (f"{label} by {gate.requested_by}, open until {_t(gate.expires_at)} UTC (approvals: {approvals}): "
-            f"`{prog} approve {run.id} --as <approver>` or `{prog} reject {run.id} --as <approver>`")
+            f"an approver decides in Slack, or `{prog} approve {run.id} {gate.kind.value}` / "
+            f"`{prog} reject {run.id} {gate.kind.value}` where the policy allows shell approvals")
 
 
 class ShellObserver:

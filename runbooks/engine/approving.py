@@ -12,25 +12,25 @@ and the shell refuse the same things with the same sentences (:mod:`runbooks.eng
   reject (withdraw) it.
 - A gate is approved when ``quorum`` distinct approvers approved; one rejection by an
   approver decides it. The same approver deciding twice counts once.
+- A decision may name the gate it decides (``approve <run> promotion``): refused when
+  that gate is not the run's open one.
+- Approvals from the shell or the console (an OS account or a CI token, not a Slack
+  session) are refused unless the policy says ``shell.approvals: true``.
+- Ownership: ending a run's monitoring (``close``), asking for its rollback (which
+  cancels a pending promotion) and rejecting its requests are for the run's requester
+  and the approvers only (:func:`check_owner`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from runbooks.engine import refusals
+from runbooks.engine.actors import Actor
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import Decision, Gate, GateKind, Run
 from runbooks.policy import Policy, Principals, duration_seconds
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who acts: a user id, and the usergroup ids the front end found them in."""
-
-    user: str
-    groups: frozenset[str] = field(default_factory=frozenset)
 
 
 def _member(principals: Principals, actor: Actor) -> bool:
@@ -52,6 +52,16 @@ def check_requester(policy: Policy, actor: Actor) -> None:
         raise Refused(refusals.not_a_requester(actor.user))
 
 
+def is_owner(policy: Policy, run: Run, actor: Actor) -> bool:
+    """The run's requester, or an approver: who may close it, roll it back or reject its requests."""
+    return actor.user == run.requester or may_approve(policy, actor)
+
+
+def check_owner(policy: Policy, run: Run, actor: Actor, doing: str) -> None:
+    if not is_owner(policy, run, actor):
+        raise Refused(refusals.not_an_owner(actor.user, run, doing))
+
+
 def open_gate(kind: GateKind, *, requested_by: str, now: dt.datetime, policy: Policy, reason: str = "") -> Gate:
     expires = now + dt.timedelta(seconds=duration_seconds(policy.approvers.expire_after))
     return Gate(kind=kind, opened_at=now, expires_at=expires, requested_by=requested_by, reason=reason)
@@ -71,15 +81,23 @@ class Verdict:
 
 
 def decide(
-    run: Run, actor: Actor, *, approve: bool, now: dt.datetime, policy: Policy, comment: str = ""
+    run: Run, actor: Actor, *, approve: bool, now: dt.datetime, policy: Policy, comment: str = "",
+    kind: GateKind | None = None,
 ) -> Verdict:
-    """The gate of ``run`` after ``actor``'s decision, or :class:`Refused` with the reason."""
+    """The gate of ``run`` after ``actor``'s decision, or :class:`Refused` with the reason;
+    ``kind``: the gate the decider meant, refused when it is not the run's open one."""
     gate = run.gate
     if gate is None:
         raise Refused(refusals.nothing_to_decide(run))
+    if kind is not None and gate.kind is not kind:
+        raise Refused(refusals.gate_not_open(run, kind))
+    if approve and actor.local and not policy.shell.approvals:
+        raise Refused(refusals.local_approval(actor.surface))
     mine = gate.decision_of(actor.user)
     if mine is not None and mine.approve == approve:
         return Verdict(gate, counted=False, note=refusals.repeat_decision(gate, actor.user, approve))
+    if kind is not None and not gate.is_open and gate.outcome != "expired":
+        raise Refused(refusals.gate_not_open(run, kind))
     if not gate.is_open:
         if gate.outcome == "expired":
             raise Refused(refusals.expired(run, gate))
@@ -88,7 +106,7 @@ def decide(
         raise Refused(refusals.expired(run, gate))
     if approve and actor.user == gate.requested_by and not policy.approvers.allow_self_approval:
         raise Refused(refusals.self_approval(run, gate))
-    withdrawing = not approve and actor.user == gate.requested_by
+    withdrawing = not approve and actor.user in (gate.requested_by, run.requester)
     if not withdrawing and not may_approve(policy, actor):
         raise Refused(refusals.not_an_approver(actor.user, run))
     decisions = [d for d in gate.decisions if d.user != actor.user]

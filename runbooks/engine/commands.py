@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from runbooks.engine import refusals
-from runbooks.engine.approving import Actor, check_requester, decide
+from runbooks.engine.actors import ENGINE_ACTOR
+from runbooks.engine.approving import Actor, check_owner, check_requester, decide
 from runbooks.engine.clocks import SystemClock
 from runbooks.engine.driving import LABEL as LABEL_OF
 from runbooks.engine.driving import Driver, StepPaused
@@ -40,19 +41,12 @@ from runbooks.engine.runs import (
     GateKind,
     Run,
     RunState,
-    Step,
     Target,
     new_run_id,
 )
 from runbooks.engine.steps import CheckStatus, Clock, Steps, StepSettings
 from runbooks.engine.store import LeaseLost, LockHeld, RunStore
-from runbooks.engine.transitioning import (
-    ENGINE_ACTOR,
-    Observer,
-    SilentObserver,
-    Writer,
-    audit_entry,
-)
+from runbooks.engine.transitioning import Observer, SilentObserver, Writer, audit_entry
 from runbooks.errors import ClusterError, shorten
 from runbooks.policy import Policy, duration_seconds
 
@@ -177,9 +171,9 @@ class Engine:
                     raise Refused(refusals.request_checks_failed(run, [(c.name, c.detail) for c in failing]))
         if not run.container:
             raise Refused(f"name the container of {request.ref} to change: container=<name>")
-        line = Step(kind="transition", name="requested", status="ok", actor=actor.user, at=now,
-                    detail=f"canary of {run.image} ({run.container}) on {run.node} in "
-                           f"{run.target.cluster or 'the current context'}")
+        line = self.writer.step("requested", kind="transition", actor=actor,
+                                detail=f"canary of {run.image} ({run.container}) on {run.node} in "
+                                       f"{run.target.cluster or 'the current context'}")
         try:
             self.store.create(run, audit=[audit_entry(run, line)])
         except LockHeld as held:
@@ -187,7 +181,7 @@ class Engine:
                 raise
             self.store.create(run, audit=[audit_entry(run, line)])
         self.writer.observer.on_state(run)
-        return Outcome(self.writer.retrying(run.id, self.gates.open_canary))
+        return Outcome(self.writer.retrying(run.id, lambda fresh: self.gates.open_canary(fresh, actor)))
 
     def approve(self, run_id: str, *, actor: Actor, comment: str = "") -> Outcome:
         return self.decide(run_id, actor=actor, approve=True, comment=comment)
@@ -195,14 +189,17 @@ class Engine:
     def reject(self, run_id: str, *, actor: Actor, comment: str = "") -> Outcome:
         return self.decide(run_id, actor=actor, approve=False, comment=comment)
 
-    def decide(self, run_id: str, *, actor: Actor, approve: bool, comment: str = "") -> Outcome:
-        """``actor``'s decision on the run's open gate, applied once (compare-and-set)."""
+    def decide(self, run_id: str, *, actor: Actor, approve: bool, comment: str = "",
+               kind: GateKind | None = None) -> Outcome:
+        """``actor``'s decision on the run's open gate (``kind``: only if it is that gate), applied
+        once (compare-and-set)."""
         notes: list[str] = []
         counted: list[bool] = []
 
         def change(run: Run) -> Run:
             run = self.gates.expire_if_due(run)
-            verdict = decide(run, actor, approve=approve, now=self.clock.now(), policy=self.policy, comment=comment)
+            verdict = decide(run, actor, approve=approve, now=self.clock.now(), policy=self.policy, comment=comment,
+                             kind=kind)
             notes[:], counted[:] = [verdict.note], [verdict.counted]
             if not verdict.counted:
                 return run
@@ -228,6 +225,7 @@ class Engine:
 
         def change(run: Run) -> Run:
             run = self.gates.expire_if_due(run)
+            check_owner(self.policy, run, actor, "roll back")
             if run.state in TERMINAL and run.state not in REOPENABLE:
                 raise Refused(refusals.run_ended(run))
             if run.state is S.ROLLING_BACK:
@@ -239,12 +237,12 @@ class Engine:
                 return run
             if run.state in (S.HALTED, *REOPENABLE) and run.previous_state is S.ROLLING_BACK:
                 # the rollback itself halted: it was approved (or automatic) already, so run it again
-                return self.writer.transition(run, S.ROLLING_BACK, actor=actor.user,
+                return self.writer.transition(run, S.ROLLING_BACK, actor=actor,
                                               reason=f"rollback retried by {actor.user}")
             why = reason or f"requested by {actor.user}"
             if not self.policy.rollback.requires_approval:
-                return self.writer.transition(run, S.ROLLING_BACK, actor=actor.user, reason=f"rollback {why}")
-            return self.gates.open_rollback(run, requested_by=actor.user, reason=reason)
+                return self.writer.transition(run, S.ROLLING_BACK, actor=actor, reason=f"rollback {why}")
+            return self.gates.open_rollback(run, requested_by=actor, reason=reason)
 
         return self._woken(Outcome(self.writer.retrying(run_id, change), notes[0] if notes else ""))
 
@@ -255,7 +253,7 @@ class Engine:
         def change(run: Run) -> Run:
             if run.state not in (S.HALTED, *REOPENABLE) or run.previous_state not in WORKING:
                 raise Refused(refusals.not_halted(run))
-            return self.writer.transition(run, run.previous_state, actor=actor.user,
+            return self.writer.transition(run, run.previous_state, actor=actor,
                                           reason=f"resumed by {actor.user}: {LABEL_OF.get(run.previous_state, '')}"
                                           " runs again")
 
@@ -266,9 +264,10 @@ class Engine:
         check_requester(self.policy, actor)
 
         def change(run: Run) -> Run:
+            check_owner(self.policy, run, actor, "close")
             if run.state is not S.MONITORING:
                 raise Refused(refusals.not_monitoring(run))
-            return self.writer.transition(run, S.DONE, actor=actor.user, reason=f"closed by {actor.user}")
+            return self.writer.transition(run, S.DONE, actor=actor, reason=f"closed by {actor.user}")
 
         return Outcome(self.writer.retrying(run_id, change))
 

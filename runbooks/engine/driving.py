@@ -44,6 +44,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Lease, Leases
 from runbooks.engine.refusals import Refused
@@ -51,7 +52,7 @@ from runbooks.engine.runs import TERMINAL, WORKING, Run, RunState, Step
 from runbooks.engine.scoping import ScopedCluster
 from runbooks.engine.steps import StepContext, StepResult, Steps, StepSettings
 from runbooks.engine.store import LeaseLost, StoreUnavailable
-from runbooks.engine.transitioning import ENGINE_ACTOR, RunMoved, Writer
+from runbooks.engine.transitioning import RunMoved, Writer
 from runbooks.errors import ClusterError, TemporaryClusterError, shorten
 from runbooks.policy import Policy, duration_seconds
 

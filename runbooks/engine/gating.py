@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.approving import Actor, Verdict, is_expired, open_gate
 from runbooks.engine.refusals import moment_text
 from runbooks.engine.runs import Gate, GateKind, Run, RunState, Step
-from runbooks.engine.transitioning import ENGINE_ACTOR, Writer
+from runbooks.engine.transitioning import Writer
 from runbooks.policy import Policy
 
 S = RunState
@@ -31,16 +32,16 @@ class Gates:
     def new(self, kind: GateKind, *, requested_by: str, reason: str = "") -> Gate:
         return open_gate(kind, requested_by=requested_by, now=self.writer.clock.now(), policy=self.policy, reason=reason)
 
-    def _opened(self, gate: Gate) -> list[Step]:
+    def _opened(self, gate: Gate, by: Actor | None = None) -> list[Step]:
         return [self.writer.step(
-            f"{gate.kind.value} request opened", kind="gate", status="info", actor=gate.requested_by,
+            f"{gate.kind.value} request opened", kind="gate", status="info", actor=by or gate.requested_by,
             detail=f"expires at {moment_text(gate.expires_at)}" + (f"; {gate.reason}" if gate.reason else ""),
         )]
 
-    def open_canary(self, run: Run) -> Run:
-        """requested -> awaiting_approval, with the canary request."""
+    def open_canary(self, run: Run, by: Actor | None = None) -> Run:
+        """requested -> awaiting_approval, with the canary request (``by``: who asked for it)."""
         gate = self.new(GateKind.CANARY, requested_by=run.requester)
-        return self.writer.transition(run, S.AWAITING_APPROVAL, gate=gate, steps=self._opened(gate))
+        return self.writer.transition(run, S.AWAITING_APPROVAL, gate=gate, steps=self._opened(gate, by))
 
     def open_promotion(self, run: Run, *, steps: Sequence[Step] = (), lease_owner: str | None = None) -> Run:
         """canary_verifying -> awaiting_promotion, with the promotion request."""
@@ -49,12 +50,13 @@ class Gates:
                                       steps=[*steps, *self._opened(gate)])
 
     def open_rollback(
-        self, run: Run, *, requested_by: str, reason: str, halted: bool = False,
+        self, run: Run, *, requested_by: str | Actor, reason: str, halted: bool = False,
         steps: Sequence[Step] = (), lease_owner: str | None = None,
     ) -> Run:
         """A rollback request on a run that keeps its state meanwhile (a halted run waits on it)."""
-        gate = self.new(GateKind.ROLLBACK, requested_by=requested_by, reason=reason)
-        lines = [*steps, *self._opened(gate)]
+        by = requested_by if isinstance(requested_by, Actor) else None
+        gate = self.new(GateKind.ROLLBACK, requested_by=by.user if by else str(requested_by), reason=reason)
+        lines = [*steps, *self._opened(gate, by)]
         if run.gate is not None and run.gate.is_open:
             lines.insert(0, self.writer.step(f"{run.gate.kind.value} request superseded", kind="gate",
                                              status="info", actor=requested_by, detail="a rollback was requested"))
@@ -67,10 +69,10 @@ class Gates:
         gate = verdict.gate
         detail = "; ".join(x for x in (verdict.note, comment) if x) or f"request {gate.outcome}"
         line = self.writer.step(f"{gate.kind.value} {'approved' if approve else 'rejected'}",
-                                kind="decision", actor=actor.user, detail=detail)
+                                kind="decision", actor=actor, detail=detail)
         if gate.is_open:
             return self.writer.update(run, gate=gate, steps=[line])
-        return self._close(run, gate, actor=actor.user, steps=[line])
+        return self._close(run, gate, actor=actor, steps=[line])
 
     def expire_if_due(self, run: Run) -> Run:
         """The run after its open gate expired (if it did); unchanged otherwise."""
@@ -82,7 +84,7 @@ class Gates:
                                 detail=f"nobody decided by {moment_text(gate.expires_at)}")
         return self._close(run, closed, actor=ENGINE_ACTOR, steps=[line])
 
-    def _close(self, run: Run, gate: Gate, *, actor: str, steps: list[Step]) -> Run:
+    def _close(self, run: Run, gate: Gate, *, actor: str | Actor, steps: list[Step]) -> Run:
         who = ", ".join(gate.approvers if gate.outcome == "approved" else [d.user for d in gate.decisions if not d.approve])
         how = f"{gate.outcome} by {who}" if who else f"{gate.outcome} at {moment_text(gate.expires_at)}"
         w = self.writer

@@ -55,6 +55,24 @@ def not_an_approver(user: str, run: Run) -> str:
     return f"you ({user}) are not an approver for {run.target.ref} (run {run.id}): ask one of the approvers in the policy"
 
 
+def not_an_owner(user: str, run: Run, doing: str) -> str:
+    return (f"you ({user}) may not {doing} run {run.id}: only its requester ({run.requester}) and the approvers "
+            "in the policy may")
+
+
+def gate_not_open(run: Run, kind: GateKind) -> str:
+    what = {GateKind.CANARY: "canary", GateKind.PROMOTION: "promotion", GateKind.ROLLBACK: "rollback"}[kind]
+    gate = run.gate
+    now = (f"its open request is {_what(gate)}" if gate is not None and gate.is_open
+           else "it has no open request")
+    return f"the {what} request of run {run.id} is not open (the run is {run.state.value}; {now}): nothing was decided"
+
+
+def local_approval(surface: str) -> str:
+    return (f"approvals from the {surface} are off: approve in Slack (or set shell.approvals: true in the policy, "
+            "with identities for each approver)")
+
+
 def self_approval(run: Run, gate: Gate) -> str:
     return f"you requested this run; another approver must approve it ({_what(gate)} of {run.id})"
 

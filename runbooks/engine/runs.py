@@ -180,6 +180,10 @@ class Step(BaseModel):
     detail: str = ""
     evidence: dict[str, Any] = Field(default_factory=dict)
     actor: str = "upgradebot"
+    surface: str = ""
+    """Where the actor acted from (``slack``, ``shell``…); empty: the engine wrote it."""
+    account: str = ""
+    """From a shell: the OS account or CI identity and the host (``alice@bastion-1``)."""
     at: dt.datetime
 
 

@@ -15,13 +15,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from runbooks.engine import refusals
+from runbooks.engine.actors import ENGINE_ACTOR, ENGINE_SURFACE, Actor, as_actor
 from runbooks.engine.refusals import RunNotFound
 from runbooks.engine.runs import TERMINAL, Gate, Run, RunState, Step, check_transition
 from runbooks.engine.steps import Clock
 from runbooks.engine.store import RunStore, StaleRun
 
 log = logging.getLogger(__name__)
-ENGINE_ACTOR = "upgradebot"
 CAS_ATTEMPTS = 50
 
 
@@ -61,11 +61,14 @@ class RunMoved(Exception):
 
 
 def audit_entry(run: Run, step: Step) -> dict[str, Any]:
-    """A step as the store's audit streams keep it."""
+    """A step as the store's audit streams keep it: what, when, by whom, from which surface
+    (and from a shell, which OS account or CI identity on which host)."""
     return {
         "run": run.id,
         "at": step.at.isoformat(),
         "actor": step.actor,
+        "surface": step.surface or ENGINE_SURFACE,
+        "account": step.account or None,
         "kind": step.kind,
         "name": step.name,
         "status": step.status,
@@ -107,7 +110,7 @@ class Writer:
         run: Run,
         wanted: RunState,
         *,
-        actor: str = ENGINE_ACTOR,
+        actor: str | Actor = ENGINE_ACTOR,
         reason: str = "",
         gate: Gate | None = _KEEP,
         halted: bool = False,
@@ -132,8 +135,7 @@ class Writer:
             # a request does not outlive the run it would change
             update["gate"] = run.gate.model_copy(update={"outcome": "superseded", "decided_at": now})
         new = run.model_copy(update=update)
-        line = Step(kind="transition", name=f"{run.state.value} -> {wanted.value}", status="ok",
-                    detail=reason, actor=actor, at=now)
+        line = self.step(f"{run.state.value} -> {wanted.value}", kind="transition", detail=reason, actor=actor)
         entries = [audit_entry(run, s) for s in steps] + [audit_entry(new, line)]
         saved = self.store.save(new, audit=entries, lease_owner=lease_owner)
         self._tell(saved, steps)
@@ -164,9 +166,12 @@ class Writer:
         self._tell(run, [step])
 
     def step(self, name: str, *, kind: str, status: str = "ok", detail: str = "",
-             actor: str = ENGINE_ACTOR, evidence: dict[str, Any] | None = None) -> Step:
-        return Step(name=name, kind=kind, status=status, detail=detail, actor=actor,
-                    evidence=evidence or {}, at=self.clock.now())
+             actor: str | Actor = ENGINE_ACTOR, evidence: dict[str, Any] | None = None) -> Step:
+        """A line of the run's story; ``actor`` an :class:`Actor` stamps its surface and account."""
+        who = as_actor(actor)
+        surface = "" if who.surface == ENGINE_SURFACE else who.surface
+        return Step(name=name, kind=kind, status=status, detail=detail, actor=who.user, surface=surface,
+                    account=who.account, evidence=evidence or {}, at=self.clock.now())
 
     def _tell(self, run: Run, steps: Sequence[Step]) -> None:
         for s in steps:

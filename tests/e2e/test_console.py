@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
 import sys
 from pathlib import Path
@@ -21,22 +22,26 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def test_console_as_and_numbered_buttons(cluster: KubeSim, redis_url: str, tmp_path: Path) -> None:
-    """Typed lines: a canary request, the requester's own Approve (a number) refused, /as, Reject by number."""
+def test_console_acts_as_its_account_and_numbers_buttons(cluster: KubeSim, redis_url: str, tmp_path: Path) -> None:
+    """Typed lines as the account's identity: a canary request, /as refused, Approve (a number) refused
+    (no approvals from the console by default), Reject by number withdraws it."""
     policy = tmp_path / "policy.yaml"
-    policy.write_text(yaml.safe_dump({"approvers": {"users": ["U0ALICE", "U0BOB"]}, "reports": {"after": []}}))
-    lines = ["/as U0ALICE", f"/upgrade canary {TARGET} image=nvcr.io/nvidia/k8s-device-plugin:v0.17.0 node=gpu-node1",
-             "1", "/as U0BOB", "2", "runs", "/quit", "help"]
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    policy.write_text(yaml.safe_dump({"approvers": {"users": ["U0ALICE", "U0BOB"]}, "reports": {"after": []},
+                                      "identities": {"accounts": {me: "U0ALICE"}}}))
+    lines = [f"/upgrade canary {TARGET} image=nvcr.io/nvidia/k8s-device-plugin:v0.17.0 node=gpu-node1",
+             "/as U0BOB", "1", "2", "runs", "/quit", "help"]
     proc = subprocess.run([sys.executable, "-m", "bot", "console"], input="\n".join(lines) + "\n", text=True,
                           capture_output=True, timeout=60,
                           env=clean_env(tmp_path, KUBECONFIG=str(cluster.kubeconfig), REDIS_URL=redis_url,
                                         UPGRADEBOT_CONFIG=str(policy)))
     out = proc.stdout
     assert proc.returncode == 0, proc.stderr
-    assert "[1] Approve  [2] Reject" in out and "(you are now U0BOB)" in out
-    assert "you requested this run; another approver must approve it" in out
-    assert "(U0BOB clicked [2] Reject)" in out and "Rejected by @U0BOB" in out
-    assert "state rejected: the canary request was rejected by U0BOB; nothing was changed" in out
+    assert "[1] Approve  [2] Reject" in out and "(you are now" not in out
+    assert "you act as U0ALICE, as the policy's identities map your account" in out
+    assert "approvals from the console are off" in out
+    assert "(U0ALICE clicked [2] Reject)" in out and "Rejected by @U0ALICE" in out
+    assert "state rejected: the canary request was rejected by U0ALICE; nothing was changed" in out
     assert "rejected" in out.split("Runs (1)")[1] and "What I can do" not in out  # nothing read after /quit
 
 

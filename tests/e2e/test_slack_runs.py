@@ -143,7 +143,11 @@ def test_rollback_request_approved(run_bot: RunBot) -> None:
     gauge = bot.service.metrics.exposition()[0].decode()
     assert 'upgradebot_runs{state="awaiting_promotion"} 1.0' in gauge
 
-    bot.slack.command(f"rollback {run_id} reason=testing", user="U0BEN")
+    bot.slack.command(f"rollback {run_id} reason=mine", user="U0BEN")  # a requester, not this run's nor an approver
+    eventually(lambda: any(f"may not roll back run {run_id}" in c.body.get("text", "")
+                           for c in bot.fake.of("response_url")), "another requester's rollback refused")
+    assert bot.runtime.engine.get(run_id).gate.kind.value == "promotion"  # type: ignore[union-attr]
+    bot.slack.command(f"rollback {run_id} reason=testing", user="U0ANA")  # the run's requester
     rollback_ts, rollback = bot.slack.gate(root_ts, 3)
     assert "Rollback request" in texts(next(c for c in thread(bot.fake, root_ts) if posted_ts(c) == rollback_ts))
     bot.slack.click("approve", rollback, user="U0EVE", message_ts=rollback_ts, thread_ts=root_ts)

@@ -105,7 +105,7 @@ def test_unknown_context_and_bad_policy_exit_2(cluster: KubeSim, tmp_path: Path)
 def test_policy_targets_choose_the_daemonsets(cluster: KubeSim, tmp_path: Path) -> None:
     """Targets from UPGRADEBOT_CONFIG decide which DaemonSets are inventoried."""
     policy = tmp_path / "policy.yaml"
-    policy.write_text("targets:\n  - dra-example-driver/dra-example-driver-kubeletplugin\n")
+    policy.write_text("approvers: {users: [U0BOB]}\ntargets:\n  - dra-example-driver/dra-example-driver-kubeletplugin\n")
     env = {"KUBECONFIG": str(cluster.kubeconfig), "UPGRADEBOT_CONFIG": str(policy)}
     proc = run("inventory", "--json", env=env, home=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -28,17 +28,19 @@ from runbooks.daemonset.steps import DaemonSetSteps
 from runbooks.engine.approving import Actor
 from runbooks.engine.commands import Engine
 from runbooks.policy import Policy
-from tests.support import Kubectl
+from tests.support import Kubectl, shell_identities
 
 UPGRADEBOT = str(Path(sys.executable).parent / "upgradebot")
 TARGET = "kube-system/nvidia-device-plugin-daemonset"
 OLD = "nvcr.io/nvidia/k8s-device-plugin:v0.14.2"
 NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+IDENTITIES, TOKENS = shell_identities("U0BOB", "U0CAROL")
 POLICY = """
 approvers: {users: [U0BOB, U0CAROL]}
+shell: {approvals: true}
 reports: {after: []}
 steps: {observe_window: 1s, poll_interval: 0.1s, ready_timeout: 60s}
-"""
+""" + IDENTITIES
 KILLED = -signal.SIGKILL
 
 
@@ -102,8 +104,9 @@ def play(scenario: Scenario, redis_url: str, home: Path) -> Played:
         env = {**base, "HOME": str(home), "KUBECONFIG": str(sim.kubeconfig), "REDIS_URL": redis_url,
                "UPGRADEBOT_CONFIG": str(home / "policy.yaml")}
 
-        def bot(*args: str, kill: str | None = None) -> int:
+        def bot(*args: str, kill: str | None = None, who: str = "U0BOB") -> int:
             extra = {"UPGRADEBOT_TEST_KILL_AT": kill} if kill else {}
+            extra["UPGRADEBOT_TOKEN"] = TOKENS[who]
             proc = subprocess.run([UPGRADEBOT, *args], capture_output=True, text=True, env={**env, **extra}, timeout=180)
             assert "Traceback" not in proc.stderr, proc.stderr
             return proc.returncode
@@ -113,9 +116,10 @@ def play(scenario: Scenario, redis_url: str, home: Path) -> Played:
                         connect=lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context))
         image = NEW + ("-crash" if scenario.crash else "")
         run_id = engine.request_canary(actor=Actor("U0ALICE"), target=TARGET, image=image, node="gpu-node1").run.id
-        exits = [bot("approve", run_id, "--as", "U0BOB", kill=scenario.canary_kill), bot("resume")]
+        exits = [bot("approve", run_id, "canary", kill=scenario.canary_kill), bot("resume")]
         if not scenario.crash:
-            exits += [bot("approve", run_id, "--as", "U0CAROL", kill=scenario.promotion_kill), bot("resume")]
+            exits += [bot("approve", run_id, "promotion", kill=scenario.promotion_kill, who="U0CAROL"),
+                      bot("resume")]
         run = store.get(run_id)
         assert run is not None
         pods = Kubectl(sim.kubeconfig).json("get", "pods", "-n", "kube-system")["items"]

@@ -26,7 +26,7 @@ from runbooks.stability.reports import StabilityReport
 from tests.report_support import CTR, DS, NS, Posts, World, monitoring_run, policy, world
 from tests.support import Kubectl
 
-POLICY = "oncall: {channel: C0ONCALL, mention: S0ONCALL}\nreports: {after: [24h, 48h]}\n"
+POLICY = "approvers: {users: [U0BOB]}\noncall: {channel: C0ONCALL, mention: S0ONCALL}\nreports: {after: [24h, 48h]}\n"
 
 
 @pytest.fixture

@@ -1,4 +1,8 @@
-"""The run verbs of ``upgradebot`` as a pipeline runs them: subprocesses, --json, exit codes."""
+"""The run verbs of ``upgradebot`` as a pipeline runs them: subprocesses, --json, exit codes.
+
+Who acts is never what the command line says: each person here is a CI identity (a
+token whose SHA-256 the policy maps to their Slack ID, ``UPGRADEBOT_TOKEN``), and the
+policy allows approvals from the shell (``shell.approvals: true``)."""
 
 from __future__ import annotations
 
@@ -12,15 +16,19 @@ from pathlib import Path
 import pytest
 
 from kubesim import KubeSim
+from tests.support import shell_identities
 
 UPGRADEBOT = str(Path(sys.executable).parent / "upgradebot")
 TARGET = "kube-system/nvidia-device-plugin-daemonset"
 NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+PEOPLE = ("U0ALICE", "U0BOB", "U0CAROL", "U0DAVE")
+IDENTITIES, TOKENS = shell_identities(*PEOPLE)
 POLICY = """
 approvers: {users: [U0BOB, U0CAROL]}
+shell: {approvals: true}
 reports: {after: []}
 steps: {observe_window: 1s, poll_interval: 0.1s, ready_timeout: 60s}
-"""
+""" + IDENTITIES
 
 
 
@@ -30,10 +38,13 @@ def env(sim: KubeSim, redis_url: str, tmp_path: Path) -> dict[str, str]:
     policy.write_text(POLICY)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT", "REDIS"))}
     return {**base, "HOME": str(tmp_path), "KUBECONFIG": str(sim.kubeconfig), "REDIS_URL": redis_url,
-            "UPGRADEBOT_CONFIG": str(policy), "USER": "U0ALICE"}
+            "UPGRADEBOT_CONFIG": str(policy), "UPGRADEBOT_TOKEN": TOKENS["U0ALICE"]}
 
 
-def bot(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def bot(env: dict[str, str], *args: str, who: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``upgradebot <args>`` as ``who`` (their token; default: U0ALICE's)."""
+    if who is not None:
+        env = {**env, "UPGRADEBOT_TOKEN": TOKENS[who]}
     return subprocess.run([UPGRADEBOT, *args], capture_output=True, text=True, env=env, timeout=120)
 
 
@@ -51,12 +62,13 @@ def test_shell_walks_a_run_through_its_gates(env: dict[str, str]) -> None:
     assert run["state"] == "awaiting_approval" and run["requester"] == "U0ALICE" and run["id"].startswith("r-")
     run_id = run["id"]
 
-    refused(bot(env, "canary", TARGET, f"image={NEW}", "node=gpu-node2", "--as", "U0CAROL"),
+    refused(bot(env, "canary", TARGET, f"image={NEW}", "node=gpu-node2", who="U0CAROL"),
             f"kubesim/{TARGET} already has an active run: {run_id}")
-    refused(bot(env, "approve", run_id), "you requested this run; another approver must approve it")
-    refused(bot(env, "approve", run_id, "--as", "U0DAVE"), "you (U0DAVE) are not an approver")
+    refused(bot(env, "approve", run_id, "canary"), "you requested this run; another approver must approve it")
+    refused(bot(env, "approve", run_id, "canary", who="U0DAVE"), "you (U0DAVE) are not an approver")
+    refused(bot(env, "approve", run_id, "promotion", who="U0BOB"), "the promotion request of run")
 
-    proc = bot(env, "approve", run_id, "--as", "U0BOB")
+    proc = bot(env, "approve", run_id, "canary", who="U0BOB")
     assert proc.returncode == 0, proc.stderr
     assert "canary_verifying" in proc.stdout and "awaiting_promotion" in proc.stdout  # steps printed as they ran
     assert "promotion request by U0ALICE" in proc.stdout
@@ -67,15 +79,18 @@ def test_shell_walks_a_run_through_its_gates(env: dict[str, str]) -> None:
     listed = json.loads(bot(env, "runs", "--json").stdout)["runs"]
     assert [(r["id"], r["state"]) for r in listed] == [(run_id, "awaiting_promotion")]
 
-    proc = bot(env, "reject", run_id, "--as", "U0CAROL", "--json")
+    refused(bot(env, "approve", run_id, "canary", who="U0CAROL"), "the canary request of run")
+    proc = bot(env, "reject", run_id, "promotion", "--json", who="U0CAROL")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["state"] == "rolled_back"
     assert bot(env, "status", run_id).returncode == 1  # the upgrade did not happen
 
     trail = json.loads(bot(env, "audit", run_id, "--json").stdout)
     assert (trail["id"], trail["state"]) == (run_id, "rolled_back")
-    kinds = {(e["kind"], e["actor"]) for e in trail["entries"]}
-    assert {("decision", "U0BOB"), ("decision", "U0CAROL"), ("transition", "U0ALICE")} <= kinds
+    kinds = {(e["kind"], e["actor"], e["surface"], e.get("account", "").split("@")[0]) for e in trail["entries"]}
+    assert {("decision", "U0BOB", "shell", "ci:u0bob"), ("decision", "U0CAROL", "shell", "ci:u0carol"),
+            ("transition", "U0ALICE", "shell", "ci:u0alice")} <= kinds
+    assert all(e["surface"] == "engine" for e in trail["entries"] if e["actor"] == "upgradebot")
     text = bot(env, "audit", run_id).stdout
     assert "awaiting_promotion -> rolling_back" in text and "U0CAROL" in text
 
@@ -85,7 +100,7 @@ def test_close_and_rollback_verbs_and_their_refusals(env: dict[str, str]) -> Non
     run_id = json.loads(bot(env, "canary", TARGET, f"image={NEW}", "node=gpu-node1", "--json").stdout)["id"]
     refused(bot(env, "rollback", run_id), "nothing was changed yet, reject the request instead")
     refused(bot(env, "close", run_id), "only a run in monitoring can be closed")
-    proc = bot(env, "reject", run_id, "--json")  # the requester withdraws it
+    proc = bot(env, "reject", run_id, "canary", "--json")  # the requester withdraws it
     assert proc.returncode == 0 and json.loads(proc.stdout)["state"] == "rejected"
     proc = bot(env, "resume", "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout) == {"runs": []}
@@ -97,7 +112,9 @@ def test_close_and_rollback_verbs_and_their_refusals(env: dict[str, str]) -> Non
         (("canary", TARGET, "image=nvcr.io/nvidia/k8s-device-plugin", "node=gpu-node1"), "has no tag or digest"),
         (("canary", TARGET, f"image={NEW}"), "node= is required"),
         (("canary", "kube-system", f"image={NEW}", "node=gpu-node1"), "is not a target"),
-        (("approve", "latest", "--as", "U0BOB"), "'latest' is not a run id"),
+        (("approve", "latest", "canary"), "'latest' is not a run id"),
+        (("approve", "r-3k9x0b2a"), "which request of r-3k9x0b2a? name it"),
+        (("reject", "r-3k9x0b2a", "everything"), "'everything' is not a request"),
         (("status", "r-1", "r-2"), "unexpected argument"),
     ],
 )
@@ -134,7 +151,8 @@ def test_without_redis_url_the_shell_keeps_its_own_redis(env: dict[str, str], tm
 def test_a_verb_that_advances_runs_also_continues_a_crashed_run(env: dict[str, str]) -> None:
     """A run whose approve was SIGKILLed goes on with the next advancing command, as on start-up."""
     crashed = json.loads(bot(env, "canary", TARGET, f"image={NEW}", "node=gpu-node1", "--json").stdout)["id"]
-    killed = bot({**env, "UPGRADEBOT_TEST_KILL_AT": "transition:canary_rolling"}, "approve", crashed, "--as", "U0BOB")
+    killed = bot({**env, "UPGRADEBOT_TEST_KILL_AT": "transition:canary_rolling"}, "approve", crashed, "canary",
+                 who="U0BOB")
     assert killed.returncode == -signal.SIGKILL
     assert json.loads(bot(env, "status", crashed, "--json").stdout)["state"] == "canary_rolling"
     proc = bot(env, "canary", "dra-example-driver/dra-example-driver-kubeletplugin",
@@ -142,7 +160,7 @@ def test_a_verb_that_advances_runs_also_continues_a_crashed_run(env: dict[str, s
                "node=gpu-node1", "--json")
     assert proc.returncode == 0, proc.stderr
     other = json.loads(proc.stdout)["id"]
-    proc = bot(env, "reject", other)  # the requester withdraws their other request
+    proc = bot(env, "reject", other, "canary")  # the requester withdraws their other request
     assert proc.returncode == 0, proc.stderr
     assert "continuing 1 other unfinished run(s)" in proc.stdout
     assert json.loads(bot(env, "status", crashed, "--json").stdout)["state"] == "awaiting_promotion"

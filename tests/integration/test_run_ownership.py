@@ -1,0 +1,103 @@
+"""Runs have owners: closing a run, asking for its rollback (which cancels a pending
+promotion) and rejecting its requests are for its requester and the approvers only; a
+decision names the request it decides; approvals from the shell need the policy's leave.
+
+Engine-level, on a real Redis and scripted steps, so every front end gets the same rules.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from handlers.access import StaticDirectory
+from handlers.clicks import Click, EngineDecisions
+from runbooks.engine.approving import Actor
+from runbooks.engine.refusals import Refused
+from runbooks.engine.runs import GateKind, RunState
+from tests.engine_support import ALICE, BOB, make_engine, policy, request
+
+DAVE = Actor("U0DAVE")  # a requester too (the policy lets anyone request), not an approver
+
+
+def _awaiting_promotion(redis_url: str, **sections: object):  # type: ignore[no-untyped-def]
+    engine = make_engine(redis_url, pol=policy(**sections))
+    run = request(engine)
+    engine.decide(run.id, actor=BOB, approve=True)
+    assert engine.advance(run.id).state is RunState.AWAITING_PROMOTION
+    return engine, run.id
+
+
+def test_someone_elses_pending_promotion_cannot_be_cancelled_by_a_rollback_request(redis_url: str) -> None:
+    engine, run_id = _awaiting_promotion(redis_url)
+    before = engine.get(run_id)
+    with pytest.raises(Refused, match=r"you \(U0DAVE\) may not roll back run .*only its requester \(U0ALICE\)"):
+        engine.rollback(run_id, actor=DAVE, reason="mine now")
+    after = engine.get(run_id)
+    assert after.version == before.version and after.gate is not None and after.gate.kind is GateKind.PROMOTION
+    assert after.gate.is_open
+
+    owner = engine.rollback(run_id, actor=ALICE)  # the requester may
+    assert owner.run.gate is not None and owner.run.gate.kind is GateKind.ROLLBACK
+
+
+def test_someone_elses_monitoring_run_cannot_be_closed(redis_url: str) -> None:
+    engine, run_id = _awaiting_promotion(redis_url, reports={"after": ["24h"]})
+    engine.decide(run_id, actor=BOB, approve=True)
+    assert engine.advance(run_id).state is RunState.MONITORING
+    with pytest.raises(Refused, match="may not close run"):
+        engine.close(run_id, actor=DAVE)
+    assert engine.get(run_id).state is RunState.MONITORING
+    assert engine.close(run_id, actor=BOB).run.state is RunState.DONE  # an approver may
+
+
+def test_only_the_requester_and_approvers_reject(redis_url: str) -> None:
+    engine = make_engine(redis_url)
+    run = request(engine)
+    with pytest.raises(Refused, match="not an approver"):
+        engine.decide(run.id, actor=DAVE, approve=False)
+    assert engine.get(run.id).gate.is_open  # type: ignore[union-attr]
+
+
+def test_request_rollback_on_a_report_is_the_owners_too(redis_url: str) -> None:
+    engine, run_id = _awaiting_promotion(redis_url)
+    decisions = EngineDecisions(engine=engine, policy=engine.policy, directory=StaticDirectory())
+    decided = decisions.decide(Click(action="request_rollback", value=run_id, user="U0DAVE"))
+    assert not decided.accepted and "may not roll back" in decided.reply.text  # type: ignore[union-attr]
+    assert engine.get(run_id).gate.kind is GateKind.PROMOTION  # type: ignore[union-attr]
+
+
+def test_a_decision_names_its_request_and_is_refused_when_that_one_is_not_open(redis_url: str) -> None:
+    engine = make_engine(redis_url)
+    run = request(engine)
+    with pytest.raises(Refused, match=r"the promotion request of run .* is not open .*awaiting_approval"):
+        engine.decide(run.id, actor=BOB, approve=True, kind=GateKind.PROMOTION)
+    assert engine.get(run.id).version == run.version
+    assert engine.decide(run.id, actor=BOB, approve=True, kind=GateKind.CANARY).run.gate.outcome == "approved"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("surface", ["shell", "console"])
+def test_approvals_from_a_shell_need_the_policys_leave(redis_url: str, surface: str) -> None:
+    engine = make_engine(redis_url)
+    run = request(engine)
+    from_shell = Actor("U0BOB", surface=surface, account="bob@bastion")
+    with pytest.raises(Refused, match=f"approvals from the {surface} are off"):
+        engine.decide(run.id, actor=from_shell, approve=True)
+    assert engine.get(run.id).gate.is_open  # type: ignore[union-attr]
+    engine.decide(run.id, actor=from_shell, approve=False)  # a rejection stops a change: allowed
+
+    allowed = make_engine(redis_url, pol=policy(shell={"approvals": True}))
+    run = request(allowed, target="kube-system/other")
+    assert allowed.decide(run.id, actor=from_shell, approve=True).run.gate.outcome == "approved"  # type: ignore[union-attr]
+
+
+def test_every_audit_line_records_surface_identity_and_account(redis_url: str) -> None:
+    engine = make_engine(redis_url, pol=policy(shell={"approvals": True}))
+    alice = Actor("U0ALICE", surface="shell", account="alice@bastion-1")
+    run = request(engine, alice)
+    engine.decide(run.id, actor=Actor("U0BOB", surface="slack"), approve=True)
+    engine.advance(run.id)
+    entries = engine.audit(run.id)
+    assert all(e["surface"] for e in entries)
+    people = {(e["actor"], e["surface"], e.get("account")) for e in entries if e["actor"] != "upgradebot"}
+    assert ("U0ALICE", "shell", "alice@bastion-1") in people and ("U0BOB", "slack", None) in people
+    assert {e["surface"] for e in entries if e["actor"] == "upgradebot"} == {"engine"}

@@ -34,7 +34,7 @@ from handlers.access import Directory
 from handlers.routing import Deps
 from runbooks.cluster import Cluster
 from runbooks.daemonset.steps import DaemonSetSteps
-from runbooks.engine.clocks import SystemClock
+from runbooks.engine.clocks import StoppableClock, SystemClock
 from runbooks.engine.commands import Engine
 from runbooks.engine.leasing import parse_owner
 from runbooks.engine.runs import Gate, Run, Step
@@ -153,10 +153,12 @@ class Runtime:
         """``stop(timeout)`` is called when the runtime stops, after the run drives."""
         self.stopping.append(stop)
 
-    def deps(self, directory: Directory) -> Deps:
-        """What the verbs use on a chat surface whose user groups ``directory`` resolves."""
+    def deps(self, directory: Directory, *, cancel: threading.Event | None = None) -> Deps:
+        """What the verbs use on a chat surface whose user groups ``directory`` resolves;
+        ``cancel``, once set, cuts the verbs' waits short (a serving bot's SIGTERM)."""
+        clock = StoppableClock(self.clock, cancel) if cancel is not None else self.clock
         return Deps(policy=self.policy, connect=self.connect, directory=directory, engine=self.engine,
-                    read_tally=self.store.read_tally, clock=self.clock)
+                    read_tally=self.store.read_tally, clock=clock)
 
     def start(self, *, sweep: bool = True) -> Runtime:
         """Resume unfinished runs now and periodically (``sweep``), then start the reports."""

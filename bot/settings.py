@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     """Slack Web API base URL, with its trailing slash (tests point it at a fake)."""
     workers: int = Field(8, ge=1, le=256, validation_alias=_env("UPGRADEBOT_WORKERS"))
     """``serve``: background workers for commands and clicks (the work after ``ack()``)."""
+    decision_workers: int = Field(4, ge=1, le=64, validation_alias=_env("UPGRADEBOT_DECISION_WORKERS"))
+    """``serve``: workers of their own for decisions (Approve, Reject, Request rollback; the
+    ``approve``, ``reject``, ``rollback``, ``close`` commands), which long reads never occupy."""
     http_threads: int = Field(16, ge=1, le=256, validation_alias=_env("UPGRADEBOT_HTTP_THREADS"))
     """``serve``: threads answering HTTP requests (``/slack/events``, probes, metrics)."""
     slack_pace: float = Field(1.0, ge=0, le=60, validation_alias=_env("UPGRADEBOT_SLACK_PACE"))

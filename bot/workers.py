@@ -98,6 +98,39 @@ class Workers:
         return finished
 
 
+class Quotas:
+    """How many long jobs one user and one channel may have running at once.
+
+    :meth:`take` counts a job in (or says which quota is full: ``"user"`` or ``"channel"``),
+    :meth:`give` counts it out. In process: each replica keeps its own workers, so each
+    keeps its own counts."""
+
+    def __init__(self, *, per_user: int, per_channel: int) -> None:
+        self.per_user, self.per_channel = per_user, per_channel
+        self._users: dict[str, int] = {}
+        self._channels: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def take(self, user: str, channel: str | None) -> str | None:
+        with self._lock:
+            if self._users.get(user, 0) >= self.per_user:
+                return "user"
+            if channel and self._channels.get(channel, 0) >= self.per_channel:
+                return "channel"
+            self._users[user] = self._users.get(user, 0) + 1
+            if channel:
+                self._channels[channel] = self._channels.get(channel, 0) + 1
+            return None
+
+    def give(self, user: str, channel: str | None) -> None:
+        with self._lock:
+            for counts, key in ((self._users, user), (self._channels, channel)):
+                if key and key in counts:
+                    counts[key] -= 1
+                    if counts[key] <= 0:
+                        del counts[key]
+
+
 class Advancer:
     def __init__(self, engine: Engine, *, workers: int = 4, interval: float = 30.0) -> None:
         self.engine = engine

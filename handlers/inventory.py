@@ -165,4 +165,4 @@ def _handle(request: InventoryRequest, deps: Deps, caller: Caller) -> Inventory:
 
 
 COMMAND = Command("inventory", USAGE, "what the cluster runs, and what to fix before an upgrade", parse, _handle,
-                  summarize, exit_code=lambda inv: EXIT_FAILED if inv.failed else EXIT_OK)
+                  summarize, lane="long", exit_code=lambda inv: EXIT_FAILED if inv.failed else EXIT_OK)

@@ -119,7 +119,25 @@ def continued_in_thread(count: int) -> str:
     return f"_… {count} more block(s) in the thread_"
 
 
+SERVE_READ_ONLY = ("read-only: no policy file (UPGRADEBOT_CONFIG is unset), so nobody is trusted to request or approve; "
+                   "serving help and inventory only, every other verb and button is refused. Set UPGRADEBOT_CONFIG "
+                   "to a policy naming requesters and approvers (docs/policy.md) and restart.")
+READ_ONLY_VERB = ("this bot is read-only (it was started without a policy file): only help and inventory; "
+                  "ask its operator to set UPGRADEBOT_CONFIG")
 BUSY = "I am busy with other commands right now; nothing was started, try again in a minute."
+
+
+def too_many_long(who: str, limit: int, verbs: str) -> str:
+    return (f"{who} already has {limit} long command(s) running ({verbs}): nothing was started; "
+            "try again when one has answered")
+
+
+def cancelled(verb: str) -> str:
+    return f"{verb} was cancelled: the bot is shutting down (nothing was changed); run it again in a minute"
+
+
+def window_too_long(seconds: float, longest: str) -> str:
+    return f"window= may be at most {longest} (limits.longest_wait in the policy); {seconds:g}s asks for more"
 STORE_DOWN = "State store unavailable, nothing was done: Redis does not answer. Try again in a minute."
 NO_DECISIONS = "Approvals are not enabled on this bot; nothing was decided."
 

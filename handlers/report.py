@@ -125,5 +125,5 @@ def _handle(run: str, deps: Deps, caller: Caller) -> StabilityReport:
 
 
 COMMAND = Command("report", USAGE, "a run's stability report now (as the 24 h / 48 h ones)", parse, _handle,
-                  present, takes_cluster=False,
+                  present, takes_cluster=False, lane="long",
                   exit_code=lambda report: EXIT_OK if report.stable else EXIT_FAILED)

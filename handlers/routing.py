@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -39,6 +39,7 @@ from handlers.replies import SUMMARY_SEPARATOR, Reply
 from runbooks.cluster import Cluster
 from runbooks.engine import refusals
 from runbooks.engine.approving import Actor, may_request
+from runbooks.engine.clocks import Cancelled
 from runbooks.engine.commands import Engine
 from runbooks.engine.refusals import Refused
 from runbooks.engine.steps import Clock
@@ -50,6 +51,10 @@ from runbooks.stability.tallying import Tally
 log = logging.getLogger("upgradebot.routing")
 
 Outcome = Literal["ok", "usage", "unknown", "denied", "refused", "failed", "error"]
+Lane = Literal["decision", "long", "short"]
+"""Which workers a command runs on: ``decision`` (approve, reject, rollback, close: their own
+workers, never queued behind reads), ``long`` (reads that take seconds to minutes: limited
+per user and channel), ``short`` (the rest)."""
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 """The shell's exit codes: all checks passed (or waiting at a gate); a check or the run
 failed; bad usage, a refusal or an unreachable dependency."""
@@ -89,6 +94,7 @@ class Verb:
     handle: Callable[[Any, Caller], Reply]
     mutating: bool = False
     takes_cluster: bool = True
+    lane: Lane = "short"
 
 
 class Deps:
@@ -141,8 +147,9 @@ class Command:
     :class:`Reply` every surface shows (Slack as Block Kit, the console and the shell as
     text). ``mutating`` verbs are limited to the policy's requesters; ``takes_cluster``
     verbs get a channel's default ``cluster=``; ``acts`` verbs need to know who acts (the
-    shell's ``--as``); ``chat`` False keeps a verb to the shell (``resume``: a serving bot
-    resumes runs by itself). ``exit_code`` and ``to_json`` are the shell's view of the model.
+    shell's identity); ``chat`` False keeps a verb to the shell (``resume``: a serving bot
+    resumes runs by itself); ``lane`` says which workers a chat surface runs it on
+    (:data:`Lane`). ``exit_code`` and ``to_json`` are the shell's view of the model.
     """
 
     name: str
@@ -155,6 +162,7 @@ class Command:
     takes_cluster: bool = True
     acts: bool = False
     chat: bool = True
+    lane: Lane = "short"
     exit_code: Callable[[Any], int] = lambda result: EXIT_OK
     to_json: Callable[[Any], Any] = model_json
 
@@ -162,7 +170,7 @@ class Command:
         """This row for the chat router, its handler bound to ``deps``."""
         return Verb(name=self.name, usage=self.usage, summary=self.summary, parse=self.parse,
                     handle=lambda request, caller: self.present(self.handle(request, deps, caller)),
-                    mutating=self.mutating, takes_cluster=self.takes_cluster)
+                    mutating=self.mutating, takes_cluster=self.takes_cluster, lane=self.lane)
 
 
 class Registry:
@@ -234,10 +242,23 @@ class Routed:
 
 
 class Router:
-    def __init__(self, registry: Registry, policy: Policy, directory: Directory | None = None) -> None:
+    def __init__(self, registry: Registry, policy: Policy, directory: Directory | None = None, *,
+                 disabled: Mapping[str, str] | None = None) -> None:
+        """``disabled``: verbs this surface leaves out on purpose (a read-only ``serve``), each
+        with the reason said instead of "unknown verb" when it is asked for."""
         self.registry = registry
         self.policy = policy
         self.directory = directory or StaticDirectory()
+        self.disabled = dict(disabled or {})
+
+    def lane(self, text: str) -> tuple[str, Lane]:
+        """The verb ``text`` names and its lane (:data:`UNKNOWN` and ``short`` for anything else)."""
+        words = split_words(text)
+        verb = self.registry.get(words[0].lower()) if words else None
+        return (verb.name, verb.lane) if verb is not None else (UNKNOWN, "short")
+
+    def verbs_in(self, lane: Lane) -> list[str]:
+        return [verb.name for verb in self.registry if verb.lane == lane]
 
     def route(self, text: str, caller: Caller) -> Routed:
         """The reply to one command line; never raises."""
@@ -248,6 +269,8 @@ class Router:
             label = name if name in self.registry else UNKNOWN
             return Routed(label, "denied", Reply.error(msg.channel_not_allowed(caller.channel, channels)))
         verb = self.registry.get(name)
+        if verb is None and name in self.disabled:
+            return Routed(name, "denied", Reply.error(self.disabled[name], usage=self.registry.usages))
         if verb is None:
             return Routed(UNKNOWN, "unknown", Reply.error(msg.unknown_verb(words[0]), usage=self.registry.usages))
         try:
@@ -267,6 +290,8 @@ class Router:
             return Routed(verb.name, "failed", Reply.error(reason, usage=[verb.usage]))
         except StoreUnavailable as exc:
             return Routed(verb.name, "failed", Reply.error(msg.store_unavailable(str(exc)), usage=[verb.usage]))
+        except Cancelled:
+            return Routed(verb.name, "failed", Reply.error(msg.cancelled(verb.name)))
         except Exception:
             reference = secrets.token_hex(4)
             log.exception("verb %s failed (reference %s, user %s)", verb.name, reference, caller.user)

@@ -60,7 +60,17 @@ class VerifyRun(BaseModel):
 
 
 def _window(pairs: dict[str, str]) -> float | None:
-    return duration_seconds(pairs["window"]) if "window" in pairs else None
+    """``window=``'s seconds; how long it may be is the policy's (``limits.longest_wait``, checked
+    when handled)."""
+    if "window" not in pairs:
+        return None
+    try:
+        seconds = duration_seconds(pairs["window"])
+    except ValueError as exc:
+        raise UsageError(f"window=: {exc}", USAGE) from exc
+    if seconds <= 0:
+        raise UsageError("window= must be longer than 0s", USAGE)
+    return seconds
 
 
 def parse(words: Sequence[str]) -> VerifyRequest | VerifyRun:
@@ -103,6 +113,9 @@ class Verified(BaseModel):
 
 
 def _handle(request: VerifyRequest | VerifyRun, deps: Deps, caller: Caller) -> Verified:
+    longest = deps.policy.limits.longest_wait
+    if request.window is not None and request.window > duration_seconds(longest):
+        raise UsageError(msg.window_too_long(request.window, longest), USAGE)
     if isinstance(request, VerifyRun):
         run = deps.engine.get(request.run)
         request = VerifyRequest(target=run.target.ref, cluster=run.target.cluster or None, node=request.node,
@@ -129,5 +142,5 @@ def verification_reply(found: Verified) -> Reply:
 
 
 COMMAND = Command("verify", USAGE, "check that a plugin works: pods, registration, GPUs, events", parse, _handle,
-                  verification_reply, exit_code=lambda found: EXIT_OK if found.result.ok else EXIT_FAILED,
+                  verification_reply, lane="long", exit_code=lambda found: EXIT_OK if found.result.ok else EXIT_FAILED,
                   to_json=lambda found: found.result.model_dump(mode="json"))

@@ -41,7 +41,7 @@ from bot.slack.blocks import Payload, escape, render_message, render_reply
 from bot.slack.idempotency import Idempotency
 from bot.slack.metrics import Metrics
 from bot.slack.web import SlackWeb, error_code, make_client
-from bot.workers import Workers
+from bot.workers import Quotas, Workers
 from handlers import messages as msg
 from handlers.clicks import Click, Decisions
 from handlers.replies import Reply, channel_ref, user_ref
@@ -85,13 +85,19 @@ class BotIdentity:
 
 @dataclass
 class SlackDeps:
-    """What the listeners need; the engine wiring adds ``decisions``."""
+    """What the listeners need; the engine wiring adds ``decisions``.
+
+    Commands run on ``workers``; decisions (every click, and the ``decision`` lane's
+    commands) on ``decision_workers``, which long reads never occupy; long commands count
+    against ``quotas`` (per user and per channel) while they run."""
 
     router: Router
     web: SlackWeb
     idempotency: Idempotency
     workers: Workers
     metrics: Metrics
+    decision_workers: Workers
+    quotas: Quotas
     decisions: Decisions | None = None
 
 
@@ -137,15 +143,50 @@ class _Listeners:
     # ------------------------------------------------------------------ requests
     def on_command(self, ack: Ack, body: dict[str, Any], request: BoltRequest, respond: Respond) -> None:
         ack()
-        self._enqueue(self.run_command, body, retry_of(request), respond)
+        _, lane = self.deps.router.lane(str(body.get("text", "")))
+        if lane == "decision":
+            self._enqueue(self.deps.decision_workers, self.run_command, body, retry_of(request), respond)
+        elif lane == "long":
+            self._enqueue_long(body, retry_of(request), respond)
+        else:
+            self._enqueue(self.deps.workers, self.run_command, body, retry_of(request), respond)
 
     def on_action(self, ack: Ack, body: dict[str, Any], request: BoltRequest, respond: Respond) -> None:
         ack()
-        self._enqueue(self.run_click, body, retry_of(request), respond)
+        self._enqueue(self.deps.decision_workers, self.run_click, body, retry_of(request), respond)
 
-    def _enqueue(self, job: Any, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
-        if not self.deps.workers.submit(job, body, retry, respond):
-            threading.Thread(target=self._say, args=(respond, body, msg.BUSY), daemon=True).start()
+    def _enqueue(self, pool: Workers, job: Any, body: dict[str, Any], retry: str | None, respond: Respond) -> bool:
+        if pool.submit(job, body, retry, respond):
+            return True
+        self._later(respond, body, msg.BUSY)
+        return False
+
+    def _enqueue_long(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+        """A long command, counted against its user's and channel's quotas while it runs."""
+        user, channel = str(body.get("user_id", "")), body.get("channel_id") or None
+        full = self.deps.quotas.take(user, channel)
+        if full is not None:
+            quotas = self.deps.quotas
+            who, limit = (user_ref(user), quotas.per_user) if full == "user" else (channel_ref(channel or ""),
+                                                                                    quotas.per_channel)
+            verb, _ = self.deps.router.lane(str(body.get("text", "")))
+            log.info("%s refused: the %s quota of %s is full", verb, full, user if full == "user" else channel)
+            self.deps.metrics.commands.labels(verb=verb, outcome="limited", surface="slack").inc()
+            self._later(respond, body, msg.too_many_long(who, limit, ", ".join(self.deps.router.verbs_in("long"))))
+            return
+
+        def job(body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+            try:
+                self.run_command(body, retry, respond)
+            finally:
+                self.deps.quotas.give(user, channel)
+
+        if not self._enqueue(self.deps.workers, job, body, retry, respond):
+            self.deps.quotas.give(user, channel)
+
+    def _later(self, respond: Respond, body: dict[str, Any], text: str) -> None:
+        """Say ``text`` from a thread of its own: the HTTP answer (the ack) is not held up."""
+        threading.Thread(target=self._say, args=(respond, body, text), daemon=True).start()
 
     def _claimed(self, kind: str, body: dict[str, Any], retry: str | None, respond: Respond) -> bool:
         """Whether this delivery is the first; a Redis that does not answer is said, never silent."""

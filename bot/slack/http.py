@@ -43,6 +43,8 @@ class Readiness:
     def __init__(self, checks: Mapping[str, Check], *, cache_seconds: float = 5.0,
                  secrets: Iterable[str] = (), clock: Callable[[], float] = time.monotonic) -> None:
         self.checks = dict(checks)
+        self.mode = "full"
+        """``read-only`` when ``serve`` started without a policy file (help and inventory only)."""
         self.cache_seconds = cache_seconds
         self._secrets = tuple(secrets)
         self._clock = clock
@@ -98,7 +100,8 @@ class WebApp:
             return _answer(start_response, "200 OK", b"ok\n")
         if path == "/readyz":
             ready, results = self.readiness.check()
-            body = json.dumps({"ready": ready, "checks": results}, sort_keys=True).encode() + b"\n"
+            body = json.dumps({"ready": ready, "checks": results, "mode": self.readiness.mode},
+                              sort_keys=True).encode() + b"\n"
             return _answer(start_response, "200 OK" if ready else "503 Service Unavailable", body, "application/json")
         if path == "/metrics":
             body, content_type = self.metrics.exposition()

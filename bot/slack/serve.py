@@ -3,8 +3,10 @@
 Socket Mode when ``SLACK_APP_TOKEN`` is set (Bolt's ``SocketModeHandler``; no public
 URL needed), else HTTP: ``POST /slack/events`` on ``--port`` (default 3000). Both modes
 serve ``GET /healthz``, ``/readyz`` and ``/metrics`` on that port. The first line
-printed is the HTTP URL. SIGTERM (or Ctrl-C) stops gracefully: no new requests, the
-background work finishes (up to ``--drain`` seconds), then the process exits 0.
+printed is the HTTP URL. SIGTERM (or Ctrl-C) stops gracefully: no new requests, long
+reads (``verify``'s window) cancelled, the rest of the background work finishes (up to
+``--drain`` seconds), then the process exits 0, within the drain even when a run's step
+is still going (that run resumes after the restart, from its checkpoint, as after a crash).
 
 :func:`build_slack_service` puts the Slack front end on a :class:`~bot.runtime.Runtime`:
 every chat verb, clicks decided by the engine, the run threads, the reports' outlets,
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import logging
+import os
 import signal
 import sys
 import threading
@@ -39,13 +42,13 @@ from bot.slack.metrics import Metrics, RunsByState, StepTimer, runs_by_state
 from bot.slack.pacing import Pacer
 from bot.slack.threads import SlackOutlet, SlackThreads
 from bot.slack.web import SlackWeb, UsergroupDirectory, error_code, make_client
-from bot.workers import Workers
+from bot.workers import Quotas, Workers
 from handlers import inventory
 from handlers import messages as msg
 from handlers.access import Directory
 from handlers.clicks import Decisions, EngineDecisions
 from handlers.routing import Deps, Registry, Router, Verb, default_registry
-from handlers.verbs import chat_verbs
+from handlers.verbs import VERBS, chat_verbs
 from runbooks.cluster import Cluster
 from runbooks.engine.store import StoreUnavailable
 from runbooks.errors import scrub
@@ -80,8 +83,11 @@ class Service:
     registry: Registry
     router: Router
     workers: Workers
+    decision_workers: Workers
     app: App
     readiness: Readiness
+    cancel: threading.Event
+    """Set on SIGTERM: long reads (``verify``'s window) give up at once (:class:`~runbooks.engine.clocks.StoppableClock`)."""
 
     def wsgi(self, *, with_slack: bool = True) -> WebApp:
         slack = SlackRequestHandler(self.app) if with_slack else None
@@ -103,6 +109,8 @@ def build_service(
     readiness_cache: float = 5.0,
     metrics: Metrics | None = None,
     web: SlackWeb | None = None,
+    cancel: threading.Event | None = None,
+    disabled: Mapping[str, str] | None = None,
 ) -> Service:
     """The Slack front end: ``help`` and ``verbs`` (default: ``inventory`` alone),
     ``decisions`` for the buttons, ``idempotency`` (default: in memory, one process only),
@@ -117,16 +125,20 @@ def build_service(
     identity = BotIdentity(settings.slack_bot_token.get_secret_value())
     directory = directory or UsergroupDirectory(web)
     registry = default_registry(*(verbs if verbs is not None else [inventory_verb(settings, policy)]))
-    router = Router(registry, policy, directory)
+    router = Router(registry, policy, directory, disabled=disabled)
     workers = Workers(settings.workers)
+    decision_workers = Workers(settings.decision_workers, name="upgradebot-decide")
+    quotas = Quotas(per_user=policy.limits.per_user, per_channel=policy.limits.per_channel)
     deps = SlackDeps(router=router, web=web, idempotency=idempotency or InMemoryIdempotency(),
-                     workers=workers, metrics=metrics, decisions=decisions)
+                     workers=workers, metrics=metrics, decision_workers=decision_workers, quotas=quotas,
+                     decisions=decisions)
     app = build_app(settings, policy, deps, identity=identity)
     readiness = Readiness({"slack": lambda: identity.refresh(web), **(checks or {})},
                           cache_seconds=readiness_cache, secrets=secrets_of(settings))
     return Service(settings=settings, policy=policy, metrics=metrics, web=web, identity=identity,
-                   directory=directory, registry=registry, router=router, workers=workers, app=app,
-                   readiness=readiness)
+                   directory=directory, registry=registry, router=router, workers=workers,
+                   decision_workers=decision_workers, app=app, readiness=readiness,
+                   cancel=cancel or threading.Event())
 
 
 def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache: float = 5.0) -> Service:
@@ -156,8 +168,10 @@ def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache
     if runtime.reports is not None:
         runtime.reports.outlets.add(SlackOutlet(web, policy))
     decisions = EngineDecisions(engine=runtime.engine, policy=policy, directory=directory)
+    cancel = threading.Event()
     return build_service(
-        settings, policy, verbs=chat_verbs(runtime.deps(directory)), decisions=decisions, idempotency=runtime.store,
+        settings, policy, verbs=chat_verbs(runtime.deps(directory, cancel=cancel)), decisions=decisions,
+        idempotency=runtime.store, cancel=cancel,
         checks={"redis": runtime.store.ping}, runs_by_state=runs_by_state(runtime.store), directory=directory,
         metrics=metrics, web=web, readiness_cache=readiness_cache,
     )
@@ -227,6 +241,11 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
         raise SettingsError(msg.ERROR_APP_TOKEN_INVALID)
     if not socket_mode and settings.slack_signing_secret is None:
         raise SettingsError(msg.ERROR_SIGNING_SECRET_REQUIRED)
+    if service is None and settings.config_file is None:
+        log.warning(msg.SERVE_READ_ONLY)
+        off = {c.name: msg.READ_ONLY_VERB for c in VERBS if c.chat and c.name != inventory.COMMAND.name}
+        service = build_service(settings, Policy(), disabled=off)  # help and inventory; no engine, no decisions
+        service.readiness.mode = "read-only"
     if service is None:
         runtime = build_runtime(settings, settings.policy())
         try:
@@ -255,19 +274,26 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
         except Exception as exc:
             http.stop(timeout=5)
             service.workers.shutdown(timeout=1)
+            service.decision_workers.shutdown(timeout=1)
             if runtime is not None:
                 runtime.stop(timeout=1)
             raise SettingsError(msg.error_socket_mode_failed(error_code(exc))) from exc
         service.readiness.add("socket_mode", lambda: _connected(handler))
     stop.wait()
-    log.info("stopping: no new requests, finishing the work in progress (up to %.0f s)", drain)
+    log.info("stopping: no new requests, long reads cancelled, finishing the work in progress (up to %.0f s)", drain)
     http.stop_accepting()
+    service.cancel.set()
     if handler is not None:
         handler.close()
     started = time.monotonic()
-    finished = service.workers.shutdown(timeout=drain)
+
+    def left() -> float:
+        return max(0.5, drain - (time.monotonic() - started))
+
+    finished = service.decision_workers.shutdown(timeout=left())
+    finished = service.workers.shutdown(timeout=left()) and finished
     if runtime is not None:
-        runtime.stop(timeout=max(1.0, drain - (time.monotonic() - started)))
+        runtime.stop(timeout=left())
     http.stop()
     log.info("stopped%s", "" if finished else " with work unfinished")
     return 0
@@ -284,5 +310,14 @@ def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    return serve(settings, host=args.host, port=args.port, out=out, stop=stop, drain=args.drain,
+    code = serve(settings, host=args.host, port=args.port, out=out, stop=stop, drain=args.drain,
                  allow_volatile=args.allow_volatile_redis)
+    left = [t.name for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon
+            and t.is_alive()]
+    if left:  # a run's step outlived the drain: exiting anyway is what a crash does, and runs survive that
+        log.warning("exiting with %d thread(s) still working (%s): their runs resume on the next start",
+                    len(left), ", ".join(sorted(set(n.rsplit("_", 1)[0] for n in left))))
+        logging.shutdown()
+        out.flush()
+        os._exit(code)
+    return code

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
 from collections.abc import Callable
+
+from runbooks.engine.steps import Clock
+
+
+class Cancelled(Exception):
+    """A wait gave up because the process is stopping (a long read, never a run's step)."""
 
 
 class SystemClock:
@@ -32,3 +39,27 @@ class ClusterClock:
 
     def sleep(self, seconds: float) -> None:
         time.sleep(max(0.0, seconds))
+
+
+class StoppableClock:
+    """``inner``'s time, whose ``sleep`` raises :class:`Cancelled` within ``slice_`` seconds of
+    ``stop`` being set: what long reads (``verify``'s observation window) wait on in a
+    serving bot, so SIGTERM ends the process within its drain. Run steps keep the engine's
+    own clock: a step is never cut short, a stopped process's runs resume after a restart."""
+
+    def __init__(self, inner: Clock, stop: threading.Event, *, slice_: float = 0.25) -> None:
+        self.inner, self.stop, self.slice = inner, stop, slice_
+
+    def now(self) -> dt.datetime:
+        return self.inner.now()
+
+    def sleep(self, seconds: float) -> None:
+        left = max(0.0, seconds)
+        while True:
+            if self.stop.is_set():
+                raise Cancelled("the process is stopping")
+            if left <= 0:
+                return
+            step = min(left, self.slice)
+            self.inner.sleep(step)
+            left -= step

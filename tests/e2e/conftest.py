@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
+from bot.runtime import Runtime, build_runtime
 from bot.slack.http import HttpServer
-from bot.slack.serve import Service, build_service, inventory_verb
+from bot.slack.serve import Service, build_service, build_slack_service, inventory_verb
+from bot.slack.threads import SlackThreads
 from kubesim import KubeSim
+from runbooks.engine.runs import RunState
 from tests.e2e.harness import POLICY, USERGROUPS, Bot, GateBook, ask_verb, hold_verb, settings_for
+from tests.e2e.runs_support import POLICY as RUN_POLICY
+from tests.e2e.runs_support import SlackClient, eventually
 from tests.fakeslack import FakeSlack
 
 
@@ -42,4 +48,43 @@ def bot(fake_slack: FakeSlack, cluster: KubeSim) -> Iterator[Bot]:
     finally:
         release.set()
         http.stop(timeout=5)
+        service.decision_workers.shutdown(timeout=10)
         service.workers.shutdown(timeout=10)
+
+
+@dataclass
+class RunBot:
+    slack: SlackClient
+    runtime: Runtime
+    fake: FakeSlack
+    service: Service
+
+    def state(self, run_id: str) -> RunState:
+        return self.runtime.engine.get(run_id).state
+
+    def wait_state(self, run_id: str, state: RunState) -> None:
+        eventually(lambda: self.state(run_id) is state, f"run {run_id} {state.value}", timeout=60)
+
+    def idle(self) -> bool:
+        """No run being advanced, every paced message sent."""
+        pacers = [t.pacer for t in self.runtime.observers.of_type(SlackThreads)]
+        return self.runtime.advancer.wait_idle(0.1) and all(p.wait_idle(0.1) for p in pacers)
+
+
+@pytest.fixture
+def run_bot(fake_slack: FakeSlack, redis_url: str) -> Iterator[RunBot]:
+    """The bot as ``upgradebot serve`` wires it, on a kubesim of its own running 20 times as fast."""
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20) as sim:
+        settings = settings_for(fake_slack, sim, REDIS_URL=redis_url, UPGRADEBOT_SLACK_PACE=0.01)
+        runtime = build_runtime(settings, RUN_POLICY)
+        service = build_slack_service(settings, runtime, readiness_cache=0)
+        runtime.start()
+        http = HttpServer(service.wsgi(), port=0, threads=8).start()
+        try:
+            yield RunBot(SlackClient(http.url, fake_slack), runtime, fake_slack, service)
+        finally:
+            http.stop(timeout=5)
+            service.cancel.set()
+            service.decision_workers.shutdown(timeout=10)
+            service.workers.shutdown(timeout=10)
+            runtime.stop(timeout=30)

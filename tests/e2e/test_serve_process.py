@@ -19,7 +19,7 @@ SERVE = [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", 
 
 def environment(fake: FakeSlack, sim: KubeSim, tmp_path: Path, redis_url: str, **extra: str) -> dict[str, str]:
     policy = tmp_path / "policy.yaml"
-    policy.write_text(yaml.safe_dump({"channels": {"C0OPS": {"cluster": "kubesim"}}}))
+    policy.write_text(yaml.safe_dump({"channels": {"C0OPS": {"cluster": "kubesim"}}, "approvers": {"users": ["U0LEAD"]}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT", "SLACK"))}
     env.update(HOME=str(tmp_path), KUBECONFIG=str(sim.kubeconfig), UPGRADEBOT_CONFIG=str(policy),
                SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET, SLACK_API_URL=fake.api_url, REDIS_URL=redis_url, **extra)
@@ -77,3 +77,33 @@ def test_socket_mode_failure_is_one_line(cluster: KubeSim, tmp_path: Path, redis
     assert proc.returncode == 2, proc.stderr
     assert "cannot open the Socket Mode connection" in proc.stderr.splitlines()[-1]
     assert "Traceback" not in proc.stderr and "xapp-1-A0APP" not in proc.stderr
+
+
+def test_serve_without_a_policy_file_is_read_only_and_says_so(cluster: KubeSim, tmp_path: Path) -> None:
+    """No UPGRADEBOT_CONFIG: nobody is trusted to request or approve, so serve answers help and
+    inventory only; its first log line and /readyz say so; a canary is refused, nothing stored."""
+    with FakeSlack() as fake:
+        env = environment(fake, cluster, tmp_path, "redis://127.0.0.1:1/0")  # never opened
+        del env["UPGRADEBOT_CONFIG"]
+        proc = subprocess.Popen(SERVE, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            url = proc.stdout.readline().strip()
+            first_log = proc.stderr.readline()
+            assert "read-only: no policy file" in first_log, first_log
+            ready = get(url + "/readyz")
+            assert b'"mode": "read-only"' in ready.body
+            body = slash_command("canary kube-system/nvidia-device-plugin-daemonset "
+                                 "image=nvcr.io/nvidia/k8s-device-plugin:v0.17.0 node=gpu-node1",
+                                 response_url=fake.response_url("canary"))
+            assert post(url + "/slack/events", body).status == 200
+            (answer,) = fake.wait_for("response_url")
+            assert "this bot is read-only" in answer.body["text"]
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err

@@ -3,23 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
-
-import pytest
-
-from bot.runtime import Runtime, build_runtime
-from bot.slack.http import HttpServer
-from bot.slack.serve import Service, build_slack_service
 from bot.slack.threads import SlackThreads
-from kubesim import KubeSim
 from runbooks.engine.approving import Actor
 from runbooks.engine.runs import Run, RunState
-from tests.e2e.harness import settings_for
+from tests.e2e.conftest import RunBot
 from tests.e2e.runs_support import (
     CANARY,
-    POLICY,
-    SlackClient,
     buttons,
     eventually,
     posted_ts,
@@ -28,45 +17,9 @@ from tests.e2e.runs_support import (
     thread,
     updates,
 )
-from tests.fakeslack import FakeSlack, slash_command
+from tests.fakeslack import slash_command
 
 S = RunState
-
-
-@dataclass
-class RunBot:
-    slack: SlackClient
-    runtime: Runtime
-    fake: FakeSlack
-    service: Service
-
-    def state(self, run_id: str) -> RunState:
-        return self.runtime.engine.get(run_id).state
-
-    def wait_state(self, run_id: str, state: RunState) -> None:
-        eventually(lambda: self.state(run_id) is state, f"run {run_id} {state.value}", timeout=60)
-
-    def idle(self) -> bool:
-        """No run being advanced, every paced message sent."""
-        pacers = [t.pacer for t in self.runtime.observers.of_type(SlackThreads)]
-        return self.runtime.advancer.wait_idle(0.1) and all(p.wait_idle(0.1) for p in pacers)
-
-
-@pytest.fixture
-def run_bot(fake_slack: FakeSlack, redis_url: str) -> Iterator[RunBot]:
-    """The bot as ``upgradebot serve`` wires it, on a kubesim of its own running 20 times as fast."""
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20) as sim:
-        settings = settings_for(fake_slack, sim, REDIS_URL=redis_url, UPGRADEBOT_SLACK_PACE=0.01)
-        runtime = build_runtime(settings, POLICY)
-        service = build_slack_service(settings, runtime, readiness_cache=0)
-        runtime.start()
-        http = HttpServer(service.wsgi(), port=0, threads=8).start()
-        try:
-            yield RunBot(SlackClient(http.url, fake_slack), runtime, fake_slack, service)
-        finally:
-            http.stop(timeout=5)
-            service.workers.shutdown(timeout=10)
-            runtime.stop(timeout=30)
 
 
 def requested(bot: RunBot) -> tuple[str, str]:

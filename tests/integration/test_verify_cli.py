@@ -71,6 +71,9 @@ def test_text_output_puts_failures_first(broken: KubeSim, tmp_path: Path) -> Non
      (["verify", "kube-system"], "is not a target"),
      (["verify", TARGET, "node=GPU_1"], "node 'GPU_1' is not a valid Kubernetes name"),
      (["verify", TARGET, "window=soon"], "is not a duration"),
+     (["verify", TARGET, "window=99999999d"], "window= may be at most 30m (limits.longest_wait"),
+     (["verify", TARGET, "window=31m"], "window= may be at most 30m"),
+     (["verify", TARGET, "window=0s"], "window= must be longer than 0s"),
      (["verify", TARGET, "colour=blue"], "unknown argument colour=")],
 )
 def test_bad_usage_exits_2_with_reason_and_usage(tmp_path: Path, args: list[str], reason: str) -> None:

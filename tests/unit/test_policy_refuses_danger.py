@@ -36,6 +36,17 @@ def load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> object:
     ("steps: {poll_interval: 0s}\n" + BASE, "at least 0.1s"),
     ("slash_command: ''\n" + BASE, "slash command"),
     ("steps: {smoke_test: {image: 'nvcr.io/x:1', timout: 300}}\n" + BASE, "timout"),
+    ("approvers: {users: []}\n", "approvers: name at least one user or user group"),
+    ("requesters: {users: [U0PLAT1]}\n", "approvers: name at least one user or user group"),
+    ("", "approvers: name at least one user or user group"),
+    ("identities: {accounts: {'bob smith': U0BOB}}\n" + BASE, "not an OS account name"),
+    ("identities: {accounts: {bob: bob}}\n" + BASE, "not a Slack user ID"),
+    ("identities: {tokens: [{name: ci, sha256: abc, user: U0CI1}]}\n" + BASE, "not a SHA-256"),
+    ("identities: {tokens: [{name: ci, sha256: " + "a" * 64 + ", user: U0CI1}, {name: ci2, sha256: " + "a" * 64
+     + ", user: U0CI2}]}\n" + BASE, "its own token"),
+    ("shell: {approvals: yes-please}\n" + BASE, "shell.approvals"),
+    ("limits: {longest_wait: 99999999d}\n" + BASE, "too long"),
+    ("limits: {per_user: 0}\n" + BASE, "limits.per_user"),
 ])
 def test_a_dangerous_policy_is_refused_with_the_key_and_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, why: str,

@@ -267,18 +267,23 @@ class _Listeners:
     def _ephemeral(self, respond: Respond, body: dict[str, Any], payload: Payload) -> None:
         """To the ``response_url`` (works where the bot is not a member), else ``chat.postEphemeral``."""
         try:
-            if respond.response_url:
+            url = respond.response_url
+            if isinstance(url, str) and url.startswith(("https://", "http://")):
                 answer = respond(text=payload["text"], blocks=payload["blocks"], response_type="ephemeral",
                                  replace_original=False)
                 if answer.status_code == 200:
                     return
                 log.warning("response_url answered %s", answer.status_code)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             log.warning("response_url failed: %s", type(exc).__name__)
         user = body.get("user_id") or (body.get("user") or {}).get("id")
         channel = body.get("channel_id") or (body.get("channel") or {}).get("id")
-        if user and channel:
+        if not (isinstance(user, str) and user and isinstance(channel, str) and channel):
+            return
+        try:
             self.deps.web.post_ephemeral(channel, user, payload)
+        except (SlackClientError, OSError) as exc:  # not in the channel, archived, Slack down: nothing else to try
+            log.warning("could not answer %s in %s: %s", user, channel, error_code(exc))
 
 
 class _ExpectedWarnings(logging.Filter):

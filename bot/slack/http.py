@@ -13,16 +13,18 @@ it gracefully: no new connections, requests in flight answered, then closed.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import io
 import json
 import logging
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import waitress
-from slack_sdk.signature import SignatureVerifier
 from waitress import wasyncore
 
 from bot.slack.metrics import Metrics
@@ -33,6 +35,11 @@ log = logging.getLogger("upgradebot.web")
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 MAX_BODY = 1024 * 1024
 """The largest request body read (Slack's are a few KB); waitress refuses larger ones too."""
+MAX_AGE = 300
+"""Seconds a request's timestamp may be away from now (Slack's own rule: replays are refused)."""
+FORM = "application/x-www-form-urlencoded"
+_DICTS = ("team", "user", "channel", "container", "message", "enterprise", "state", "view")
+_STRINGS = ("type", "token", "trigger_id", "response_url", "api_app_id")
 Check = Callable[[], object]
 """A readiness check: returns (anything) when the dependency is usable, raises with the reason if not."""
 
@@ -74,18 +81,29 @@ class Readiness:
 
 
 class WebApp:
-    """The WSGI app: Slack's endpoint (absent in Socket Mode) and the three probes."""
+    """The WSGI app: Slack's endpoint (absent in Socket Mode) and the three probes.
+
+    A request to Slack's endpoint reaches Bolt only once it is shown to be Slack's and
+    well formed (:meth:`_check`); everything else gets a 4xx with no traceback, and its body
+    never reaches a log."""
 
     def __init__(self, *, slack: WSGIApp | None, readiness: Readiness, metrics: Metrics,
                  slack_path: str = "/slack/events", signing_secret: str | None = None,
-                 max_body: int = MAX_BODY) -> None:
+                 max_body: int = MAX_BODY, clock: Callable[[], float] = time.time) -> None:
         self.slack, self.readiness, self.metrics, self.slack_path = slack, readiness, metrics, slack_path
-        self.verifier = SignatureVerifier(signing_secret) if signing_secret else None
-        self.max_body = max_body
+        self.secret = signing_secret.encode() if signing_secret else None
+        self.max_body, self.clock = max_body, clock
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "GET")
+        answer = self._answer(path, method, environ, start_response)
+        return [] if method == "HEAD" else answer  # HEAD: the headers only, as HTTP says
+
+    def _answer(self, path: str, method: str, environ: dict[str, Any],
+                start_response: Callable[..., Any]) -> Iterable[bytes]:
         if path == self.slack_path and self.slack is not None:
+            if method != "POST":
+                return _answer(start_response, "405 Method Not Allowed", b"method not allowed\n")
             started = time.perf_counter()
             try:
                 refusal = self._check(environ)
@@ -109,7 +127,12 @@ class WebApp:
         return _answer(start_response, "404 Not Found", b"not found\n")
 
     def _check(self, environ: dict[str, Any]) -> str | None:
-        """None when the request may go on (its body re-wrapped for Bolt); else the HTTP status to answer."""
+        """None when the request may go on (its body re-wrapped for Bolt); else the HTTP status to answer.
+
+        In order, reading nothing a check does not need: the size (413 over ``max_body``), the
+        signature on the raw bytes and the timestamp's age (401), then the shape: a form
+        (Slack's slash commands and interactions), UTF-8, each field once, and for a click a
+        JSON ``payload`` whose fields have the types Slack gives them (400)."""
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
@@ -119,15 +142,101 @@ class WebApp:
         if length > self.max_body:
             return _refuse("413 Request Entity Too Large", f"a body of {length} bytes (at most {self.max_body})")
         body = environ["wsgi.input"].read(length) if length else b""
-        if self.verifier is not None:
-            timestamp = environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP", "")
-            signature = environ.get("HTTP_X_SLACK_SIGNATURE", "")
-            if not (timestamp.isascii() and timestamp.isdigit()) or not signature:
-                return _refuse("401 Unauthorized", "no valid Slack timestamp and signature headers")
-            if not self.verifier.is_valid(body, timestamp, signature):
-                return _refuse("401 Unauthorized", "a signature that does not match, or a stale timestamp")
+        timestamp = str(environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP", ""))
+        if self.secret is not None and not self._signed(body, timestamp, str(environ.get("HTTP_X_SLACK_SIGNATURE", ""))):
+            return _refuse("401 Unauthorized", "no valid Slack signature for this body and a fresh timestamp")
+        problem, normalized = _shape(body, str(environ.get("CONTENT_TYPE", "")))
+        if problem:
+            return _refuse("400 Bad Request", problem)
+        if normalized is not None:  # re-encoded for Bolt's parser, and signed again as Slack would
+            body = normalized
+            if self.secret is not None:
+                environ["HTTP_X_SLACK_SIGNATURE"] = _signature(self.secret, timestamp, body)
         environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(body), str(len(body))
         return None
+
+    def _signed(self, body: bytes, timestamp: str, signature: str) -> bool:
+        """Slack's v0 signature of ``body`` at ``timestamp``, no more than :data:`MAX_AGE` away."""
+        assert self.secret is not None
+        if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 12) or not signature.isascii():
+            return False
+        if abs(self.clock() - int(timestamp)) > MAX_AGE:
+            return False
+        return hmac.compare_digest(_signature(self.secret, timestamp, body).encode(), signature.encode())
+
+
+def _signature(secret: bytes, timestamp: str, body: bytes) -> str:
+    return "v0=" + hmac.new(secret, b"v0:" + timestamp.encode() + b":" + body, hashlib.sha256).hexdigest()
+
+
+def _shape(body: bytes, content_type: str) -> tuple[str, bytes | None]:
+    """``(problem, None)`` when the body is not a Slack command or click; ``("", new body)``
+    when Bolt must be given it re-encoded; ``("", None)`` when it may go as it is.
+
+    Bolt decides that a form is a click when the text ``payload`` appears anywhere in it, so
+    a command whose text says "payload" would be read as an empty click and dropped: such a
+    command is re-encoded with that word's ``p`` percent-encoded (the same fields)."""
+    if content_type.split(";", 1)[0].strip().lower() != FORM:
+        return f"a {content_type.split(';', 1)[0][:40] or 'missing'} content type (Slack sends {FORM})", None
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return "a body that is not UTF-8", None
+    try:
+        pairs = urllib.parse.parse_qsl(text, keep_blank_values=True, strict_parsing=bool(text), errors="strict")
+    except (ValueError, UnicodeDecodeError):
+        return "a body that is not a form", None
+    fields = dict(pairs)
+    if len(fields) != len(pairs):
+        return "a form that gives a field twice", None
+    if text.lstrip().startswith("{"):  # Bolt reads any body that starts so as JSON, whatever its type says
+        return "a JSON body (Slack sends commands and clicks as forms)", None
+    if "payload" not in fields:
+        if "payload" in text:
+            encoded = urllib.parse.urlencode(pairs).replace("payload", "%70ayload")
+            return "", encoded.encode()
+        return "", None
+    if len(fields) != 1:
+        return "a click with fields besides its payload", None
+    try:
+        payload = json.loads(fields["payload"])
+    except ValueError:
+        return "a payload that is not JSON", None
+    problem = _click_problem(payload)
+    return problem, None
+
+
+def _click_problem(payload: object) -> str:
+    """What is wrong with a click's payload, or "" (only button clicks are taken)."""
+    if not isinstance(payload, dict):
+        return "a payload that is not a JSON object"
+    if payload.get("type") != "block_actions":
+        return "a payload that is not a button click (block_actions)"
+    for key in _DICTS:
+        if key in payload and payload[key] is not None and not isinstance(payload[key], dict):
+            return f"a payload whose {key} is not an object"
+    for key in _STRINGS:
+        if key in payload and payload[key] is not None and not isinstance(payload[key], str):
+            return f"a payload whose {key} is not a string"
+    for key in ("team", "user", "channel", "enterprise"):
+        value = payload.get(key)
+        if isinstance(value, dict) and not isinstance(value.get("id", ""), str):
+            return f"a payload whose {key}.id is not a string"
+    if not isinstance(payload.get("is_enterprise_install", False), bool):
+        return "a payload whose is_enterprise_install is not a boolean"
+    actions = payload.get("actions")
+    if not isinstance(actions, list) or not actions:
+        return "a click without actions"
+    for action in actions:
+        if not isinstance(action, dict) or not isinstance(action.get("action_id"), str) or not all(
+                isinstance(action.get(k, ""), str) for k in ("block_id", "value", "type", "action_ts")):
+            return "a click whose actions are not objects with a string action_id and string fields"
+    for key, inner in (("container", "message_ts"), ("container", "channel_id"), ("message", "ts"),
+                       ("message", "thread_ts")):
+        value = payload.get(key)
+        if isinstance(value, dict) and not isinstance(value.get(inner, ""), str | None):
+            return f"a payload whose {key}.{inner} is not a string"
+    return ""
 
 
 def _refuse(status: str, why: str) -> str:

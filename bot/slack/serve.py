@@ -198,7 +198,11 @@ class OneLineFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record).replace("\r", "\\r").replace("\n", "\\n")
-        return text if len(text) <= MAX_LOG_LINE else text[: MAX_LOG_LINE - 1] + "…"
+        encoded = text.encode("utf-8", errors="replace")
+        if len(encoded) <= MAX_LOG_LINE:
+            return text
+        cut = MAX_LOG_LINE - len("…".encode())  # bytes, not characters: 2 KB of UTF-8 at most
+        return encoded[:cut].decode("utf-8", errors="ignore") + "…"
 
 
 def configure_logging(settings: Settings, stream: TextIO | None = None) -> None:

@@ -66,6 +66,7 @@ def test_log_lines_are_one_line_of_at_most_2_kb() -> None:
     logger.addHandler(handler)
     try:
         logger.warning("forged\nINFO upgradebot: an approval that never happened %s", "x" * 10_000)
+        logger.warning("command from %s", "中" * 2000)  # 3 bytes a character: cut by bytes, not characters
         try:
             raise ValueError("with a traceback\nacross lines")
         except ValueError:
@@ -73,9 +74,10 @@ def test_log_lines_are_one_line_of_at_most_2_kb() -> None:
     finally:
         logger.removeHandler(handler)
     lines = stream.getvalue().splitlines()
-    assert len(lines) == 2 and all(len(line) <= 2048 for line in lines)
+    assert len(lines) == 3 and all(len(line.encode()) <= 2048 for line in lines)
     assert lines[0].startswith("WARNING upgradebot.test.oneline: forged\\nINFO") and lines[0].endswith("…")
-    assert "Traceback" in lines[1] and "\\n" in lines[1]
+    assert lines[1].startswith("WARNING upgradebot.test.oneline: command from 中") and lines[1].endswith("…")
+    assert "Traceback" in lines[2] and "\\n" in lines[2]
 
 
 def test_people_of_another_workspace_are_refused(bot: Bot) -> None:
@@ -91,3 +93,52 @@ def test_people_of_another_workspace_are_refused(bot: Bot) -> None:
     answers = bot.fake.wait_for("response_url", 2)
     assert "own workspace only" in answers[1].body["text"]
     assert bot.fake.of("chat.postMessage") == [] and bot.fake.of("chat.update") == []  # nothing was done
+
+
+@pytest.mark.parametrize(("body", "headers", "status"), [
+    (b"\xff\xfe", {"X-Slack-Signature": "v0=00"}, 401),  # not UTF-8, any signature
+    (b"command=%2Fupgrade&text=help", {"X-Slack-Signature": "v0=\u00e9"}, 401),  # a non-ASCII signature
+    (b"payload=notjson", None, 400),
+    (b'payload="x"', None, 400),
+    (b"payload=1", None, 400),
+    (b'payload={"type":"block_actions","actions":[[1]]}', None, 400),
+    (b'payload={"type":"block_actions","actions":[{"action_id":"approve"}]}&payload=2', None, 400),
+    (b"\xff\xfe", None, 400),  # signed, not UTF-8
+])
+def test_malformed_requests_are_4xx_never_500(bot: Bot, caplog: pytest.LogCaptureFixture, body: bytes,
+                                              headers: dict[str, str] | None, status: int) -> None:
+    """Found by the fuzz test: bodies Bolt cannot parse, and headers the signature check choked on."""
+    if headers is not None:
+        import time
+
+        headers = {"X-Slack-Request-Timestamp": str(int(time.time())), **headers}
+    refused(bot, body, status, caplog, signed=headers is None, headers=headers)
+
+
+def test_a_json_body_is_400(bot: Bot, caplog: pytest.LogCaptureFixture) -> None:
+    refused(bot, b'{"command": "/upgrade", "text": "help"}', 400, caplog, content_type="application/json")
+
+
+def test_a_command_whose_text_says_payload_is_answered(bot: Bot) -> None:
+    """Bolt takes any form containing the word "payload" for a click: the command is re-encoded for it."""
+    body = slash_command("help payload", response_url=bot.fake.response_url())
+    assert post(bot.events, body).status == 200
+    (answer,) = bot.fake.wait_for("response_url")
+    assert "unknown verb 'payload'" in answer.body["text"]  # help's own answer: the command got through
+
+
+def test_head_answers_carry_no_body(bot: Bot) -> None:
+    import http.client
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(bot.events)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=10)
+    try:
+        conn.request("HEAD", "/healthz")
+        first = conn.getresponse()
+        assert first.status == 200 and first.read() == b""
+        conn.request("GET", "/healthz")  # the same connection: nothing left over from the HEAD
+        second = conn.getresponse()
+        assert second.status == 200 and second.read() == b"ok\n"
+    finally:
+        conn.close()

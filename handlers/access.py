@@ -49,11 +49,9 @@ def groups_of(user: str, directory: Directory, usergroups: Iterable[str]) -> fro
 
 
 def policy_groups(policy: Policy) -> list[str]:
-    """Every usergroup the policy names: requesters, approvers, on-call mention."""
-    names = [*policy.requesters.usergroups, *policy.approvers.usergroups]
-    if policy.oncall.mention and policy.oncall.mention.startswith("S"):
-        names.append(policy.oncall.mention)
-    return list(dict.fromkeys(names))
+    """Every usergroup the policy grants something to: requesters and approvers (the on-call
+    mention grants nothing, so it is never looked up to decide)."""
+    return list(dict.fromkeys([*policy.requesters.usergroups, *policy.approvers.usergroups]))
 
 
 def requester(user: str, policy: Policy, directory: Directory) -> Actor:

@@ -11,7 +11,8 @@ Each handler parses its words, calls the run engine as the caller (their user id
 policy groups) and returns the engine's model; the presenters of :mod:`handlers.run_views`
 make the :class:`~handlers.replies.Reply`. Moving a run on after a command is the engine's
 business (its ``wake``), never a handler's. ``mutating`` verbs are limited to the policy's
-requesters by the router; ``approve`` and ``reject`` are checked against the approvers by
+requesters by the router; ``approve`` and ``reject`` are checked against the approvers,
+``rollback`` and ``close`` against the run's owners (its requester and the approvers), by
 the engine.
 """
 
@@ -265,10 +266,10 @@ COMMANDS: tuple[Command, ...] = (
             outcome_reply, mutating=True, takes_cluster=False, acts=True, exit_code=_failed_unless_done,
             to_json=_outcome_json),
     Command("rollback", ROLLBACK_USAGE, "request a rollback of a run", parse_rollback, rollback, outcome_reply,
-            mutating=True, takes_cluster=False, acts=True, lane="decision", exit_code=_failed_only,
+            takes_cluster=False, acts=True, lane="decision", exit_code=_failed_only,
             to_json=_outcome_json),
     Command("close", "close <run>", "end a monitoring run", _one_run("close <run>"), close, outcome_reply,
-            mutating=True, takes_cluster=False, acts=True, lane="decision", exit_code=_failed_unless_done,
+            takes_cluster=False, acts=True, lane="decision", exit_code=_failed_unless_done,
             to_json=_outcome_json),
     Command("status", STATUS_USAGE, "one run, or every active run", parse_status, status, status_reply,
             takes_cluster=False, exit_code=_status_exit, to_json=_status_json),

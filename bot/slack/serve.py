@@ -89,6 +89,19 @@ class Service:
     cancel: threading.Event
     """Set on SIGTERM: long reads (``verify``'s window) give up at once (:class:`~runbooks.engine.clocks.StoppableClock`)."""
 
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no command or decision runs or waits (both pools); False if ``timeout`` passed first."""
+        deadline = time.monotonic() + timeout
+        return self.decision_workers.wait_idle(timeout) and self.workers.wait_idle(
+            max(0.0, deadline - time.monotonic()))
+
+    def stop_workers(self, timeout: float) -> bool:
+        """Cancel long reads, take no more work, and wait up to ``timeout`` for the rest (both pools)."""
+        self.cancel.set()
+        deadline = time.monotonic() + timeout
+        finished = self.decision_workers.shutdown(timeout=timeout)
+        return self.workers.shutdown(timeout=max(0.5, deadline - time.monotonic())) and finished
+
     def wsgi(self, *, with_slack: bool = True) -> WebApp:
         slack = SlackRequestHandler(self.app) if with_slack else None
         secret = self.settings.slack_signing_secret
@@ -277,8 +290,7 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
             handler.connect()
         except Exception as exc:
             http.stop(timeout=5)
-            service.workers.shutdown(timeout=1)
-            service.decision_workers.shutdown(timeout=1)
+            service.stop_workers(timeout=1)
             if runtime is not None:
                 runtime.stop(timeout=1)
             raise SettingsError(msg.error_socket_mode_failed(error_code(exc))) from exc
@@ -286,18 +298,12 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
     stop.wait()
     log.info("stopping: no new requests, long reads cancelled, finishing the work in progress (up to %.0f s)", drain)
     http.stop_accepting()
-    service.cancel.set()
     if handler is not None:
         handler.close()
     started = time.monotonic()
-
-    def left() -> float:
-        return max(0.5, drain - (time.monotonic() - started))
-
-    finished = service.decision_workers.shutdown(timeout=left())
-    finished = service.workers.shutdown(timeout=left()) and finished
+    finished = service.stop_workers(timeout=drain)
     if runtime is not None:
-        runtime.stop(timeout=left())
+        runtime.stop(timeout=max(0.5, drain - (time.monotonic() - started)))
     http.stop()
     log.info("stopped%s", "" if finished else " with work unfinished")
     return 0

@@ -219,8 +219,8 @@ class Engine:
         return Outcome(run, f"the promotion request is open until {gate.expires_at:%Y-%m-%d %H:%M:%S %Z}")
 
     def rollback(self, run_id: str, *, actor: Actor, reason: str = "") -> Outcome:
-        """Open a rollback request (or roll back at once when the policy needs no approval)."""
-        check_requester(self.policy, actor)
+        """Open a rollback request (or roll back at once when the policy needs no approval); the
+        run's requester and the approvers may (:func:`~runbooks.engine.approving.check_owner`)."""
         notes: list[str] = []
 
         def change(run: Run) -> Run:
@@ -260,8 +260,8 @@ class Engine:
         return self._woken(Outcome(self.writer.retrying(run_id, change)))
 
     def close(self, run_id: str, *, actor: Actor) -> Outcome:
-        """monitoring -> done, before (or instead of) the stability reports."""
-        check_requester(self.policy, actor)
+        """monitoring -> done, before (or instead of) the stability reports (the run's requester
+        and the approvers may)."""
 
         def change(run: Run) -> Run:
             check_owner(self.policy, run, actor, "close")

@@ -48,8 +48,7 @@ def bot(fake_slack: FakeSlack, cluster: KubeSim) -> Iterator[Bot]:
     finally:
         release.set()
         http.stop(timeout=5)
-        service.decision_workers.shutdown(timeout=10)
-        service.workers.shutdown(timeout=10)
+        service.stop_workers(timeout=10)
 
 
 @dataclass
@@ -84,7 +83,5 @@ def run_bot(fake_slack: FakeSlack, redis_url: str) -> Iterator[RunBot]:
             yield RunBot(SlackClient(http.url, fake_slack), runtime, fake_slack, service)
         finally:
             http.stop(timeout=5)
-            service.cancel.set()
-            service.decision_workers.shutdown(timeout=10)
-            service.workers.shutdown(timeout=10)
+            service.stop_workers(timeout=10)
             runtime.stop(timeout=30)

@@ -136,7 +136,7 @@ class Bot:
         return post(self.events, body)
 
     def settle(self) -> None:
-        assert self.service.workers.wait_idle(30), "background work did not finish"
+        assert self.service.wait_idle(30), "background work did not finish"
 
 
 def settings_for(fake: FakeSlack, sim: KubeSim, **extra: object) -> Settings:

@@ -41,7 +41,7 @@ def test_readyz_follows_slack_and_plugged_checks(fake_slack: FakeSlack, cluster:
         assert answer.status == 503 and json.loads(answer.body)["checks"]["redis"].startswith("failed: ConnectionError")
     finally:
         http.stop(timeout=5)
-        service.workers.shutdown(timeout=5)
+        service.stop_workers(timeout=5)
         client.close()
 
 

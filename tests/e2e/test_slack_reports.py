@@ -66,7 +66,7 @@ def test_a_failing_report_in_slack_offers_a_rollback_request(fake_slack: FakeSla
         assert buttons(oncall) == {"request_rollback": run.id}
         assert "stays in monitoring" in texts(oncall) and runtime.engine.get(run.id).state.value == "monitoring"
 
-        slack.click("request_rollback", run.id, user="U0ANA", message_ts=posted_ts(oncall), thread_ts=posted_ts(oncall))
+        slack.click("request_rollback", run.id, user="U0CAT", message_ts=posted_ts(oncall), thread_ts=posted_ts(oncall))
         eventually(lambda: (g := runtime.engine.get(run.id).gate) is not None and g.kind is GateKind.ROLLBACK,
                    "the rollback request opened")
         gate = eventually(lambda: [c for c in thread(fake_slack, ROOT_TS) if "approve" in buttons(c)], "Approve / Reject")
@@ -83,5 +83,5 @@ def test_a_failing_report_in_slack_offers_a_rollback_request(fake_slack: FakeSla
             assert len(blocks) <= 50 and all(len(b.get("text", {}).get("text", "")) <= 3000 for b in blocks)
     finally:
         http.stop(timeout=5)
-        service.workers.shutdown(timeout=10)
+        service.stop_workers(timeout=10)
         runtime.stop(timeout=30)

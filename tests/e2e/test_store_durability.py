@@ -88,5 +88,5 @@ def test_a_command_during_a_redis_outage_is_answered(fake_slack: FakeSlack, clus
         assert "state store unavailable, nothing was done" in answer.body["text"].lower()
     finally:
         http.stop()
-        service.workers.shutdown(timeout=5)
+        service.stop_workers(timeout=5)
         store.close()

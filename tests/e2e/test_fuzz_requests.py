@@ -90,7 +90,7 @@ def pools(bot: RunBot) -> list[Workers]:
 
 def idle(bot: RunBot) -> bool:
     """Every command and click handled, every run advanced, every paced message sent."""
-    return all(pool.wait_idle(0.1) for pool in pools(bot)) and bot.idle()
+    return bot.service.wait_idle(0.1) and bot.idle()
 
 
 # ---------------------------------------------------------------------- requests

@@ -126,7 +126,10 @@ class _Listeners:
         but the bot's own); such a request is answered and nothing else is done."""
         user = body.get("user") if isinstance(body.get("user"), dict) else {}
         team = str((user or {}).get("team_id") or (body.get("team") or {}).get("id") or body.get("team_id") or "")
+        enterprise = str(body.get("enterprise_id") or (body.get("enterprise") or {}).get("id") or "")
         allowed = list(self.teams)
+        if enterprise and enterprise in allowed:  # an Enterprise Grid organisation the policy lists
+            return False
         if not allowed:
             if self.identity.team_id is None:
                 try:

@@ -69,14 +69,14 @@ def _resource_entries(res: ResourceType) -> list[dict[str, Any]]:
     out = [main]
     for sub in res.subresources:
         verbs = {"status": ["get", "patch", "update"], "log": ["get"], "eviction": ["create"],
-                 "scale": ["get", "patch", "update"]}[sub]
-        kind = {"log": "Pod", "eviction": "Eviction", "scale": "Scale"}.get(sub, res.kind)
+                 "scale": ["get", "patch", "update"], "token": ["create"]}[sub]
+        kind = {"log": "Pod", "eviction": "Eviction", "scale": "Scale", "token": "TokenRequest"}.get(sub, res.kind)
         entry: dict[str, Any] = {
             "name": f"{res.plural}/{sub}", "singularName": "", "namespaced": res.namespaced,
             "kind": kind, "verbs": verbs,
         }
-        if sub in ("eviction", "scale"):
-            entry["group"] = "policy" if sub == "eviction" else "autoscaling"
+        if sub in ("eviction", "scale", "token"):
+            entry["group"] = {"eviction": "policy", "scale": "autoscaling", "token": "authentication.k8s.io"}[sub]
             entry["version"] = "v1"
         out.append(entry)
     return out

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 SUPPORTED_MINORS = range(27, 35)
 DRA_GROUP = "resource.k8s.io"
+RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def _core() -> list[ResourceType]:
         ),
         ResourceType("", "v1", "Event", "events", True, ("ev",), has_spec=False),
         ResourceType("", "v1", "ConfigMap", "configmaps", True, ("cm",), has_spec=False),
-        ResourceType("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",), has_spec=False),
+        ResourceType("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",), ("token",), has_spec=False),
         ResourceType(
             "apps", "v1", "DaemonSet", "daemonsets", True, ("ds",), ("status",), categories=("all",)
         ),
@@ -73,6 +74,12 @@ def _core() -> list[ResourceType]:
             "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
             False, ("crd", "crds"), ("status",), categories=("api-extensions",),
         ),
+        ResourceType(RBAC_GROUP, "v1", "ClusterRole", "clusterroles", False, has_spec=False),
+        ResourceType(RBAC_GROUP, "v1", "ClusterRoleBinding", "clusterrolebindings", False, has_spec=False),
+        ResourceType(RBAC_GROUP, "v1", "Role", "roles", True, has_spec=False),
+        ResourceType(RBAC_GROUP, "v1", "RoleBinding", "rolebindings", True, has_spec=False),
+        ResourceType("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", False,
+                     verbs=("create",)),
     ]
 
 

@@ -3,7 +3,8 @@
 Routing follows the real paths (``/api/v1/...``, ``/apis/<group>/<version>/...``,
 ``namespaces/<ns>/<plural>/<name>/<subresource>``); every answer is what a real API
 server would send, errors included (``metav1.Status`` with code and reason). Requests
-need the bearer token from the kubeconfig, except the health and version endpoints.
+need a bearer token, except the health and version endpoints: the kubeconfig's (an
+admin with every right), or a ServiceAccount's, authorized by RBAC (:mod:`kubesim.rbac`).
 """
 
 from __future__ import annotations
@@ -13,12 +14,23 @@ import builtins
 import datetime as dt
 import email.utils
 import json
+import secrets
 from collections import Counter
 from typing import Any
 
 from aiohttp import web
 
-from kubesim import control, conversion, discovery, errors, openapi, patching, selectors, tables
+from kubesim import (
+    control,
+    conversion,
+    discovery,
+    errors,
+    openapi,
+    patching,
+    rbac,
+    selectors,
+    tables,
+)
 from kubesim.clock import parse_time
 from kubesim.params import include_object, query_bool
 from kubesim.resources import ResourceType
@@ -88,6 +100,8 @@ class ApiServer:
     def __init__(self, sim: Simulation, *, token: str) -> None:
         self.sim = sim
         self.token = token
+        self.admin = rbac.User(SERVICE_ACCOUNT, ("system:masters", rbac.AUTHENTICATED))
+        self.authorizer = rbac.Authorizer(sim.store)
         self.address = "127.0.0.1:0"
         self.request_counts: Counter[tuple[str, str, int]] = Counter()
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -103,7 +117,8 @@ class ApiServer:
         path = request.path
         if path.rstrip("/") in PUBLIC_PATHS:
             return self.public(path.rstrip("/"))
-        if request.headers.get("Authorization", "") != f"Bearer {self.token}":
+        user = self.authenticate(request.headers.get("Authorization", ""))
+        if user is None:
             return error_response(errors.ApiError(401, "Unauthorized", "Unauthorized"))
         fault = self.sim.faults.next_api_error(path)
         if fault is not None:
@@ -119,19 +134,34 @@ class ApiServer:
                 )
                 headers = {"Retry-After": str(fault.get("retry_after", 1))} if code == 429 else {}
                 return error_response(errors.ApiError(code, reason, msg), headers)
-        if path.startswith("/sim/"):
-            return await control.handle(self.sim, request)
         try:
-            return await self.route(request)
+            if path.startswith("/sim/"):
+                if not user.admin:
+                    raise rbac.forbidden(user, rbac.Attributes(verb=request.method.lower(), path=path))
+                return await control.handle(self.sim, request)
+            return await self.route(request, user)
         except errors.ApiError as exc:
             return error_response(exc)
+
+    def authenticate(self, header: str) -> rbac.User | None:
+        """The admin (the kubeconfig's token), a ServiceAccount (a token it was given), or None."""
+        scheme, _, token = header.partition(" ")
+        if scheme != "Bearer" or not token:
+            return None
+        if secrets.compare_digest(token, self.token):
+            return self.admin
+        return self.sim.tokens.user(token, self.sim.store)
+
+    def authorize(self, user: rbac.User, ask: rbac.Attributes) -> None:
+        if not self.authorizer.allows(user, ask):
+            raise rbac.forbidden(user, ask)
 
     def public(self, path: str) -> web.Response:
         if path == "/version":
             return json_response(discovery.version_info(self.sim.minor))
         return web.Response(text="ok", content_type="text/plain")
 
-    async def route(self, request: web.Request) -> web.StreamResponse:
+    async def route(self, request: web.Request, user: rbac.User) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
         method = request.method
         if method == "GET" and parse_target(self.sim, path) is None:
@@ -140,6 +170,7 @@ class ApiServer:
                     403, "Forbidden",
                     f'forbidden: User "{SERVICE_ACCOUNT}" cannot get path "{path}"', {},
                 )
+            self.authorize(user, rbac.Attributes(verb="get", path=path))
             body = self.discovery(path, request.headers.get("Accept", ""))
             if body is not None:
                 return body
@@ -156,9 +187,12 @@ class ApiServer:
                 f'cannot {verb} resource "{target.res.plural}" in API group "{target.res.group}" {scope}',
                 {"kind": target.res.plural, "group": target.res.group},
             )
+        self.authorize(user, rbac.Attributes(verb=verb, group=target.res.group, resource=target.res.plural,
+                                             subresource=target.sub or "", namespace=target.namespace or "",
+                                             name=target.name or ""))
         code = 200
         try:
-            response = await self.serve(request, target, verb)
+            response = await self.serve(request, target, verb, user)
             code = response.status
             return response
         except errors.ApiError as exc:
@@ -243,7 +277,8 @@ class ApiServer:
         return None
 
     # --------------------------------------------------------------- verbs
-    async def serve(self, request: web.Request, target: Target, verb: str) -> web.StreamResponse:
+    async def serve(self, request: web.Request, target: Target, verb: str,
+                    user: rbac.User | None = None) -> web.StreamResponse:
         res = target.res
         dry_run = request.query.get("dryRun") == "All"
         if "dryRun" in request.query and not dry_run:
@@ -257,6 +292,11 @@ class ApiServer:
                 return self.log(request, target)
             obj = self.fetch(target)
             return self.respond_object(request, target, obj)
+        if verb == "create" and res.kind == "SelfSubjectAccessReview":
+            spec = rbac.review_spec(await request.read(), request.content_type)
+            return json_response(rbac.review(self.authorizer, user or self.admin, spec), 201)
+        if verb == "create" and target.sub == "token" and res.kind == "ServiceAccount":
+            return await self.token_request(request, target)
         body = await self.body(request) if request.method in ("POST", "PUT", "PATCH") else None
         store = self.sim.store
         if verb == "create":
@@ -298,6 +338,20 @@ class ApiServer:
                 store.delete(res, obj["metadata"].get("namespace", ""), obj["metadata"]["name"], dry_run=dry_run)
             return self.list_response(target, victims, None, None)
         raise errors.method_not_allowed()
+
+    async def token_request(self, request: web.Request, target: Target) -> web.Response:
+        """``kubectl create token``: a token for a ServiceAccount that exists (JSON or protobuf body)."""
+        namespace, name = target.namespace or "", target.name or ""
+        if self.sim.store.get(("", "serviceaccounts"), namespace, name) is None:
+            raise errors.not_found(target.res, name)
+        seconds = rbac.token_seconds(await request.read(), request.content_type)
+        if seconds < 600:
+            raise errors.ApiError(422, "Invalid", f'TokenRequest.authentication.k8s.io "{name}" is invalid: '
+                                  "spec.expirationSeconds: Invalid value: may not specify a duration less than 10 minutes",
+                                  {"name": name, "group": "authentication.k8s.io", "kind": "TokenRequest"})
+        now = self.sim.clock.now()
+        token, expires = self.sim.tokens.mint(namespace, name, now, seconds)
+        return json_response(rbac.token_request(namespace, name, token, now, expires, seconds), 201)
 
     async def body(self, request: web.Request) -> Any:
         raw = await request.read()

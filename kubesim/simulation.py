@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kubesim.clock import SimClock, parse_time, rfc3339, rfc3339_micro
+from kubesim.rbac import Tokens
 from kubesim.resources import ApiSurface
 from kubesim.store import Store, key_of
 
@@ -127,6 +128,8 @@ class Simulation:
         self.event_ttl = event_ttl
         self.logs = PodLogs()
         self.faults = Faults()
+        self.tokens = Tokens()
+        """ServiceAccount tokens minted by TokenRequest (``kubesim.rbac``)."""
         self.feature_gates: dict[str, bool] = {"DynamicResourceAllocation": True}
         self.mutations: list[dict[str, Any]] = []
         self.controllers: dict[str, Any] = {}

@@ -9,6 +9,7 @@ they never show up in a repr or a log line.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import AliasChoices, Field, SecretStr, ValidationError
@@ -75,6 +76,12 @@ class Settings(BaseSettings):
     """``serve``: seconds between two messages of a run to one channel (Slack allows about one a second)."""
     sweep_interval: float = Field(30.0, gt=0, le=3600, validation_alias=_env("UPGRADEBOT_SWEEP_INTERVAL"))
     """``serve``: seconds between two sweeps that expire overdue requests and resume unfinished runs."""
+    kubernetes_service_host: str | None = Field(None, validation_alias=_env("KUBERNETES_SERVICE_HOST"))
+    """Set by the kubelet in every pod: ``serve`` then requires ``REDIS_URL``."""
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", validation_alias=_env("LOG_LEVEL"))
+    """``serve``: the least severe log lines written."""
+    log_format: Literal["text", "json"] = Field("text", validation_alias=_env("LOG_FORMAT"))
+    """``serve``: ``text`` (one line each) or ``json`` (one object a line, with the run, user and verb)."""
     home: Path = Field(Path("~").expanduser(), validation_alias=_env("HOME"))
     """Where the default kubeconfig (``~/.kube/config``) is looked for."""
     identity_token: SecretStr | None = Field(None, validation_alias=_env("UPGRADEBOT_TOKEN"))
@@ -85,6 +92,11 @@ class Settings(BaseSettings):
     (default ``~/.local/state/upgradebot``)."""
     test_kill_at: str | None = Field(None, validation_alias=_env("UPGRADEBOT_TEST_KILL_AT"))
     """Tests only: SIGKILL this process at the named engine checkpoint (``runbooks/engine/driving.py``)."""
+
+    @property
+    def in_pod(self) -> bool:
+        """Whether this process runs in a Kubernetes pod."""
+        return bool(self.kubernetes_service_host)
 
     @property
     def default_kubeconfig(self) -> Path:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from bot import logs
 from runbooks.engine.commands import Engine
 from runbooks.engine.driving import StepPaused
 from runbooks.engine.runs import Run
@@ -157,6 +158,10 @@ class Advancer:
             run_log.warning("no worker free for run %s: the next sweep advances it", run_id)
 
     def _drive(self, run_id: str) -> None:
+        with logs.bound(run=run_id):
+            self._drive_bound(run_id)
+
+    def _drive_bound(self, run_id: str) -> None:
         while True:
             try:
                 run = self.engine.advance(run_id)

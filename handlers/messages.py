@@ -181,6 +181,8 @@ def error_redis_persistence_unknown(reason: str) -> str:
 
 ERROR_TOKEN_REQUIRED = ("SLACK_BOT_TOKEN is not set: copy the Bot User OAuth Token (xoxb-…) from the app's "
                         "OAuth & Permissions page")
+ERROR_REDIS_URL_IN_POD = ("REDIS_URL is not set, and in a pod a Redis of the bot's own would lose every run when "
+                          "the pod moves: point REDIS_URL at a Redis that keeps its data (deploy/, docs/operations.md)")
 ERROR_SIGNING_SECRET_REQUIRED = ("SLACK_SIGNING_SECRET is not set: copy the Signing Secret from the app's Basic "
                                  "Information page (or set SLACK_APP_TOKEN to use Socket Mode)")
 ERROR_APP_TOKEN_INVALID = "SLACK_APP_TOKEN must be an app-level token (xapp-…) with the connections:write scope"

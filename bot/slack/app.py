@@ -36,6 +36,7 @@ from slack_bolt.logger.messages import (
 )
 from slack_sdk.errors import SlackClientError
 
+from bot import logs
 from bot.settings import Settings
 from bot.slack.blocks import Payload, escape, render_message, render_reply
 from bot.slack.idempotency import Idempotency
@@ -46,7 +47,7 @@ from handlers import messages as msg
 from handlers.clicks import Click, Decisions
 from handlers.replies import Reply, channel_ref, user_ref
 from handlers.routing import Caller, Router
-from handlers.run_views import ACTIONS
+from handlers.run_views import ACTIONS, run_of_ref
 from runbooks.engine.store import StoreUnavailable
 from runbooks.policy import Policy
 
@@ -208,6 +209,11 @@ class _Listeners:
 
     # ------------------------------------------------------------------- workers
     def run_command(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+        verb, _ = self.deps.router.lane(str(body.get("text", "")))
+        with logs.bound(user=str(body.get("user_id", "")), channel=str(body.get("channel_id") or ""), verb=verb):
+            self._run_command(body, retry, respond)
+
+    def _run_command(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
         if self._foreign(body, respond) or not self._claimed("command", body, retry, respond):
             return
         user, channel = str(body.get("user_id", "")), body.get("channel_id")
@@ -228,6 +234,13 @@ class _Listeners:
             self._say(respond, body, msg.not_in_channel(channel_ref(channel)) if missing else msg.delivery_failed(code))
 
     def run_click(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+        action = (body.get("actions") or [{}])[0]
+        value = str(action.get("value", ""))
+        with logs.bound(user=str((body.get("user") or {}).get("id", "")), verb=str(action.get("action_id", "")),
+                        channel=str((body.get("channel") or {}).get("id", "")), run=run_of_ref(value) or value[:16]):
+            self._run_click(body, retry, respond)
+
+    def _run_click(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
         if self._foreign(body, respond) or not self._claimed("action", body, retry, respond):
             return
         actions = body.get("actions") or [{}]

@@ -22,7 +22,6 @@ import datetime as dt
 import logging
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +32,7 @@ from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
+from bot import logs
 from bot.runtime import Runtime, build_runtime, connector
 from bot.settings import Settings, SettingsError
 from bot.slack.app import BotIdentity, SlackDeps, build_app
@@ -51,11 +51,9 @@ from handlers.routing import Deps, Registry, Router, Verb, default_registry
 from handlers.verbs import VERBS, chat_verbs
 from runbooks.cluster import Cluster
 from runbooks.engine.store import StoreUnavailable
-from runbooks.errors import scrub
 from runbooks.policy import Policy
 
 log = logging.getLogger("upgradebot.serve")
-MAX_LOG_LINE = 2048
 RECONCILE_WINDOW = dt.timedelta(days=1)
 """Runs ended longer ago than this keep their gate messages as they are at a start."""
 
@@ -190,41 +188,10 @@ def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache
     )
 
 
-class _SecretFilter(logging.Filter):
-    """Last line of defence: the three Slack secrets never reach a log line."""
-
-    def __init__(self, secrets: Sequence[str]) -> None:
-        super().__init__()
-        self.secrets = tuple(secrets)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        cleaned = scrub(text, *self.secrets)
-        if cleaned != text:
-            record.msg, record.args = cleaned, None
-        return True
-
-
-class OneLineFormatter(logging.Formatter):
-    """Every log line one line (newlines escaped, a traceback included) of at most
-    :data:`MAX_LOG_LINE` characters: nothing a request carries can forge or flood a line."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record).replace("\r", "\\r").replace("\n", "\\n")
-        encoded = text.encode("utf-8", errors="replace")
-        if len(encoded) <= MAX_LOG_LINE:
-            return text
-        cut = MAX_LOG_LINE - len("…".encode())  # bytes, not characters: 2 KB of UTF-8 at most
-        return encoded[:cut].decode("utf-8", errors="ignore") + "…"
-
-
 def configure_logging(settings: Settings, stream: TextIO | None = None) -> None:
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(_SecretFilter(secrets_of(settings)))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
+    """``serve``'s log lines (:mod:`bot.logs`): ``LOG_LEVEL``, ``LOG_FORMAT``, the Slack secrets masked."""
+    logs.configure_logging(level=settings.log_level, form=settings.log_format, secrets=secrets_of(settings),
+                           stream=stream)
 
 
 def check_durable(runtime: Runtime, *, allow_volatile: bool) -> None:
@@ -264,6 +231,8 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
         service = build_service(settings, Policy(), disabled=off)  # help and inventory; no engine, no decisions
         service.readiness.mode = "read-only"
     if service is None:
+        if not settings.redis_url and settings.in_pod:
+            raise SettingsError(msg.ERROR_REDIS_URL_IN_POD)
         runtime = build_runtime(settings, settings.policy())
         try:
             check_durable(runtime, allow_volatile=allow_volatile)

@@ -19,7 +19,7 @@ is a bug.
 Afterwards: every answer is below 500 and well formed (a HEAD answer has no content), a
 request that is not correctly signed gets a 4xx and nothing on Slack; no log record carries a
 traceback, no thread died of an exception, and each record, formatted as ``serve`` formats it
-(:class:`~bot.slack.serve.OneLineFormatter`), is one line of at most 2048 bytes (UTF-8); the
+(:class:`~bot.logs.OneLineFormatter`), is one line of at most 2048 bytes (UTF-8); the
 only run in Redis is the one requested on purpose, still waiting at its gate, its audit
 unchanged; nothing was posted in its thread nor rewritten, every other public message answers
 a read-only verb, every answer on a ``response_url`` is ephemeral, and another workspace is
@@ -50,7 +50,7 @@ from typing import Any
 import pytest
 import redis
 
-from bot.slack.serve import OneLineFormatter
+from bot.logs import OneLineFormatter
 from bot.storage.layout import Keys
 from bot.workers import Workers
 from handlers.decoding import words

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -107,3 +108,37 @@ def test_serve_without_a_policy_file_is_read_only_and_says_so(cluster: KubeSim, 
                 proc.communicate()
     assert proc.returncode == 0, err
     assert "Traceback" not in err
+
+
+def test_log_format_json_gives_one_json_object_a_line_with_user_and_verb(cluster: KubeSim, tmp_path: Path,
+                                                                         redis_url: str) -> None:
+    with FakeSlack() as fake:
+        env = environment(fake, cluster, tmp_path, redis_url, LOG_FORMAT="json", LOG_LEVEL="INFO")
+        proc = subprocess.Popen(SERVE, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None
+            url = proc.stdout.readline().strip()
+            assert post(url + "/slack/events", slash_command("help", response_url=fake.response_url())).status == 200
+            fake.wait_for("response_url")
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 0, err
+    records = [json.loads(line) for line in err.splitlines()]  # every line is JSON
+    command = next(r for r in records if r["message"].startswith("command help"))
+    assert (command["user"], command["verb"], command["level"]) == ("U0ANA", "help", "INFO")
+    assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
+
+
+def test_serve_in_a_pod_refuses_to_start_its_own_redis(cluster: KubeSim, tmp_path: Path) -> None:
+    """In a pod (KUBERNETES_SERVICE_HOST set) a Redis of the bot's own would die with the pod: REDIS_URL is required."""
+    with FakeSlack() as fake:
+        env = environment(fake, cluster, tmp_path, "unused", KUBERNETES_SERVICE_HOST="10.96.0.1")
+        del env["REDIS_URL"]
+        proc = subprocess.run(SERVE, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "REDIS_URL is not set" in proc.stderr
+    assert not (tmp_path / ".local" / "state" / "upgradebot").exists()

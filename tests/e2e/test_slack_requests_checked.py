@@ -57,7 +57,7 @@ def test_a_signed_request_still_gets_its_answer(bot: Bot) -> None:
 
 
 def test_log_lines_are_one_line_of_at_most_2_kb() -> None:
-    from bot.slack.serve import OneLineFormatter
+    from bot.logs import OneLineFormatter
 
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)

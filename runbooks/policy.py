@@ -184,9 +184,9 @@ class SmokeTest(Strict):
 
     @field_validator("namespace")
     @classmethod
-    def _prefix(cls, value: str) -> str:
-        if not DNS1123_LABEL.match(value) or len(value) > 56:
-            raise ValueError(f"{value!r} is not a namespace prefix: at most 56 lower-case letters, digits and '-'")
+    def _namespace(cls, value: str) -> str:
+        if not DNS1123_LABEL.match(value):
+            raise ValueError(f"{value!r} is not a namespace name: at most 63 lower-case letters, digits and '-'")
         return value
 
 

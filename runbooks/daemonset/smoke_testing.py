@@ -1,12 +1,14 @@
-"""The optional smoke test: a pod that uses a GPU through the plugin, in its own namespace.
+"""The optional smoke test: a pod that uses a GPU through the plugin, in one fixed namespace.
 
 ``settings.smoke_test`` gives ``image``, ``command`` (optional), ``expect`` (a line the
-log must contain, default ``Test PASSED``), ``namespace`` (a prefix, default
-``upgradebot-smoke``), ``timeout`` (seconds, default 120) and ``gpus`` (default 1). The
-pod asks for the first GPU resource, tolerates its taint, is pinned to the node under
-test (by node affinity, so the scheduler still judges it) and never restarts. The
-namespace is created for the test and deleted afterwards whatever happened, so nothing
-is left behind; a cleanup that failed is said in the check.
+log must contain, default ``Test PASSED``), ``namespace`` (default ``upgradebot-smoke``:
+created by the install, never by the bot, so it needs no right on namespaces),
+``timeout`` (seconds, default 120) and ``gpus`` (default 1). The pod
+(``gpu-smoke-test-<6 hex>``) asks for the first GPU resource, tolerates its taint, is
+pinned to the node under test (by node affinity, so the scheduler still judges it) and
+never restarts. It is deleted afterwards whatever happened, so nothing is left behind; a
+cleanup that failed is said in the check. A namespace that does not exist makes the
+check unknown, with the reason.
 """
 
 from __future__ import annotations
@@ -15,18 +17,18 @@ import secrets
 from typing import Any
 
 from runbooks.cluster import Cluster
-from runbooks.cluster.resources import NAMESPACES, PODS
+from runbooks.cluster.resources import PODS
 from runbooks.daemonset.observing import wait_for
 from runbooks.engine.recording import failed, passed, unknown
+from runbooks.engine.scoping import SMOKE_NAMESPACE, SMOKE_POD_PREFIX
 from runbooks.engine.steps import Check, CheckStatus, Clock
 from runbooks.errors import ClusterError, Forbidden, NotFound
 
-POD = "gpu-smoke-test"
 CONTAINER = "smoke"
 MANAGED = {"app.kubernetes.io/managed-by": "upgradebot", "app.kubernetes.io/component": "smoke-test"}
 
 
-def pod_body(spec: dict[str, Any], *, node: str | None, resource: str) -> dict[str, Any]:
+def pod_body(spec: dict[str, Any], *, name: str, node: str | None, resource: str) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": CONTAINER, "image": spec["image"],
         "resources": {"limits": {resource: str(int(spec.get("gpus", 1)))}},
@@ -41,7 +43,7 @@ def pod_body(spec: dict[str, Any], *, node: str | None, resource: str) -> dict[s
     if node:
         term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
         pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
-    return {"metadata": {"name": POD, "labels": dict(MANAGED)}, "spec": pod_spec}
+    return {"metadata": {"name": name, "labels": dict(MANAGED)}, "spec": pod_spec}
 
 
 def _why_pending(pod: dict[str, Any]) -> str:
@@ -58,13 +60,16 @@ def smoke_test(
     scope = node or "any GPU node"
     if not spec.get("image"):
         return unknown("smoke-test", "smoke_test has no image: set smoke_test.image in the policy", scope)
-    namespace = f"{spec.get('namespace', 'upgradebot-smoke')}-{secrets.token_hex(3)}"
+    namespace = str(spec.get("namespace") or SMOKE_NAMESPACE)
+    name = f"{SMOKE_POD_PREFIX}{secrets.token_hex(3)}"
     created, cleanup_error = False, ""
     try:
-        cluster.create(NAMESPACES, {"metadata": {"name": namespace, "labels": dict(MANAGED)}})
+        cluster.create(PODS, pod_body(spec, name=name, node=node, resource=resource), namespace=namespace)
         created = True
-        check = _run(cluster, spec, namespace=namespace, node=node, resource=resource, clock=clock,
-                     interval=interval, scope=scope)
+        check = _run(cluster, spec, namespace=namespace, name=name, clock=clock, interval=interval, scope=scope)
+    except NotFound as exc:
+        check = unknown("smoke-test", f"cannot run the smoke test: namespace {namespace} does not exist (the "
+                        f"install creates it; or set smoke_test.namespace): {exc}", scope)
     except Forbidden as exc:
         check = unknown("smoke-test", f"cannot run the smoke test: {exc}", scope)
     except ClusterError as exc:
@@ -72,33 +77,31 @@ def smoke_test(
     finally:
         if created:
             try:
-                cluster.delete(NAMESPACES, namespace)
+                cluster.delete(PODS, name, namespace=namespace)
             except NotFound:
                 pass
             except ClusterError as exc:
                 cleanup_error = str(exc)
-    evidence = {**check.evidence, "namespace": namespace, "cleaned_up": created and not cleanup_error}
+    evidence = {**check.evidence, "namespace": namespace, "pod": name, "cleaned_up": created and not cleanup_error}
     if cleanup_error:
         return check.model_copy(update={
             "status": CheckStatus.WARN if check.status is CheckStatus.PASS else check.status,
-            "detail": f"{check.detail}; its namespace {namespace} was not deleted ({cleanup_error}): delete it by hand",
+            "detail": f"{check.detail}; its pod {namespace}/{name} was not deleted ({cleanup_error}): delete it by hand",
             "evidence": evidence,
         })
     return check.model_copy(update={"evidence": evidence})
 
 
 def _run(
-    cluster: Cluster, spec: dict[str, Any], *, namespace: str, node: str | None, resource: str, clock: Clock,
-    interval: float, scope: str,
+    cluster: Cluster, spec: dict[str, Any], *, namespace: str, name: str, clock: Clock, interval: float, scope: str,
 ) -> Check:
     expect = str(spec.get("expect", "Test PASSED"))
     timeout = float(spec.get("timeout", 120))
-    cluster.create(PODS, pod_body(spec, node=node, resource=resource), namespace=namespace)
     last: dict[str, Any] = {}
 
     def finished() -> dict[str, Any] | None:
         nonlocal last
-        last = cluster.get(PODS, POD, namespace)
+        last = cluster.get(PODS, name, namespace)
         return last if (last.get("status") or {}).get("phase") in ("Succeeded", "Failed") else None
 
     pod = wait_for(clock, timeout=timeout, interval=interval, probe=finished)
@@ -107,7 +110,7 @@ def _run(
         phase = (last.get("status") or {}).get("phase", "unknown")
         return failed("smoke-test", f"the smoke-test pod did not finish in {timeout:g}s (phase {phase}{_why_pending(last)})",
                       scope, **evidence)
-    log = cluster.pod_log(namespace, POD, container=CONTAINER, tail_lines=200)
+    log = cluster.pod_log(namespace, name, container=CONTAINER, tail_lines=200)
     phase = pod["status"]["phase"]
     evidence.update(phase=phase, log_tail=log.strip().splitlines()[-5:])
     if phase == "Succeeded" and expect in log:

@@ -49,7 +49,7 @@ from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Lease, Leases
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import TERMINAL, WORKING, Run, RunState, Step
-from runbooks.engine.scoping import ScopedCluster
+from runbooks.engine.scoping import SMOKE_NAMESPACE, ScopedCluster
 from runbooks.engine.steps import StepContext, StepResult, Steps, StepSettings
 from runbooks.engine.store import LeaseLost, StoreUnavailable
 from runbooks.engine.transitioning import RunMoved, Writer
@@ -79,7 +79,6 @@ LABEL: dict[RunState, str] = {
     S.ROLLING_BACK: "the rollback",
 }
 TEMPORARY_ATTEMPTS = 3
-SCRATCH = "upgradebot-smoke"
 """The default prefix of the smoke test's namespaces (policy ``steps.smoke_test.namespace``)."""
 
 
@@ -270,7 +269,8 @@ class Driver:
 
     def _context(self, run: Run, cluster: Any, lease: Lease, recorded: set[str]) -> StepContext:
         state, counts = run.state, {"progress": 0, "record": 0}
-        scratch = str((self.settings.smoke_test or {}).get("namespace", SCRATCH)) if self.settings.smoke_test else None
+        scratch = (str(self.settings.smoke_test.get("namespace") or SMOKE_NAMESPACE)
+                   if self.settings.smoke_test else None)
         scoped = ScopedCluster(cluster, run.target, scratch=scratch) if cluster is not None else None
         ctx = StepContext(cluster=scoped, run=run, save_progress=lambda update: run,
                           record=lambda step: None, clock=self.writer.clock, settings=self.settings)

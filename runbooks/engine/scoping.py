@@ -2,20 +2,25 @@
 
 A step gets the cluster through :class:`ScopedCluster`. Reads pass through unchanged;
 every write goes through the adapter's single ``write_json`` and is checked first: a run
-may patch its target DaemonSet, delete that DaemonSet's pods, and create and delete its
-own scratch namespaces (the smoke test's ``<prefix>-<hex>``) and what is in them. Any
-other write raises :class:`OutOfScope` before it is sent: a bug in a step halts the run
-instead of touching another object.
+may patch its target DaemonSet, delete that DaemonSet's pods, and create and delete the
+smoke test's pods (``gpu-smoke-test-<hex>``) in the smoke test's one namespace. Any other
+write raises :class:`OutOfScope` before it is sent: a bug in a step halts the run instead
+of touching another object.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from runbooks.cluster.resources import DAEMONSETS, NAMESPACES, PODS
+from runbooks.cluster.resources import DAEMONSETS, PODS
 from runbooks.cluster.writing import Writes
 from runbooks.engine.runs import Target
 from runbooks.errors import Action
+
+SMOKE_NAMESPACE = "upgradebot-smoke"
+"""The smoke test's namespace when the policy names none (the install creates it)."""
+SMOKE_POD_PREFIX = "gpu-smoke-test-"
+"""The smoke test's pods (``runbooks.daemonset.smoke_testing`` names them so)."""
 
 
 class OutOfScope(Exception):
@@ -23,8 +28,8 @@ class OutOfScope(Exception):
 
 
 class ScopedCluster(Writes):
-    """``cluster`` as a step of the run on ``target`` sees it (``scratch``: the prefix of the
-    namespaces the step may create, none when the policy asks for no smoke test)."""
+    """``cluster`` as a step of the run on ``target`` sees it (``scratch``: the namespace of the
+    smoke test's pods, none when the policy asks for no smoke test)."""
 
     def __init__(self, cluster: Any, target: Target, *, scratch: str | None = None) -> None:
         self._cluster, self._target, self._scratch = cluster, target, scratch
@@ -37,7 +42,7 @@ class ScopedCluster(Writes):
     ) -> dict[str, Any]:
         if not self._allowed(method, path, body):
             raise OutOfScope(f"a step of the run on {self._target.ref} tried to {method} {path}: only the "
-                             "DaemonSet itself, its pods and the run's scratch namespaces may change; nothing was sent")
+                             "DaemonSet itself, its pods and the smoke test's pods may change; nothing was sent")
         result: dict[str, Any] = self._cluster.write_json(method, path, action=action, body=body,
                                                           content_type=content_type)
         return result
@@ -50,7 +55,7 @@ class ScopedCluster(Writes):
             return method == "DELETE"
         if not self._scratch:
             return False
-        mine = f"{self._scratch}-"
-        if path == NAMESPACES.path() and method == "POST":
-            return str(((body or {}).get("metadata") or {}).get("name", "")).startswith(mine)
-        return path.startswith(NAMESPACES.path(None, mine))
+        pods = PODS.path(self._scratch)
+        if path == pods and method == "POST":
+            return str(((body or {}).get("metadata") or {}).get("name", "")).startswith(SMOKE_POD_PREFIX)
+        return method == "DELETE" and path.startswith(f"{pods}/{SMOKE_POD_PREFIX}")

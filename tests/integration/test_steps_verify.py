@@ -106,8 +106,10 @@ def _kubelet_restart_during_verify(sim: KubeSim) -> None:
 
 
 def test_smoke_test_runs_the_cuda_sample_and_always_cleans_up(sim: KubeSim) -> None:
-    """The CUDA vectoradd smoke pod passes on a healthy canary, fails on a silent one; its namespace never stays."""
+    """The CUDA vectoradd smoke pod passes on a healthy canary, fails on a silent one, in the one
+    pre-created namespace the install gives it (no namespace is created or deleted); its pod never stays."""
     kubectl = Kubectl(sim.kubeconfig)
+    kubectl("apply", "-f", "-", input="apiVersion: v1\nkind: Namespace\nmetadata: {name: upgradebot-smoke}\n")
     namespaces = kubectl("get", "namespaces", "-o", "name")
     settings = dataclasses.replace(FAST, smoke_test={"image": SAMPLE, "timeout": 1.0})
     h = harness(sim, settings=settings)
@@ -123,6 +125,16 @@ def test_smoke_test_runs_the_cuda_sample_and_always_cleans_up(sim: KubeSim) -> N
     assert bad.status is CheckStatus.FAIL and "Insufficient nvidia.com/gpu" in bad.detail
     assert bad.evidence["cleaned_up"] is True
     assert kubectl("get", "namespaces", "-o", "name") == namespaces
+    assert kubectl("get", "pods", "-n", "upgradebot-smoke", "-o", "name").strip() == ""
+    assert good.evidence["namespace"] == "upgradebot-smoke" and good.evidence["pod"].startswith("gpu-smoke-test-")
+
+
+def test_a_smoke_test_without_its_namespace_could_not_be_made(sim: KubeSim) -> None:
+    """The smoke test's namespace is the install's to create: missing, the check is unknown and says so."""
+    settings = dataclasses.replace(FAST, smoke_test={"image": SAMPLE, "timeout": 1.0, "namespace": "no-such-ns"})
+    h = harness(sim, settings=settings)
+    check = next(c for c in STEPS.verify_all(h.ctx).checks if c.name == "smoke-test")
+    assert check.status is CheckStatus.UNKNOWN and "namespace no-such-ns does not exist" in check.detail
 
 
 def test_unreadable_logs_are_unknown_and_block_like_a_failure(sim: KubeSim) -> None:

@@ -43,6 +43,7 @@ def test_the_target_and_its_pods_may_change() -> None:
     lambda s: s.delete(DAEMONSETS, TARGET.name, namespace=TARGET.namespace),
     lambda s: s.patch(NODES, "gpu-node1", {"spec": {"unschedulable": True}}),
     lambda s: s.create(NAMESPACES, {"metadata": {"name": "upgradebot-smoke-a1b2c3"}}),
+    lambda s: s.create(PODS, {"metadata": {"name": "gpu-smoke-test-a1b2c3"}}, namespace="upgradebot-smoke"),
 ])
 def test_anything_else_is_refused_before_it_is_sent(write: Any) -> None:
     inner = Recorder()
@@ -51,12 +52,17 @@ def test_anything_else_is_refused_before_it_is_sent(write: Any) -> None:
     assert inner.sent == []
 
 
-def test_the_smoke_tests_scratch_namespaces_may_change_when_it_has_one() -> None:
+def test_the_smoke_tests_pods_may_change_in_its_namespace_when_it_has_one() -> None:
     inner = Recorder()
     scoped = ScopedCluster(inner, TARGET, scratch="upgradebot-smoke")
-    scoped.create(NAMESPACES, {"metadata": {"name": "upgradebot-smoke-a1b2c3"}})
-    scoped.create(PODS, {"metadata": {"name": "smoke"}}, namespace="upgradebot-smoke-a1b2c3")
-    scoped.delete(NAMESPACES, "upgradebot-smoke-a1b2c3")
-    assert len(inner.sent) == 3
-    with pytest.raises(OutOfScope):
-        scoped.create(NAMESPACES, {"metadata": {"name": "kube-public"}})
+    scoped.create(PODS, {"metadata": {"name": "gpu-smoke-test-a1b2c3"}}, namespace="upgradebot-smoke")
+    scoped.delete(PODS, "gpu-smoke-test-a1b2c3", namespace="upgradebot-smoke")
+    assert len(inner.sent) == 2
+    for refused in (lambda: scoped.create(NAMESPACES, {"metadata": {"name": "upgradebot-smoke-a1b2c3"}}),
+                    lambda: scoped.delete(NAMESPACES, "upgradebot-smoke"),
+                    lambda: scoped.create(PODS, {"metadata": {"name": "miner"}}, namespace="upgradebot-smoke"),
+                    lambda: scoped.delete(PODS, "training-job-0", namespace="upgradebot-smoke"),
+                    lambda: scoped.create(PODS, {"metadata": {"name": "gpu-smoke-test-x"}}, namespace="default")):
+        with pytest.raises(OutOfScope):
+            refused()
+    assert len(inner.sent) == 2

@@ -27,7 +27,9 @@ from runbooks.errors import (
     shorten,
 )
 
-RBAC_FILE = "deploy/rbac.yaml"
+RBAC_HOME = "deploy/base; docs/operations.md#rbac lists every rule"
+"""Where the bot's RBAC is kept and explained (named in every 403 sentence)."""
+READS = frozenset({"get", "list", "watch"})
 _USER = re.compile(r'User "([^"]+)"')
 
 
@@ -69,14 +71,34 @@ def who(message: str) -> str:
     return f'the bot\'s identity (user "{user}")'
 
 
-def forbidden_sentence(action: Action, server_message: str) -> str:
-    scope = f"in namespace {action.namespace}" if action.namespace else "at cluster scope"
+def missing_rule(action: Action) -> tuple[str, str]:
+    """The RBAC rule that would allow ``action``, as YAML flow, and where it belongs."""
     if action.resource.startswith("/"):
-        scope = "(a non-resource URL)"
-    return (
-        f"{who(server_message)} may not {action.verb} {action.resource} {scope}: "
-        f"grant it in {RBAC_FILE} (or use a kubeconfig context that may)"
-    )
+        return f"{{nonResourceURLs: [{action.resource}], verbs: [{action.verb}]}}", "its ClusterRole"
+    base, _, sub = action.resource.partition("/")
+    plural, _, group = base.partition(".")
+    resource = f"{plural}/{sub}" if sub else plural
+    names = f", resourceNames: [{action.name}]" if action.name and plural == "daemonsets" and not sub else ""
+    rule = f'{{apiGroups: ["{group}"], resources: [{resource}], verbs: [{action.verb}]{names}}}'
+    if action.namespace and action.verb not in READS:
+        return rule, f"a Role of namespace {action.namespace}"
+    return rule, "its ClusterRole"
+
+
+def forbidden_sentence(action: Action, server_message: str) -> str:
+    """What was refused, and the rule that is missing: ``… may not patch daemonsets.apps
+    kube-system/x: its RBAC lacks {apiGroups: ["apps"], …} in a Role of namespace kube-system …``."""
+    if action.resource.startswith("/"):
+        what = f"{action.resource} (a non-resource URL)"
+    elif action.name:
+        what = f"{action.resource} {action.namespace}/{action.name}" if action.namespace else \
+            f"{action.resource} {action.name}"
+    else:
+        what = f"{action.resource} in namespace {action.namespace}" if action.namespace else \
+            f"{action.resource} at cluster scope"
+    rule, where = missing_rule(action)
+    return (f"{who(server_message)} may not {action.verb} {what}: its RBAC lacks the rule {rule} in {where} "
+            f"({RBAC_HOME}), or use a kubeconfig context that may")
 
 
 def error_for_status(

@@ -70,8 +70,9 @@ def smoke_test(
     except NotFound as exc:
         check = unknown("smoke-test", f"cannot run the smoke test: namespace {namespace} does not exist (the "
                         f"install creates it; or set smoke_test.namespace): {exc}", scope)
-    except Forbidden as exc:
-        check = unknown("smoke-test", f"cannot run the smoke test: {exc}", scope)
+    except Forbidden as exc:  # also what a missing namespace looks like to a least-privilege bot
+        check = unknown("smoke-test", f"cannot run the smoke test in namespace {namespace} (it must exist, and the "
+                        f"bot's Role there must let it create, get and delete pods and read their logs): {exc}", scope)
     except ClusterError as exc:
         check = failed("smoke-test", f"the smoke test could not run: {exc}", scope)
     finally:

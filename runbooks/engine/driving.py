@@ -79,7 +79,7 @@ LABEL: dict[RunState, str] = {
     S.ROLLING_BACK: "the rollback",
 }
 TEMPORARY_ATTEMPTS = 3
-"""The default prefix of the smoke test's namespaces (policy ``steps.smoke_test.namespace``)."""
+"""How many times a step is tried when the cluster does not answer, before the run pauses."""
 
 
 class StepPaused(Exception):

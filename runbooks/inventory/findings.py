@@ -161,7 +161,7 @@ def gate_findings(
             severity="info", code="dra-gate-unknown", object="cluster",
             message="the DynamicResourceAllocation feature gate is unknown: the API server's /metrics "
             "could not be read",
-            next_step="grant get on the non-resource URL /metrics in deploy/rbac.yaml",
+            next_step="grant {nonResourceURLs: [/metrics], verbs: [get]} in the bot's ClusterRole (deploy/base)",
         )]
     objects = len(classes) + len(slices) + len(claims)
     if dra.feature_gate == "disabled" and objects:

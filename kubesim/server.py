@@ -154,6 +154,7 @@ class ApiServer:
 
     def authorize(self, user: rbac.User, ask: rbac.Attributes) -> None:
         if not self.authorizer.allows(user, ask):
+            self.request_counts[(ask.verb, ask.path or ask.resource, 403)] += 1  # apiserver_request_total
             raise rbac.forbidden(user, ask)
 
     def public(self, path: str) -> web.Response:

@@ -60,6 +60,8 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=3000, help="HTTP port (default 3000; 0 picks one)")
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     parser.add_argument("--drain", type=float, default=30.0, help="seconds to finish work on SIGTERM (default 30)")
+    parser.add_argument("--metrics-port", type=int, default=None,
+                        help="serve /metrics on this port only (default: on --port, with the rest)")
     parser.add_argument("--allow-volatile-redis", action="store_true",
                         help="start even when Redis keeps nothing on disk (a Redis restart then loses every run)")
 
@@ -86,7 +88,7 @@ def run_demo(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
 
 PROCESSES: dict[str, Process] = {
     "serve": Process("the Slack front end: Socket Mode with SLACK_APP_TOKEN, else HTTP on --port",
-                     "serve [--port 3000] [--host 0.0.0.0] [--drain 30] [--allow-volatile-redis]",
+                     "serve [--port 3000] [--host 0.0.0.0] [--drain 30] [--metrics-port N] [--allow-volatile-redis]",
                      serve_arguments, run_serve),
     "console": Process(console.SUMMARY, console.USAGE, console.add_arguments, console.run),
     "demo": Process("the whole story on a real Redis and a simulated cluster", "demo [--interactive]",

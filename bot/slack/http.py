@@ -89,8 +89,10 @@ class WebApp:
 
     def __init__(self, *, slack: WSGIApp | None, readiness: Readiness, metrics: Metrics,
                  slack_path: str = "/slack/events", signing_secret: str | None = None,
-                 max_body: int = MAX_BODY, clock: Callable[[], float] = time.time) -> None:
+                 max_body: int = MAX_BODY, clock: Callable[[], float] = time.time, with_metrics: bool = True) -> None:
+        """``with_metrics`` False: ``/metrics`` is served on a port of its own (404 here)."""
         self.slack, self.readiness, self.metrics, self.slack_path = slack, readiness, metrics, slack_path
+        self.with_metrics = with_metrics
         self.secret = signing_secret.encode() if signing_secret else None
         self.max_body, self.clock = max_body, clock
 
@@ -121,7 +123,7 @@ class WebApp:
             body = json.dumps({"ready": ready, "checks": results, "mode": self.readiness.mode},
                               sort_keys=True).encode() + b"\n"
             return _answer(start_response, "200 OK" if ready else "503 Service Unavailable", body, "application/json")
-        if path == "/metrics":
+        if path == "/metrics" and self.with_metrics:
             body, content_type = self.metrics.exposition()
             return _answer(start_response, "200 OK", body, content_type)
         return _answer(start_response, "404 Not Found", b"not found\n")

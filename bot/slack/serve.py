@@ -100,11 +100,15 @@ class Service:
         finished = self.decision_workers.shutdown(timeout=timeout)
         return self.workers.shutdown(timeout=max(0.5, deadline - time.monotonic())) and finished
 
-    def wsgi(self, *, with_slack: bool = True) -> WebApp:
+    def wsgi(self, *, with_slack: bool = True, with_metrics: bool = True) -> WebApp:
         slack = SlackRequestHandler(self.app) if with_slack else None
         secret = self.settings.slack_signing_secret
         return WebApp(slack=slack, readiness=self.readiness, metrics=self.metrics,
-                      signing_secret=secret.get_secret_value() if secret else None)
+                      signing_secret=secret.get_secret_value() if secret else None, with_metrics=with_metrics)
+
+    def metrics_wsgi(self) -> WebApp:
+        """``--metrics-port``: ``/metrics`` (and the probes), nothing of Slack's."""
+        return WebApp(slack=None, readiness=self.readiness, metrics=self.metrics)
 
 
 def build_service(
@@ -214,7 +218,7 @@ def check_durable(runtime: Runtime, *, allow_volatile: bool) -> None:
 
 def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: threading.Event,
           service: Service | None = None, runtime: Runtime | None = None, drain: float = 30.0,
-          allow_volatile: bool = False) -> int:
+          allow_volatile: bool = False, metrics_port: int | None = None) -> int:
     """Run until ``stop`` is set; then stop gracefully. Returns the exit code.
 
     Without ``service``: the run engine on Redis (:func:`bot.runtime.build_runtime`) and
@@ -242,8 +246,10 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
         service = build_slack_service(settings, runtime)
     if runtime is not None:
         runtime.start()
-    http = HttpServer(service.wsgi(with_slack=not socket_mode), host=host, port=port,
-                      threads=settings.http_threads).start()
+    http = HttpServer(service.wsgi(with_slack=not socket_mode, with_metrics=metrics_port is None), host=host,
+                      port=port, threads=settings.http_threads).start()
+    metrics_http = (HttpServer(service.metrics_wsgi(), host=host, port=metrics_port, threads=2).start()
+                    if metrics_port is not None else None)
     out.write(http.url + "\n")
     out.write(("Socket Mode; probes on " if socket_mode else "Slack requests on POST ") + http.url
               + ("" if socket_mode else "/slack/events") + "\n")
@@ -259,6 +265,8 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
             handler.connect()
         except Exception as exc:
             http.stop(timeout=5)
+            if metrics_http is not None:
+                metrics_http.stop(timeout=1)
             service.stop_workers(timeout=1)
             if runtime is not None:
                 runtime.stop(timeout=1)
@@ -274,6 +282,8 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
     if runtime is not None:
         runtime.stop(timeout=max(0.5, drain - (time.monotonic() - started)))
     http.stop()
+    if metrics_http is not None:
+        metrics_http.stop(timeout=1)
     log.info("stopped%s", "" if finished else " with work unfinished")
     return 0
 
@@ -290,7 +300,7 @@ def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     code = serve(settings, host=args.host, port=args.port, out=out, stop=stop, drain=args.drain,
-                 allow_volatile=args.allow_volatile_redis)
+                 allow_volatile=args.allow_volatile_redis, metrics_port=args.metrics_port)
     left = [t.name for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon
             and t.is_alive()]
     if left:  # a run's step outlived the drain: exiting anyway is what a crash does, and runs survive that

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+from runbooks.cluster.wrapping import RBAC_HOME
 from runbooks.inventory.models import (
     DaemonSet,
     DeviceClass,
@@ -158,10 +159,11 @@ def gate_findings(
 ) -> list[Finding]:
     if dra.feature_gate == "unknown":
         return [Finding(
-            severity="info", code="dra-gate-unknown", object="cluster",
+            severity="warn", code="dra-gate-unknown", object="cluster",
             message="the DynamicResourceAllocation feature gate is unknown: the API server's /metrics "
             "could not be read",
-            next_step="grant {nonResourceURLs: [/metrics], verbs: [get]} in the bot's ClusterRole (deploy/base)",
+            next_step="if the API server serves /metrics, the bot's RBAC lacks the rule "
+            f"{{nonResourceURLs: [/metrics], verbs: [get]}} in its ClusterRole ({RBAC_HOME})",
         )]
     objects = len(classes) + len(slices) + len(claims)
     if dra.feature_gate == "disabled" and objects:

@@ -142,3 +142,30 @@ def test_serve_in_a_pod_refuses_to_start_its_own_redis(cluster: KubeSim, tmp_pat
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "REDIS_URL is not set" in proc.stderr
     assert not (tmp_path / ".local" / "state" / "upgradebot").exists()
+
+
+def test_metrics_on_their_own_port(cluster: KubeSim, tmp_path: Path, redis_url: str) -> None:
+    """--metrics-port: /metrics there only, so an ingress publishing the main port never shows it."""
+    import socket as sockets
+
+    with sockets.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        metrics_port = probe.getsockname()[1]
+    with FakeSlack() as fake:
+        env = environment(fake, cluster, tmp_path, redis_url)
+        proc = subprocess.Popen([*SERVE, "--metrics-port", str(metrics_port)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None
+            url = proc.stdout.readline().strip()
+            assert get(url + "/metrics").status == 404
+            scraped = get(f"http://127.0.0.1:{metrics_port}/metrics")
+            assert scraped.status == 200 and b"upgradebot_" in scraped.body
+            assert post(f"http://127.0.0.1:{metrics_port}/slack/events", slash_command("help")).status == 405
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 0, err

@@ -144,7 +144,7 @@ def test_gate_unknown_when_metrics_forbidden(fresh_cluster: KubeSim, inventory_o
     fresh_cluster.fault(kind="forbid", path="/metrics")
     inv = inventory_of(fresh_cluster)
     assert (inv.dra.feature_gate, inv.dra.stage) == ("unknown", None)
-    assert [(f.code, f.severity) for f in inv.findings] == [("dra-gate-unknown", "info")]
+    assert [(f.code, f.severity) for f in inv.findings] == [("dra-gate-unknown", "warn")]
     assert not inv.failed
 
 

@@ -1,0 +1,204 @@
+"""The install's RBAC, applied to kubesim with the real kubectl, is exactly what the bot needs.
+
+The rendered overlay (``kubectl kustomize deploy/overlays/socket-mode``) gives the bot's
+ServiceAccount, its read-only ClusterRole, the Role of the target's namespace and the
+smoke test's namespace and Role. Applied with ``kubectl apply``, a token minted for the
+ServiceAccount (``kubectl create token``) runs every runbook: inventory, canary (with the
+smoke test), verify, promote, the stability report with its event collector, and
+rollback, with zero 403s. Then each rule is taken away in turn: the runbook that needs it
+stops, and what it says names the missing rule (never a silent pass).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bot.storage.redis_store import RedisRunStore
+from handlers import inventory, verify
+from kubesim import KubeSim
+from runbooks.cluster import Cluster
+from runbooks.daemonset.steps import DaemonSetSteps
+from runbooks.engine.approving import Actor
+from runbooks.engine.commands import Engine
+from runbooks.engine.runs import RunState
+from runbooks.errors import ClusterError
+from runbooks.policy import Policy
+from runbooks.stability.collecting import Collector
+from runbooks.stability.reporting import report_of, scope_of
+from tests.support import Kubectl
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGET = "kube-system/nvidia-device-plugin-daemonset"
+NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+RBAC_KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+ALICE, BOB = Actor("U0ALICE"), Actor("U0BOB")
+POLICY = Policy.model_validate({
+    "approvers": {"users": ["U0BOB"]},
+    "targets": [TARGET],
+    "reports": {"after": ["24h"]},
+    "steps": {"observe_window": "1s", "poll_interval": "0.2s", "ready_timeout": "120s", "settle_window": "1s",
+              "smoke_test": {"image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0", "timeout": 120,
+                             "namespace": "upgradebot-smoke"}},
+})
+
+
+def rendered_rbac(overlay: str = "socket-mode") -> list[dict[str, Any]]:
+    """The RBAC objects of the rendered overlay, as ``kubectl kustomize`` renders them."""
+    kubectl = Kubectl(ROOT / "deploy" / "kubeconfig-unused")
+    text = kubectl("kustomize", str(ROOT / "deploy" / "overlays" / overlay))
+    return [doc for doc in yaml.safe_load_all(text) if doc and doc["kind"] in RBAC_KINDS]
+
+
+@dataclass
+class Installed:
+    sim: KubeSim
+    admin: Kubectl
+    kubeconfig: Path
+
+    def connect(self, context: str | None = None) -> Cluster:
+        return Cluster.from_kubeconfig(self.kubeconfig, context)
+
+    def refusals(self) -> list[str]:
+        """kubesim's 403s so far (``apiserver_request_total{code="403"}``)."""
+        metrics = self.admin("get", "--raw", "/metrics")
+        return [line for line in metrics.splitlines() if line.startswith("apiserver_request_total{code=\"403\"")]
+
+
+def install(sim: KubeSim, tmp_path: Path, objects: list[dict[str, Any]]) -> Installed:
+    """``kubectl apply`` the objects as the admin, then a kubeconfig with the bot's own token."""
+    admin = Kubectl(sim.kubeconfig)
+    admin("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+    token = admin("create", "token", "upgradebot", "-n", "upgradebot").strip()
+    config = yaml.safe_load(Path(sim.kubeconfig).read_text())
+    config["users"][0]["user"] = {"token": token}
+    path = tmp_path / "bot.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return Installed(sim, admin, path)
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20) as served:
+        yield served
+
+
+def engine_as(bot: Installed, redis_url: str) -> Engine:
+    return Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=POLICY, connect=bot.connect)
+
+
+def test_the_rendered_rbac_runs_every_runbook_with_zero_403s(sim: KubeSim, redis_url: str, tmp_path: Path) -> None:
+    objects = rendered_rbac()
+    assert {o["kind"] for o in objects} == RBAC_KINDS
+    for role in (o for o in objects if o["kind"] in ("Role", "ClusterRole")):
+        for rule in role["rules"]:
+            assert "*" not in str(rule), (role["metadata"]["name"], rule)
+    bot = install(sim, tmp_path, objects)
+
+    found = inventory.handle(inventory.InventoryRequest(), connect=bot.connect, policy=POLICY)
+    assert not [f for f in found.findings if "may not" in f.model_dump_json()], found.findings
+
+    engine = engine_as(bot, redis_url)
+    run = engine.request_canary(actor=ALICE, target=TARGET, image=NEW, node="gpu-node1").run
+    engine.decide(run.id, actor=BOB, approve=True)
+    run = engine.advance(run.id)
+    assert run.state is RunState.AWAITING_PROMOTION, run.reason
+    smoke = [e for e in engine.audit(run.id) if "smoke-test" in e.get("name", "")]
+    assert smoke and all(e["status"] == "ok" and "Test PASSED" in e["detail"] for e in smoke), smoke
+    engine.decide(run.id, actor=BOB, approve=True)
+    run = engine.advance(run.id)
+    assert run.state is RunState.MONITORING, run.reason
+
+    checked = verify.handle(verify.VerifyRequest(target=TARGET), connect=bot.connect, policy=POLICY)
+    assert checked.ok, [(c.name, c.status, c.detail) for c in checked.checks if c.status != "pass"]
+
+    store = RedisRunStore.from_url(redis_url)
+    assert store.acquire_leader("install-test", dt.timedelta(seconds=60))
+    with bot.connect() as cluster:
+        Collector(run_id=run.id, scope=scope_of(run), cluster=cluster, store=store, owner="install-test").catch_up()
+        tally, info = store.read_tally(run.id)
+        report = report_of(run, cluster=cluster, tally=tally, info=info, policy=POLICY)
+    assert report.stable, report
+
+    engine.rollback(run.id, actor=ALICE, reason="the install test rolls back")
+    engine.decide(run.id, actor=BOB, approve=True)
+    assert engine.advance(run.id).state is RunState.ROLLED_BACK
+    assert bot.refusals() == []
+
+
+# ---------------------------------------------------------------------- each rule is needed
+def _stops_inventory(bot: Installed, redis_url: str) -> str:
+    try:
+        found = inventory.handle(inventory.InventoryRequest(), connect=bot.connect, policy=POLICY)
+    except ClusterError as exc:
+        return str(exc)
+    said = found.model_dump_json()
+    assert "lacks the rule" in said, "the inventory went on as if nothing was missing"
+    return said
+
+
+def _stops_verify(bot: Installed, redis_url: str) -> str:
+    result = verify.handle(verify.VerifyRequest(target=TARGET), connect=bot.connect, policy=POLICY)
+    assert not result.ok, "verify passed without the rule"
+    return " ".join(f"{c.name}: {c.detail}" for c in result.checks if c.status != "pass")
+
+
+def _stops_canary(bot: Installed, redis_url: str) -> str:
+    engine = engine_as(bot, redis_url)
+    run = engine.request_canary(actor=ALICE, target=TARGET, image=NEW, node="gpu-node1").run
+    engine.decide(run.id, actor=BOB, approve=True)
+    run = engine.advance(run.id)
+    assert run.state is not RunState.AWAITING_PROMOTION, "the canary went on without the rule"
+    return run.reason + " " + " ".join(str(e.get("detail", "")) for e in engine.audit(run.id))
+
+
+NEEDED_BY: dict[tuple[str, str], Callable[[Installed, str], str]] = {
+    ("upgradebot-read", "nodes"): _stops_inventory,
+    ("upgradebot-read", "pods"): _stops_inventory,
+    ("upgradebot-read", "pods/log"): _stops_verify,
+    ("upgradebot-read", "daemonsets"): _stops_inventory,
+    ("upgradebot-read", "controllerrevisions"): _stops_inventory,
+    ("upgradebot-read", "events"): _stops_verify,
+    ("upgradebot-read", "deviceclasses"): _stops_inventory,
+    ("upgradebot-read", "/metrics"): _stops_inventory,
+    ("upgradebot-upgrade", "daemonsets"): _stops_canary,
+    ("upgradebot-upgrade", "pods"): _stops_canary,
+    ("upgradebot-smoke-test", "pods"): _stops_verify,
+}
+"""Which runbook stops without each rule of the rendered RBAC (a rule not listed here fails the test)."""
+
+
+def _rules() -> list[tuple[str, int, dict[str, Any]]]:
+    return [(o["metadata"]["name"], i, rule) for o in rendered_rbac() if o["kind"] in ("Role", "ClusterRole")
+            for i, rule in enumerate(o["rules"])]
+
+
+def _key(role: str, rule: dict[str, Any]) -> tuple[str, str]:
+    return role, (rule.get("resources") or rule.get("nonResourceURLs"))[0]
+
+
+@pytest.mark.parametrize(("role", "index", "rule"), _rules(), ids=lambda v: v if isinstance(v, str) else "")
+def test_without_any_one_rule_its_runbook_stops_naming_it(sim: KubeSim, redis_url: str, tmp_path: Path, role: str,
+                                                          index: int, rule: dict[str, Any]) -> None:
+    runbook = NEEDED_BY.get(_key(role, rule))
+    assert runbook is not None, f"no runbook is known to need {role} {rule}: a rule nobody needs, or a test to add"
+    objects = rendered_rbac()
+    for obj in objects:
+        if obj["kind"] in ("Role", "ClusterRole") and obj["metadata"]["name"] == role:
+            del obj["rules"][index]
+    said = runbook(install(sim, tmp_path, objects), redis_url)
+    if "nonResourceURLs" in rule:
+        wanted = re.escape(f"{{nonResourceURLs: [{rule['nonResourceURLs'][0]}], verbs: [") + r"(\w+)\]"
+    else:
+        wanted = (r"its RBAC lacks the rule \{apiGroups: \[\"" + re.escape(rule["apiGroups"][0]) + r"\"\], resources: \["
+                  + "(" + "|".join(re.escape(r) for r in rule["resources"]) + r")\], verbs: \[(\w+)\]")
+    found = re.search(wanted, said)
+    assert found is not None, f"nothing names the missing rule {rule}: {said[:1500]}"
+    assert found.groups()[-1] in rule["verbs"], found.group(0)

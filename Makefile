@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo lint bench clean install
+.PHONY: test demo lint bench clean install image
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,10 +21,17 @@ test: $(STAMP)
 	$(BIN)/ruff check bot handlers runbooks kubesim tests bench
 	$(BIN)/lint-imports
 	$(BIN)/mypy bot handlers runbooks kubesim
+	$(BIN)/hadolint deploy/Dockerfile
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/upgradebot demo
+
+# The image (deploy/Dockerfile) with docker or podman, whichever is here.
+IMAGE  ?= upgradebot:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+image:
+	@engine=$$(command -v docker || command -v podman) || { echo "make image: neither docker nor podman is installed" >&2; exit 2; }; \
+	$$engine build -f deploy/Dockerfile -t $(IMAGE) .
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

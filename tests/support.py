@@ -76,3 +76,16 @@ def shell_identities(*users: str) -> tuple[str, dict[str, str]]:
         f"{{name: {user.lower()}, sha256: {hashlib.sha256(token.encode()).hexdigest()}, user: {user}}}"
         for user, token in tokens.items())
     return f"identities: {{tokens: [{entries}]}}\n", tokens
+
+
+def kustomize(directory: Path) -> str:
+    """``kubectl kustomize <directory>``: the rendered manifests (no cluster, a throwaway HOME)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as home:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")} | {"HOME": home}
+        proc = subprocess.run([kubectl_binary(), "kustomize", str(directory)], capture_output=True, text=True,
+                              env=env, timeout=60)
+    if proc.returncode != 0:
+        raise AssertionError(f"kubectl kustomize {directory} failed: {proc.stderr}")
+    return proc.stdout

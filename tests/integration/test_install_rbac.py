@@ -33,7 +33,7 @@ from runbooks.errors import ClusterError
 from runbooks.policy import Policy
 from runbooks.stability.collecting import Collector
 from runbooks.stability.reporting import report_of, scope_of
-from tests.support import Kubectl
+from tests.support import Kubectl, kustomize
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = "kube-system/nvidia-device-plugin-daemonset"
@@ -52,8 +52,7 @@ POLICY = Policy.model_validate({
 
 def rendered_rbac(overlay: str = "socket-mode") -> list[dict[str, Any]]:
     """The RBAC objects of the rendered overlay, as ``kubectl kustomize`` renders them."""
-    kubectl = Kubectl(ROOT / "deploy" / "kubeconfig-unused")
-    text = kubectl("kustomize", str(ROOT / "deploy" / "overlays" / overlay))
+    text = kustomize(ROOT / "deploy" / "overlays" / overlay)
     return [doc for doc in yaml.safe_load_all(text) if doc and doc["kind"] in RBAC_KINDS]
 
 

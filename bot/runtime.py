@@ -26,6 +26,7 @@ from typing import TypeVar
 
 from bot.reports.wiring import Reports
 from bot.settings import Settings
+from bot.storage.layout import Keys
 from bot.storage.local import local_redis_url
 from bot.storage.redis_store import RedisRunStore
 from bot.workers import Advancer
@@ -63,8 +64,13 @@ def connector(settings: Settings, kubeconfig: str | None = None) -> Connect:
 
 
 def open_store(settings: Settings) -> RedisRunStore:
-    """The run store on ``REDIS_URL``, else on this user's local Redis (started if needed)."""
-    return RedisRunStore.from_url(settings.redis_url or local_redis_url(settings.state_dir))
+    """The run store on ``REDIS_URL``, else on this user's local Redis (started if needed);
+    keys an older version left under the old prefix are moved first."""
+    store = RedisRunStore.from_url(settings.redis_url or local_redis_url(settings.state_dir))
+    moved = store.migrate_keys()
+    if moved:
+        log.info("moved %d Redis key(s) of an older version under the prefix %s", moved, Keys.prefix)
+    return store
 
 
 def local_owner_dead(owner: str) -> bool:

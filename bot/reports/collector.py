@@ -8,7 +8,7 @@ last changes are stored, their dedupe state dropped, their tally kept for later
 unthreaded (the demo and tests, which fake the clock), :meth:`~Collectors.catch_up`
 reads every event the cluster has now, synchronously, before a report is built.
 
-Every write of a collector is fenced by the leader lease (``upgradebot:leader``): a
+Every write of a collector is fenced by the leader lease (``{upgradebot}:leader``): a
 process that lost it can no longer store a count, so two processes never both count.
 """
 

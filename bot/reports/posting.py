@@ -1,7 +1,7 @@
 """Posting a scheduled stability report exactly once: in the run's thread and to on-call.
 
 :meth:`ReportPoster.post_due` is what a fired report job calls. It claims the report's
-idempotency record in Redis (``upgradebot:report:<run>:<after>``, see
+idempotency record in Redis (``{upgradebot}:report:<run>:<after>``, see
 :mod:`bot.storage.redis_store`): ``posted`` means another process (or an earlier life of this
 one) already did it, ``busy`` that another process is posting it right now. Holding the
 claim, it builds the report, posts it to each destination the record does not list yet

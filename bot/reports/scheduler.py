@@ -1,7 +1,7 @@
 """The stability reports' schedule: APScheduler 3 with its Redis job store, one leader.
 
 APScheduler 3 cannot share a job store between running schedulers, so with several bot
-processes only the one holding the leader lease (``upgradebot:leader`` in Redis, renewed
+processes only the one holding the leader lease (``{upgradebot}:leader`` in Redis, renewed
 every ``tick``, lost after ``lease_ttl`` without renewal) runs its scheduler; the others
 keep theirs paused and take over when the lease expires. The leader also runs the event
 collectors (:mod:`bot.reports.collector`), whose writes are fenced by the same lease.
@@ -9,7 +9,7 @@ collectors (:mod:`bot.reports.collector`), whose writes are fenced by the same l
 Each tick the leader *reconciles*: every run in ``monitoring`` gets one job per report
 offset (``reports.after``), due that long after the promotion, id ``report:<run>:<after>``,
 unless the report is posted; jobs of runs that left monitoring are removed. The jobs live
-in Redis (``upgradebot:scheduler:*``), with ``misfire_grace_time=None``: a report that fell
+in Redis (``{upgradebot}:scheduler:*``), with ``misfire_grace_time=None``: a report that fell
 due while no bot ran fires as soon as a leader starts. A job only names the report
 (:func:`report_due`); the process that fires it posts it through the
 :class:`~bot.reports.posting.ReportPoster`, whose idempotency record makes it exactly once

@@ -2,27 +2,29 @@
 write them atomically. Plain data: :mod:`bot.storage.redis_store` (the only module that
 imports ``redis``) registers the scripts and uses the keys.
 
-Key layout (every key under one prefix, declared once in :class:`Keys`)::
+Key layout (every key under one prefix, declared once in :class:`Keys`). The prefix
+``{upgradebot}:`` is a Redis Cluster *hash tag*: every key hashes to the same slot, so each
+Lua script and transaction touches one node and a managed Redis Cluster can hold them
+(a version before 0.2 used ``upgradebot:``; :data:`OLD_PREFIX`, moved once at start)::
 
-
-    upgradebot:run:<id>            hash  version, state, json (the Run)
-    upgradebot:runs                zset  every run id, scored by creation time
-    upgradebot:runs:active         set   ids of runs not yet in a terminal state
-    upgradebot:lock:<cluster/ns/ds> string  id of the run that holds the target
-    upgradebot:lease:<id>          string  owner id of the worker on the run (PX ttl)
-    upgradebot:audit:<id>          stream  the run's audit trail
-    upgradebot:audit               stream  every run's audit trail (capped, approximately)
-    upgradebot:once:<key>          string  idempotency claims (PX ttl)
-    upgradebot:leader              string  owner id of the process running the report scheduler
+    {upgradebot}:run:<id>            hash  version, state, json (the Run)
+    {upgradebot}:runs                zset  every run id, scored by creation time
+    {upgradebot}:runs:active         set   ids of runs not yet in a terminal state
+    {upgradebot}:lock:<cluster/ns/ds> string  id of the run that holds the target
+    {upgradebot}:lease:<id>          string  owner id of the worker on the run (PX ttl)
+    {upgradebot}:audit:<id>          stream  the run's audit trail
+    {upgradebot}:audit               stream  every run's audit trail (capped, approximately)
+    {upgradebot}:once:<key>          string  idempotency claims (PX ttl)
+    {upgradebot}:leader              string  owner id of the process running the report scheduler
                                            and the event collectors (PX ttl)
-    upgradebot:scheduler:jobs      hash    APScheduler's RedisJobStore: job id -> pickled job
-    upgradebot:scheduler:times     zset    APScheduler's RedisJobStore: job id by next run time
-    upgradebot:events:<id>         hash    a run's event collection: rv, tally (JSON), since,
+    {upgradebot}:scheduler:jobs      hash    APScheduler's RedisJobStore: job id -> pickled job
+    {upgradebot}:scheduler:times     zset    APScheduler's RedisJobStore: job id by next run time
+    {upgradebot}:events:<id>         hash    a run's event collection: rv, tally (JSON), since,
                                            flushed_at, relists, watching
-    upgradebot:events:<id>:seen    hash    event uid -> occurrences already counted (dedupe)
-    upgradebot:report:<id>:<after> hash    a posted report: thread, oncall (message ts),
+    {upgradebot}:events:<id>:seen    hash    event uid -> occurrences already counted (dedupe)
+    {upgradebot}:report:<id>:<after> hash    a posted report: thread, oncall (message ts),
                                            verdict, posted_at (the idempotency record)
-    upgradebot:report:<id>:<after>:claim  string  owner id of the process posting it (PX ttl)
+    {upgradebot}:report:<id>:<after>:claim  string  owner id of the process posting it (PX ttl)
 
 Creating a run (with its lock), and saving one (compare-and-set on ``version``, lease
 fencing, lock release when it ends, audit entries) are each one Lua script (:data:`CREATE`,
@@ -33,17 +35,19 @@ from __future__ import annotations
 GLOBAL_AUDIT_MAXLEN = 100_000
 
 
-PREFIX = "upgradebot:"
+PREFIX = "{upgradebot}:"
+OLD_PREFIX = "upgradebot:"
+"""The prefix before the hash tag: keys under it are renamed at start (``RedisRunStore.migrate_keys``)."""
 
 
 class _Key:
     """A key made of parts: the template under :data:`PREFIX`, filled in by a call."""
 
     def __init__(self, template: str) -> None:
-        self.template = PREFIX + template
+        self.template = template
 
     def __call__(self, *parts: str) -> str:
-        return self.template.format(*parts)
+        return PREFIX + self.template.format(*parts)  # the prefix's braces are a hash tag, not a field
 
 
 class Keys:

@@ -23,6 +23,8 @@ from bot.storage.layout import (
     CREATE,
     GLOBAL_AUDIT_MAXLEN,
     MARK_REPORT,
+    OLD_PREFIX,
+    PREFIX,
     RELEASE,
     SAVE,
     SAVE_COLLECTION,
@@ -81,6 +83,19 @@ class RedisRunStore:
         store = cls(client, url=url)
         store.ping()
         return store
+
+    def migrate_keys(self) -> int:
+        """Rename the keys of a version before the hash-tagged prefix (``upgradebot:*`` ->
+        ``{upgradebot}:*``), values and expiries kept, a key of the new layout never
+        overwritten; how many were moved. Safe to run twice, and from two processes."""
+        moved = 0
+        for old in self._do(lambda: list(self.client.scan_iter(match=OLD_PREFIX + "*", count=500))):
+            new = PREFIX + old[len(OLD_PREFIX):]
+            try:
+                moved += int(bool(self._do(lambda old=old, new=new: self.client.renamenx(old, new))))
+            except redis.ResponseError:  # another process moved it first
+                continue
+        return moved
 
     def ping(self) -> None:
         try:

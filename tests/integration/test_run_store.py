@@ -151,7 +151,36 @@ def test_every_key_lives_under_one_prefix(redis_url: str) -> None:
         Keys.lease(run.id): "string", Keys.run_audit(run.id): "stream", Keys.audit: "stream",
         Keys.once("k"): "string",
     }
-    assert all(key.startswith("upgradebot:") for key in types)
+    assert all(key.startswith("{upgradebot}:") for key in types)
+
+
+def test_every_key_hashes_to_one_cluster_slot(redis_url: str) -> None:
+    """The prefix is a Redis Cluster hash tag: every key of the bot is in one slot, so each Lua
+    script and transaction touches one node, and a managed Redis Cluster can hold them."""
+    from redis.crc import key_slot
+
+    keys = [Keys.runs, Keys.active, Keys.audit, Keys.leader, Keys.scheduler_jobs, Keys.scheduler_times,
+            Keys.run("r-1"), Keys.lock("prod/kube-system/x"), Keys.lease("r-1"), Keys.run_audit("r-1"),
+            Keys.once("slack:command:abc"), Keys.events("r-1"), Keys.seen("r-1"), Keys.report("r-1", "24h"),
+            Keys.report_claim("r-1", "24h")]
+    assert {key_slot(key.encode()) for key in keys} == {key_slot(b"upgradebot")}
+
+
+def test_keys_of_an_older_version_are_moved_under_the_new_prefix(redis_url: str) -> None:
+    """Runs stored by a version before the hash tag are kept: the store renames upgradebot:* keys
+    once, with their values and expiries, and never overwrites a key of the new layout."""
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client.hset("upgradebot:run:r-old", mapping={"version": "3", "state": "monitoring", "json": "{}"})
+    client.zadd("upgradebot:runs", {"r-old": 1.0})
+    client.set("upgradebot:lease:r-old", "bot-a", px=60_000)
+    client.set("upgradebot:once:k", "1")
+    client.set("{upgradebot}:once:k", "new")
+    store = RedisRunStore.from_url(redis_url)
+    assert store.migrate_keys() == 3
+    assert client.hgetall(Keys.run("r-old"))["state"] == "monitoring" and client.zscore(Keys.runs, "r-old") == 1.0
+    assert 0 < client.pttl(Keys.lease("r-old")) <= 60_000
+    assert client.get(Keys.once("k")) == "new" and client.get("upgradebot:once:k") == "1"  # kept, not clobbered
+    assert store.migrate_keys() == 0
 
 
 def test_unreachable_redis_is_one_clear_error() -> None:

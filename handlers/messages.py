@@ -207,6 +207,10 @@ CONSOLE_NO_SWITCH = ("you act as {user}, as the policy's identities map your acc
                      "(its cluster is simulated)")
 
 
+def shell_internal_error(kind: str, detail: str) -> str:
+    return f"internal error ({kind}: {detail}): nothing more was done; please report it with the command you ran"
+
+
 def shell_error(reason: str) -> str:
     """A failed command's one line: bad usage, a refusal, an unreachable dependency."""
     return f"{PROG}: {' '.join(reason.split())}"

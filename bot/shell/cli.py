@@ -40,7 +40,7 @@ from runbooks.engine.commands import Engine, Outcome
 from runbooks.engine.driving import StepPaused
 from runbooks.engine.refusals import Refused
 from runbooks.engine.store import StoreUnavailable
-from runbooks.errors import ClusterError
+from runbooks.errors import ClusterError, scrub, shorten
 
 SURFACE = "shell"
 ProcessMain = Callable[[argparse.Namespace, Settings, TextIO], int]
@@ -212,4 +212,6 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     except KeyboardInterrupt:
         err.write(msg.SHELL_INTERRUPTED + "\n")
         return 130
+    except Exception as exc:  # a bug: one line for the user, never a traceback (and nothing more is done)
+        err.write(msg.shell_error(msg.shell_internal_error(type(exc).__name__, scrub(shorten(str(exc))))) + "\n")
     return EXIT_USAGE

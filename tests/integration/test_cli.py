@@ -110,3 +110,19 @@ def test_policy_targets_choose_the_daemonsets(cluster: KubeSim, tmp_path: Path) 
     proc = run("inventory", "--json", env=env, home=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert [d["name"] for d in json.loads(proc.stdout)["daemonsets"]] == ["dra-example-driver-kubeletplugin"]
+
+
+def test_a_bug_is_one_line_and_exit_2_never_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception nobody expected (a bug) still gets one line on stderr, no traceback."""
+    import io
+
+    from bot.shell import cli
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise KeyError("upgradebot")
+
+    monkeypatch.setattr(cli, "run_command", broken)
+    err = io.StringIO()
+    assert cli.main(["runs"], out=io.StringIO(), err=err) == 2
+    assert err.getvalue().count("\n") == 1 and "Traceback" not in err.getvalue()
+    assert "internal error (KeyError: 'upgradebot')" in err.getvalue()

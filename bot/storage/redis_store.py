@@ -12,10 +12,12 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import urllib.parse
 from collections.abc import Collection, Sequence
 from typing import Any
 
 import redis
+import redis.sentinel
 
 from bot.storage.layout import (
     ACQUIRE,
@@ -72,13 +74,18 @@ class RedisRunStore:
 
     @classmethod
     def from_url(cls, url: str) -> RedisRunStore:
-        """Connect and check the server answers; ``StoreUnavailable`` with the reason if not."""
+        """Connect and check the server answers; ``StoreUnavailable`` with the reason if not.
+
+        ``redis://``, ``rediss://`` and ``unix://`` name the server; ``redis+sentinel://``
+        (``rediss+sentinel://`` for TLS) names Sentinels and the master they watch:
+        ``redis+sentinel://[[user]:password@]host:26379[,host:port…]/<master>[/<db>]``."""
         try:
-            client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10, socket_connect_timeout=5)
+            client = connect(url, decode=True)
         except ValueError as exc:
             raise StoreUnavailable(
                 f"{_safe(url)!r} is not a Redis URL ({_reason(exc)}): REDIS_URL takes "
-                "redis://[user:password@]host:6379/0, rediss://… or unix:///path/to/redis.sock"
+                "redis://[user:password@]host:6379/0, rediss://…, unix:///path/to/redis.sock or "
+                "redis+sentinel://[:password@]host:26379[,host:port]/<master>[/<db>]"
             ) from None
         store = cls(client, url=url)
         store.ping()
@@ -239,7 +246,7 @@ class RedisRunStore:
         """APScheduler's ``RedisJobStore`` on this Redis (its own connections: it pickles bytes)."""
         from apscheduler.jobstores.redis import RedisJobStore
 
-        pool = redis.ConnectionPool.from_url(self.url, socket_timeout=10, socket_connect_timeout=5)
+        pool = connect(self.url, decode=False).connection_pool
         return RedisJobStore(jobs_key=Keys.scheduler_jobs, run_times_key=Keys.scheduler_times, connection_pool=pool)
 
     def load_collection(self, run_id: str) -> Collected:
@@ -328,6 +335,36 @@ def _entry(entry_id: str, fields: dict[str, str]) -> dict[str, Any]:
         with contextlib.suppress(ValueError):
             entry["evidence"] = json.loads(entry["evidence"])
     return entry
+
+
+SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+TIMEOUTS = {"socket_timeout": 10, "socket_connect_timeout": 5}
+
+
+def connect(url: str, *, decode: bool) -> redis.Redis:
+    """A client for ``url`` (not yet connected); ``ValueError`` when it is not one we take."""
+    scheme, _, rest = url.partition("://")
+    if scheme.lower() not in SENTINEL_SCHEMES:
+        return redis.Redis.from_url(url, decode_responses=decode, **TIMEOUTS)
+    creds, at, location = rest.rpartition("@")
+    hosts, _, path = location.partition("/")
+    names = [part for part in path.split("/") if part]
+    if not names:
+        raise ValueError("name the master the Sentinels watch: redis+sentinel://host:26379/<master>[/<db>]")
+    if len(names) > 2 or (len(names) == 2 and not names[1].isdigit()):
+        raise ValueError("after the master comes the database number only: …/<master>/0")
+    sentinels = []
+    for host in hosts.split(","):
+        name, _, port = host.rpartition(":") if ":" in host else (host, "", "26379")
+        if not name or not port.isdigit():
+            raise ValueError(f"{host!r} is not host:port")
+        sentinels.append((name, int(port)))
+    user, _, password = creds.partition(":") if at else ("", "", "")
+    sentinel = redis.sentinel.Sentinel(sentinels, **TIMEOUTS)
+    return sentinel.master_for(
+        names[0], db=int(names[1]) if len(names) == 2 else 0, decode_responses=decode,
+        username=urllib.parse.unquote(user) or None, password=urllib.parse.unquote(password) or None,
+        ssl=scheme.lower().startswith("rediss"), **TIMEOUTS)
 
 
 def _safe(url: str) -> str:

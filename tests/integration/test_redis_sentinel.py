@@ -1,0 +1,94 @@
+"""REDIS_URL may name a Redis Sentinel: ``redis+sentinel://[:password@]host:26379[,host:port…]/<master>[/<db>]``.
+
+A real ``redis-server`` (with a password and the append-only file) and a real Sentinel
+watching it: the store finds the master through the Sentinel and everything works on it
+(runs, locks, the audit, the persistence check, APScheduler's job store). A URL that names
+no master, or a Sentinel that does not know it, is one clear error.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from bot.storage.embedded import find_redis_server
+from bot.storage.redis_store import RedisRunStore
+from runbooks.engine.store import StoreUnavailable
+from tests.integration.test_run_store import new_run
+
+PASSWORD = "s3ntinel-test-pw"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _wait(port: int, password: str | None = None) -> None:
+    client = redis.Redis(port=port, password=password, socket_timeout=1)
+    for _ in range(100):
+        try:
+            client.ping()
+            return
+        except redis.RedisError:
+            time.sleep(0.1)
+    raise AssertionError(f"nothing answers on port {port}")
+
+
+@pytest.fixture(scope="module")
+def sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """A master with a password and the append-only file, and a Sentinel watching it as ``mymaster``."""
+    home: Path = tmp_path_factory.mktemp("sentinel")
+    binary = find_redis_server()
+    master, watcher = _free_port(), _free_port()
+    conf = home / "sentinel.conf"
+    conf.write_text(f"port {watcher}\nbind 127.0.0.1\ndir {home}\n"
+                    f"sentinel monitor mymaster 127.0.0.1 {master} 1\n"
+                    f"sentinel auth-pass mymaster {PASSWORD}\nsentinel down-after-milliseconds mymaster 5000\n")
+    procs = [
+        subprocess.Popen([binary, "--port", str(master), "--bind", "127.0.0.1", "--dir", str(home),
+                          "--appendonly", "yes", "--requirepass", PASSWORD, "--save", ""],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        subprocess.Popen([binary, str(conf), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+    ]
+    try:
+        _wait(master, PASSWORD)
+        _wait(watcher)
+        yield watcher
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def test_the_store_finds_its_master_through_the_sentinel(sentinel: int) -> None:
+    url = f"redis+sentinel://:{PASSWORD}@127.0.0.1:{sentinel}/mymaster/0"
+    store = RedisRunStore.from_url(url)
+    run = store.create(new_run(), audit=[{"run": "x", "kind": "transition", "name": "requested"}])
+    assert store.get(run.id) == run and store.lock_holder(run.target.key) == run.id
+    assert store.acquire_lease(run.id, "a", dt.timedelta(seconds=30))
+    assert store.persistence() == "the append-only file"
+    assert PASSWORD not in store.safe_url and "mymaster" in store.safe_url
+    jobs = store.job_store()
+    jobs.remove_all_jobs()
+    assert jobs.get_all_jobs() == []
+    store.close()
+
+
+@pytest.mark.parametrize(("url", "why"), [
+    ("redis+sentinel://127.0.0.1:{port}", "name the master"),
+    ("redis+sentinel://:" + PASSWORD + "@127.0.0.1:{port}/nomaster/0", "cannot reach Redis"),
+    ("redis+sentinel://127.0.0.1:{port}/mymaster/zero", "is not a Redis URL"),
+])
+def test_a_bad_sentinel_url_is_one_clear_error(sentinel: int, url: str, why: str) -> None:
+    with pytest.raises(StoreUnavailable, match=why) as refused:
+        RedisRunStore.from_url(url.format(port=sentinel))
+    assert PASSWORD not in str(refused.value) and "\n" not in str(refused.value)

@@ -17,6 +17,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 import redis
+import redis.cluster
 import redis.sentinel
 
 from bot.storage.layout import (
@@ -78,14 +79,16 @@ class RedisRunStore:
 
         ``redis://``, ``rediss://`` and ``unix://`` name the server; ``redis+sentinel://``
         (``rediss+sentinel://`` for TLS) names Sentinels and the master they watch:
-        ``redis+sentinel://[[user]:password@]host:26379[,host:port…]/<master>[/<db>]``."""
+        ``redis+sentinel://[[user]:password@]host:26379[,host:port…]/<master>[/<db>]``;
+        ``redis+cluster://[[user]:password@]host:port[,host:port…]`` a Redis Cluster (every
+        key of ours is in one slot: :mod:`bot.storage.layout`)."""
         try:
             client = connect(url, decode=True)
         except ValueError as exc:
             raise StoreUnavailable(
                 f"{_safe(url)!r} is not a Redis URL ({_reason(exc)}): REDIS_URL takes "
                 "redis://[user:password@]host:6379/0, rediss://…, unix:///path/to/redis.sock or "
-                "redis+sentinel://[:password@]host:26379[,host:port]/<master>[/<db>]"
+                "redis+sentinel://[:password@]host:26379[,host:port]/<master>[/<db>] or redis+cluster://host:port[,host:port]"
             ) from None
         store = cls(client, url=url)
         store.ping()
@@ -246,8 +249,13 @@ class RedisRunStore:
         """APScheduler's ``RedisJobStore`` on this Redis (its own connections: it pickles bytes)."""
         from apscheduler.jobstores.redis import RedisJobStore
 
-        pool = connect(self.url, decode=False).connection_pool
-        return RedisJobStore(jobs_key=Keys.scheduler_jobs, run_times_key=Keys.scheduler_times, connection_pool=pool)
+        client = connect(self.url, decode=False)
+        if isinstance(client, _ClusterClient):  # the job store builds a plain client: give it ours instead
+            jobs = RedisJobStore(jobs_key=Keys.scheduler_jobs, run_times_key=Keys.scheduler_times)
+            jobs.redis = client
+            return jobs
+        return RedisJobStore(jobs_key=Keys.scheduler_jobs, run_times_key=Keys.scheduler_times,
+                             connection_pool=client.connection_pool)
 
     def load_collection(self, run_id: str) -> Collected:
         def read() -> tuple[dict[str, str], dict[str, str]]:
@@ -338,33 +346,61 @@ def _entry(entry_id: str, fields: dict[str, str]) -> dict[str, Any]:
 
 
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
-TIMEOUTS = {"socket_timeout": 10, "socket_connect_timeout": 5}
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+TIMEOUTS: dict[str, Any] = {"socket_timeout": 10, "socket_connect_timeout": 5}
 
 
 def connect(url: str, *, decode: bool) -> redis.Redis:
     """A client for ``url`` (not yet connected); ``ValueError`` when it is not one we take."""
     scheme, _, rest = url.partition("://")
-    if scheme.lower() not in SENTINEL_SCHEMES:
+    if scheme.lower() not in (*SENTINEL_SCHEMES, *CLUSTER_SCHEMES):
         return redis.Redis.from_url(url, decode_responses=decode, **TIMEOUTS)
     creds, at, location = rest.rpartition("@")
     hosts, _, path = location.partition("/")
+    user, _, password = creds.partition(":") if at else ("", "", "")
+    auth: dict[str, Any] = {"username": urllib.parse.unquote(user) or None, "password": urllib.parse.unquote(password) or None,
+            "ssl": scheme.lower().startswith("rediss")}
+    if scheme.lower() in CLUSTER_SCHEMES:
+        if path.strip("/"):
+            raise ValueError("a Redis Cluster has database 0 only: redis+cluster://host:port[,host:port]")
+        nodes = [redis.cluster.ClusterNode(name, port) for name, port in _hosts(hosts, default_port=6379)]
+        return _ClusterClient(startup_nodes=nodes, decode_responses=decode, **auth, **TIMEOUTS)  # type: ignore[return-value]
     names = [part for part in path.split("/") if part]
     if not names:
         raise ValueError("name the master the Sentinels watch: redis+sentinel://host:26379/<master>[/<db>]")
     if len(names) > 2 or (len(names) == 2 and not names[1].isdigit()):
         raise ValueError("after the master comes the database number only: …/<master>/0")
-    sentinels = []
-    for host in hosts.split(","):
-        name, _, port = host.rpartition(":") if ":" in host else (host, "", "26379")
+    sentinel = redis.sentinel.Sentinel(_hosts(hosts, default_port=26379), **TIMEOUTS)
+    return sentinel.master_for(names[0], db=int(names[1]) if len(names) == 2 else 0, decode_responses=decode,
+                               **auth, **TIMEOUTS)
+
+
+def _hosts(text: str, *, default_port: int) -> list[tuple[str, int]]:
+    hosts = []
+    for host in text.split(","):
+        name, _, port = host.rpartition(":") if ":" in host else (host, "", str(default_port))
         if not name or not port.isdigit():
             raise ValueError(f"{host!r} is not host:port")
-        sentinels.append((name, int(port)))
-    user, _, password = creds.partition(":") if at else ("", "", "")
-    sentinel = redis.sentinel.Sentinel(sentinels, **TIMEOUTS)
-    return sentinel.master_for(
-        names[0], db=int(names[1]) if len(names) == 2 else 0, decode_responses=decode,
-        username=urllib.parse.unquote(user) or None, password=urllib.parse.unquote(password) or None,
-        ssl=scheme.lower().startswith("rediss"), **TIMEOUTS)
+        hosts.append((name, int(port)))
+    return hosts
+
+
+class _ClusterClient(redis.cluster.RedisCluster):
+    """RedisCluster as APScheduler's job store uses a client: its pipelines are transactions
+    (every key of ours is in one slot) and it has a ``connection_pool`` to disconnect."""
+
+    def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
+        return super().pipeline(transaction=True if transaction is None else transaction, shard_hint=shard_hint)
+
+    @property
+    def connection_pool(self) -> Any:
+        client = self
+
+        class _Pool:
+            def disconnect(self) -> None:
+                client.close()
+
+        return _Pool()
 
 
 def _safe(url: str) -> str:

@@ -2,7 +2,8 @@
 
 The rendered overlay (``kubectl kustomize deploy/overlays/socket-mode``) gives the bot's
 ServiceAccount, its read-only ClusterRole, the Role of the target's namespace and the
-smoke test's namespace and Role. Applied with ``kubectl apply``, a token minted for the
+smoke test's namespace and Role. Applied with ``kubectl apply -k`` (kubesim serves RBAC, not
+the Deployment's neighbours: StatefulSet, Service, NetworkPolicy…), a token minted for the
 ServiceAccount (``kubectl create token``) runs every runbook: inventory, canary (with the
 smoke test), verify, promote, the stability report with its event collector, and
 rollback, with zero 403s. Then each rule is taken away in turn: the runbook that needs it
@@ -72,9 +73,15 @@ class Installed:
 
 
 def install(sim: KubeSim, tmp_path: Path, objects: list[dict[str, Any]]) -> Installed:
-    """``kubectl apply`` the objects as the admin, then a kubeconfig with the bot's own token."""
+    """``kubectl apply -k`` the objects (a kustomization of them) as the admin, then a kubeconfig
+    with the bot's own token, minted by ``kubectl create token``."""
     admin = Kubectl(sim.kubeconfig)
-    admin("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+    rbac = tmp_path / "rbac"
+    rbac.mkdir()
+    (rbac / "rbac.yaml").write_text(yaml.safe_dump_all(objects))
+    (rbac / "kustomization.yaml").write_text("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+                                             "resources: [rbac.yaml]\n")
+    admin("apply", "-k", str(rbac))
     token = admin("create", "token", "upgradebot", "-n", "upgradebot").strip()
     config = yaml.safe_load(Path(sim.kubeconfig).read_text())
     config["users"][0]["user"] = {"token": token}

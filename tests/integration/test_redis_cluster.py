@@ -27,10 +27,16 @@ from tests.integration.test_run_store import new_run
 SLOTS = ((0, 5460), (5461, 10922), (10923, 16383))
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports (each held until all are chosen, so none comes twice)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 def _cluster_state(client: redis.Redis) -> str:
@@ -41,7 +47,7 @@ def _cluster_state(client: redis.Redis) -> str:
 @pytest.fixture(scope="module")
 def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     home = tmp_path_factory.mktemp("cluster")
-    binary, ports = find_redis_server(), [_free_port() for _ in SLOTS]
+    binary, ports = find_redis_server(), _free_ports(len(SLOTS))
     procs = []
     for port in ports:
         os.makedirs(home / str(port))
@@ -58,6 +64,8 @@ def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                     break
                 except redis.RedisError:
                     time.sleep(0.1)
+            else:
+                raise AssertionError(f"a cluster node does not answer: {client}")
         for client, (first, last) in zip(clients, SLOTS, strict=True):
             client.execute_command("CLUSTER", "ADDSLOTS", *range(first, last + 1))
         for client in clients[1:]:
@@ -66,6 +74,9 @@ def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             if all(_cluster_state(c) == "ok" for c in clients):
                 break
             time.sleep(0.1)
+        else:  # fail now, rather than a client retrying against a cluster that is down
+            dead = [p.args[2] for p in procs if p.poll() is not None]
+            raise AssertionError(f"the test cluster did not form (nodes that exited: {dead})")
         yield f"redis+cluster://127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}"
     finally:
         for proc in procs:

@@ -26,10 +26,16 @@ from tests.integration.test_run_store import new_run
 PASSWORD = "s3ntinel-test-pw"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports (each held until all are chosen, so none comes twice)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 def _wait(port: int, password: str | None = None) -> None:
@@ -48,7 +54,7 @@ def sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """A master with a password and the append-only file, and a Sentinel watching it as ``mymaster``."""
     home: Path = tmp_path_factory.mktemp("sentinel")
     binary = find_redis_server()
-    master, watcher = _free_port(), _free_port()
+    master, watcher = _free_ports(2)
     conf = home / "sentinel.conf"
     conf.write_text(f"port {watcher}\nbind 127.0.0.1\ndir {home}\n"
                     f"sentinel monitor mymaster 127.0.0.1 {master} 1\n"

@@ -84,6 +84,8 @@ class RedisRunStore:
         key of ours is in one slot: :mod:`bot.storage.layout`)."""
         try:
             client = connect(url, decode=True)
+        except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:  # a cluster client connects at once
+            raise StoreUnavailable(f"cannot reach Redis at {_safe(url)}: {_reason(exc)}") from exc
         except ValueError as exc:
             raise StoreUnavailable(
                 f"{_safe(url)!r} is not a Redis URL ({_reason(exc)}): REDIS_URL takes "

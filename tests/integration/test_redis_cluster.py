@@ -114,3 +114,10 @@ def test_the_whole_store_works_on_a_cluster(cluster_url: str) -> None:
         scheduler.shutdown(wait=False)
     assert store.migrate_keys() == 0
     store.close()
+
+
+def test_an_unreachable_cluster_is_one_clear_error() -> None:
+    from runbooks.engine.store import StoreUnavailable
+
+    with pytest.raises(StoreUnavailable, match=r"cannot reach Redis at redis\+cluster://:\*\*\*@127.0.0.1:1"):
+        RedisRunStore.from_url("redis+cluster://:secret@127.0.0.1:1")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from bot.storage.embedded import find_redis_server
 from bot.storage.redis_store import RedisRunStore
@@ -39,8 +41,11 @@ def _free_ports(count: int) -> list[int]:
 
 
 def _wait(port: int, password: str | None = None) -> None:
-    client = redis.Redis(port=port, password=password, socket_timeout=1)
-    for _ in range(100):
+    """Until the server on ``port`` answers, for 15 s at most (one quick try at a time)."""
+    client = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=1,
+                         socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
         try:
             client.ping()
             return

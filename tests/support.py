@@ -89,3 +89,51 @@ def kustomize(directory: Path) -> str:
     if proc.returncode != 0:
         raise AssertionError(f"kubectl kustomize {directory} failed: {proc.stderr}")
     return proc.stdout
+
+
+def free_ports(count: int, *, bus: bool = False) -> list[int]:
+    """``count`` distinct free ports on 127.0.0.1, each held until all are chosen so none comes
+    twice; ``bus``: also the port + 10000 (a Redis Cluster node's bus), so below 55536."""
+    import random
+    import socket
+
+    rng, probes, ports = random.Random(), [], []
+    try:
+        while len(ports) < count:
+            wanted = [rng.randrange(20_000, 55_000)] if bus else [0]
+            if bus:
+                wanted.append(wanted[0] + 10_000)
+            pair = [socket.socket() for _ in wanted]
+            try:
+                for probe, port in zip(pair, wanted, strict=True):
+                    probe.bind(("127.0.0.1", port))
+            except OSError:
+                for probe in pair:
+                    probe.close()
+                continue
+            probes += pair
+            ports.append(int(pair[0].getsockname()[1]))
+        return ports
+    finally:
+        for probe in probes:
+            probe.close()
+
+
+def redis_answers(port: int, *, password: str | None = None, within: float = 15.0) -> bool:
+    """Whether a Redis server answers PING on 127.0.0.1:``port`` within ``within`` seconds (one
+    quick try at a time: the client's own retries would wait far longer on a dead port)."""
+    import time
+
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    client = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=1,
+                         socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            return bool(client.ping())
+        except redis.RedisError:
+            time.sleep(0.1)
+    return False

@@ -8,8 +8,6 @@ the whole window, and SIGTERM did not stop the process until they finished.
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -21,7 +19,7 @@ from runbooks.engine.runs import RunState
 from runbooks.policy import Policy
 from tests.e2e.conftest import RunBot
 from tests.e2e.runs_support import TARGET, eventually
-from tests.e2e.test_serve_process import SERVE, environment
+from tests.e2e.test_serve_process import SERVE, environment, served
 from tests.e2e.test_slack_runs import requested
 from tests.fakeslack import FakeSlack, post, slash_command
 
@@ -64,24 +62,15 @@ def test_sigterm_cancels_a_long_verify_and_exits_within_the_drain(cluster: KubeS
                                                                    redis_url: str) -> None:
     with FakeSlack() as fake:
         env = environment(fake, cluster, tmp_path, redis_url)
-        proc = subprocess.Popen([*SERVE[:-3], "--drain", "20", "--allow-volatile-redis"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            assert proc.stdout is not None
-            url = proc.stdout.readline().strip()
+        with served(env, "--drain", "20", "--allow-volatile-redis", command=SERVE[:-3]) as bot:
             body = slash_command(LONG_VERIFY, response_url=fake.response_url("verify"))
-            assert post(url + "/slack/events", body).status == 200
+            assert post(bot.url + "/slack/events", body).status == 200
             time.sleep(3)  # the verify is watching its 30 minute window
             stopped = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=30)
+            err = bot.stop(timeout=30)
             took = time.monotonic() - stopped
             (answer,) = fake.wait_for("response_url")
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    assert proc.returncode == 0, err
+    assert bot.proc.returncode == 0, err
     assert took < 10, took
     assert "verify was cancelled: the bot is shutting down" in answer.body["text"]
     assert "Traceback" not in err

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from kubesim import KubeSim
 from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get, post, slash_command
+from tests.support import free_ports
 
 SERVE = [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", "0", "--drain", "10",
          "--allow-volatile-redis"]  # the suite's Redis keeps nothing on disk
@@ -27,28 +31,46 @@ def environment(fake: FakeSlack, sim: KubeSim, tmp_path: Path, redis_url: str, *
     return env
 
 
+@dataclass
+class Served:
+    """A running ``upgradebot serve``: the process and the URL it printed first."""
+
+    proc: subprocess.Popen[str]
+    url: str
+
+    def stop(self, timeout: float = 20) -> str:
+        """SIGTERM, then its stderr once it has exited."""
+        self.proc.send_signal(signal.SIGTERM)
+        _, err = self.proc.communicate(timeout=timeout)
+        return err
+
+
+@contextlib.contextmanager
+def served(env: dict[str, str], *args: str, command: list[str] = SERVE) -> Iterator[Served]:
+    """``serve`` started with ``env`` (and ``args``), killed if the test did not stop it."""
+    proc = subprocess.Popen([*command, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        yield Served(proc, proc.stdout.readline().strip())
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def test_serve_answers_and_stops_on_sigterm(cluster: KubeSim, tmp_path: Path, redis_url: str) -> None:
     """The served process acks a signed help, answers the probes, and exits 0 on SIGTERM."""
-    with FakeSlack() as fake:
-        proc = subprocess.Popen(SERVE, env=environment(fake, cluster, tmp_path, redis_url), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-        try:
-            assert proc.stdout is not None
-            url = proc.stdout.readline().strip()
-            assert url.startswith("http://127.0.0.1:"), url
-            assert get(url + "/healthz").status == 200
-            body = slash_command("help", response_url=fake.response_url())
-            assert post(url + "/slack/events", body).status == 200
-            (answer,) = fake.wait_for("response_url")
-            assert "/upgrade inventory" in answer.body["blocks"][-1]["text"]["text"]
-            assert get(url + "/readyz").status == 200
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=20)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    assert proc.returncode == 0, err
+    with FakeSlack() as fake, served(environment(fake, cluster, tmp_path, redis_url)) as bot:
+        url = bot.url
+        assert url.startswith("http://127.0.0.1:"), url
+        assert get(url + "/healthz").status == 200
+        body = slash_command("help", response_url=fake.response_url())
+        assert post(url + "/slack/events", body).status == 200
+        (answer,) = fake.wait_for("response_url")
+        assert "/upgrade inventory" in answer.body["blocks"][-1]["text"]["text"]
+        assert get(url + "/readyz").status == 200
+        err = bot.stop()
+    assert bot.proc.returncode == 0, err
     assert "stopping" in err and BOT_TOKEN not in err and SIGNING_SECRET not in err
 
 
@@ -86,27 +108,20 @@ def test_serve_without_a_policy_file_is_read_only_and_says_so(cluster: KubeSim, 
     with FakeSlack() as fake:
         env = environment(fake, cluster, tmp_path, "redis://127.0.0.1:1/0")  # never opened
         del env["UPGRADEBOT_CONFIG"]
-        proc = subprocess.Popen(SERVE, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            assert proc.stdout is not None and proc.stderr is not None
-            url = proc.stdout.readline().strip()
-            first_log = proc.stderr.readline()
+        with served(env) as bot:
+            assert bot.proc.stderr is not None
+            first_log = bot.proc.stderr.readline()
             assert "read-only: no policy file" in first_log, first_log
-            ready = get(url + "/readyz")
+            ready = get(bot.url + "/readyz")
             assert b'"mode": "read-only"' in ready.body
             body = slash_command("canary kube-system/nvidia-device-plugin-daemonset "
                                  "image=nvcr.io/nvidia/k8s-device-plugin:v0.17.0 node=gpu-node1",
                                  response_url=fake.response_url("canary"))
-            assert post(url + "/slack/events", body).status == 200
+            assert post(bot.url + "/slack/events", body).status == 200
             (answer,) = fake.wait_for("response_url")
             assert "this bot is read-only" in answer.body["text"]
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=20)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    assert proc.returncode == 0, err
+            err = bot.stop()
+    assert bot.proc.returncode == 0, err
     assert "Traceback" not in err
 
 
@@ -114,19 +129,12 @@ def test_log_format_json_gives_one_json_object_a_line_with_user_and_verb(cluster
                                                                          redis_url: str) -> None:
     with FakeSlack() as fake:
         env = environment(fake, cluster, tmp_path, redis_url, LOG_FORMAT="json", LOG_LEVEL="INFO")
-        proc = subprocess.Popen(SERVE, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            assert proc.stdout is not None
-            url = proc.stdout.readline().strip()
-            assert post(url + "/slack/events", slash_command("help", response_url=fake.response_url())).status == 200
+        with served(env) as bot:
+            body = slash_command("help", response_url=fake.response_url())
+            assert post(bot.url + "/slack/events", body).status == 200
             fake.wait_for("response_url")
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=20)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    assert proc.returncode == 0, err
+            err = bot.stop()
+    assert bot.proc.returncode == 0, err
     records = [json.loads(line) for line in err.splitlines()]  # every line is JSON
     command = next(r for r in records if r["message"].startswith("command help"))
     assert (command["user"], command["verb"], command["level"]) == ("U0ANA", "help", "INFO")
@@ -146,26 +154,13 @@ def test_serve_in_a_pod_refuses_to_start_its_own_redis(cluster: KubeSim, tmp_pat
 
 def test_metrics_on_their_own_port(cluster: KubeSim, tmp_path: Path, redis_url: str) -> None:
     """--metrics-port: /metrics there only, so an ingress publishing the main port never shows it."""
-    import socket as sockets
-
-    with sockets.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        metrics_port = probe.getsockname()[1]
+    (metrics_port,) = free_ports(1)
     with FakeSlack() as fake:
         env = environment(fake, cluster, tmp_path, redis_url)
-        proc = subprocess.Popen([*SERVE, "--metrics-port", str(metrics_port)], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-        try:
-            assert proc.stdout is not None
-            url = proc.stdout.readline().strip()
-            assert get(url + "/metrics").status == 404
+        with served(env, "--metrics-port", str(metrics_port)) as bot:
+            assert get(bot.url + "/metrics").status == 404
             scraped = get(f"http://127.0.0.1:{metrics_port}/metrics")
             assert scraped.status == 200 and b"upgradebot_" in scraped.body
             assert post(f"http://127.0.0.1:{metrics_port}/slack/events", slash_command("help")).status == 405
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=20)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    assert proc.returncode == 0, err
+            err = bot.stop()
+    assert bot.proc.returncode == 0, err

@@ -10,59 +10,21 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import random
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
 
 import pytest
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from bot.storage.embedded import find_redis_server
 from bot.storage.redis_store import RedisRunStore
 from runbooks.engine.runs import RunState
 from runbooks.stability.tallying import Tally
 from tests.integration.test_run_store import new_run
+from tests.support import free_ports, redis_answers
 
 SLOTS = ((0, 5460), (5461, 10922), (10923, 16383))
-
-
-def _cluster_ports(count: int) -> list[int]:
-    """``count`` distinct free ports whose cluster bus ports (the port + 10000, which Redis
-    Cluster also listens on) are free too and exist: picked below 55536, held until all are chosen."""
-    rng, probes, ports = random.Random(), [], []
-    try:
-        while len(ports) < count:
-            port = rng.randrange(20_000, 55_000)
-            pair = [socket.socket(), socket.socket()]
-            try:
-                pair[0].bind(("127.0.0.1", port))
-                pair[1].bind(("127.0.0.1", port + 10_000))
-            except OSError:
-                for probe in pair:
-                    probe.close()
-                continue
-            probes += pair
-            ports.append(port)
-        return ports
-    finally:
-        for probe in probes:
-            probe.close()
-
-
-def _answers(port: int, deadline: float) -> bool:
-    """Whether a server answers PING on ``port`` before ``deadline`` (one quick try at a time)."""
-    client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, socket_connect_timeout=0.5,
-                         retry=Retry(NoBackoff(), 0))
-    while time.monotonic() < deadline:
-        try:
-            return bool(client.ping())
-        except redis.RedisError:
-            time.sleep(0.1)
-    return False
 
 
 def _cluster_state(client: redis.Redis) -> str:
@@ -73,7 +35,7 @@ def _cluster_state(client: redis.Redis) -> str:
 @pytest.fixture(scope="module")
 def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     home = tmp_path_factory.mktemp("cluster")
-    binary, ports = find_redis_server(), _cluster_ports(len(SLOTS))
+    binary, ports = find_redis_server(), free_ports(len(SLOTS), bus=True)
     procs = []
     for port in ports:
         os.makedirs(home / str(port))
@@ -82,9 +44,8 @@ def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
              "nodes.conf", "--dir", str(home / str(port)), "--appendonly", "yes", "--save", ""],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     try:
-        deadline = time.monotonic() + 15
         for port, proc in zip(ports, procs, strict=True):
-            if not _answers(port, deadline):
+            if not redis_answers(port):
                 raise AssertionError(f"the cluster node on port {port} does not answer (exit code {proc.poll()})")
         clients = [redis.Redis(host="127.0.0.1", port=p, socket_timeout=3, socket_connect_timeout=1) for p in ports]
         for client, (first, last) in zip(clients, SLOTS, strict=True):

@@ -9,49 +9,19 @@ no master, or a Sentinel that does not know it, is one clear error.
 from __future__ import annotations
 
 import datetime as dt
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from bot.storage.embedded import find_redis_server
 from bot.storage.redis_store import RedisRunStore
 from runbooks.engine.store import StoreUnavailable
 from tests.integration.test_run_store import new_run
+from tests.support import free_ports, redis_answers
 
 PASSWORD = "s3ntinel-test-pw"
-
-
-def _free_ports(count: int) -> list[int]:
-    """``count`` distinct free ports (each held until all are chosen, so none comes twice)."""
-    probes = [socket.socket() for _ in range(count)]
-    try:
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [int(probe.getsockname()[1]) for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
-
-
-def _wait(port: int, password: str | None = None) -> None:
-    """Until the server on ``port`` answers, for 15 s at most (one quick try at a time)."""
-    client = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=1,
-                         socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        try:
-            client.ping()
-            return
-        except redis.RedisError:
-            time.sleep(0.1)
-    raise AssertionError(f"nothing answers on port {port}")
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +29,7 @@ def sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """A master with a password and the append-only file, and a Sentinel watching it as ``mymaster``."""
     home: Path = tmp_path_factory.mktemp("sentinel")
     binary = find_redis_server()
-    master, watcher = _free_ports(2)
+    master, watcher = free_ports(2)
     conf = home / "sentinel.conf"
     conf.write_text(f"port {watcher}\nbind 127.0.0.1\ndir {home}\n"
                     f"sentinel monitor mymaster 127.0.0.1 {master} 1\n"
@@ -71,8 +41,7 @@ def sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
         subprocess.Popen([binary, str(conf), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
     ]
     try:
-        _wait(master, PASSWORD)
-        _wait(watcher)
+        assert redis_answers(master, password=PASSWORD) and redis_answers(watcher), "the master or Sentinel is down"
         yield watcher
     finally:
         for proc in procs:

@@ -56,11 +56,10 @@ def context() -> dict[str, str]:
 
 
 def _cut(text: str) -> str:
-    encoded = text.encode("utf-8", errors="replace")
-    if len(encoded) <= MAX_LOG_LINE:
+    """``text`` in at most :data:`MAX_LOG_LINE` bytes of UTF-8 (bytes, not characters)."""
+    if len(text.encode("utf-8", errors="replace")) <= MAX_LOG_LINE:
         return text
-    cut = MAX_LOG_LINE - len("…".encode())  # bytes, not characters: 2 KB of UTF-8 at most
-    return encoded[:cut].decode("utf-8", errors="ignore") + "…"
+    return _shorter(text, MAX_LOG_LINE - len("…".encode()))
 
 
 class SecretFilter(logging.Filter):
@@ -127,7 +126,7 @@ class JsonFormatter(logging.Formatter):
 
 def _shorter(value: str, size: int) -> str:
     """``value`` in at most about ``size`` bytes of UTF-8 (JSON escapes aside), ending with "…"."""
-    return value.encode()[:max(0, size)].decode(errors="ignore") + "…"
+    return value.encode("utf-8", errors="replace")[:max(0, size)].decode("utf-8", errors="ignore") + "…"
 
 
 def configure_logging(*, level: str = "INFO", form: str = "text", secrets: Sequence[str] = (),

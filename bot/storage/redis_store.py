@@ -399,8 +399,8 @@ class _ClusterClient(redis.cluster.RedisCluster):
         client = self
 
         class _Pool:
-            def disconnect(self) -> None:
-                client.close()
+            def disconnect(self) -> None:  # as a plain client's pool: connections dropped, reopened on use
+                client.disconnect_connection_pools()
 
         return _Pool()
 

@@ -1,45 +1,86 @@
-"""A small OpenAPI v3 document per group-version, enough for kubectl's needs.
+"""The OpenAPI v3 documents kubesim serves: one per group-version, as a real API server does.
 
-kubectl reads ``/openapi/v3`` before ``apply`` and ``create`` to learn whether the server
-validates fields itself (the ``fieldValidation`` parameter on a kind's PATCH operation)
-and to find each kind's schema by its ``x-kubernetes-group-version-kind``. The schemas
-here name the top-level fields only and let the rest through, as a permissive server
-schema would; what the objects may contain is not checked against them.
+Each document holds the release's published schemas (:mod:`kubesim.schemas`) of the kinds
+the group-version serves and of every type they refer to, written as the API server writes
+them: references as ``#/components/schemas/<name>``, wrapped in ``allOf`` where the
+property has a description of its own. kubectl reads them before ``apply``, ``create``,
+``diff`` and ``explain``: whether the server validates fields itself (the
+``fieldValidation`` parameter on a kind's PATCH operation), each kind's schema by its
+``x-kubernetes-group-version-kind``, and the list types and merge keys it patches by.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from typing import Any
 
+from kubesim import schemas
 from kubesim.resources import ApiSurface, ResourceType
 
 _QUERY = ("dryRun", "fieldManager", "fieldValidation", "pretty")
+_PATCH_QUERY = (*_QUERY, "force")
+_COMPONENTS = "#/components/schemas/"
 
 
 def _gv_path(group: str, version: str) -> str:
     return f"api/{version}" if not group else f"apis/{group}/{version}"
 
 
-def _schema_name(res: ResourceType) -> str:
-    group = res.group or "core"
-    return f"io.k8s.api.{group}.{res.version}.{res.kind}"
+def _gvk(res: ResourceType) -> dict[str, str]:
+    return {"group": res.group, "version": res.version, "kind": res.kind}
 
 
-def _gvk(res: ResourceType) -> list[dict[str, str]]:
-    return [{"group": res.group, "version": res.version, "kind": res.kind}]
-
-
-def _op(res: ResourceType, action: str) -> dict[str, Any]:
-    params = [{"name": n, "in": "query", "schema": {"type": "string"}, "uniqueItems": True} for n in _QUERY]
+def _op(res: ResourceType, action: str, schema: str) -> dict[str, Any]:
+    names = _PATCH_QUERY if action == "patch" else _QUERY
+    params = [{"name": n, "in": "query", "schema": {"type": "string"}, "uniqueItems": True} for n in names]
     return {
         "operationId": f"{action}{res.kind}",
         "parameters": params,
         "responses": {"200": {"description": "OK", "content": {"application/json": {
-            "schema": {"$ref": f"#/components/schemas/{_schema_name(res)}"}}}}},
+            "schema": {"$ref": _COMPONENTS + schema}}}}},
         "x-kubernetes-action": action,
-        "x-kubernetes-group-version-kind": _gvk(res)[0],
+        "x-kubernetes-group-version-kind": _gvk(res),
+    }
+
+
+def _rewrite(schema: Any, top: bool = False) -> Any:
+    """A published schema as the server's v3 document writes it (refs, single types)."""
+    if isinstance(schema, list):
+        return [_rewrite(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "$ref" and isinstance(value, str):
+            out[key] = _COMPONENTS + value.removeprefix("#/$defs/")
+        elif key == "type" and isinstance(value, list):
+            out[key] = next((t for t in value if t != "null"), "object")
+        elif key == "properties" and isinstance(value, dict):
+            out[key] = {name: _rewrite(prop) for name, prop in value.items()}
+            if top:  # the package pins apiVersion and kind with an enum; the server does not
+                for name in ("apiVersion", "kind"):
+                    if isinstance(out[key].get(name), dict):
+                        out[key][name].pop("enum", None)
+        else:
+            out[key] = _rewrite(value)
+    if "$ref" in out and len(out) > 1:
+        ref = out.pop("$ref")
+        out["allOf"] = [{"$ref": ref}]
+    return out
+
+
+def _permissive(res: ResourceType) -> dict[str, Any]:
+    """A kind the release publishes no schema for: top-level fields, anything below."""
+    loose = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    return {
+        "type": "object",
+        "description": f"{res.kind} ({res.api_version}), served by kubesim.",
+        "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                       "metadata": loose, "spec": loose, "status": loose},
+        "x-kubernetes-preserve-unknown-fields": True,
+        "x-kubernetes-group-version-kind": [_gvk(res)],
     }
 
 
@@ -47,46 +88,52 @@ def gv_document(surface: ApiSurface, group: str, version: str) -> dict[str, Any]
     resources = surface.in_group_version(group, version)
     if not resources:
         return None
+    return _document(surface.minor, group, version, tuple(resources))
+
+
+@functools.cache
+def _document(minor: int, group: str, version: str, resources: tuple[ResourceType, ...]) -> dict[str, Any]:
+    defs = schemas.for_release(minor)
     paths: dict[str, Any] = {}
-    schemas: dict[str, Any] = {}
+    names: dict[ResourceType, str] = {}
+    own: dict[str, Any] = {}
     base = "/" + _gv_path(group, version)
     for res in resources:
+        name = defs.kind(res.group, res.version, res.kind)
+        if name is None:
+            name = f"io.k8s.api.{res.group or 'core'}.{res.version}.{res.kind}"
+            own[name] = _permissive(res)
+        names[res] = name
         scope = f"{base}/namespaces/{{namespace}}/{res.plural}" if res.namespaced else f"{base}/{res.plural}"
-        paths[scope] = {"get": _op(res, "list"), "post": _op(res, "post")}
+        paths[scope] = {"get": _op(res, "list", name), "post": _op(res, "post", name)}
         paths[f"{scope}/{{name}}"] = {
-            "get": _op(res, "get"), "put": _op(res, "put"), "patch": _op(res, "patch"),
-            "delete": _op(res, "delete"),
+            "get": _op(res, "get", name), "put": _op(res, "put", name), "patch": _op(res, "patch", name),
+            "delete": _op(res, "delete", name),
         }
         if "status" in res.subresources:
-            paths[f"{scope}/{{name}}/status"] = {"get": _op(res, "get"), "patch": _op(res, "patch"),
-                                                "put": _op(res, "put")}
-        schemas[_schema_name(res)] = {
-            "type": "object",
-            "description": f"{res.kind} ({res.api_version}), served by kubesim.",
-            "properties": {
-                "apiVersion": {"type": "string"},
-                "kind": {"type": "string"},
-                "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            },
-            "x-kubernetes-preserve-unknown-fields": True,
-            "x-kubernetes-group-version-kind": _gvk(res),
-        }
+            paths[f"{scope}/{{name}}/status"] = {"get": _op(res, "get", name), "patch": _op(res, "patch", name),
+                                                "put": _op(res, "put", name)}
+    components = {n: _rewrite(defs.defs[n], top=True) for n in defs.closure(list(names.values()))}
+    components.update(own)
     return {
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": "kubesim"},
         "paths": paths,
-        "components": {"schemas": schemas},
+        "components": {"schemas": components},
     }
+
+
+@functools.cache
+def _digest(minor: int, group: str, version: str, resources: tuple[ResourceType, ...]) -> str:
+    doc = _document(minor, group, version, resources)
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32].upper()
 
 
 def root_document(surface: ApiSurface) -> dict[str, Any]:
     paths = {}
     for group, versions in surface.group_versions().items():
         for version in versions:
-            doc = gv_document(surface, group, version)
-            digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32].upper()
+            digest = _digest(surface.minor, group, version, tuple(surface.in_group_version(group, version)))
             path = _gv_path(group, version)
             paths[path] = {"serverRelativeURL": f"/openapi/v3/{path}?hash={digest}"}
     return {"paths": paths}

@@ -390,7 +390,10 @@ class ApiServer:
         return conversion.convert(body, res, storage)
 
     def from_storage(self, res: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
-        return conversion.convert(obj, self.sim.store.storage_type(res), res)
+        storage = self.sim.store.storage_type(res)
+        if storage.version == res.version:
+            return obj
+        return self.sim.store.complete(res, conversion.convert(obj, storage, res))
 
     def respond_object(
         self, request: web.Request, target: Target, obj: dict[str, Any], status: int = 200

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim import errors
+from kubesim import errors, schemas
 from kubesim.clock import SimClock, rfc3339
 from kubesim.resources import ApiSurface, ResourceType
 
@@ -91,6 +91,11 @@ class Store:
         self._listeners: list[Listener] = []
         self._uid_index: dict[str, tuple[GroupResource, Key]] = {}
         self._owned: dict[str, set[tuple[GroupResource, Key]]] = {}
+        self.definitions = schemas.for_release(surface.minor)
+
+    def complete(self, res: ResourceType, obj: dict[str, Any], seen: set[int] | None = None) -> dict[str, Any]:
+        """Write the fields a Go server always writes (zero values of required fields), in place."""
+        return self.definitions.complete_kind(obj, res.group, res.version, res.kind, seen)
 
     # ----------------------------------------------------------------- reads
     def storage_type(self, gr: GroupResource | ResourceType) -> ResourceType:
@@ -294,6 +299,7 @@ class Store:
         if res.kind == "Namespace":
             obj.setdefault("spec", {"finalizers": ["kubernetes"]})
             obj["status"] = {"phase": "Active"}
+        self.complete(res, obj)
         if dry_run:
             return obj
         m["resourceVersion"] = str(self._next_rv())
@@ -314,7 +320,7 @@ class Store:
     ) -> dict[str, Any]:
         """PUT semantics: optimistic concurrency on resourceVersion, status split off."""
         res = self.storage_type(res)
-        obj = copy.deepcopy(obj)
+        obj = self.complete(res, copy.deepcopy(obj))
         m = meta(obj)
         key = (m.get("namespace") or "", m.get("name") or "") if res.namespaced else ("", m.get("name") or "")
         current = self._bucket(res.group_resource).get(key)
@@ -354,7 +360,7 @@ class Store:
         new["apiVersion"], new["kind"] = res.api_version, res.kind
         if dry_run:
             meta(new)["resourceVersion"] = cm["resourceVersion"]
-            return new
+            return self.complete(res, new)
         return self._write(res, key, current, new)
 
     def _write(
@@ -363,6 +369,7 @@ class Store:
         nm = meta(new)
         if nm.get("deletionTimestamp") and not nm.get("finalizers") and res.kind != "Pod":
             return self._remove(res, key, current)
+        self.complete(res, new)
         nm["resourceVersion"] = str(self._next_rv())
         self._bucket(res.group_resource)[key] = new
         self._index_owners(res.group_resource, key, current, new)
@@ -499,7 +506,9 @@ class Store:
         bucket = self._bucket(rt.group_resource)
         now = rfc3339(self.clock.now())
         count = 0
+        seen: set[int] = set()
         for obj in objs:
+            self.complete(rt, obj, seen)
             m = meta(obj)
             m.setdefault("uid", str(uuid.uuid4()))
             m.setdefault("creationTimestamp", now)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -31,8 +30,9 @@ def apis(sim: KubeSim) -> tuple[client.CoreV1Api, client.AppsV1Api]:
 
 
 def node(core: client.CoreV1Api, name: str) -> dict[str, Any]:
-    """Nodes read raw: client 36's V1NodeSystemInfo rejects the kubeProxyVersion that 1.31+ omits."""
-    return json.loads(core.read_node(name, _preload_content=False).data)
+    """A node read through the client's typed model (as a real 1.31+ server sends it, with
+    the deprecated ``kubeProxyVersion`` present as ``""``), back in the API's own field names."""
+    return core.api_client.sanitize_for_serialization(core.read_node(name))
 
 
 def set_image(apps: client.AppsV1Api, image: str) -> None:

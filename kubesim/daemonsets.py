@@ -308,7 +308,10 @@ class DaemonSetController:
             now = rfc3339(self.sim.clock.now())
             pod["status"] = {"phase": "Pending", "qosClass": ps.qos_class(pod["spec"]),
                              "conditions": [ps.condition("PodScheduled", True, now)]}
-            created = store.create(store.storage_type(PODS), pod)
+            try:
+                created = store.create(store.storage_type(PODS), pod)
+            except ApiError:
+                continue  # e.g. its namespace is terminating: admission refuses new pods
             m = created["metadata"]
             self.sim.record_event(ds, reason="SuccessfulCreate", message=f"Created pod: {m['name']}", component="daemonset-controller")
             self.sim.record_event(created, reason="Scheduled", message=f"Successfully assigned {m['namespace']}/{m['name']} to {node}",

@@ -61,6 +61,15 @@ def conflict(res: ResourceType, name: str) -> ApiError:
     )
 
 
+def forbidden(res: ResourceType, name: str, why: str, causes: list[dict[str, str]] | None = None) -> ApiError:
+    """403 as admission answers it (``NewForbidden``): ``pods "p" is forbidden: <why>``."""
+    subject = f'{res.qualified} "{name}"' if name else res.qualified
+    details = _details(res, name)
+    if causes:
+        details["causes"] = causes
+    return ApiError(403, "Forbidden", f"{subject} is forbidden: {why}", details)
+
+
 def invalid(res: ResourceType, name: str, causes: list[tuple[str, str]]) -> ApiError:
     """422 with one cause per (field, message), worded as the API server words them."""
     text = "; ".join(f"{f}: {m}" for f, m in causes)
@@ -87,4 +96,4 @@ def method_not_allowed(message: str = "the server does not allow this method on 
 
 
 def unsupported_media(content_type: str) -> ApiError:
-    return ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json; got {content_type!r}")
+    return ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json; got {content_type!r}")

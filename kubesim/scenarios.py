@@ -33,6 +33,7 @@ from kubesim.fixtures import (
     workload_pod,
 )
 from kubesim.kubelets import KubeletController
+from kubesim.namespaces import NamespaceController
 from kubesim.scheduling import Scheduler
 from kubesim.simulation import Simulation
 
@@ -208,6 +209,7 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
     else:
         _gpu_large(b, kubelet, 5000 if nodes is None else nodes)
     b.load()
+    sim.add_controller("namespaces", NamespaceController())
     sim.add_controller("daemonsets", DaemonSetController())
     sim.add_controller("kubelet", kubelet)
     sim.add_controller("scheduler", Scheduler())

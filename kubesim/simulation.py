@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kubesim.clock import SimClock, parse_time, rfc3339, rfc3339_micro
+from kubesim.errors import ApiError
 from kubesim.rbac import Tokens
 from kubesim.resources import ApiSurface
 from kubesim.store import Store, key_of
@@ -258,7 +259,10 @@ class Simulation:
             "reportingComponent": component,
             "reportingInstance": host or "",
         }
-        stored = self.store.create(self.surface.storage_version(*EVENTS), event)
+        try:
+            stored = self.store.create(self.surface.storage_version(*EVENTS), event)
+        except ApiError:
+            return event  # refused (its namespace is terminating): a recorder logs it and goes on
         self._event_index[dedup] = key_of(stored)
         return stored
 

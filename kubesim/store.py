@@ -35,6 +35,7 @@ Listener = Callable[[ResourceType, "WatchEvent"], None]
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _EMPTY: dict[Any, Any] = {}
+IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
 _NO_GENERATION = {"Pod", "Node", "Namespace", "Event", "ConfigMap", "ServiceAccount", "ControllerRevision"}
 
 
@@ -276,12 +277,20 @@ class Store:
         if res.namespaced:
             ns = m.get("namespace") or "default"
             m["namespace"] = ns
-            if res.plural != "namespaces" and self.get(("", "namespaces"), "", ns) is None:
+            namespace = self.get(("", "namespaces"), "", ns) if res.plural != "namespaces" else {}
+            if namespace is None:
                 raise errors.ApiError(
                     404,
                     "NotFound",
                     f'namespaces "{ns}" not found',
                     {"name": ns, "kind": "namespaces"},
+                )
+            if namespace.get("metadata", {}).get("deletionTimestamp"):  # NamespaceLifecycle admission
+                raise errors.forbidden(
+                    res, m.get("name", ""),
+                    f"unable to create new content in namespace {ns} because it is being terminated",
+                    [{"reason": "NamespaceTerminating", "message": f"namespace {ns} is being terminated",
+                      "field": "metadata.namespace"}],
                 )
         else:
             m.pop("namespace", None)
@@ -367,7 +376,8 @@ class Store:
         self, res: ResourceType, key: Key, current: dict[str, Any], new: dict[str, Any]
     ) -> dict[str, Any]:
         nm = meta(new)
-        if nm.get("deletionTimestamp") and not nm.get("finalizers") and res.kind != "Pod":
+        if nm.get("deletionTimestamp") and not nm.get("finalizers") and res.kind != "Pod" and not (
+                res.kind == "Namespace" and (new.get("spec") or {}).get("finalizers")):
             return self._remove(res, key, current)
         self.complete(res, new)
         nm["resourceVersion"] = str(self._next_rv())
@@ -425,6 +435,8 @@ class Store:
                 raise errors.conflict(rt, name)
             if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != cm["resourceVersion"]:
                 raise errors.conflict(rt, name)
+        if rt.kind == "Namespace":
+            return self._delete_namespace(rt, key, current, dry_run=dry_run)
         graceful = rt.kind == "Pod" and (current.get("spec") or {}).get("nodeName") and grace_seconds != 0
         if graceful and cm.get("deletionTimestamp"):
             return current
@@ -451,9 +463,33 @@ class Store:
             self._collect_dependents(cm["uid"], namespace)
         else:
             self._orphan_dependents(cm["uid"], namespace)
-        if rt.kind == "Namespace":
-            self._empty_namespace(name)
         return removed
+
+    def _delete_namespace(self, rt: ResourceType, key: Key, current: dict[str, Any], *,
+                          dry_run: bool) -> dict[str, Any]:
+        """A namespace is not removed at once: it turns ``Terminating`` until the namespace
+        controller (:mod:`kubesim.namespaces`) has deleted its content and its finalizer."""
+        name = key[1]
+        if name in IMMORTAL_NAMESPACES:  # NamespaceLifecycle admission
+            raise errors.forbidden(rt, name, "this namespace may not be deleted")
+        cm = current["metadata"]
+        if cm.get("deletionTimestamp"):
+            raise errors.ApiError(
+                409, "Conflict",
+                f'Operation cannot be fulfilled on namespaces "{name}": The system is ensuring all content '
+                "is removed from this namespace.  Upon completion, this namespace will automatically be "
+                "purged by the system.", {"name": name, "kind": "namespaces"})
+        if not (current.get("spec") or {}).get("finalizers") and not cm.get("finalizers"):
+            return current if dry_run else self._remove(rt, key, current)
+        new = copy.deepcopy(current)
+        new["metadata"]["deletionTimestamp"] = rfc3339(self.clock.now())
+        new.setdefault("status", {})["phase"] = "Terminating"
+        if dry_run:
+            return new
+        new["metadata"]["resourceVersion"] = str(self._next_rv())
+        self._bucket(rt.group_resource)[key] = new
+        self._record(rt, WatchEvent(self.rv, "MODIFIED", new, current))
+        return new
 
     def _remove(self, res: ResourceType, key: Key, current: dict[str, Any]) -> dict[str, Any]:
         gr = res.group_resource
@@ -487,14 +523,6 @@ class Store:
                     r for r in o["metadata"].get("ownerReferences") or [] if r.get("uid") != owner_uid
                 ]
             self.mutate(rt, *key_of(obj), drop)
-
-    def _empty_namespace(self, namespace: str) -> None:
-        for gr in list(self._objects):
-            rt = self.storage_type(gr)
-            if not rt.namespaced:
-                continue
-            for obj in self.list(gr, namespace):
-                self.delete(rt, namespace, obj["metadata"]["name"], grace_seconds=0)
 
     # -------------------------------------------------------------- loading
     def load(self, res: ResourceType | GroupResource, objs: Iterable[dict[str, Any]]) -> int:

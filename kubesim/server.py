@@ -18,9 +18,11 @@ import secrets
 from collections import Counter
 from typing import Any
 
+import yaml
 from aiohttp import web
 
 from kubesim import (
+    applying,
     control,
     conversion,
     discovery,
@@ -31,7 +33,7 @@ from kubesim import (
     selectors,
     tables,
 )
-from kubesim.clock import parse_time
+from kubesim.clock import parse_time, rfc3339
 from kubesim.params import include_object, query_bool
 from kubesim.resources import ResourceType
 from kubesim.simulation import Simulation
@@ -40,9 +42,11 @@ from kubesim.watching import serve_watch
 SERVICE_ACCOUNT = "system:serviceaccount:upgradebot:upgradebot"
 PUBLIC_PATHS = ("/healthz", "/readyz", "/livez", "/version")
 MUTATING = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+APPLY_PATCH = "application/apply-patch+yaml"
 PATCH_TYPES = (
     "application/json-patch+json",
     "application/merge-patch+json",
+    APPLY_PATCH,
     "application/strategic-merge-patch+json",
 )
 
@@ -104,6 +108,8 @@ class ApiServer:
         self.authorizer = rbac.Authorizer(sim.store)
         self.address = "127.0.0.1:0"
         self.request_counts: Counter[tuple[str, str, int]] = Counter()
+        self.types = applying.Types(sim.store.definitions)
+        self._field_managers: dict[ResourceType, applying.FieldManager] = {}
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
         self.app.on_response_prepare.append(self._stamp_date)
@@ -298,6 +304,10 @@ class ApiServer:
             return json_response(rbac.review(self.authorizer, user or self.admin, spec), 201)
         if verb == "create" and target.sub == "token" and res.kind == "ServiceAccount":
             return await self.token_request(request, target)
+        if verb == "patch" and request.content_type == APPLY_PATCH:
+            return self.apply(request, target, await request.read(), dry_run)
+        if "force" in request.query and verb == "patch":
+            raise _patch_options_invalid("force", "Forbidden", "may not be specified for non-apply patch")
         body = await self.body(request) if request.method in ("POST", "PUT", "PATCH") else None
         store = self.sim.store
         if verb == "create":
@@ -309,6 +319,7 @@ class ApiServer:
                 raise errors.method_not_allowed()
             obj = self.to_storage(res, body)
             self.check_namespace(target, obj)
+            self.track(request, target, None, obj)
             created = store.create(res, obj, dry_run=dry_run)
             return self.respond_object(request, target, created, status=201)
         if verb == "update":
@@ -316,6 +327,7 @@ class ApiServer:
             self.check_namespace(target, obj)
             if (obj.get("metadata") or {}).get("name") != target.name:
                 raise errors.bad_request("the name of the object does not match the name on the URL")
+            self.track(request, target, self.fetch(target), obj)
             updated = store.replace(res, obj, subresource=target.sub, dry_run=dry_run)
             return self.respond_object(request, target, updated)
         if verb == "patch":
@@ -492,7 +504,89 @@ class ApiServer:
         patched.setdefault("metadata", {})["resourceVersion"] = requested_rv or current["metadata"]["resourceVersion"]
         patched["metadata"]["name"] = target.name
         obj = self.to_storage(res, patched)
+        self.track(request, target, self.fetch(target), obj)
         updated = self.sim.store.replace(res, obj, subresource=target.sub, dry_run=dry_run)
+        return self.respond_object(request, target, updated)
+
+    # ------------------------------------------------------ field management
+    def field_manager(self, res: ResourceType) -> applying.FieldManager:
+        fm = self._field_managers.get(res)
+        if fm is None:
+            fm = self._field_managers[res] = applying.FieldManager(
+                self.types, res.group, res.version, res.kind, has_status="status" in res.subresources)
+        return fm
+
+    @staticmethod
+    def manager_name(request: web.Request) -> str:
+        """``fieldManager``, else the User-Agent's product (``kubectl``, ``OpenAPI-Generator``)."""
+        return request.query.get("fieldManager") or request.headers.get("User-Agent", "").split("/")[0][:128] or "unknown"
+
+    def track(self, request: web.Request, target: Target, live: dict[str, Any] | None,
+              new: dict[str, Any]) -> None:
+        """``new``'s managedFields after this Update (create, update or patch) by its manager."""
+        res = target.res
+        view = self.sim.store.complete(res, self.from_storage(res, new))
+        before = self.from_storage(res, live) if live is not None else None
+        managed = self.field_manager(res).update(
+            before, view, self.manager_name(request), rfc3339(self.sim.clock.now()), target.sub)
+        meta = new.setdefault("metadata", {})
+        if managed:
+            meta["managedFields"] = managed
+        else:
+            meta.pop("managedFields", None)
+
+    def apply(self, request: web.Request, target: Target, raw: bytes, dry_run: bool) -> web.Response:
+        """Server-side apply: merge the configuration, track its fields, refuse conflicts unless forced."""
+        res, store = target.res, self.sim.store
+        manager = request.query.get("fieldManager")
+        if not manager:
+            raise _patch_options_invalid("fieldManager", "Required value", "is required for apply patch")
+        force = query_bool(request, "force")
+        try:
+            config = yaml.safe_load(raw.decode() or "{}")
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise errors.bad_request(f"error decoding YAML: {exc}") from None
+        if not isinstance(config, dict):
+            raise errors.bad_request("the body of an apply patch must be an object")
+        if config.get("apiVersion") != res.api_version or config.get("kind") != res.kind:
+            raise errors.bad_request(
+                f"the API version in the data ({config.get('apiVersion')}) does not match the expected "
+                f"API version ({res.api_version})" if config.get("kind") in (None, res.kind) else
+                f"the kind in the data ({config.get('kind')}) does not match the expected kind ({res.kind})")
+        meta = config.setdefault("metadata", {}) if isinstance(config.get("metadata"), dict | type(None)) else None
+        if meta is None:
+            raise errors.bad_request("metadata must be an object")
+        if meta.get("name") not in (None, target.name):
+            raise errors.bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the URL ({target.name})")
+        if meta.get("managedFields") is not None:
+            raise errors.bad_request("metadata.managedFields must be nil")
+        meta["name"] = target.name
+        self.check_namespace(target, config)
+        stored = store.get(res.group_resource, target.namespace or "", target.name or "")
+        live = self.from_storage(res, stored) if stored is not None else None
+        try:
+            merged = self.field_manager(res).apply(
+                live, config, manager, rfc3339(self.sim.clock.now()), force=force, subresource=target.sub)
+        except applying.ApplyConflicts as exc:
+            causes = [{"reason": "FieldManagerConflict", "message": f"conflict with {applying.describe(c.manager)}",
+                       "field": applying.path_text(c.path)} for c in exc.conflicts]
+            raise errors.ApiError(409, "Conflict", str(exc), {"causes": causes}) from None
+        except applying.ApplyError as exc:
+            where = f"{target.namespace}/{target.name}" if target.namespace else target.name
+            raise errors.bad_request(f"failed to create typed patch object ({where}; {res.api_version}, "
+                                     f"Kind={res.kind}): {exc}") from None
+        merged["apiVersion"], merged["kind"] = res.api_version, res.kind
+        obj = self.to_storage(res, merged)
+        if stored is None:
+            if target.sub:
+                raise errors.not_found(res, target.name or "")
+            created = store.create(res, obj, dry_run=dry_run)
+            return self.respond_object(request, target, created, status=201)
+        if _unchanged(stored, obj):
+            return self.respond_object(request, target, stored)
+        obj["metadata"]["resourceVersion"] = meta.get("resourceVersion") or stored["metadata"]["resourceVersion"]
+        updated = store.replace(res, obj, subresource=target.sub, dry_run=dry_run)
         return self.respond_object(request, target, updated)
 
     def log(self, request: web.Request, target: Target) -> web.Response:
@@ -529,6 +623,25 @@ class ApiServer:
                 f'container "{container}" in pod "{target.name}" is waiting to start: ContainerCreating'
             )
         return web.Response(text=text, content_type="text/plain")
+
+
+def _patch_options_invalid(field: str, kind: str, why: str) -> errors.ApiError:
+    """422 for a bad PATCH option, as the API server words it."""
+    return errors.ApiError(
+        422, "Invalid", f'PatchOptions.meta.k8s.io "" is invalid: {field}: {kind}: {why}',
+        {"group": "meta.k8s.io", "kind": "PatchOptions",
+         "causes": [{"reason": f"Field{kind.replace(' ', '')}", "message": f"{kind}: {why}", "field": field}]})
+
+
+def _unchanged(stored: dict[str, Any], new: dict[str, Any]) -> bool:
+    """An apply that changes no field and no ownership: the server writes nothing."""
+    def fields(obj: dict[str, Any]) -> Any:
+        return {k: v for k, v in obj.items() if k != "metadata"}, {
+            k: v for k, v in obj["metadata"].items() if k not in ("managedFields", "resourceVersion")}
+
+    def owners(obj: dict[str, Any]) -> list[Any]:
+        return [{k: v for k, v in e.items() if k != "time"} for e in obj["metadata"].get("managedFields") or []]
+    return fields(stored) == fields(new) and owners(stored) == owners(new)
 
 
 def body_options(raw: bytes, query: Any) -> dict[str, Any]:

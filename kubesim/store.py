@@ -346,6 +346,10 @@ class Store:
                 new["status"] = obj["status"]
             else:
                 new.pop("status", None)
+            if "managedFields" in m:
+                meta(new)["managedFields"] = m["managedFields"]
+            elif "managedFields" in cm:
+                del meta(new)["managedFields"]
         else:
             new = obj
             if "status" in current and "status" in res.subresources:

@@ -5,7 +5,7 @@ The client's models are generated from the API server's own OpenAPI document, an
 required (``ValueError: Invalid value for `kube_proxy_version`, must not be `None```).
 Every object kubesim serves, of every kind and on every simulated release, must
 deserialize into its model: as listed, as read one by one, as a watch sends it, as a
-Table embeds it, and as create and patch answer. Kinds in versions the client has no
+Table embeds it, and as create, patch and server-side apply answer. Kinds in versions the client has no
 model for (``resource.k8s.io/v1alpha2`` and ``v1alpha3``) are left to kubectl.
 """
 
@@ -159,5 +159,11 @@ def test_create_and_patch_answers_are_valid_models(served: tuple[int, Referee]) 
                                body={"metadata": {"labels": {"typed": "yes"}}},
                                headers={"Content-Type": "application/merge-patch+json"})
         referee.judge(res, patched, "patch")
+        applied = referee.call("PATCH", _path(res, "default", body["metadata"]["name"]),
+                               body={**body, "metadata": {**body["metadata"], "annotations": {"typed": "yes"}}},
+                               headers={"Content-Type": "application/apply-patch+yaml"},
+                               query=[("fieldManager", "referee"), ("force", "true")])
+        referee.judge(res, applied, "apply")
+        assert any(e["manager"] == "referee" for e in applied["metadata"]["managedFields"])
         made += 1
     assert made == 8

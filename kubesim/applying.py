@@ -71,7 +71,7 @@ class Types:
 
     def __init__(self, defs: Definitions) -> None:
         self.defs = defs
-        self._cache: dict[int, Node] = {}
+        self._cache: dict[int, tuple[dict[str, Any], Node]] = {}
 
     def of_kind(self, group: str, version: str, kind: str) -> Node:
         name = self.defs.kind(group, version, kind)
@@ -83,10 +83,10 @@ class Types:
         if schema is None:
             return Node("map", deduced=True)
         cached = self._cache.get(id(schema))
-        if cached is not None:
-            return cached
+        if cached is not None and cached[0] is schema:
+            return cached[1]
         node = self._build(schema)
-        self._cache[id(schema)] = node
+        self._cache[id(schema)] = (schema, node)  # the schema kept alive: its id stays its own
         return node
 
     def _build(self, schema: dict[str, Any]) -> Node:
@@ -181,10 +181,16 @@ class Walker:
 
     def __init__(self, types: Types, root: Node) -> None:
         self.types, self.root = types, root
+        self._maps = False
 
-    def leaves(self, obj: Any) -> dict[Path, Any]:
-        """Every owned path with its value (``None`` standing for a list item's own entry)."""
+    def leaves(self, obj: Any, *, maps: bool = False) -> dict[Path, Any]:
+        """Every owned path with its value (a marker for a list item's or map's own entry).
+
+        ``maps`` also lists every granular map (``labels``) as a member of its own, as a
+        comparison does: an update that creates a map owns the map as well as its keys.
+        """
         out: dict[Path, Any] = {}
+        self._maps = maps
         self._walk(obj, self.root, (), out)
         return {p: v for p, v in out.items() if p not in STRIPPED}
 
@@ -211,6 +217,8 @@ class Walker:
         if not isinstance(value, dict):
             out[path] = value
             return
+        if self._maps and node.kind == "map" and path:
+            out.setdefault(path, _MEMBER)
         for key, child in value.items():
             child_node = self.types.field(node, key)
             if child_node is None:
@@ -232,7 +240,7 @@ _MEMBER = _Member()
 
 def compare(walker: Walker, old: Any, new: Any) -> tuple[FieldSet, FieldSet, FieldSet]:
     """``(added, modified, removed)`` paths from ``old`` to ``new``."""
-    before, after = walker.leaves(old), walker.leaves(new)
+    before, after = walker.leaves(old, maps=True), walker.leaves(new, maps=True)
     added = {p for p in after if p not in before}
     removed = {p for p in before if p not in after}
     modified = {p for p, v in after.items() if p in before and v is not _MEMBER and before[p] != v}

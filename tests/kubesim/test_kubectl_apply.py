@@ -182,7 +182,10 @@ def test_client_side_apply_hands_over_to_server_side_apply(kubectl: Kubectl, tmp
     """``kubectl apply`` then ``kubectl apply --server-side``: no conflict on the fields the
     client-side apply set, and kubectl's migration leaves ``kubectl`` (Apply) owning them."""
     kubectl("apply", "-f", write(tmp_path, daemonset("ssa-g")))
-    assert list(managers(kubectl, "ssa-g")) == ["kubectl-client-side-apply/Update"]
+    csa = managers(kubectl, "ssa-g")
+    assert list(csa) == ["kubectl-client-side-apply/Update"]
+    # an update owns the maps it created, as well as their keys
+    assert csa["kubectl-client-side-apply/Update"]["f:metadata"]["f:labels"] == {".": {}, "f:app": {}}
     kubectl("apply", "--server-side", "-f", write(tmp_path, daemonset("ssa-g", IMAGE + "-4")))
     owners = managers(kubectl, "ssa-g")
     assert sorted(owners) == ["kubectl-last-applied/Apply", "kubectl/Apply"]

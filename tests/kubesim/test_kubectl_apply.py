@@ -193,3 +193,12 @@ def test_client_side_apply_hands_over_to_server_side_apply(kubectl: Kubectl, tmp
         'k:{"name":"exporter"}']
     assert kubectl("get", "ds", "ssa-g", "-n", NS, "-o",
                    "jsonpath={.spec.template.spec.containers[0].image}") == IMAGE + "-4"
+
+
+def test_explain_reads_the_releases_published_schemas(kubectl: Kubectl) -> None:
+    text = kubectl("explain", "daemonset.spec.updateStrategy.rollingUpdate")
+    assert "FIELD: rollingUpdate <RollingUpdateDaemonSet>" in text and "maxSurge\t<IntOrString>" in text
+    assert "Deprecated: KubeProxy Version reported by the node." in kubectl(
+        "explain", "nodes.status.nodeInfo.kubeProxyVersion")
+    assert "requests\t<[]DeviceRequest>" in kubectl("explain", "resourceclaims.spec.devices",
+                                                     "--api-version=resource.k8s.io/v1beta2")

@@ -163,6 +163,9 @@ class Command:
     acts: bool = False
     chat: bool = True
     lane: Lane = "short"
+    shell_files: bool = False
+    """The shell offers ``-f <file|dir>`` (kubectl's flag) and hands the paths to the request's
+    ``files``; a chat surface never reads files on the machine the bot runs on."""
     exit_code: Callable[[Any], int] = lambda result: EXIT_OK
     to_json: Callable[[Any], Any] = model_json
 

@@ -101,11 +101,13 @@ class ClusterError(Exception):
     retryable = False
 
     def __init__(
-        self, message: str, *, action: Action | None = None, status: int | None = None
+        self, message: str, *, action: Action | None = None, status: int | None = None, detail: str = "",
     ) -> None:
         super().__init__(scrub(message))
         self.action = action
         self.status = status
+        self.detail = scrub(detail)
+        """The API server's own message (its ``Status``), when it answered; "" otherwise."""
 
     @property
     def message(self) -> str:
@@ -124,8 +126,9 @@ class TemporaryClusterError(ClusterError):
         action: Action | None = None,
         status: int | None = None,
         retry_after: float | None = None,
+        detail: str = "",
     ) -> None:
-        super().__init__(message, action=action, status=status)
+        super().__init__(message, action=action, status=status, detail=detail)
         self.retry_after = retry_after
 
 

@@ -1,11 +1,11 @@
 """The story ``upgradebot demo`` tells, stage by stage, each checking that its step happened.
 
-1. inventory; 2. a canary requested by the platform engineer; 3. her own approval
-refused; 4. approved by the team lead: the canary runs on one node; 5. verify on the
-canary node; 6. the promotion request, approved; the rollout to every node; 7. verify on
-every node; 8. monitoring; 9. the stability reports, with the schedule compressed (below);
-10. a crashing image: the canary fails and is rolled back automatically; 11. the list of
-runs. :func:`run` is ``upgradebot demo [--interactive]``; ``--interactive`` starts the
+1. inventory; 2. a preflight of the DRA objects before a Kubernetes upgrade; 3. a canary
+requested by the platform engineer; 4. her own approval refused; 5. approved by the team
+lead: the canary runs on one node; 6. verify on the canary node; 7. the promotion request,
+approved; the rollout to every node; 8. verify on every node; 9. monitoring; 10. the
+stability reports, with the schedule compressed (below); 11. a crashing image: the canary
+fails and is rolled back automatically; 12. the list of runs. :func:`run` is ``upgradebot demo [--interactive]``; ``--interactive`` starts the
 same world and leaves you at the console prompt.
 
 The reports stage (:func:`run_reports`) moves kubesim's clock (which the engine and the
@@ -63,18 +63,23 @@ def tell(ctx: DemoContext) -> None:
     said = ctx.type(ALICE, "/upgrade inventory")
     ctx.expect("Inventory of kubesim" in said and TARGET in said, "inventory shows the cluster and the plugin DaemonSet")
 
-    stage(ctx, 2, f"{ALICE} requests a canary of {NEW} on gpu-node1")
+    stage(ctx, 2, "preflight: would Kubernetes 1.32 break the cluster's DRA objects?")
+    said = ctx.type(ALICE, "/upgrade preflight target=1.32")
+    ctx.expect("Nothing in the DRA objects checked stops an upgrade to 1.32" in said and "1.31 -> 1.32" in said,
+               "preflight finds nothing in the DRA objects that stops an upgrade to 1.32")
+
+    stage(ctx, 3, f"{ALICE} requests a canary of {NEW} on gpu-node1")
     ctx.type(ALICE, f"/upgrade canary {TARGET} image={NEW} node=gpu-node1")
     run = newest(ctx)
     ctx.run_id = run.id
     ctx.expect(run.state is S.AWAITING_APPROVAL and run.requester == ALICE, f"run {run.id} waits for approval")
 
-    stage(ctx, 3, f"{ALICE} clicks Approve on her own request")
+    stage(ctx, 4, f"{ALICE} clicks Approve on her own request")
     said = ctx.type(ALICE, choice(ctx, run, "approve"))
     ctx.expect("another approver must approve" in said and engine.get(run.id).state is S.AWAITING_APPROVAL,
                "the requester's own approval is refused, nothing changed")
 
-    stage(ctx, 4, f"{BOB} approves: the canary runs on gpu-node1 only")
+    stage(ctx, 5, f"{BOB} approves: the canary runs on gpu-node1 only")
     ctx.type(BOB, choice(ctx, run, "approve"))
     run = engine.get(run.id)
     images = plugin_images(ctx)
@@ -83,11 +88,11 @@ def tell(ctx: DemoContext) -> None:
     ctx.expect(images == {"gpu-node1": NEW, "gpu-node2": OLD, "gpu-node3": OLD},
                "only gpu-node1 runs the new image")
 
-    stage(ctx, 5, "verify the canary node")
+    stage(ctx, 6, "verify the canary node")
     said = ctx.type(ALICE, f"/upgrade verify {TARGET} node=gpu-node1")
     ctx.expect("all checks passed" in said, "verify on gpu-node1 passes")
 
-    stage(ctx, 6, f"the promotion request, posted again by {ALICE} and approved by {BOB}")
+    stage(ctx, 7, f"the promotion request, posted again by {ALICE} and approved by {BOB}")
     ctx.type(ALICE, f"/upgrade promote {run.id}")
     ctx.type(BOB, choice(ctx, engine.get(run.id), "approve"))
     run = engine.get(run.id)
@@ -95,15 +100,15 @@ def tell(ctx: DemoContext) -> None:
     ctx.expect(run.state is S.MONITORING, "promoted and verified on every node; the run is monitoring")
     ctx.expect(set(images.values()) == {NEW} and len(images) == 3, "every GPU node runs the new image")
 
-    stage(ctx, 7, "verify every node")
+    stage(ctx, 8, "verify every node")
     said = ctx.type(ALICE, f"/upgrade verify {TARGET}")
     ctx.expect("all checks passed" in said, "verify on all nodes passes")
 
-    stage(ctx, 8, "monitoring")
+    stage(ctx, 9, "monitoring")
     said = ctx.type(ALICE, f"/upgrade status {run.id}")
     ctx.expect("monitoring" in said, "status shows the run monitoring until its stability reports")
 
-    stage(ctx, 9, "stability reports after 24 h and 48 h (simulated clock)")
+    stage(ctx, 10, "stability reports after 24 h and 48 h (simulated clock)")
     try:
         demo_reports(ctx)
     except Exception as exc:  # a failing stage fails the story with its reason, not the demo with a traceback
@@ -112,7 +117,7 @@ def tell(ctx: DemoContext) -> None:
         ctx.type(ALICE, f"/upgrade close {run.id}")
     ctx.expect(engine.get(run.id).state is S.DONE, f"run {run.id} is done")
 
-    stage(ctx, 10, f"a bad image: {CRASHING} on gpu-node2")
+    stage(ctx, 11, f"a bad image: {CRASHING} on gpu-node2")
     ctx.type(ALICE, f"/upgrade canary {TARGET} image={CRASHING} node=gpu-node2")
     bad = newest(ctx)
     ctx.run_id = bad.id
@@ -123,12 +128,12 @@ def tell(ctx: DemoContext) -> None:
                "the crash-looping canary was detected and rolled back automatically")
     ctx.expect(set(images.values()) == {NEW} and len(images) == 3, "every GPU node is back on the previous image")
 
-    stage(ctx, 11, "the runs")
+    stage(ctx, 12, "the runs")
     said = ctx.type(ALICE, "/upgrade runs")
     ctx.expect(run.id in said and bad.id in said, "runs lists both runs")
 
 
-# ------------------------------------------------------------------ stage 9: the reports
+# ------------------------------------------------------------------ stage 10: the reports
 @dataclass(frozen=True)
 class Shown:
     """What the stage did, for its checks."""

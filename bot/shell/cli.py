@@ -114,6 +114,9 @@ def build_parser() -> Parser:
         sub.add_argument("words", nargs="*", metavar="ARG", help="as in the usage line")
         sub.add_argument("--json", action="store_true", help="print the result as JSON")
         sub.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG)")
+        if command.shell_files:
+            sub.add_argument("-f", "--filename", dest="files", action="append", default=[], metavar="PATH",
+                             help="a manifest file or directory (repeatable)")
         if command.acts:
             sub.add_argument("--as", dest="as_user", metavar="USER",
                              help="your own identity, as the policy maps your account (any other is refused)")
@@ -185,6 +188,8 @@ def run_command(command: Command, args: argparse.Namespace, settings: Settings, 
     session = Session(args, settings, out)
     try:
         request = command.parse(args.words)
+        if command.shell_files and args.files:
+            request = request.model_copy(update={"files": tuple(args.files)})
         deps = session.deps()
         result = command.handle(request, deps, session.caller(command))
         code = print_result(command, result, as_json=args.json, out=out)

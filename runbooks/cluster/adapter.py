@@ -37,7 +37,7 @@ from runbooks.cluster.resources import (
 from runbooks.cluster.retrying import RetryPolicy, call_with_retries
 from runbooks.cluster.streaming import WatchStream
 from runbooks.cluster.wrapping import error_for_status, error_for_transport
-from runbooks.cluster.writing import Writes
+from runbooks.cluster.writing import Query, Writes
 from runbooks.errors import (
     Action,
     ClusterConfigError,
@@ -50,7 +50,6 @@ from runbooks.errors import (
 )
 
 T = TypeVar("T")
-Query = list[tuple[str, str | int]]
 PAGE_SIZE = 500
 TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds between bytes read
 POOL_SIZE = 16  # parallel requests the connection pool keeps open (log reads)
@@ -203,9 +202,10 @@ class Cluster(Writes, Discovery):
 
     def write_json(
         self, method: str, path: str, *, action: Action, body: Any = None, content_type: str | None = None,
+        query: Query | None = None,
     ) -> dict[str, Any]:
         """One mutating request, not retried (see :mod:`runbooks.cluster.writing`); the answer's object."""
-        response = self._send(method, path, action=action, body=body, content_type=content_type)
+        response = self._send(method, path, action=action, body=body, content_type=content_type, query=query)
         try:
             data = response.data
         except (urllib3.exceptions.HTTPError, OSError) as exc:

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from runbooks.cluster.resources import DRA_GROUP, DraApis, choose_dra_versions, sort_dra_versions
+from runbooks.cluster.resources import (
+    DRA_GROUP,
+    DraApis,
+    Resource,
+    choose_dra_versions,
+    sort_dra_versions,
+)
 from runbooks.errors import Action, NotFound
 
 
@@ -34,6 +40,24 @@ class Discovery:
         except NotFound:
             return []
         return [str(r["kind"]) for r in body.get("resources") or [] if "/" not in str(r.get("name", ""))]
+
+    def api_resources(self, api_version: str) -> dict[str, Resource]:
+        """``{kind: Resource}`` served in ``api_version`` (``v1``, ``apps/v1``); {} when it is not served."""
+        group, _, version = api_version.rpartition("/")
+        if not version:
+            return {}
+        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        try:
+            body = self.get_json(path, action=Action("get", path))
+        except NotFound:
+            return {}
+        out: dict[str, Resource] = {}
+        for entry in body.get("resources") or []:
+            name = str(entry.get("name", ""))
+            if "/" not in name and entry.get("kind"):
+                out.setdefault(str(entry["kind"]), Resource(group, version, name, str(entry["kind"]),
+                                                            bool(entry.get("namespaced"))))
+        return out
 
     def dra_apis(self) -> DraApis:
         """Served ``resource.k8s.io`` versions and kinds, and the version to read each kind in."""

@@ -113,7 +113,7 @@ def error_for_status(
     detail = status_message(body)
     said = f" (the server said: {detail})" if detail else ""
     if status == 403:
-        return Forbidden(forbidden_sentence(action, detail), action=action, status=status)
+        return Forbidden(forbidden_sentence(action, detail), action=action, status=status, detail=detail)
     if status == 429 or status >= 500:
         kind = "is overloaded (429)" if status == 429 else f"failed ({status})"
         return ServerBusy(
@@ -130,7 +130,7 @@ def error_for_status(
     }
     error, sentence = answers.get(
         status, (InvalidRequest, f"cannot {action}: the API server of {context} rejected the request ({status}){said}"))
-    return error(sentence, action=action, status=status)
+    return error(sentence, action=action, status=status, detail=detail)
 
 
 def error_for_transport(exc: BaseException, *, action: Action, context: str, server: str) -> ClusterError:

@@ -17,6 +17,8 @@ from runbooks.cluster.resources import Resource
 from runbooks.errors import Action
 
 PatchType = Literal["strategic", "merge", "json"]
+Query = list[tuple[str, str | int]]
+"""Query parameters of a request, in order."""
 CONTENT_TYPES: dict[str, str] = {
     "strategic": "application/strategic-merge-patch+json",
     "merge": "application/merge-patch+json",
@@ -24,13 +26,29 @@ CONTENT_TYPES: dict[str, str] = {
 }
 
 
+APPLY = "application/apply-patch+yaml"
+FIELD_MANAGER = "upgradebot"
+
+
 class Writes:
     """Patch, create and delete, on top of the adapter's single ``write_json``."""
 
     def write_json(
         self, method: str, path: str, *, action: Action, body: Any = None, content_type: str | None = None,
+        query: Query | None = None,
     ) -> dict[str, Any]:
         raise NotImplementedError  # the adapter implements it
+
+    def dry_run_apply(self, resource: Resource, body: dict[str, Any], *, namespace: str | None = None,
+                      field_manager: str = FIELD_MANAGER) -> dict[str, Any]:
+        """What the server would make of ``body`` applied server-side (``dryRun=All``): the
+        object it would store, or its refusal as an error. Nothing is written, whether the
+        object exists or not."""
+        name = (body.get("metadata") or {}).get("name") or ""
+        action = Action("dry-run apply", resource.qualified, namespace, name)
+        query: Query = [("dryRun", "All"), ("fieldManager", field_manager), ("force", "true")]
+        return self.write_json("PATCH", resource.path(namespace, name), action=action, body=body,
+                               content_type=APPLY, query=query)
 
     def patch(
         self, resource: Resource, name: str, body: Any, *, namespace: str | None = None,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from runbooks.cluster.resources import DAEMONSETS, PODS
-from runbooks.cluster.writing import Writes
+from runbooks.cluster.writing import Query, Writes
 from runbooks.engine.runs import Target
 from runbooks.errors import Action
 
@@ -39,12 +39,13 @@ class ScopedCluster(Writes):
 
     def write_json(
         self, method: str, path: str, *, action: Action, body: Any = None, content_type: str | None = None,
+        query: Query | None = None,
     ) -> dict[str, Any]:
         if not self._allowed(method, path, body):
             raise OutOfScope(f"a step of the run on {self._target.ref} tried to {method} {path}: only the "
                              "DaemonSet itself, its pods and the smoke test's pods may change; nothing was sent")
         result: dict[str, Any] = self._cluster.write_json(method, path, action=action, body=body,
-                                                          content_type=content_type)
+                                                          content_type=content_type, query=query)
         return result
 
     def _allowed(self, method: str, path: str, body: Any) -> bool:

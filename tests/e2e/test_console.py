@@ -52,7 +52,7 @@ def test_demo_tells_the_whole_story(tmp_path: Path) -> None:
                           env=clean_env(tmp_path), stdin=subprocess.DEVNULL)
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-2000:]
-    for step in ("inventory shows the cluster", "waits for approval", "the requester's own approval is refused",
+    for step in ("inventory shows the cluster", "preflight finds nothing in the DRA objects", "waits for approval", "the requester's own approval is refused",
                  "only gpu-node1 runs the new image", "verify on gpu-node1 passes", "the run is monitoring",
                  "every GPU node runs the new image", "verify on all nodes passes", "is done",
                  "rolled back automatically", "every GPU node is back on the previous image", "runs lists both runs"):

@@ -23,7 +23,7 @@ class Recorder:
         self.sent: list[tuple[str, str]] = []
 
     def write_json(self, method: str, path: str, *, action: Action, body: Any = None,
-                   content_type: str | None = None) -> dict[str, Any]:
+                   content_type: str | None = None, query: Any = None) -> dict[str, Any]:
         self.sent.append((method, path))
         return {}
 

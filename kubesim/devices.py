@@ -37,6 +37,8 @@ class DeviceRegistry:
         self._dp: dict[str, set[str]] = defaultdict(set)
         self._dra: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
         self._slices: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self._broken: set[str] = set()
+        """Registrations of DRA drivers whose devices cannot be allocated (``-noalloc`` images)."""
         self.on_dra_change: list[Any] = []
 
     # ------------------------------------------------------------- queries
@@ -57,7 +59,7 @@ class DeviceRegistry:
         return {
             node: dra.device_names(self.gpus.get(node, 0))
             for node, drivers in self._dra.items()
-            if drivers.get(driver)
+            if drivers.get(driver) and not drivers[driver] <= self._broken
         }
 
     # ------------------------------------------------------------- changes
@@ -66,13 +68,18 @@ class DeviceRegistry:
             self._dp[node].add(uid)
             self._enqueue_node(node)
 
-    def register_dra(self, node: str, driver: str, uid: str) -> None:
+    def register_dra(self, node: str, driver: str, uid: str, *, broken: bool = False) -> None:
+        """A DRA driver's kubelet plugin registered; ``broken``: it publishes its devices in a pool
+        it says has two slices but publishes one, so the scheduler never allocates from it."""
+        if broken:
+            self._broken.add(uid)
         if uid not in self._dra[node][driver]:
             self._dra[node][driver].add(uid)
             self._dra_changed(node, driver)
 
     def unregister(self, node: str, uid: str) -> None:
         """A plugin container stopped (crash, deletion): drop whatever it registered."""
+        self._broken.discard(uid)
         if uid in self._dp.get(node, ()):
             self._dp[node].discard(uid)
             self._enqueue_node(node)
@@ -159,7 +166,9 @@ class DeviceRegistry:
             count = self.gpus.get(node, 0)
             if node_obj is None or not count:
                 return
-            obj = dra.resource_slice(sim.minor, node, node_obj["metadata"]["uid"], count, driver)
+            broken = bool(self._dra[node][driver]) and self._dra[node][driver] <= self._broken
+            obj = dra.resource_slice(sim.minor, node, node_obj["metadata"]["uid"], 0 if broken and not
+                                     dra.has_pools(sim.minor) else count, driver, slices_in_pool=2 if broken else 1)
             sim.store.create(sim.store.storage_type(dra.SLICES), obj)
         elif not registered:
             for name in existing:

@@ -78,8 +78,18 @@ def device_names(count: int) -> list[str]:
     return [f"gpu-{i}" for i in range(count)]
 
 
-def resource_slice(minor: int, node: str, node_uid: str, count: int, driver: str = DRIVER) -> dict[str, Any]:
-    """A ResourceSlice publishing ``count`` GPUs of ``node`` in the release's storage shape."""
+def has_pools(minor: int) -> bool:
+    """ResourceSlices belong to pools (``spec.pool``) from 1.31; 1.30's v1alpha2 slices have none."""
+    return minor >= 31
+
+
+def resource_slice(minor: int, node: str, node_uid: str, count: int, driver: str = DRIVER, *,
+                   slices_in_pool: int = 1) -> dict[str, Any]:
+    """A ResourceSlice publishing ``count`` GPUs of ``node`` in the release's storage shape.
+
+    ``slices_in_pool`` is what the slice says its pool has (``pool.resourceSliceCount``): a
+    driver that says 2 but publishes 1 leaves the pool incomplete, and the scheduler
+    allocates nothing from an incomplete pool."""
     meta = {
         "generateName": f"{node}-{driver}-",
         "ownerReferences": [
@@ -118,7 +128,7 @@ def resource_slice(minor: int, node: str, node_uid: str, count: int, driver: str
     spec = {
         "driver": driver,
         "nodeName": node,
-        "pool": {"name": node, "generation": 0, "resourceSliceCount": 1},
+        "pool": {"name": node, "generation": 0, "resourceSliceCount": slices_in_pool},
         "devices": devices,
     }
     return {"metadata": meta, "spec": spec}
@@ -128,6 +138,14 @@ def slice_node_driver(obj: dict[str, Any]) -> tuple[str, str]:
     if "spec" in obj and isinstance(obj["spec"], dict) and "driver" in obj["spec"]:
         return obj["spec"].get("nodeName") or "", obj["spec"].get("driver") or ""
     return obj.get("nodeName") or "", obj.get("driverName") or ""
+
+
+def slice_pool(obj: dict[str, Any]) -> tuple[str, int, int] | None:
+    """``(pool name, generation, resourceSliceCount)``; None for slices without a pool (v1alpha2)."""
+    pool = (obj.get("spec") or {}).get("pool") if isinstance(obj.get("spec"), dict) else None
+    if not isinstance(pool, dict):
+        return None
+    return str(pool.get("name", "")), int(pool.get("generation") or 0), int(pool.get("resourceSliceCount") or 1)
 
 
 def slice_devices(obj: dict[str, Any]) -> list[str]:

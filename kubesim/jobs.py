@@ -3,8 +3,8 @@
 A container whose image names ``cuda-sample`` (e.g.
 ``nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0``) prints the sample's output and
 exits: 0 with ``Test PASSED`` when its pod was given a GPU (``nvidia.com/gpu`` requested,
-so scheduled and admitted on a node whose device plugin advertises GPUs), 1 when it got
-none or its tag ends in ``-crash``. With ``restartPolicy: Never`` the pod then Succeeds
+so scheduled and admitted on a node whose device plugin advertises GPUs, or a DRA claim
+the container uses allocated a device), 1 when it got none or its tag ends in ``-crash``. With ``restartPolicy: Never`` the pod then Succeeds
 or Fails; otherwise a failed run restarts as a crashing container does.
 
 A mixin for :class:`kubesim.kubelets.KubeletController`.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim import pluginlogs
+from kubesim import dra, pluginlogs
 from kubesim import podstatus as ps
 from kubesim.clock import rfc3339
 from kubesim.podruntime import Ctr, PodRt
@@ -46,11 +46,24 @@ class JobRunner:
         error = None
         if ctr.mode == "crash":
             error = DRIVER_MISMATCH
-        elif gpus_of(container) < 1:
+        elif gpus_of(container) < 1 and self._claimed_devices(pod, container) < 1:
             error = NO_DEVICE
         self._write_log(rt, ctr.name, pluginlogs.cuda_vectoradd(self.sim.clock.now(), error=error))  # type: ignore[attr-defined]
         code = 1 if error else 0
         self._later(rt, RUN_SECONDS, lambda: self._job_exit(rt, ctr, code))  # type: ignore[attr-defined]
+
+    def _claimed_devices(self, pod: dict[str, Any], container: dict[str, Any]) -> int:
+        """Devices allocated to the claims this container uses (``resources.claims``)."""
+        wanted = {c.get("name") for c in (container.get("resources") or {}).get("claims") or []}
+        if not wanted:
+            return 0
+        names = dra.resolved_claim_names(pod, self.sim.minor)
+        count = 0
+        for pod_claim, claim_name in names.items():
+            claim = self.sim.store.get(dra.CLAIMS, pod["metadata"]["namespace"], claim_name or "") if (
+                pod_claim in wanted and claim_name) else None
+            count += len(dra.allocated_devices(claim)) if claim else 0
+        return count
 
     def _job_exit(self, rt: PodRt, ctr: Ctr, code: int) -> None:
         pod = self._pod(rt.uid)  # type: ignore[attr-defined]

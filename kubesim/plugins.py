@@ -32,7 +32,7 @@ class PluginAgent:
         container: dict[str, Any] = next(
             (c for c in pod["spec"].get("containers") or [] if c["name"] == ctr.name), {}
         )
-        healthy = ctr.mode in ("healthy", "slow")
+        healthy = ctr.mode in ("healthy", "slow", "noalloc")
         if ctr.kind == "device-plugin":
             healthy = healthy and self.gpus.get(node, 0) > 0
             fail = pluginlogs.fails_on_init_error(container)
@@ -54,7 +54,7 @@ class PluginAgent:
         self._write_log(rt, ctr.name, lines)
         if healthy:
             ctr.registered = True
-            self.register_dra(node, dra.DRIVER, rt.uid)  # type: ignore[attr-defined]
+            self.register_dra(node, dra.DRIVER, rt.uid, broken=ctr.mode == "noalloc")  # type: ignore[attr-defined]
 
     def reregister_plugins(self, node: str) -> None:
         """After a kubelet restart: healthy running plugins register again."""
@@ -75,7 +75,7 @@ class PluginAgent:
                     self.register_device_plugin(node, uid)  # type: ignore[attr-defined]
                 elif ctr.kind == "dra-plugin":
                     self._write_log(rt, ctr.name, pluginlogs.dra_plugin_reregistered(dra.DRIVER, now))
-                    self.register_dra(node, dra.DRIVER, uid)  # type: ignore[attr-defined]
+                    self.register_dra(node, dra.DRIVER, uid, broken=ctr.mode == "noalloc")  # type: ignore[attr-defined]
 
     def _touch_log(self, rt: PodRt, container: str) -> None:
         self._touch_log_key(rt.ns, rt.name, container)

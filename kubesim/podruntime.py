@@ -22,7 +22,7 @@ class Ctr:
 
     name: str
     image: str
-    mode: str  # healthy | crash | silent | slow (from the image tag)
+    mode: str  # healthy | crash | silent | slow | noalloc (from the image tag)
     kind: str  # generic | device-plugin | dra-plugin (from the image name)
     state: str = "waiting"  # waiting | running | backoff | terminated (run to completion)
     started_at: str = ""

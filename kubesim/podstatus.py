@@ -50,9 +50,9 @@ def image_tag(image: str) -> str:
 
 
 def behaviour(image: str) -> str:
-    """What an image does, from its tag: ``crash``, ``silent``, ``slow`` or ``healthy``."""
+    """What an image does, from its tag: ``crash``, ``silent``, ``slow``, ``noalloc`` or ``healthy``."""
     tag = image_tag(image)
-    for kind in ("crash", "silent", "slow"):
+    for kind in ("crash", "silent", "slow", "noalloc"):
         if tag.endswith("-" + kind):
             return kind
     return "healthy"

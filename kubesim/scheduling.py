@@ -192,10 +192,17 @@ class Scheduler:
         assert self.sim is not None
         if dra.has_slices(self.sim.minor):
             out: dict[str, list[str]] = defaultdict(list)
-            for obj in self.sim.store.iter(dra.SLICES):
-                node, drv = dra.slice_node_driver(obj)
-                if drv == driver:
-                    out[node] += dra.slice_devices(obj)
+            mine = [obj for obj in self.sim.store.iter(dra.SLICES) if dra.slice_node_driver(obj)[1] == driver]
+            published: Counter[tuple[str, int]] = Counter()
+            for obj in mine:
+                pool = dra.slice_pool(obj)
+                if pool is not None:
+                    published[pool[:2]] += 1
+            for obj in mine:
+                pool = dra.slice_pool(obj)
+                if pool is not None and published[pool[:2]] < pool[2]:
+                    continue  # an incomplete pool: the allocator uses none of its devices
+                out[dra.slice_node_driver(obj)[0]] += dra.slice_devices(obj)
             return out
         kubelet = self.sim.controllers.get("kubelet")
         return kubelet.dra_inventory(driver) if kubelet is not None else {}

@@ -137,3 +137,61 @@ def test_unallocatable_claim_fails_scheduling_until_the_driver_returns(minor):
     assert pod["spec"].get("nodeName") and pod["status"]["phase"] == "Running"
     if minor >= 30:
         assert len(sim.store.list(dra.SLICES)) == 3
+
+
+def _set_dra_image(sim, suffix: str) -> None:
+    def apply(obj: dict) -> None:
+        obj["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}}
+        ctr = obj["spec"]["template"]["spec"]["containers"][0]
+        ctr["image"] = ctr["image"].rsplit(":", 1)[0] + ":v9.9.9" + suffix
+
+    sim.store.mutate(DAEMONSETS, "dra-example-driver", "dra-example-driver-kubeletplugin", apply)
+    sim.advance(20)
+
+
+@pytest.mark.parametrize("minor", RELEASES)
+def test_a_noalloc_driver_registers_publishes_and_yet_nothing_can_be_allocated(minor):
+    """A ``-noalloc`` driver image runs, registers and (from 1.31) publishes its devices in a pool it
+    says has two slices: the pool is incomplete, so new claims fail scheduling as on a real cluster,
+    while claims allocated before keep their devices."""
+    sim = small(minor)
+    _set_dra_image(sim, "-noalloc")
+    pods = [p for p in sim.store.list(PODS, "dra-example-driver") if not p["metadata"].get("deletionTimestamp")]
+    assert pods and all(p["status"]["phase"] == "Running" for p in pods)
+    if dra.has_pools(minor):
+        slices = sim.store.list(dra.SLICES)
+        assert len(slices) == 3 and all(s["spec"]["pool"]["resourceSliceCount"] == 2 for s in slices)
+        assert all(len(s["spec"]["devices"]) == 8 for s in slices)
+    create(sim, dra.TEMPLATES, {"metadata": {"name": "one-gpu", "namespace": "ml-team"}, "spec": {"spec": dra.claim_spec(minor)}})
+    create(sim, PODS, _claim_pod(minor, "job", template="one-gpu"))
+    sim.advance(5)
+    [ev] = events(sim, reason="FailedScheduling", name="job")
+    assert "cannot allocate all claims" in ev["message"]
+    assert dra.allocated_node(get(sim, dra.CLAIMS, "ml-team", "shared-gpu")) == "gpu-node3"
+
+    _set_dra_image(sim, "")
+    pod = get(sim, PODS, "ml-team", "job")
+    assert pod["spec"].get("nodeName") and pod["status"]["phase"] == "Running"
+
+
+@pytest.mark.parametrize("minor", [30, 31, 34])
+def test_the_cuda_sample_passes_with_a_device_from_a_claim(minor):
+    """The CUDA vectoradd sample gets its GPU through a DRA claim: Test PASSED, and once the pod is
+    deleted its generated claim goes and the device is free again."""
+    sim = small(minor)
+    create(sim, dra.TEMPLATES, {"metadata": {"name": "one-gpu", "namespace": "ml-team"}, "spec": {"spec": dra.claim_spec(minor)}})
+    body = _claim_pod(minor, "smoke", template="one-gpu")
+    body["spec"]["containers"][0]["image"] = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+    body["spec"]["restartPolicy"] = "Never"
+    create(sim, PODS, body)
+    sim.advance(10)
+    pod = get(sim, PODS, "ml-team", "smoke")
+    assert pod["status"]["phase"] == "Succeeded"
+    assert "Test PASSED" in sim.logs.read("ml-team", "smoke", "main")
+    claim = dra.resolved_claim_names(pod, minor)["gpu"]
+    assert get(sim, dra.CLAIMS, "ml-team", claim) is not None
+    sim.store.delete(PODS, "ml-team", "smoke")
+    sim.advance(3)
+    assert get(sim, dra.CLAIMS, "ml-team", claim) is None
+    in_use = [d for c in sim.store.list(dra.CLAIMS) for d in dra.allocated_devices(c)]
+    assert in_use == [("gpu.example.com", "gpu-node3", "gpu-0")]  # only the scenario's shared claim

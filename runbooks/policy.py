@@ -181,6 +181,8 @@ class SmokeTest(Strict):
     timeout: Annotated[float, Field(gt=0)] = 120.0
     """Seconds the pod may take to finish."""
     gpus: Annotated[int, Field(ge=1)] = 1
+    device_class: str | None = None
+    """For a DRA driver: the device class its claim asks for (default: the class naming the driver)."""
 
     @field_validator("namespace")
     @classmethod
@@ -201,10 +203,12 @@ class StepTimings(Strict):
     settle_window: str = "30s"
     """How long the baseline waits for a node caught mid-change (fewer GPUs allocatable than
     capacity, a plugin re-registering) to settle before it is recorded as it is."""
+    claim_grace: str = "1m"
+    """How long a ResourceClaim made during a DRA driver's step may stay pending while a pod waits for it."""
     smoke_test: SmokeTest | None = None
     """Optional smoke-test pod (typed: a misspelt key is an error, not ignored)."""
 
-    @field_validator("ready_timeout", "observe_window")
+    @field_validator("ready_timeout", "observe_window", "claim_grace")
     @classmethod
     def _waits(cls, value: str) -> str:
         return _at_least("1s")(value)

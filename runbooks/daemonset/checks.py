@@ -8,6 +8,7 @@ the nodes it concerns in ``scope`` and the numbers behind the verdict in ``evide
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
@@ -246,3 +247,26 @@ def dra_claims(claims: Sequence[ResourceClaim] | None, baseline: Baseline | None
     if lost:
         return failed("dra-claims", f"claims no longer allocated: {listing(lost)}", ALL, lost=lost)
     return passed("dra-claims", f"{len(wanted)} claim(s) of {', '.join(drivers) or 'its drivers'} still allocated", ALL)
+
+
+def dra_new_claims(claims: Sequence[ResourceClaim] | None, since: dt.datetime, *, end_time: dt.datetime, grace: float,
+                   drivers: Sequence[str], scheduling: dict[str, str]) -> Check:
+    """No claim made since the step began stays pending past ``grace`` while a pod waits for it.
+
+    Claims allocated before the step are :func:`dra_claims`' business; this one catches a driver
+    that runs and registers but whose devices cannot be allocated (the scheduler's ``cannot
+    allocate all claims``), which a pod waiting on a new claim shows first.
+    """
+    if claims is None:
+        return skipped("dra-new-claims", "this cluster serves no ResourceClaim API")
+    stuck = [c for c in claims if c.state == "pending" and c.waiting_pods and c.created and c.created >= since
+             and (end_time - c.created).total_seconds() >= grace]
+    if stuck:
+        said = {f"{c.namespace}/{c.name}": next((scheduling[f"{c.namespace}/{p}"] for p in c.waiting_pods
+                                                 if f"{c.namespace}/{p}" in scheduling), "") for c in stuck}
+        first = next(iter(said.items()))
+        why = f": the scheduler said {first[1][:200]!r}" if first[1] else ""
+        return failed("dra-new-claims", f"{len(stuck)} claim(s) made since the step began still pending after "
+                      f"{grace:g}s with pods waiting ({listing(list(said))}){why}", ALL, claims=said)
+    return passed("dra-new-claims", f"no claim made since the step began is left pending (of "
+                  f"{', '.join(drivers) or 'its drivers'})", ALL)

@@ -46,7 +46,8 @@ def pod_body(spec: dict[str, Any], *, name: str, node: str | None, resource: str
     return {"metadata": {"name": name, "labels": dict(MANAGED)}, "spec": pod_spec}
 
 
-def _why_pending(pod: dict[str, Any]) -> str:
+def pending_reason(pod: dict[str, Any]) -> str:
+    """``: <the scheduler's message>`` of a pod that is not scheduled or not ready, else ""."""
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if cond.get("status") == "False" and cond.get("message"):
             return f": {cond['message'][:200]}"
@@ -109,7 +110,7 @@ def _run(
     evidence: dict[str, Any] = {"image": spec["image"], "node": (last.get("spec") or {}).get("nodeName")}
     if pod is None:
         phase = (last.get("status") or {}).get("phase", "unknown")
-        return failed("smoke-test", f"the smoke-test pod did not finish in {timeout:g}s (phase {phase}{_why_pending(last)})",
+        return failed("smoke-test", f"the smoke-test pod did not finish in {timeout:g}s (phase {phase}{pending_reason(last)})",
                       scope, **evidence)
     log = cluster.pod_log(namespace, name, container=CONTAINER, tail_lines=200)
     phase = pod["status"]["phase"]

@@ -21,6 +21,7 @@ from runbooks.cluster import Cluster
 from runbooks.cluster.resources import NODES
 from runbooks.daemonset import checks as judge
 from runbooks.daemonset.baselines import Baseline
+from runbooks.daemonset.dra_smoke import dra_smoke_test
 from runbooks.daemonset.events import WATCHED, event_checks, read_events
 from runbooks.daemonset.observing import Snapshot, observe
 from runbooks.daemonset.smoke_testing import smoke_test
@@ -40,6 +41,7 @@ from runbooks.inventory.plugins import (
     template_drivers,
 )
 from runbooks.inventory.reading import claim_from, node_from, parse_time, slice_from
+from runbooks.inventory.taking import with_waiting_pods
 
 NODE_GETS = 20
 """Up to this many nodes are read one by one; more are listed."""
@@ -99,12 +101,16 @@ def verify(
         others = [n for n in (baseline.nodes if baseline else end.nodes) if n not in scope]
         checks.append(judge.others_unchanged(end, others, sample_nodes(cluster, others, resources, {}), baseline, resources))
     dra = kind == "dra-kubelet-plugin"
+    drivers: list[str] = list(baseline.drivers) if baseline else []
     if dra:
         try:
             slices, claims = _dra_objects(cluster, since)
-            drivers = baseline.drivers if baseline else _drivers(start, slices or [])
+            drivers = drivers or _drivers(start, slices or [])
             checks += [judge.dra_slices(scope, slices, drivers, baseline, everywhere=everywhere),
-                       judge.dra_claims(claims, baseline, drivers)]
+                       judge.dra_claims(claims, baseline, drivers),
+                       judge.dra_new_claims(claims, since, end_time=cluster.server_time(),
+                                            grace=settings.claim_grace, drivers=drivers,
+                                            scheduling=_scheduling_messages(cluster, claims or [], since))]
         except Forbidden as exc:
             checks.append(unknown("dra-slices", f"cannot read the DRA objects: {exc}", where))
     reasons = [r for r in WATCHED if dra or r != "FailedPrepareDynamicResources"]
@@ -114,8 +120,13 @@ def verify(
     except Forbidden as exc:
         checks.append(unknown("events", f"cannot read events, so new warnings were not looked for: {exc}", where))
     if settings.smoke_test:
-        checks.append(smoke_test(cluster, settings.smoke_test, node=scope[0] if len(scope) == 1 and not everywhere else None,
-                                 resource=resources[0], clock=clock, interval=settings.poll_interval))
+        on = scope[0] if len(scope) == 1 and not everywhere else None
+        if dra:  # a DRA driver's devices come through a claim, never through an extended resource
+            checks.append(dra_smoke_test(cluster, settings.smoke_test, node=on, drivers=drivers, clock=clock,
+                                         interval=settings.poll_interval))
+        else:
+            checks.append(smoke_test(cluster, settings.smoke_test, node=on, resource=resources[0], clock=clock,
+                                     interval=settings.poll_interval))
     return result(checks, what=f"verify of {target} on {where}", unknown_blocks=settings.unknown_blocks)
 
 
@@ -164,6 +175,21 @@ def _registration(cluster: Cluster, snap: Snapshot, nodes: Sequence[str], *, kin
     return check
 
 
+def _scheduling_messages(cluster: Cluster, claims: Sequence[ResourceClaim], since: dt.datetime) -> dict[str, str]:
+    """``{namespace/pod: message}`` of the newest FailedScheduling event of each pod waiting on a
+    pending claim made since ``since`` (the scheduler's own words: ``cannot allocate all claims``)."""
+    waiting = {f"{c.namespace}/{p}" for c in claims if c.state == "pending" and c.created and c.created >= since
+               for p in c.waiting_pods}
+    if not waiting:
+        return {}
+    out: dict[str, tuple[dt.datetime, str]] = {}
+    for event in read_events(cluster, ("FailedScheduling",))["FailedScheduling"]:
+        key = f"{event.namespace}/{event.name}"
+        if key in waiting and event.last and (key not in out or event.last > out[key][0]):
+            out[key] = (event.last, event.message)
+    return {k: v[1] for k, v in out.items()}
+
+
 def _drivers(snap: Snapshot, slices: Sequence[ResourceSlice]) -> list[str]:
     """Without a baseline: the drivers the template names, else those with slices on its nodes."""
     known = {s.driver for s in slices}
@@ -183,7 +209,8 @@ def _dra_objects(cluster: Cluster, now: dt.datetime) -> tuple[list[ResourceSlice
     claims = None
     if "ResourceClaim" in chosen:
         res = chosen["ResourceClaim"]
-        claims = cluster.list_objects(res, project=lambda o: claim_from(o, version=res.version, now=now))
+        claims = with_waiting_pods(cluster, cluster.list_objects(
+            res, project=lambda o: claim_from(o, version=res.version, now=now)))
     return slices, claims
 
 

@@ -84,6 +84,7 @@ def step_settings_of(policy: Policy) -> StepSettings:
         observe_window=duration_seconds(timings.observe_window),
         poll_interval=duration_seconds(timings.poll_interval),
         settle_window=duration_seconds(timings.settle_window),
+        claim_grace=duration_seconds(timings.claim_grace),
         gpu_resources=tuple(policy.gpu_resources),
         smoke_test=timings.smoke_test.model_dump(exclude_none=True)
         if timings.smoke_test and timings.smoke_test.model_fields_set else None,  # `smoke_test: {}` runs none

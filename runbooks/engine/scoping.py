@@ -3,7 +3,8 @@
 A step gets the cluster through :class:`ScopedCluster`. Reads pass through unchanged;
 every write goes through the adapter's single ``write_json`` and is checked first: a run
 may patch its target DaemonSet, delete that DaemonSet's pods, and create and delete the
-smoke test's pods (``gpu-smoke-test-<hex>``) in the smoke test's one namespace. Any other
+smoke test's pods (``gpu-smoke-test-<hex>``), and a DRA driver's smoke-test
+ResourceClaimTemplate and the claim made from it, in the smoke test's one namespace. Any other
 write raises :class:`OutOfScope` before it is sent: a bug in a step halts the run instead
 of touching another object.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runbooks.cluster.resources import DAEMONSETS, PODS
+from runbooks.cluster.resources import DAEMONSETS, DRA_GROUP, PODS
 from runbooks.cluster.writing import Query, Writes
 from runbooks.engine.runs import Target
 from runbooks.errors import Action
@@ -56,7 +57,21 @@ class ScopedCluster(Writes):
             return method == "DELETE"
         if not self._scratch:
             return False
-        pods = PODS.path(self._scratch)
-        if path == pods and method == "POST":
-            return str(((body or {}).get("metadata") or {}).get("name", "")).startswith(SMOKE_POD_PREFIX)
-        return method == "DELETE" and path.startswith(f"{pods}/{SMOKE_POD_PREFIX}")
+        for collection in self._scratch_collections(path):
+            if path == collection and method == "POST":
+                return str(((body or {}).get("metadata") or {}).get("name", "")).startswith(SMOKE_POD_PREFIX)
+            if method == "DELETE" and path.startswith(f"{collection}/{SMOKE_POD_PREFIX}"):
+                return True
+        return False
+
+    def _scratch_collections(self, path: str) -> list[str]:
+        """Where the smoke test may create and delete its own objects: pods, and (a DRA driver's
+        smoke test) ResourceClaimTemplates and the ResourceClaims made from them."""
+        scratch = self._scratch or ""
+        out = [PODS.path(scratch)]
+        parts = path.split("/")
+        if path.startswith(f"/apis/{DRA_GROUP}/") and len(parts) > 4:
+            version = parts[3]
+            for plural in ("resourceclaimtemplates", "resourceclaims"):
+                out.append(f"/apis/{DRA_GROUP}/{version}/namespaces/{scratch}/{plural}")
+        return out

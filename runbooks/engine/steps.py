@@ -77,6 +77,8 @@ class StepSettings:
     poll_interval: float = 1.0
     settle_window: float = 30.0
     """Seconds the baseline waits for a node caught mid-change (a kubelet restart) to settle."""
+    claim_grace: float = 60.0
+    """Seconds a claim made during a DRA driver's step may stay pending while a pod waits for it."""
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu",)
     unknown_blocks: bool = True
     """A check that could not be made fails the step (policy ``verify.unknown: fail``)."""

@@ -74,7 +74,7 @@ def take_inventory(
     daemonsets, driver_notes = _assign_drivers(daemonsets, slices, classes)
     notes += log_notes + driver_notes
     if any(c.state == "pending" for c in claims):
-        claims = _with_waiting_pods(cluster, claims)
+        claims = with_waiting_pods(cluster, claims)
 
     dra = DraInfo(
         feature_gate=gate, stage=stage, served_versions=apis.served_versions, kinds=apis.kinds,
@@ -204,7 +204,7 @@ def _assign_drivers(
     return out, notes
 
 
-def _with_waiting_pods(cluster: Cluster, claims: list[ResourceClaim]) -> list[ResourceClaim]:
+def with_waiting_pods(cluster: Cluster, claims: list[ResourceClaim]) -> list[ResourceClaim]:
     """Claims with the Pending pods that use them (one list of Pending pods, cluster-wide)."""
     pending = cluster.list_objects(
         PODS, field_selector="status.phase=Pending",

@@ -38,6 +38,7 @@ from tests.support import Kubectl, kustomize
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = "kube-system/nvidia-device-plugin-daemonset"
+DRA_TARGET = "dra-example-driver/dra-example-driver-kubeletplugin"
 NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
 RBAC_KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 ALICE, BOB = Actor("U0ALICE"), Actor("U0BOB")
@@ -124,6 +125,9 @@ def test_the_rendered_rbac_runs_every_runbook_with_zero_403s(sim: KubeSim, redis
 
     checked = verify.handle(verify.VerifyRequest(target=TARGET), connect=bot.connect, policy=POLICY)
     assert checked.ok, [(c.name, c.status, c.detail) for c in checked.checks if c.status != "pass"]
+    dra = verify.handle(verify.VerifyRequest(target=DRA_TARGET), connect=bot.connect, policy=POLICY)
+    assert dra.ok, [(c.name, c.status, c.detail) for c in dra.checks if c.status != "pass"]
+    assert "through a claim" in next(c.detail for c in dra.checks if c.name == "smoke-test")
 
     store = RedisRunStore.from_url(redis_url)
     assert store.acquire_leader("install-test", dt.timedelta(seconds=60))
@@ -156,6 +160,12 @@ def _stops_verify(bot: Installed, redis_url: str) -> str:
     return " ".join(f"{c.name}: {c.detail}" for c in result.checks if c.status != "pass")
 
 
+def _stops_dra_verify(bot: Installed, redis_url: str) -> str:
+    result = verify.handle(verify.VerifyRequest(target=DRA_TARGET), connect=bot.connect, policy=POLICY)
+    assert not result.ok, "the DRA driver's verify passed without the rule"
+    return " ".join(f"{c.name}: {c.detail}" for c in result.checks if c.status != "pass")
+
+
 def _stops_canary(bot: Installed, redis_url: str) -> str:
     engine = engine_as(bot, redis_url)
     run = engine.request_canary(actor=ALICE, target=TARGET, image=NEW, node="gpu-node1").run
@@ -177,6 +187,8 @@ NEEDED_BY: dict[tuple[str, str], Callable[[Installed, str], str]] = {
     ("upgradebot-upgrade", "daemonsets"): _stops_canary,
     ("upgradebot-upgrade", "pods"): _stops_canary,
     ("upgradebot-smoke-test", "pods"): _stops_verify,
+    ("upgradebot-smoke-test", "resourceclaimtemplates"): _stops_dra_verify,
+    ("upgradebot-smoke-test", "resourceclaims"): _stops_dra_verify,
 }
 """Which runbook stops without each rule of the rendered RBAC (a rule not listed here fails the test)."""
 

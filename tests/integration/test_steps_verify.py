@@ -175,3 +175,68 @@ def test_unreadable_events_are_unknown_and_block_unless_the_policy_says_warn(sim
     warn = verify(cluster, "kube-system/nvidia-device-plugin-daemonset",
                   settings=dataclasses.replace(FAST, unknown_blocks=False))
     assert warn.ok and next(c for c in warn.checks if c.name == "events").status is CheckStatus.UNKNOWN
+
+
+@pytest.mark.parametrize("release", ["1.30", "1.31", "1.34"])
+def test_dra_smoke_test_passes_on_a_healthy_driver_and_a_noalloc_driver_is_caught(release: str) -> None:
+    """A DRA driver's smoke test gets its device through a claim (never nvidia.com/gpu), checks
+    allocation, Test PASSED and the device free again; a -noalloc driver (it runs and registers,
+    but nothing can be allocated) fails verify by the smoke test, and rollback restores it."""
+    with KubeSim(scenario="gpu-small", k8s_version=release, speed=SPEED) as sim:
+        kubectl = Kubectl(sim.kubeconfig)
+        kubectl("apply", "-f", "-", input="apiVersion: v1\nkind: Namespace\nmetadata: {name: upgradebot-smoke}\n")
+        settings = dataclasses.replace(FAST, smoke_test={"image": SAMPLE, "timeout": 5.0})
+        h = harness(sim, image=DRA_NEW, ns=DRA_NS, ds=DRA_DS, container="plugin", node="gpu-node1",
+                    settings=settings)
+        assert STEPS.canary(h.ctx).ok
+        result = STEPS.verify_canary(h.ctx)
+        assert result.ok, result.reason
+        smoke = next(c for c in result.checks if c.name == "smoke-test")
+        assert "got " in smoke.detail and "through a claim on gpu-node1" in smoke.detail, smoke.detail
+        assert smoke.evidence["device_class"] == "gpu.example.com" and smoke.evidence["cleaned_up"] is True
+        assert _statuses(result)["dra-new-claims"] == "pass"
+        assert STEPS.rollback(h.ctx).ok
+
+        broken = harness(sim, image=DRA_NEW + "-noalloc", ns=DRA_NS, ds=DRA_DS, container="plugin",
+                         node="gpu-node1", settings=settings)
+        assert STEPS.canary(broken.ctx).ok
+        result = STEPS.verify_canary(broken.ctx)
+        assert not result.ok
+        # from 1.31 its slices look whole (an incomplete pool): only the smoke test shows the driver is
+        # useless; 1.30's slices have no pools, so the broken driver publishes none and dra-slices fails too
+        expected = {"smoke-test"} if release != "1.30" else {"smoke-test", "dra-slices"}
+        assert {c.name for c in result.failed} == expected, result.reason
+        smoke = next(c for c in result.checks if c.name == "smoke-test")
+        assert "cannot allocate all claims" in smoke.detail and "never allocated" in smoke.detail, smoke.detail
+        assert STEPS.rollback(broken.ctx).ok
+        left = {k: kubectl("get", k, "-n", "upgradebot-smoke", "-o", "name").strip()
+                for k in ("pods", "resourceclaims", "resourceclaimtemplates")}
+        assert left == {"pods": "", "resourceclaims": "", "resourceclaimtemplates": ""}
+        after = verify(broken.ctx.cluster, f"{DRA_NS}/{DRA_DS}", settings=settings)
+        assert after.ok, after.reason
+        made = [m["path"].rsplit("/", 1)[-1] for m in sim.mutations() if m["verb"] == "create"
+                and "/namespaces/upgradebot-smoke/" in m["path"]]
+        assert sorted(set(made)) == ["pods", "resourceclaimtemplates"]
+
+
+@pytest.mark.parametrize("version", ["v1alpha2", "v1alpha3", "v1beta1", "v1beta2", "v1"])
+def test_the_dra_smoke_pod_asks_its_device_through_a_claim_only(version: str) -> None:
+    """Never an extended resource (nvidia.com/gpu): the container's only resource is its claim, in the
+    pod-claim shape of the release (``source`` up to v1alpha2), and the template asks one device."""
+    from runbooks.daemonset.dra_smoke import claim_spec, pod_body
+
+    body = pod_body({"image": SAMPLE}, name="gpu-smoke-test-a1b2c3", node="gpu-node1",
+                    template="gpu-smoke-test-a1b2c3", v1alpha2=version == "v1alpha2")
+    [container] = body["spec"]["containers"]
+    assert container["resources"] == {"claims": [{"name": "gpu"}]}
+    assert "nvidia.com" not in str(body)
+    [ref] = body["spec"]["resourceClaims"]
+    assert ("source" in ref) == (version == "v1alpha2")
+    spec = claim_spec(version, "gpu.example.com")
+    if version == "v1alpha2":
+        assert spec == {"resourceClassName": "gpu.example.com"}
+    else:
+        [request] = spec["devices"]["requests"]
+        exact = request.get("exactly", request)
+        assert ("exactly" in request) == (version in ("v1beta2", "v1"))
+        assert (exact["deviceClassName"], exact["count"]) == ("gpu.example.com", 1)

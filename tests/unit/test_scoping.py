@@ -66,3 +66,23 @@ def test_the_smoke_tests_pods_may_change_in_its_namespace_when_it_has_one() -> N
         with pytest.raises(OutOfScope):
             refused()
     assert len(inner.sent) == 2
+
+
+def test_a_dra_smoke_test_may_make_its_claim_template_and_claim_there_only() -> None:
+    from runbooks.cluster.resources import dra_resource
+
+    inner = Recorder()
+    scoped = ScopedCluster(inner, TARGET, scratch="upgradebot-smoke")
+    templates, claims = dra_resource("ResourceClaimTemplate", "v1"), dra_resource("ResourceClaim", "v1")
+    scoped.create(templates, {"metadata": {"name": "gpu-smoke-test-a1b2c3"}}, namespace="upgradebot-smoke")
+    scoped.delete(claims, "gpu-smoke-test-a1b2c3-gpu-x7k2p", namespace="upgradebot-smoke")
+    scoped.delete(templates, "gpu-smoke-test-a1b2c3", namespace="upgradebot-smoke")
+    assert len(inner.sent) == 3
+    for refused in (lambda: scoped.create(templates, {"metadata": {"name": "gpu-smoke-test-a"}}, namespace="ml-team"),
+                    lambda: scoped.delete(claims, "shared-gpu", namespace="upgradebot-smoke"),
+                    lambda: scoped.delete(claims, "gpu-smoke-test-a-gpu", namespace="ml-team"),
+                    lambda: scoped.create(dra_resource("DeviceClass", "v1"), {"metadata": {"name": "gpu-smoke-test-a"}}),
+                    lambda: scoped.create(claims, {"metadata": {"name": "other"}}, namespace="upgradebot-smoke")):
+        with pytest.raises(OutOfScope):
+            refused()
+    assert len(inner.sent) == 3

@@ -1,0 +1,223 @@
+"""The smoke test of a DRA driver: a pod that gets its device through a ResourceClaim.
+
+For a DRA kubelet plugin the device-plugin smoke test proves nothing (it asks for
+``nvidia.com/gpu``, which the DRA driver does not serve). This one follows the DRA
+upgrade guide: in the smoke test's namespace it creates a ResourceClaimTemplate in the
+version the cluster serves (each version's request shape), asking one device of the
+driver's device class, and a pod that uses it, pinned to the node under test and asking
+no extended resource. It checks that the claim was allocated a device of the driver on
+that node, that the pod logged ``expect`` (``Test PASSED``), then deletes the pod and
+the claim and checks the device is free again (the guide's negative test). Everything it
+made is deleted whatever happened. The template and pod are named
+``gpu-smoke-test-<6 hex>``, as the engine's scope allows in that namespace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from typing import Any
+
+from runbooks.cluster import Cluster
+from runbooks.cluster.resources import PODS, Resource
+from runbooks.daemonset.observing import wait_for
+from runbooks.daemonset.smoke_testing import CONTAINER, MANAGED, pending_reason
+from runbooks.engine.recording import failed, passed, unknown
+from runbooks.engine.scoping import SMOKE_NAMESPACE, SMOKE_POD_PREFIX
+from runbooks.engine.steps import Check, CheckStatus, Clock
+from runbooks.errors import ClusterError, Forbidden, NotFound
+from runbooks.inventory.reading import class_from
+
+POD_CLAIM = "gpu"
+RELEASE_SECONDS = 30.0
+"""How long the device may take to be free again once its claim is deleted."""
+
+
+def claim_spec(version: str, device_class: str) -> dict[str, Any]:
+    """A claim's spec asking one device of ``device_class``, in the request shape of ``version``."""
+    if version == "v1alpha2":
+        return {"resourceClassName": device_class}
+    exact = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": 1}
+    if version in ("v1alpha3", "v1beta1"):
+        return {"devices": {"requests": [{"name": POD_CLAIM, **exact}]}}
+    return {"devices": {"requests": [{"name": POD_CLAIM, "exactly": exact}]}}
+
+
+def pod_body(spec: dict[str, Any], *, name: str, node: str | None, template: str, v1alpha2: bool) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": CONTAINER, "image": spec["image"],
+                                 "resources": {"claims": [{"name": POD_CLAIM}]}}
+    command = spec.get("command")
+    if command:
+        container["command"] = command if isinstance(command, list) else ["sh", "-c", str(command)]
+    ref = {"resourceClaimTemplateName": template}
+    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container],
+                                "resourceClaims": [{"name": POD_CLAIM, **({"source": ref} if v1alpha2 else ref)}]}
+    if node:
+        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [term]}}}
+    return {"metadata": {"name": name, "labels": dict(MANAGED)}, "spec": pod_spec}
+
+
+def allocated(claim: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """``(driver, pool, device)`` of each device allocated to a claim (v1alpha2: the driver only)."""
+    status = claim.get("status") or {}
+    allocation = status.get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
+    if results:
+        return [(r.get("driver", ""), r.get("pool", ""), r.get("device", "")) for r in results]
+    if allocation and status.get("driverName"):
+        return [(status["driverName"], "", "")]
+    return []
+
+
+def device_class_for(cluster: Cluster, drivers: list[str], chosen: dict[str, Resource]) -> str | None:
+    """The first device class (v1alpha2: resource class) whose driver is one of ``drivers``."""
+    for kind in ("DeviceClass", "ResourceClass"):
+        if kind in chosen:
+            for obj in cluster.list_objects(chosen[kind]):
+                klass = class_from(obj, kind)
+                if set(klass.drivers) & set(drivers):
+                    return klass.name
+    return None
+
+
+def dra_smoke_test(cluster: Cluster, spec: dict[str, Any], *, node: str | None, drivers: list[str], clock: Clock,
+                   interval: float) -> Check:
+    """Run the DRA smoke test on ``node`` (or anywhere); always clean up."""
+    scope = node or "any GPU node"
+    if not spec.get("image"):
+        return unknown("smoke-test", "smoke_test has no image: set smoke_test.image in the policy", scope)
+    chosen = cluster.dra_apis().chosen
+    if "ResourceClaimTemplate" not in chosen or "ResourceClaim" not in chosen:
+        return unknown("smoke-test", "this cluster serves no ResourceClaimTemplate API: the DRA smoke test "
+                       "cannot run", scope)
+    device_class = str(spec.get("device_class") or "") or device_class_for(cluster, drivers, chosen)
+    if not device_class:
+        return unknown("smoke-test", f"no device class names the driver {', '.join(drivers) or '?'}: set "
+                       "smoke_test.device_class in the policy", scope)
+    namespace = str(spec.get("namespace") or SMOKE_NAMESPACE)
+    name = f"{SMOKE_POD_PREFIX}{secrets.token_hex(3)}"
+    templates, claims = chosen["ResourceClaimTemplate"], chosen["ResourceClaim"]
+    made: list[tuple[Resource, str]] = []
+    try:
+        cluster.create(templates, {"metadata": {"name": name, "labels": dict(MANAGED)},
+                                   "spec": {"spec": claim_spec(templates.version, device_class)}}, namespace=namespace)
+        made.append((templates, name))
+        cluster.create(PODS, pod_body(spec, name=name, node=node, template=name,
+                                      v1alpha2=templates.version == "v1alpha2"), namespace=namespace)
+        made.append((PODS, name))
+        check = _run(cluster, spec, namespace=namespace, name=name, claims=claims, drivers=drivers,
+                     device_class=device_class, clock=clock, interval=interval, scope=scope, made=made)
+    except NotFound as exc:
+        check = unknown("smoke-test", f"cannot run the DRA smoke test: namespace {namespace} does not exist (the "
+                        f"install creates it; or set smoke_test.namespace): {exc}", scope)
+    except Forbidden as exc:
+        check = unknown("smoke-test", f"cannot run the DRA smoke test in namespace {namespace} (the bot's Role "
+                        "there must let it create, get and delete pods and resourceclaimtemplates, and get, list "
+                        f"and delete resourceclaims): {exc}", scope)
+    except ClusterError as exc:
+        check = failed("smoke-test", f"the DRA smoke test could not run: {exc}", scope)
+    left = _clean_up(cluster, made, namespace)
+    evidence = {**check.evidence, "namespace": namespace, "pod": name, "device_class": device_class,
+                "cleaned_up": not left}
+    if left:
+        return check.model_copy(update={
+            "status": CheckStatus.WARN if check.status is CheckStatus.PASS else check.status,
+            "detail": f"{check.detail}; not deleted: {', '.join(left)}: delete by hand", "evidence": evidence})
+    return check.model_copy(update={"evidence": evidence})
+
+
+def _claim_of(cluster: Cluster, pod: dict[str, Any], claims: Resource, namespace: str) -> dict[str, Any] | None:
+    """The claim generated for the pod (its status names it; 1.27 names it ``<pod>-<claim>``)."""
+    for entry in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+        if entry.get("name") == POD_CLAIM and entry.get("resourceClaimName"):
+            return cluster.get(claims, entry["resourceClaimName"], namespace)
+    try:
+        return cluster.get(claims, f"{pod['metadata']['name']}-{POD_CLAIM}", namespace)
+    except NotFound:
+        return None
+
+
+def _run(cluster: Cluster, spec: dict[str, Any], *, namespace: str, name: str, claims: Resource, drivers: list[str],
+         device_class: str, clock: Clock, interval: float, scope: str, made: list[tuple[Resource, str]]) -> Check:
+    expect = str(spec.get("expect", "Test PASSED"))
+    timeout = float(spec.get("timeout", 120))
+    last: dict[str, Any] = {}
+    devices: list[tuple[str, str, str]] = []
+
+    def finished() -> dict[str, Any] | None:
+        nonlocal last, devices
+        last = cluster.get(PODS, name, namespace)
+        if not devices:
+            claim = _claim_of(cluster, last, claims, namespace)
+            if claim is not None:
+                if (claims, claim["metadata"]["name"]) not in made:
+                    made.insert(0, (claims, claim["metadata"]["name"]))
+                devices = allocated(claim)
+        return last if (last.get("status") or {}).get("phase") in ("Succeeded", "Failed") else None
+
+    pod = wait_for(clock, timeout=timeout, interval=interval, probe=finished)
+    node = (last.get("spec") or {}).get("nodeName")
+    evidence: dict[str, Any] = {"image": spec["image"], "node": node, "devices": [list(d) for d in devices]}
+    if pod is None:
+        phase = (last.get("status") or {}).get("phase", "unknown")
+        return failed("smoke-test", f"the DRA smoke-test pod did not finish in {timeout:g}s (phase {phase}"
+                      f"{pending_reason(last)}); its claim of {device_class} was "
+                      f"{'allocated' if devices else 'never allocated'}", scope, **evidence)
+    if not devices:
+        return failed("smoke-test", f"the DRA smoke-test pod {pod['status']['phase']} but its claim of "
+                      f"{device_class} shows no allocated device", scope, **evidence)
+    wrong = [d for d in devices if d[0] not in drivers]
+    if wrong:
+        return failed("smoke-test", f"the claim was allocated devices of another driver: {wrong}", scope, **evidence)
+    log = cluster.pod_log(namespace, name, container=CONTAINER, tail_lines=200)
+    phase = pod["status"]["phase"]
+    evidence.update(phase=phase, log_tail=log.strip().splitlines()[-5:])
+    if not (phase == "Succeeded" and expect in log):
+        said = "without logging" if expect not in log else "although it logged"
+        return failed("smoke-test", f"the DRA smoke-test pod {phase} on {node} {said} {expect!r}", scope, **evidence)
+    released = _release(cluster, namespace, name, claims, devices, made, clock=clock, interval=interval)
+    if released:
+        return failed("smoke-test", f"{released} still allocated {RELEASE_SECONDS:g}s after the smoke test's claim "
+                      "was deleted", scope, **evidence)
+    shown = ", ".join(d[2] or d[0] for d in devices)
+    return passed("smoke-test", f"{spec['image']} got {shown} of {device_class} through a claim on {node}, logged "
+                  f"{expect!r}, and the device was free again once the claim was deleted", scope, **evidence)
+
+
+def _release(cluster: Cluster, namespace: str, name: str, claims: Resource, devices: list[tuple[str, str, str]],
+             made: list[tuple[Resource, str]], *, clock: Clock, interval: float) -> str:
+    """Delete the pod and its claim; "" once no claim holds the devices any more, else what still does."""
+    for resource, what in [m for m in made if m[0] in (PODS, claims)]:
+        with contextlib.suppress(NotFound):
+            cluster.delete(resource, what, namespace=namespace, grace_seconds=0 if resource is PODS else None)
+        made.remove((resource, what))
+    wanted = {d for d in devices if d[2]}
+    holders: list[str] = []
+
+    def free() -> bool | None:
+        nonlocal holders
+        holders = [f"{c['metadata'].get('namespace')}/{c['metadata']['name']}"
+                   for c in cluster.list_objects(claims) if wanted & set(allocated(c))]
+        return True if not holders else None
+
+    if not wanted:
+        return ""
+    if wait_for(clock, timeout=RELEASE_SECONDS, interval=interval, probe=free):
+        return ""
+    return f"{', '.join(sorted(d[2] for d in wanted))} (held by {', '.join(holders)})"
+
+
+def _clean_up(cluster: Cluster, made: list[tuple[Resource, str]], namespace: str) -> list[str]:
+    """Delete what is left (pod first, then claim, then template); what could not be deleted."""
+    order = sorted(made, key=lambda m: {"Pod": 0, "ResourceClaim": 1}.get(m[0].kind, 2))
+    left = []
+    for resource, name in order:
+        try:
+            cluster.delete(resource, name, namespace=namespace)
+        except NotFound:
+            pass
+        except ClusterError as exc:
+            left.append(f"{resource.kind} {namespace}/{name} ({exc})")
+    return left

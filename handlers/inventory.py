@@ -64,13 +64,21 @@ def nodes_table(inv: Inventory) -> Table:
     shown = nodes if len(nodes) <= MAX_ROWS else [n for n in nodes if not _node_healthy(n)][:MAX_ROWS]
     rows = [
         [n.name, _yes(n.ready), "cordoned" if n.unschedulable else "-",
-         *(f"{n.capacity.get(r, 0)}/{n.allocatable.get(r, 0)}" for r in res), _yes(n.gpu_hardware),
+         *(f"{n.capacity.get(r, 0)}/{n.allocatable.get(r, 0)}" for r in res), in_use(n), _yes(n.gpu_hardware),
          ",".join(f"{t.key}:{t.effect}" for t in n.taints) or "-"]
         for n in shown
     ]
     note = f"… {len(nodes) - len(shown)} more nodes, all Ready with every GPU allocatable" if len(shown) < len(nodes) else ""
-    header = ["NAME", "READY", "SCHED", *(f"{r} CAP/ALLOC" for r in res), "GPU-HW", "TAINTS"]
+    header = ["NAME", "READY", "SCHED", *(f"{r} CAP/ALLOC" for r in res), "IN USE", "GPU-HW", "TAINTS"]
     return Table(header=header, rows=rows, note=note)
+
+
+def in_use(node: Node) -> str:
+    """Devices in use on a node: GPUs requested by its unfinished pods, DRA devices allocated there."""
+    gpus = sum(node.in_use.values())
+    if node.devices_in_use:
+        return f"{gpus} + {node.devices_in_use} DRA"
+    return str(gpus)
 
 
 def nodes_title(inv: Inventory) -> str:

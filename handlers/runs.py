@@ -65,7 +65,7 @@ def _one_run(usage: str) -> Any:
 
 
 # ------------------------------------------------------------------ canary
-CANARY_USAGE = "canary <namespace>/<daemonset> image=<ref> node=<node> [container=<name>] [cluster=<context>]"
+CANARY_USAGE = "canary <namespace>/<daemonset> image=<ref> node=<node>|auto [container=<name>] [cluster=<context>]"
 
 
 class CanaryArgs(BaseModel):

@@ -30,9 +30,11 @@ from runbooks.daemonset import canarying, preflight, promoting, rolling_back, ve
 from runbooks.daemonset.observing import observe
 from runbooks.daemonset.patching import StrategyChanged
 from runbooks.engine.recording import failed, note
+from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, StepContext, StepResult, StepSettings
 from runbooks.errors import NotFound, PermanentClusterError
+from runbooks.inventory import take_inventory
 
 
 class DaemonSetSteps:
@@ -45,6 +47,25 @@ class DaemonSetSteps:
         except NotFound:
             return [failed("daemonset-exists", f"daemonset {run.target.ref} does not exist on {cluster.context}")]
         return preflight.request_checks(cluster, snap, run=run, settings=settings)[0]
+
+    def pick_node(self, cluster: Cluster, run: Run, settings: StepSettings) -> tuple[str, str]:
+        """``node=auto``: the Ready, schedulable GPU node whose plugin pod is Ready and that has the
+        fewest devices in use (GPUs its pods request, DRA devices allocated there); ties by name."""
+        try:
+            snap = observe(cluster, run.target.namespace, run.target.name)
+        except NotFound as exc:
+            raise Refused(f"daemonset {run.target.ref} does not exist on {cluster.context}") from exc
+        found = take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources)
+        candidates = sorted(
+            (n for n in found.nodes if n.ready and not n.unschedulable and n.gpu_hardware
+             and (pod := snap.pod_on(n.name)) is not None and pod.ready and not pod.deleting),
+            key=lambda n: (n.busy, n.name))
+        if not candidates:
+            raise Refused(f"node=auto found no Ready, schedulable GPU node with a Ready pod of {run.target.ref}: "
+                          "`inventory` shows why; name the node")
+        best = candidates[0]
+        return best.name, (f"node=auto chose {best.name}: Ready, schedulable, its plugin pod Ready, "
+                           f"{best.busy} device(s) in use (the fewest of {len(candidates)} candidate(s))")
 
     def canary(self, ctx: StepContext) -> StepResult:
         """canary_rolling: pre-checks, saved state, OnDelete, new image, the canary node's pod replaced and Ready."""

@@ -33,7 +33,7 @@ from runbooks.engine.driving import Driver, StepPaused
 from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Leases, owner_id
 from runbooks.engine.refusals import Refused
-from runbooks.engine.requesting import check_request, resolve
+from runbooks.engine.requesting import AUTO_NODE, check_request, resolve
 from runbooks.engine.runs import (
     REOPENABLE,
     TERMINAL,
@@ -162,9 +162,15 @@ class Engine:
                        created_at=now, updated_at=now, origin=origin or {})
 
         run = new_run(request.cluster or "", request.container or "")
+        chosen = ""
+        if request.node == AUTO_NODE and self.connect is None:
+            raise Refused("node=auto reads the cluster to choose the node, and this engine has none: name the node")
         if self.connect is not None:
             with self.connect(request.cluster) as handle:
                 run = new_run(*resolve(handle, request))
+                if run.node == AUTO_NODE:
+                    node, chosen = self.driver.steps.pick_node(handle, run, self.driver.settings)
+                    run = run.model_copy(update={"node": node})
                 self._refuse_if_locked(run)
                 failing = [c for c in self.driver.steps.check_request(handle, run, self.driver.settings)
                            if c.status == CheckStatus.FAIL]
@@ -174,7 +180,7 @@ class Engine:
             raise Refused(f"name the container of {request.ref} to change: container=<name>")
         line = self.writer.step("requested", kind="transition", actor=actor,
                                 detail=f"canary of {run.image} ({run.container}) on {run.node} in "
-                                       f"{run.target.cluster or 'the current context'}")
+                                       f"{run.target.cluster or 'the current context'}" + (f"; {chosen}" if chosen else ""))
         try:
             self.store.create(run, audit=[audit_entry(run, line)])
         except LockHeld as held:

@@ -19,6 +19,9 @@ from runbooks.engine.refusals import Refused
 from runbooks.errors import NotFound
 from runbooks.policy import Policy
 
+AUTO_NODE = "auto"
+"""``node=auto``: the steps choose the canary node (``Steps.pick_node``)."""
+
 
 class InvalidRequest(Refused):
     """A bad argument: the sentence says which and how to fix it."""
@@ -77,7 +80,8 @@ def resolve(cluster: Any, request: CanaryRequest) -> tuple[str, str]:
             "`inventory` lists the plugin DaemonSets"
         ) from exc
     try:
-        cluster.get(NODES, request.node)
+        if request.node != AUTO_NODE:
+            cluster.get(NODES, request.node)
     except NotFound as exc:
         raise InvalidRequest(f"there is no node {request.node} in cluster {cluster.context}: pick a GPU node from `inventory`") from exc
     names = containers_of(daemonset)

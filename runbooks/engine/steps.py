@@ -109,6 +109,11 @@ class Steps(Protocol):
         made now (the image, the node, the target's health). A failing one refuses the request."""
         ...
 
+    def pick_node(self, cluster: Any, run: Run, settings: StepSettings) -> tuple[str, str]:
+        """``node=auto``: the node to run the canary on and why it was chosen, read-only, before
+        anyone is asked; :class:`~runbooks.engine.refusals.Refused` when no node qualifies."""
+        ...
+
     def canary(self, ctx: StepContext) -> StepResult:
         """canary_rolling: record the baseline and template, OnDelete, new image, replace the
         canary node's pod, wait until it is Ready."""

@@ -51,6 +51,14 @@ class Node(Model):
     capacity: dict[str, int] = Field(default_factory=dict, description="GPU extended resources")
     allocatable: dict[str, int] = Field(default_factory=dict, description="GPU extended resources")
     kubelet_version: str = ""
+    in_use: dict[str, int] = Field(default_factory=dict, description="GPU extended resources requested by the "
+                                   "node's pods that have not finished")
+    devices_in_use: int = Field(0, description="DRA devices allocated to claims on the node")
+
+    @property
+    def busy(self) -> int:
+        """Devices in use on the node, of every kind."""
+        return sum(self.in_use.values()) + self.devices_in_use
 
 
 class PluginPod(Model):
@@ -118,6 +126,8 @@ class ResourceClaim(Model):
     classes: list[str] = Field(default_factory=list)
     drivers: list[str] = Field(default_factory=list, description="drivers of the allocated devices")
     reserved_for: list[str] = Field(default_factory=list, description="consumers (pod names)")
+    node: str | None = Field(None, description="the node an allocated claim's devices are on")
+    devices: int = Field(0, description="devices allocated to the claim")
     waiting_pods: list[str] = Field(default_factory=list, description="Pending pods that use it")
 
 

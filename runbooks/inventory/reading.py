@@ -283,7 +283,45 @@ def claim_from(obj: Obj, *, version: str, now: dt.datetime) -> ResourceClaim:
         classes=_claim_classes(obj.get("spec") or {}),
         drivers=_claim_drivers(status),
         reserved_for=sorted(r.get("name", "") for r in status.get("reservedFor") or []),
+        node=allocated_node(status),
+        devices=allocated_count(status),
     )
+
+
+def allocated_node(status: Obj) -> str | None:
+    """The node an allocation is on, from its node selector (``availableOnNodes`` in v1alpha2)."""
+    allocation = status.get("allocation") or {}
+    selector = allocation.get("nodeSelector") or allocation.get("availableOnNodes") or {}
+    for term in selector.get("nodeSelectorTerms") or []:
+        for field in term.get("matchFields") or []:
+            if field.get("key") == "metadata.name" and field.get("operator") == "In" and field.get("values"):
+                return str(field["values"][0])
+        for expr in term.get("matchExpressions") or []:
+            if expr.get("key") == "kubernetes.io/hostname" and expr.get("operator") == "In" and expr.get("values"):
+                return str(expr["values"][0])
+    return None
+
+
+def allocated_count(status: Obj) -> int:
+    """Devices an allocation holds (v1alpha2: the results of its structured handles, else one per handle)."""
+    allocation = status.get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results")
+    if results is not None:
+        return len(results)
+    handles = allocation.get("resourceHandles") or []
+    return sum(len((h.get("structuredData") or {}).get("results") or []) or 1 for h in handles)
+
+
+def requested(pod_spec: Obj, resources: tuple[str, ...]) -> dict[str, int]:
+    """Extended resources a pod asks for: its containers' requests (limits when a request is unset)."""
+    out: dict[str, int] = {}
+    for container in pod_spec.get("containers") or []:
+        res = container.get("resources") or {}
+        for name in resources:
+            value = (res.get("requests") or {}).get(name, (res.get("limits") or {}).get(name))
+            if value is not None:
+                out[name] = out.get(name, 0) + quantity(value)
+    return out
 
 
 def claims_of_pod(obj: Obj) -> list[str]:

@@ -75,6 +75,7 @@ def take_inventory(
     notes += log_notes + driver_notes
     if any(c.state == "pending" for c in claims):
         claims = with_waiting_pods(cluster, claims)
+    nodes = with_devices_in_use(cluster, nodes, claims, resources)
 
     dra = DraInfo(
         feature_gate=gate, stage=stage, served_versions=apis.served_versions, kinds=apis.kinds,
@@ -202,6 +203,29 @@ def _assign_drivers(
             ds = ds.model_copy(update={"drivers": drivers})
         out.append(ds)
     return out, notes
+
+
+def with_devices_in_use(cluster: Cluster, nodes: list[Node], claims: Sequence[ResourceClaim],
+                        resources: tuple[str, ...]) -> list[Node]:
+    """Nodes with what is in use on each: GPUs requested by pods that have not finished, and DRA
+    devices allocated to claims (one list of unfinished pods, projected page by page)."""
+    def usage(obj: Obj) -> tuple[str, dict[str, int]] | None:
+        node = str((obj.get("spec") or {}).get("nodeName") or "")
+        wants = reading.requested(obj.get("spec") or {}, resources) if node else {}
+        return (node, wants) if wants else None
+
+    gpus: dict[str, dict[str, int]] = defaultdict(dict)
+    for found in cluster.list_objects(PODS, field_selector="status.phase!=Succeeded,status.phase!=Failed",
+                                      project=usage):
+        if found is not None:
+            for name, count in found[1].items():
+                gpus[found[0]][name] = gpus[found[0]].get(name, 0) + count
+    devices: dict[str, int] = defaultdict(int)
+    for claim in claims:
+        if claim.node and claim.state.startswith("allocated"):
+            devices[claim.node] += claim.devices
+    return [n.model_copy(update={"in_use": dict(gpus.get(n.name, {})), "devices_in_use": devices.get(n.name, 0)})
+            for n in nodes]
 
 
 def with_waiting_pods(cluster: Cluster, claims: list[ResourceClaim]) -> list[ResourceClaim]:

@@ -108,7 +108,7 @@ class Types:
                 else:
                     list_type = "atomic"
             if list_type == "atomic":
-                return Node("list", atomic=True)
+                return Node("list", atomic=True, element=schema.get("items"))
             return Node("list", element=schema.get("items"), list_type=list_type, keys=keys)
         if kind == "object":
             extra = schema.get("additionalProperties")
@@ -196,6 +196,28 @@ class Walker:
 
     def fieldset(self, obj: Any) -> FieldSet:
         return set(self.leaves(obj))
+
+    def validate(self, obj: Any) -> None:
+        """Every field of ``obj`` is declared by the schema, atomic parts included (``AsTyped``)."""
+        self._check(obj, self.root, ())
+
+    def _check(self, value: Any, node: Node, path: Path) -> None:
+        if node.deduced or node.kind == "scalar" or value is None:
+            return
+        if node.kind == "list":
+            if isinstance(value, list) and node.element is not None:
+                item = self.types.item(node)
+                for index, child in enumerate(value):
+                    element = ("i", index) if node.atomic else _item_element(node, index, child)
+                    self._check(child, item, (*path, element))
+            return
+        if not isinstance(value, dict):
+            return
+        for key, child in value.items():
+            child_node = self.types.field(node, key)
+            if child_node is None:
+                raise ApplyError(f"{path_text((*path, ('f', key)))}: field not declared in schema")
+            self._check(child, child_node, (*path, ("f", key)))
 
     def _walk(self, value: Any, node: Node, path: Path, out: dict[Path, Any]) -> None:
         if node.atomic or node.kind == "scalar":
@@ -463,6 +485,7 @@ class FieldManager:
         if subresource:
             head["subresource"] = subresource
         me = identifier(head)
+        self.walker.validate(config)
         applied = self._scope(self.walker.fieldset(config), subresource)
         merged = merge(self.types, live, config, self.root)
         _, last = managed.entries.get(me, (head, set()))

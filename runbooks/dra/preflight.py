@@ -229,7 +229,7 @@ def _uses_claims(obj: dict[str, Any], kind: str) -> bool:
     return isinstance(spec, dict) and bool(spec.get("resourceClaims"))
 
 
-class _Discovered:
+class Discovered:
     """What the cluster serves, group-version by group-version, asked once each."""
 
     def __init__(self, cluster: Cluster) -> None:
@@ -242,7 +242,7 @@ class _Discovered:
         return self._cache[api_version].get(kind)
 
 
-def dry_run(cluster: Cluster, discovered: _Discovered, manifest: Manifest) -> DryRun | None:
+def dry_run(cluster: Cluster, discovered: Discovered, manifest: Manifest) -> DryRun | None:
     """The server's answer to applying one manifest with ``dryRun=All``; None when it does not serve it."""
     obj = manifest.obj
     resource = discovered.resource(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""))
@@ -274,7 +274,7 @@ def preflight(cluster: Cluster, target: int, manifests: Sequence[Manifest] = (),
     findings = check_stored(stored, current=current, steps=steps)
     for obj in [*stored, *workloads]:
         findings += check_object(obj, "cluster", target=target, steps=steps, manifest=False)
-    discovered = _Discovered(cluster)
+    discovered = Discovered(cluster)
     runs: list[DryRun] = []
     for manifest in manifests:
         findings += check_object(manifest.obj, manifest.origin, target=target, steps=steps, manifest=True)

@@ -1,0 +1,93 @@
+"""``migrate <namespace>/[<kind>/]<workload> [class=<device class>] [cluster=<context>]``.
+
+Thin: parse, connect, run the runbook (:mod:`runbooks.dra.migrating`), return its model.
+:func:`summarize` shows what changes (each container's extended resource and the claim
+that replaces it), the objects to apply as YAML, and the server's answers to their dry
+run. Exit 1 when the server refused one. Nothing is applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from handlers.arguments import UsageError, split_pairs
+from handlers.replies import Item, Message, Reply, Table
+from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps
+from runbooks import validation
+from runbooks.dra.migrating import WORKLOADS, Migration, migrate
+from runbooks.errors import shorten
+
+USAGE = "migrate <namespace>/[<kind>/]<workload> [class=<device class>] [cluster=<context>]"
+KINDS = {k.lower(): k for k in WORKLOADS}
+
+
+class MigrateRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    namespace: str
+    name: str
+    kind: str | None = None
+    device_class: str | None = None
+    cluster: str | None = None
+
+
+def parse(words: Sequence[str]) -> MigrateRequest:
+    positional, pairs = split_pairs(words, allowed=("class", "cluster"), usage=USAGE, max_positional=1)
+    if not positional:
+        raise UsageError("which workload? give <namespace>/<name> (or <namespace>/<kind>/<name>)", USAGE)
+    parts = positional[0].split("/")
+    if len(parts) not in (2, 3):
+        raise UsageError(f"{positional[0]!r} is not <namespace>/[<kind>/]<name>", USAGE)
+    kind = None
+    if len(parts) == 3:
+        kind = KINDS.get(parts[1].lower())
+        if kind is None:
+            raise UsageError(f"{parts[1]!r} cannot be migrated: use one of {', '.join(KINDS)}", USAGE)
+    try:
+        namespace, name = validation.node_name(parts[0]), validation.node_name(parts[-1])
+    except ValueError as exc:
+        raise UsageError(str(exc), USAGE) from None
+    return MigrateRequest(namespace=namespace, name=name, kind=kind, device_class=pairs.get("class"),
+                          cluster=pairs.get("cluster"))
+
+
+def handle(request: MigrateRequest, deps: Deps, caller: Caller) -> Migration:
+    with deps.connect(request.cluster) as cluster:
+        return migrate(cluster, request.namespace, request.name, kind=request.kind,
+                       device_class=request.device_class, resources=deps.policy.gpu_resources)
+
+
+def manifest_text(result: Migration) -> str:
+    """The objects to apply, as one YAML stream."""
+    return yaml.safe_dump_all(result.objects, sort_keys=False)
+
+
+def summarize(result: Migration) -> Reply:
+    refused = [d for d in result.dry_runs if not d.accepted]
+    changes = "\n".join(f"{c.container}: {c.resource} {c.count} -> claim {c.claim} (ResourceClaimTemplate "
+                        f"{c.template}, {c.count} device(s) of {result.device_class})" for c in result.claims)
+    text = ("The server refused part of the plan in its dry run: fix it before applying." if refused else
+            "The server accepted every object of the plan in a dry run (nothing was written).") + "\n" + changes
+    fields = [
+        Item(label="Workload", value=result.ref),
+        Item(label="Written in", value=f"resource.k8s.io/{result.version}, device class {result.device_class}"),
+        Item(label="Cluster", value=result.context),
+    ]
+    thread = [Message(title="To apply (kubectl apply --server-side -f -)", text=f"```\n{manifest_text(result)}```")]
+    if result.dry_runs:
+        rows = [[d.subject, "accepted" if d.accepted else "REFUSED", shorten(d.answer, 200)] for d in result.dry_runs]
+        thread.append(Message(title="Server-side dry run (dryRun=All, nothing written)",
+                              table=Table(header=["OBJECT", "RESULT", "THE SERVER SAID"], rows=rows),
+                              tone="error" if refused else "ok"))
+    if result.notes:
+        thread.append(Message(title="Notes", text="\n".join(result.notes), tone="warn"))
+    return Reply(title=f"Migration of {result.ref} to DRA", text=text, fields=fields, thread=thread,
+                 tone="error" if refused else "ok")
+
+
+COMMAND = Command("migrate", USAGE, "the ResourceClaims that replace a workload's device-plugin resources", parse,
+                  handle, summarize, lane="long",
+                  exit_code=lambda result: EXIT_OK if result.accepted else EXIT_FAILED)

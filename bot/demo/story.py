@@ -5,7 +5,8 @@ requested by the platform engineer; 4. her own approval refused; 5. approved by 
 lead: the canary runs on one node; 6. verify on the canary node; 7. the promotion request,
 approved; the rollout to every node; 8. verify on every node; 9. monitoring; 10. the
 stability reports, with the schedule compressed (below); 11. a crashing image: the canary
-fails and is rolled back automatically; 12. the list of runs. :func:`run` is ``upgradebot demo [--interactive]``; ``--interactive`` starts the
+fails and is rolled back automatically; 12. a DRA driver upgraded, its smoke test getting
+a GPU through a ResourceClaim; 13. the list of runs. :func:`run` is ``upgradebot demo [--interactive]``; ``--interactive`` starts the
 same world and leaves you at the console prompt.
 
 The reports stage (:func:`run_reports`) moves kubesim's clock (which the engine and the
@@ -24,7 +25,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from bot.demo.world import ALICE, BOB, CRASHING, NEW, OLD, TARGET, DemoContext, demo_world, stage
+from bot.demo.world import (
+    ALICE,
+    BOB,
+    CRASHING,
+    DRA_NEW,
+    DRA_TARGET,
+    NEW,
+    OLD,
+    TARGET,
+    DemoContext,
+    demo_world,
+    stage,
+)
 from bot.runtime import Runtime
 from bot.settings import Settings
 from handlers.run_views import gate_ref
@@ -128,9 +141,24 @@ def tell(ctx: DemoContext) -> None:
                "the crash-looping canary was detected and rolled back automatically")
     ctx.expect(set(images.values()) == {NEW} and len(images) == 3, "every GPU node is back on the previous image")
 
-    stage(ctx, 12, "the runs")
+    stage(ctx, 12, f"a DRA driver upgrade: {DRA_NEW} on gpu-node1, then every node")
+    ctx.type(ALICE, f"/upgrade canary {DRA_TARGET} image={DRA_NEW} node=gpu-node1")
+    dra_run = newest(ctx)
+    ctx.run_id = dra_run.id
+    ctx.type(BOB, choice(ctx, dra_run, "approve"))
+    dra_run = engine.get(dra_run.id)
+    claimed = [e for e in engine.audit(dra_run.id) if e.get("name") == "verify_canary.smoke-test"]
+    ctx.expect(dra_run.state is S.AWAITING_PROMOTION and bool(claimed) and "through a claim" in claimed[0]["detail"],
+               "the DRA driver canary passed its checks; its smoke test got a GPU through a ResourceClaim")
+    ctx.type(BOB, choice(ctx, dra_run, "approve"))
+    dra_run = engine.get(dra_run.id)
+    if dra_run.state is S.MONITORING:
+        ctx.type(ALICE, f"/upgrade close {dra_run.id}")
+    ctx.expect(engine.get(dra_run.id).state is S.DONE, "the DRA driver runs the new image on every node; the run is done")
+
+    stage(ctx, 13, "the runs")
     said = ctx.type(ALICE, "/upgrade runs")
-    ctx.expect(run.id in said and bad.id in said, "runs lists both runs")
+    ctx.expect(run.id in said and bad.id in said and dra_run.id in said, "runs lists every run")
 
 
 # ------------------------------------------------------------------ stage 10: the reports

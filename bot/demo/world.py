@@ -26,6 +26,7 @@ from bot.storage.embedded import EmbeddedRedis
 from bot.storage.redis_store import RedisRunStore
 from kubesim import KubeSim
 from runbooks.cluster import Cluster
+from runbooks.cluster.resources import NAMESPACES
 from runbooks.policy import Policy
 
 SPEED = 20.0
@@ -36,13 +37,17 @@ TARGET = "kube-system/nvidia-device-plugin-daemonset"
 OLD = "nvcr.io/nvidia/k8s-device-plugin:v0.14.2"
 NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
 CRASHING = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1-crash"
+DRA_TARGET = "dra-example-driver/dra-example-driver-kubeletplugin"
+DRA_NEW = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0"
+SAMPLE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
 DEMO_POLICY = Policy.model_validate({
     "approvers": {"users": [ALICE, BOB], "quorum": 1, "allow_self_approval": False, "expire_after": "8h"},
-    "targets": [TARGET, "dra-example-driver/dra-example-driver-kubeletplugin"],
+    "targets": [TARGET, DRA_TARGET],
     "reports": {"after": ["24h", "48h"]},
     "oncall": {"channel": "C0ONCALL", "mention": "S0ONCALL"},
     "rollback": {"automatic": True, "requires_approval": True},
-    "steps": {"ready_timeout": "5m", "observe_window": "30s", "poll_interval": "2s"},
+    "steps": {"ready_timeout": "5m", "observe_window": "30s", "poll_interval": "2s",
+              "smoke_test": {"image": SAMPLE, "timeout": 120}},
 })
 
 
@@ -133,6 +138,9 @@ def demo_world(settings: Settings, out: TextIO, *, speed: float = SPEED) -> Iter
 
         def connect(context: str | None) -> Cluster:
             return Cluster.from_kubeconfig(sim.kubeconfig, context)
+
+        with connect(None) as admin:  # what the install creates: the smoke test's namespace
+            admin.create(NAMESPACES, {"metadata": {"name": "upgradebot-smoke"}})
 
         runtime = build_runtime(settings, DEMO_POLICY, store=RedisRunStore.from_url(redis_server.url),
                                 connect=connect, clock=SimulatedClock(sim))

@@ -55,7 +55,9 @@ def test_demo_tells_the_whole_story(tmp_path: Path) -> None:
     for step in ("inventory shows the cluster", "preflight finds nothing in the DRA objects", "waits for approval", "the requester's own approval is refused",
                  "only gpu-node1 runs the new image", "verify on gpu-node1 passes", "the run is monitoring",
                  "every GPU node runs the new image", "verify on all nodes passes", "is done",
-                 "rolled back automatically", "every GPU node is back on the previous image", "runs lists both runs"):
+                 "rolled back automatically", "every GPU node is back on the previous image",
+                 "its smoke test got a GPU through a ResourceClaim", "the DRA driver runs the new image on every node",
+                 "runs lists every run"):
         assert f"[ok] {step}" in out or any(step in line and "[ok]" in line for line in out.splitlines()), step
     assert "[MISSING]" not in out and "Simulated: the cluster" in out and "all " in out.splitlines()[-1]
 

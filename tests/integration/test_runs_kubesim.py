@@ -105,3 +105,24 @@ def test_a_request_for_a_missing_daemonset_or_node_is_refused(sim: KubeSim, redi
     with pytest.raises(InvalidRequest, match="there is no node gpu-node9"):
         engine.request_canary(actor=Actor("U0ALICE"), target=TARGET, image=NEW, node="gpu-node9")
     assert engine.runs() == []
+
+
+def test_a_dra_driver_that_cannot_allocate_is_rolled_back_by_the_run(sim: KubeSim, redis_url: str) -> None:
+    """A DRA driver canary whose image runs and registers but cannot allocate: the run's verify fails
+    on the DRA smoke test, and the run rolls the driver back by itself."""
+    Kubectl(sim.kubeconfig)("apply", "-f", "-", input="apiVersion: v1\nkind: Namespace\nmetadata: {name: upgradebot-smoke}\n")
+    policy = Policy.model_validate({**POLICY.model_dump(exclude_unset=True), "steps": {
+        **POLICY.steps.model_dump(exclude_unset=True),
+        "smoke_test": {"image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0", "timeout": 3}}})
+    engine = kubesim_engine(sim, redis_url, policy)
+    target = "dra-example-driver/dra-example-driver-kubeletplugin"
+    old = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.1.0"
+    run = engine.request_canary(actor=Actor("U0ALICE"), target=target, image=old.replace("v0.1.0", "v0.2.0-noalloc"),
+                                node="gpu-node1").run
+    engine.approve(run.id, actor=Actor("U0BOB"))
+    run = engine.advance(run.id)
+    assert run.state is S.ROLLED_BACK, run.reason
+    smoke = [e for e in engine.audit(run.id) if e["name"] == "verify_canary.smoke-test"]
+    assert smoke and "cannot allocate all claims" in smoke[0]["detail"]
+    pods = Kubectl(sim.kubeconfig).json("get", "pods", "-n", "dra-example-driver")["items"]
+    assert {p["spec"]["containers"][0]["image"] for p in pods if not p["metadata"].get("deletionTimestamp")} == {old}

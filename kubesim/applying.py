@@ -197,6 +197,32 @@ class Walker:
     def fieldset(self, obj: Any) -> FieldSet:
         return set(self.leaves(obj))
 
+    def strip_unknown(self, obj: Any) -> tuple[Any, list[str]]:
+        """``obj`` without the fields its schema does not declare, and those fields as strict
+        decoding names them (``spec.template.spec.containers[0].foo``)."""
+        found: list[str] = []
+        return self._strip(obj, self.root, "", found), found
+
+    def _strip(self, value: Any, node: Node, where: str, found: list[str]) -> Any:
+        if node.deduced or node.kind == "scalar" or value is None:
+            return value
+        if node.kind == "list":
+            if not isinstance(value, list) or node.element is None:
+                return value
+            item = self.types.item(node)
+            return [self._strip(child, item, f"{where}[{i}]", found) for i, child in enumerate(value)]
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for key, child in value.items():
+            here = f"{where}.{key}" if where else key
+            child_node = self.types.field(node, key)
+            if child_node is None:
+                found.append(here)
+                continue
+            out[key] = self._strip(child, child_node, here, found)
+        return out
+
     def validate(self, obj: Any) -> None:
         """Every field of ``obj`` is declared by the schema, atomic parts included (``AsTyped``)."""
         self._check(obj, self.root, ())

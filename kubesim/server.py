@@ -309,6 +309,10 @@ class ApiServer:
         if "force" in request.query and verb == "patch":
             raise _patch_options_invalid("force", "Forbidden", "may not be specified for non-apply patch")
         body = await self.body(request) if request.method in ("POST", "PUT", "PATCH") else None
+        validation = field_validation(request)
+        warnings: list[str] = []
+        if verb in ("create", "update") and isinstance(body, dict) and not target.sub:
+            body, warnings = self.unknown_fields(res, body, validation)
         store = self.sim.store
         if verb == "create":
             if target.name:
@@ -321,7 +325,7 @@ class ApiServer:
             self.check_namespace(target, obj)
             self.track(request, target, None, obj)
             created = store.create(res, obj, dry_run=dry_run)
-            return self.respond_object(request, target, created, status=201)
+            return _warned(self.respond_object(request, target, created, status=201), warnings)
         if verb == "update":
             obj = self.to_storage(res, body)
             self.check_namespace(target, obj)
@@ -329,9 +333,9 @@ class ApiServer:
                 raise errors.bad_request("the name of the object does not match the name on the URL")
             self.track(request, target, self.fetch(target), obj)
             updated = store.replace(res, obj, subresource=target.sub, dry_run=dry_run)
-            return self.respond_object(request, target, updated)
+            return _warned(self.respond_object(request, target, updated), warnings)
         if verb == "patch":
-            return self.patch(request, target, body, dry_run)
+            return self.patch(request, target, body, dry_run, validation)
         if verb == "delete":
             options = body_options(await request.read(), request.query)
             deleted = store.delete(
@@ -481,7 +485,23 @@ class ApiServer:
             }
         )
 
-    def patch(self, request: web.Request, target: Target, body: Any, dry_run: bool) -> web.Response:
+    def unknown_fields(self, res: ResourceType, obj: dict[str, Any], validation: str) -> tuple[dict[str, Any], builtins.list[str]]:
+        """Server-side field validation of a decoded body: ``Strict`` refuses fields the schema does
+        not declare, ``Warn`` (the default) drops them with a warning each, ``Ignore`` drops them."""
+        try:
+            clean, unknown = self.field_manager(res).walker.strip_unknown(obj)
+        except applying.ApplyError:
+            return obj, []
+        if not unknown:
+            return obj, []
+        if validation == "Strict":
+            said = ", ".join(f'unknown field "{u}"' for u in unknown)
+            raise errors.bad_request(f'{res.kind} in version "{res.version}" cannot be handled as a {res.kind}: '
+                                     f"strict decoding error: {said}")
+        return clean, ([] if validation == "Ignore" else [f'unknown field "{u}"' for u in unknown])
+
+    def patch(self, request: web.Request, target: Target, body: Any, dry_run: bool,
+              validation: str = "Warn") -> web.Response:
         content_type = request.content_type
         if content_type not in PATCH_TYPES:
             raise errors.unsupported_media(content_type)
@@ -500,13 +520,16 @@ class ApiServer:
             raise errors.ApiError(422, "Invalid", f"the patch could not be applied: {exc}") from None
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch did not produce an object")
+        warnings: list[str] = []
+        if not target.sub:
+            patched, warnings = self.unknown_fields(res, patched, validation)
         requested_rv = ((body or {}).get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
         patched.setdefault("metadata", {})["resourceVersion"] = requested_rv or current["metadata"]["resourceVersion"]
         patched["metadata"]["name"] = target.name
         obj = self.to_storage(res, patched)
         self.track(request, target, self.fetch(target), obj)
         updated = self.sim.store.replace(res, obj, subresource=target.sub, dry_run=dry_run)
-        return self.respond_object(request, target, updated)
+        return _warned(self.respond_object(request, target, updated), warnings)
 
     # ------------------------------------------------------ field management
     def field_manager(self, res: ResourceType) -> applying.FieldManager:
@@ -623,6 +646,25 @@ class ApiServer:
                 f'container "{container}" in pod "{target.name}" is waiting to start: ContainerCreating'
             )
         return web.Response(text=text, content_type="text/plain")
+
+
+FIELD_VALIDATION = ("Ignore", "Warn", "Strict")
+
+
+def field_validation(request: web.Request) -> str:
+    """The ``fieldValidation`` a write asks for; ``Warn`` when it asks for none, as the API server defaults."""
+    value = request.query.get("fieldValidation") or "Warn"
+    if value not in FIELD_VALIDATION:
+        raise errors.bad_request(f"fieldValidation must be one of Ignore, Warn, Strict, not {value!r}")
+    return value
+
+
+def _warned(response: web.Response, warnings: list[str]) -> web.Response:
+    """The API server's ``Warning`` headers (RFC 7234 code 299), one per warning."""
+    for text in warnings:
+        escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+        response.headers.add("Warning", f'299 - "{escaped}"')
+    return response
 
 
 def _patch_options_invalid(field: str, kind: str, why: str) -> errors.ApiError:

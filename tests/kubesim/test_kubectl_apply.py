@@ -202,3 +202,24 @@ def test_explain_reads_the_releases_published_schemas(kubectl: Kubectl) -> None:
         "explain", "nodes.status.nodeInfo.kubeProxyVersion")
     assert "requests\t<[]DeviceRequest>" in kubectl("explain", "resourceclaims.spec.devices",
                                                      "--api-version=resource.k8s.io/v1beta2")
+
+
+def test_field_validation_strict_warn_and_ignore(kubectl: Kubectl, sim: KubeSim, tmp_path: Path) -> None:
+    """kubectl asks for Strict: an unknown field is refused with the API server's message;
+    ``--validate=warn`` stores the object without it and prints the server's warning; a client that
+    asks for nothing gets Warn, as from a real API server."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fv", "namespace": NS},
+          "data": {"a": "1"}, "bogus": {"x": 1}}
+    path = write(tmp_path, cm, "cm.yaml")
+    refused = kubectl.run("apply", "-f", path, check=False)
+    assert refused.returncode == 1
+    assert ('ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: '
+            'unknown field "bogus"') in refused.stderr
+    warned = kubectl.run("apply", "--validate=warn", "-f", path, check=False)
+    assert warned.returncode == 0 and 'Warning: unknown field "bogus"' in warned.stderr
+    assert "bogus" not in kubectl.json("get", "cm", "fv", "-n", NS)
+    api = kubernetes.config.new_client_from_config(config_file=str(sim.kubeconfig))
+    answer = api.call_api(f"/api/v1/namespaces/{NS}/configmaps", "POST", body={**cm, "metadata": {"name": "fv2"}},
+                          header_params={"Content-Type": "application/json", "Accept": "application/json"},
+                          auth_settings=["BearerToken"], _preload_content=False)
+    assert answer.status == 201 and answer.headers.get("Warning") == '299 - "unknown field \\"bogus\\""'

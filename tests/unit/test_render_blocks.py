@@ -151,3 +151,31 @@ def test_large_inventory_is_summarized() -> None:
     thread = "\n".join(b.get("text", {}).get("text", "") + "".join(e.get("text", "") for e in b.get("elements", []))
                        for b in all_blocks(rendered.thread))
     assert "problem 59" in thread and "gpu-04900" in thread and "more nodes" in thread
+
+
+def test_large_preflight_and_migration_replies_fit() -> None:
+    """A preflight with 120 findings and dry runs, and a migration with a long plan: within Slack's limits."""
+    from handlers.migrate import summarize as migration_reply
+    from handlers.preflight import summarize as preflight_reply
+    from runbooks.dra.migrating import ClaimPlan, Migration
+    from runbooks.dra.preflight import DryRun, Preflight, PreflightFinding, PreflightNote
+
+    moment = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    findings = [PreflightFinding(severity="fail" if i % 2 else "warn", subject=f"Pod ml-team/p{i}", origin="cluster",
+                                 code="pod-claim-source", problem="x" * 300, fix="y" * 300, source="https://k8s.io")
+                for i in range(120)]
+    runs = [DryRun(subject=f"DeviceClass c{i}", origin=f"f{i}.yaml", accepted=i % 3 != 0, answer="z" * 500)
+            for i in range(60)]
+    result = Preflight(context="prod", server="https://k8s", current="v1.30.4", current_minor=30, target_minor=32,
+                       steps=[31, 32], checked=180, findings=findings, dry_runs=runs,
+                       notes=[PreflightNote(release="1.31", text="n" * 400, source="https://k8s.io")], taken_at=moment)
+    migration = Migration(context="prod", kind="Deployment", namespace="ml-team", name="trainer", version="v1",
+                          device_class="gpu.example.com",
+                          claims=[ClaimPlan(container=f"c{i}", resource="nvidia.com/gpu", count=2,
+                                            template=f"trainer-c{i}-gpu", claim=f"c{i}-gpu") for i in range(30)],
+                          objects=[{"kind": "ConfigMap", "data": {f"k{i}": "v" * 200 for i in range(60)}}],
+                          dry_runs=runs[:5], taken_at=moment)
+    for reply in (preflight_reply(result), migration_reply(migration)):
+        rendered = render_reply(reply, prefix="/upgrade")
+        for payload in [rendered.main, *rendered.thread]:
+            check_limits(payload)

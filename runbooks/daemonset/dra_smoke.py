@@ -21,7 +21,8 @@ from typing import Any
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import PODS, Resource
 from runbooks.daemonset.observing import wait_for
-from runbooks.daemonset.smoke_testing import CONTAINER, MANAGED, pending_reason
+from runbooks.daemonset.smoke_testing import CONTAINER, MANAGED, pending_reason, smoke_pod
+from runbooks.dra.shapes import claim_spec, pod_claim
 from runbooks.engine.recording import failed, passed, unknown
 from runbooks.engine.scoping import SMOKE_NAMESPACE, SMOKE_POD_PREFIX
 from runbooks.engine.steps import Check, CheckStatus, Clock
@@ -33,30 +34,10 @@ RELEASE_SECONDS = 30.0
 """How long the device may take to be free again once its claim is deleted."""
 
 
-def claim_spec(version: str, device_class: str) -> dict[str, Any]:
-    """A claim's spec asking one device of ``device_class``, in the request shape of ``version``."""
-    if version == "v1alpha2":
-        return {"resourceClassName": device_class}
-    exact = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": 1}
-    if version in ("v1alpha3", "v1beta1"):
-        return {"devices": {"requests": [{"name": POD_CLAIM, **exact}]}}
-    return {"devices": {"requests": [{"name": POD_CLAIM, "exactly": exact}]}}
-
-
 def pod_body(spec: dict[str, Any], *, name: str, node: str | None, template: str, v1alpha2: bool) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": CONTAINER, "image": spec["image"],
-                                 "resources": {"claims": [{"name": POD_CLAIM}]}}
-    command = spec.get("command")
-    if command:
-        container["command"] = command if isinstance(command, list) else ["sh", "-c", str(command)]
-    ref = {"resourceClaimTemplateName": template}
-    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container],
-                                "resourceClaims": [{"name": POD_CLAIM, **({"source": ref} if v1alpha2 else ref)}]}
-    if node:
-        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-        pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [term]}}}
-    return {"metadata": {"name": name, "labels": dict(MANAGED)}, "spec": pod_spec}
+    """A DRA driver's smoke pod: its one resource is the claim made from ``template``."""
+    return smoke_pod(spec, name=name, node=node, resources={"claims": [{"name": POD_CLAIM}]},
+                     resourceClaims=[pod_claim(POD_CLAIM, template, source=v1alpha2)])
 
 
 def allocated(claim: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -102,7 +83,8 @@ def dra_smoke_test(cluster: Cluster, spec: dict[str, Any], *, node: str | None, 
     made: list[tuple[Resource, str]] = []
     try:
         cluster.create(templates, {"metadata": {"name": name, "labels": dict(MANAGED)},
-                                   "spec": {"spec": claim_spec(templates.version, device_class)}}, namespace=namespace)
+                                   "spec": {"spec": claim_spec(templates.version, device_class, 1, POD_CLAIM)}},
+                       namespace=namespace)
         made.append((templates, name))
         cluster.create(PODS, pod_body(spec, name=name, node=node, template=name,
                                       v1alpha2=templates.version == "v1alpha2"), namespace=namespace)

@@ -28,22 +28,25 @@ CONTAINER = "smoke"
 MANAGED = {"app.kubernetes.io/managed-by": "upgradebot", "app.kubernetes.io/component": "smoke-test"}
 
 
-def pod_body(spec: dict[str, Any], *, name: str, node: str | None, resource: str) -> dict[str, Any]:
-    container: dict[str, Any] = {
-        "name": CONTAINER, "image": spec["image"],
-        "resources": {"limits": {resource: str(int(spec.get("gpus", 1)))}},
-    }
+def smoke_pod(spec: dict[str, Any], *, name: str, node: str | None, resources: dict[str, Any],
+              **pod_fields: Any) -> dict[str, Any]:
+    """The smoke-test pod: the image (and command) with ``resources``, never restarted, pinned to
+    ``node`` by node affinity (so the scheduler still judges it); ``pod_fields`` join its spec."""
+    container: dict[str, Any] = {"name": CONTAINER, "image": spec["image"], "resources": resources}
     command = spec.get("command")
     if command:
         container["command"] = command if isinstance(command, list) else ["sh", "-c", str(command)]
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never", "containers": [container],
-        "tolerations": [{"key": resource, "operator": "Exists", "effect": "NoSchedule"}],
-    }
+    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container], **pod_fields}
     if node:
         term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
         pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
     return {"metadata": {"name": name, "labels": dict(MANAGED)}, "spec": pod_spec}
+
+
+def pod_body(spec: dict[str, Any], *, name: str, node: str | None, resource: str) -> dict[str, Any]:
+    """A device plugin's smoke pod: ``gpus`` of ``resource``, tolerating the taint named after it."""
+    return smoke_pod(spec, name=name, node=node, resources={"limits": {resource: str(int(spec.get("gpus", 1)))}},
+                     tolerations=[{"key": resource, "operator": "Exists", "effect": "NoSchedule"}])
 
 
 def pending_reason(pod: dict[str, Any]) -> str:

@@ -23,9 +23,10 @@ from pydantic import BaseModel, Field
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import PODS, Resource
 from runbooks.dra.preflight import POD_TEMPLATE_PATHS, Discovered, DryRun, Manifest, dry_run
+from runbooks.dra.shapes import claim_spec, pod_claim
 from runbooks.engine.refusals import Refused
 from runbooks.errors import NotFound
-from runbooks.inventory.reading import class_from, quantity
+from runbooks.inventory.reading import class_from, container_requests
 
 WORKLOADS: dict[str, Resource] = {
     "Deployment": Resource("apps", "v1", "deployments", "Deployment", True),
@@ -72,28 +73,10 @@ class Migration(BaseModel):
 
 
 # ------------------------------------------------------------------ shapes
-def claim_spec(version: str, device_class: str, count: int, request: str) -> dict[str, Any]:
-    """A claim spec asking ``count`` devices of a class, in the request shape of ``version``."""
-    if version == "v1alpha2":
-        return {"resourceClassName": device_class}
-    exact = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count}
-    if version in ("v1alpha3", "v1beta1"):
-        return {"devices": {"requests": [{"name": request, **exact}]}}
-    return {"devices": {"requests": [{"name": request, "exactly": exact}]}}
-
-
-def pod_claim(name: str, template: str, *, source: bool) -> dict[str, Any]:
-    ref = {"resourceClaimTemplateName": template}
-    return {"name": name, "source": ref} if source else {"name": name, **ref}
-
-
 def _requests(container: dict[str, Any], resources: Sequence[str]) -> tuple[str, int] | None:
-    res = container.get("resources") or {}
-    for name in resources:
-        value = (res.get("limits") or {}).get(name, (res.get("requests") or {}).get(name))
-        if value is not None and quantity(value) > 0:
-            return name, quantity(value)
-    return None
+    """The first of ``resources`` the container asks any of, and how many."""
+    asked = container_requests(container, tuple(resources))
+    return next(((name, count) for name, count in asked.items() if count > 0), None)
 
 
 def _without(container: dict[str, Any], resource: str, claim: str) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from runbooks.cluster import Cluster
 from runbooks.cluster.resources import DAEMONSETS, DRA_GROUP, PODS, Resource
 from runbooks.dra import releases
 from runbooks.engine.refusals import Refused
-from runbooks.errors import ClusterError, NotFound, shorten
+from runbooks.errors import ClusterError, NotFound
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
 POD_TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
@@ -299,7 +299,3 @@ def preflight(cluster: Cluster, target: int, manifests: Sequence[Manifest] = (),
         taken_at=now or version.server_time or dt.datetime.now(dt.UTC),
     )
 
-
-def describe(finding: PreflightFinding) -> str:
-    """One line for people: subject, problem, fix."""
-    return shorten(f"{finding.subject}: {finding.problem}; {finding.fix}", 400)

@@ -312,15 +312,24 @@ def allocated_count(status: Obj) -> int:
     return sum(len((h.get("structuredData") or {}).get("results") or []) or 1 for h in handles)
 
 
+def container_requests(container: Obj, resources: tuple[str, ...]) -> dict[str, int]:
+    """Extended resources one container asks for: its requests (limits when a request is unset),
+    in the order of ``resources``."""
+    res = container.get("resources") or {}
+    out: dict[str, int] = {}
+    for name in resources:
+        value = (res.get("requests") or {}).get(name, (res.get("limits") or {}).get(name))
+        if value is not None:
+            out[name] = quantity(value)
+    return out
+
+
 def requested(pod_spec: Obj, resources: tuple[str, ...]) -> dict[str, int]:
-    """Extended resources a pod asks for: its containers' requests (limits when a request is unset)."""
+    """Extended resources a pod asks for: the sum of its containers' (:func:`container_requests`)."""
     out: dict[str, int] = {}
     for container in pod_spec.get("containers") or []:
-        res = container.get("resources") or {}
-        for name in resources:
-            value = (res.get("requests") or {}).get(name, (res.get("limits") or {}).get(name))
-            if value is not None:
-                out[name] = out.get(name, 0) + quantity(value)
+        for name, count in container_requests(container, resources).items():
+            out[name] = out.get(name, 0) + count
     return out
 
 

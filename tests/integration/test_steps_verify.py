@@ -223,7 +223,8 @@ def test_dra_smoke_test_passes_on_a_healthy_driver_and_a_noalloc_driver_is_caugh
 def test_the_dra_smoke_pod_asks_its_device_through_a_claim_only(version: str) -> None:
     """Never an extended resource (nvidia.com/gpu): the container's only resource is its claim, in the
     pod-claim shape of the release (``source`` up to v1alpha2), and the template asks one device."""
-    from runbooks.daemonset.dra_smoke import claim_spec, pod_body
+    from runbooks.daemonset.dra_smoke import POD_CLAIM, pod_body
+    from runbooks.dra.shapes import claim_spec
 
     body = pod_body({"image": SAMPLE}, name="gpu-smoke-test-a1b2c3", node="gpu-node1",
                     template="gpu-smoke-test-a1b2c3", v1alpha2=version == "v1alpha2")
@@ -232,7 +233,7 @@ def test_the_dra_smoke_pod_asks_its_device_through_a_claim_only(version: str) ->
     assert "nvidia.com" not in str(body)
     [ref] = body["spec"]["resourceClaims"]
     assert ("source" in ref) == (version == "v1alpha2")
-    spec = claim_spec(version, "gpu.example.com")
+    spec = claim_spec(version, "gpu.example.com", 1, POD_CLAIM)
     if version == "v1alpha2":
         assert spec == {"resourceClassName": "gpu.example.com"}
     else:

@@ -181,7 +181,6 @@ class Walker:
 
     def __init__(self, types: Types, root: Node) -> None:
         self.types, self.root = types, root
-        self._maps = False
 
     def leaves(self, obj: Any, *, maps: bool = False) -> dict[Path, Any]:
         """Every owned path with its value (a marker for a list item's or map's own entry).
@@ -190,8 +189,7 @@ class Walker:
         comparison does: an update that creates a map owns the map as well as its keys.
         """
         out: dict[Path, Any] = {}
-        self._maps = maps
-        self._walk(obj, self.root, (), out)
+        self._walk(obj, self.root, (), out, maps)
         return {p: v for p, v in out.items() if p not in STRIPPED}
 
     def fieldset(self, obj: Any) -> FieldSet:
@@ -245,7 +243,7 @@ class Walker:
                 raise ApplyError(f"{path_text((*path, ('f', key)))}: field not declared in schema")
             self._check(child, child_node, (*path, ("f", key)))
 
-    def _walk(self, value: Any, node: Node, path: Path, out: dict[Path, Any]) -> None:
+    def _walk(self, value: Any, node: Node, path: Path, out: dict[Path, Any], maps: bool) -> None:
         if node.atomic or node.kind == "scalar":
             out[path] = value
             return
@@ -259,20 +257,20 @@ class Walker:
             item_node = self.types.item(node)
             for index, item in enumerate(value):
                 sub = (*path, _item_element(node, index, item))
-                self._walk(item, item_node, sub, out)
+                self._walk(item, item_node, sub, out, maps)
                 out.setdefault(sub, _MEMBER)
             return
         if not isinstance(value, dict):
             out[path] = value
             return
-        if self._maps and node.kind == "map" and path:
+        if maps and node.kind == "map" and path:
             out.setdefault(path, _MEMBER)
         for key, child in value.items():
             child_node = self.types.field(node, key)
             if child_node is None:
                 raise ApplyError(f"{path_text((*path, ('f', key)))}: field not declared in schema")
             sub = (*path, ("f", key))
-            self._walk(child, child_node, sub, out)
+            self._walk(child, child_node, sub, out, maps)
             declared = node.kind == "struct"
             if child is None or child == {} or not declared:
                 out.setdefault(sub, child if child is None or child == {} else _MEMBER)

@@ -112,12 +112,12 @@ class NamespaceController:
         ns = store.get(NAMESPACES, "", name)
         if ns is None or not ns["metadata"].get("deletionTimestamp"):
             return
-        remaining: dict[str, int] = {}
+        remaining: list[ResourceType] = []
         for res in {r.group_resource: r for r in sim.surface.resources if r.namespaced}.values():
             objs = store.list(res.group_resource, name)
             if not objs:
                 continue
-            remaining[res.qualified] = len(objs)
+            remaining.append(res)
             for obj in objs:
                 if obj["metadata"].get("deletionTimestamp"):
                     continue  # a pod still terminating on its node
@@ -127,9 +127,9 @@ class NamespaceController:
                     continue
         left: dict[str, int] = {}
         held: dict[str, int] = {}
-        for qualified in remaining:
-            for obj in store.list(_gr(qualified), name):
-                left[qualified] = left.get(qualified, 0) + 1
+        for res in remaining:
+            for obj in store.list(res.group_resource, name):
+                left[res.qualified] = left.get(res.qualified, 0) + 1
                 for finalizer in obj["metadata"].get("finalizers") or ():
                     held[finalizer] = held.get(finalizer, 0) + 1
         now = rfc3339(sim.clock.now())
@@ -151,7 +151,3 @@ class NamespaceController:
         if left:
             sim.call_later(RETRY_SECONDS, lambda: self._enqueue_finalize(name))
 
-
-def _gr(qualified: str) -> tuple[str, str]:
-    plural, _, group = qualified.partition(".")
-    return group, plural

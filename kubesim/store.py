@@ -373,7 +373,7 @@ class Store:
         new["apiVersion"], new["kind"] = res.api_version, res.kind
         if dry_run:
             meta(new)["resourceVersion"] = cm["resourceVersion"]
-            return self.complete(res, new)
+            return new
         return self._write(res, key, current, new)
 
     def _write(
@@ -383,7 +383,6 @@ class Store:
         if nm.get("deletionTimestamp") and not nm.get("finalizers") and res.kind != "Pod" and not (
                 res.kind == "Namespace" and (new.get("spec") or {}).get("finalizers")):
             return self._remove(res, key, current)
-        self.complete(res, new)
         nm["resourceVersion"] = str(self._next_rv())
         self._bucket(res.group_resource)[key] = new
         self._index_owners(res.group_resource, key, current, new)
@@ -409,6 +408,7 @@ class Store:
             return None
         new = copy.deepcopy(current)
         fn(new)
+        self.complete(rt, new)  # a controller's write, decoded as the server decodes every object
         if new == current:
             return current
         nm = meta(new)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import (
@@ -73,9 +74,10 @@ def take_inventory(
                                            registration or {})
     daemonsets, driver_notes = _assign_drivers(daemonsets, slices, classes)
     notes += log_notes + driver_notes
+    pods = unfinished_pods(cluster, resources)
     if any(c.state == "pending" for c in claims):
-        claims = with_waiting_pods(cluster, claims)
-    nodes = with_devices_in_use(cluster, nodes, claims, resources)
+        claims = with_waiting_pods(cluster, claims, pods)
+    nodes = with_devices_in_use(nodes, claims, pods)
 
     dra = DraInfo(
         feature_gate=gate, stage=stage, served_versions=apis.served_versions, kinds=apis.kinds,
@@ -205,21 +207,43 @@ def _assign_drivers(
     return out, notes
 
 
-def with_devices_in_use(cluster: Cluster, nodes: list[Node], claims: Sequence[ResourceClaim],
-                        resources: tuple[str, ...]) -> list[Node]:
-    """Nodes with what is in use on each: GPUs requested by pods that have not finished, and DRA
-    devices allocated to claims (one list of unfinished pods, projected page by page)."""
-    def usage(obj: Obj) -> tuple[str, dict[str, int]] | None:
-        node = str((obj.get("spec") or {}).get("nodeName") or "")
-        wants = reading.requested(obj.get("spec") or {}, resources) if node else {}
-        return (node, wants) if wants else None
+@dataclass(frozen=True)
+class PodUse:
+    """What an unfinished pod holds or waits for: the GPUs it requests, the claims it names."""
 
+    namespace: str
+    name: str
+    phase: str
+    node: str
+    requests: dict[str, int]
+    claims: list[str]
+
+
+def _pod_use(obj: Obj, resources: tuple[str, ...]) -> PodUse | None:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    requests, claims = reading.requested(spec, resources), reading.claims_of_pod(obj)
+    if not (requests or claims):
+        return None  # page by page, only the pods that matter are kept
+    return PodUse(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
+                  phase=(obj.get("status") or {}).get("phase", ""), node=str(spec.get("nodeName") or ""),
+                  requests=requests, claims=claims)
+
+
+def unfinished_pods(cluster: Cluster, resources: tuple[str, ...], *, phase: str | None = None) -> list[PodUse]:
+    """The pods not yet Succeeded or Failed (or only those in ``phase``) that request GPUs or name claims."""
+    selector = f"status.phase={phase}" if phase else "status.phase!=Succeeded,status.phase!=Failed"
+    found = cluster.list_objects(PODS, field_selector=selector, project=lambda o: _pod_use(o, resources))
+    return [p for p in found if p is not None]
+
+
+def with_devices_in_use(nodes: list[Node], claims: Sequence[ResourceClaim], pods: Sequence[PodUse]) -> list[Node]:
+    """Nodes with what is in use on each: GPUs requested by its unfinished pods, and DRA devices
+    allocated to claims there."""
     gpus: dict[str, dict[str, int]] = defaultdict(dict)
-    for found in cluster.list_objects(PODS, field_selector="status.phase!=Succeeded,status.phase!=Failed",
-                                      project=usage):
-        if found is not None:
-            for name, count in found[1].items():
-                gpus[found[0]][name] = gpus[found[0]].get(name, 0) + count
+    for pod in pods:
+        if pod.node:
+            for name, count in pod.requests.items():
+                gpus[pod.node][name] = gpus[pod.node].get(name, 0) + count
     devices: dict[str, int] = defaultdict(int)
     for claim in claims:
         if claim.node and claim.state.startswith("allocated"):
@@ -228,16 +252,16 @@ def with_devices_in_use(cluster: Cluster, nodes: list[Node], claims: Sequence[Re
             for n in nodes]
 
 
-def with_waiting_pods(cluster: Cluster, claims: list[ResourceClaim]) -> list[ResourceClaim]:
-    """Claims with the Pending pods that use them (one list of Pending pods, cluster-wide)."""
-    pending = cluster.list_objects(
-        PODS, field_selector="status.phase=Pending",
-        project=lambda o: ((o.get("metadata") or {}).get("namespace", ""), (o.get("metadata") or {}).get("name", ""), reading.claims_of_pod(o)),
-    )
+def with_waiting_pods(cluster: Cluster, claims: list[ResourceClaim],
+                      pods: Sequence[PodUse] | None = None) -> list[ResourceClaim]:
+    """Claims with the Pending pods that use them: from ``pods`` when the caller listed them,
+    else from one list of Pending pods, cluster-wide."""
+    listed = pods if pods is not None else unfinished_pods(cluster, (), phase="Pending")
     waiting: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for namespace, pod, claim_names in pending:
-        for claim in claim_names:
-            waiting[(namespace, claim)].append(pod)
+    for pod in listed:
+        if pod.phase == "Pending":
+            for claim in pod.claims:
+                waiting[(pod.namespace, claim)].append(pod.name)
     return [
         c.model_copy(update={"waiting_pods": sorted(waiting.get((c.namespace, c.name), []))}) for c in claims
     ]

@@ -576,8 +576,10 @@ class ApiServer:
                 f"the API version in the data ({config.get('apiVersion')}) does not match the expected "
                 f"API version ({res.api_version})" if config.get("kind") in (None, res.kind) else
                 f"the kind in the data ({config.get('kind')}) does not match the expected kind ({res.kind})")
-        meta = config.setdefault("metadata", {}) if isinstance(config.get("metadata"), dict | type(None)) else None
-        if meta is None:
+        if config.get("metadata") is None:
+            config["metadata"] = {}
+        meta = config["metadata"]
+        if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be an object")
         if meta.get("name") not in (None, target.name):
             raise errors.bad_request(

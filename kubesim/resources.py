@@ -68,6 +68,10 @@ def _core() -> list[ResourceType]:
             categories=("all",),
         ),
         ResourceType(
+            "apps", "v1", "ReplicaSet", "replicasets", True, ("rs",), ("status", "scale"),
+            categories=("all",),
+        ),
+        ResourceType(
             "apps", "v1", "ControllerRevision", "controllerrevisions", True, has_spec=False
         ),
         ResourceType(

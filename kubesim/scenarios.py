@@ -20,6 +20,7 @@ from typing import Any
 from kubesim import dra
 from kubesim.clock import rfc3339
 from kubesim.daemonsets import DaemonSetController
+from kubesim.deployments import DeploymentController, ReplicaSetController
 from kubesim.fixtures import (
     NFD_GPU,
     DaemonPods,
@@ -211,6 +212,8 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
     b.load()
     sim.add_controller("namespaces", NamespaceController())
     sim.add_controller("daemonsets", DaemonSetController())
+    sim.add_controller("deployments", DeploymentController())
+    sim.add_controller("replicasets", ReplicaSetController())
     sim.add_controller("kubelet", kubelet)
     sim.add_controller("scheduler", Scheduler())
     sim.settle()

@@ -32,9 +32,11 @@ from kubesim.tables.apps import (
     _CONTROLLER_REVISION_COLUMNS,
     _DAEMONSET_COLUMNS,
     _DEPLOYMENT_COLUMNS,
+    _REPLICASET_COLUMNS,
     _controller_revision_cells,
     _daemonset_cells,
     _deployment_cells,
+    _replicaset_cells,
 )
 from kubesim.tables.columns import _DOC, _NAME_COL, INCLUDE_OBJECT_VALUES, TABLE_API_VERSION, _col
 from kubesim.tables.core import (
@@ -97,6 +99,7 @@ _PRINTERS: dict[str, _Printer] = {
     "events": _Printer(_EVENT_COLUMNS, _event_cells),
     "daemonsets": _Printer(_DAEMONSET_COLUMNS, _daemonset_cells),
     "deployments": _Printer(_DEPLOYMENT_COLUMNS, _deployment_cells),
+    "replicasets": _Printer(_REPLICASET_COLUMNS, _replicaset_cells),
     "controllerrevisions": _Printer(_CONTROLLER_REVISION_COLUMNS, _controller_revision_cells),
     "resourceclaims": _Printer(_RESOURCE_CLAIM_COLUMNS, _resource_claim_cells),
     "resourceclaimtemplates": _Printer(_NAME_AGE_COLUMNS, _name_age_cells),

@@ -1,4 +1,4 @@
-"""Printers of apps/v1 kinds: daemonsets, deployments, controllerrevisions."""
+"""Printers of apps/v1 kinds: daemonsets, deployments, replicasets, controllerrevisions."""
 
 from __future__ import annotations
 
@@ -74,6 +74,32 @@ def _deployment_cells(deploy: dict, now: dt.datetime) -> list:
         _int(status.get("availableReplicas")),
         _age(deploy, now),
         *_containers_cells(_template_spec(deploy)),
+        selector,
+    ]
+
+
+_REPLICASET_COLUMNS = _workload_columns(
+    "ReplicaSet",
+    _col("Desired", "integer", _DOC["ReplicaSetSpec.replicas"]),
+    _col("Current", "integer", _DOC["ReplicaSetStatus.replicas"]),
+    _col("Ready", "integer", _DOC["ReplicaSetStatus.readyReplicas"]),
+)
+
+
+def _replicaset_cells(rs: dict, now: dt.datetime) -> list:
+    spec, status = rs.get("spec") or {}, rs.get("status") or {}
+    desired = spec.get("replicas")
+    try:
+        selector = _selector_string(spec.get("selector"))
+    except ValueError:
+        selector = "<invalid>"
+    return [
+        _name(rs),
+        1 if desired is None else int(desired),
+        _int(status.get("replicas")),
+        _int(status.get("readyReplicas")),
+        _age(rs, now),
+        *_containers_cells(_template_spec(rs)),
         selector,
     ]
 

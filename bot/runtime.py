@@ -35,10 +35,11 @@ from handlers.access import Directory
 from handlers.routing import Deps
 from runbooks.cluster import Cluster
 from runbooks.daemonset.steps import DaemonSetSteps
+from runbooks.dra.migration_run import MigrationSteps
 from runbooks.engine.clocks import StoppableClock, SystemClock
 from runbooks.engine.commands import Engine
 from runbooks.engine.leasing import parse_owner
-from runbooks.engine.runs import Gate, Run, Step
+from runbooks.engine.runs import Gate, Run, RunKind, Step
 from runbooks.engine.steps import Clock
 from runbooks.engine.transitioning import Observer
 from runbooks.errors import ClusterConfigError
@@ -99,9 +100,10 @@ def killer(point: str | None) -> Callable[[str], None]:
 
 def build_engine(settings: Settings, policy: Policy, *, store: RedisRunStore, connect: Connect,
                  clock: Clock | None = None, observer: Observer | None = None) -> Engine:
-    """The engine with the DaemonSet steps; nobody is woken until the caller sets ``wake``."""
+    """The engine with the DaemonSet steps and a migration's; nobody is woken until the caller sets ``wake``."""
     return Engine(store=store, steps=DaemonSetSteps(), policy=policy, connect=connect, clock=clock or SystemClock(),
-                  observer=observer, owner_dead=local_owner_dead, checkpoint=killer(settings.test_kill_at))
+                  observer=observer, owner_dead=local_owner_dead, checkpoint=killer(settings.test_kill_at),
+                  kinds={RunKind.MIGRATION: MigrationSteps()})
 
 
 class Observers:

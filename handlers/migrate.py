@@ -1,14 +1,19 @@
-"""``migrate <namespace>/[<kind>/]<workload> [class=<device class>] [cluster=<context>]``.
+"""``migrate <namespace>/[<kind>/]<workload> [class=<device class>] [cluster=<context>]`` and
+``apply-migration`` with the same arguments.
 
-Thin: parse, connect, run the runbook (:mod:`runbooks.dra.migrating`), return its model.
-:func:`summarize` shows what changes (each container's extended resource and the claim
-that replaces it), the objects to apply as YAML, and the server's answers to their dry
-run. Exit 1 when the server refused one. Nothing is applied.
+``migrate`` is thin: parse, connect, run the runbook (:mod:`runbooks.dra.migrating`), return
+its model. :func:`summarize` shows what changes (each container's extended resource and the
+claim that replaces it), the objects to apply as YAML, and the server's answers to their
+dry run. Exit 1 when the server refused one. Nothing is applied.
+
+``apply-migration`` opens a migration run (:mod:`runbooks.dra.migration_run`): the same plan,
+stored with the run and waiting for an approver; once approved it is applied, verified
+(the pods run with allocated claims) and rolled back to the saved pod template on failure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import yaml
 from pydantic import BaseModel, ConfigDict
@@ -16,11 +21,15 @@ from pydantic import BaseModel, ConfigDict
 from handlers.arguments import UsageError, split_pairs
 from handlers.replies import Item, Message, Reply, Table
 from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps
+from handlers.run_views import requested_reply
+from handlers.runs import failed_unless_done, outcome_json
 from runbooks import validation
 from runbooks.dra.migrating import WORKLOADS, Migration, migrate
+from runbooks.engine.commands import Outcome
 from runbooks.errors import shorten
 
 USAGE = "migrate <namespace>/[<kind>/]<workload> [class=<device class>] [cluster=<context>]"
+APPLY_USAGE = "apply-migration <namespace>/[<kind>/]<workload> [class=<device class>] [cluster=<context>]"
 KINDS = {k.lower(): k for k in WORKLOADS}
 
 
@@ -34,24 +43,32 @@ class MigrateRequest(BaseModel):
     cluster: str | None = None
 
 
-def parse(words: Sequence[str]) -> MigrateRequest:
-    positional, pairs = split_pairs(words, allowed=("class", "cluster"), usage=USAGE, max_positional=1)
-    if not positional:
-        raise UsageError("which workload? give <namespace>/<name> (or <namespace>/<kind>/<name>)", USAGE)
-    parts = positional[0].split("/")
-    if len(parts) not in (2, 3):
-        raise UsageError(f"{positional[0]!r} is not <namespace>/[<kind>/]<name>", USAGE)
-    kind = None
-    if len(parts) == 3:
-        kind = KINDS.get(parts[1].lower())
-        if kind is None:
-            raise UsageError(f"{parts[1]!r} cannot be migrated: use one of {', '.join(KINDS)}", USAGE)
-    try:
-        namespace, name = validation.node_name(parts[0]), validation.node_name(parts[-1])
-    except ValueError as exc:
-        raise UsageError(str(exc), USAGE) from None
-    return MigrateRequest(namespace=namespace, name=name, kind=kind, device_class=pairs.get("class"),
-                          cluster=pairs.get("cluster"))
+def _parser(usage: str) -> Callable[[Sequence[str]], MigrateRequest]:
+    def parse(words: Sequence[str]) -> MigrateRequest:
+        positional, pairs = split_pairs(words, allowed=("class", "cluster"), usage=usage, max_positional=1)
+        if not positional:
+            raise UsageError("which workload? give <namespace>/<name> (or <namespace>/<kind>/<name>)", usage)
+        parts = positional[0].split("/")
+        if len(parts) not in (2, 3):
+            raise UsageError(f"{positional[0]!r} is not <namespace>/[<kind>/]<name>", usage)
+        kind = None
+        if len(parts) == 3:
+            kind = KINDS.get(parts[1].lower())
+            if kind is None:
+                raise UsageError(f"{parts[1]!r} cannot be migrated: use one of {', '.join(KINDS)}", usage)
+        try:
+            namespace, name = validation.node_name(parts[0]), validation.node_name(parts[-1])
+            if "class" in pairs:
+                validation.node_name(pairs["class"])
+        except ValueError as exc:
+            raise UsageError(str(exc), usage) from None
+        return MigrateRequest(namespace=namespace, name=name, kind=kind, device_class=pairs.get("class"),
+                              cluster=pairs.get("cluster"))
+
+    return parse
+
+
+parse = _parser(USAGE)
 
 
 def handle(request: MigrateRequest, deps: Deps, caller: Caller) -> Migration:
@@ -88,6 +105,17 @@ def summarize(result: Migration) -> Reply:
                  tone="error" if refused else "ok")
 
 
+def request(args: MigrateRequest, deps: Deps, caller: Caller) -> Outcome:
+    """A migration run waiting at its migration request; nothing changes before an approver approves."""
+    return deps.engine.request_migration(
+        actor=deps.actor(caller), namespace=args.namespace, name=args.name, kind=args.kind,
+        device_class=args.device_class, cluster=args.cluster,
+        origin={"surface": caller.surface, "channel": caller.channel or ""})
+
+
+APPLY_COMMAND = Command("apply-migration", APPLY_USAGE, "request a migration run: approved, applied, verified, "
+                        "rolled back on failure", _parser(APPLY_USAGE), request, requested_reply, mutating=True,
+                        acts=True, lane="long", exit_code=failed_unless_done, to_json=outcome_json)
 COMMAND = Command("migrate", USAGE, "the ResourceClaims that replace a workload's device-plugin resources", parse,
                   handle, summarize, lane="long",
                   exit_code=lambda result: EXIT_OK if result.accepted else EXIT_FAILED)

@@ -21,7 +21,7 @@ from handlers.replies import Button, Item, Message, Reply, Table, Tone, mention,
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.commands import Outcome
 from runbooks.engine.refusals import moment_text
-from runbooks.engine.runs import Gate, GateKind, Run, RunState, Step
+from runbooks.engine.runs import Gate, GateKind, Run, RunKind, RunState, Step
 from runbooks.errors import shorten
 
 S = RunState
@@ -30,8 +30,7 @@ STATE_TONE: dict[RunState, Tone] = {
     S.ROLLING_BACK: "warn", S.FAILED: "error", S.HALTED: "error",
 }
 STEP_TONE: dict[str, Tone] = {"ok": "ok", "failed": "error", "unknown": "warn", "info": "info", "skipped": "info"}
-GATE_TITLE = {GateKind.CANARY: "Canary request", GateKind.PROMOTION: "Promotion request",
-              GateKind.ROLLBACK: "Rollback request"}
+GATE_TITLE = {kind: f"{kind.value.capitalize()} request" for kind in GateKind}
 MAX_AUDIT_ROWS = 40
 
 
@@ -74,7 +73,9 @@ def run_of_ref(value: str) -> str | None:
 
 
 def _asks(run: Run, gate: Gate) -> str:
-    if gate.kind is GateKind.CANARY:
+    if gate.kind is GateKind.MIGRATION:
+        what = f"apply the migration of {run.target.kind} {run.target.ref} to DRA: {migration_summary(run)}"
+    elif gate.kind is GateKind.CANARY:
         what = f"put {run.image} on {run.node} (canary of {run.target.ref}, container {run.container})"
     elif gate.kind is GateKind.PROMOTION:
         what = f"roll {run.image} out to every node of {run.target.ref}: the canary on {run.node} passed"
@@ -113,13 +114,31 @@ def closed_gate_message(run: Run, gate: Gate) -> Message:
 
 
 # ------------------------------------------------------------------ a run
+def migration_summary(run: Run) -> str:
+    """What a migration run changes, in one line: each container's resource and the claim replacing it."""
+    change = run.change
+    claims = "; ".join(f"{c.get('container')}: {c.get('resource')} {c.get('count')} -> claim {c.get('claim')} "
+                       f"(ResourceClaimTemplate {c.get('template')})" for c in change.get("claims") or [])
+    return (f"{claims}, {change.get('device_class')} devices, resource.k8s.io/{change.get('version')}"
+            if claims else "(no change recorded)")
+
+
+def _what_fields(run: Run) -> list[Item]:
+    if run.kind is RunKind.MIGRATION:
+        return [Item(label="Workload", value=f"{run.target.kind} {run.target.ref} in "
+                                             f"{run.target.cluster or 'the current context'}"),
+                Item(label="Change", value=migration_summary(run))]
+    return [Item(label="Target", value=f"{run.target.ref} in {run.target.cluster or 'the current context'}"),
+            Item(label="Image", value=f"{run.image} (container {run.container})"),
+            Item(label="Canary node", value=run.node)]
+
+
 def root_message(run: Run) -> Message:
-    """The run's root message: target, image, node, requester and state (updated in place)."""
+    """The run's root message: target, image, node (a migration: workload and change), requester
+    and state (updated in place)."""
     fields = [
         Item(label="State", value=run.state.value + (" (halted)" if run.halted else "")),
-        Item(label="Target", value=f"{run.target.ref} in {run.target.cluster or 'the current context'}"),
-        Item(label="Image", value=f"{run.image} (container {run.container})"),
-        Item(label="Canary node", value=run.node),
+        *_what_fields(run),
         Item(label="Requested by", value=user_ref(run.requester)),
         Item(label="Updated", value=moment_text(run.updated_at)),
     ]
@@ -129,7 +148,9 @@ def root_message(run: Run) -> Message:
                      f"open until {moment_text(run.gate.expires_at)}")
     if run.reason:
         lines.append(run.reason)
-    return Message(title=f"Upgrade {run.id}: {run.target.ref}", text="\n".join(lines), fields=fields,
+    title = (f"Migration {run.id}: {run.target.kind} {run.target.ref}" if run.kind is RunKind.MIGRATION
+             else f"Upgrade {run.id}: {run.target.ref}")
+    return Message(title=title, text="\n".join(lines), fields=fields,
                    tone=STATE_TONE.get(run.state, "info"))
 
 
@@ -184,8 +205,8 @@ def status_reply(found: Run | Sequence[Run]) -> Reply:
 
 def runs_reply(runs: Sequence[Run], *, title: str = "Runs", notes: Mapping[str, str] | None = None) -> Reply:
     """A table of runs, newest first; ``notes`` by run id (why ``resume`` left one waiting)."""
-    rows = [[r.id, r.state.value, r.target.ref, r.image.rsplit("/", 1)[-1], r.node, r.requester,
-             moment_text(r.updated_at)] for r in runs]
+    rows = [[r.id, r.state.value, r.target.ref, r.image.rsplit("/", 1)[-1] if r.kind is RunKind.UPGRADE
+             else f"migration ({r.target.kind})", r.node or "-", r.requester, moment_text(r.updated_at)] for r in runs]
     table = Table(header=["ID", "STATE", "TARGET", "IMAGE", "NODE", "REQUESTER", "UPDATED"], rows=rows)
     text = "\n".join(f"{run}: {note}" for run, note in (notes or {}).items())
     return Reply(title=f"{title} ({len(runs)})", table=table if rows else None,

@@ -42,7 +42,7 @@ def run_json(run: Run, note: str = "") -> dict[str, Any]:
     return data
 
 
-def _outcome_json(outcome: Outcome) -> dict[str, Any]:
+def outcome_json(outcome: Outcome) -> dict[str, Any]:
     return run_json(outcome.run, outcome.note)
 
 
@@ -50,7 +50,7 @@ STOPPED = UNSUCCESSFUL | {RunState.HALTED}
 """Where the shell exits 1: the upgrade did not happen, or the run halted."""
 
 
-def _failed_unless_done(outcome: Outcome) -> int:
+def failed_unless_done(outcome: Outcome) -> int:
     """0 done or waiting at a gate; 1 the run failed, was rolled back, rejected or expired, or halted."""
     return EXIT_FAILED if outcome.run.state in STOPPED else EXIT_OK
 
@@ -254,23 +254,23 @@ def _resume_exit(outcomes: list[Outcome]) -> int:
 # ------------------------------------------------------------------ the rows
 COMMANDS: tuple[Command, ...] = (
     Command("canary", CANARY_USAGE, "request a canary of a new image on one node", parse_canary, canary,
-            requested_reply, mutating=True, acts=True, lane="long", exit_code=_failed_unless_done,
-            to_json=_outcome_json),
+            requested_reply, mutating=True, acts=True, lane="long", exit_code=failed_unless_done,
+            to_json=outcome_json),
     Command("approve", APPROVE_USAGE, "approve a run's open request (or click Approve)", _decision(APPROVE_USAGE),
-            approve, outcome_reply, takes_cluster=False, acts=True, lane="decision", exit_code=_failed_unless_done,
-            to_json=_outcome_json),
+            approve, outcome_reply, takes_cluster=False, acts=True, lane="decision", exit_code=failed_unless_done,
+            to_json=outcome_json),
     Command("reject", REJECT_USAGE, "reject a run's open request (or click Reject)", _decision(REJECT_USAGE),
             reject, outcome_reply, takes_cluster=False, acts=True, lane="decision", exit_code=_failed_only,
-            to_json=_outcome_json),
+            to_json=outcome_json),
     Command("promote", "promote <run>", "post a run's promotion request again", _one_run("promote <run>"), promote,
-            outcome_reply, mutating=True, takes_cluster=False, acts=True, exit_code=_failed_unless_done,
-            to_json=_outcome_json),
+            outcome_reply, mutating=True, takes_cluster=False, acts=True, exit_code=failed_unless_done,
+            to_json=outcome_json),
     Command("rollback", ROLLBACK_USAGE, "request a rollback of a run", parse_rollback, rollback, outcome_reply,
             takes_cluster=False, acts=True, lane="decision", exit_code=_failed_only,
-            to_json=_outcome_json),
+            to_json=outcome_json),
     Command("close", "close <run>", "end a monitoring run", _one_run("close <run>"), close, outcome_reply,
-            takes_cluster=False, acts=True, lane="decision", exit_code=_failed_unless_done,
-            to_json=_outcome_json),
+            takes_cluster=False, acts=True, lane="decision", exit_code=failed_unless_done,
+            to_json=outcome_json),
     Command("status", STATUS_USAGE, "one run, or every active run", parse_status, status, status_reply,
             takes_cluster=False, exit_code=_status_exit, to_json=_status_json),
     Command("runs", RUNS_USAGE, "the newest runs", parse_runs, runs, runs_reply, takes_cluster=False,

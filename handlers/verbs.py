@@ -12,7 +12,7 @@ from handlers import inventory, migrate, preflight, report, runs, verify
 from handlers.routing import Command, Deps, Verb
 
 VERBS: tuple[Command, ...] = (inventory.COMMAND, *runs.COMMANDS, verify.COMMAND, report.COMMAND, preflight.COMMAND,
-                              migrate.COMMAND)
+                              migrate.COMMAND, migrate.APPLY_COMMAND)
 
 
 def chat_verbs(deps: Deps) -> list[Verb]:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -67,6 +67,45 @@ class Target(Strict):
     namespace: str
     name: str
     registration: str | None = None
+    workloads: list[str] = Field(default_factory=list)
+    """The workloads upgraded in one run with this DaemonSet, in order, the DaemonSet itself
+    among them: ``daemonset/<name>`` or ``deployment/<name>``, each optionally ``:<container>``
+    (default: the container running the same image repository as the target's). Those
+    before the DaemonSet are upgraded before its canary pod, those after it once it is
+    promoted; a rollback restores them all, in the reverse order. Empty: the DaemonSet alone."""
+
+    @field_validator("workloads")
+    @classmethod
+    def _workloads(cls, values: list[str], info: ValidationInfo) -> list[str]:
+        if not values:
+            return values
+        seen: set[tuple[str, str]] = set()
+        for value in values:
+            kind, sep, rest = value.partition("/")
+            name, _, container = rest.partition(":")
+            if not sep or kind.lower() not in ("daemonset", "deployment") or not DNS1123_SUBDOMAIN.match(name) \
+                    or (container and not DNS1123_LABEL.match(container)):
+                raise ValueError(f"{value!r} is not a workload: use daemonset/<name> or deployment/<name>, "
+                                 "optionally :<container>")
+            if (kind.lower(), name) in seen:
+                raise ValueError(f"{value!r} is listed twice")
+            seen.add((kind.lower(), name))
+        target = info.data.get("name")
+        if target and ("daemonset", target) not in seen:
+            raise ValueError(f"workloads must list the target itself (daemonset/{target}) where it comes in the order")
+        return values
+
+    def parts(self) -> list[tuple[str, str, str, bool]]:
+        """``(kind, name, container, before)`` of each workload besides the DaemonSet, in order."""
+        out, before = [], True
+        for value in self.workloads:
+            kind, _, rest = value.partition("/")
+            name, _, container = rest.partition(":")
+            if kind.lower() == "daemonset" and name == self.name:
+                before = False
+                continue
+            out.append(({"daemonset": "DaemonSet", "deployment": "Deployment"}[kind.lower()], name, container, before))
+        return out
 
     @field_validator("registration")
     @classmethod
@@ -343,6 +382,13 @@ class Verify(Strict):
     failed check; ``warn`` lets it pass, still shown as unknown with the reason."""
 
 
+class Migrations(Strict):
+    """Which workloads ``apply-migration`` may change (``migrate`` only reads, anywhere)."""
+
+    namespaces: list[str] = Field(default_factory=list)
+    """The namespaces whose Deployments a migration run may change; empty: migration runs are off."""
+
+
 class Policy(Strict):
     """The whole policy file; every section optional (docs/policy.md lists the defaults)."""
 
@@ -361,6 +407,7 @@ class Policy(Strict):
     identities: Identities = Field(default_factory=Identities)
     shell: Shell = Field(default_factory=Shell)
     limits: Limits = Field(default_factory=Limits)
+    migrations: Migrations = Field(default_factory=Migrations)
     gpu_resources: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu"])
     """Extended resources the inventory reports and checks per node."""
 
@@ -398,6 +445,10 @@ class Policy(Strict):
     @property
     def target_refs(self) -> list[str]:
         return [str(t) for t in self.targets]
+
+    def parts_of(self, ref: str) -> list[tuple[str, str, str, bool]]:
+        """The other workloads upgraded with target ``ref`` (:meth:`Target.parts`); none when it has none."""
+        return next((t.parts() for t in self.targets if str(t) == ref), [])
 
     @property
     def registration(self) -> dict[str, str]:

@@ -19,8 +19,7 @@ from handlers.messages import PROG
 from handlers.routing import Command
 from runbooks.engine.runs import Gate, GateKind, Run, RunState, Step
 
-GATE_LABEL = {GateKind.CANARY: "canary request", GateKind.PROMOTION: "promotion request",
-              GateKind.ROLLBACK: "rollback request"}
+GATE_LABEL = {kind: f"{kind.value} request" for kind in GateKind}
 
 
 def print_result(command: Command, result: Any, *, as_json: bool, out: TextIO) -> int:

@@ -52,6 +52,12 @@ PODS = Resource("", "v1", "pods", "Pod", True)
 EVENTS = Resource("", "v1", "events", "Event", True)
 DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True)
 CONTROLLER_REVISIONS = Resource("apps", "v1", "controllerrevisions", "ControllerRevision", True)
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
+STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet", True)
+REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet", True)
+JOBS = Resource("batch", "v1", "jobs", "Job", True)
+WORKLOADS: dict[str, Resource] = {"Deployment": DEPLOYMENTS, "StatefulSet": STATEFULSETS, "Job": JOBS, "Pod": PODS}
+"""The workloads ``migrate`` reads, in the order a bare name is looked up."""
 
 DRA_PLURALS = {
     "DeviceClass": ("deviceclasses", False),

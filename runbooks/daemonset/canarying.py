@@ -23,6 +23,7 @@ import copy
 from typing import Any
 
 from runbooks.daemonset import checks as judge
+from runbooks.daemonset import companions
 from runbooks.daemonset.observing import Revision, Snapshot, observe, wait_for
 from runbooks.daemonset.patching import ON_DELETE, delete_pod, set_image, set_strategy
 from runbooks.daemonset.preflight import canary_prechecks, resolve_container
@@ -90,6 +91,10 @@ def canary(ctx: StepContext) -> StepResult:
     else:
         note(ctx, "canary.resume", "info", "resuming a canary that already changed the DaemonSet: doing only what is missing")
     container = saved["container"]
+    before = companions.upgrade(ctx, before=True)
+    if any(c.status != "pass" for c in before):
+        note_checks(ctx, "canary", before)
+        return result(before, what="the workloads upgraded before the canary")
     set_strategy(ctx, ON_DELETE, step="canary.strategy")
     set_image(ctx, container, run.image, step="canary.image")
     new = _new_revision(ctx)

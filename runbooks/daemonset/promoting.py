@@ -9,6 +9,7 @@ the nodes still behind. Re-entered, it only waits for what is still missing.
 
 from __future__ import annotations
 
+from runbooks.daemonset import companions
 from runbooks.daemonset.checks import listing
 from runbooks.daemonset.following import follow_rollout, replace_node_by_node
 from runbooks.daemonset.observing import observe, wait_for
@@ -44,8 +45,12 @@ def promote(ctx: StepContext) -> StepResult:
     if outcome.ok:
         check = passed("promotion", f"{len(nodes)} node(s) run {run.image} (revision {new.number}) and are Ready",
                        "all nodes", revision=new.hash)
-        note_checks(ctx, "promote", [check])
-        return StepResult(ok=True, checks=[check])
+        after = companions.upgrade(ctx, before=False)
+        note_checks(ctx, "promote", [check, *after])
+        bad = [c for c in after if c.status != "pass"]
+        if bad:
+            return StepResult(ok=False, reason="; ".join(f"{c.scope}: {c.detail}" for c in bad), checks=[check, *after])
+        return StepResult(ok=True, checks=[check, *after])
     behind = outcome.behind
     check = failed("promotion", f"{outcome.problem or 'not finished'}; {len(behind)} of {len(nodes)} node(s) still behind: {listing(behind)}",
                    listing(behind), behind=behind, revision=new.hash)

@@ -13,6 +13,10 @@
    rollback is a repair, and the new pods are what is broken).
 4. Wait until every pod runs the previous revision and is Ready and every node's GPU
    capacity and allocatable equal the baseline; the checks say where it is not so.
+
+The target's other workloads (:mod:`runbooks.daemonset.companions`) are restored with it,
+in the reverse of the upgrade's order: those upgraded after the DaemonSet before step 1,
+those upgraded before it last.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from runbooks.daemonset import checks as judge
+from runbooks.daemonset import companions
 from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.following import follow_rollout
 from runbooks.daemonset.observing import Revision, Snapshot, observe, wait_for
@@ -69,6 +74,7 @@ def rollback(ctx: StepContext) -> StepResult:
             "rollback_started_at": ctx.cluster.server_time().isoformat(),
             "rollback_to": revision.as_progress() if revision else {"source": source},
         })
+    after = companions.restore(ctx, before=False)  # the reverse of the upgrade's order
     restore_template(ctx, template, patch, step="rollback.template", source=source)
     strategy = (progress.get("saved") or {}).get("update_strategy")
     if strategy:
@@ -89,7 +95,8 @@ def rollback(ctx: StepContext) -> StepResult:
     else:
         note(ctx, "rollback.pods", "info", "RollingUpdate: the controller replaces the pods of the new revision")
     outcome = follow_rollout(ctx, old.hash, step="rollback.node")
-    checks = _back_to_baseline(ctx, outcome.snapshot, template, problem=outcome.problem)
+    checks = [*after, *_back_to_baseline(ctx, outcome.snapshot, template, problem=outcome.problem),
+              *companions.restore(ctx, before=True)]
     note_checks(ctx, "rollback", checks)
     return result(checks, what=f"rollback of {target.ref} ({source})")
 

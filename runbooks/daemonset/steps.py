@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from runbooks.cluster import Cluster
-from runbooks.daemonset import canarying, preflight, promoting, rolling_back, verifying
+from runbooks.daemonset import canarying, companions, preflight, promoting, rolling_back, verifying
 from runbooks.daemonset.observing import observe
 from runbooks.daemonset.patching import StrategyChanged
 from runbooks.engine.recording import failed, note
@@ -46,7 +46,8 @@ class DaemonSetSteps:
             snap = observe(cluster, run.target.namespace, run.target.name)
         except NotFound:
             return [failed("daemonset-exists", f"daemonset {run.target.ref} does not exist on {cluster.context}")]
-        return preflight.request_checks(cluster, snap, run=run, settings=settings)[0]
+        checks = preflight.request_checks(cluster, snap, run=run, settings=settings)[0]
+        return [*checks, *companions.request_checks(cluster, run, snap.images.get(run.container, ""))]
 
     def pick_node(self, cluster: Cluster, run: Run, settings: StepSettings) -> tuple[str, str]:
         """``node=auto``: the Ready, schedulable GPU node whose plugin pod is Ready and that has the

@@ -20,6 +20,7 @@ from typing import Any
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import NODES
 from runbooks.daemonset import checks as judge
+from runbooks.daemonset import companions
 from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.dra_smoke import dra_smoke_test
 from runbooks.daemonset.events import WATCHED, event_checks, read_events
@@ -27,7 +28,7 @@ from runbooks.daemonset.observing import Snapshot, observe
 from runbooks.daemonset.smoke_testing import smoke_test
 from runbooks.engine.clocks import SystemClock
 from runbooks.engine.recording import failed, note_checks, result, unknown
-from runbooks.engine.steps import Check, Clock, StepContext, StepResult, StepSettings
+from runbooks.engine.steps import Check, CheckStatus, Clock, StepContext, StepResult, StepSettings
 from runbooks.errors import Forbidden, NotFound
 from runbooks.inventory import Node, ResourceClaim, ResourceSlice
 from runbooks.inventory.plugins import (
@@ -237,6 +238,7 @@ def verify_canary(ctx: StepContext) -> StepResult:
         since=_moment(progress, "canary_started_at"), settings=ctx.settings, clock=ctx.clock,
         image=run.image, container=container,
     )
+    outcome = _with_parts(outcome, companions.verify(ctx, before_only=True))
     note_checks(ctx, "verify_canary", outcome.checks)
     return outcome
 
@@ -250,5 +252,19 @@ def verify_all(ctx: StepContext) -> StepResult:
         since=_moment(progress, "promote_started_at", "canary_started_at"), settings=ctx.settings, clock=ctx.clock,
         image=run.image, container=container,
     )
+    outcome = _with_parts(outcome, companions.verify(ctx))
     note_checks(ctx, "verify_all", outcome.checks)
     return outcome
+
+
+def _with_parts(outcome: StepResult, parts: list[Check]) -> StepResult:
+    """The DaemonSet's verification and that of the target's other workloads, as one result."""
+    if not parts:
+        return outcome
+    bad = [c for c in parts if c.status != CheckStatus.PASS]
+    checks = [*outcome.checks, *parts]
+    if not bad:
+        return outcome.model_copy(update={"checks": checks})
+    said = "; ".join(f"{c.name} ({c.scope}): {c.detail}" for c in bad)
+    reason = f"{outcome.reason}; {said}" if not outcome.ok and outcome.reason else said
+    return StepResult(ok=False, reason=reason, checks=checks)

@@ -21,20 +21,13 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from runbooks.cluster import Cluster
-from runbooks.cluster.resources import PODS, Resource
+from runbooks.cluster.resources import WORKLOADS
 from runbooks.dra.preflight import POD_TEMPLATE_PATHS, Discovered, DryRun, Manifest, dry_run
 from runbooks.dra.shapes import claim_spec, pod_claim
 from runbooks.engine.refusals import Refused
 from runbooks.errors import NotFound
 from runbooks.inventory.reading import class_from, container_requests
 
-WORKLOADS: dict[str, Resource] = {
-    "Deployment": Resource("apps", "v1", "deployments", "Deployment", True),
-    "StatefulSet": Resource("apps", "v1", "statefulsets", "StatefulSet", True),
-    "Job": Resource("batch", "v1", "jobs", "Job", True),
-    "Pod": PODS,
-}
-"""What may be migrated, in the order a bare name is looked up."""
 SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink")
 
 

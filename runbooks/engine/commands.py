@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,23 +28,26 @@ from runbooks.engine import refusals
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.approving import Actor, check_owner, check_requester, decide
 from runbooks.engine.clocks import SystemClock
-from runbooks.engine.driving import LABEL as LABEL_OF
-from runbooks.engine.driving import Driver, StepPaused
+from runbooks.engine.driving import Driver, StepPaused, label_of
 from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Leases, owner_id
 from runbooks.engine.refusals import Refused
 from runbooks.engine.requesting import AUTO_NODE, check_request, resolve
+from runbooks.engine.requesting import context_name as _context
 from runbooks.engine.runs import (
     REOPENABLE,
     TERMINAL,
     WORKING,
     GateKind,
+    Part,
     Run,
+    RunKind,
     RunState,
+    Step,
     Target,
     new_run_id,
 )
-from runbooks.engine.steps import CheckStatus, Clock, Steps, StepSettings
+from runbooks.engine.steps import ChangeSteps, CheckStatus, Clock, Steps, StepSettings
 from runbooks.engine.store import LeaseLost, LockHeld, RunStore
 from runbooks.engine.transitioning import Observer, SilentObserver, Writer, audit_entry
 from runbooks.errors import ClusterError, shorten
@@ -109,12 +112,14 @@ class Engine:
         step_settings: StepSettings | None = None,
         checkpoint: Callable[[str], None] = lambda point: None,
         wake: Wake | None = None,
+        kinds: Mapping[RunKind, ChangeSteps] | None = None,
     ) -> None:
         """``connect(context)`` opens a cluster (None: no cluster reads at request time,
         steps get ``None``); ``owner`` is this worker's lease id (default host/pid/random);
         ``owner_dead(owner)`` may say a lease holder is gone so its lease is taken over at
         once; ``checkpoint(point)`` is called at named points (see :mod:`runbooks.engine.driving`);
-        ``wake(run_id)`` moves a run on when a command left it with work (settable later)."""
+        ``wake(run_id)`` moves a run on when a command left it with work (settable later);
+        ``kinds`` the steps of other kinds of runs than upgrades (``migration``)."""
         self.store, self.policy, self.connect = store, policy, connect
         self.wake: Wake = wake or _nobody
         self.clock: Clock = clock or SystemClock()
@@ -124,7 +129,7 @@ class Engine:
                              ttl=lease_ttl, owner_dead=owner_dead)
         self.driver = Driver(writer=self.writer, gates=self.gates, steps=steps, policy=policy, leases=self.leases,
                              connect=connect or (lambda context: None),
-                             settings=step_settings or step_settings_of(policy))
+                             settings=step_settings or step_settings_of(policy), kinds=kinds)
 
     # ---------------------------------------------------------------- queries
     def get(self, run_id: str) -> Run:
@@ -156,8 +161,12 @@ class Engine:
         request = check_request(self.policy, target=target, image=image, node=node, container=container, cluster=cluster)
         now = self.clock.now()
 
+        parts = [Part(kind=kind, name=name, container=container, before=before)
+                 for kind, name, container, before in self.policy.parts_of(request.ref)]
+
         def new_run(context: str, container: str) -> Run:
-            return Run(id=new_run_id(), target=Target(cluster=context, namespace=request.namespace, name=request.name),
+            return Run(id=new_run_id(), target=Target(cluster=context, namespace=request.namespace, name=request.name,
+                                                      parts=parts),
                        image=request.image, container=container, node=request.node, requester=actor.user,
                        created_at=now, updated_at=now, origin=origin or {})
 
@@ -181,6 +190,49 @@ class Engine:
         line = self.writer.step("requested", kind="transition", actor=actor,
                                 detail=f"canary of {run.image} ({run.container}) on {run.node} in "
                                        f"{run.target.cluster or 'the current context'}" + (f"; {chosen}" if chosen else ""))
+        self._create(run, line)
+        return Outcome(self.writer.retrying(run.id, lambda fresh: self.gates.open_canary(fresh, actor)))
+
+    def request_migration(
+        self, *, actor: Actor, namespace: str, name: str, kind: str | None = None, device_class: str | None = None,
+        cluster: str | None = None, origin: dict[str, str] | None = None,
+    ) -> Outcome:
+        """A new migration run waiting at its migration request.
+
+        The change is planned now, read-only, and stored with the run (``run.change``): the
+        approvers approve exactly what ``apply`` writes. Refused before anything is stored when
+        the plan cannot be made or the server's dry run refuses it, when the workload has an
+        active run (``LockHeld``), or when a request check fails."""
+        check_requester(self.policy, actor)
+        allowed = self.policy.migrations.namespaces
+        if namespace not in allowed:
+            raise Refused(f"migration runs may not change workloads in namespace {namespace}: the policy lists "
+                          f"{', '.join(allowed) if allowed else 'none'} under migrations.namespaces "
+                          "(`migrate` shows the plan anywhere, without changing anything)")
+        now = self.clock.now()
+        if self.connect is None:
+            raise Refused("a migration is planned from the cluster, and this engine has none")
+        context = _context(cluster) if cluster is not None else None
+        draft = Run(id=new_run_id(), kind=RunKind.MIGRATION, requester=actor.user, created_at=now, updated_at=now,
+                    target=Target(cluster=context or "", namespace=namespace, name=name, kind=kind or ""),
+                    image="", container="", node="", origin=origin or {},
+                    change={"device_class": device_class} if device_class else {})
+        steps = self.driver.steps_for(draft)
+        with self.connect(context) as handle:
+            run, summary = steps.plan(handle, draft, self.driver.settings)
+            self._refuse_if_locked(run)
+            failing = [c for c in steps.check_request(handle, run, self.driver.settings)
+                       if c.status == CheckStatus.FAIL]
+            if failing:
+                raise Refused(refusals.request_checks_failed(run, [(c.name, c.detail) for c in failing]))
+        line = self.writer.step("requested", kind="transition", actor=actor,
+                                detail=f"migration of {run.target.kind} {run.target.ref} in "
+                                       f"{run.target.cluster or 'the current context'}: {summary}")
+        self._create(run, line)
+        return Outcome(self.writer.retrying(run.id, lambda fresh: self.gates.open_canary(fresh, actor)))
+
+    def _create(self, run: Run, line: Step) -> None:
+        """Store a new run with its first audit line (taking its target's lock)."""
         try:
             self.store.create(run, audit=[audit_entry(run, line)])
         except LockHeld as held:
@@ -188,7 +240,6 @@ class Engine:
                 raise
             self.store.create(run, audit=[audit_entry(run, line)])
         self.writer.observer.on_state(run)
-        return Outcome(self.writer.retrying(run.id, lambda fresh: self.gates.open_canary(fresh, actor)))
 
     def approve(self, run_id: str, *, actor: Actor, comment: str = "") -> Outcome:
         return self.decide(run_id, actor=actor, approve=True, comment=comment)
@@ -261,7 +312,7 @@ class Engine:
             if run.state not in (S.HALTED, *REOPENABLE) or run.previous_state not in WORKING:
                 raise Refused(refusals.not_halted(run))
             return self.writer.transition(run, run.previous_state, actor=actor,
-                                          reason=f"resumed by {actor.user}: {LABEL_OF.get(run.previous_state, '')}"
+                                          reason=f"resumed by {actor.user}: {label_of(run, run.previous_state)}"
                                           " runs again")
 
         return self._woken(Outcome(self.writer.retrying(run_id, change)))

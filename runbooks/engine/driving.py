@@ -41,16 +41,16 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Lease, Leases
 from runbooks.engine.refusals import Refused
-from runbooks.engine.runs import TERMINAL, WORKING, Run, RunState, Step
+from runbooks.engine.runs import TERMINAL, WORKING, Run, RunKind, RunState, Step
 from runbooks.engine.scoping import SMOKE_NAMESPACE, ScopedCluster
-from runbooks.engine.steps import StepContext, StepResult, Steps, StepSettings
+from runbooks.engine.steps import ChangeSteps, StepContext, StepResult, Steps, StepSettings
 from runbooks.engine.store import LeaseLost, StoreUnavailable
 from runbooks.engine.transitioning import RunMoved, Writer
 from runbooks.errors import ClusterError, TemporaryClusterError, shorten
@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 S = RunState
 
 STEP_OF: dict[RunState, str] = {
+    S.APPLYING: "apply",
     S.CANARY_ROLLING: "canary",
     S.CANARY_VERIFYING: "verify_canary",
     S.PROMOTING: "promote",
@@ -73,11 +74,30 @@ ON_SUCCESS: dict[RunState, RunState] = {
     S.VERIFYING: S.MONITORING,
     S.ROLLING_BACK: S.ROLLED_BACK,
 }
+ON_SUCCESS_OF: dict[RunKind, dict[RunState, RunState]] = {
+    RunKind.UPGRADE: ON_SUCCESS,
+    RunKind.MIGRATION: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
+}
+"""A migration is done once verified: there is nothing to promote and no plugin to monitor."""
 LABEL: dict[RunState, str] = {
+    S.APPLYING: "the migration",
     S.CANARY_ROLLING: "the canary", S.CANARY_VERIFYING: "the canary's verification",
     S.PROMOTING: "the promotion", S.VERIFYING: "the verification on every node",
     S.ROLLING_BACK: "the rollback",
 }
+MIGRATION_LABEL: dict[RunState, str] = {S.VERIFYING: "the migration's verification",
+                                        S.ROLLING_BACK: "the migration's rollback"}
+
+
+def label_of(run: Run, state: RunState | None) -> str:
+    """How sentences name the step of ``state`` in ``run`` ("the canary", "the migration's verification")."""
+    if state is None:
+        return ""
+    if run.kind is RunKind.MIGRATION and state in MIGRATION_LABEL:
+        return MIGRATION_LABEL[state]
+    return LABEL.get(state, "")
+
+
 TEMPORARY_ATTEMPTS = 3
 """How many times a step is tried when the cluster does not answer, before the run pauses."""
 
@@ -105,9 +125,18 @@ class Driver:
     def __init__(
         self, *, writer: Writer, gates: Gates, steps: Steps, policy: Policy, leases: Leases,
         connect: Callable[[str | None], Any], settings: StepSettings,
+        kinds: Mapping[RunKind, ChangeSteps] | None = None,
     ) -> None:
         self.writer, self.gates, self.steps, self.policy = writer, gates, steps, policy
         self.leases, self.connect, self.settings = leases, connect, settings
+        self.kinds: dict[RunKind, Any] = dict(kinds or {})
+
+    def steps_for(self, run: Run) -> Any:
+        """The steps of the run's kind (``steps`` for upgrades); :class:`Refused` when this engine has none."""
+        steps = self.steps if run.kind is RunKind.UPGRADE else self.kinds.get(run.kind)
+        if steps is None:
+            raise Refused(f"run {run.id} is a {run.kind.value} run, and this bot was started without its steps")
+        return steps
 
     def needs_work(self, run: Run) -> bool:
         """Whether the engine (not a person, not time) moves this run next."""
@@ -198,7 +227,7 @@ class Driver:
         if not self._paused_too_long(run):
             return run
         limit, since = self.policy.halt.rollback_after, run.progress["paused_since"]
-        reason = (f"the cluster did not answer for more than {limit} (since {since}) during {LABEL[run.state]}: "
+        reason = (f"the cluster did not answer for more than {limit} (since {since}) during {label_of(run, run.state)}: "
                   "rolling back (the rollback goes on as soon as the cluster answers)")
         progress = {**{k: v for k, v in run.progress.items() if k != "paused_since"}, "auto_rollback": reason}
         return self.writer.transition(run, S.ROLLING_BACK, lease_owner=lease.owner, progress=progress, reason=reason)
@@ -246,7 +275,7 @@ class Driver:
             if current.state is not run.state:
                 raise RunMoved(run.id, run.state, current.state)
             try:
-                result: StepResult = getattr(self.steps, name)(self._context(current, cluster, lease, recorded))
+                result: StepResult = getattr(self.steps_for(current), name)(self._context(current, cluster, lease, recorded))
                 return result
             except (RunMoved, LeaseLost, StoreUnavailable, Refused):
                 raise
@@ -263,7 +292,7 @@ class Driver:
                 return StepResult(ok=False, reason=f"{name} failed: {shorten(str(exc))}")
             except Exception as exc:  # a bug in a step: halt where it is, for a person to decide
                 log.exception("step %s of run %s raised", name, run.id)
-                raise _Unexpected(f"{LABEL[run.state]} stopped on an unexpected error "
+                raise _Unexpected(f"{label_of(run, run.state)} stopped on an unexpected error "
                                   f"({type(exc).__name__}: {shorten(str(exc))})") from exc
         raise AssertionError("unreachable")
 
@@ -271,7 +300,11 @@ class Driver:
         state, counts = run.state, {"progress": 0, "record": 0}
         scratch = (str(self.settings.smoke_test.get("namespace") or SMOKE_NAMESPACE)
                    if self.settings.smoke_test else None)
-        scoped = ScopedCluster(cluster, run.target, scratch=scratch) if cluster is not None else None
+        templates: tuple[str, ...] = ()
+        if run.kind is RunKind.MIGRATION:  # the migration's approved templates; no smoke test
+            scratch = None
+            templates = tuple(str((o.get("metadata") or {}).get("name")) for o in run.change.get("templates") or [])
+        scoped = ScopedCluster(cluster, run.target, scratch=scratch, templates=templates) if cluster is not None else None
         ctx = StepContext(cluster=scoped, run=run, save_progress=lambda update: run,
                           record=lambda step: None, clock=self.writer.clock, settings=self.settings)
 
@@ -320,13 +353,15 @@ class Driver:
                                       detail=result.reason))
         owner = lease.owner
         if result.ok:
-            if state is S.CANARY_VERIFYING:
+            if state is S.CANARY_VERIFYING and run.kind is RunKind.UPGRADE:
                 return self.gates.open_promotion(run, steps=lines, lease_owner=owner)
             if state is S.ROLLING_BACK and result.reason:  # what the rollback found (e.g. nothing to undo)
                 reason = f"{run.reason}; {result.reason}" if run.reason else result.reason
                 return self.writer.transition(run, S.ROLLED_BACK, steps=lines, lease_owner=owner, reason=reason)
-            return self.writer.transition(run, ON_SUCCESS[state], steps=lines, lease_owner=owner)
-        why = f"{LABEL[state]} failed: {result.reason or 'see the checks'}"
+            return self.writer.transition(run, ON_SUCCESS_OF[run.kind][state], steps=lines, lease_owner=owner,
+                                          reason=result.reason if state is S.VERIFYING and run.kind is RunKind.MIGRATION
+                                          else "")
+        why = f"{label_of(run, state)} failed: {result.reason or 'see the checks'}"
         if state is S.ROLLING_BACK:
             return self._halt(run, state, why, lease, steps=lines)
         if self.policy.rollback.automatic:

@@ -4,6 +4,7 @@
 gate                    approved                     rejected / expired
 ======================  ===========================  ==========================================
 canary                  -> canary_rolling            -> rejected / expired (nothing changed)
+migration               -> applying                  -> rejected / expired (nothing changed)
 promotion               -> promoting                 -> rolling_back (no half-upgraded cluster)
 rollback                -> rolling_back              request closed, run goes on (a promotion
                                                      request re-opens); a halted run stays halted
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.approving import Actor, Verdict, is_expired, open_gate
 from runbooks.engine.refusals import moment_text
-from runbooks.engine.runs import Gate, GateKind, Run, RunState, Step
+from runbooks.engine.runs import Gate, GateKind, Run, RunKind, RunState, Step
 from runbooks.engine.transitioning import Writer
 from runbooks.policy import Policy
 
@@ -39,8 +40,10 @@ class Gates:
         )]
 
     def open_canary(self, run: Run, by: Actor | None = None) -> Run:
-        """requested -> awaiting_approval, with the canary request (``by``: who asked for it)."""
-        gate = self.new(GateKind.CANARY, requested_by=run.requester)
+        """requested -> awaiting_approval, with the canary request (a migration: the migration
+        request; ``by``: who asked for it)."""
+        kind = GateKind.MIGRATION if run.kind is RunKind.MIGRATION else GateKind.CANARY
+        gate = self.new(kind, requested_by=run.requester)
         return self.writer.transition(run, S.AWAITING_APPROVAL, gate=gate, steps=self._opened(gate, by))
 
     def open_promotion(self, run: Run, *, steps: Sequence[Step] = (), lease_owner: str | None = None) -> Run:
@@ -88,12 +91,13 @@ class Gates:
         who = ", ".join(gate.approvers if gate.outcome == "approved" else [d.user for d in gate.decisions if not d.approve])
         how = f"{gate.outcome} by {who}" if who else f"{gate.outcome} at {moment_text(gate.expires_at)}"
         w = self.writer
-        if gate.kind is GateKind.CANARY:
+        if gate.kind in (GateKind.CANARY, GateKind.MIGRATION):
             if gate.outcome == "approved":
-                return w.transition(run, S.CANARY_ROLLING, actor=actor, gate=gate, steps=steps)
+                first = S.APPLYING if gate.kind is GateKind.MIGRATION else S.CANARY_ROLLING
+                return w.transition(run, first, actor=actor, gate=gate, steps=steps)
             end = S.EXPIRED if gate.outcome == "expired" else S.REJECTED
             return w.transition(run, end, actor=actor, gate=gate, steps=steps,
-                                reason=f"the canary request was {how}; nothing was changed")
+                                reason=f"the {gate.kind.value} request was {how}; nothing was changed")
         if gate.kind is GateKind.PROMOTION:
             if gate.outcome == "approved":
                 return w.transition(run, S.PROMOTING, actor=actor, gate=gate, steps=steps)

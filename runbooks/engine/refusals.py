@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from runbooks.engine.runs import Gate, GateKind, Run
+from runbooks.engine.runs import Gate, GateKind, Run, RunKind
 
 
 class Refused(Exception):
@@ -25,11 +25,7 @@ def moment_text(moment: dt.datetime) -> str:
 
 
 def _what(gate: Gate) -> str:
-    return {
-        GateKind.CANARY: "the canary request",
-        GateKind.PROMOTION: "the promotion request",
-        GateKind.ROLLBACK: "the rollback request",
-    }[gate.kind]
+    return f"the {gate.kind.value} request"
 
 
 def no_such_run(run_id: str) -> str:
@@ -43,8 +39,9 @@ def not_halted(run: Run) -> str:
 
 def request_checks_failed(run: Run, failing: list[tuple[str, str]]) -> str:
     reasons = "; ".join(f"{name}: {detail}" for name, detail in failing)
-    return (f"canary of {run.image} on {run.node} refused before any approver was asked, nothing was changed: "
-            f"{reasons}")
+    what = (f"migration of {run.target.kind} {run.target.ref}" if run.kind is RunKind.MIGRATION
+            else f"canary of {run.image} on {run.node}")
+    return f"{what} refused before any approver was asked, nothing was changed: {reasons}"
 
 
 def not_a_requester(user: str) -> str:
@@ -61,7 +58,7 @@ def not_an_owner(user: str, run: Run, doing: str) -> str:
 
 
 def gate_not_open(run: Run, kind: GateKind) -> str:
-    what = {GateKind.CANARY: "canary", GateKind.PROMOTION: "promotion", GateKind.ROLLBACK: "rollback"}[kind]
+    what = kind.value
     gate = run.gate
     now = (f"its open request is {_what(gate)}" if gate is not None and gate.is_open
            else "it has no open request")

@@ -52,16 +52,17 @@ def check_request(
             image=validation.image_reference(image),
             node=validation.node_name(node),
             container=validation.container_name(container) if container is not None else None,
-            cluster=_context(cluster) if cluster is not None else None,
+            cluster=context_name(cluster) if cluster is not None else None,
         )
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from exc
 
 
-def _context(value: str) -> str:
+def context_name(value: str) -> str:
+    """A kubeconfig context name as typed; :class:`InvalidRequest` when it cannot be one."""
     text = value.strip()
     if not text or len(text) > 253 or any(c.isspace() for c in text):
-        raise ValueError(f"cluster {value!r} is not a kubeconfig context name")
+        raise InvalidRequest(f"cluster {value!r} is not a kubeconfig context name")
     return text
 
 

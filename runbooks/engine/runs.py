@@ -12,6 +12,12 @@ store applies a transition as an atomic compare-and-set on ``(state, version)``.
     awaiting_approval -> rejected | expired ;  awaiting_promotion -(rejected, expired)-> rolling_back
     any working state -> halted -> (the state it halted in: resume) | rolling_back
     any -> failed (with the reason) -> (resume) | rolling_back   (takes the lock again)
+
+A migration run (``kind: migration``: one workload's device-plugin resources replaced by
+ResourceClaims) has its own, shorter table, with the same halts, failures and rollbacks::
+
+    requested -> awaiting_approval -> applying -> verifying -> done
+    applying, verifying -> rolling_back -> rolled_back
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from pydantic import BaseModel, Field
 class RunState(enum.StrEnum):
     REQUESTED = "requested"
     AWAITING_APPROVAL = "awaiting_approval"
+    APPLYING = "applying"
+    """A migration's change is being applied (templates created, the workload's pod template replaced)."""
     CANARY_ROLLING = "canary_rolling"
     CANARY_VERIFYING = "canary_verifying"
     AWAITING_PROMOTION = "awaiting_promotion"
@@ -51,7 +59,7 @@ TERMINAL: frozenset[RunState] = frozenset({S.DONE, S.ROLLED_BACK, S.REJECTED, S.
 ACTIVE: frozenset[RunState] = frozenset(set(RunState) - TERMINAL)
 GATES: frozenset[RunState] = frozenset({S.AWAITING_APPROVAL, S.AWAITING_PROMOTION})
 WORKING: frozenset[RunState] = frozenset(
-    {S.CANARY_ROLLING, S.CANARY_VERIFYING, S.PROMOTING, S.VERIFYING, S.ROLLING_BACK}
+    {S.APPLYING, S.CANARY_ROLLING, S.CANARY_VERIFYING, S.PROMOTING, S.VERIFYING, S.ROLLING_BACK}
 )
 """States in which the engine runs a cluster step (the others wait for people or time)."""
 UNSUCCESSFUL: frozenset[RunState] = frozenset({S.ROLLED_BACK, S.REJECTED, S.EXPIRED, S.FAILED})
@@ -60,6 +68,7 @@ UNSUCCESSFUL: frozenset[RunState] = frozenset({S.ROLLED_BACK, S.REJECTED, S.EXPI
 # The one table of allowed transitions. ``failed`` may follow any non-terminal state.
 TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     S.REQUESTED: frozenset({S.AWAITING_APPROVAL}),
+    S.APPLYING: frozenset(),  # a migration's state: an upgrade never enters it
     S.AWAITING_APPROVAL: frozenset({S.CANARY_ROLLING, S.REJECTED, S.EXPIRED}),
     S.CANARY_ROLLING: frozenset({S.CANARY_VERIFYING, S.ROLLING_BACK, S.HALTED}),
     S.CANARY_VERIFYING: frozenset({S.AWAITING_PROMOTION, S.ROLLING_BACK, S.HALTED}),
@@ -75,16 +84,39 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     S.EXPIRED: frozenset(),
     S.FAILED: frozenset({S.CANARY_ROLLING, S.CANARY_VERIFYING, S.PROMOTING, S.VERIFYING, S.ROLLING_BACK}),
 }
+MIGRATION_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
+    S.REQUESTED: frozenset({S.AWAITING_APPROVAL}),
+    S.AWAITING_APPROVAL: frozenset({S.APPLYING, S.REJECTED, S.EXPIRED}),
+    S.APPLYING: frozenset({S.VERIFYING, S.ROLLING_BACK, S.HALTED}),
+    S.VERIFYING: frozenset({S.DONE, S.ROLLING_BACK, S.HALTED}),
+    S.ROLLING_BACK: frozenset({S.ROLLED_BACK, S.HALTED}),
+    S.HALTED: frozenset({S.APPLYING, S.VERIFYING, S.ROLLING_BACK}),
+    S.FAILED: frozenset({S.APPLYING, S.VERIFYING, S.ROLLING_BACK}),
+    **{end: frozenset() for end in (S.DONE, S.ROLLED_BACK, S.REJECTED, S.EXPIRED)},
+}
+"""A migration's table: no canary, no promotion, no monitoring; the states it never enters are absent."""
 REOPENABLE: frozenset[RunState] = frozenset({S.FAILED})
 """Ended states a run may leave again: a failed run (stored by an older version, whose cluster
 may be half-changed) may be resumed or rolled back; it takes its target's lock again."""
 
 
+class RunKind(enum.StrEnum):
+    UPGRADE = "upgrade"
+    """A plugin DaemonSet's new image: canary, verify, promote, monitor."""
+    MIGRATION = "migration"
+    """One workload moved from device-plugin resources to ResourceClaims: apply, verify."""
+
+
+def transitions_of(kind: RunKind) -> dict[RunState, frozenset[RunState]]:
+    return MIGRATION_TRANSITIONS if kind is RunKind.MIGRATION else TRANSITIONS
+
+
 class IllegalTransition(ValueError):
     """A transition the table does not allow; nothing was changed."""
 
-    def __init__(self, run_id: str, current: RunState, wanted: RunState) -> None:
-        allowed = ", ".join(sorted(TRANSITIONS[current] | ({S.FAILED} if current in ACTIVE else set())))
+    def __init__(self, run_id: str, current: RunState, wanted: RunState, kind: RunKind = RunKind.UPGRADE) -> None:
+        table = transitions_of(kind)
+        allowed = ", ".join(sorted(table.get(current, frozenset()) | ({S.FAILED} if current in ACTIVE else set())))
         if current in REOPENABLE:
             allowed = f"{allowed} (`resume` or `rollback` reopens it)"
         super().__init__(
@@ -94,15 +126,18 @@ class IllegalTransition(ValueError):
         self.run_id, self.current, self.wanted = run_id, current, wanted
 
 
-def allowed(current: RunState, wanted: RunState) -> bool:
+def allowed(current: RunState, wanted: RunState, kind: RunKind = RunKind.UPGRADE) -> bool:
+    table = transitions_of(kind)
+    if current not in table:
+        return False
     if wanted is S.FAILED:
         return current in ACTIVE
-    return wanted in TRANSITIONS[current]
+    return wanted in table[current]
 
 
-def check_transition(run_id: str, current: RunState, wanted: RunState) -> None:
-    if not allowed(current, wanted):
-        raise IllegalTransition(run_id, current, wanted)
+def check_transition(run_id: str, current: RunState, wanted: RunState, kind: RunKind = RunKind.UPGRADE) -> None:
+    if not allowed(current, wanted, kind):
+        raise IllegalTransition(run_id, current, wanted, kind)
 
 
 _RUN_ID = re.compile(r"^r-[0-9a-z]{8}$")
@@ -117,17 +152,37 @@ def is_run_id(text: str) -> bool:
     return bool(_RUN_ID.match(text))
 
 
+class Part(BaseModel):
+    """Another workload of the target's namespace upgraded in the same run (a DRA driver's
+    controller Deployment), from the policy's ``workloads`` at request time."""
+
+    kind: str = Field(description="Deployment or DaemonSet")
+    name: str
+    container: str = Field(default="", description="'' = the one running the target's image repository")
+    before: bool = Field(description="upgraded before the target's canary pod (else after its promotion)")
+
+    @property
+    def ref(self) -> str:
+        return f"{self.kind.lower()}/{self.name}"
+
+
 class Target(BaseModel):
-    """What a run upgrades: one DaemonSet in one cluster (kubeconfig context)."""
+    """What a run changes: one DaemonSet (an upgrade) or one workload (a migration) in one
+    cluster (kubeconfig context)."""
 
     cluster: str = Field(description="kubeconfig context name ('' = the current context)")
     namespace: str
     name: str
+    kind: str = "DaemonSet"
+    parts: list[Part] = Field(default_factory=list, description="other workloads upgraded with it, in order")
 
     @property
     def key(self) -> str:
-        """``cluster/namespace/name``: the unit of the one-active-run lock."""
-        return f"{self.cluster}/{self.namespace}/{self.name}"
+        """``cluster/namespace/name`` (other kinds than DaemonSet: ``cluster/namespace/Kind/name``):
+        the unit of the one-active-run lock."""
+        if self.kind == "DaemonSet":
+            return f"{self.cluster}/{self.namespace}/{self.name}"
+        return f"{self.cluster}/{self.namespace}/{self.kind}/{self.name}"
 
     @property
     def ref(self) -> str:
@@ -143,6 +198,7 @@ class Decision(BaseModel):
 
 class GateKind(enum.StrEnum):
     CANARY = "canary"
+    MIGRATION = "migration"
     PROMOTION = "promotion"
     ROLLBACK = "rollback"
 
@@ -191,6 +247,7 @@ class Run(BaseModel):
     """One upgrade run, as kept in the store."""
 
     id: str
+    kind: RunKind = RunKind.UPGRADE
     target: Target
     image: str
     container: str
@@ -214,6 +271,11 @@ class Run(BaseModel):
     )
     origin: dict[str, str] = Field(
         default_factory=dict, description="where the run was requested (surface, channel, thread)"
+    )
+    change: dict[str, Any] = Field(
+        default_factory=dict,
+        description="a migration: what the approvers approve and the run applies, fixed at request time "
+        "(the objects, the workload's pod template they were planned from)",
     )
 
     @property

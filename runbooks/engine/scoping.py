@@ -2,9 +2,12 @@
 
 A step gets the cluster through :class:`ScopedCluster`. Reads pass through unchanged;
 every write goes through the adapter's single ``write_json`` and is checked first: a run
-may patch its target DaemonSet, delete that DaemonSet's pods, and create and delete the
+may patch its target DaemonSet (and the other workloads the policy upgrades with it),
+delete that DaemonSet's pods, and create and delete the
 smoke test's pods (``gpu-smoke-test-<hex>``), and a DRA driver's smoke-test
-ResourceClaimTemplate and the claim made from it, in the smoke test's one namespace. Any other
+ResourceClaimTemplate and the claim made from it, in the smoke test's one namespace. A
+migration run may replace or patch its one workload and create and delete the
+ResourceClaimTemplates its approved change names, in the workload's namespace. Any other
 write raises :class:`OutOfScope` before it is sent: a bug in a step halts the run instead
 of touching another object.
 """
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runbooks.cluster.resources import DAEMONSETS, DRA_GROUP, PODS
+from runbooks.cluster.resources import DAEMONSETS, DEPLOYMENTS, DRA_GROUP, PODS, WORKLOADS
 from runbooks.cluster.writing import Query, Writes
 from runbooks.engine.runs import Target
 from runbooks.errors import Action
@@ -32,8 +35,10 @@ class ScopedCluster(Writes):
     """``cluster`` as a step of the run on ``target`` sees it (``scratch``: the namespace of the
     smoke test's pods, none when the policy asks for no smoke test)."""
 
-    def __init__(self, cluster: Any, target: Target, *, scratch: str | None = None) -> None:
-        self._cluster, self._target, self._scratch = cluster, target, scratch
+    def __init__(self, cluster: Any, target: Target, *, scratch: str | None = None,
+                 templates: tuple[str, ...] = ()) -> None:
+        """``templates``: a migration's ResourceClaimTemplates (its approved change names them)."""
+        self._cluster, self._target, self._scratch, self._templates = cluster, target, scratch, templates
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cluster, name)
@@ -43,16 +48,24 @@ class ScopedCluster(Writes):
         query: Query | None = None,
     ) -> dict[str, Any]:
         if not self._allowed(method, path, body):
-            raise OutOfScope(f"a step of the run on {self._target.ref} tried to {method} {path}: only the "
-                             "DaemonSet itself, its pods and the smoke test's pods may change; nothing was sent")
+            what = ("the DaemonSet itself, its pods and the smoke test's pods" if self._target.kind == "DaemonSet"
+                    else f"the {self._target.kind} itself and the ResourceClaimTemplates of its approved change")
+            raise OutOfScope(f"a step of the run on {self._target.ref} tried to {method} {path}: only "
+                             f"{what} may change; nothing was sent")
         result: dict[str, Any] = self._cluster.write_json(method, path, action=action, body=body,
                                                           content_type=content_type, query=query)
         return result
 
     def _allowed(self, method: str, path: str, body: Any) -> bool:
         ns, name = self._target.namespace, self._target.name
+        if self._target.kind != "DaemonSet":
+            return self._migration_allows(method, path, body)
         if path == DAEMONSETS.path(ns, name):
             return method == "PATCH"
+        for part in self._target.parts:  # the target's other workloads (policy ``workloads``)
+            resource = DAEMONSETS if part.kind == "DaemonSet" else DEPLOYMENTS
+            if path == resource.path(ns, part.name):
+                return method == "PATCH"
         if path.startswith(PODS.path(ns) + f"/{name}-"):
             return method == "DELETE"
         if not self._scratch:
@@ -63,6 +76,19 @@ class ScopedCluster(Writes):
             if method == "DELETE" and path.startswith(f"{collection}/{SMOKE_POD_PREFIX}"):
                 return True
         return False
+
+    def _migration_allows(self, method: str, path: str, body: Any) -> bool:
+        ns, name = self._target.namespace, self._target.name
+        workload = WORKLOADS.get(self._target.kind)
+        if workload is not None and path == workload.path(ns, name):
+            return method in ("PUT", "PATCH")
+        parts = path.split("/")
+        prefix = f"/apis/{DRA_GROUP}/"
+        if not path.startswith(prefix) or len(parts) < 7 or parts[4:7] != ["namespaces", ns, "resourceclaimtemplates"]:
+            return False
+        if method == "POST" and len(parts) == 7:
+            return str(((body or {}).get("metadata") or {}).get("name", "")) in self._templates
+        return method == "DELETE" and len(parts) == 8 and parts[7] in self._templates
 
     def _scratch_collections(self, path: str) -> list[str]:
         """Where the smoke test may create and delete its own objects: pods, and (a DRA driver's

@@ -135,3 +135,31 @@ class Steps(Protocol):
         """rolling_back: previous template back, strategy restored, new-revision pods
         replaced, every node back to the baseline."""
         ...
+
+
+class ChangeSteps(Protocol):
+    """The cluster steps of a run that applies one fixed change (a migration): what it
+    changes is planned and stored in ``run.change`` at request time, so the approvers
+    approve exactly what ``apply`` writes."""
+
+    def plan(self, cluster: Any, run: Run, settings: StepSettings) -> tuple[Run, str]:
+        """Read-only, before anything is stored: the run with its target and ``change`` filled
+        in, and a sentence for the request; :class:`~runbooks.engine.refusals.Refused` when the
+        change cannot be made (the server's dry run refused it, nothing to change...)."""
+        ...
+
+    def check_request(self, cluster: Any, run: Run, settings: StepSettings) -> list[Check]:
+        """Read-only checks before any approver is asked; a failing one refuses the request."""
+        ...
+
+    def apply(self, ctx: StepContext) -> StepResult:
+        """applying: save what the change replaces, then write it."""
+        ...
+
+    def verify_all(self, ctx: StepContext) -> StepResult:
+        """verifying: the change works (a migration: the pods run with allocated claims)."""
+        ...
+
+    def rollback(self, ctx: StepContext) -> StepResult:
+        """rolling_back: what was saved before the change goes back; what the run created goes."""
+        ...

@@ -120,7 +120,7 @@ class Writer:
     ) -> Run:
         """The only way a run changes state: the table allows it, the CAS wins, it is audited
         (``progress``, when given, is written in the same compare-and-set)."""
-        check_transition(run.id, run.state, wanted)
+        check_transition(run.id, run.state, wanted, run.kind)
         now = self.clock.now()
         update: dict[str, Any] = {
             "state": wanted, "previous_state": run.state, "updated_at": now, "halted": halted,

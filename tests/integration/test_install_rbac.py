@@ -220,3 +220,38 @@ def test_without_any_one_rule_its_runbook_stops_naming_it(sim: KubeSim, redis_ur
     found = re.search(wanted, said)
     assert found is not None, f"nothing names the missing rule {rule}: {said[:1500]}"
     assert found.groups()[-1] in rule["verbs"], found.group(0)
+
+
+# ---------------------------------------------------------------------- migration runs
+def test_the_migration_role_example_runs_a_migration_with_zero_403s(
+        sim: KubeSim, redis_url: str, tmp_path: Path) -> None:
+    """``deploy/examples/migrations.yaml`` beside the install: a migration run in ml-team is planned
+    (with its dry run), applied, verified and rolled back as the bot's ServiceAccount, and
+    nothing is refused; without it, the request is refused and says which rule is missing."""
+    from runbooks.dra.migration_run import MigrationSteps
+    from runbooks.engine.refusals import Refused
+    from runbooks.engine.runs import RunKind
+    from tests.integration.test_migration_run import deployment
+
+    admin = Kubectl(sim.kubeconfig)
+    admin("apply", "-f", "-", input=yaml.safe_dump(deployment("trainer", 1)))
+    admin("rollout", "status", "deployment/trainer", "-n", "ml-team", "--timeout=60s", timeout=90)
+    policy = Policy.model_validate({**POLICY.model_dump(exclude_unset=True), "migrations": {"namespaces": ["ml-team"]}})
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "with-example").mkdir()
+    bare = install(sim, tmp_path / "bare", rendered_rbac())
+    engine = Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=policy,
+                    connect=bare.connect, kinds={RunKind.MIGRATION: MigrationSteps()})
+    with pytest.raises((Refused, ClusterError), match="lacks the rule"):
+        engine.request_migration(actor=ALICE, namespace="ml-team", name="trainer")
+
+    example = list(yaml.safe_load_all((ROOT / "deploy" / "examples" / "migrations.yaml").read_text()))
+    bot = install(sim, tmp_path / "with-example", [*rendered_rbac(), *example])
+    before = bot.refusals()
+    engine = Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=policy,
+                    connect=bot.connect, kinds={RunKind.MIGRATION: MigrationSteps()})
+    run = engine.request_migration(actor=ALICE, namespace="ml-team", name="trainer").run
+    engine.decide(run.id, actor=BOB, approve=True)
+    run = engine.advance(run.id)
+    assert run.state is RunState.DONE, run.reason
+    assert bot.refusals() == before  # the same 403 counters as before: none since

@@ -27,6 +27,7 @@ POLICY = """
 approvers: {users: [U0BOB, U0CAROL]}
 shell: {approvals: true}
 reports: {after: []}
+migrations: {namespaces: [ml-team]}
 steps: {observe_window: 1s, poll_interval: 0.1s, ready_timeout: 60s}
 """ + IDENTITIES
 
@@ -164,3 +165,29 @@ def test_a_verb_that_advances_runs_also_continues_a_crashed_run(env: dict[str, s
     assert proc.returncode == 0, proc.stderr
     assert "continuing 1 other unfinished run(s)" in proc.stdout
     assert json.loads(bot(env, "status", crashed, "--json").stdout)["state"] == "awaiting_promotion"
+
+
+def test_shell_applies_a_migration_as_an_approved_run(env: dict[str, str], sim: KubeSim) -> None:
+    """``apply-migration``: the plan stored with the run, the migration request approved from the
+    shell by another person, applied and verified; ``status`` shows the kind and the change."""
+    from tests.integration.test_migration_run import deployment
+    from tests.support import Kubectl
+
+    kubectl = Kubectl(sim.kubeconfig)
+    kubectl("apply", "-f", "-", input=json.dumps(deployment("trainer", 1)))
+    kubectl("rollout", "status", "deployment/trainer", "-n", "ml-team", "--timeout=60s", timeout=90)
+    refused(bot(env, "apply-migration", "kube-system/nvidia-device-plugin-daemonset"),
+            "may not change workloads in namespace kube-system")
+    proc = bot(env, "apply-migration", "ml-team/deployment/trainer", "class=gpu.example.com", "--json")
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(proc.stdout)
+    assert (run["kind"], run["state"], run["gate"]["kind"]) == ("migration", "awaiting_approval", "migration")
+    assert run["target"]["kind"] == "Deployment" and run["change"]["claims"][0]["claim"] == "train-gpu"
+    refused(bot(env, "apply-migration", "ml-team/trainer", who="U0CAROL"),
+            f"kubesim/ml-team/Deployment/trainer already has an active run: {run['id']}")
+    proc = bot(env, "approve", run["id"], "migration", who="U0BOB")
+    assert proc.returncode == 0, proc.stderr
+    assert f"{run['id']} applying" in proc.stdout and f"{run['id']} done" in proc.stdout, proc.stdout
+    status = bot(env, "status", run["id"])
+    assert status.returncode == 0 and "Migration" in status.stdout and "train: nvidia.com/gpu 1 -> claim train-gpu" in \
+        status.stdout, status.stdout

@@ -15,11 +15,13 @@ from hypothesis import strategies as st
 from bot.storage.redis_store import Keys, RedisRunStore
 from runbooks.engine.runs import (
     ACTIVE,
+    MIGRATION_TRANSITIONS,
     REOPENABLE,
     TERMINAL,
     TRANSITIONS,
     IllegalTransition,
     Run,
+    RunKind,
     RunState,
     Target,
     allowed,
@@ -48,6 +50,22 @@ def test_table_is_the_only_judge(current: RunState, wanted: RunState) -> None:
     assert allowed(current, wanted) is expected
     if current in TERMINAL - REOPENABLE:
         assert not allowed(current, wanted)
+
+
+@given(st.sampled_from(list(RunState)), st.sampled_from(list(RunState)))
+def test_a_migration_has_its_own_table(current: RunState, wanted: RunState) -> None:
+    """A migration run follows MIGRATION_TRANSITIONS: never a canary, promotion or monitoring
+    state; an upgrade never enters ``applying``."""
+    table = MIGRATION_TRANSITIONS
+    expected = current in table and (wanted in table[current] or (wanted is S.FAILED and current in ACTIVE))
+    assert allowed(current, wanted, RunKind.MIGRATION) is expected
+    never = {S.CANARY_ROLLING, S.CANARY_VERIFYING, S.AWAITING_PROMOTION, S.PROMOTING, S.MONITORING}
+    if wanted in never:
+        assert not allowed(current, wanted, RunKind.MIGRATION)
+    if wanted is S.APPLYING:
+        assert not allowed(current, wanted, RunKind.UPGRADE)
+    if current is S.VERIFYING and wanted is S.DONE:
+        assert allowed(current, wanted, RunKind.MIGRATION) and not allowed(current, wanted, RunKind.UPGRADE)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

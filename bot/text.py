@@ -2,7 +2,8 @@
 
 One renderer for both: a message's title, text, fields, table and numbered buttons; a
 reply's usage lines with the surface's prefix (``/upgrade`` in the console, ``upgradebot``
-in the shell); its thread items indented. User, channel and group references show as
+in the shell); its thread items indented; its files (Slack uploads them) printed whole
+between ``--- <filename>`` and ``--- end of <filename>``. User, channel and group references show as
 ``@U1``, ``#C1``, ``@S1``. :func:`table` pads columns as kubectl prints them (Slack's code
 blocks use it too).
 """
@@ -58,4 +59,7 @@ def render_reply(reply: Reply, *, prefix: str = "/upgrade") -> str:
     for item in reply.thread:
         out.append(render_message(item, indent="  | ", first_choice=choice))
         choice += len(item.buttons)
+    for attached in reply.files:
+        body = attached.content if attached.content.endswith("\n") else attached.content + "\n"
+        out.append(f"--- {attached.filename}: {plain(attached.title)}\n{body}--- end of {attached.filename}\n")
     return "".join(out)

@@ -222,3 +222,8 @@ def shell_usage(usage: str) -> str:
 
 def shell_continuing(count: int) -> str:
     return f"continuing {count} other unfinished run(s)"
+
+
+def upload_failed(filename: str, code: str) -> str:
+    return (f"The file {filename} could not be uploaded ({code}): the bot needs the files:write scope; "
+            "the same command in the shell prints it")

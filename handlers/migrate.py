@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from handlers.arguments import UsageError, split_pairs
-from handlers.replies import Item, Message, Reply, Table
+from handlers.replies import Attachment, Item, Message, Reply, Table
 from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps
 from handlers.run_views import requested_reply
 from handlers.runs import failed_unless_done, outcome_json
@@ -31,6 +31,9 @@ from runbooks.errors import shorten
 USAGE = "migrate <namespace>/[<kind>/]<workload> [class=<device class>] [cluster=<context>]"
 APPLY_USAGE = "apply-migration <namespace>/[<kind>/]<workload> [class=<device class>] [cluster=<context>]"
 KINDS = {k.lower(): k for k in WORKLOADS}
+LONG_CHARS = 2900
+"""A plan longer than this (what one Slack section holds, in a code block) is attached as a
+file (Slack uploads it to the thread) rather than shown inline in pieces."""
 
 
 class MigrateRequest(BaseModel):
@@ -93,7 +96,16 @@ def summarize(result: Migration) -> Reply:
         Item(label="Written in", value=f"resource.k8s.io/{result.version}, device class {result.device_class}"),
         Item(label="Cluster", value=result.context),
     ]
-    thread = [Message(title="To apply (kubectl apply --server-side -f -)", text=f"```\n{manifest_text(result)}```")]
+    manifest = manifest_text(result)
+    files: list[Attachment] = []
+    if len(manifest) > LONG_CHARS:
+        name = f"migration-{result.namespace}-{result.kind.lower()}-{result.name}.yaml"
+        files.append(Attachment(filename=name, title=f"To apply: kubectl apply --server-side -f {name}",
+                                content=manifest))
+        thread = [Message(title="To apply (kubectl apply --server-side -f -)",
+                          text=f"{len(result.objects)} object(s), {manifest.count(chr(10))} lines: in the file {name}")]
+    else:
+        thread = [Message(title="To apply (kubectl apply --server-side -f -)", text=f"```\n{manifest}```")]
     if result.dry_runs:
         rows = [[d.subject, "accepted" if d.accepted else "REFUSED", shorten(d.answer, 200)] for d in result.dry_runs]
         thread.append(Message(title="Server-side dry run (dryRun=All, nothing written)",
@@ -102,7 +114,7 @@ def summarize(result: Migration) -> Reply:
     if result.notes:
         thread.append(Message(title="Notes", text="\n".join(result.notes), tone="warn"))
     return Reply(title=f"Migration of {result.ref} to DRA", text=text, fields=fields, thread=thread,
-                 tone="error" if refused else "ok")
+                 tone="error" if refused else "ok", files=files)
 
 
 def request(args: MigrateRequest, deps: Deps, caller: Caller) -> Outcome:

@@ -70,6 +70,15 @@ ThreadItem = Message
 """A message posted under the reply (Slack: in its thread; console: indented)."""
 
 
+class Attachment(_Model):
+    """A text too long to read in a message (a manifest): Slack uploads it to the reply's
+    thread as a file; the console and the shell print it after the reply."""
+
+    filename: str
+    title: str
+    content: str
+
+
 class Reply(Message):
     """What a handler answers: a message, its thread items, who may see it, usage lines.
 
@@ -82,6 +91,15 @@ class Reply(Message):
     thread: list[Message] = Field(default_factory=list)
     ephemeral: bool = False
     usage: list[str] = Field(default_factory=list)
+    files: list[Attachment] = Field(default_factory=list)
+
+    def files_inline(self) -> Reply:
+        """The reply with its files as thread messages (where nothing can be uploaded: an
+        ephemeral answer)."""
+        if not self.files:
+            return self
+        inlined = [Message(title=f.title, text=f"```\n{f.content}```") for f in self.files]
+        return self.model_copy(update={"thread": [*self.thread, *inlined], "files": []})
 
     @classmethod
     def error(cls, reason: str, *, usage: Sequence[str] = (), title: str | None = None) -> Reply:

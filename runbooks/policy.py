@@ -388,6 +388,14 @@ class Migrations(Strict):
     namespaces: list[str] = Field(default_factory=list)
     """The namespaces whose Deployments a migration run may change; empty: migration runs are off."""
 
+    @field_validator("namespaces")
+    @classmethod
+    def _names(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not DNS1123_LABEL.match(value):
+                raise ValueError(f"{value!r} is not a namespace name (a DNS-1123 label)")
+        return values
+
 
 class Policy(Strict):
     """The whole policy file; every section optional (docs/policy.md lists the defaults)."""

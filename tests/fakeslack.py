@@ -3,8 +3,11 @@
 :class:`FakeSlack` listens on 127.0.0.1:0 and records every call (method, parsed body,
 headers, time). It answers like Slack: ``auth.test`` (checking the bearer token),
 ``chat.postMessage`` (with ``channel`` and a fresh ``ts``), ``chat.update``,
-``chat.postEphemeral``, ``usergroups.users.list``, ``conversations.info``, and the
-``response_url`` paths it hands out (:meth:`FakeSlack.response_url`). It can be told to
+``chat.postEphemeral``, ``usergroups.users.list``, ``conversations.info``, the three calls
+of ``files.uploadV2`` (``files.getUploadURLExternal``, the upload URL it hands out, and
+``files.completeUploadExternal``, which checks the bytes arrived and records the file in
+:attr:`FakeSlack.files`), and the ``response_url`` paths it hands out
+(:meth:`FakeSlack.response_url`). It can be told to
 answer one call with 429 and ``Retry-After`` (:meth:`FakeSlack.rate_limit_once`), to
 refuse posting in some channels (``not_in_channel``), or to fail ``auth.test``.
 
@@ -50,6 +53,8 @@ class FakeSlack:
     not_in_channels: set[str] = field(default_factory=set)
     auth_ok: bool = True
     calls: list[Call] = field(default_factory=list)
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Uploaded files by id: ``filename``, ``length``, ``data`` (bytes), ``title``, ``channel``, ``thread_ts``."""
 
     def __post_init__(self) -> None:
         self._lock = threading.Condition()
@@ -143,6 +148,22 @@ class FakeSlack:
             if group not in self.usergroups:
                 return {"ok": False, "error": "no_such_subteam"}
             return {"ok": True, "users": self.usergroups[group]}
+        if method == "files.getUploadURLExternal":
+            if not body.get("filename") or not str(body.get("length", "")).isdigit():
+                return {"ok": False, "error": "invalid_arguments"}
+            file_id = f"F0{next(self._ts):08d}"
+            with self._lock:
+                self.files[file_id] = {"filename": body["filename"], "length": int(body["length"]), "data": None}
+            return {"ok": True, "upload_url": f"{self.url}/upload/{file_id}", "file_id": file_id}
+        if method == "files.completeUploadExternal":
+            wanted = json.loads(body.get("files") or "[]")
+            with self._lock:
+                for entry in wanted:
+                    known = self.files.get(entry.get("id", ""))
+                    if known is None or known["data"] is None or len(known["data"]) != known["length"]:
+                        return {"ok": False, "error": "file_not_found" if known is None else "file_upload_incomplete"}
+                    known.update(title=entry.get("title"), channel=body.get("channel_id"), thread_ts=body.get("thread_ts"))
+            return {"ok": True, "files": [{"id": e["id"], "title": e.get("title")} for e in wanted]}
         if method == "conversations.info":
             return {"ok": True, "channel": {"id": channel, "name": channel.lower(), "is_member": channel not in self.not_in_channels}}
         return {"ok": False, "error": "unknown_method"}
@@ -180,6 +201,16 @@ def _handler(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
         def _serve(self) -> None:
             path = urllib.parse.urlsplit(self.path).path
             headers = {k.lower(): v for k, v in self.headers.items()}
+            if path.startswith("/upload/"):  # files.uploadV2's second step: the bytes, no token
+                data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                file_id = path.removeprefix("/upload/")
+                with fake._lock:
+                    known = fake.files.get(file_id)
+                    if known is not None:
+                        known["data"] = data
+                fake._record(Call("upload", path, {"file_id": file_id, "length": len(data)}, headers, time.monotonic()))
+                self._send(200 if known is not None else 404, f"OK - {len(data)}".encode(), "text/plain")
+                return
             body = self._body()
             if path.startswith("/response/"):
                 fake._record(Call("response_url", path, body, headers, time.monotonic()))

@@ -222,7 +222,7 @@ class _Listeners:
         log.info("command %s from %s in %s: %s", routed.verb, user, channel, routed.outcome)
         reply = routed.reply
         if reply.ephemeral or not channel:
-            self._ephemeral(respond, body, render_reply(reply, prefix=self.prefix).main)
+            self._ephemeral(respond, body, render_reply(reply.files_inline(), prefix=self.prefix).main)
             return
         command = escape(f"{body.get('command') or self.prefix} {body.get('text', '')}".strip())
         try:

@@ -3,7 +3,8 @@
 :func:`make_client` points ``WebClient`` at ``SLACK_API_URL`` and retries 429 answers
 after their ``Retry-After`` (slack_sdk's ``RateLimitErrorRetryHandler``) and dropped
 connections. :class:`SlackWeb` counts every failed call by method and error in the
-metrics and posts a :class:`~handlers.replies.Reply` as one message plus its thread.
+metrics and posts a :class:`~handlers.replies.Reply` as one message plus its thread (and
+its files, uploaded into the thread with ``files.uploadV2``).
 :class:`UsergroupDirectory` resolves user groups with ``usergroups.users.list``, cached.
 """
 
@@ -27,8 +28,9 @@ from slack_sdk.web import SlackResponse
 from bot.settings import Settings
 from bot.slack.blocks import Payload, render_reply
 from bot.slack.metrics import Metrics
+from handlers import messages as msg
 from handlers.access import DirectoryUnavailable
-from handlers.replies import Reply
+from handlers.replies import Attachment, Reply
 
 log = logging.getLogger("upgradebot.slack")
 
@@ -105,7 +107,21 @@ class SlackWeb:
         ts = self.post(channel, rendered.main, thread_ts=thread_ts)
         for payload in rendered.thread:
             self.post(channel, payload, thread_ts=thread_ts or ts)
+        for attached in reply.files:
+            self.upload(channel, attached, thread_ts=thread_ts or ts)
         return ts
+
+    def upload(self, channel: str, attached: Attachment, *, thread_ts: str) -> None:
+        """``files.uploadV2`` (get an upload URL, send the bytes, complete) into the thread; a
+        failed upload is said in the thread instead, never fatal."""
+        try:
+            self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, content=attached.content,
+                                        filename=attached.filename, title=attached.title)
+        except (SlackClientError, OSError) as exc:
+            code = error_code(exc)
+            self.metrics.slack_api_errors.labels(method="files.uploadV2", error=code).inc()
+            log.warning("uploading %s to %s failed: %s", attached.filename, channel, code)
+            self.post(channel, {"text": msg.upload_failed(attached.filename, code), "blocks": []}, thread_ts=thread_ts)
 
     def auth_test(self) -> SlackResponse:
         return self.call("auth.test")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -57,6 +58,8 @@ class RunBot:
     runtime: Runtime
     fake: FakeSlack
     service: Service
+    kubeconfig: Path | None = None
+    """The kubesim's, for kubectl."""
 
     def state(self, run_id: str) -> RunState:
         return self.runtime.engine.get(run_id).state
@@ -80,7 +83,7 @@ def run_bot(fake_slack: FakeSlack, redis_url: str) -> Iterator[RunBot]:
         runtime.start()
         http = HttpServer(service.wsgi(), port=0, threads=8).start()
         try:
-            yield RunBot(SlackClient(http.url, fake_slack), runtime, fake_slack, service)
+            yield RunBot(SlackClient(http.url, fake_slack), runtime, fake_slack, service, Path(sim.kubeconfig))
         finally:
             http.stop(timeout=5)
             service.stop_workers(timeout=10)

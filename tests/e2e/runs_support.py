@@ -24,6 +24,7 @@ RUN_POLICY = {
     "approvers": {"users": ["U0LEAD"], "usergroups": ["S0LEADS"]},
     "reports": {"after": []},
     "steps": {"observe_window": "1s", "poll_interval": "0.1s", "ready_timeout": "60s"},
+    "migrations": {"namespaces": ["ml-team"]},
 }
 POLICY = Policy.model_validate(RUN_POLICY)
 

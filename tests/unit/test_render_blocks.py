@@ -179,3 +179,19 @@ def test_large_preflight_and_migration_replies_fit() -> None:
         rendered = render_reply(reply, prefix="/upgrade")
         for payload in [rendered.main, *rendered.thread]:
             check_limits(payload)
+
+
+def test_files_print_in_text_and_go_inline_where_nothing_can_be_uploaded() -> None:
+    """A reply's files: the console and the shell print them whole after the reply; an
+    ephemeral Slack answer (nothing can be uploaded there) carries them as code sections."""
+    from handlers.replies import Attachment
+
+    content = "".join(f"line {i}: {'x' * 60}\n" for i in range(80))
+    reply = Reply(title="Plan", text="see the file", files=[Attachment(filename="plan.yaml", title="To apply",
+                                                                         content=content)])
+    text = render_text_reply(reply, prefix="upgradebot")
+    assert "--- plan.yaml: To apply\n" + content + "--- end of plan.yaml\n" in text
+    inline = render_reply(reply.model_copy(update={"ephemeral": True}).files_inline(), prefix="/upgrade").main
+    sections = [b["text"]["text"] for b in inline["blocks"] if b["type"] == "section"]
+    assert "line 79" in "".join(sections) and all(len(s) <= MAX_SECTION for s in sections)
+    assert reply.files_inline().files == [] and render_reply(reply, prefix="/upgrade").thread == []

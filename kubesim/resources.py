@@ -72,6 +72,10 @@ def _core() -> list[ResourceType]:
             categories=("all",),
         ),
         ResourceType(
+            "apps", "v1", "StatefulSet", "statefulsets", True, ("sts",), ("status", "scale"),
+            categories=("all",),
+        ),
+        ResourceType(
             "apps", "v1", "ControllerRevision", "controllerrevisions", True, has_spec=False
         ),
         ResourceType(

@@ -61,7 +61,7 @@ def controller_uid(obj: dict[str, Any]) -> str | None:
 
 
 class History:
-    """Revisions of one simulation's DaemonSets."""
+    """Revisions of one simulation's DaemonSets (and StatefulSets: the same history, its own owner kind)."""
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
@@ -78,7 +78,7 @@ class History:
             "name": f"{m['name']}-{hash_}",
             "namespace": m["namespace"],
             "labels": {**tlabels, HASH_LABEL: hash_},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": m["name"],
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": ds.get("kind") or "DaemonSet", "name": m["name"],
                                  "uid": m["uid"], "controller": True, "blockOwnerDeletion": True}],
         }
         if m.get("annotations"):

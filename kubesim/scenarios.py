@@ -37,6 +37,7 @@ from kubesim.kubelets import KubeletController
 from kubesim.namespaces import NamespaceController
 from kubesim.scheduling import Scheduler
 from kubesim.simulation import Simulation
+from kubesim.statefulsets import StatefulSetController
 
 SCENARIOS = ("gpu-small", "gpu-large")
 GPUS_PER_NODE = 8
@@ -214,6 +215,7 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
     sim.add_controller("daemonsets", DaemonSetController())
     sim.add_controller("deployments", DeploymentController())
     sim.add_controller("replicasets", ReplicaSetController())
+    sim.add_controller("statefulsets", StatefulSetController())
     sim.add_controller("kubelet", kubelet)
     sim.add_controller("scheduler", Scheduler())
     sim.settle()

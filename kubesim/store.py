@@ -26,6 +26,7 @@ from typing import Any
 
 from kubesim import errors, schemas
 from kubesim.clock import SimClock, rfc3339
+from kubesim.defaults import DEFAULTERS
 from kubesim.resources import ApiSurface, ResourceType
 
 GroupResource = tuple[str, str]
@@ -95,7 +96,11 @@ class Store:
         self.definitions = schemas.for_release(surface.minor)
 
     def complete(self, res: ResourceType, obj: dict[str, Any], seen: set[int] | None = None) -> dict[str, Any]:
-        """Write the fields a Go server always writes (zero values of required fields), in place."""
+        """Write the fields a Go server always writes (its defaults for the kinds in
+        :data:`kubesim.defaults.DEFAULTERS`, zero values of required fields), in place."""
+        defaulter = DEFAULTERS.get(res.group_resource)
+        if defaulter is not None:
+            defaulter(obj)
         return self.definitions.complete_kind(obj, res.group, res.version, res.kind, seen)
 
     # ----------------------------------------------------------------- reads

@@ -1,7 +1,9 @@
 """Rollouts of Deployments and DaemonSets, read as ``kubectl rollout status`` reads them.
 
-Used by the steps that change a workload other than the target's own plugin DaemonSet
-pod by pod: a target's companion workloads (a DRA driver's controller Deployment,
+A DaemonSet, Deployment or StatefulSet is complete as ``kubectl rollout status`` says (a
+StatefulSet's pods above its partition updated and every pod Ready); only a Deployment can
+be stuck (its progress deadline). Used by the steps that change a workload other than the
+target's own plugin DaemonSet pod by pod: a target's companion workloads (a DRA driver's controller Deployment,
 :mod:`runbooks.daemonset.companions`) and a migration's Deployment
 (:mod:`runbooks.dra.migration_run`). Pure reads; waiting is on the step's clock.
 """
@@ -47,6 +49,12 @@ def rollout_state(workload: dict[str, Any], want: dict[str, Any]) -> str:
         desired = status.get("desiredNumberScheduled", 0)
         done = status.get("updatedNumberScheduled", 0) == desired and status.get("numberAvailable", 0) == desired
         return COMPLETE if observed and done else ROLLING
+    if workload.get("kind") == "StatefulSet":
+        desired = spec.get("replicas", 1)
+        partition = int(((spec.get("updateStrategy") or {}).get("rollingUpdate") or {}).get("partition") or 0)
+        done = status.get("readyReplicas", 0) == desired and status.get("updatedReplicas", 0) >= desired - partition \
+            and (partition > 0 or status.get("currentRevision") == status.get("updateRevision"))
+        return COMPLETE if observed and done else ROLLING
     desired = spec.get("replicas", 1)
     if observed and status.get("updatedReplicas", 0) == desired and status.get("replicas", 0) == desired \
             and status.get("availableReplicas", 0) == desired:
@@ -69,6 +77,9 @@ def counts(workload: dict[str, Any]) -> str:
     if workload.get("kind") == "DaemonSet":
         return (f"{status.get('updatedNumberScheduled', 0)} updated, {status.get('numberAvailable', 0)} available of "
                 f"{status.get('desiredNumberScheduled', 0)}")
+    if workload.get("kind") == "StatefulSet":
+        return (f"{status.get('updatedReplicas', 0)} updated, {status.get('readyReplicas', 0)} ready of "
+                f"{(workload.get('spec') or {}).get('replicas', 1)}")
     return (f"{status.get('updatedReplicas', 0)} updated, {status.get('availableReplicas', 0)} available of "
             f"{(workload.get('spec') or {}).get('replicas', 1)}")
 

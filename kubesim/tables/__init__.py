@@ -33,10 +33,12 @@ from kubesim.tables.apps import (
     _DAEMONSET_COLUMNS,
     _DEPLOYMENT_COLUMNS,
     _REPLICASET_COLUMNS,
+    _STATEFULSET_COLUMNS,
     _controller_revision_cells,
     _daemonset_cells,
     _deployment_cells,
     _replicaset_cells,
+    _statefulset_cells,
 )
 from kubesim.tables.columns import _DOC, _NAME_COL, INCLUDE_OBJECT_VALUES, TABLE_API_VERSION, _col
 from kubesim.tables.core import (
@@ -100,6 +102,7 @@ _PRINTERS: dict[str, _Printer] = {
     "daemonsets": _Printer(_DAEMONSET_COLUMNS, _daemonset_cells),
     "deployments": _Printer(_DEPLOYMENT_COLUMNS, _deployment_cells),
     "replicasets": _Printer(_REPLICASET_COLUMNS, _replicaset_cells),
+    "statefulsets": _Printer(_STATEFULSET_COLUMNS, _statefulset_cells),
     "controllerrevisions": _Printer(_CONTROLLER_REVISION_COLUMNS, _controller_revision_cells),
     "resourceclaims": _Printer(_RESOURCE_CLAIM_COLUMNS, _resource_claim_cells),
     "resourceclaimtemplates": _Printer(_NAME_AGE_COLUMNS, _name_age_cells),

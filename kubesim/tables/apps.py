@@ -1,4 +1,4 @@
-"""Printers of apps/v1 kinds: daemonsets, deployments, replicasets, controllerrevisions."""
+"""Printers of apps/v1 kinds: daemonsets, deployments, replicasets, statefulsets, controllerrevisions."""
 
 from __future__ import annotations
 
@@ -101,6 +101,26 @@ def _replicaset_cells(rs: dict, now: dt.datetime) -> list:
         _age(rs, now),
         *_containers_cells(_template_spec(rs)),
         selector,
+    ]
+
+
+_STATEFULSET_COLUMNS = (
+    _NAME_COL,
+    _col("Ready", "string", "Number of the pod with ready state"),
+    _AGE_COL,
+    _col("Containers", "string", _DOC_CONTAINERS, priority=1),
+    _col("Images", "string", _DOC_IMAGES, priority=1),
+)
+
+
+def _statefulset_cells(sts: dict, now: dt.datetime) -> list:
+    spec, status = sts.get("spec") or {}, sts.get("status") or {}
+    desired = spec.get("replicas")
+    return [
+        _name(sts),
+        f"{_int(status.get('readyReplicas'))}/{1 if desired is None else int(desired)}",
+        _age(sts, now),
+        *_containers_cells(_template_spec(sts)),
     ]
 
 

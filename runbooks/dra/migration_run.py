@@ -1,9 +1,9 @@
 """A migration as a run of its own: approved, applied, verified, rolled back on failure.
 
 :class:`MigrationSteps` implements :class:`runbooks.engine.steps.ChangeSteps` for a
-Deployment (the workloads whose pod template changes in place and whose rollout the bot
-can follow; a StatefulSet, Job or Pod is planned by ``migrate`` but not applied: the
-plan says how).
+Deployment or a StatefulSet (the workloads whose pod template changes in place and whose
+rollout the bot can follow; a Job's or a Pod's cannot change in place, so ``migrate``
+plans them but a run does not apply them: the refusal says so).
 
 - ``plan`` (at request time, read-only): the plan of :mod:`runbooks.dra.migrating`, refused
   unless the server's dry run accepted every object; the run stores the ResourceClaimTemplates
@@ -14,8 +14,9 @@ plan says how).
   creates the templates (a template of the same name that is not this run's stops the
   step), then replaces the pod template with a JSON patch whose ``test`` is the saved
   template, so a concurrent change is never overwritten.
-- ``verify_all``: waits (``steps.ready_timeout``) for the rollout to finish, stopping early
-  on ``ProgressDeadlineExceeded``; then every pod of the new template must be Running and
+- ``verify_all``: waits (``steps.ready_timeout``) for the rollout to finish (as
+  :mod:`runbooks.rollouts` reads it), stopping early on a Deployment's
+  ``ProgressDeadlineExceeded``; then every pod of the new template must be Running and
   Ready with each of its claims allocated and reserved for it, and no pod may still ask for
   the extended resource. Pods left pending say why (the scheduler's message).
 - ``rollback``: the saved pod template back (only if the run changed it), the rollout
@@ -46,7 +47,7 @@ from runbooks.rollouts import same, template_of
 
 RUN_LABEL = "upgradebot.io/run"
 """On the ResourceClaimTemplates a migration run creates: only those are deleted by its rollback."""
-APPLIED_KINDS = ("Deployment",)
+APPLIED_KINDS = ("Deployment", "StatefulSet")
 """The workloads a migration run applies to; the others are planned only."""
 
 
@@ -58,7 +59,8 @@ class MigrationSteps:
         target = run.target
         kind, workload = find_workload(cluster, target.namespace, target.name, target.kind or None)
         if kind not in APPLIED_KINDS:
-            raise MigrationError(f"a migration run applies to a Deployment; {kind} {target.ref} is planned only: "
+            raise MigrationError(f"a migration run applies to a Deployment or StatefulSet; {kind} {target.ref} is "
+                                 "planned only: "
                                  f"`migrate {target.namespace}/{kind.lower()}/{target.name}` shows the objects to apply "
                                  "(a Job's or a Pod's template cannot change in place)")
         plan = migrate(cluster, target.namespace, target.name, kind=kind,
@@ -184,16 +186,18 @@ class MigrationSteps:
 
     @staticmethod
     def _pods(cluster: Cluster, run: Run) -> list[dict[str, Any]]:
-        """The Deployment's live pods: owned by its ReplicaSets (a label match alone may catch others')."""
+        """The workload's live pods, by owner (a label match alone may catch others')."""
         namespace = run.target.namespace
         workload = cluster.get(WORKLOADS[run.target.kind], run.target.name, namespace)
         match = ((workload.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
         selector = ",".join(f"{k}={v}" for k, v in sorted(match.items())) or None
-        sets = {rs["metadata"]["uid"] for rs in cluster.list_objects(REPLICASETS, namespace=namespace,
-                                                                      label_selector=selector)
-                if _controller(rs) == workload["metadata"]["uid"]}
+        owners = {workload["metadata"]["uid"]}  # a StatefulSet owns its pods
+        if run.target.kind == "Deployment":  # a Deployment's are its ReplicaSets'
+            owners = {rs["metadata"]["uid"] for rs in cluster.list_objects(REPLICASETS, namespace=namespace,
+                                                                            label_selector=selector)
+                      if _controller(rs) == workload["metadata"]["uid"]}
         pods = cluster.list_objects(PODS, namespace=namespace, label_selector=selector)
-        return [p for p in pods if _controller(p) in sets and not p["metadata"].get("deletionTimestamp")
+        return [p for p in pods if _controller(p) in owners and not p["metadata"].get("deletionTimestamp")
                 and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
 
     def _claims_allocated(self, cluster: Cluster, run: Run, pods: list[dict[str, Any]]) -> Check:

@@ -116,6 +116,28 @@ def test_a_migration_that_cannot_allocate_is_rolled_back(sim: KubeSim, redis_url
     assert gone.returncode == 1 and "NotFound" in gone.stderr
 
 
+def test_a_statefulset_is_migrated_pod_by_pod(sim: KubeSim, redis_url: str) -> None:
+    """A StatefulSet's pods are replaced from the highest ordinal down; each ends with its claim."""
+    kubectl = Kubectl(sim.kubeconfig)
+    obj = deployment("shards", 1)
+    obj["kind"] = "StatefulSet"
+    obj["spec"].pop("progressDeadlineSeconds")
+    obj["spec"].update(replicas=2, serviceName="shards")
+    kubectl("apply", "-f", "-", input=json.dumps(obj))
+    kubectl("rollout", "status", "statefulset/shards", "-n", "ml-team", "--timeout=60s", timeout=90)
+    engine = engine_on(sim, redis_url)
+    run = engine.request_migration(actor=ALICE, namespace="ml-team", name="shards", kind="StatefulSet",
+                                   device_class="gpu.example.com").run
+    assert run.target.kind == "StatefulSet"
+    engine.decide(run.id, actor=BOB, approve=True, kind=GateKind.MIGRATION)
+    done = engine.advance(run.id)
+    assert done.state is RunState.DONE, done.reason
+    assert "2 pod(s) of ml-team/shards run with allocated claims" in done.reason
+    pods = kubectl.json("get", "pods", "-n", "ml-team", "-l", "app=shards")["items"]
+    assert sorted(p["metadata"]["name"] for p in pods) == ["shards-0", "shards-1"]
+    assert all(p["status"]["resourceClaimStatuses"] for p in pods)
+
+
 def test_refusals_change_nothing(sim: KubeSim, redis_url: str) -> None:
     kubectl = Kubectl(sim.kubeconfig)
     engine = engine_on(sim, redis_url)
@@ -123,7 +145,7 @@ def test_refusals_change_nothing(sim: KubeSim, redis_url: str) -> None:
         engine.request_migration(actor=ALICE, namespace="kube-system", name="anything")
     with pytest.raises(Refused, match="there is no Deployment or StatefulSet or Job or Pod ml-team/nothing"):
         engine.request_migration(actor=ALICE, namespace="ml-team", name="nothing")
-    with pytest.raises(Refused, match="a migration run applies to a Deployment; Pod ml-team/trainer-0"):
+    with pytest.raises(Refused, match="a migration run applies to a Deployment or StatefulSet; Pod ml-team/trainer-0"):
         engine.request_migration(actor=ALICE, namespace="ml-team", name="trainer-0", kind="Pod")
     _deploy(kubectl, deployment("taken", 1))
     kubectl("apply", "-f", "-", input=json.dumps({

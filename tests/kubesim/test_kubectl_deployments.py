@@ -95,3 +95,52 @@ def test_recreate_strategy_stops_old_pods_first(kubectl: Kubectl, tmp_path) -> N
     kubectl("rollout", "status", "deployment/batch", "--timeout=60s", timeout=90)
     wait_for(lambda: {c["image"] for p in kubectl.json("get", "pods", "-l", "app=batch")["items"]
                       for c in p["spec"]["containers"]} == {"registry.example.com/team/app:3.0"}, timeout=30)
+
+
+def statefulset(name: str, image: str, *, replicas: int = 3, **spec: object) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": replicas, "serviceName": name, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"nodeSelector": {"kubernetes.io/hostname": "cpu-node1"},
+                                           "containers": [{"name": "db", "image": image}]}}, **spec}}
+
+
+def test_statefulset_ordered_pods_rolling_update_and_undo(kubectl: Kubectl, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _apply(kubectl, tmp_path, statefulset("db", IMAGE))
+    stored = kubectl.json("get", "statefulset", "db")["spec"]
+    assert stored["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}
+    assert stored["podManagementPolicy"] == "OrderedReady"  # the API server's defaults
+    out = kubectl("rollout", "status", "statefulset/db", "--timeout=60s", timeout=90)
+    assert "partitioned roll out complete: 3 new pods have been updated" in out  # kubectl, with the defaulted partition 0
+    pods = kubectl.json("get", "pods", "-l", "app=db")["items"]
+    assert sorted(p["metadata"]["name"] for p in pods) == ["db-0", "db-1", "db-2"]
+    created = {p["metadata"]["name"]: p["metadata"]["creationTimestamp"] for p in pods}
+    assert created["db-0"] <= created["db-1"] <= created["db-2"]  # one after the other
+    assert pods[0]["spec"]["hostname"] == pods[0]["metadata"]["name"] and pods[0]["spec"]["subdomain"] == "db"
+    assert kubectl("get", "statefulset", "db").splitlines()[0].split() == ["NAME", "READY", "AGE"]
+    assert kubectl("get", "statefulset", "db", "--no-headers").split()[1] == "3/3"
+
+    kubectl("set", "image", "statefulset/db", "db=registry.example.com/team/app:2.0")
+    kubectl("rollout", "status", "statefulset/db", "--timeout=60s", timeout=90)
+    status = kubectl.json("get", "statefulset", "db")["status"]
+    assert status["currentRevision"] == status["updateRevision"] and status["updatedReplicas"] == 3
+    images = {c["image"] for p in kubectl.json("get", "pods", "-l", "app=db")["items"] for c in p["spec"]["containers"]}
+    assert images == {"registry.example.com/team/app:2.0"}
+    history = kubectl("rollout", "history", "statefulset/db")
+    assert "1 " in history and "2 " in history
+    kubectl("rollout", "undo", "statefulset/db")
+    kubectl("rollout", "status", "statefulset/db", "--timeout=60s", timeout=90)
+    images = {c["image"] for p in kubectl.json("get", "pods", "-l", "app=db")["items"] for c in p["spec"]["containers"]}
+    assert images == {IMAGE}
+
+
+def test_statefulset_partition_keeps_lower_ordinals(kubectl: Kubectl, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _apply(kubectl, tmp_path, statefulset("cache", IMAGE, replicas=3, updateStrategy={
+        "type": "RollingUpdate", "rollingUpdate": {"partition": 2}}))
+    kubectl("rollout", "status", "statefulset/cache", "--timeout=60s", timeout=90)
+    kubectl("set", "image", "statefulset/cache", "db=registry.example.com/team/app:2.0")
+    out = kubectl("rollout", "status", "statefulset/cache", "--timeout=60s", timeout=90)
+    assert "partitioned roll out complete: 1 new pods have been updated" in out
+    by_name = {p["metadata"]["name"]: p["spec"]["containers"][0]["image"]
+               for p in kubectl.json("get", "pods", "-l", "app=cache")["items"]}
+    assert by_name == {"cache-0": IMAGE, "cache-1": IMAGE, "cache-2": "registry.example.com/team/app:2.0"}

@@ -6,6 +6,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # checkov in a virtualenv of its own: its many dependencies never meet the bot's
 TOOLS  ?= .venv-tools
+# the suite in two processes (pytest-xdist): most tests wait on kubesim's clock or a
+# subprocess, so two share CI's two cores well; PYTEST_ARGS replaces it
+PYTEST_ARGS ?= -n 2
 
 .PHONY: test demo lint bench clean install image manifests
 

@@ -111,8 +111,8 @@ def canary(args: CanaryArgs, deps: Deps, caller: Caller) -> Outcome:
 
 # ------------------------------------------------------------------ decisions and requests
 GATES = {kind.value: kind for kind in GateKind}
-APPROVE_USAGE = "approve <run> <canary|promotion|rollback>"
-REJECT_USAGE = "reject <run> <canary|promotion|rollback>"
+APPROVE_USAGE = "approve <run> <canary|migration|promotion|rollback>"
+REJECT_USAGE = "reject <run> <canary|migration|promotion|rollback>"
 
 
 class DecisionArgs(BaseModel):
@@ -130,10 +130,10 @@ def _decision(usage: str) -> Any:
         run = run_id(positional[:1], usage=usage)[0]
         if len(positional) < 2:
             raise UsageError(f"which request of {run}? name it: {usage.split(' <run> ')[0]} {run} promotion "
-                             "(or canary, rollback), as `status` shows", usage)
+                             "(or canary, migration, rollback), as `status` shows", usage)
         gate = GATES.get(positional[1].lower())
         if gate is None:
-            raise UsageError(f"{positional[1]!r} is not a request: canary, promotion or rollback", usage)
+            raise UsageError(f"{positional[1]!r} is not a request: canary, migration, promotion or rollback", usage)
         return DecisionArgs(run=run, gate=gate)
 
     return parse

@@ -52,7 +52,7 @@ APPLIED_KINDS = ("Deployment", "StatefulSet")
 
 
 class MigrationSteps:
-    """Plan, apply, verify and roll back the migration of one Deployment to ResourceClaims."""
+    """Plan, apply, verify and roll back the migration of one Deployment or StatefulSet to ResourceClaims."""
 
     # ------------------------------------------------------------------ request
     def plan(self, cluster: Cluster, run: Run, settings: StepSettings) -> tuple[Run, str]:

@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runbooks import validation
+from runbooks.cluster.resources import WORKLOADS
 from runbooks.engine import refusals
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.approving import Actor, check_owner, check_requester, decide
@@ -32,8 +34,13 @@ from runbooks.engine.driving import Driver, StepPaused, label_of
 from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Leases, owner_id
 from runbooks.engine.refusals import Refused
-from runbooks.engine.requesting import AUTO_NODE, check_request, resolve
-from runbooks.engine.requesting import context_name as _context
+from runbooks.engine.requesting import (
+    AUTO_NODE,
+    InvalidRequest,
+    check_request,
+    context_name,
+    resolve,
+)
 from runbooks.engine.runs import (
     REOPENABLE,
     TERMINAL,
@@ -54,6 +61,8 @@ from runbooks.errors import ClusterError, shorten
 from runbooks.policy import Policy, duration_seconds
 
 S = RunState
+MIGRATED_KINDS = tuple(WORKLOADS)
+"""The kinds a migration may name (the steps say which of them a run applies)."""
 ROLLBACK_FROM = frozenset({S.CANARY_ROLLING, S.CANARY_VERIFYING, S.AWAITING_PROMOTION, S.PROMOTING,
                            S.VERIFYING, S.MONITORING, S.HALTED, S.FAILED})
 """States a rollback may be requested in: the cluster may have changed, the run is not rolling back."""
@@ -204,6 +213,12 @@ class Engine:
         the plan cannot be made or the server's dry run refuses it, when the workload has an
         active run (``LockHeld``), or when a request check fails."""
         check_requester(self.policy, actor)
+        try:
+            namespace, name = validation.node_name(namespace), validation.node_name(name)
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from exc
+        if kind is not None and kind not in MIGRATED_KINDS:
+            raise InvalidRequest(f"{kind!r} cannot be migrated: use one of {', '.join(MIGRATED_KINDS)}")
         allowed = self.policy.migrations.namespaces
         if namespace not in allowed:
             raise Refused(f"migration runs may not change workloads in namespace {namespace}: the policy lists "
@@ -212,7 +227,7 @@ class Engine:
         now = self.clock.now()
         if self.connect is None:
             raise Refused("a migration is planned from the cluster, and this engine has none")
-        context = _context(cluster) if cluster is not None else None
+        context = context_name(cluster) if cluster is not None else None
         draft = Run(id=new_run_id(), kind=RunKind.MIGRATION, requester=actor.user, created_at=now, updated_at=now,
                     target=Target(cluster=context or "", namespace=namespace, name=name, kind=kind or ""),
                     image="", container="", node="", origin=origin or {},

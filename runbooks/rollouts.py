@@ -10,6 +10,7 @@ target's own plugin DaemonSet pod by pod: a target's companion workloads (a DRA 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,15 @@ def same(a: Any, b: Any) -> bool:
 def template_of(workload: dict[str, Any]) -> dict[str, Any]:
     template: dict[str, Any] = (workload.get("spec") or {}).get("template") or {}
     return template
+
+
+def with_image(template: dict[str, Any], container: str, image: str) -> dict[str, Any]:
+    """A copy of the pod template with ``image`` on ``container``."""
+    changed = copy.deepcopy(template)
+    for ctr in (changed.get("spec") or {}).get("containers") or []:
+        if ctr.get("name") == container:
+            ctr["image"] = image
+    return changed
 
 
 def rollout_state(workload: dict[str, Any], want: dict[str, Any]) -> str:

@@ -19,7 +19,6 @@ would delete the plugin from every other node.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from runbooks.daemonset import checks as judge
@@ -31,6 +30,7 @@ from runbooks.engine.recording import failed, note, note_checks, passed, result
 from runbooks.engine.steps import Check, StepContext, StepResult
 from runbooks.errors import NotFound
 from runbooks.inventory import PluginPod
+from runbooks.rollouts import with_image
 
 
 def saved_state(snap: Snapshot, container: str) -> dict[str, Any]:
@@ -43,14 +43,6 @@ def saved_state(snap: Snapshot, container: str) -> dict[str, Any]:
         "container": container,
         "image": snap.images.get(container),
     }
-
-
-def with_image(template: dict[str, Any], container: str, image: str) -> dict[str, Any]:
-    changed = copy.deepcopy(template)
-    for ctr in (changed.get("spec") or {}).get("containers") or []:
-        if ctr.get("name") == container:
-            ctr["image"] = image
-    return changed
 
 
 def touched(snap: Snapshot, saved: dict[str, Any]) -> bool:

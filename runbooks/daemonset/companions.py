@@ -19,7 +19,6 @@ each part's rollout of the new template is complete.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from runbooks import rollouts
@@ -28,6 +27,7 @@ from runbooks.engine.recording import failed, note, passed
 from runbooks.engine.runs import Part, Run
 from runbooks.engine.steps import Check, StepContext
 from runbooks.errors import NotFound
+from runbooks.rollouts import with_image
 
 RESOURCES: dict[str, Resource] = {"DaemonSet": DAEMONSETS, "Deployment": DEPLOYMENTS}
 
@@ -53,14 +53,6 @@ def container_for(template: dict[str, Any], part: Part, image: str) -> str | Non
     same_repo = [str(c.get("name")) for c in containers_of(template) if repository(str(c.get("image", ""))) ==
                  repository(image)]
     return same_repo[0] if len(same_repo) == 1 else None
-
-
-def with_image(template: dict[str, Any], container: str, image: str) -> dict[str, Any]:
-    changed = copy.deepcopy(template)
-    for ctr in containers_of(changed):
-        if ctr.get("name") == container:
-            ctr["image"] = image
-    return changed
 
 
 def request_checks(cluster: Any, run: Run, current_image: str) -> list[Check]:

@@ -36,8 +36,11 @@ def pod_ip(index: int, slot: int) -> str:
     return pod_cidr(index).split("/")[0].rsplit(".", 1)[0] + f".{slot}"
 
 
-def make_node(name: str, index: int, minor: int, *, gpus: int, created: str) -> dict[str, Any]:
-    labels = {
+def make_node(name: str, index: int, minor: int, *, gpus: int, created: str,
+              labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Ready node as its kubelet registers it; ``labels`` are added to the kubelet's own
+    (e.g. failure-domain labels a cloud provider sets)."""
+    extra, labels = labels, {
         "beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
         "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
     }
@@ -49,6 +52,8 @@ def make_node(name: str, index: int, minor: int, *, gpus: int, created: str) -> 
     if gpus:
         labels.update({NFD_GPU: "true", "nvidia.com/gpu.present": "true"})
         capacity["nvidia.com/gpu"] = allocatable["nvidia.com/gpu"] = str(gpus)
+    if extra:
+        labels.update(extra)
     cidr = pod_cidr(index)
     seed = uuid.uuid5(uuid.NAMESPACE_DNS, name)
     info = {

@@ -4,8 +4,9 @@ A container whose image names ``cuda-sample`` (e.g.
 ``nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0``) prints the sample's output and
 exits: 0 with ``Test PASSED`` when its pod was given a GPU (``nvidia.com/gpu`` requested,
 so scheduled and admitted on a node whose device plugin advertises GPUs, or a DRA claim
-the container uses allocated a device), 1 when it got none or its tag ends in ``-crash``. With ``restartPolicy: Never`` the pod then Succeeds
-or Fails; otherwise a failed run restarts as a crashing container does.
+the container uses allocated a device), 1 when it got none or its tag ends in ``-crash`` (or in
+``-crash-on-<word>`` and its node is labelled ``kubesim.io/crash=<word>``). With
+``restartPolicy: Never`` the pod then Succeeds or Fails; otherwise a failed run restarts as a crashing container does.
 
 A mixin for :class:`kubesim.kubelets.KubeletController`.
 """

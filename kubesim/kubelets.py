@@ -2,8 +2,10 @@
 
 Pods bound to a node go Pending (ContainerCreating) -> sandbox (pod IP) -> image pulled
 -> containers created and started -> Running and Ready, on the simulated clock. What a
-container does follows its image tag (see :func:`kubesim.podstatus.behaviour`); device
-and DRA plugins register with the node's kubelet (see :mod:`kubesim.devices`). A pod with
+container does follows its image tag, resolved once when the kubelet starts the pod (a
+``-crash-on-<word>`` image crashes only where the node is labelled
+``kubesim.io/crash=<word>``; see :func:`kubesim.podstatus.behaviour`); device and DRA
+plugins register with the node's kubelet (see :mod:`kubesim.devices`). A pod with
 a deletionTimestamp is removed about a second later. A CUDA sample container runs to
 completion (see :mod:`kubesim.jobs`). ``restart_kubelet`` and
 ``set_node_ready`` are the faults the control API injects.
@@ -95,12 +97,13 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner):
         if status.get("phase") != "Running":
             return
         containers = pod["spec"].get("containers") or []
-        if all(container_kind(c.get("image", "")) == "generic" and ps.behaviour(c.get("image", "")) != "crash"
+        labels = self._node_labels(pod["spec"]["nodeName"])
+        if all(container_kind(c.get("image", "")) == "generic" and ps.behaviour(c.get("image", ""), labels) != "crash"
                for c in containers):
             for c in containers:
                 self._touch_log_key(m.get("namespace", ""), m["name"], c["name"])
             return
-        rt = runtime_from_status(pod)
+        rt = runtime_from_status(pod, labels)
         for ctr in rt.ctrs.values():
             if ctr.state != "running":
                 continue
@@ -190,7 +193,8 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner):
         if node in self.not_ready:
             self.deferred[node].add(uid)
             return
-        if self.sim.store.get(NODES, "", node) is None:  # type: ignore[union-attr]
+        node_obj = self.sim.store.get(NODES, "", node)  # type: ignore[union-attr]
+        if node_obj is None:
             self.sim.call_later(ORPHAN_QUARANTINE, lambda: self._collect_orphans(node))  # type: ignore[union-attr]
             return
         rt = self._rt.get(uid)
@@ -201,7 +205,7 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner):
             if rt is not None and rt.stage != "terminating":
                 self._write(rt)
             return
-        rt = new_runtime(pod, node)
+        rt = new_runtime(pod, node, node_obj["metadata"].get("labels"))
         self._rt[uid] = rt
         rt.start_time = rfc3339(self.sim.clock.now())  # type: ignore[union-attr]
         rt.stage = "preparing"
@@ -326,7 +330,7 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner):
         uid = pod["metadata"]["uid"]
         node = self._where[uid][2]
         if rt is None:
-            rt = runtime_from_status(pod)
+            rt = runtime_from_status(pod, self._node_labels(node))
             self._rt[uid] = rt
         if rt.stage == "terminating":
             return
@@ -359,6 +363,12 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner):
             pod, reason=reason, message=message, type=kind, component="kubelet", host=node,
             field_path=f"spec.containers{{{ctr}}}" if ctr else None,
         )
+
+    def _node_labels(self, node: str) -> dict[str, str]:
+        """The node's labels as they are now (an image's mode may depend on them)."""
+        assert self.sim is not None
+        obj = self.sim.store.get(NODES, "", node) or {}
+        return (obj.get("metadata") or {}).get("labels") or {}
 
     def _host_ip(self, node: str) -> str:
         assert self.sim is not None

@@ -7,6 +7,7 @@ manager writes it (conditions keep their transition times while unchanged).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,7 @@ class Ctr:
 
     name: str
     image: str
-    mode: str  # healthy | crash | silent | slow | noalloc (from the image tag)
+    mode: str  # healthy | crash | silent | slow | noalloc (the image tag resolved on the pod's node)
     kind: str  # generic | device-plugin | dra-plugin (from the image name)
     state: str = "waiting"  # waiting | running | backoff | terminated (run to completion)
     started_at: str = ""
@@ -55,18 +56,20 @@ class PodRt:
     epoch: int = 0
 
 
-def new_runtime(pod: dict[str, Any], node: str) -> PodRt:
+def new_runtime(pod: dict[str, Any], node: str, node_labels: Mapping[str, str] | None = None) -> PodRt:
+    """The kubelet starts a pod on ``node``: each container's mode is resolved here, once, from
+    its image tag and the node's labels as they are now (see :func:`kubesim.podstatus.behaviour`)."""
     rt = PodRt(pod["metadata"]["uid"], pod["metadata"].get("namespace", ""), pod["metadata"]["name"], node)
     for c in pod["spec"].get("containers") or []:
         image = c.get("image", "")
-        rt.ctrs[c["name"]] = Ctr(c["name"], image, ps.behaviour(image), container_kind(image))
+        rt.ctrs[c["name"]] = Ctr(c["name"], image, ps.behaviour(image, node_labels), container_kind(image))
     return rt
 
 
-def runtime_from_status(pod: dict[str, Any]) -> PodRt:
+def runtime_from_status(pod: dict[str, Any], node_labels: Mapping[str, str] | None = None) -> PodRt:
     """Rebuild the runtime state of a pod that is already running (scenario start-up)."""
     m, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
-    rt = new_runtime(pod, spec["nodeName"])
+    rt = new_runtime(pod, spec["nodeName"], node_labels)
     rt.stage, rt.start_time, rt.pod_ip = "started", status.get("startTime", ""), status.get("podIP")
     known = {c.get("name"): c for c in status.get("containerStatuses") or []}
     for ctr in rt.ctrs.values():

@@ -9,13 +9,17 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kubesim.clock import parse_time, rfc3339
 
 GPU = "nvidia.com/gpu"
 _COMPUTE = ("cpu", "memory")
+CRASH_LABEL = "kubesim.io/crash"
+"""The node label a ``-crash-on-<word>`` image reads: it crashes where the value is its word."""
+_CRASH_ON = re.compile(r"-crash-on-([a-z0-9]+)$")
 
 
 # ------------------------------------------------------------------ identities
@@ -49,9 +53,24 @@ def image_tag(image: str) -> str:
     return last.rsplit(":", 1)[1] if ":" in last else "latest"
 
 
-def behaviour(image: str) -> str:
-    """What an image does, from its tag: ``crash``, ``silent``, ``slow``, ``noalloc`` or ``healthy``."""
+def crash_on(image: str) -> str | None:
+    """The ``<word>`` of a tag ending in ``-crash-on-<word>`` (``[a-z0-9]+``), else None."""
+    found = _CRASH_ON.search(image_tag(image))
+    return found.group(1) if found else None
+
+
+def behaviour(image: str, node_labels: Mapping[str, str] | None = None) -> str:
+    """What an image does on a node with ``node_labels``, from its tag: ``crash``, ``silent``,
+    ``slow``, ``noalloc`` or ``healthy``.
+
+    A tag ending in ``-crash-on-<word>`` is ``crash`` on a node labelled
+    ``kubesim.io/crash=<word>`` and ``healthy`` anywhere else (and without labels); its word is
+    never read as a mode (``-crash-on-slow`` is not slow). A plain ``-crash`` crashes everywhere.
+    """
     tag = image_tag(image)
+    word = crash_on(image)
+    if word is not None:
+        return "crash" if (node_labels or {}).get(CRASH_LABEL) == word else "healthy"
     for kind in ("crash", "silent", "slow", "noalloc"):
         if tag.endswith("-" + kind):
             return kind

@@ -9,12 +9,19 @@ published), so nothing churns at start.
 - ``gpu-large``: ``nodes`` GPU nodes (default 5000) with about ten pods each: the device
   plugin, the DRA plugin (only from 1.30, where it publishes slices), kube-proxy and
   node-exporter DaemonSet pods, and six one-GPU workers; loaded with ``store.load``.
+  Its nodes carry failure-domain labels (:func:`failure_domain`): ``gpu-node<i>`` is in
+  ``topology.kubernetes.io/region: sim-region-1``, ``topology.kubernetes.io/zone:
+  sim-zone-a|b|c`` round-robin (node 1 in a, 2 in b, 3 in c, 4 in a, ...) and
+  ``kubesim.io/rack: <zone>-rack<k>``, eight nodes to a rack within a zone (zone a's first
+  eight nodes, 1, 4, ..., 22, are ``sim-zone-a-rack1``, node 25 opens ``sim-zone-a-rack2``).
+  ``gpu-small``'s nodes have none of these.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kubesim import dra
@@ -44,6 +51,16 @@ GPUS_PER_NODE = 8
 NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "dra-example-driver", "ml-team")
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.14.2"
 DRA_IMAGE = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.1.0"
+REGION_LABEL, ZONE_LABEL, RACK_LABEL = "topology.kubernetes.io/region", "topology.kubernetes.io/zone", "kubesim.io/rack"
+REGION, ZONES, NODES_PER_RACK = "sim-region-1", ("sim-zone-a", "sim-zone-b", "sim-zone-c"), 8
+
+
+def failure_domain(index: int) -> dict[str, str]:
+    """Region, zone and rack labels of ``gpu-node<index>`` (from 1) in ``gpu-large``: zones
+    round-robin, racks of ``NODES_PER_RACK`` consecutive nodes of one zone."""
+    zone = ZONES[(index - 1) % len(ZONES)]
+    rack = (index - 1) // len(ZONES) // NODES_PER_RACK + 1
+    return {REGION_LABEL: REGION, ZONE_LABEL: zone, RACK_LABEL: f"{zone}-rack{rack}"}
 
 
 def device_plugin_daemonset(created: str) -> dict[str, Any]:
@@ -129,12 +146,14 @@ class _Builder:
                 self.sim.store.load(gr, self.objects[gr])
 
 
-def _base(b: _Builder, gpu_nodes: list[tuple[str, int]], kubelet: KubeletController, *, dra_plugin: bool = True) -> None:
+def _base(b: _Builder, gpu_nodes: list[tuple[str, int]], kubelet: KubeletController, *, dra_plugin: bool = True,
+          node_labels: Callable[[int], dict[str, str]] | None = None) -> None:
     minor = b.sim.minor
     for ns in NAMESPACES:
         b.add(("", "namespaces"), make_namespace(ns, b.created))
     for name, index in gpu_nodes:
-        node = b.add(("", "nodes"), make_node(name, index, minor, gpus=GPUS_PER_NODE, created=b.created))
+        node = b.add(("", "nodes"), make_node(name, index, minor, gpus=GPUS_PER_NODE, created=b.created,
+                                              labels=node_labels(index) if node_labels else None))
         node["metadata"]["uid"] = str(uuid.uuid4())
         kubelet.gpus[name] = GPUS_PER_NODE
     b.daemonset(device_plugin_daemonset(b.created), gpu_nodes)
@@ -180,7 +199,7 @@ def _gpu_small(b: _Builder, kubelet: KubeletController) -> None:
 def _gpu_large(b: _Builder, kubelet: KubeletController, count: int) -> None:
     minor = b.sim.minor
     gpu_nodes = [(f"gpu-node{i}", i) for i in range(1, count + 1)]
-    _base(b, gpu_nodes, kubelet, dra_plugin=dra.has_slices(minor))
+    _base(b, gpu_nodes, kubelet, dra_plugin=dra.has_slices(minor), node_labels=failure_domain)
     b.daemonset(simple_daemonset("kube-system", "kube-proxy", "registry.k8s.io/kube-proxy:" + _k8s_tag(minor), b.created,
                                  hostNetwork=True), gpu_nodes)
     b.daemonset(simple_daemonset("kube-system", "node-exporter", "quay.io/prometheus/node-exporter:v1.8.1", b.created,

@@ -31,7 +31,7 @@ from handlers.access import Directory, StaticDirectory
 from handlers.clicks import Click, Decisions, EngineDecisions
 from handlers.replies import Message, Reply
 from handlers.routing import Caller, Router, default_registry
-from handlers.run_views import ACTIONS, gate_message, root_message, step_message
+from handlers.run_views import ACTIONS, gate_message, root_message, step_message, wave_now
 from handlers.verbs import chat_verbs
 from runbooks.engine.driving import StepPaused
 from runbooks.engine.runs import Gate, Run, Step
@@ -66,6 +66,7 @@ class Chat:
         self._pending: list[str] = []
         self._seen: set[str] = set()
         self._reasons: dict[str, str] = {}
+        self._progress: dict[str, str] = {}
         self._lock = threading.RLock()
 
     # ---------------------------------------------------------------- output
@@ -107,6 +108,15 @@ class Chat:
 
     def on_step(self, run: Run, step: Step) -> None:
         self.print(render_message(step_message(run, step), indent=f"  {run.id} | "))
+
+    def on_progress(self, run: Run) -> None:
+        """A promotion in waves moved on: the root message's progress line, when it changed."""
+        now = wave_now(run)
+        with self._lock:
+            fresh = bool(now) and self._progress.get(run.id) != now
+            self._progress[run.id] = now
+        if fresh:
+            self.print(f"{BOT} updated the message of {run.id}: {now}")
 
     def on_gate(self, run: Run, gate: Gate) -> None:
         self.print(self._numbered(gate_message(run, gate, self_approval=self.self_approval), f"  {run.id} | "))

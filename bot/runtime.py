@@ -140,6 +140,9 @@ class Observers:
     def on_gate(self, run: Run, gate: Gate) -> None:
         self._each("on_gate", run, gate)
 
+    def on_progress(self, run: Run) -> None:
+        self._each("on_progress", run)
+
 
 @dataclass
 class Runtime:

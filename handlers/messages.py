@@ -227,3 +227,35 @@ def shell_continuing(count: int) -> str:
 def upload_failed(filename: str, code: str) -> str:
     return (f"The file {filename} could not be uploaded ({code}): the bot needs the files:write scope; "
             "the same command in the shell prints it")
+
+
+def nodes_count(count: int) -> str:
+    return f"{count} node{'' if count == 1 else 's'}"
+
+
+def waves_heading(total: int) -> str:
+    return f"Promotion in {total} wave{'' if total == 1 else 's'} after the canary:"
+
+
+def wave_line(number: int, total: int, bar: str, done: int, size: int, where: str) -> str:
+    return f"Wave {number} of {total} {bar} {done}/{nodes_count(size)}: {where}"
+
+
+WAVE_VERIFIED = "verified"
+WAVE_MOVING = "replacing pods"
+WAVE_FAILED = "failed"
+WAVE_NEEDS_APPROVAL = "starts once approved"
+WAVE_BY_ITSELF = "starts by itself once the wave before passed"
+
+
+def wave_soaking(until: str) -> str:
+    return f"verified, soaking until {until}"
+
+
+def wave_checks(passed: int, total: int) -> str:
+    return f"checks: {passed} of {total} passed"
+
+
+def paused_by(user_ref: str, at: str, reason: str, run_id: str) -> str:
+    why = f" ({reason})" if reason else ""
+    return f"Paused by {user_ref} at {at}{why}: no new node or wave starts until `continue {run_id}`"

@@ -146,12 +146,65 @@ def root_message(run: Run) -> Message:
     if run.gate is not None and run.gate.is_open:
         lines.append(f"Waiting for approval: {GATE_TITLE[run.gate.kind].lower()} in the thread, "
                      f"open until {moment_text(run.gate.expires_at)}")
+    if run.pause is not None:
+        lines.append(msg.paused_by(user_ref(run.pause.by), moment_text(run.pause.at), run.pause.reason, run.id))
     if run.reason:
         lines.append(run.reason)
+    lines += wave_lines(run)
     title = (f"Migration {run.id}: {run.target.kind} {run.target.ref}" if run.kind is RunKind.MIGRATION
              else f"Upgrade {run.id}: {run.target.ref}")
     return Message(title=title, text="\n".join(lines), fields=fields,
                    tone=STATE_TONE.get(run.state, "info"))
+
+
+BAR_WIDTH = 10
+
+
+def progress_bar(done: int, total: int, width: int = BAR_WIDTH) -> str:
+    """``▰▰▰▱▱▱▱▱▱▱``: ``done`` of ``total`` in ``width`` cells (a started wave shows one at least)."""
+    filled = 0 if total <= 0 else min(width, (done * width + total - 1) // total)
+    return "▰" * filled + "▱" * (width - filled)
+
+
+def wave_lines(run: Run) -> list[str]:
+    """A promotion in waves, one line per wave: its bar (nodes done of its nodes) and where it is."""
+    waves: list[dict[str, Any]] = run.progress.get("waves") or []
+    if not waves:
+        return []
+    done: dict[str, Any] = run.progress.get("wave_done") or {}
+    moved: dict[str, int] = run.progress.get("wave_moved") or {}
+    checks: dict[str, list[int]] = run.progress.get("wave_checks") or {}
+    current = int(run.progress.get("wave") or 0)
+    stopped = run.state in (S.ROLLING_BACK, S.ROLLED_BACK, S.HALTED, S.FAILED)
+    lines = [msg.waves_heading(len(waves))]
+    for number, wave in enumerate(waves, start=1):
+        key, size = str(number), len(wave.get("nodes") or [])
+        count = size if key in done else int(moved.get(key, 0)) if number == current else 0
+        if key in done:
+            until = done[key].get("soak_until")
+            soaking = until and number < len(waves) and run.state is S.PROMOTING and str(number + 1) not in \
+                (run.progress.get("wave_started") or {})
+            where = msg.wave_soaking(moment_text(dt.datetime.fromisoformat(until))) if soaking else msg.WAVE_VERIFIED
+        elif number == current:
+            where = msg.WAVE_FAILED if stopped else msg.WAVE_MOVING
+        elif number == 1 or waves[number - 2].get("approve_next", True):
+            where = msg.WAVE_NEEDS_APPROVAL
+        else:
+            where = msg.WAVE_BY_ITSELF
+        if key in checks:
+            where += f", {msg.wave_checks(*checks[key])}"
+        lines.append(msg.wave_line(number, len(waves), progress_bar(count, size), count, size, where))
+    return lines
+
+
+def wave_now(run: Run) -> str:
+    """The line of the wave the run is at (the first not verified; the last when all are), or ''."""
+    lines = wave_lines(run)[1:]
+    if not lines:
+        return ""
+    done = run.progress.get("wave_done") or {}
+    waiting = [line for number, line in enumerate(lines, start=1) if str(number) not in done]
+    return waiting[0] if waiting else lines[-1]
 
 
 def step_message(run: Run, step: Step) -> Message:

@@ -2,7 +2,8 @@
 
 ``canary`` opens a run at its canary request; ``approve`` and ``reject`` decide its open
 request; ``promote`` posts the promotion request again; ``rollback`` requests a rollback
-(or rolls back at once when the policy needs no approval for it); ``close`` ends a
+(or rolls back at once when the policy needs no approval for it); ``pause`` stops a run
+before its next node, wave or step and ``continue`` goes on; ``close`` ends a
 monitoring run; ``status``, ``runs`` and ``audit`` read; ``resume <run>`` runs a halted
 run's step again (``resume`` alone, in the shell, continues every unfinished run, as a
 serving bot does at start-up).
@@ -12,7 +13,7 @@ policy groups) and returns the engine's model; the presenters of :mod:`handlers.
 make the :class:`~handlers.replies.Reply`. Moving a run on after a command is the engine's
 business (its ``wake``), never a handler's. ``mutating`` verbs are limited to the policy's
 requesters by the router; ``approve`` and ``reject`` are checked against the approvers,
-``rollback`` and ``close`` against the run's owners (its requester and the approvers), by
+``rollback``, ``pause``, ``continue`` and ``close`` against the run's owners (its requester and the approvers), by
 the engine.
 """
 
@@ -174,6 +175,22 @@ def rollback(args: RollbackArgs, deps: Deps, caller: Caller) -> Outcome:
     return deps.engine.rollback(args.run, actor=deps.actor(caller), reason=args.reason)
 
 
+PAUSE_USAGE = "pause <run> [reason=<text>]"
+
+
+def parse_pause(words: Sequence[str]) -> RollbackArgs:
+    run, pairs = run_id(words, usage=PAUSE_USAGE, allowed=("reason",))
+    return RollbackArgs(run=run, reason=pairs.get("reason", ""))
+
+
+def pause(args: RollbackArgs, deps: Deps, caller: Caller) -> Outcome:
+    return deps.engine.pause(args.run, actor=deps.actor(caller), reason=args.reason)
+
+
+def continue_run(run: str, deps: Deps, caller: Caller) -> Outcome:
+    return deps.engine.continue_run(run, actor=deps.actor(caller))
+
+
 # ------------------------------------------------------------------ reading
 STATUS_USAGE = "status [<run>]"
 RUNS_USAGE = "runs [limit=<n>]"
@@ -267,6 +284,11 @@ COMMANDS: tuple[Command, ...] = (
             to_json=outcome_json),
     Command("rollback", ROLLBACK_USAGE, "request a rollback of a run", parse_rollback, rollback, outcome_reply,
             takes_cluster=False, acts=True, lane="decision", exit_code=_failed_only,
+            to_json=outcome_json),
+    Command("pause", PAUSE_USAGE, "stop a run before its next node or wave", parse_pause, pause, outcome_reply,
+            takes_cluster=False, acts=True, lane="decision", exit_code=failed_unless_done, to_json=outcome_json),
+    Command("continue", "continue <run>", "go on with a paused run", _one_run("continue <run>"), continue_run,
+            outcome_reply, takes_cluster=False, acts=True, lane="decision", exit_code=failed_unless_done,
             to_json=outcome_json),
     Command("close", "close <run>", "end a monitoring run", _one_run("close <run>"), close, outcome_reply,
             takes_cluster=False, acts=True, lane="decision", exit_code=failed_unless_done,

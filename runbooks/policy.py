@@ -7,6 +7,7 @@ handlers and runbooks receive the model. Unknown keys are refused so a typo
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from typing import Annotated, Literal
@@ -60,6 +61,51 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+WAVE_SIZE = re.compile(r"^([1-9][0-9]{0,5})(%?)$")
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+MAX_WAVES = 20
+
+
+class Wave(Strict):
+    """One wave of a promotion: how many nodes have the new image once it is done, how
+    long it soaks after its verification, and whether the next wave waits for an approval."""
+
+    nodes: str
+    """Cumulative over the nodes the promotion moves (every node of the DaemonSet but the
+    canary's): a count (``1``, ``10``) or a percentage rounded up (``5%``, ``100%``)."""
+    soak: str = "0s"
+    """How long the wave's nodes run the new image, verified, before the next wave may start."""
+    approve_next: bool = True
+    """The next wave starts only once approved (Approve in the thread); false: it starts by
+    itself when this wave's verification passed and its soak is over."""
+
+    @field_validator("nodes", mode="before")
+    @classmethod
+    def _nodes(cls, value: object) -> str:
+        text = str(value).strip()
+        match = WAVE_SIZE.match(text)
+        if isinstance(value, bool) or not match or (match.group(2) and int(match.group(1)) > 100):
+            raise ValueError(f"{value!r} is not a wave size: use a node count (e.g. 1, 10) or a percentage "
+                             "up to 100% (e.g. 5%)")
+        return text
+
+    @field_validator("soak")
+    @classmethod
+    def _soak(cls, value: str) -> str:
+        return _duration(value)
+
+    @property
+    def percent(self) -> int | None:
+        return int(self.nodes[:-1]) if self.nodes.endswith("%") else None
+
+    def count(self, total: int) -> int:
+        """The cumulative node count this wave reaches out of ``total`` (percentages round up)."""
+        percent = self.percent
+        if percent is None:
+            return min(int(self.nodes), total)
+        return min(total, -(-percent * total // 100))
+
+
 class Target(Strict):
     """A DaemonSet the bot may upgrade: ``namespace/name``, and optionally the log line
     (a regular expression) that says its plugin registered with the kubelet."""
@@ -73,6 +119,46 @@ class Target(Strict):
     (default: the container running the same image repository as the target's). Those
     before the DaemonSet are upgraded before its canary pod, those after it once it is
     promoted; a rollback restores them all, in the reverse order. Empty: the DaemonSet alone."""
+    waves: list[Wave] = Field(default_factory=list)
+    """The promotion in waves (``[1, 5%, 25%, 100%]``, or mappings with ``soak`` and
+    ``approve_next``): each wave's nodes are replaced and verified before the next starts.
+    Empty: the whole promotion at once, by the DaemonSet's own update strategy."""
+    spread: list[str] = Field(default_factory=list)
+    """Node labels naming failure domains, widest first (``topology.kubernetes.io/zone``,
+    a rack label): the waves take their nodes from every domain in turn."""
+
+    @field_validator("waves", mode="before")
+    @classmethod
+    def _wave_shorthand(cls, value: object) -> object:
+        if isinstance(value, list):
+            return [v if isinstance(v, dict) else {"nodes": v} for v in value]
+        return value
+
+    @field_validator("waves")
+    @classmethod
+    def _waves(cls, values: list[Wave]) -> list[Wave]:
+        if not values:
+            return values
+        if len(values) > MAX_WAVES:
+            raise ValueError(f"{len(values)} waves is more than {MAX_WAVES}")
+        if values[-1].nodes != "100%":
+            raise ValueError("the last wave must be 100% (else some nodes would never get the new image)")
+        for kind in ("count", "percent"):
+            sizes = [int(w.nodes.rstrip("%")) for w in values if (w.percent is None) == (kind == "count")]
+            if any(b <= a for a, b in itertools.pairwise(sizes)):
+                raise ValueError(f"wave sizes are cumulative: each {kind} must be larger than the one before "
+                                 f"({', '.join(w.nodes for w in values)})")
+        return values
+
+    @field_validator("spread")
+    @classmethod
+    def _spread(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not LABEL_KEY.match(value):
+                raise ValueError(f"{value!r} is not a node label key (e.g. topology.kubernetes.io/zone)")
+        if len(set(values)) != len(values):
+            raise ValueError("a spread label is listed twice")
+        return values
 
     @field_validator("workloads")
     @classmethod
@@ -457,6 +543,10 @@ class Policy(Strict):
     def parts_of(self, ref: str) -> list[tuple[str, str, str, bool]]:
         """The other workloads upgraded with target ``ref`` (:meth:`Target.parts`); none when it has none."""
         return next((t.parts() for t in self.targets if str(t) == ref), [])
+
+    def target(self, ref: str) -> Target | None:
+        """The policy's entry for target ``ref`` (``namespace/name``), if it has one."""
+        return next((t for t in self.targets if str(t) == ref), None)
 
     @property
     def registration(self) -> dict[str, str]:

@@ -82,6 +82,8 @@ class ScriptedSteps:
 @dataclass
 class RecordingObserver:
     events: list[tuple[str, str]] = field(default_factory=list)
+    progress: list[int] = field(default_factory=list)
+    """The run versions each ``on_progress`` saw (kept apart: many writes store progress)."""
 
     def on_state(self, run: Run) -> None:
         self.events.append(("state", run.state.value))
@@ -91,6 +93,9 @@ class RecordingObserver:
 
     def on_gate(self, run: Run, gate: Gate) -> None:
         self.events.append(("gate", gate.kind.value))
+
+    def on_progress(self, run: Run) -> None:
+        self.progress.append(run.version)
 
 
 def policy(**sections: Any) -> Policy:

@@ -137,3 +137,75 @@ def redis_answers(port: int, *, password: str | None = None, within: float = 15.
         except redis.RedisError:
             time.sleep(0.1)
     return False
+
+
+class PodWatch:
+    """``kubectl get pods --watch`` in the background: every version of the pods it saw, in
+    the order the API server sent them (the pods' history, from kubectl, not from the bot)."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, selector: str) -> None:
+        import threading
+
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
+        env["KUBECONFIG"], env["HOME"] = str(kubeconfig), str(kubeconfig.parent)
+        self.proc = subprocess.Popen(
+            [kubectl_binary(), "get", "pods", "-n", namespace, "-l", selector, "--watch", "--output-watch-events",
+             "-o", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.events: list[dict[str, Any]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        decoder, buffer = json.JSONDecoder(), ""
+        for line in self.proc.stdout:
+            buffer += line
+            while buffer.strip():
+                try:
+                    event, end = decoder.raw_decode(buffer.lstrip())
+                except json.JSONDecodeError:
+                    break
+                self.events.append(event)
+                buffer = buffer.lstrip()[end:]
+
+    def wait_for(self, count: int, timeout: float = 20) -> None:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while len(self.events) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(self.events) >= count, f"kubectl reported {len(self.events)} pod events, wanted {count}"
+
+    def stop(self) -> list[dict[str, Any]]:
+        """The events seen, once kubectl has stopped (give it a moment to print the last ones)."""
+        import time
+
+        time.sleep(0.5)
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        self._reader.join(timeout=10)
+        return self.events
+
+    def ready_on(self, image: str) -> dict[str, int]:
+        """node -> the index of the event in which its pod running ``image`` was first Ready."""
+        out: dict[str, int] = {}
+        for i, event in enumerate(self.events):
+            pod = event.get("object") or {}
+            node = (pod.get("spec") or {}).get("nodeName")
+            images = {c.get("image") for c in (pod.get("spec") or {}).get("containers") or []}
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                        for c in (pod.get("status") or {}).get("conditions") or [])
+            if node and image in images and ready and node not in out:
+                out[node] = i
+        return out
+
+    def created_on(self, image: str) -> dict[str, int]:
+        """node -> the index of the event in which a pod running ``image`` first appeared there."""
+        out: dict[str, int] = {}
+        for i, event in enumerate(self.events):
+            pod = event.get("object") or {}
+            node = (pod.get("spec") or {}).get("nodeName")
+            images = {c.get("image") for c in (pod.get("spec") or {}).get("containers") or []}
+            if node and image in images and node not in out:
+                out[node] = i
+        return out

@@ -141,7 +141,7 @@ class Session:
         return self._store
 
     def engine(self) -> Engine:
-        observer = None if self.args.json else ShellObserver(self.out)
+        observer = ShellObserver(sys.stderr, events=False) if self.args.json else ShellObserver(self.out)
         engine = runtime.build_engine(self.settings, self.policy, store=self.store, connect=self.connect,
                                       observer=observer)
         engine.wake = engine.advance  # the steps run here, printed as they happen

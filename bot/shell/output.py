@@ -5,7 +5,9 @@ the chat surfaces show, as text (:mod:`bot.text`), or with ``--json`` the verb's
 (``Command.to_json``), so pipelines read ``id`` and ``state`` (and everything else)
 without parsing text. While a command runs steps in the shell's process,
 :class:`ShellObserver` prints each transition, step and request as one line (not with
-``--json``, whose stdout is the model alone).
+``--json``, whose stdout is the model alone). A promotion in waves also shows the wave it is
+at: one live line redrawn in place on a terminal, plain lines otherwise (on stderr with
+``--json``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, TextIO
 from bot.text import render_reply
 from handlers.messages import PROG
 from handlers.routing import Command
+from handlers.run_views import wave_now
 from runbooks.engine.runs import Gate, GateKind, Run, RunState, Step
 
 GATE_LABEL = {kind: f"{kind.value} request" for kind in GateKind}
@@ -56,11 +59,39 @@ def gate_line(run: Run, gate: Gate, prog: str) -> str:
 class ShellObserver:
     """Prints a run's progress as the engine reports it, one line per event."""
 
-    def __init__(self, out: TextIO, *, prog: str = PROG) -> None:
-        self.out, self.prog = out, prog
+    def __init__(self, out: TextIO, *, prog: str = PROG, events: bool = True) -> None:
+        """``events`` False: the wave progress lines only (``--json`` prints them on stderr)."""
+        self.out, self.prog, self.events = out, prog, events
+        self.live = bool(getattr(out, "isatty", lambda: False)())
+        self._progress = ""
+        self._drawn = False
 
     def _line(self, text: str) -> None:
+        if not self.events:
+            return
+        self._end_live()
         self.out.write(text + "\n")
+        self.out.flush()
+
+    def _end_live(self) -> None:
+        if self._drawn:
+            self.out.write("\n")
+            self._drawn = False
+
+    def on_progress(self, run: Run) -> None:
+        """A promotion in waves: the wave the run is at, as one live line on a terminal (redrawn
+        in place), else as a plain line each time it changes."""
+        now = wave_now(run)
+        if run.pause is not None:
+            now = f"{now} (paused by {run.pause.by})" if now else f"paused by {run.pause.by}"
+        if not now or now == self._progress:
+            return
+        self._progress = now
+        if self.live:
+            self.out.write(f"\r\x1b[K{run.id} {now}")
+            self._drawn = True
+        else:
+            self.out.write(f"{run.id} {now}\n")
         self.out.flush()
 
     def on_state(self, run: Run) -> None:

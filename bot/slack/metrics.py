@@ -120,6 +120,9 @@ class StepTimer:
     def on_gate(self, run: Run, gate: Gate) -> None:
         pass
 
+    def on_progress(self, run: Run) -> None:
+        pass
+
 
 def runs_by_state(store: RunStore) -> Callable[[], Mapping[str, int]]:
     """``{state: count}`` of the runs not yet ended, read from the store at each scrape."""

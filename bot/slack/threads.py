@@ -79,6 +79,12 @@ class SlackThreads:
         if gate is not None and not gate.is_open and self._gate_ts(run, gate) and not self._closed(run, gate):
             self.pacer.submit(channel, lambda: self._close_gate(run, gate), key=f"gate:{gate_ref(run, gate)}")
 
+    def on_progress(self, run: Run) -> None:
+        """A wave moved on: the root message is redrawn (coalesced with any update still queued)."""
+        channel = self._remember(run)
+        if channel is not None and run.progress.get("waves"):
+            self.pacer.submit(channel, lambda: self._sync_root(run.id, channel), key=f"root:{run.id}")
+
     def reconcile(self, runs: Iterable[Run], *, min_age: float = 0.0) -> int:
         """Every open gate of a Slack run whose message was never posted (the bot stopped
         between storing the gate and posting it, or the post failed) is posted, with its

@@ -10,6 +10,7 @@ delete one old pod, wait for its replacement to be Ready, go on to the next node
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from runbooks.daemonset.checks import listing
@@ -26,10 +27,12 @@ class Outcome:
     snapshot: Snapshot
     behind: list[str] = field(default_factory=list)
     problem: str = ""
+    paused: bool = False
+    """Someone paused the run: no new node was started, those in flight finished."""
 
     @property
     def ok(self) -> bool:
-        return not self.behind and not self.problem
+        return not self.behind and not self.problem and not self.paused
 
 
 def _crashlooping(snap: Snapshot, revision_hash: str) -> list[str]:
@@ -84,3 +87,54 @@ def replace_node_by_node(ctx: StepContext, revision_hash: str, *, step: str) -> 
             return Outcome(snap, snap.behind(revision_hash), f"the new pod on {node} {why}")
         note(ctx, step, "ok", f"{node} runs revision {revision_hash} and is Ready", node=node)
     return Outcome(snap, snap.behind(revision_hash))
+
+
+def replace_nodes(ctx: StepContext, nodes: list[str], revision_hash: str, *, at_once: int, step: str,
+                  moved: Callable[[int], None] = lambda count: None) -> Outcome:
+    """Move ``nodes`` (and only them) to ``revision_hash``: delete their old pods so that at
+    most ``at_once`` of the DaemonSet's pods are unavailable at a time (those unavailable
+    for other reasons count, as they do for the controller), record each node as its new
+    pod becomes Ready. Stops at a crash-looping new pod, when no node moved for
+    ``settings.ready_timeout``, or (``paused``) when the run is paused, once the pods in
+    flight are Ready. ``moved(count)`` hears how many of ``nodes`` are done, when it grows."""
+    target, settings, clock = ctx.run.target, ctx.settings, ctx.clock
+    wanted = set(nodes)
+    done: set[str] = set()
+    moved_at = clock.now()
+    while True:
+        snap = observe(ctx.cluster, target.namespace, target.name)
+        behind = snap.behind(revision_hash, nodes)
+        fresh = sorted(wanted - set(behind) - done)
+        for node in fresh:
+            pod = snap.pod_on(node)
+            note(ctx, step, "ok", f"{node} runs revision {revision_hash} and is Ready", node=node,
+                 pod=pod.name if pod else None)
+            done.add(node)
+            moved_at = clock.now()
+        if fresh:
+            moved(len(done))
+        if not behind:
+            return Outcome(snap)
+        looping = [n for n in _crashlooping(snap, revision_hash) if n in wanted]
+        if looping:
+            return Outcome(snap, behind, f"the new pods on {listing(looping)} are crash-looping")
+        old = [n for n in behind if (p := snap.pod_on(n)) is not None and not p.deleting and p.revision_hash != revision_hash]
+        in_flight = [n for n in behind if n not in old]
+        if not in_flight and ctx.paused():
+            return Outcome(snap, behind, paused=True)
+        unavailable = sum(1 for n in snap.nodes if n not in wanted and _unavailable(snap, n)) + len(in_flight)
+        room = at_once - unavailable
+        if room > 0 and old and not ctx.paused():
+            for node in old[:room]:
+                pod = snap.pod_on(node)
+                assert pod is not None
+                delete_pod(ctx, pod, step=f"{step}.delete-pod", why=f"revision {pod.revision_hash} -> {revision_hash}")
+            moved_at = clock.now()
+        if clock.now() - moved_at > dt.timedelta(seconds=settings.ready_timeout):
+            return Outcome(snap, behind, f"no node moved for {settings.ready_timeout:g}s")
+        clock.sleep(settings.poll_interval)
+
+
+def _unavailable(snap: Snapshot, node: str) -> bool:
+    pod = snap.pod_on(node)
+    return pod is None or pod.deleting or not (pod.phase == "Running" and pod.ready)

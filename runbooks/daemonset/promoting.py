@@ -1,5 +1,8 @@
 """The promote step: the canary's template on every node.
 
+A target whose policy gives ``waves`` is promoted wave by wave
+(:mod:`runbooks.daemonset.waves`); the rest of this docstring is the promotion at once.
+
 The original update strategy (saved by the canary) is put back. If it was RollingUpdate
 the controller replaces the remaining old pods within its ``maxUnavailable`` and the step
 follows it node by node; if it was OnDelete the step replaces them itself, one node at a
@@ -9,7 +12,7 @@ the nodes still behind. Re-entered, it only waits for what is still missing.
 
 from __future__ import annotations
 
-from runbooks.daemonset import companions
+from runbooks.daemonset import companions, waves
 from runbooks.daemonset.checks import listing
 from runbooks.daemonset.following import follow_rollout, replace_node_by_node
 from runbooks.daemonset.observing import observe, wait_for
@@ -34,6 +37,8 @@ def promote(ctx: StepContext) -> StepResult:
                   f"{run.image}): someone changed it; nothing was promoted")
         note(ctx, "promote.precheck", "failed", reason)
         return StepResult(ok=False, reason=reason)
+    if run.progress.get("waves") or waves.waves_of(ctx.settings, target.ref) is not None:
+        return waves.promote_in_waves(ctx, snap, new)
     original = saved["update_strategy"]
     if (original.get("type") or "RollingUpdate") == "OnDelete":
         note(ctx, "promote.strategy", "info", "the original strategy is OnDelete: replacing the pods node by node")

@@ -18,6 +18,10 @@ What the steps keep in ``run.progress``:
 - ``canary_started_at``, ``promote_started_at``, ``rollback_started_at``: the API
   server's time when each step began (events count from there);
 - ``new_revision``: the canary's revision (``number``, ``name``, ``hash``);
+- ``waves`` (a promotion in waves): the plan, made once the canary passed (per wave: ``size``,
+  ``nodes``, ``soak`` seconds, ``approve_next``); ``wave`` the wave in progress,
+  ``wave_started`` / ``wave_done`` per wave number (start on the API server's clock;
+  ``verified_at``, ``soak_until``); ``approved_wave`` the last wave approved (by the engine);
 - ``rollback_to``: the revision a rollback restores.
 """
 
@@ -26,7 +30,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from runbooks.cluster import Cluster
-from runbooks.daemonset import canarying, companions, preflight, promoting, rolling_back, verifying
+from runbooks.daemonset import (
+    canarying,
+    companions,
+    preflight,
+    promoting,
+    rolling_back,
+    verifying,
+    waves,
+)
 from runbooks.daemonset.observing import observe
 from runbooks.daemonset.patching import StrategyChanged
 from runbooks.engine.recording import failed, note
@@ -74,7 +86,16 @@ class DaemonSetSteps:
 
     def verify_canary(self, ctx: StepContext) -> StepResult:
         """canary_verifying: the checks on the canary node, and that no other node changed."""
-        return _guarded(ctx, "verify_canary", verifying.verify_canary)
+        result = _guarded(ctx, "verify_canary", verifying.verify_canary)
+        target = waves.waves_of(ctx.settings, ctx.run.target.ref)
+        if result.ok and target is not None and not ctx.run.progress.get("waves"):
+            snap = observe(ctx.cluster, ctx.run.target.namespace, ctx.run.target.name)
+            planned = waves.plan(ctx.cluster, snap, canary=ctx.run.node, target=target, settings=ctx.settings)
+            ctx.run = ctx.save_progress({"waves": planned})
+            note(ctx, "verify_canary.waves", "info", "the promotion goes in " + "; ".join(
+                f"wave {i}: {len(w['nodes'])} node(s)" for i, w in enumerate(planned, start=1)),
+                waves=[len(w["nodes"]) for w in planned])
+        return result
 
     def promote(self, ctx: StepContext) -> StepResult:
         """promoting: the original strategy back, the rollout followed node by node."""

@@ -59,11 +59,13 @@ def verify(
     clock: Clock | None = None,
     image: str | None = None,
     container: str | None = None,
+    others: Sequence[str] | None = None,
 ) -> StepResult:
     """The checks on ``nodes`` (default: every node the DaemonSet ``namespace/name`` runs on).
 
     ``baseline`` (from the canary) makes capacity compare against the numbers before the
-    upgrade, and with ``nodes`` adds a check that no other node changed; without it
+    upgrade, and with ``nodes`` adds a check that no other node changed (``others``: only
+    those nodes, e.g. a promotion's later waves; default: every node not in scope); without it
     allocatable must equal capacity. Events count from ``since`` (default: now, on the
     API server's clock). ``image``/``container`` name what the pods in scope must run.
     """
@@ -99,7 +101,8 @@ def verify(
         judge.gpu_capacity(scope, final, lowest, baseline, resources, everywhere=everywhere),
     ]
     if not everywhere:
-        others = [n for n in (baseline.nodes if baseline else end.nodes) if n not in scope]
+        if others is None:
+            others = [n for n in (baseline.nodes if baseline else end.nodes) if n not in scope]
         checks.append(judge.others_unchanged(end, others, sample_nodes(cluster, others, resources, {}), baseline, resources))
     dra = kind == "dra-kubelet-plugin"
     drivers: list[str] = list(baseline.drivers) if baseline else []

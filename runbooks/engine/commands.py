@@ -47,6 +47,7 @@ from runbooks.engine.runs import (
     WORKING,
     GateKind,
     Part,
+    Pause,
     Run,
     RunKind,
     RunState,
@@ -66,6 +67,8 @@ MIGRATED_KINDS = tuple(WORKLOADS)
 ROLLBACK_FROM = frozenset({S.CANARY_ROLLING, S.CANARY_VERIFYING, S.AWAITING_PROMOTION, S.PROMOTING,
                            S.VERIFYING, S.MONITORING, S.HALTED, S.FAILED})
 """States a rollback may be requested in: the cluster may have changed, the run is not rolling back."""
+PAUSABLE = frozenset({S.CANARY_ROLLING, S.CANARY_VERIFYING, S.AWAITING_PROMOTION, S.PROMOTING, S.VERIFYING})
+"""States ``pause`` applies to: a step may start or is running (a rollback is never paused)."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,7 @@ def step_settings_of(policy: Policy) -> StepSettings:
         if timings.smoke_test and timings.smoke_test.model_fields_set else None,  # `smoke_test: {}` runs none
         unknown_blocks=policy.verify.unknown == "fail",
         registration=policy.registration,
+        targets={str(t): t for t in policy.targets},
     )
 
 
@@ -329,6 +333,38 @@ class Engine:
             return self.writer.transition(run, run.previous_state, actor=actor,
                                           reason=f"resumed by {actor.user}: {label_of(run, run.previous_state)}"
                                           " runs again")
+
+        return self._woken(Outcome(self.writer.retrying(run_id, change)))
+
+    def pause(self, run_id: str, *, actor: Actor, reason: str = "") -> Outcome:
+        """No new node, wave or step starts until ``continue`` (what is in flight finishes); the
+        run's requester and the approvers may. An approval given meanwhile is kept, and acted on
+        once the run continues."""
+        notes: list[str] = []
+
+        def change(run: Run) -> Run:
+            check_owner(self.policy, run, actor, "pause")
+            if run.pause is not None:
+                notes[:] = [refusals.already_paused(run)]
+                return run
+            if run.state not in PAUSABLE:
+                raise Refused(refusals.not_pausable(run))
+            line = self.writer.step("paused", kind="decision", actor=actor,
+                                    detail=reason or "no new node or wave starts until `continue`")
+            return self.writer.update(run, steps=[line], pause=Pause(by=actor.user, at=self.clock.now(), reason=reason))
+
+        return Outcome(self.writer.retrying(run_id, change), notes[0] if notes else "")
+
+    def continue_run(self, run_id: str, *, actor: Actor) -> Outcome:
+        """A paused run goes on where it stopped (the requester and the approvers may)."""
+
+        def change(run: Run) -> Run:
+            check_owner(self.policy, run, actor, "continue")
+            if run.pause is None:
+                raise Refused(refusals.not_paused(run))
+            line = self.writer.step("continued", kind="decision", actor=actor,
+                                    detail=f"paused by {run.pause.by} since {refusals.moment_text(run.pause.at)}")
+            return self.writer.update(run, steps=[line], pause=None)
 
         return self._woken(Outcome(self.writer.retrying(run_id, change)))
 

@@ -26,6 +26,13 @@ retried with back-off; if it persists the run is left where it is (:class:`StepP
 for ``resume`` to continue, since giving up would leave the cluster half-changed on a
 network blip.
 
+A step may also end *unfinished* (``StepResult.again``, a promotion between its waves):
+the run stays in its state and the step is called again once ``again.at`` has passed (a
+soak: ``progress.wait_until``; the sweep wakes it), or, with ``again.approval``, after the
+next wave's request is approved (promoting -> awaiting_promotion). A paused run (``pause``)
+gets no new step until ``continue``; a promotion step stops starting nodes when it sees
+the pause and ends unfinished.
+
 ``monitoring`` goes on to ``done`` at once when the policy asks for no stability reports;
 otherwise it waits for ``close`` or the report scheduler (``bot/reports``).
 
@@ -50,7 +57,7 @@ from runbooks.engine.leasing import Lease, Leases
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import TERMINAL, WORKING, Run, RunKind, RunState, Step
 from runbooks.engine.scoping import SMOKE_NAMESPACE, ScopedCluster
-from runbooks.engine.steps import ChangeSteps, StepContext, StepResult, Steps, StepSettings
+from runbooks.engine.steps import Again, ChangeSteps, StepContext, StepResult, Steps, StepSettings
 from runbooks.engine.store import LeaseLost, StoreUnavailable
 from runbooks.engine.transitioning import RunMoved, Writer
 from runbooks.errors import ClusterError, TemporaryClusterError, shorten
@@ -146,7 +153,16 @@ class Driver:
             return not self.policy.reports.after and not (run.gate and run.gate.is_open)
         if run.state is S.HALTED:
             return self._halt_overdue(run)
+        if run.pause is not None and run.state is not S.ROLLING_BACK:
+            return False
+        if run.state in WORKING and self._waiting(run):
+            return False
         return run.state in WORKING and not run.halted
+
+    def _waiting(self, run: Run) -> bool:
+        """The run's step asked to be called again later (a soak), and that time has not come."""
+        until = run.progress.get("wait_until")
+        return isinstance(until, str) and self.writer.clock.now() < dt.datetime.fromisoformat(until)
 
     def _halt_overdue(self, run: Run) -> bool:
         """Halted longer than ``halt.rollback_after``, with automatic rollback on."""
@@ -296,6 +312,16 @@ class Driver:
                                   f"({type(exc).__name__}: {shorten(str(exc))})") from exc
         raise AssertionError("unreachable")
 
+    def _again(self, run: Run, state: RunState, again: Again, lines: list[Step], lease: Lease) -> Run:
+        """The step did part of its work: store what it waits for, open the next wave's request."""
+        line = self.writer.step(f"{STEP_OF[state]}.wait", kind="step", status="info", detail=again.why)
+        if again.approval:
+            return self.gates.open_promotion(run, steps=[*lines, line], lease_owner=lease.owner, wave=again.wave)
+        progress = dict(run.progress)
+        if again.at is not None:
+            progress.update(wait_until=again.at.isoformat(), waiting_for=again.why)
+        return self.writer.update(run, steps=[*lines, line], progress=progress, lease_owner=lease.owner)
+
     def _context(self, run: Run, cluster: Any, lease: Lease, recorded: set[str]) -> StepContext:
         state, counts = run.state, {"progress": 0, "record": 0}
         scratch = (str(self.settings.smoke_test.get("namespace") or SMOKE_NAMESPACE)
@@ -306,7 +332,8 @@ class Driver:
             templates = tuple(str((o.get("metadata") or {}).get("name")) for o in run.change.get("templates") or [])
         scoped = ScopedCluster(cluster, run.target, scratch=scratch, templates=templates) if cluster is not None else None
         ctx = StepContext(cluster=scoped, run=run, save_progress=lambda update: run,
-                          record=lambda step: None, clock=self.writer.clock, settings=self.settings)
+                          record=lambda step: None, clock=self.writer.clock, settings=self.settings,
+                          paused=lambda: self.writer.get(run.id).pause is not None)
 
         def merge(update: dict[str, Any]) -> Callable[[Run], Run]:
             def change(current: Run) -> Run:
@@ -340,8 +367,9 @@ class Driver:
         not written twice."""
         if run.state is not state:
             raise RunMoved(run.id, state, run.state)
-        if "paused_since" in run.progress:  # the cluster answered this time
-            run = self.writer.update(run, progress={k: v for k, v in run.progress.items() if k != "paused_since"},
+        stale = {"paused_since", "wait_until", "waiting_for"} & set(run.progress)
+        if stale:  # the cluster answered this time; a wait is over
+            run = self.writer.update(run, progress={k: v for k, v in run.progress.items() if k not in stale},
                                      lease_owner=lease.owner)
         lines = [
             self.writer.step(c.name, kind="check", status=c.status.value, detail=c.detail,
@@ -352,6 +380,8 @@ class Driver:
         lines.append(self.writer.step(STEP_OF[state], kind="step", status="ok" if result.ok else "failed",
                                       detail=result.reason))
         owner = lease.owner
+        if result.ok and result.again is not None:
+            return self._again(run, state, result.again, lines[:-1], lease)
         if result.ok:
             if state is S.CANARY_VERIFYING and run.kind is RunKind.UPGRADE:
                 return self.gates.open_promotion(run, steps=lines, lease_owner=owner)

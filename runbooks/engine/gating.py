@@ -6,6 +6,7 @@ gate                    approved                     rejected / expired
 canary                  -> canary_rolling            -> rejected / expired (nothing changed)
 migration               -> applying                  -> rejected / expired (nothing changed)
 promotion               -> promoting                 -> rolling_back (no half-upgraded cluster)
+  (a wave's request: the same; the approved wave is kept in ``progress.approved_wave``)
 rollback                -> rolling_back              request closed, run goes on (a promotion
                                                      request re-opens); a halted run stays halted
 ======================  ===========================  ==========================================
@@ -26,12 +27,25 @@ from runbooks.engine.transitioning import Writer
 from runbooks.policy import Policy
 
 S = RunState
+
+
+def wave_text(run: Run, wave: int) -> str:
+    """``wave 2 of 4: 9 nodes (gpu-node4, gpu-node7, …)`` from the waves the run planned; '' without."""
+    waves = run.progress.get("waves") or []
+    if not wave or wave > len(waves):
+        return ""
+    nodes = list(waves[wave - 1].get("nodes") or [])
+    shown = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+    return f"wave {wave} of {len(waves)}: {len(nodes)} node{'' if len(nodes) == 1 else 's'} ({shown})"
+
+
 class Gates:
     def __init__(self, writer: Writer, policy: Policy) -> None:
         self.writer, self.policy = writer, policy
 
-    def new(self, kind: GateKind, *, requested_by: str, reason: str = "") -> Gate:
-        return open_gate(kind, requested_by=requested_by, now=self.writer.clock.now(), policy=self.policy, reason=reason)
+    def new(self, kind: GateKind, *, requested_by: str, reason: str = "", wave: int = 0) -> Gate:
+        gate = open_gate(kind, requested_by=requested_by, now=self.writer.clock.now(), policy=self.policy, reason=reason)
+        return gate.model_copy(update={"wave": wave}) if wave else gate
 
     def _opened(self, gate: Gate, by: Actor | None = None) -> list[Step]:
         return [self.writer.step(
@@ -46,9 +60,14 @@ class Gates:
         gate = self.new(kind, requested_by=run.requester)
         return self.writer.transition(run, S.AWAITING_APPROVAL, gate=gate, steps=self._opened(gate, by))
 
-    def open_promotion(self, run: Run, *, steps: Sequence[Step] = (), lease_owner: str | None = None) -> Run:
-        """canary_verifying -> awaiting_promotion, with the promotion request."""
-        gate = self.new(GateKind.PROMOTION, requested_by=run.requester)
+    def open_promotion(self, run: Run, *, steps: Sequence[Step] = (), lease_owner: str | None = None,
+                       wave: int = 0, reason: str = "") -> Run:
+        """canary_verifying -> awaiting_promotion, with the promotion request; promoting ->
+        awaiting_promotion with the request for ``wave`` of a promotion in waves. A run whose
+        steps planned waves (``progress.waves``) asks for its first wave after the canary."""
+        if not wave and run.progress.get("waves"):
+            wave = 1
+        gate = self.new(GateKind.PROMOTION, requested_by=run.requester, wave=wave, reason=reason or wave_text(run, wave))
         return self.writer.transition(run, S.AWAITING_PROMOTION, gate=gate, lease_owner=lease_owner,
                                       steps=[*steps, *self._opened(gate)])
 
@@ -100,7 +119,12 @@ class Gates:
                                 reason=f"the {gate.kind.value} request was {how}; nothing was changed")
         if gate.kind is GateKind.PROMOTION:
             if gate.outcome == "approved":
-                return w.transition(run, S.PROMOTING, actor=actor, gate=gate, steps=steps)
+                progress = {**run.progress, "approved_wave": gate.wave} if gate.wave else None
+                return w.transition(run, S.PROMOTING, actor=actor, gate=gate, steps=steps, progress=progress)
+            if gate.wave > 1:
+                return w.transition(run, S.ROLLING_BACK, actor=actor, gate=gate, steps=steps,
+                                    reason=f"the request for wave {gate.wave} was {how}: rolling back every node "
+                                    "the run moved")
             return w.transition(run, S.ROLLING_BACK, actor=actor, gate=gate, steps=steps,
                                 reason=f"the promotion request was {how}: rolling the canary back")
         if gate.outcome == "approved":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from runbooks.engine.runs import Gate, GateKind, Run, RunKind
+from runbooks.engine.runs import Gate, GateKind, Run, RunKind, RunState
 
 
 class Refused(Exception):
@@ -117,6 +117,21 @@ def run_ended(run: Run) -> str:
 
 def not_awaiting_promotion(run: Run) -> str:
     return f"run {run.id} is {run.state.value}: the promotion request opens when the canary passes"
+
+
+def already_paused(run: Run) -> str:
+    by = run.pause.by if run.pause else "someone"
+    return f"run {run.id} is already paused (by {by}): `continue {run.id}` goes on"
+
+
+def not_pausable(run: Run) -> str:
+    if run.state is RunState.ROLLING_BACK:
+        return f"run {run.id} is rolling back: a rollback is never paused"
+    return f"run {run.id} is {run.state.value}: nothing is running to pause"
+
+
+def not_paused(run: Run) -> str:
+    return f"run {run.id} is not paused"
 
 
 def not_monitoring(run: Run) -> str:

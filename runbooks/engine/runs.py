@@ -8,6 +8,7 @@ store applies a transition as an atomic compare-and-set on ``(state, version)``.
 
     requested -> awaiting_approval -> canary_rolling -> canary_verifying
       -> awaiting_promotion -> promoting -> verifying -> monitoring -> done
+    promoting -> awaiting_promotion -> promoting   (a promotion in waves: the next wave's request)
     canary_rolling .. monitoring -> rolling_back -> rolled_back   (failed check, or approved rollback)
     awaiting_approval -> rejected | expired ;  awaiting_promotion -(rejected, expired)-> rolling_back
     any working state -> halted -> (the state it halted in: resume) | rolling_back
@@ -73,7 +74,7 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     S.CANARY_ROLLING: frozenset({S.CANARY_VERIFYING, S.ROLLING_BACK, S.HALTED}),
     S.CANARY_VERIFYING: frozenset({S.AWAITING_PROMOTION, S.ROLLING_BACK, S.HALTED}),
     S.AWAITING_PROMOTION: frozenset({S.PROMOTING, S.ROLLING_BACK}),
-    S.PROMOTING: frozenset({S.VERIFYING, S.ROLLING_BACK, S.HALTED}),
+    S.PROMOTING: frozenset({S.VERIFYING, S.AWAITING_PROMOTION, S.ROLLING_BACK, S.HALTED}),
     S.VERIFYING: frozenset({S.MONITORING, S.ROLLING_BACK, S.HALTED}),
     S.MONITORING: frozenset({S.DONE, S.ROLLING_BACK}),
     S.ROLLING_BACK: frozenset({S.ROLLED_BACK, S.HALTED}),
@@ -214,6 +215,8 @@ class Gate(BaseModel):
     outcome: str | None = Field(default=None, description="approved | rejected | expired")
     decided_at: dt.datetime | None = None
     reason: str = Field(default="", description="why it was opened (a rollback request says why)")
+    wave: int = Field(default=0, description="a promotion in waves: the wave this request starts (1-based); "
+                      "0: the whole promotion")
 
     @property
     def is_open(self) -> bool:
@@ -241,6 +244,14 @@ class Step(BaseModel):
     account: str = ""
     """From a shell: the OS account or CI identity and the host (``alice@bastion-1``)."""
     at: dt.datetime
+
+
+class Pause(BaseModel):
+    """Someone paused the run: no new node or wave starts until ``continue``."""
+
+    by: str
+    at: dt.datetime
+    reason: str = ""
 
 
 class Run(BaseModel):
@@ -272,6 +283,7 @@ class Run(BaseModel):
     origin: dict[str, str] = Field(
         default_factory=dict, description="where the run was requested (surface, channel, thread)"
     )
+    pause: Pause | None = Field(default=None, description="set by `pause`, cleared by `continue`")
     change: dict[str, Any] = Field(
         default_factory=dict,
         description="a migration: what the approvers approve and the run applies, fixed at request time "

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from runbooks.engine.runs import Run, Step
+from runbooks.policy import Target
 
 
 class CheckStatus(enum.StrEnum):
@@ -41,12 +42,28 @@ class Check(BaseModel):
     evidence: dict[str, Any] = Field(default_factory=dict)
 
 
+class Again(BaseModel):
+    """A step that is not finished yet (a promotion between its waves): the engine keeps the
+    run in its state and calls the step again once ``at`` has passed (a soak), once
+    ``approval`` was granted (the next wave's request), or at once when neither is set and
+    the run is not paused."""
+
+    why: str
+    """What the run waits for, in a sentence (``wave 2 of 4 soaks until 10:40 UTC``)."""
+    at: dt.datetime | None = None
+    approval: bool = False
+    wave: int = 0
+    """The wave the approval would start (1-based; 0: none)."""
+
+
 class StepResult(BaseModel):
     """What a step reports back: ok or not, why, and the checks it ran."""
 
     ok: bool
     reason: str = ""
     checks: list[Check] = Field(default_factory=list)
+    again: Again | None = None
+    """Set by a step that did part of its work and must be called again (only with ``ok``)."""
 
     @property
     def failed(self) -> list[Check]:
@@ -85,6 +102,8 @@ class StepSettings:
     registration: dict[str, str] = field(default_factory=dict)
     """``{namespace/name: pattern}``: the log line that says a target's plugin registered
     (policy ``targets[].registration``); a target not listed uses its kind's default."""
+    targets: dict[str, Target] = field(default_factory=dict)
+    """The policy's entries for the targets, by ``namespace/name`` (waves, spread labels)."""
 
 
 @dataclass
@@ -99,6 +118,9 @@ class StepContext:
     """Append a step to the run's audit trail (and its thread)."""
     clock: Clock
     settings: StepSettings = field(default_factory=StepSettings)
+    paused: Callable[[], bool] = lambda: False
+    """Whether someone paused the run (read fresh from the store): a step that moves node by
+    node stops starting new nodes and returns :class:`Again`."""
 
 
 class Steps(Protocol):

@@ -40,6 +40,11 @@ class Observer(Protocol):
         """A gate opened (or was posted again): show Approve / Reject."""
         ...
 
+    def on_progress(self, run: Run) -> None:
+        """A step stored progress (a wave's nodes moved, a soak began): the root message's
+        progress is redrawn in place (front ends coalesce these)."""
+        ...
+
 
 class SilentObserver:
     def on_state(self, run: Run) -> None:
@@ -49,6 +54,9 @@ class SilentObserver:
         pass
 
     def on_gate(self, run: Run, gate: Gate) -> None:
+        pass
+
+    def on_progress(self, run: Run) -> None:
         pass
 
 
@@ -158,6 +166,8 @@ class Writer:
         gate = changes.get("gate")
         if isinstance(gate, Gate) and gate.is_open and gate != run.gate:
             self.safely(self.observer.on_gate, saved, gate)
+        if "progress" in changes or "pause" in changes:
+            self.safely(self.observer.on_progress, saved)
         return saved
 
     def record(self, run: Run, step: Step) -> None:

@@ -191,3 +191,41 @@ def test_shell_applies_a_migration_as_an_approved_run(env: dict[str, str], sim: 
     status = bot(env, "status", run["id"])
     assert status.returncode == 0 and "Migration" in status.stdout and "train: nvidia.com/gpu 1 -> claim train-gpu" in \
         status.stdout, status.stdout
+
+
+def test_a_promotion_in_waves_from_the_shell_with_pause_and_continue(env: dict[str, str], tmp_path: Path) -> None:
+    """Two waves, the second needing its approval: the shell prints the wave the run is at (plain
+    lines when not on a terminal, on stderr with --json); a paused run takes its approval but
+    starts nothing until `continue`."""
+    policy = Path(env["UPGRADEBOT_CONFIG"])
+    policy.write_text(POLICY + """
+targets:
+  - namespace: kube-system
+    name: nvidia-device-plugin-daemonset
+    waves: [1, 100%]
+""")
+    run_id = json.loads(bot(env, "canary", TARGET, f"image={NEW}", "node=gpu-node1", "--json").stdout)["id"]
+    proc = bot(env, "approve", run_id, "canary", who="U0BOB")
+    assert proc.returncode == 0, proc.stderr
+    assert "promotion request by U0ALICE" in proc.stdout and "wave 1 of 2: 1 node (gpu-node" in proc.stdout
+    proc = bot(env, "approve", run_id, "promotion", "--json", who="U0CAROL")
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(proc.stdout)
+    assert run["state"] == "awaiting_promotion" and run["gate"]["wave"] == 2
+    progress = [line for line in proc.stderr.splitlines() if line.startswith(run_id)]
+    assert progress[0].startswith(f"{run_id} Wave 1 of 2 ") and progress[-1] == (
+        f"{run_id} Wave 2 of 2 ▱▱▱▱▱▱▱▱▱▱ 0/1 node: starts once approved"), proc.stderr
+
+    refused(bot(env, "pause", run_id, who="U0DAVE"), f"you (U0DAVE) may not pause run {run_id}")
+    proc = bot(env, "pause", run_id, "reason=maintenance in rack 4")
+    assert proc.returncode == 0 and "awaiting_promotion" in proc.stdout, proc.stderr
+    proc = bot(env, "approve", run_id, "promotion", who="U0BOB")
+    assert proc.returncode == 0, proc.stderr
+    status = json.loads(bot(env, "status", run_id, "--json").stdout)
+    assert status["state"] == "promoting" and status["pause"]["by"] == "U0ALICE"
+    assert "Paused by" in bot(env, "status", run_id).stdout
+    proc = bot(env, "continue", run_id, who="U0CAROL")
+    assert proc.returncode == 0, proc.stderr
+    assert f"{run_id} Wave 2 of 2 ▰▰▰▰▰▰▰▰▰▰ 1/1 node" in proc.stdout  # plain lines: not a terminal
+    assert json.loads(bot(env, "status", run_id, "--json").stdout)["state"] == "done"
+    refused(bot(env, "continue", run_id), f"run {run_id} is not paused")

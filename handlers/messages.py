@@ -259,3 +259,7 @@ def wave_checks(passed: int, total: int) -> str:
 def paused_by(user_ref: str, at: str, reason: str, run_id: str) -> str:
     why = f" ({reason})" if reason else ""
     return f"Paused by {user_ref} at {at}{why}: no new node or wave starts until `continue {run_id}`"
+
+
+def waiting_for(what: str) -> str:
+    return f"Waiting: {what[0].upper()}{what[1:]}" if what else ""

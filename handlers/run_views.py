@@ -150,6 +150,8 @@ def root_message(run: Run) -> Message:
         lines.append(msg.paused_by(user_ref(run.pause.by), moment_text(run.pause.at), run.pause.reason, run.id))
     if run.reason:
         lines.append(run.reason)
+    if run.progress.get("waiting_for") and run.progress.get("wait_in") == run.state.value:
+        lines.append(msg.waiting_for(run.progress["waiting_for"]))
     lines += wave_lines(run)
     title = (f"Migration {run.id}: {run.target.kind} {run.target.ref}" if run.kind is RunKind.MIGRATION
              else f"Upgrade {run.id}: {run.target.ref}")

@@ -66,7 +66,9 @@ def _one_run(usage: str) -> Any:
 
 
 # ------------------------------------------------------------------ canary
-CANARY_USAGE = "canary <namespace>/<daemonset> image=<ref> node=<node>|auto [container=<name>] [cluster=<context>]"
+CANARY_USAGE = ("canary <namespace>/<daemonset> image=<ref> node=<node>|auto [container=<name>] [cluster=<context>] "
+                "[when=next-window]")
+WHEN = ("now", "next-window")
 
 
 class CanaryArgs(BaseModel):
@@ -77,12 +79,16 @@ class CanaryArgs(BaseModel):
     node: str
     container: str | None = None
     cluster: str | None = None
+    when: str = "now"
 
 
 def parse_canary(words: Sequence[str]) -> CanaryArgs:
     positional, pairs = split_pairs(
-        words, allowed=("image", "node", "container", "cluster"), usage=CANARY_USAGE, max_positional=1
+        words, allowed=("image", "node", "container", "cluster", "when"), usage=CANARY_USAGE, max_positional=1
     )
+    if pairs.get("when", "now") not in WHEN:
+        raise UsageError(f"when={pairs['when']} is not a choice: when=next-window queues the run until the "
+                         "target's maintenance window opens", CANARY_USAGE)
     if not positional:
         raise UsageError("which DaemonSet? give <namespace>/<daemonset>", CANARY_USAGE)
     for key in ("image", "node"):
@@ -105,7 +111,7 @@ def canary(args: CanaryArgs, deps: Deps, caller: Caller) -> Outcome:
     nothing runs on the cluster until an approver approves."""
     return deps.engine.request_canary(
         actor=deps.actor(caller), target=args.target, image=args.image, node=args.node,
-        container=args.container, cluster=args.cluster,
+        container=args.container, cluster=args.cluster, when=args.when,
         origin={"surface": caller.surface, "channel": caller.channel or ""},
     )
 

@@ -106,6 +106,71 @@ class Wave(Strict):
         return min(total, -(-percent * total // 100))
 
 
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+HOURS = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])-([01][0-9]|2[0-4]):([0-5][0-9])$")
+
+
+class Window(Strict):
+    """A weekly maintenance window: on ``days``, from the first to the second time of ``hours``
+    in ``timezone`` (an end before the start runs past midnight into the next day)."""
+
+    days: list[str] = Field(default_factory=lambda: list(DAYS))
+    """``mon`` … ``sun``, or ranges such as ``mon-fri``: the days the window opens on."""
+    hours: str = "00:00-24:00"
+    timezone: str = "UTC"
+    """An IANA time zone (``Europe/Berlin``): the window follows its daylight-saving changes."""
+
+    @field_validator("days", mode="before")
+    @classmethod
+    def _days(cls, value: object) -> object:
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list):
+            return value
+        out: list[str] = []
+        for item in items:
+            text = str(item).strip().lower()
+            first, sep, last = text.partition("-")
+            if first not in DAYS or (sep and last not in DAYS):
+                raise ValueError(f"{item!r} is not a day: use mon … sun, or a range such as mon-fri")
+            a, b = DAYS.index(first), DAYS.index(last if sep else first)
+            span = range(a, b + 1) if a <= b else [*range(a, 7), *range(0, b + 1)]
+            out += [DAYS[i] for i in span if DAYS[i] not in out]
+        if not out:
+            raise ValueError("a window needs at least one day")
+        return out
+
+    @field_validator("hours")
+    @classmethod
+    def _hours(cls, value: str) -> str:
+        match = HOURS.match(value.strip())
+        if not match or match.group(1, 2) == match.group(3, 4) or (match.group(3) == "24" and match.group(4) != "00"):
+            raise ValueError(f"{value!r} is not a span of hours: use HH:MM-HH:MM, e.g. 09:00-17:00 (22:00-02:00 "
+                             "runs past midnight)")
+        return value.strip()
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        import zoneinfo
+
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"{value!r} is not a time zone: use an IANA name such as Europe/Berlin or UTC") from exc
+        return value
+
+    @property
+    def minutes(self) -> tuple[int, int]:
+        """``(start, length)`` in minutes from midnight."""
+        start_h, start_m, end_h, end_m = (int(x) for x in HOURS.match(self.hours).groups())  # type: ignore[union-attr]
+        start, end = start_h * 60 + start_m, end_h * 60 + end_m
+        return start, (end - start) % (24 * 60) or 24 * 60
+
+    def __str__(self) -> str:
+        days = ",".join(self.days) if len(self.days) < 7 else "every day"
+        return f"{days} {self.hours} {self.timezone}"
+
+
 class Target(Strict):
     """A DaemonSet the bot may upgrade: ``namespace/name``, and optionally the log line
     (a regular expression) that says its plugin registered with the kubelet."""
@@ -126,6 +191,20 @@ class Target(Strict):
     spread: list[str] = Field(default_factory=list)
     """Node labels naming failure domains, widest first (``topology.kubernetes.io/zone``,
     a rack label): the waves take their nodes from every domain in turn."""
+    windows: list[Window] = Field(default_factory=list)
+    """When the target may change: a canary, a promotion wave starts only inside one (a wave
+    only if its soak ends inside it too); verification and rollbacks run at any time.
+    Empty: at any time."""
+
+    @model_validator(mode="after")
+    def _soaks_fit(self) -> Target:
+        if self.windows and self.waves:
+            longest = max(w.minutes[1] for w in self.windows) * 60
+            for wave in self.waves[:-1]:
+                if duration_seconds(wave.soak) > longest:
+                    raise ValueError(f"wave {wave.nodes} soaks {wave.soak}, longer than any maintenance window: "
+                                     "the next wave could never start")
+        return self
 
     @field_validator("waves", mode="before")
     @classmethod

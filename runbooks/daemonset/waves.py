@@ -21,6 +21,10 @@ only what the run's progress does not show done:
 3. it soaks (``soak``), the run waiting without holding a worker, then the next wave
    starts by itself or, with ``approve_next``, once its request is approved.
 
+With maintenance windows (policy ``windows``) a wave starts only inside one in which its
+soak also ends; otherwise the run waits for the next such window. A wave already started
+finishes (its nodes moved and verified) even if the window closes meanwhile.
+
 No pod outside the current wave is deleted. A failed wave fails the step, and the run's
 rollback puts every node it moved back. When every wave is done the original update
 strategy goes back (every pod already runs the new revision, so nothing churns).
@@ -33,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from runbooks import windows
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import NODES
 from runbooks.daemonset import companions
@@ -155,6 +160,10 @@ def promote_in_waves(ctx: StepContext, snap: Snapshot, new: Revision) -> StepRes
                                                        approval=True, wave=number))
             if ctx.paused():
                 return _paused(ctx, number, total)
+            if key not in (ctx.run.progress.get("wave_started") or {}):
+                closed = _window_closed(ctx, target, number, total, float(wave.get("soak") or 0))
+                if closed is not None:
+                    return closed
             result = _move_and_verify(ctx, number, total, wave, new, limit, later=_later(waves, number))
             if not result.ok or result.again is not None:
                 return result
@@ -164,6 +173,26 @@ def promote_in_waves(ctx: StepContext, snap: Snapshot, new: Revision) -> StepRes
             return StepResult(ok=True, again=Again(why=f"wave {number} of {total} soaks until {soak_until:%Y-%m-%d %H:%M} UTC",
                                                    at=soak_until))
     return _finish(ctx, saved, new)
+
+
+def _window_closed(ctx: StepContext, target: Target | None, number: int, total: int, soak: float) -> StepResult | None:
+    """Wait for a maintenance window in which the wave's soak ends, when the current one is
+    closed or closes too soon; None when the wave may start now."""
+    found = list(target.windows) if target is not None else []
+    if not found:
+        return None
+    now = ctx.clock.now()
+    span = windows.span_at(found, now)
+    if span is not None and span.fits(now, soak):
+        return None
+    nxt = windows.next_span(found, now, fitting=soak)
+    if nxt is None:
+        return StepResult(ok=False, reason=f"wave {number} of {total} soaks {soak:g}s, longer than any maintenance window")
+    needs = f" and its {soak:g}s soak" if soak else ""
+    why = (f"wave {number} of {total} waits for a maintenance window ({windows.describe(found)}) in which it{needs} "
+           f"fits: {nxt.start:%Y-%m-%d %H:%M} UTC")
+    note(ctx, "promote.window", "info", why, wave=number)
+    return StepResult(ok=True, again=Again(why=why, at=nxt.start))
 
 
 def _later(waves: list[dict[str, Any]], number: int) -> list[str]:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runbooks import validation
+from runbooks import validation, windows
 from runbooks.cluster.resources import WORKLOADS
 from runbooks.engine import refusals
 from runbooks.engine.actors import ENGINE_ACTOR
@@ -162,17 +162,20 @@ class Engine:
     # --------------------------------------------------------------- commands
     def request_canary(
         self, *, actor: Actor, target: str, image: str, node: str, container: str | None = None,
-        cluster: str | None = None, origin: dict[str, str] | None = None,
+        cluster: str | None = None, origin: dict[str, str] | None = None, when: str = "now",
     ) -> Outcome:
         """A new run waiting at its canary request.
 
         Refused before anything is stored or any approver asked: bad arguments, a target
         that has an active run (``LockHeld``), and every failing check the steps can make
         now (``check_request``: the image already running, a node that is NotReady,
-        cordoned or GPU-less, a failing inventory finding on the target...)."""
+        cordoned or GPU-less, a failing inventory finding on the target...), and a request
+        outside the target's maintenance windows unless ``when`` is ``next-window`` (the
+        run is stored and its request opened; its canary waits for the window)."""
         check_requester(self.policy, actor)
         request = check_request(self.policy, target=target, image=image, node=node, container=container, cluster=cluster)
         now = self.clock.now()
+        queued = self._outside_window(request.ref, now, when)
 
         parts = [Part(kind=kind, name=name, container=container, before=before)
                  for kind, name, container, before in self.policy.parts_of(request.ref)]
@@ -202,7 +205,8 @@ class Engine:
             raise Refused(f"name the container of {request.ref} to change: container=<name>")
         line = self.writer.step("requested", kind="transition", actor=actor,
                                 detail=f"canary of {run.image} ({run.container}) on {run.node} in "
-                                       f"{run.target.cluster or 'the current context'}" + (f"; {chosen}" if chosen else ""))
+                                       f"{run.target.cluster or 'the current context'}" + (f"; {chosen}" if chosen else "")
+                                + (f"; {queued}" if queued else ""))
         self._create(run, line)
         return Outcome(self.writer.retrying(run.id, lambda fresh: self.gates.open_canary(fresh, actor)))
 
@@ -249,6 +253,18 @@ class Engine:
                                        f"{run.target.cluster or 'the current context'}: {summary}")
         self._create(run, line)
         return Outcome(self.writer.retrying(run.id, lambda fresh: self.gates.open_canary(fresh, actor)))
+
+    def _outside_window(self, ref: str, now: dt.datetime, when: str) -> str:
+        """'' inside the target's maintenance windows (or it has none); with ``when=next-window``
+        the sentence saying when the run's canary may start; else :class:`Refused`, naming it."""
+        entry = self.policy.target(ref)
+        if entry is None or not entry.windows or windows.span_at(entry.windows, now) is not None:
+            return ""
+        nxt = windows.next_span(entry.windows, now)
+        opens = refusals.moment_text(nxt.start) if nxt else "never"
+        if when != "next-window":
+            raise Refused(refusals.outside_window(ref, windows.describe(entry.windows), opens))
+        return f"queued for the maintenance window opening at {opens}"
 
     def _create(self, run: Run, line: Step) -> None:
         """Store a new run with its first audit line (taking its target's lock)."""

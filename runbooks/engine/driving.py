@@ -51,10 +51,11 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from runbooks import windows
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Lease, Leases
-from runbooks.engine.refusals import Refused
+from runbooks.engine.refusals import Refused, moment_text
 from runbooks.engine.runs import TERMINAL, WORKING, Run, RunKind, RunState, Step
 from runbooks.engine.scoping import SMOKE_NAMESPACE, ScopedCluster
 from runbooks.engine.steps import Again, ChangeSteps, StepContext, StepResult, Steps, StepSettings
@@ -160,9 +161,11 @@ class Driver:
         return run.state in WORKING and not run.halted
 
     def _waiting(self, run: Run) -> bool:
-        """The run's step asked to be called again later (a soak), and that time has not come."""
+        """The run's step asked to be called again later (a soak, a window), in the state it is
+        still in, and that time has not come (a rollback requested meanwhile never waits)."""
         until = run.progress.get("wait_until")
-        return isinstance(until, str) and self.writer.clock.now() < dt.datetime.fromisoformat(until)
+        return (isinstance(until, str) and run.progress.get("wait_in") == run.state.value
+                and self.writer.clock.now() < dt.datetime.fromisoformat(until))
 
     def _halt_overdue(self, run: Run) -> bool:
         """Halted longer than ``halt.rollback_after``, with automatic rollback on."""
@@ -206,6 +209,9 @@ class Driver:
                     if self._paused_too_long(run):
                         self.writer.retrying(run_id, lambda r: self._roll_back_paused(r, lease))
                         continue
+                    if self._window_closed(run):
+                        self.writer.retrying(run_id, lambda r: self._wait_for_window(r, lease))
+                        continue
                     if cluster is None:
                         cluster = self.connect(run.target.cluster or None)
                     try:
@@ -215,6 +221,37 @@ class Driver:
             finally:
                 if cluster is not None and hasattr(cluster, "close"):
                     cluster.close()
+
+    # ------------------------------------------------------------ windows
+    def _windows(self, run: Run) -> list[Any]:
+        entry = self.policy.target(run.target.ref) if run.kind is RunKind.UPGRADE else None
+        return list(entry.windows) if entry is not None else []
+
+    def _window_closed(self, run: Run) -> bool:
+        """A change that has not begun (a canary that saved nothing yet, a promotion not in
+        waves: those start each wave themselves) and its target's windows are all closed."""
+        if run.state is S.CANARY_ROLLING and run.progress.get("saved"):
+            return False  # begun: finish it rather than leave the target half-changed
+        if run.state is S.PROMOTING and run.progress.get("waves"):
+            return False
+        if run.state not in (S.CANARY_ROLLING, S.PROMOTING):
+            return False
+        found = self._windows(run)
+        return bool(found) and windows.span_at(found, self.writer.clock.now()) is None
+
+    def _wait_for_window(self, run: Run, lease: Lease) -> Run:
+        if not self._window_closed(run):
+            return run
+        found = self._windows(run)
+        nxt = windows.next_span(found, self.writer.clock.now())
+        if nxt is None:  # the policy's windows never open (cannot happen for a weekly window)
+            return self._halt(run, run.state, "the target's maintenance windows never open", lease)
+        why = (f"{label_of(run, run.state)} waits for the maintenance window ({windows.describe(found)}) "
+               f"opening at {moment_text(nxt.start)}")
+        line = self.writer.step(f"{STEP_OF[run.state]}.window", kind="step", status="info", detail=why)
+        return self.writer.update(run, steps=[line], lease_owner=lease.owner,
+                                  progress={**run.progress, "wait_until": nxt.start.isoformat(), "waiting_for": why,
+                                            "wait_in": run.state.value})
 
     # ------------------------------------------------------------ transitions
     def _open_canary(self, run: Run) -> Run:
@@ -319,7 +356,7 @@ class Driver:
             return self.gates.open_promotion(run, steps=[*lines, line], lease_owner=lease.owner, wave=again.wave)
         progress = dict(run.progress)
         if again.at is not None:
-            progress.update(wait_until=again.at.isoformat(), waiting_for=again.why)
+            progress.update(wait_until=again.at.isoformat(), waiting_for=again.why, wait_in=state.value)
         return self.writer.update(run, steps=[*lines, line], progress=progress, lease_owner=lease.owner)
 
     def _context(self, run: Run, cluster: Any, lease: Lease, recorded: set[str]) -> StepContext:
@@ -367,7 +404,7 @@ class Driver:
         not written twice."""
         if run.state is not state:
             raise RunMoved(run.id, state, run.state)
-        stale = {"paused_since", "wait_until", "waiting_for"} & set(run.progress)
+        stale = {"paused_since", "wait_until", "waiting_for", "wait_in"} & set(run.progress)
         if stale:  # the cluster answered this time; a wait is over
             run = self.writer.update(run, progress={k: v for k, v in run.progress.items() if k not in stale},
                                      lease_owner=lease.owner)

@@ -119,6 +119,12 @@ def not_awaiting_promotion(run: Run) -> str:
     return f"run {run.id} is {run.state.value}: the promotion request opens when the canary passes"
 
 
+def outside_window(ref: str, windows: str, opens: str) -> str:
+    return (f"{ref} may change only in its maintenance windows ({windows}); the next opens at {opens}: "
+            "ask again then, or add when=next-window to queue the run (its requests are approved as usual, "
+            "its canary waits for the window)")
+
+
 def already_paused(run: Run) -> str:
     by = run.pause.by if run.pause else "someone"
     return f"run {run.id} is already paused (by {by}): `continue {run.id}` goes on"

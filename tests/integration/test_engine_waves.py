@@ -4,6 +4,7 @@ ends unfinished (a soak, the next wave's request), pause and continue."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 
@@ -14,10 +15,13 @@ from tests.engine_support import (
     ALICE,
     BOB,
     CAROL,
+    IMAGE,
+    TARGET,
     Actor,
     FakeClock,
     ScriptedSteps,
     make_engine,
+    policy,
     request,
 )
 
@@ -136,3 +140,49 @@ def test_pause_is_refused_where_nothing_runs_and_during_a_rollback(redis_url: st
     assert engine.get(run.id).state is S.ROLLING_BACK
     with pytest.raises(Refused, match="a rollback is never paused"):
         engine.pause(run.id, actor=ALICE)
+
+
+def windowed(hours: str = "22:00-23:00") -> Any:
+    return policy(targets=[{"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset",
+                            "windows": [{"days": "mon-fri", "hours": hours, "timezone": "UTC"}]}])
+
+
+def test_a_request_outside_the_window_is_refused_with_the_next_one_or_queued_for_it(redis_url: str) -> None:
+    """Monday 09:00 UTC, window 22:00-23:00: refused, naming the window; with when=next-window
+    the run is stored and approved as usual, and its canary waits for 22:00."""
+    clock = FakeClock()
+    steps = ScriptedSteps()
+    engine = make_engine(redis_url, steps=steps, clock=clock, pol=windowed())
+    with pytest.raises(Refused, match=r"may change only in its maintenance windows \(mon,tue,wed,thu,fri 22:00-23:00 "
+                       r"UTC\); the next opens at 2025-01-06 22:00:00 UTC: ask again then, or add when=next-window"):
+        request(engine)
+    assert engine.runs() == []
+    run = engine.request_canary(actor=ALICE, target=TARGET, image=IMAGE, node="gpu-node1", container="plugin",
+                                cluster="prod", when="next-window").run
+    assert run.state is S.AWAITING_APPROVAL
+    assert "queued for the maintenance window opening at 2025-01-06 22:00:00 UTC" in engine.audit(run.id)[0]["detail"]
+    engine.approve(run.id, actor=BOB)
+    run = engine.advance(run.id)
+    assert run.state is S.CANARY_ROLLING and steps.calls == []
+    assert run.progress["wait_until"] == "2025-01-06T22:00:00+00:00" and not engine.needs_work(run)
+    assert "the canary waits for the maintenance window" in run.progress["waiting_for"]
+    clock.advance(hours=13)
+    run = engine.advance(run.id)
+    assert run.state is S.AWAITING_PROMOTION and steps.calls == ["canary", "verify_canary"]
+
+
+def test_a_promotion_approved_after_the_window_closed_waits_for_the_next_one(redis_url: str) -> None:
+    clock = FakeClock(dt.datetime(2025, 1, 6, 22, 30, tzinfo=dt.UTC))
+    steps = ScriptedSteps()
+    engine = make_engine(redis_url, steps=steps, clock=clock, pol=windowed("22:00-22:45"))
+    run = request(engine)
+    engine.approve(run.id, actor=BOB)
+    assert engine.advance(run.id).state is S.AWAITING_PROMOTION
+    clock.advance(minutes=20)  # 22:50: closed
+    engine.approve(run.id, actor=CAROL)
+    run = engine.advance(run.id)
+    assert run.state is S.PROMOTING and "promote" not in steps.calls
+    assert run.progress["wait_until"] == "2025-01-07T22:00:00+00:00"
+    engine.rollback(run.id, actor=BOB)  # a rollback never waits for a window
+    engine.approve(run.id, actor=CAROL)
+    assert engine.advance(run.id).state is S.ROLLED_BACK and steps.calls[-1] == "rollback"

@@ -3,6 +3,7 @@ plugin pods the whole time and is the referee of which node ran the new image wh
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
@@ -195,5 +196,57 @@ def test_two_hundred_nodes_in_four_waves_then_a_crash_in_wave_three_rolled_back(
         assert set(moved) <= {run.node, *waves[0], *waves[1], *waves[2]}
         assert set(waves[0]) | set(waves[1]) <= set(moved) and set(moved) & set(waves[2])
         assert_waves_in_order(watch, run.node, waves, image=crash)
+    finally:
+        sim.stop()
+
+
+def test_a_window_that_closes_during_a_soak_holds_the_next_wave_until_the_next_window(redis_url: str) -> None:
+    """The cluster's clock runs 60 times as fast. A daily window of one hour; wave 1 soaks 25
+    minutes, wave 2 30 minutes (it fits when it starts, but its 5-minute verification makes
+    the window close during its soak): wave 3 does not start at the end of that soak, it waits
+    for the next day's window; kubectl shows its nodes untouched until then."""
+    sim = KubeSim(scenario="gpu-large", nodes=12, k8s_version="1.31", speed=60).start()
+    try:
+        kubectl = Kubectl(sim.kubeconfig)
+        kubectl("patch", "daemonset", DS, "-n", NS, "--type=merge",
+                "-p", '{"spec":{"updateStrategy":{"rollingUpdate":{"maxUnavailable":"10%"}}}}')
+        cluster = Cluster.from_kubeconfig(sim.kubeconfig)
+        opens = cluster.server_time().replace(second=0, microsecond=0)
+        closes = opens + dt.timedelta(hours=1)
+        policy = Policy.model_validate({
+            "approvers": {"users": ["U0BOB", "U0CAROL"]},
+            "reports": {"after": []},
+            "steps": {"observe_window": "1s", "poll_interval": "0.1s", "ready_timeout": "30m"},
+            "targets": [{"namespace": NS, "name": DS, "spread": [ZONE],
+                         "windows": [{"hours": f"{opens:%H:%M}-{closes:%H:%M}", "timezone": "UTC"}],
+                         "waves": [{"nodes": 1, "soak": "25m", "approve_next": False},
+                                   {"nodes": "50%", "soak": "30m", "approve_next": False}, "100%"]}],
+        })
+        engine = kubesim_engine(sim, redis_url, policy, clock=ClusterClock(cluster.server_time))
+        run = engine.request_canary(actor=ALICE, target=TARGET, image=NEW, node="gpu-node5").run
+        engine.approve(run.id, actor=BOB)
+        assert engine.advance(run.id).state is S.AWAITING_PROMOTION
+        engine.approve(run.id, actor=CAROL)
+        run = engine.advance(run.id)  # wave 1, then its soak
+        waves = [w["nodes"] for w in run.progress["waves"]]
+        assert "wave 1 of 3 soaks until" in run.progress["waiting_for"]
+        sim.advance("25m")
+        slow = policy.steps.model_copy(update={"observe_window": "5m"})  # wave 2's verification takes 5 minutes
+        engine = kubesim_engine(sim, redis_url, policy.model_copy(update={"steps": slow}),
+                                clock=ClusterClock(cluster.server_time))
+        run = engine.advance(run.id)
+        assert run.state is S.PROMOTING and "wave 2 of 3 soaks until" in run.progress["waiting_for"], run.progress
+        soak_end = dt.datetime.fromisoformat(run.progress["wait_until"])
+        assert soak_end > closes  # the window closes during wave 2's soak
+        sim.advance(max(1.0, (soak_end - cluster.server_time()).total_seconds() + 1))
+        run = engine.advance(run.id)
+        assert run.state is S.PROMOTING and "wave 3 of 3 waits for a maintenance window" in run.progress["waiting_for"]
+        assert dt.datetime.fromisoformat(run.progress["wait_until"]) == opens + dt.timedelta(days=1)
+        images = plugin_images(sim)
+        assert {n for n, i in images.items() if i == NEW} == {"gpu-node5", *waves[0], *waves[1]}
+        sim.advance((opens + dt.timedelta(days=1) - cluster.server_time()).total_seconds() + 1)
+        run = engine.advance(run.id)
+        assert run.state is S.DONE, run.reason
+        assert set(plugin_images(sim).values()) == {NEW}
     finally:
         sim.stop()

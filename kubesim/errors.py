@@ -26,9 +26,10 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
         }
+        if self.reason:  # StatusReasonUnknown ("") is omitted, as Go's omitempty does
+            body["reason"] = self.reason
+        body["code"] = self.code
         if self.details is not None:
             body["details"] = self.details
         return body
@@ -81,6 +82,18 @@ def invalid(res: ResourceType, name: str, causes: list[tuple[str, str]]) -> ApiE
         {"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in causes
     ]
     return ApiError(422, "Invalid", f'{res.kind} "{name}" is invalid: {text}', details)
+
+
+def invalid_object(res: ResourceType, name: str, causes: list[tuple[str, str, str]]) -> ApiError:
+    """422 as ``NewInvalid`` words it for a kind of a named group (``PodDisruptionBudget.policy "x"
+    is invalid: ...``); each cause is (field, reason such as ``FieldValueInvalid``, error body)."""
+    texts = [f"{f}: {m}" for f, _, m in causes]
+    text = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+    qualified = f"{res.kind}.{res.group}" if res.group else res.kind
+    details = _details(res, name)
+    details["kind"] = res.kind
+    details["causes"] = [{"reason": r, "message": m, "field": f} for f, r, m in causes]
+    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {text}', details)
 
 
 def bad_request(message: str) -> ApiError:

@@ -4,6 +4,10 @@
 Unknown ("Kubelet stopped posting node status."), the ``node.kubernetes.io/unreachable``
 taints are added, ``NodeNotReady`` events recorded and the node's pods marked not ready.
 The kubelet side of a node that does not report holds its writes until the node is back.
+
+:class:`UnschedulableTaints` is that controller's NoSchedule tainting pass for cordons: a
+node with ``spec.unschedulable`` (``kubectl cordon``) gets the
+``node.kubernetes.io/unschedulable:NoSchedule`` taint, which goes again on uncordon.
 """
 
 from __future__ import annotations
@@ -12,11 +16,13 @@ from collections import defaultdict
 from typing import Any
 
 from kubesim.clock import rfc3339
+from kubesim.store import WatchEvent
 
 NODES = ("", "nodes")
 PODS = ("", "pods")
 UNREACHABLE = "node.kubernetes.io/unreachable"
 NOT_READY = "node.kubernetes.io/not-ready"
+UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 _HEALTHY = (
     ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
     ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
@@ -138,3 +144,51 @@ def _pod_ready_again(obj: dict[str, Any], now: str) -> None:
         if cond.get("type") == "Ready" and cond.get("status") != "True":
             cond["status"] = "True"
             cond["lastTransitionTime"] = now
+
+
+def _cordon_tainted(node: dict[str, Any]) -> bool:
+    return any(t.get("key") == UNSCHEDULABLE and t.get("effect") == "NoSchedule"
+               for t in (node.get("spec") or {}).get("taints") or [])
+
+
+def _cordoned(node: dict[str, Any]) -> bool:
+    return bool((node.get("spec") or {}).get("unschedulable"))
+
+
+class UnschedulableTaints:
+    """``doNoScheduleTaintingPass`` for ``spec.unschedulable``: the taint follows the cordon
+    (added with its ``timeAdded``, as ``SwapNodeControllerTaint`` stamps it; removed on uncordon)."""
+
+    def __init__(self) -> None:
+        self.sim: Any = None
+
+    def start(self, sim: Any) -> None:
+        self.sim = sim
+        sim.store.subscribe(self._on_event)
+        for node in sim.store.iter(NODES):
+            if _cordoned(node) != _cordon_tainted(node):
+                self._enqueue(node["metadata"]["name"])
+
+    def _enqueue(self, name: str) -> None:
+        self.sim.enqueue(("node-unschedulable-taint", name), lambda: self.sync(name))
+
+    def _on_event(self, res: Any, ev: WatchEvent) -> None:
+        if res.group == "" and res.plural == "nodes" and ev.type != "DELETED" \
+                and _cordoned(ev.obj) != _cordon_tainted(ev.obj):
+            self._enqueue(ev.obj["metadata"]["name"])
+
+    def sync(self, name: str) -> None:
+        now = rfc3339(self.sim.clock.now())
+
+        def swap(node: dict[str, Any]) -> None:
+            spec = node.setdefault("spec", {})
+            taints = [t for t in spec.get("taints") or []
+                      if not (t.get("key") == UNSCHEDULABLE and t.get("effect") == "NoSchedule")]
+            if _cordoned(node):
+                taints.append({"effect": "NoSchedule", "key": UNSCHEDULABLE, "timeAdded": now})
+            if taints:
+                spec["taints"] = taints
+            else:
+                spec.pop("taints", None)
+
+        self.sim.store.mutate(NODES, "", name, swap)

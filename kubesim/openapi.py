@@ -97,6 +97,7 @@ def _document(minor: int, group: str, version: str, resources: tuple[ResourceTyp
     paths: dict[str, Any] = {}
     names: dict[ResourceType, str] = {}
     own: dict[str, Any] = {}
+    extra: list[str] = []
     base = "/" + _gv_path(group, version)
     for res in resources:
         name = defs.kind(res.group, res.version, res.kind)
@@ -113,7 +114,14 @@ def _document(minor: int, group: str, version: str, resources: tuple[ResourceTyp
         if "status" in res.subresources:
             paths[f"{scope}/{{name}}/status"] = {"get": _op(res, "get", name), "patch": _op(res, "patch", name),
                                                 "put": _op(res, "put", name)}
-    components = {n: _rewrite(defs.defs[n], top=True) for n in defs.closure(list(names.values()))}
+        evicting = defs.kind("policy", "v1", "Eviction")
+        if "eviction" in res.subresources and evicting is not None:
+            post = _op(res, "post", evicting)
+            post["operationId"] = f"create{res.kind}Eviction"
+            post["x-kubernetes-group-version-kind"] = {"group": "policy", "version": "v1", "kind": "Eviction"}
+            paths[f"{scope}/{{name}}/eviction"] = {"post": post}
+            extra.append(evicting)
+    components = {n: _rewrite(defs.defs[n], top=True) for n in defs.closure([*names.values(), *extra])}
     components.update(own)
     return {
         "openapi": "3.0.0",

@@ -13,6 +13,7 @@ ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "up
 SUPPORTED_MINORS = range(27, 35)
 DRA_GROUP = "resource.k8s.io"
 RBAC_GROUP = "rbac.authorization.k8s.io"
+POLICY_GROUP = "policy"  # PodDisruptionBudget (policy/v1 is served by every simulated release)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ def _core() -> list[ResourceType]:
         ResourceType(
             "apps", "v1", "ControllerRevision", "controllerrevisions", True, has_spec=False
         ),
+        ResourceType(POLICY_GROUP, "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("pdb",), ("status",)),
         ResourceType(
             "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
             False, ("crd", "crds"), ("status",), categories=("api-extensions",),

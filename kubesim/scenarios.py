@@ -28,6 +28,7 @@ from kubesim import dra
 from kubesim.clock import rfc3339
 from kubesim.daemonsets import DaemonSetController
 from kubesim.deployments import DeploymentController, ReplicaSetController
+from kubesim.disruption import DisruptionController
 from kubesim.fixtures import (
     NFD_GPU,
     DaemonPods,
@@ -42,6 +43,7 @@ from kubesim.fixtures import (
 )
 from kubesim.kubelets import KubeletController
 from kubesim.namespaces import NamespaceController
+from kubesim.nodestatus import UnschedulableTaints
 from kubesim.scheduling import Scheduler
 from kubesim.simulation import Simulation
 from kubesim.statefulsets import StatefulSetController
@@ -235,6 +237,8 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
     sim.add_controller("deployments", DeploymentController())
     sim.add_controller("replicasets", ReplicaSetController())
     sim.add_controller("statefulsets", StatefulSetController())
+    sim.add_controller("disruption", DisruptionController())
+    sim.add_controller("nodelifecycle", UnschedulableTaints())
     sim.add_controller("kubelet", kubelet)
     sim.add_controller("scheduler", Scheduler())
     sim.settle()

@@ -2,7 +2,8 @@
 that goes with it: claims created from templates, allocated on the chosen node and
 reserved for the pod; released when the pod goes away.
 
-Filters run in the real plugin order (NodeUnschedulable, TaintToleration, NodeAffinity,
+Filters run in the real plugin order (NodeUnschedulable: a cordoned node takes only pods
+tolerating ``node.kubernetes.io/unschedulable:NoSchedule``; TaintToleration, NodeAffinity,
 NodeResourcesFit, DynamicResources) and a pod that fits nowhere gets the real
 ``FailedScheduling`` message with the per-reason node counts and the preemption summary.
 Unschedulable pods are retried on cluster changes and every ``RETRY_SECONDS``.
@@ -17,7 +18,7 @@ from kubesim import dra
 from kubesim import podstatus as ps
 from kubesim.clock import rfc3339
 from kubesim.errors import ApiError
-from kubesim.selectors import node_affinity_matches, untolerated_taints
+from kubesim.selectors import node_affinity_matches, tolerates, untolerated_taints
 from kubesim.simulation import Simulation
 from kubesim.store import WatchEvent
 
@@ -25,6 +26,7 @@ PODS = ("", "pods")
 NODES = ("", "nodes")
 SCHEDULER = "default-scheduler"
 RETRY_SECONDS = 60.0
+_UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 _UNRESOLVABLE = ("node(s) were unschedulable", "node(s) had untolerated taint", "node(s) didn't match Pod's node affinity/selector",
                  "resourceclaim not available on the node")
 
@@ -291,9 +293,8 @@ class Scheduler:
 
     def _filter(self, pod: dict[str, Any], node: dict[str, Any], wants: dict[str, int], claims: list[dict[str, Any]], cache: dict[str, Any]) -> Any:
         spec = pod["spec"]
-        if (node.get("spec") or {}).get("unschedulable") and not any(
-                t.get("key") == "node.kubernetes.io/unschedulable" and t.get("operator") == "Exists" for t in spec.get("tolerations") or []):
-            return "node(s) were unschedulable"
+        if (node.get("spec") or {}).get("unschedulable") and not tolerates(spec.get("tolerations"), _UNSCHEDULABLE_TAINT):
+            return "node(s) were unschedulable"  # NodeUnschedulable: a cordon, unless the pod tolerates its taint
         taints = untolerated_taints(spec, node)
         if taints:
             return f"node(s) had untolerated taint {{{taints[0].get('key')}: {taints[0].get('value') or ''}}}"

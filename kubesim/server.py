@@ -27,6 +27,7 @@ from kubesim import (
     conversion,
     discovery,
     errors,
+    eviction,
     openapi,
     patching,
     rbac,
@@ -61,6 +62,9 @@ def json_response(body: Any, status: int = 200) -> web.Response:
 
 def error_response(exc: errors.ApiError, headers: dict[str, str] | None = None) -> web.Response:
     resp = json_response(exc.status(), exc.code)
+    retry = (exc.details or {}).get("retryAfterSeconds")
+    if retry:  # ErrorNegotiated: a Status that suggests a retry says so in Retry-After
+        resp.headers["Retry-After"] = str(retry)
     for k, v in (headers or {}).items():
         resp.headers[k] = v
     return resp
@@ -304,6 +308,10 @@ class ApiServer:
             return json_response(rbac.review(self.authorizer, user or self.admin, spec), 201)
         if verb == "create" and target.sub == "token" and res.kind == "ServiceAccount":
             return await self.token_request(request, target)
+        if verb == "create" and target.sub == "eviction" and res.kind == "Pod" and target.name:
+            evicting = eviction.decode(await request.read(), request.content_type)
+            return json_response(eviction.evict(self.sim, target.namespace or "", target.name, evicting,
+                                                dry_run=dry_run), 201)
         if verb == "patch" and request.content_type == APPLY_PATCH:
             return self.apply(request, target, await request.read(), dry_run)
         if "force" in request.query and verb == "patch":
@@ -316,10 +324,6 @@ class ApiServer:
         store = self.sim.store
         if verb == "create":
             if target.name:
-                if target.sub == "eviction" and res.kind == "Pod":
-                    deleted = store.delete(res, target.namespace or "", target.name, dry_run=dry_run)
-                    return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                                          "status": "Success", "code": 201, "details": {"name": deleted["metadata"]["name"]}}, 201)
                 raise errors.method_not_allowed()
             obj = self.to_storage(res, body)
             self.check_namespace(target, obj)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim import errors, schemas
+from kubesim import errors, schemas, validation
 from kubesim.clock import SimClock, rfc3339
 from kubesim.defaults import DEFAULTERS
 from kubesim.resources import ApiSurface, ResourceType
@@ -313,7 +313,9 @@ class Store:
         if res.kind == "Namespace":
             obj.setdefault("spec", {"finalizers": ["kubernetes"]})
             obj["status"] = {"phase": "Active"}
+        validation.prepare_for_create(res, obj)
         self.complete(res, obj)
+        validation.validate(res, obj)
         if dry_run:
             return obj
         m["resourceVersion"] = str(self._next_rv())
@@ -376,6 +378,7 @@ class Store:
             else:
                 nm.pop("namespace", None)
         new["apiVersion"], new["kind"] = res.api_version, res.kind
+        validation.validate(res, new, subresource=subresource)
         if dry_run:
             meta(new)["resourceVersion"] = cm["resourceVersion"]
             return new

@@ -12,8 +12,9 @@ whatever columns the server sends.  This module reproduces the server side:
   ``k8s.io/apiserver/pkg/endpoints/handlers/response.go``.
 
 The printers live by API group: ``core`` (nodes, pods, namespaces, events), ``apps``
-(daemonsets, deployments, controllerrevisions), ``dra`` (resource.k8s.io); ``columns``
-holds the column definitions and ``formatting`` the shared cell formatting.
+(daemonsets, deployments, controllerrevisions), ``policy`` (poddisruptionbudgets), ``dra``
+(resource.k8s.io); ``columns`` holds the column definitions and ``formatting`` the shared
+cell formatting.
 
 Like the real server (``printers.GenerateOptions{Wide: true}``), every row always
 carries the ``-o wide`` cells; kubectl drops the ``priority: 1`` columns itself.
@@ -77,6 +78,7 @@ from kubesim.tables.formatting import (
     human_duration,
     short_human_duration,
 )
+from kubesim.tables.policy import _POD_DISRUPTION_BUDGET_COLUMNS, _pod_disruption_budget_cells
 
 __all__ = [
     "format_label_selector",
@@ -104,6 +106,7 @@ _PRINTERS: dict[str, _Printer] = {
     "replicasets": _Printer(_REPLICASET_COLUMNS, _replicaset_cells),
     "statefulsets": _Printer(_STATEFULSET_COLUMNS, _statefulset_cells),
     "controllerrevisions": _Printer(_CONTROLLER_REVISION_COLUMNS, _controller_revision_cells),
+    "poddisruptionbudgets": _Printer(_POD_DISRUPTION_BUDGET_COLUMNS, _pod_disruption_budget_cells),
     "resourceclaims": _Printer(_RESOURCE_CLAIM_COLUMNS, _resource_claim_cells),
     "resourceclaimtemplates": _Printer(_NAME_AGE_COLUMNS, _name_age_cells),
     "deviceclasses": _Printer(_NAME_AGE_COLUMNS, _name_age_cells),

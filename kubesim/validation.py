@@ -1,0 +1,110 @@
+"""What the API server's registry strategies reset and validate on a client's write, for the
+kinds kubesim checks (today: ``policy/v1`` PodDisruptionBudget).
+
+- ``prepare_for_create``: a PodDisruptionBudget starts with an empty status (its counts
+  written as zeros), whatever the client sent, as ``PrepareForCreate`` does;
+- ``validate``: ``ValidatePodDisruptionBudgetSpec`` (``minAvailable`` and
+  ``maxUnavailable`` not both set; each a non-negative integer or a percentage of at most
+  100%; a valid label selector) on create and update, and the status counts non-negative on
+  a status update. Refusals are the API server's 422 with its field errors, worded as
+  ``k8s.io/apimachinery/pkg/util/validation/field`` renders them.
+
+The store calls both (controllers' own writes go through ``Store.mutate`` and are not checked,
+as a real controller's writes are trusted to be valid).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kubesim import errors
+from kubesim.resources import ResourceType
+from kubesim.selectors import SelectorError, label_selector_from_spec
+
+PDBS = ("policy", "poddisruptionbudgets")
+_PERCENT = re.compile(r"^[0-9]+%$")
+_PERCENT_MSG = ("a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', "
+                "regex used for validation is '[0-9]+%')")
+_STATUS_COUNTS = ("disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods")
+_POLICIES = ("AlwaysAllow", "IfHealthyBudget")
+
+Cause = tuple[str, str, str]
+
+
+def prepare_for_create(res: ResourceType, obj: dict[str, Any]) -> None:
+    if res.group_resource == PDBS:
+        obj["status"] = {}
+
+
+def validate(res: ResourceType, obj: dict[str, Any], *, subresource: str | None = None) -> None:
+    """Raise the API server's 422 when ``obj`` (as it would be stored) is invalid."""
+    if res.group_resource != PDBS:
+        return
+    causes = _pdb_status(obj.get("status") or {}) if subresource == "status" else _pdb_spec(obj.get("spec") or {})
+    if causes:
+        raise errors.invalid_object(res, (obj.get("metadata") or {}).get("name") or "", causes)
+
+
+def _int_or_string(value: Any) -> str:
+    """A bad IntOrString as field errors print it (``%#v`` of the Go struct)."""
+    if isinstance(value, str):
+        return f'intstr.IntOrString{{Type:1, IntVal:0, StrVal:"{value}"}}'
+    return f"intstr.IntOrString{{Type:0, IntVal:{value}, StrVal:\"\"}}"
+
+
+def _int_or_percent(value: Any, field: str) -> list[Cause]:
+    """``ValidatePositiveIntOrPercent`` and ``IsNotMoreThan100Percent``."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return [(field, "FieldValueInvalid",
+                 f"Invalid value: {_int_or_string(value)}: must be an integer or percentage (e.g '5%')")]
+    if isinstance(value, int):
+        if value < 0:
+            return [(field, "FieldValueInvalid", f"Invalid value: {value}: must be greater than or equal to 0")]
+        return []
+    if not _PERCENT.match(value):
+        return [(field, "FieldValueInvalid", f"Invalid value: {_int_or_string(value)}: {_PERCENT_MSG}")]
+    if int(value[:-1]) > 100:
+        return [(field, "FieldValueInvalid", f"Invalid value: {_int_or_string(value)}: must not be greater than 100%")]
+    return []
+
+
+def _spec_value(spec: dict[str, Any]) -> str:
+    """The internal spec as ``%#v`` prints it (pointers as addresses) in the both-set refusal."""
+    def ptr(kind: str, value: Any, address: str) -> str:
+        return f"({kind})(nil)" if value is None else f"({kind})({address})"
+
+    return ("policy.PodDisruptionBudgetSpec{"
+            f"MinAvailable:{ptr('*intstr.IntOrString', spec.get('minAvailable'), '0xc000a2e0a0')}, "
+            f"Selector:{ptr('*v1.LabelSelector', spec.get('selector'), '0xc000a2e0c0')}, "
+            f"MaxUnavailable:{ptr('*intstr.IntOrString', spec.get('maxUnavailable'), '0xc000a2e0e0')}, "
+            "UnhealthyPodEvictionPolicy:"
+            f"{ptr('*policy.UnhealthyPodEvictionPolicyType', spec.get('unhealthyPodEvictionPolicy'), '0xc000a2e100')}}}")
+
+
+def _pdb_spec(spec: dict[str, Any]) -> list[Cause]:
+    causes: list[Cause] = []
+    min_available, max_unavailable = spec.get("minAvailable"), spec.get("maxUnavailable")
+    if min_available is not None and max_unavailable is not None:
+        causes.append(("spec", "FieldValueInvalid",
+                       f"Invalid value: {_spec_value(spec)}: minAvailable and maxUnavailable cannot be both set"))
+    if min_available is not None:
+        causes += _int_or_percent(min_available, "spec.minAvailable")
+    if max_unavailable is not None:
+        causes += _int_or_percent(max_unavailable, "spec.maxUnavailable")
+    selector = spec.get("selector")
+    if selector is not None:
+        try:
+            label_selector_from_spec(selector)
+        except SelectorError as exc:
+            causes.append(("spec.selector", "FieldValueInvalid", f"Invalid value: {exc}"))
+    policy = spec.get("unhealthyPodEvictionPolicy")
+    if policy is not None and policy not in _POLICIES:
+        causes.append(("spec.unhealthyPodEvictionPolicy", "FieldValueNotSupported",
+                       f'Unsupported value: "{policy}": supported values: "{_POLICIES[0]}", "{_POLICIES[1]}"'))
+    return causes
+
+
+def _pdb_status(status: dict[str, Any]) -> list[Cause]:
+    return [(f"status.{key}", "FieldValueInvalid", f"Invalid value: {status[key]}: must be greater than or equal to 0")
+            for key in _STATUS_COUNTS if isinstance(status.get(key), int) and status[key] < 0]

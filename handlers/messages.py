@@ -263,3 +263,7 @@ def paused_by(user_ref: str, at: str, reason: str, run_id: str) -> str:
 
 def waiting_for(what: str) -> str:
     return f"Waiting: {what[0].upper()}{what[1:]}" if what else ""
+
+
+def stage_thread(cluster: str, link: str) -> str:
+    return f"The {cluster} run and its stability reports: {link}"

@@ -84,11 +84,23 @@ def _asks(run: Run, gate: Gate) -> str:
     return msg.gate_asks(_who(gate.requested_by), what)
 
 
+def thread_link(origin: Mapping[str, str]) -> str:
+    """The web address of a Slack run's thread (its root message), or '' for other surfaces."""
+    channel, ts = origin.get("channel"), origin.get("ts")
+    if origin.get("surface") != "slack" or not channel or not ts:
+        return ""
+    return f"https://slack.com/archives/{channel}/p{ts.replace('.', '')}"
+
+
 def gate_message(run: Run, gate: Gate, *, self_approval: bool = False) -> Message:
     """A gate in the thread: who asks for what, until when, with Approve / Reject."""
     lines = [_asks(run, gate), msg.gate_expires(moment_text(gate.expires_at), self_approval)]
     if gate.reason:
         lines.insert(1, gate.reason)
+    stage = run.progress.get("after_stage") or {}
+    link = thread_link(stage.get("origin") or {})
+    if gate.kind is GateKind.CANARY and link:
+        lines.insert(2, msg.stage_thread(stage.get("cluster", ""), link))
     return Message(title=f"{GATE_TITLE[gate.kind]} for {run.id}", text="\n".join(lines),
                    buttons=approval_buttons(gate_ref(run, gate)), tone="warn")
 

@@ -196,6 +196,23 @@ class Target(Strict):
     only if its soak ends inside it too); verification and rollbacks run at any time.
     Empty: at any time."""
 
+    stages: list[str] = Field(default_factory=list)
+    """Kubeconfig contexts in the order an image goes through them (``staging``, ``prod-eu``,
+    ``prod-us``): a canary on one is requested only once the same image's run on the stage
+    before has ended with a stable last stability report. Empty: any cluster, any order."""
+
+    @field_validator("stages")
+    @classmethod
+    def _stages(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not value.strip() or len(value) > 253 or any(c.isspace() for c in value):
+                raise ValueError(f"{value!r} is not a kubeconfig context name")
+        if len(set(values)) != len(values):
+            raise ValueError("a stage is listed twice")
+        if len(values) == 1:
+            raise ValueError("one stage orders nothing: list at least two contexts, or none")
+        return values
+
     @model_validator(mode="after")
     def _soaks_fit(self) -> Target:
         if self.windows and self.waves:
@@ -583,6 +600,14 @@ class Policy(Strict):
     migrations: Migrations = Field(default_factory=Migrations)
     gpu_resources: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu"])
     """Extended resources the inventory reports and checks per node."""
+
+    @model_validator(mode="after")
+    def _stages_need_reports(self) -> Policy:
+        staged = [str(t) for t in self.targets if t.stages]
+        if staged and not self.reports.after:
+            raise ValueError(f"targets {', '.join(staged)} go through stages, which wait for each stage's last "
+                             "stability report: reports.after must schedule at least one")
+        return self
 
     @field_validator("gpu_resources")
     @classmethod

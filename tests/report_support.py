@@ -102,10 +102,11 @@ class World:
 
 
 def world(redis_url: str, sim: KubeSim, pol: Policy, outlet: ReportOutlet, *, owner: str, clock: Clock | None = None,
-          threaded: bool = False, **scheduler: Any) -> World:
-    """Own Redis connections, own APScheduler: what a second bot process would have."""
+          threaded: bool = False, connect: Callable[[str | None], Cluster] | None = None, **scheduler: Any) -> World:
+    """Own Redis connections, own APScheduler: what a second bot process would have
+    (``connect``: the clusters by context, default ``sim``'s own kubeconfig)."""
     store = RedisRunStore.from_url(redis_url)
-    connect = connector(sim)
+    connect = connect or connector(sim)
     clock = clock or ClusterClock(connect(None).server_time)
     engine = Engine(store=store, steps=DaemonSetSteps(), policy=pol, connect=connect)
     collectors = Collectors(store=store, connect=connect, owner=owner, clock=clock, threaded=threaded,

@@ -109,6 +109,9 @@ class ReportPoster:
         records = [self.store.report_record(run_id, after) for after, _ in due_times(run, self.policy)]
         if not records or not all("posted_at" in r for r in records) or records[-1].get("verdict") != "stable":
             return False
+        last = due_times(run, self.policy)[-1][0]
         self.engine.finish_monitoring(run_id, reason=f"the {', '.join(self.policy.reports.after)} stability "
-                                      "reports are posted; monitoring ends", actor=ENGINE_ACTOR)
+                                      "reports are posted; monitoring ends", actor=ENGINE_ACTOR,
+                                      report={"after": last, "verdict": "stable", "posted_at": records[-1]["posted_at"],
+                                              "thread": records[-1].get("thread", "")})
         return True

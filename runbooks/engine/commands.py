@@ -176,6 +176,9 @@ class Engine:
         request = check_request(self.policy, target=target, image=image, node=node, container=container, cluster=cluster)
         now = self.clock.now()
         queued = self._outside_window(request.ref, now, when)
+        entry = self.policy.target(request.ref)
+        if entry is not None and entry.stages and request.cluster and request.cluster not in entry.stages:
+            raise Refused(refusals.not_a_stage(request.ref, request.cluster, entry.stages))
 
         parts = [Part(kind=kind, name=name, container=container, before=before)
                  for kind, name, container, before in self.policy.parts_of(request.ref)]
@@ -203,6 +206,9 @@ class Engine:
                     raise Refused(refusals.request_checks_failed(run, [(c.name, c.detail) for c in failing]))
         if not run.container:
             raise Refused(f"name the container of {request.ref} to change: container=<name>")
+        stage = self._after_stage(run)
+        if stage:
+            run = run.model_copy(update={"progress": {**run.progress, "after_stage": stage}})
         line = self.writer.step("requested", kind="transition", actor=actor,
                                 detail=f"canary of {run.image} ({run.container}) on {run.node} in "
                                        f"{run.target.cluster or 'the current context'}" + (f"; {chosen}" if chosen else "")
@@ -265,6 +271,34 @@ class Engine:
         if when != "next-window":
             raise Refused(refusals.outside_window(ref, windows.describe(entry.windows), opens))
         return f"queued for the maintenance window opening at {opens}"
+
+    def _after_stage(self, run: Run) -> dict[str, Any]:
+        """A target with ``stages``: the run on the stage before that lets this one be requested
+        (its id, where its thread and last stability report are, a sentence); {} on the first
+        stage or without stages; :class:`Refused` naming what is missing."""
+        entry = self.policy.target(run.target.ref)
+        if entry is None or not entry.stages:
+            return {}
+        stages, here = entry.stages, run.target.cluster
+        if here not in stages:
+            raise Refused(refusals.not_a_stage(run.target.ref, here, stages))
+        index = stages.index(here)
+        if index == 0:
+            return {}
+        before = stages[index - 1]
+        earlier = sorted((r for r in self.store.list_runs(limit=10_000)
+                          if r.kind is RunKind.UPGRADE and r.target.ref == run.target.ref
+                          and r.target.cluster == before and r.image == run.image),
+                         key=lambda r: (r.created_at, r.updated_at), reverse=True)
+        if not earlier:
+            raise Refused(refusals.stage_not_reached(run, here, before, index, len(stages)))
+        last = earlier[0]
+        report = last.progress.get("last_report") or {}
+        if last.state is not S.DONE or report.get("verdict") != "stable":
+            raise Refused(refusals.stage_not_stable(run, here, before, last, report))
+        text = (f"stage {index + 1} of {len(stages)} ({here}), after {before}: run {last.id} there ended with its "
+                f"{report.get('after')} stability report stable (posted {report.get('posted_at', '?')[:16]} UTC)")
+        return {"run": last.id, "cluster": before, "report": report, "origin": dict(last.origin), "text": text}
 
     def _create(self, run: Run, line: Step) -> None:
         """Store a new run with its first audit line (taking its target's lock)."""
@@ -396,14 +430,18 @@ class Engine:
 
         return Outcome(self.writer.retrying(run_id, change))
 
-    def finish_monitoring(self, run_id: str, *, reason: str, actor: str = ENGINE_ACTOR) -> Run:
+    def finish_monitoring(self, run_id: str, *, reason: str, actor: str = ENGINE_ACTOR,
+                          report: dict[str, Any] | None = None) -> Run:
         """monitoring -> done by the bot itself (its last stability report is posted); the
-        target is free. A run no longer monitoring, or with an open request, is left as it is."""
+        target is free. A run no longer monitoring, or with an open request, is left as it is.
+        ``report`` (``after``, ``verdict``, ``posted_at``, ``thread``): the last stability report,
+        kept with the run (the next stage of a staged target is requested on its word)."""
 
         def change(run: Run) -> Run:
             if run.state is not S.MONITORING or (run.gate is not None and run.gate.is_open):
                 return run
-            return self.writer.transition(run, S.DONE, actor=actor, reason=reason)
+            progress = {**run.progress, "last_report": report} if report else None
+            return self.writer.transition(run, S.DONE, actor=actor, reason=reason, progress=progress)
 
         return self.writer.retrying(run_id, change)
 

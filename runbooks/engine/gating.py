@@ -57,7 +57,7 @@ class Gates:
         """requested -> awaiting_approval, with the canary request (a migration: the migration
         request; ``by``: who asked for it)."""
         kind = GateKind.MIGRATION if run.kind is RunKind.MIGRATION else GateKind.CANARY
-        gate = self.new(kind, requested_by=run.requester)
+        gate = self.new(kind, requested_by=run.requester, reason=(run.progress.get("after_stage") or {}).get("text", ""))
         return self.writer.transition(run, S.AWAITING_APPROVAL, gate=gate, steps=self._opened(gate, by))
 
     def open_promotion(self, run: Run, *, steps: Sequence[Step] = (), lease_owner: str | None = None,

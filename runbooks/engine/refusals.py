@@ -125,6 +125,29 @@ def outside_window(ref: str, windows: str, opens: str) -> str:
             "its canary waits for the window)")
 
 
+def not_a_stage(ref: str, context: str, stages: list[str]) -> str:
+    return (f"{ref} goes through the stages {' -> '.join(stages)}: {context or 'the current context'} is not one "
+            "of them (name one with cluster=)")
+
+
+def stage_not_reached(run: Run, here: str, before: str, index: int, total: int) -> str:
+    return (f"{here} is stage {index + 1} of {total} of {run.target.ref}: {run.image} must first go through "
+            f"{before} (no run of it there yet)")
+
+
+def stage_not_stable(run: Run, here: str, before: str, last: Run, report: dict[str, str]) -> str:
+    if last.state is RunState.DONE and not report:
+        why = "ended without a stability report (closed early, or no reports scheduled)"
+    elif last.state is RunState.DONE:
+        why = f"ended with its {report.get('after')} report {report.get('verdict')}"
+    elif last.state is RunState.MONITORING:
+        why = "is monitoring: its stability reports are not all posted yet, or its last is not stable"
+    else:
+        why = f"is {last.state.value}"
+    return (f"{here} comes after {before} for {run.target.ref}: run {last.id} of {run.image} there {why}; "
+            "the request opens once a run there ends with its last stability report stable")
+
+
 def already_paused(run: Run) -> str:
     by = run.pause.by if run.pause else "someone"
     return f"run {run.id} is already paused (by {by}): `continue {run.id}` goes on"

@@ -77,8 +77,12 @@ def _asks(run: Run, gate: Gate) -> str:
         what = f"apply the migration of {run.target.kind} {run.target.ref} to DRA: {migration_summary(run)}"
     elif gate.kind is GateKind.CANARY:
         what = f"put {run.image} on {run.node} (canary of {run.target.ref}, container {run.container})"
+        if run.target.drain:
+            what += f", cordoning and draining {run.node} first"
     elif gate.kind is GateKind.PROMOTION:
         what = f"roll {run.image} out to every node of {run.target.ref}: the canary on {run.node} passed"
+        if run.target.drain:
+            what += "; each node is cordoned and drained first"
     else:
         what = f"roll {run.target.ref} back to the template it had before run {run.id}"
     return msg.gate_asks(_who(gate.requested_by), what)

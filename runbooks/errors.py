@@ -144,6 +144,11 @@ class ServerBusy(TemporaryClusterError):
     """429 or 5xx: the API server asked us to come back later or failed for a moment."""
 
 
+class DisruptionRefused(TemporaryClusterError):
+    """429 to an eviction: the pod's PodDisruptionBudget allows no disruption now (``detail``
+    says which budget and how many healthy pods it needs); it may allow one later."""
+
+
 class ListExpired(TemporaryClusterError):
     """410 Gone: a continue token or a watch is older than the server's history."""
 

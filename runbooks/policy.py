@@ -171,6 +171,25 @@ class Window(Strict):
         return f"{days} {self.hours} {self.timezone}"
 
 
+class Drain(Strict):
+    """Draining a node before its plugin pod is replaced (policy ``targets[].drain``): the node
+    is cordoned and the pods using its devices are evicted through the eviction API, which
+    honours their PodDisruptionBudgets; it is uncordoned once the node's wave (or the canary)
+    is verified. ``drain: true`` takes the defaults."""
+
+    timeout: str = "10m"
+    """How long the evictions of one batch of nodes may take, budgets refusing meanwhile and
+    pods terminating, before the step fails (and the run rolls back, uncordoning)."""
+    keep_failed_cordoned: bool = False
+    """A node whose new plugin fails its verification stays cordoned after the rollback, for
+    a person to look at; false: every node the run cordoned is uncordoned again."""
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: str) -> str:
+        return _at_least("10s")(_duration(value))
+
+
 class Target(Strict):
     """A DaemonSet the bot may upgrade: ``namespace/name``, and optionally the log line
     (a regular expression) that says its plugin registered with the kubelet."""
@@ -195,6 +214,20 @@ class Target(Strict):
     """When the target may change: a canary, a promotion wave starts only inside one (a wave
     only if its soak ends inside it too); verification and rollbacks run at any time.
     Empty: at any time."""
+
+    drain: Drain | None = None
+    """Cordon and drain each node before its plugin pod is replaced (``true``, or a mapping of
+    :class:`Drain`'s fields); the promotion then replaces the pods itself, wave by wave (one
+    wave of every node without ``waves``). None: the plugin restarts under the workloads."""
+
+    @field_validator("drain", mode="before")
+    @classmethod
+    def _drain_shorthand(cls, value: object) -> object:
+        if value is True:
+            return {}
+        if value is False:
+            return None
+        return value
 
     stages: list[str] = Field(default_factory=list)
     """Kubeconfig contexts in the order an image goes through them (``staging``, ``prod-eu``,

@@ -3,7 +3,8 @@
 1. inventory; 2. a preflight of the DRA objects before a Kubernetes upgrade; 3. a canary
 requested by the platform engineer; 4. her own approval refused; 5. approved by the team
 lead: the canary runs on one node; 6. verify on the canary node; 7. the promotion request,
-approved; the rollout to every node; 8. verify on every node; 9. monitoring; 10. the
+approved; the rollout to the other nodes in two waves, each verified, with a progress bar
+per wave; 8. verify on every node; 9. monitoring; 10. the
 stability reports, with the schedule compressed (below); 11. a crashing image: the canary
 fails and is rolled back automatically; 12. a DRA driver upgraded, its smoke test getting
 a GPU through a ResourceClaim; 13. the list of runs. :func:`run` is ``upgradebot demo [--interactive]``; ``--interactive`` starts the
@@ -107,9 +108,11 @@ def tell(ctx: DemoContext) -> None:
 
     stage(ctx, 7, f"the promotion request, posted again by {ALICE} and approved by {BOB}")
     ctx.type(ALICE, f"/upgrade promote {run.id}")
-    ctx.type(BOB, choice(ctx, engine.get(run.id), "approve"))
+    said = ctx.type(BOB, choice(ctx, engine.get(run.id), "approve"))
     run = engine.get(run.id)
     images = plugin_images(ctx)
+    ctx.expect("Wave 1 of 2 ▰▰▰▰▰▰▰▰▰▰ 1/1 node" in said and "Wave 2 of 2 ▰▰▰▰▰▰▰▰▰▰ 1/1 node" in said,
+               "the promotion went in two waves, each shown with its progress bar as it moved")
     ctx.expect(run.state is S.MONITORING, "promoted and verified on every node; the run is monitoring")
     ctx.expect(set(images.values()) == {NEW} and len(images) == 3, "every GPU node runs the new image")
 

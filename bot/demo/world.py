@@ -42,7 +42,10 @@ DRA_NEW = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0"
 SAMPLE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
 DEMO_POLICY = Policy.model_validate({
     "approvers": {"users": [ALICE, BOB], "quorum": 1, "allow_self_approval": False, "expire_after": "8h"},
-    "targets": [TARGET, DRA_TARGET],
+    # the device plugin is promoted in two waves after its canary (one node, then the rest),
+    # each verified before the next; the root message shows a bar per wave
+    "targets": [{"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset",
+                 "waves": [{"nodes": 1, "approve_next": False}, "100%"]}, DRA_TARGET],
     "reports": {"after": ["24h", "48h"]},
     "oncall": {"channel": "C0ONCALL", "mention": "S0ONCALL"},
     "rollback": {"automatic": True, "requires_approval": True},

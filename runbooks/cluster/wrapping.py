@@ -16,6 +16,7 @@ from runbooks.errors import (
     ClusterError,
     ClusterUnreachable,
     Conflict,
+    DisruptionRefused,
     Forbidden,
     InvalidRequest,
     ListExpired,
@@ -45,6 +46,20 @@ def status_message(body: bytes | str | None) -> str:
     if isinstance(status, dict) and status.get("message"):
         return shorten(str(status["message"]))
     return shorten(text)
+
+
+def budget_causes(body: bytes | str | None) -> list[str]:
+    """The ``DisruptionBudget`` causes of a ``Status`` (an eviction a budget refused), each
+    cut short: ``The disruption budget web needs 2 healthy pods and has 2 currently``."""
+    try:
+        status: Any = json.loads(body or b"")
+    except ValueError:
+        return []
+    if not isinstance(status, dict) or not isinstance(status.get("details"), dict):
+        return []
+    causes = status["details"].get("causes") or []
+    return [shorten(str(c.get("message") or status.get("message") or ""), 300) for c in causes
+            if isinstance(c, dict) and c.get("reason") == "DisruptionBudget"]
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
@@ -114,6 +129,11 @@ def error_for_status(
     said = f" (the server said: {detail})" if detail else ""
     if status == 403:
         return Forbidden(forbidden_sentence(action, detail), action=action, status=status, detail=detail)
+    budget = budget_causes(body) if status == 429 else []
+    if budget:  # the eviction API: a PodDisruptionBudget, not an overloaded server
+        return DisruptionRefused(
+            f"cannot {action}: {'; '.join(budget)}", action=action, status=status,
+            retry_after=retry_after_seconds(headers), detail="; ".join(budget))
     if status == 429 or status >= 500:
         kind = "is overloaded (429)" if status == 429 else f"failed ({status})"
         return ServerBusy(

@@ -92,3 +92,15 @@ class Writes:
         return self.write_json(
             "DELETE", resource.path(namespace, name), action=action, body=options, content_type="application/json",
         )
+
+    def evict(self, name: str, *, namespace: str, uid: str | None = None) -> dict[str, Any]:
+        """Evict one pod through the eviction API (``policy/v1``), which honours its
+        PodDisruptionBudget: ``DisruptionRefused`` (429) while the budget allows no disruption;
+        with ``uid`` only that very pod."""
+        body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
+                                "metadata": {"name": name, "namespace": namespace}}
+        if uid:
+            body["deleteOptions"] = {"preconditions": {"uid": uid}}
+        action = Action("create", "pods/eviction", namespace, name)
+        return self.write_json("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", action=action,
+                               body=body, content_type="application/json")

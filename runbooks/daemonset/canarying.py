@@ -8,7 +8,8 @@ re-entered after a kill repeats nothing):
    (number, name, hash), the generation, the container and its image;
 2. ``updateStrategy: OnDelete`` (the controller stops replacing pods by itself);
 3. the new image on the chosen container (the template changes, no pod does);
-4. the canary node's pod deleted, if it still runs another revision than the new one
+4. with ``drain`` (:mod:`runbooks.daemonset.draining`) the canary node cordoned and the
+   pods using its devices evicted; then the canary node's pod deleted, if it still runs another revision than the new one
    (uid precondition); the controller recreates it from the new template;
 5. wait until the replacement is Running and Ready with the new image
    (``settings.ready_timeout``), failing early when it crash-loops.
@@ -22,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from runbooks.daemonset import checks as judge
-from runbooks.daemonset import companions
+from runbooks.daemonset import companions, draining
 from runbooks.daemonset.observing import Revision, Snapshot, observe, wait_for
 from runbooks.daemonset.patching import ON_DELETE, delete_pod, set_image, set_strategy
 from runbooks.daemonset.preflight import canary_prechecks, resolve_container
@@ -113,6 +114,10 @@ def _replace_canary_pod(ctx: StepContext, new: Revision, container: str) -> Step
     snap = observe(ctx.cluster, run.target.namespace, run.target.name)
     pod = snap.pod_on(node)
     if pod is not None and pod.revision_hash != new.hash:
+        problem = draining.drain_nodes(ctx, [node], step="canary.drain")
+        if problem:
+            check = failed("drain", problem, node)
+            return StepResult(ok=False, reason=f"canary on {node}: {problem}", checks=[check])
         delete_pod(ctx, pod, step="canary.delete-pod", why=f"revision {pod.revision_hash} -> {new.hash}")
     elif pod is None:
         note(ctx, "canary.delete-pod", "info", f"no plugin pod on {node} yet: waiting for the controller to create one")
@@ -149,6 +154,8 @@ def _replace_canary_pod(ctx: StepContext, new: Revision, container: str) -> Step
         checks = [passed("canary-pod-ready", f"{p.name} on {node} is Running and Ready with {run.image}", node,
                          pod=p.name, revision=new.hash), untouched]
     note_checks(ctx, "canary", checks)
+    if outcome is None or outcome[0] != "ready":
+        draining.mark_failed(ctx, [node])
     return result(checks, what=f"canary on {node}")
 
 

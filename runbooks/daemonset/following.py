@@ -29,6 +29,8 @@ class Outcome:
     problem: str = ""
     paused: bool = False
     """Someone paused the run: no new node was started, those in flight finished."""
+    failing: list[str] = field(default_factory=list)
+    """The nodes whose new pod failed (crash-looping)."""
 
     @property
     def ok(self) -> bool:
@@ -90,13 +92,16 @@ def replace_node_by_node(ctx: StepContext, revision_hash: str, *, step: str) -> 
 
 
 def replace_nodes(ctx: StepContext, nodes: list[str], revision_hash: str, *, at_once: int, step: str,
-                  moved: Callable[[int], None] = lambda count: None) -> Outcome:
+                  moved: Callable[[int], None] = lambda count: None,
+                  prepare: Callable[[list[str]], str] = lambda batch: "") -> Outcome:
     """Move ``nodes`` (and only them) to ``revision_hash``: delete their old pods so that at
     most ``at_once`` of the DaemonSet's pods are unavailable at a time (those unavailable
     for other reasons count, as they do for the controller), record each node as its new
     pod becomes Ready. Stops at a crash-looping new pod, when no node moved for
     ``settings.ready_timeout``, or (``paused``) when the run is paused, once the pods in
-    flight are Ready. ``moved(count)`` hears how many of ``nodes`` are done, when it grows."""
+    flight are Ready. ``moved(count)`` hears how many of ``nodes`` are done, when it grows;
+    ``prepare(batch)`` is called before the old pods of ``batch`` are deleted (a drain) and
+    stops the replacement with the problem it returns, if any."""
     target, settings, clock = ctx.run.target, ctx.settings, ctx.clock
     wanted = set(nodes)
     done: set[str] = set()
@@ -117,7 +122,7 @@ def replace_nodes(ctx: StepContext, nodes: list[str], revision_hash: str, *, at_
             return Outcome(snap)
         looping = [n for n in _crashlooping(snap, revision_hash) if n in wanted]
         if looping:
-            return Outcome(snap, behind, f"the new pods on {listing(looping)} are crash-looping")
+            return Outcome(snap, behind, f"the new pods on {listing(looping)} are crash-looping", failing=looping)
         old = [n for n in behind if (p := snap.pod_on(n)) is not None and not p.deleting and p.revision_hash != revision_hash]
         in_flight = [n for n in behind if n not in old]
         if not in_flight and ctx.paused():
@@ -125,6 +130,9 @@ def replace_nodes(ctx: StepContext, nodes: list[str], revision_hash: str, *, at_
         unavailable = sum(1 for n in snap.nodes if n not in wanted and _unavailable(snap, n)) + len(in_flight)
         room = at_once - unavailable
         if room > 0 and old and not ctx.paused():
+            problem = prepare(old[:room])
+            if problem:
+                return Outcome(snap, behind, problem)
             for node in old[:room]:
                 pod = snap.pod_on(node)
                 assert pod is not None

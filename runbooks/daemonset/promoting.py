@@ -37,7 +37,7 @@ def promote(ctx: StepContext) -> StepResult:
                   f"{run.image}): someone changed it; nothing was promoted")
         note(ctx, "promote.precheck", "failed", reason)
         return StepResult(ok=False, reason=reason)
-    if run.progress.get("waves") or waves.waves_of(ctx.settings, target.ref) is not None:
+    if run.progress.get("waves") or waves.waves_of(ctx.settings, target.ref, drain=target.drain) is not None:
         return waves.promote_in_waves(ctx, snap, new)
     original = saved["update_strategy"]
     if (original.get("type") or "RollingUpdate") == "OnDelete":

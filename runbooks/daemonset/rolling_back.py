@@ -14,6 +14,11 @@
 4. Wait until every pod runs the previous revision and is Ready and every node's GPU
    capacity and allocatable equal the baseline; the checks say where it is not so.
 
+The nodes the run cordoned to drain them (:mod:`runbooks.daemonset.draining`) are
+uncordoned once the rest has passed, except those whose new plugin failed when the policy
+keeps them cordoned. A rollback itself does not drain: it is a repair, and waiting on
+disruption budgets would leave the broken plugin in place longer.
+
 The target's other workloads (:mod:`runbooks.daemonset.companions`) are restored with it,
 in the reverse of the upgrade's order: those upgraded after the DaemonSet before step 1,
 those upgraded before it last.
@@ -24,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from runbooks.daemonset import checks as judge
-from runbooks.daemonset import companions
+from runbooks.daemonset import companions, draining
 from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.following import follow_rollout
 from runbooks.daemonset.observing import Revision, Snapshot, observe, wait_for
@@ -97,8 +102,27 @@ def rollback(ctx: StepContext) -> StepResult:
     outcome = follow_rollout(ctx, old.hash, step="rollback.node")
     checks = [*after, *_back_to_baseline(ctx, outcome.snapshot, template, problem=outcome.problem),
               *companions.restore(ctx, before=True)]
+    checks.extend(_give_back_nodes(ctx, ok=all(c.status in ("pass", "skip") for c in checks)))
     note_checks(ctx, "rollback", checks)
     return result(checks, what=f"rollback of {target.ref} ({source})")
+
+
+def _give_back_nodes(ctx: StepContext, *, ok: bool) -> list[Check]:
+    """The nodes the run cordoned to drain them: uncordoned once the rollback has put their
+    plugin back (those whose new plugin failed kept, when the policy says so); left cordoned,
+    and said, when it has not."""
+    held = draining.still_cordoned(ctx.run.progress)
+    if not held:
+        return []
+    if not ok:
+        return [failed("rollback-uncordon", f"{judge.listing(held)} stay cordoned: the rollback did not bring their "
+                       "plugin back; `kubectl uncordon` them once it runs", judge.listing(held), nodes=held)]
+    kept = draining.uncordon(ctx, held, step="rollback.uncordon", rolling_back=True)
+    given = [n for n in held if n not in kept]
+    detail = f"uncordoned {judge.listing(given)}" if given else "no node uncordoned"
+    if kept:
+        detail += f"; {judge.listing(kept)} stay cordoned: their new plugin failed (drain.keep_failed_cordoned)"
+    return [passed("rollback-uncordon", detail, judge.listing(held), uncordoned=given, kept=kept)]
 
 
 def _back_to_baseline(ctx: StepContext, snap: Snapshot, template: dict[str, Any], *, problem: str) -> list[Check]:

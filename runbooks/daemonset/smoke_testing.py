@@ -5,7 +5,8 @@ log must contain, default ``Test PASSED``), ``namespace`` (default ``upgradebot-
 created by the install, never by the bot, so it needs no right on namespaces),
 ``timeout`` (seconds, default 120) and ``gpus`` (default 1). The pod
 (``gpu-smoke-test-<6 hex>``) asks for the first GPU resource, tolerates its taint, is
-pinned to the node under test (by node affinity, so the scheduler still judges it) and
+pinned to the node under test (by node affinity, so the scheduler still judges it; it
+tolerates the cordon's taint, since a target that drains verifies a cordoned node) and
 never restarts. It is deleted afterwards whatever happened, so nothing is left behind; a
 cleanup that failed is said in the check. A namespace that does not exist makes the
 check unknown, with the reason.
@@ -25,6 +26,7 @@ from runbooks.engine.steps import Check, CheckStatus, Clock
 from runbooks.errors import ClusterError, Forbidden, NotFound
 
 CONTAINER = "smoke"
+CORDONED = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
 MANAGED = {"app.kubernetes.io/managed-by": "upgradebot", "app.kubernetes.io/component": "smoke-test"}
 
 
@@ -37,6 +39,8 @@ def smoke_pod(spec: dict[str, Any], *, name: str, node: str | None, resources: d
     if command:
         container["command"] = command if isinstance(command, list) else ["sh", "-c", str(command)]
     pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container], **pod_fields}
+    # the node under test may be cordoned (a target that drains): the pod still goes there
+    pod_spec["tolerations"] = [*pod_fields.get("tolerations", []), dict(CORDONED)]
     if node:
         term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
         pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}

@@ -22,6 +22,9 @@ What the steps keep in ``run.progress``:
   ``nodes``, ``soak`` seconds, ``approve_next``); ``wave`` the wave in progress,
   ``wave_started`` / ``wave_done`` per wave number (start on the API server's clock;
   ``verified_at``, ``soak_until``); ``approved_wave`` the last wave approved (by the engine);
+- ``drained`` (a target that drains): per node the run cordoned, ``was_cordoned`` (before
+  the run: never uncordoned by it), ``state`` (``cordoned``, ``drained``, ``uncordoned``,
+  ``kept``) and ``failed`` (its new plugin failed);
 - ``rollback_to``: the revision a rollback restores.
 """
 
@@ -33,6 +36,7 @@ from runbooks.cluster import Cluster
 from runbooks.daemonset import (
     canarying,
     companions,
+    draining,
     preflight,
     promoting,
     rolling_back,
@@ -47,6 +51,7 @@ from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, StepContext, StepResult, StepSettings
 from runbooks.errors import NotFound, PermanentClusterError
 from runbooks.inventory import take_inventory
+from runbooks.inventory.plugins import classify
 
 
 class DaemonSetSteps:
@@ -59,6 +64,9 @@ class DaemonSetSteps:
         except NotFound:
             return [failed("daemonset-exists", f"daemonset {run.target.ref} does not exist on {cluster.context}")]
         checks = preflight.request_checks(cluster, snap, run=run, settings=settings)[0]
+        if run.target.drain and not any(c.status == "fail" for c in checks):
+            checks += draining.request_checks(cluster, run.node, dra=classify(snap.ds) == "dra-kubelet-plugin",
+                                              settings=settings)
         return [*checks, *companions.request_checks(cluster, run, snap.images.get(run.container, ""))]
 
     def pick_node(self, cluster: Cluster, run: Run, settings: StepSettings) -> tuple[str, str]:
@@ -87,7 +95,11 @@ class DaemonSetSteps:
     def verify_canary(self, ctx: StepContext) -> StepResult:
         """canary_verifying: the checks on the canary node, and that no other node changed."""
         result = _guarded(ctx, "verify_canary", verifying.verify_canary)
-        target = waves.waves_of(ctx.settings, ctx.run.target.ref)
+        if result.ok:
+            draining.uncordon(ctx, [ctx.run.node], step="verify_canary.uncordon")
+        else:
+            draining.mark_failed(ctx, [ctx.run.node])
+        target = waves.waves_of(ctx.settings, ctx.run.target.ref, drain=ctx.run.target.drain)
         if result.ok and target is not None and not ctx.run.progress.get("waves"):
             snap = observe(ctx.cluster, ctx.run.target.namespace, ctx.run.target.name)
             planned = waves.plan(ctx.cluster, snap, canary=ctx.run.node, target=target, settings=ctx.settings)
@@ -102,8 +114,12 @@ class DaemonSetSteps:
         return _guarded(ctx, "promote", promoting.promote)
 
     def verify_all(self, ctx: StepContext) -> StepResult:
-        """verifying: the checks on every node."""
-        return _guarded(ctx, "verify_all", verifying.verify_all)
+        """verifying: the checks on every node; a node the run still has cordoned is given back
+        once they pass."""
+        result = _guarded(ctx, "verify_all", verifying.verify_all)
+        if result.ok:
+            draining.uncordon(ctx, step="verify_all.uncordon")
+        return result
 
     def rollback(self, ctx: StepContext) -> StepResult:
         """rolling_back: previous template and strategy back, new pods replaced, baseline confirmed."""

@@ -25,6 +25,10 @@ With maintenance windows (policy ``windows``) a wave starts only inside one in w
 soak also ends; otherwise the run waits for the next such window. A wave already started
 finishes (its nodes moved and verified) even if the window closes meanwhile.
 
+With ``drain`` (:mod:`runbooks.daemonset.draining`) each batch's nodes are cordoned and
+drained before their plugin pods are deleted, and uncordoned once their wave is verified; a
+target that drains without ``waves`` is promoted in one wave of every node.
+
 No pod outside the current wave is deleted. A failed wave fails the step, and the run's
 rollback puts every node it moved back. When every wave is done the original update
 strategy goes back (every pod already runs the new revision, so nothing churns).
@@ -40,7 +44,7 @@ from typing import Any
 from runbooks import windows
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import NODES
-from runbooks.daemonset import companions
+from runbooks.daemonset import companions, draining
 from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.checks import listing
 from runbooks.daemonset.following import replace_nodes
@@ -98,10 +102,18 @@ def split(order: Sequence[str], waves: Sequence[Wave]) -> list[dict[str, Any]]:
     return planned
 
 
-def waves_of(settings: StepSettings, ref: str) -> Target | None:
-    """The policy's entry for ``ref`` when it promotes in waves."""
+def waves_of(settings: StepSettings, ref: str, *, drain: bool = False) -> Target | None:
+    """The policy's entry for ``ref`` when it promotes in waves. A run that drains (``drain``)
+    always does: without ``waves`` in one wave of every node, since the nodes must be drained
+    before their pods are replaced, which the DaemonSet controller would not wait for."""
     target = settings.targets.get(ref)
-    return target if target is not None and target.waves else None
+    if target is not None and target.waves:
+        return target
+    if not drain:
+        return None
+    namespace, _, name = ref.partition("/")
+    base = target or Target(namespace=namespace, name=name)
+    return base.model_copy(update={"waves": [Wave(nodes="100%")]})
 
 
 def plan(cluster: Cluster, snap: Snapshot, *, canary: str, target: Target, settings: StepSettings) -> list[dict[str, Any]]:
@@ -143,7 +155,7 @@ def promote_in_waves(ctx: StepContext, snap: Snapshot, new: Revision) -> StepRes
     run = ctx.run
     saved = run.progress["saved"]
     waves: list[dict[str, Any]] = run.progress.get("waves") or []
-    target = waves_of(ctx.settings, run.target.ref)
+    target = waves_of(ctx.settings, run.target.ref, drain=run.target.drain)
     if not waves:
         if target is None:
             return StepResult(ok=False, reason="the run has no wave plan and the policy no longer gives waves")
@@ -219,10 +231,12 @@ def _move_and_verify(ctx: StepContext, number: int, total: int, wave: dict[str, 
     def moved(count: int) -> None:
         ctx.run = ctx.save_progress({"wave_moved": {**(ctx.run.progress.get("wave_moved") or {}), str(number): count}})
 
-    outcome = replace_nodes(ctx, nodes, new.hash, at_once=limit, step="promote.node", moved=moved)
+    outcome = replace_nodes(ctx, nodes, new.hash, at_once=limit, step="promote.node", moved=moved,
+                            prepare=lambda batch: draining.drain_nodes(ctx, batch, step=f"promote.wave{number}.drain"))
     if outcome.paused:
         return _paused(ctx, number, total)
     if not outcome.ok:
+        draining.mark_failed(ctx, outcome.failing)
         check = failed("promotion", f"wave {number} of {total}: {outcome.problem or 'not finished'}; "
                        f"{len(outcome.behind)} of {len(nodes)} node(s) of the wave behind: {listing(outcome.behind)}",
                        listing(outcome.behind), wave=number, behind=outcome.behind, revision=new.hash)
@@ -239,8 +253,10 @@ def _move_and_verify(ctx: StepContext, number: int, total: int, wave: dict[str, 
     ctx.run = ctx.save_progress({"wave_checks": {**(ctx.run.progress.get("wave_checks") or {}),
                                                  str(number): [passing, len(checks)]}})
     if not outcome_v.ok:
+        draining.mark_failed(ctx, draining.failed_nodes(checks, nodes))
         return StepResult(ok=False, reason=f"wave {number} of {total} failed its verification: {outcome_v.reason}",
                           checks=checks)
+    draining.uncordon(ctx, nodes, step=f"promote.wave{number}.uncordon")
     soak = float(wave.get("soak") or 0)
     now = ctx.clock.now()
     entry = {"verified_at": now.isoformat(), "soak_until": (now + dt.timedelta(seconds=soak)).isoformat() if soak else None}

@@ -183,9 +183,11 @@ class Engine:
         parts = [Part(kind=kind, name=name, container=container, before=before)
                  for kind, name, container, before in self.policy.parts_of(request.ref)]
 
+        drain = entry is not None and entry.drain is not None
+
         def new_run(context: str, container: str) -> Run:
             return Run(id=new_run_id(), target=Target(cluster=context, namespace=request.namespace, name=request.name,
-                                                      parts=parts),
+                                                      parts=parts, drain=drain),
                        image=request.image, container=container, node=request.node, requester=actor.user,
                        created_at=now, updated_at=now, origin=origin or {})
 

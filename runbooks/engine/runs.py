@@ -176,6 +176,8 @@ class Target(BaseModel):
     name: str
     kind: str = "DaemonSet"
     parts: list[Part] = Field(default_factory=list, description="other workloads upgraded with it, in order")
+    drain: bool = Field(default=False, description="each node is cordoned and drained before its plugin pod is "
+                        "replaced (policy targets[].drain at request time): the run may cordon nodes and evict pods")
 
     @property
     def key(self) -> str:

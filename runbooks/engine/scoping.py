@@ -3,7 +3,8 @@
 A step gets the cluster through :class:`ScopedCluster`. Reads pass through unchanged;
 every write goes through the adapter's single ``write_json`` and is checked first: a run
 may patch its target DaemonSet (and the other workloads the policy upgrades with it),
-delete that DaemonSet's pods, and create and delete the
+delete that DaemonSet's pods (a run that drains: also cordon and uncordon the nodes that
+DaemonSet runs on, and evict other pods from cordoned nodes), and create and delete the
 smoke test's pods (``gpu-smoke-test-<hex>``), and a DRA driver's smoke-test
 ResourceClaimTemplate and the claim made from it, in the smoke test's one namespace. A
 migration run may replace or patch its one workload and create and delete the
@@ -16,13 +17,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from runbooks.cluster.resources import DAEMONSETS, DEPLOYMENTS, DRA_GROUP, PODS, WORKLOADS
+from runbooks.cluster.resources import DAEMONSETS, DEPLOYMENTS, DRA_GROUP, NODES, PODS, WORKLOADS
 from runbooks.cluster.writing import Query, Writes
 from runbooks.engine.runs import Target
 from runbooks.errors import Action
 
 SMOKE_NAMESPACE = "upgradebot-smoke"
 """The smoke test's namespace when the policy names none (the install creates it)."""
+CORDON_BODIES = ({"spec": {"unschedulable": True}}, {"spec": {"unschedulable": None}})
+"""The only node writes a run that drains may make: cordon, uncordon."""
 SMOKE_POD_PREFIX = "gpu-smoke-test-"
 """The smoke test's pods (``runbooks.daemonset.smoke_testing`` names them so)."""
 
@@ -48,7 +51,9 @@ class ScopedCluster(Writes):
         query: Query | None = None,
     ) -> dict[str, Any]:
         if not self._allowed(method, path, body):
-            what = ("the DaemonSet itself, its pods and the smoke test's pods" if self._target.kind == "DaemonSet"
+            what = ("the DaemonSet itself, its pods and the smoke test's pods" + (
+                        ", the cordon of its nodes and evictions from cordoned nodes" if self._target.drain else "")
+                    if self._target.kind == "DaemonSet"
                     else f"the {self._target.kind} itself and the ResourceClaimTemplates of its approved change")
             raise OutOfScope(f"a step of the run on {self._target.ref} tried to {method} {path}: only "
                              f"{what} may change; nothing was sent")
@@ -62,6 +67,8 @@ class ScopedCluster(Writes):
             return self._migration_allows(method, path, body)
         if path == DAEMONSETS.path(ns, name):
             return method == "PATCH"
+        if self._target.drain and self._drain_allows(method, path, body):
+            return True
         for part in self._target.parts:  # the target's other workloads (policy ``workloads``)
             resource = DAEMONSETS if part.kind == "DaemonSet" else DEPLOYMENTS
             if path == resource.path(ns, part.name):
@@ -76,6 +83,28 @@ class ScopedCluster(Writes):
             if method == "DELETE" and path.startswith(f"{collection}/{SMOKE_POD_PREFIX}"):
                 return True
         return False
+
+    def _drain_allows(self, method: str, path: str, body: Any) -> bool:
+        """A run that drains may cordon and uncordon a node its DaemonSet runs on (a merge patch
+        of ``spec.unschedulable`` and nothing else), and evict (never delete) a pod of another
+        workload from a node that is cordoned."""
+        parts = path.split("/")
+        if method == "PATCH" and len(parts) == 5 and path == NODES.path(None, parts[4]):
+            return body in CORDON_BODIES and self._runs_on(parts[4])
+        if method == "POST" and len(parts) == 8 and parts[1:4] == ["api", "v1", "namespaces"] \
+                and parts[5] == "pods" and parts[7] == "eviction":
+            namespace, pod = parts[4], parts[6]
+            if namespace == self._target.namespace and pod.startswith(f"{self._target.name}-"):
+                return False  # the plugin's own pods are replaced by deleting them, never evicted
+            found = self._cluster.list_objects(PODS, namespace=namespace, field_selector=f"metadata.name={pod}")
+            node = str(((found[0].get("spec") or {}).get("nodeName") or "") if found else "")
+            return bool(node) and bool((self._cluster.get(NODES, node).get("spec") or {}).get("unschedulable"))
+        return False
+
+    def _runs_on(self, node: str) -> bool:
+        ns, name = self._target.namespace, self._target.name
+        pods = self._cluster.list_objects(PODS, namespace=ns, field_selector=f"spec.nodeName={node}")
+        return any(str((p.get("metadata") or {}).get("name", "")).startswith(f"{name}-") for p in pods)
 
     def _migration_allows(self, method: str, path: str, body: Any) -> bool:
         ns, name = self._target.namespace, self._target.name

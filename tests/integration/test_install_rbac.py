@@ -255,3 +255,46 @@ def test_the_migration_role_example_runs_a_migration_with_zero_403s(
     run = engine.advance(run.id)
     assert run.state is RunState.DONE, run.reason
     assert bot.refusals() == before  # the same 403 counters as before: none since
+
+
+# ---------------------------------------------------------------------- drain
+def test_the_drain_example_lets_a_draining_canary_cordon_and_evict_with_zero_403s(
+        sim: KubeSim, redis_url: str, tmp_path: Path) -> None:
+    """A target with ``drain``: with the install alone the canary request is refused before anyone
+    approves, naming the missing rule (the cordon's server-side dry run is authorized like the
+    cordon); with ``deploy/examples/drain.yaml`` beside it the canary cordons, evicts the trainer
+    using the node's GPUs, and its rollback uncordons, as the bot's ServiceAccount, with no 403."""
+    from handlers.run_views import gate_message
+    from runbooks.engine.refusals import Refused
+    from tests.integration.test_drain_kubesim import apply, cordoned, trainer
+
+    admin = Kubectl(sim.kubeconfig)
+    apply(admin, trainer("trainer-3", "gpu-node3"))
+    admin("rollout", "status", "deployment/trainer-3", "-n", "ml-team", "--timeout=60s", timeout=90)
+    policy = Policy.model_validate({**POLICY.model_dump(exclude_unset=True),
+                                    "targets": [{"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset",
+                                                 "drain": {"timeout": "60s"}}]})
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "with-example").mkdir()
+    bare = install(sim, tmp_path / "bare", rendered_rbac())
+    engine = Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=policy, connect=bare.connect)
+    with pytest.raises(Refused, match=re.escape('lacks the rule {apiGroups: [""], resources: [nodes], verbs: [patch]}')):
+        engine.request_canary(actor=ALICE, target=TARGET, image=NEW, node="gpu-node3")
+
+    example = list(yaml.safe_load_all((ROOT / "deploy" / "examples" / "drain.yaml").read_text()))
+    bot = install(sim, tmp_path / "with-example", [*rendered_rbac(), *example])
+    before = bot.refusals()
+    engine = Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=policy, connect=bot.connect)
+    run = engine.request_canary(actor=ALICE, target=TARGET, image=NEW, node="gpu-node3").run
+    assert run.gate is not None and "cordoning and draining gpu-node3 first" in gate_message(run, run.gate).text
+    engine.decide(run.id, actor=BOB, approve=True)
+    run = engine.advance(run.id)
+    assert run.state is RunState.AWAITING_PROMOTION, run.reason
+    evicted = [e for e in engine.audit(run.id) if e["name"] == "canary.drain.evict" and e["status"] == "ok"]
+    assert [e["evidence"]["pod"].split("/")[0] for e in evicted] == ["ml-team"]
+    assert [m["code"] for m in sim.mutations() if m["path"].endswith("/eviction") and not m["dryRun"]] == [201]
+    engine.rollback(run.id, actor=ALICE, reason="the install test rolls back")
+    engine.decide(run.id, actor=BOB, approve=True)
+    assert engine.advance(run.id).state is RunState.ROLLED_BACK
+    assert cordoned(admin) == set()
+    assert bot.refusals() == before

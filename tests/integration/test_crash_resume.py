@@ -10,6 +10,7 @@ near a minute.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -28,6 +29,7 @@ from runbooks.daemonset.steps import DaemonSetSteps
 from runbooks.engine.approving import Actor
 from runbooks.engine.commands import Engine
 from runbooks.policy import Policy
+from tests.integration.test_drain_kubesim import apply, trainer
 from tests.support import Kubectl, shell_identities
 
 UPGRADEBOT = str(Path(sys.executable).parent / "upgradebot")
@@ -51,6 +53,7 @@ class Scenario:
     canary_kill: str | None = None
     promotion_kill: str | None = None
     crash: bool = False  # a -crash image: the canary fails and is rolled back
+    drain: bool = False  # the target drains: trainers on gpu-node1 and gpu-node2 are evicted first
 
     @property
     def end(self) -> str:
@@ -74,7 +77,13 @@ ROLLING_BACK = [
     Scenario("record:rolling_back:rollback.strategy", crash=True),
     Scenario("after:rolling_back", crash=True),
 ]
-REFERENCES = [Scenario(), Scenario(crash=True)]
+DRAINING = [
+    Scenario("record:canary_rolling:canary.drain.cordon", "record:promoting:promote.wave1.drain.cordon", drain=True),
+    Scenario("record:canary_rolling:canary.drain.evict", "record:promoting:promote.wave1.drain.evict", drain=True),
+    Scenario("record:canary_verifying:verify_canary.uncordon", "record:promoting:promote.wave1.uncordon", drain=True),
+]
+REFERENCES = [Scenario(), Scenario(crash=True), Scenario(drain=True)]
+DRAIN_TARGET = {"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset", "drain": {"timeout": "60s"}}
 
 
 @dataclass
@@ -93,13 +102,19 @@ def successful_mutations(sim: KubeSim) -> list[tuple[str, str]]:
 
 def shape(mutations: list[tuple[str, str]]) -> Counter[tuple[str, str]]:
     """Mutations with pod names blurred (they are random per cluster)."""
-    return Counter((method, re.sub(r"/pods/[^/]+$", "/pods/*", path)) for method, path in mutations)
+    return Counter((method, re.sub(r"/pods/[^/]+(/eviction)?$", r"/pods/*\1", path)) for method, path in mutations)
 
 
 def play(scenario: Scenario, redis_url: str, home: Path) -> Played:
     home.mkdir(parents=True)
-    (home / "policy.yaml").write_text(POLICY)
+    (home / "policy.yaml").write_text(POLICY + (f"targets: [{json.dumps(DRAIN_TARGET)}]\n" if scenario.drain else ""))
     with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=4, kubeconfig=home / "kubeconfig") as sim:
+        if scenario.drain:
+            kubectl = Kubectl(sim.kubeconfig)
+            kubectl("delete", "pod", "-n", "ml-team", "trainer-0", "trainer-1", "--wait=false")  # bare pods
+            apply(kubectl, trainer("trainer-1", "gpu-node1"), trainer("trainer-2", "gpu-node2"))
+            for name in ("trainer-1", "trainer-2"):
+                kubectl("rollout", "status", f"deployment/{name}", "-n", "ml-team", "--timeout=60s", timeout=90)
         base = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT", "REDIS"))}
         env = {**base, "HOME": str(home), "KUBECONFIG": str(sim.kubeconfig), "REDIS_URL": redis_url,
                "UPGRADEBOT_CONFIG": str(home / "policy.yaml")}
@@ -112,7 +127,8 @@ def play(scenario: Scenario, redis_url: str, home: Path) -> Played:
             return proc.returncode
 
         store = RedisRunStore.from_url(redis_url)
-        engine = Engine(store=store, steps=DaemonSetSteps(), policy=Policy(),
+        policy = Policy.model_validate({"targets": [DRAIN_TARGET]}) if scenario.drain else Policy()
+        engine = Engine(store=store, steps=DaemonSetSteps(), policy=policy,
                         connect=lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context))
         image = NEW + ("-crash" if scenario.crash else "")
         run_id = engine.request_canary(actor=Actor("U0ALICE"), target=TARGET, image=image, node="gpu-node1").run.id
@@ -129,18 +145,35 @@ def play(scenario: Scenario, redis_url: str, home: Path) -> Played:
 
 def test_runs_killed_anywhere_finish_after_resume_without_repeating_a_mutation(redis_url: str, tmp_path: Path) -> None:
     """SIGKILL at every step boundary and mid-step, then resume: each run ends right, mutations equal an unkilled run's."""
-    scenarios = REFERENCES + PROMOTING + ROLLING_BACK
+    check_played(REFERENCES[:2] + PROMOTING + ROLLING_BACK, redis_url, tmp_path)
+
+
+def test_draining_runs_killed_mid_drain_finish_after_resume_without_repeating_a_cordon_or_eviction(
+        redis_url: str, tmp_path: Path) -> None:
+    """A target that drains, killed after its cordon, after its eviction and after its uncordon,
+    in the canary and in the promotion: each run ends done with the mutations of an unkilled one
+    (one cordon, one eviction and one uncordon per node)."""
+    check_played(REFERENCES[2:] + DRAINING, redis_url, tmp_path)
+
+
+def check_played(scenarios: list[Scenario], redis_url: str, tmp_path: Path) -> None:
+    """Play the scenarios (their references, unkilled, first) and hold each to its reference."""
     serving_cert()  # made once before the threads: its lru_cache does not stop two threads making two
     with ThreadPoolExecutor(max_workers=4) as pool:
         played = list(pool.map(
             lambda indexed: play(indexed[1], f"{redis_url}?db={indexed[0] + 1}", tmp_path / f"s{indexed[0]}"),
             enumerate(scenarios),
         ))
-    reference = {False: played[0], True: played[1]}
-    assert reference[False].state == "done" and reference[False].images == {NEW}
-    assert reference[True].state == "rolled_back" and reference[True].images == {OLD}
+    references = {(r.scenario.crash, r.scenario.drain): r for r in played if r.scenario in REFERENCES}
+    for (crash, drain), ref in references.items():
+        assert ref.state == ("rolled_back" if crash else "done") and ref.images == {OLD if crash else NEW}, ref.audit[-3:]
+        if drain:
+            assert [m for m, p in ref.mutations if p.endswith("/eviction")] == ["POST"] * 2
+            assert Counter(p for m, p in ref.mutations if "/nodes/" in p) == {
+                f"/api/v1/nodes/gpu-node{i}": 2 for i in (1, 2, 3)}  # a cordon and an uncordon each
     for result in played:
         s = result.scenario
+        reference = {s.crash: references[s.crash, s.drain]}
         label = f"{s.canary_kill} / {s.promotion_kill}"
         assert result.state == s.end, (label, result.audit[-3:])
         kills = [s.canary_kill, None] + ([] if s.crash else [s.promotion_kill, None])

@@ -181,8 +181,9 @@ class Drain(Strict):
     """How long the evictions of one batch of nodes may take, budgets refusing meanwhile and
     pods terminating, before the step fails (and the run rolls back, uncordoning)."""
     keep_failed_cordoned: bool = False
-    """A node whose new plugin fails its verification stays cordoned after the rollback, for
-    a person to look at; false: every node the run cordoned is uncordoned again."""
+    """A node whose new plugin failed in the canary or its wave (crash-looping, never Ready, or
+    failing the wave's verification) stays cordoned after the rollback, for a person to look
+    at; false: every node the run cordoned is uncordoned again."""
 
     @field_validator("timeout")
     @classmethod

@@ -235,28 +235,22 @@ def mark_failed(ctx: StepContext, nodes: Iterable[str]) -> None:
             _save(ctx, node, failed=True)
 
 
+NODE_EVIDENCE = ("nodes", "behind", "wrong_image", "missing", "rose", "replaced", "unread")
+"""The evidence keys under which the verification checks name the nodes they failed on."""
+
+
 def failed_nodes(checks: Iterable[Check], candidates: Sequence[str]) -> list[str]:
-    """The ``candidates`` the failing checks name (in their scope or evidence); all of them when
-    the checks name none."""
+    """The ``candidates`` the failing checks name in their evidence (never their scope, which
+    lists every node checked); all of them when the checks name none of them."""
     named: set[str] = set()
     for check in checks:
         if check.status not in (CheckStatus.FAIL, CheckStatus.UNKNOWN):
             continue
-        text = " ".join([check.scope, *(_texts(check.evidence))])
-        named.update(n for n in candidates if n in text.replace(",", " ").split())
+        for key in NODE_EVIDENCE:
+            value = check.evidence.get(key)
+            if isinstance(value, (dict, list, tuple)):
+                named.update(str(n) for n in value)
     return [n for n in candidates if n in named] or list(candidates)
-
-
-def _texts(value: Any) -> Iterable[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield str(k)
-            yield from _texts(v)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _texts(v)
 
 
 def uncordon(ctx: StepContext, nodes: Iterable[str] | None = None, *, step: str, rolling_back: bool = False) -> list[str]:

@@ -30,7 +30,7 @@ class Outcome:
     paused: bool = False
     """Someone paused the run: no new node was started, those in flight finished."""
     failing: list[str] = field(default_factory=list)
-    """The nodes whose new pod failed (crash-looping)."""
+    """The nodes whose new pod failed (crash-looping, or never Ready once its old pod was deleted)."""
 
     @property
     def ok(self) -> bool:
@@ -139,7 +139,7 @@ def replace_nodes(ctx: StepContext, nodes: list[str], revision_hash: str, *, at_
                 delete_pod(ctx, pod, step=f"{step}.delete-pod", why=f"revision {pod.revision_hash} -> {revision_hash}")
             moved_at = clock.now()
         if clock.now() - moved_at > dt.timedelta(seconds=settings.ready_timeout):
-            return Outcome(snap, behind, f"no node moved for {settings.ready_timeout:g}s")
+            return Outcome(snap, behind, f"no node moved for {settings.ready_timeout:g}s", failing=in_flight)
         clock.sleep(settings.poll_interval)
 
 

@@ -214,7 +214,10 @@ def _later(waves: list[dict[str, Any]], number: int) -> list[str]:
 def _paused(ctx: StepContext, number: int, total: int) -> StepResult:
     pause = ctx.run.pause
     who = f" by {pause.by}" if pause else ""
-    note(ctx, "promote.paused", "info", f"paused{who} before wave {number} of {total}: `continue {ctx.run.id}` goes on")
+    held = draining.still_cordoned(ctx.run.progress)
+    cordoned = f"; {listing(held)} stay cordoned until their wave is verified" if held else ""
+    note(ctx, "promote.paused", "info", f"paused{who} before wave {number} of {total}{cordoned}: "
+         f"`continue {ctx.run.id}` goes on", cordoned=held)
     return StepResult(ok=True, again=Again(why=f"paused{who} before wave {number} of {total}"))
 
 

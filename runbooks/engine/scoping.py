@@ -20,7 +20,7 @@ from typing import Any
 from runbooks.cluster.resources import DAEMONSETS, DEPLOYMENTS, DRA_GROUP, NODES, PODS, WORKLOADS
 from runbooks.cluster.writing import Query, Writes
 from runbooks.engine.runs import Target
-from runbooks.errors import Action
+from runbooks.errors import Action, NotFound
 
 SMOKE_NAMESPACE = "upgradebot-smoke"
 """The smoke test's namespace when the policy names none (the install creates it)."""
@@ -87,7 +87,7 @@ class ScopedCluster(Writes):
     def _drain_allows(self, method: str, path: str, body: Any) -> bool:
         """A run that drains may cordon and uncordon a node its DaemonSet runs on (a merge patch
         of ``spec.unschedulable`` and nothing else), and evict (never delete) a pod of another
-        workload from a node that is cordoned."""
+        workload from such a node once it is cordoned."""
         parts = path.split("/")
         if method == "PATCH" and len(parts) == 5 and path == NODES.path(None, parts[4]):
             return body in CORDON_BODIES and self._runs_on(parts[4])
@@ -97,8 +97,12 @@ class ScopedCluster(Writes):
             if namespace == self._target.namespace and pod.startswith(f"{self._target.name}-"):
                 return False  # the plugin's own pods are replaced by deleting them, never evicted
             found = self._cluster.list_objects(PODS, namespace=namespace, field_selector=f"metadata.name={pod}")
-            node = str(((found[0].get("spec") or {}).get("nodeName") or "") if found else "")
-            return bool(node) and bool((self._cluster.get(NODES, node).get("spec") or {}).get("unschedulable"))
+            if not found:  # gone meanwhile: the eviction would find nothing either
+                raise NotFound(f"cannot evict pod {namespace}/{pod}: not found on {self._cluster.context}",
+                               action=Action("create", "pods/eviction", namespace, pod), status=404)
+            node = str((found[0].get("spec") or {}).get("nodeName") or "")
+            return bool(node) and self._runs_on(node) and bool(
+                (self._cluster.get(NODES, node).get("spec") or {}).get("unschedulable"))
         return False
 
     def _runs_on(self, node: str) -> bool:

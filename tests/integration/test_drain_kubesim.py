@@ -205,28 +205,31 @@ def test_a_node_whose_new_plugin_fails_stays_cordoned_when_the_policy_says_so(
     assert run.progress["drained"]["gpu-node2"]["state"] == "kept"
 
 
-def test_a_wave_whose_plugin_crashes_is_rolled_back_and_only_its_failed_node_stays_cordoned(
+def test_a_wave_whose_plugin_crashes_on_one_node_is_rolled_back_and_only_that_node_stays_cordoned(
         cluster: tuple[KubeSim, Kubectl], redis_url: str) -> None:
-    """Waves [1, 100%] with drain.keep_failed_cordoned, an image that crashes only on wave 2's
-    node: wave 1's node was given back when it verified; wave 2 fails, the rollback puts the old
-    plugin back everywhere and uncordons everything but the node whose new plugin crashed."""
+    """Canary on gpu-node3, then one wave of gpu-node1 and gpu-node2 replaced together
+    (maxUnavailable 2), with drain.keep_failed_cordoned and an image that crashes only on
+    gpu-node2: both are cordoned and drained, the wave fails, the rollback puts the old plugin
+    back everywhere and uncordons everything but gpu-node2, whose new plugin crashed."""
     sim, kubectl = cluster
-    crash = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1-crash-on-wave2"
-    engine = engine_on(sim, redis_url, drain_policy({"keep_failed_cordoned": True},
-                                                    waves=[{"nodes": 1, "approve_next": False}, "100%"]))
+    kubectl("patch", "daemonset", DS, "-n", NS, "--type=merge",
+            "-p", '{"spec":{"updateStrategy":{"rollingUpdate":{"maxUnavailable":2}}}}')
+    crash = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1-crash-on-wave"
+    kubectl("label", "nodes", "gpu-node2", "kubesim.io/crash=wave")
+    engine = engine_on(sim, redis_url, drain_policy({"keep_failed_cordoned": True}))
     run = engine.request_canary(actor=ALICE, target=TARGET, image=crash, node="gpu-node3").run
     engine.approve(run.id, actor=BOB)
     run = engine.advance(run.id)
     assert run.state is S.AWAITING_PROMOTION, run.reason
-    first, second = (w["nodes"] for w in run.progress["waves"])
-    kubectl("label", "nodes", *second, "kubesim.io/crash=wave2")
+    assert [sorted(w["nodes"]) for w in run.progress["waves"]] == [["gpu-node1", "gpu-node2"]]
     engine.approve(run.id, actor=CAROL)
     run = engine.advance(run.id)
-    assert run.state is S.ROLLED_BACK and "wave 2 of 2 failed" in run.reason, run.reason
+    assert run.state is S.ROLLED_BACK and "wave 1 of 1 failed" in run.reason, run.reason
     assert set(plugin_images(kubectl).values()) == {OLD}
-    assert cordoned(kubectl) == set(second)
-    states = {n: r["state"] for n, r in run.progress["drained"].items()}
-    assert states == {"gpu-node3": "uncordoned", **dict.fromkeys(first, "uncordoned"), **dict.fromkeys(second, "kept")}
+    assert cordoned(kubectl) == {"gpu-node2"}
+    states = {n: (r["state"], bool(r.get("failed"))) for n, r in run.progress["drained"].items()}
+    assert states == {"gpu-node3": ("uncordoned", False), "gpu-node1": ("uncordoned", False),
+                      "gpu-node2": ("kept", True)}
 
 
 def test_a_pod_without_a_controller_is_never_evicted(redis_url: str) -> None:

@@ -262,8 +262,9 @@ def test_the_drain_example_lets_a_draining_canary_cordon_and_evict_with_zero_403
         sim: KubeSim, redis_url: str, tmp_path: Path) -> None:
     """A target with ``drain``: with the install alone the canary request is refused before anyone
     approves, naming the missing rule (the cordon's server-side dry run is authorized like the
-    cordon); with ``deploy/examples/drain.yaml`` beside it the canary cordons, evicts the trainer
-    using the node's GPUs, and its rollback uncordons, as the bot's ServiceAccount, with no 403."""
+    cordon); with ``deploy/examples/drain.yaml`` beside it a canary cordons, evicts the trainer
+    using the node's GPUs and is uncordoned once verified, and a crashing canary's rollback
+    uncordons its node, as the bot's ServiceAccount, with no 403."""
     from handlers.run_views import gate_message
     from runbooks.engine.refusals import Refused
     from tests.integration.test_drain_kubesim import apply, cordoned, trainer
@@ -293,8 +294,16 @@ def test_the_drain_example_lets_a_draining_canary_cordon_and_evict_with_zero_403
     evicted = [e for e in engine.audit(run.id) if e["name"] == "canary.drain.evict" and e["status"] == "ok"]
     assert [e["evidence"]["pod"].split("/")[0] for e in evicted] == ["ml-team"]
     assert [m["code"] for m in sim.mutations() if m["path"].endswith("/eviction") and not m["dryRun"]] == [201]
+    assert cordoned(admin) == set()
     engine.rollback(run.id, actor=ALICE, reason="the install test rolls back")
     engine.decide(run.id, actor=BOB, approve=True)
     assert engine.advance(run.id).state is RunState.ROLLED_BACK
+
+    crashing = engine.request_canary(actor=ALICE, target=TARGET, image=NEW + "-crash", node="gpu-node3").run
+    engine.decide(crashing.id, actor=BOB, approve=True)
+    crashing = engine.advance(crashing.id)
+    assert crashing.state is RunState.ROLLED_BACK, crashing.reason
+    uncordoned = [e for e in engine.audit(crashing.id) if e["name"] == "rollback.uncordon" and e["status"] == "ok"]
+    assert [e["detail"] for e in uncordoned] == ["uncordoned gpu-node3"]
     assert cordoned(admin) == set()
     assert bot.refusals() == before

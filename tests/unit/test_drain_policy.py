@@ -58,10 +58,16 @@ def test_a_budgets_429_is_a_refused_disruption_in_the_budgets_words() -> None:
     assert type(busy) is ServerBusy and busy.retry_after == 3.0
 
 
-def test_a_failed_wave_keeps_the_nodes_its_checks_name_or_all_of_them() -> None:
-    wave = ["gpu-node10", "gpu-node1", "gpu-node11"]
-    checks = [Check(name="pods-ready", status=CheckStatus.PASS, scope="gpu-node10, gpu-node1, gpu-node11"),
-              Check(name="no-crashloop", status=CheckStatus.FAIL, scope="gpu-node1",
-                    evidence={"nodes": {"gpu-node11": "CrashLoopBackOff"}})]
-    assert failed_nodes(checks, wave) == ["gpu-node1", "gpu-node11"]  # gpu-node1 does not name gpu-node10
+def test_a_failed_wave_keeps_the_nodes_its_checks_name_in_their_evidence_or_all_of_them() -> None:
+    """The checks' scope lists every node of the wave: only their evidence says where they failed."""
+    wave = ["gpu-node1", "gpu-node2", "gpu-node4"]
+    scope = "gpu-node1, gpu-node2, gpu-node4"
+    checks = [Check(name="rollout", status=CheckStatus.PASS, scope=scope, evidence={"behind": []}),
+              Check(name="pods-ready", status=CheckStatus.FAIL, scope=scope, evidence={"nodes": {"gpu-node2": "not Ready"}}),
+              Check(name="other-nodes-unchanged", status=CheckStatus.FAIL, scope="gpu-node7",
+                    evidence={"nodes": {"gpu-node7": "image changed"}})]  # a later wave's node: not a candidate
+    assert failed_nodes(checks, wave) == ["gpu-node2"]
+    registered = Check(name="plugin-registered", status=CheckStatus.FAIL, scope=scope,
+                       evidence={"missing": ["gpu-node4"], "unread": {}})
+    assert failed_nodes([registered], wave) == ["gpu-node4"]
     assert failed_nodes([Check(name="events", status=CheckStatus.FAIL, scope="all nodes")], wave) == wave

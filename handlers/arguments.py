@@ -24,8 +24,19 @@ def split_pairs(
     words: Sequence[str], *, allowed: Sequence[str], usage: str, max_positional: int = 0
 ) -> tuple[list[str], dict[str, str]]:
     """``(positional words, {key: value})``, refusing unknown keys, repeats and extra words."""
+    positional, pairs, _ = split_words(words, allowed=allowed, usage=usage, max_positional=max_positional)
+    return positional, pairs
+
+
+def split_words(
+    words: Sequence[str], *, allowed: Sequence[str], usage: str, max_positional: int = 0,
+    repeatable: Sequence[str] = (),
+) -> tuple[list[str], dict[str, str], dict[str, list[str]]]:
+    """``(positional words, {key: value}, {key: [values]})``: the keys in ``repeatable`` may be
+    given more than once (``env=A=1 env=B=2``) and land in the third part, in order."""
     positional: list[str] = []
     pairs: dict[str, str] = {}
+    repeated: dict[str, list[str]] = {}
     for word in words:
         key, sep, value = word.partition("=")
         if not sep:
@@ -40,8 +51,11 @@ def split_pairs(
             raise UsageError(f"{key}= given twice", usage)
         if not value:
             raise UsageError(f"{key}= needs a value", usage)
-        pairs[key] = value
-    return positional, pairs
+        if key in repeatable:
+            repeated.setdefault(key, []).append(value)
+        else:
+            pairs[key] = value
+    return positional, pairs, repeated
 
 
 def run_id(words: Sequence[str], *, usage: str, allowed: Sequence[str] = ()) -> tuple[str, dict[str, str]]:

@@ -39,7 +39,7 @@ def handle(request: InventoryRequest, *, connect: Callable[[str | None], Cluster
     """The inventory of the requested cluster, with the policy's targets and GPU resources."""
     with connect(request.cluster) as cluster:
         return take_inventory(cluster, targets=policy.target_refs, gpu_resources=policy.gpu_resources,
-                              registration=policy.registration)
+                              registration=policy.registration, max_unavailable=policy.inventory.max_unavailable)
 
 
 # ------------------------------------------------------------------ chat surfaces

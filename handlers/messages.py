@@ -267,3 +267,8 @@ def waiting_for(what: str) -> str:
 
 def stage_thread(cluster: str, link: str) -> str:
     return f"The {cluster} run and its stability reports: {link}"
+
+
+def template_diff(diff: str) -> str:
+    """The pod template change a canary request asks for, as a diff (``-`` now, ``+`` after)."""
+    return f"The pod template changes (- now, + after):\n```\n{diff}\n```"

@@ -77,6 +77,8 @@ def _asks(run: Run, gate: Gate) -> str:
         what = f"apply the migration of {run.target.kind} {run.target.ref} to DRA: {migration_summary(run)}"
     elif gate.kind is GateKind.CANARY:
         what = f"put {run.image} on {run.node} (canary of {run.target.ref}, container {run.container})"
+        if not run.edits.empty:
+            what += f" with {run.edits.summary()}"
         if run.target.drain:
             what += f", cordoning and draining {run.node} first"
     elif gate.kind is GateKind.PROMOTION:
@@ -101,6 +103,9 @@ def gate_message(run: Run, gate: Gate, *, self_approval: bool = False) -> Messag
     lines = [_asks(run, gate), msg.gate_expires(moment_text(gate.expires_at), self_approval)]
     if gate.reason:
         lines.insert(1, gate.reason)
+    change = run.progress.get("template_diff") or ""
+    if gate.kind is GateKind.CANARY and change:
+        lines.append(msg.template_diff(change))
     stage = run.progress.get("after_stage") or {}
     link = thread_link(stage.get("origin") or {})
     if gate.kind is GateKind.CANARY and link:

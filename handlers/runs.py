@@ -22,14 +22,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from handlers.arguments import UsageError, run_id, split_pairs
+from handlers.arguments import UsageError, run_id, split_pairs, split_words
 from handlers.routing import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Caller, Command, Deps
 from handlers.run_views import audit_reply, outcome_reply, requested_reply, runs_reply, status_reply
 from runbooks import validation
 from runbooks.engine.commands import Outcome
 from runbooks.engine.runs import UNSUCCESSFUL, GateKind, Run, RunState
+from runbooks.templates import EDIT_KEYS, REPEATABLE, Edits, parse_edits
 
 MAX_RUNS = 1000
 AuditTrail = tuple[Run, list[dict[str, Any]]]
@@ -67,7 +68,9 @@ def _one_run(usage: str) -> Any:
 
 # ------------------------------------------------------------------ canary
 CANARY_USAGE = ("canary <namespace>/<daemonset> image=<ref> node=<node>|auto [container=<name>] [cluster=<context>] "
-                "[when=next-window]")
+                "[when=next-window] [env=NAME=value|env=NAME- ...] [args=a,b|-] [limits=cpu=…,memory=…] "
+                "[requests=…] [security=allowPrivilegeEscalation=false,capabilities.drop=ALL] [pod-security=…] "
+                "[priority=<class>|-] [toleration=key[=value][:Effect][-] ...]")
 WHEN = ("now", "next-window")
 
 
@@ -75,34 +78,50 @@ class CanaryArgs(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     target: str
-    image: str
+    image: str = ""
     node: str
     container: str | None = None
     cluster: str | None = None
     when: str = "now"
+    edits: Edits = Edits()
 
 
 def parse_canary(words: Sequence[str]) -> CanaryArgs:
-    positional, pairs = split_pairs(
-        words, allowed=("image", "node", "container", "cluster", "when"), usage=CANARY_USAGE, max_positional=1
+    positional, pairs, repeated = split_words(
+        words, allowed=("image", "node", "container", "cluster", "when", *EDIT_KEYS), usage=CANARY_USAGE,
+        max_positional=1, repeatable=REPEATABLE,
     )
+    try:
+        edits = parse_edits(pairs, repeated)
+    except (ValueError, ValidationError) as exc:
+        raise UsageError(_first_error(exc), CANARY_USAGE) from exc
+    pairs = {k: v for k, v in pairs.items() if k not in EDIT_KEYS}
     if pairs.get("when", "now") not in WHEN:
         raise UsageError(f"when={pairs['when']} is not a choice: when=next-window queues the run until the "
                          "target's maintenance window opens", CANARY_USAGE)
     if not positional:
         raise UsageError("which DaemonSet? give <namespace>/<daemonset>", CANARY_USAGE)
-    for key in ("image", "node"):
-        if key not in pairs:
-            raise UsageError(f"{key}= is required", CANARY_USAGE)
+    if "node" not in pairs:
+        raise UsageError("node= is required", CANARY_USAGE)
+    if "image" not in pairs and edits.empty:
+        raise UsageError("image= is required (or a change of the template: env=, args=, limits=, ...)", CANARY_USAGE)
     try:
         validation.target(positional[0])
-        validation.image_reference(pairs["image"])
+        if "image" in pairs:
+            validation.image_reference(pairs["image"])
         validation.node_name(pairs["node"])
         if "container" in pairs:
             validation.container_name(pairs["container"])
     except ValueError as exc:
         raise UsageError(str(exc), CANARY_USAGE) from exc
-    return CanaryArgs(target=positional[0], **pairs)
+    return CanaryArgs(target=positional[0], edits=edits, **pairs)
+
+
+def _first_error(exc: Exception) -> str:
+    """A pydantic error's first message without its boilerplate, else the error itself."""
+    if isinstance(exc, ValidationError):
+        return str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+    return str(exc)
 
 
 def canary(args: CanaryArgs, deps: Deps, caller: Caller) -> Outcome:
@@ -111,7 +130,7 @@ def canary(args: CanaryArgs, deps: Deps, caller: Caller) -> Outcome:
     nothing runs on the cluster until an approver approves."""
     return deps.engine.request_canary(
         actor=deps.actor(caller), target=args.target, image=args.image, node=args.node,
-        container=args.container, cluster=args.cluster, when=args.when,
+        container=args.container, cluster=args.cluster, when=args.when, edits=args.edits,
         origin={"surface": caller.surface, "channel": caller.channel or ""},
     )
 

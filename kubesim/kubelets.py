@@ -287,7 +287,7 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner):
         if is_job(ctr.image):
             self._run_job(rt, ctr, pod)
         elif ctr.mode == "crash":
-            self._write_log(rt, ctr.name, pluginlogs.crash(now))
+            self._write_log(rt, ctr.name, pluginlogs.crash(now, ctr.crash_reason))
             self._later(rt, CRASH_AFTER, lambda: self._crash(rt, ctr))
         elif ctr.kind != "generic":
             self._plugin_started(rt, ctr, pod, adopted=False)

@@ -152,8 +152,9 @@ def device_plugin_reregistered(container: dict[str, Any], start: dt.datetime) ->
     )
 
 
-def crash(start: dt.datetime) -> Lines:
-    return _at(start, [("E", "main.go:123", CRASH_MESSAGE)])
+def crash(start: dt.datetime, reason: str | None = None) -> Lines:
+    """A crashing plugin's last words: its image's generic failure, or why its config did not load."""
+    return _at(start, [("E", "main.go:123", reason or CRASH_MESSAGE)])
 
 
 def dra_plugin_started(node: str, driver: str, start: dt.datetime, *, slices: bool) -> Lines:

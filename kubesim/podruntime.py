@@ -34,6 +34,8 @@ class Ctr:
     registered: bool = False
     term: dict[str, Any] | None = None
     """How a run-to-completion container exited (state ``terminated``)."""
+    crash_reason: str | None = None
+    """Why a container crashes other than its image tag says (a device plugin's bad config)."""
 
     @property
     def ready(self) -> bool:
@@ -62,7 +64,12 @@ def new_runtime(pod: dict[str, Any], node: str, node_labels: Mapping[str, str] |
     rt = PodRt(pod["metadata"]["uid"], pod["metadata"].get("namespace", ""), pod["metadata"]["name"], node)
     for c in pod["spec"].get("containers") or []:
         image = c.get("image", "")
-        rt.ctrs[c["name"]] = Ctr(c["name"], image, ps.behaviour(image, node_labels), container_kind(image))
+        kind = container_kind(image)
+        mode, why = ps.behaviour(image, node_labels), None
+        if kind == "device-plugin" and mode != "crash":
+            why = ps.device_plugin_config_error(c)
+            mode = "crash" if why else mode
+        rt.ctrs[c["name"]] = Ctr(c["name"], image, mode, kind, crash_reason=why)
     return rt
 
 

@@ -15,6 +15,14 @@ published), so nothing churns at start.
   ``kubesim.io/rack: <zone>-rack<k>``, eight nodes to a rack within a zone (zone a's first
   eight nodes, 1, 4, ..., 22, are ``sim-zone-a-rack1``, node 25 opens ``sim-zone-a-rack2``).
   ``gpu-small``'s nodes have none of these.
+- ``gpu-unsafe``: ``gpu-small``'s four nodes with the plugin manifest mistakes planted that
+  break GPU nodes though the image is fine: the device plugin with its old static manifest's
+  settings (``FAIL_ON_INIT_ERROR=false``, no securityContext, no priority class) and
+  ``maxUnavailable: 2``; ``gpu-node3`` tainted ``example.com/maintenance=planned:NoSchedule``,
+  which it does not tolerate, so no plugin runs there; a second NVIDIA plugin DaemonSet,
+  ``nvidia-device-plugin-legacy``, without a nodeSelector (it runs on ``cpu-node1`` too) and
+  with its socket directory on the wrong hostPath (``/var/lib/kubelet/plugins``), advertising
+  ``nvidia.com/gpu`` on the same nodes; no DRA driver.
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ from kubesim.scheduling import Scheduler
 from kubesim.simulation import Simulation
 from kubesim.statefulsets import StatefulSetController
 
-SCENARIOS = ("gpu-small", "gpu-large")
+SCENARIOS = ("gpu-small", "gpu-large", "gpu-unsafe")
 GPUS_PER_NODE = 8
 NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "dra-example-driver", "ml-team")
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.14.2"
@@ -65,19 +73,28 @@ def failure_domain(index: int) -> dict[str, str]:
     return {REGION_LABEL: REGION, ZONE_LABEL: zone, RACK_LABEL: f"{zone}-rack{rack}"}
 
 
-def device_plugin_daemonset(created: str) -> dict[str, Any]:
+def device_plugin_daemonset(created: str, *, name: str = "nvidia-device-plugin-daemonset", hardened: bool = True,
+                            host_path: str = "/var/lib/kubelet/device-plugins", gpu_nodes_only: bool = True,
+                            max_unavailable: int | str | None = None) -> dict[str, Any]:
+    """NVIDIA's device plugin as its chart deploys it (``hardened``: FAIL_ON_INIT_ERROR true, the
+    hardened securityContext, system-node-critical); ``hardened=False`` is its old static
+    manifest's settings (FAIL_ON_INIT_ERROR false, no securityContext, no priority class)."""
     ctr = container(
         "nvidia-device-plugin-ctr", DEVICE_PLUGIN_IMAGE,
-        env=[{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
-        securityContext={"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        env=[{"name": "FAIL_ON_INIT_ERROR", "value": "true" if hardened else "false"}],
         volumeMounts=[{"mountPath": "/var/lib/kubelet/device-plugins", "name": "device-plugin"}],
+        **({"securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}} if hardened else {}),
     )
     spec = pod_spec(
-        [ctr], nodeSelector={NFD_GPU: "true"}, priorityClassName="system-node-critical",
+        [ctr], **({"nodeSelector": {NFD_GPU: "true"}} if gpu_nodes_only else {}),
+        **({"priorityClassName": "system-node-critical"} if hardened else {}),
         tolerations=[{"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}],
-        volumes=[{"hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": ""}, "name": "device-plugin"}],
+        volumes=[{"hostPath": {"path": host_path, "type": ""}, "name": "device-plugin"}],
     )
-    return make_daemonset("kube-system", "nvidia-device-plugin-daemonset", {"name": "nvidia-device-plugin-ds"}, spec, created)
+    ds = make_daemonset("kube-system", name, {"name": name.removesuffix("-daemonset") + "-ds"}, spec, created)
+    if max_unavailable is not None:
+        ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] = max_unavailable
+    return ds
 
 
 def dra_plugin_daemonset(created: str) -> dict[str, Any]:
@@ -99,6 +116,7 @@ def dra_plugin_daemonset(created: str) -> dict[str, Any]:
     )
     spec = pod_spec(
         [ctr], nodeSelector={NFD_GPU: "true"}, serviceAccountName="dra-example-driver-service-account",
+        priorityClassName="system-node-critical",
         volumes=[
             {"hostPath": {"path": "/var/lib/kubelet/plugins_registry", "type": ""}, "name": "plugins-registry"},
             {"hostPath": {"path": "/var/lib/kubelet/plugins", "type": ""}, "name": "plugins"},
@@ -198,6 +216,29 @@ def _gpu_small(b: _Builder, kubelet: KubeletController) -> None:
                        "spec": dra.claim_spec(minor)})
 
 
+MAINTENANCE_TAINT = {"key": "example.com/maintenance", "value": "planned", "effect": "NoSchedule"}
+
+
+def _gpu_unsafe(b: _Builder, kubelet: KubeletController) -> None:
+    """gpu-small's nodes with the manifest mistakes the inventory must find, planted (see the
+    module's docstring); no DRA driver."""
+    minor = b.sim.minor
+    gpu_nodes = [(f"gpu-node{i}", i) for i in (1, 2, 3)]
+    for ns in NAMESPACES:
+        b.add(("", "namespaces"), make_namespace(ns, b.created))
+    for name, index in gpu_nodes:
+        node = b.add(("", "nodes"), make_node(name, index, minor, gpus=GPUS_PER_NODE, created=b.created))
+        node["metadata"]["uid"] = str(uuid.uuid4())
+        kubelet.gpus[name] = GPUS_PER_NODE
+        if name == "gpu-node3":
+            node["spec"]["taints"] = [dict(MAINTENANCE_TAINT)]
+    cpu = ("cpu-node1", 4)
+    b.add(("", "nodes"), make_node(cpu[0], cpu[1], minor, gpus=0, created=b.created))
+    b.daemonset(device_plugin_daemonset(b.created, hardened=False, max_unavailable=2), gpu_nodes[:2])
+    b.daemonset(device_plugin_daemonset(b.created, name="nvidia-device-plugin-legacy", gpu_nodes_only=False,
+                                        host_path="/var/lib/kubelet/plugins"), [*gpu_nodes[:2], cpu])
+
+
 def _gpu_large(b: _Builder, kubelet: KubeletController, count: int) -> None:
     minor = b.sim.minor
     gpu_nodes = [(f"gpu-node{i}", i) for i in range(1, count + 1)]
@@ -229,6 +270,8 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
     kubelet = KubeletController()
     if scenario == "gpu-small":
         _gpu_small(b, kubelet)
+    elif scenario == "gpu-unsafe":
+        _gpu_unsafe(b, kubelet)
     else:
         _gpu_large(b, kubelet, 5000 if nodes is None else nodes)
     b.load()

@@ -592,6 +592,23 @@ class Limits(Strict):
         return value
 
 
+class InventoryPolicy(Strict):
+    """What the inventory holds the plugins' manifests to."""
+
+    max_unavailable: str = "1"
+    """The most plugin pods a RollingUpdate may take down at once (a count, or a percentage of
+    the DaemonSet's nodes, rounded up): a plugin DaemonSet whose ``maxUnavailable`` is higher
+    gets a ``max-unavailable`` finding."""
+
+    @field_validator("max_unavailable", mode="before")
+    @classmethod
+    def _limit(cls, value: object) -> str:
+        text = str(value).strip()
+        if isinstance(value, bool) or not WAVE_SIZE.match(text) or (text.endswith("%") and int(text[:-1]) > 100):
+            raise ValueError(f"{value!r} is not a count (e.g. 1) or a percentage up to 100% (e.g. 10%)")
+        return text
+
+
 class Verify(Strict):
     unknown: Literal["fail", "warn"] = "fail"
     """A check that could not be made (a 403, a timeout): ``fail`` blocks the step like a
@@ -626,6 +643,8 @@ class Policy(Strict):
     targets: list[Target] = Field(default_factory=list)
     steps: StepTimings = Field(default_factory=StepTimings)
     verify: Verify = Field(default_factory=Verify)
+    inventory: InventoryPolicy = Field(default_factory=InventoryPolicy)
+    """The limits the inventory's manifest findings judge by."""
     halt: Halt = Field(default_factory=Halt)
     slack: SlackPolicy = Field(default_factory=SlackPolicy)
     identities: Identities = Field(default_factory=Identities)

@@ -17,21 +17,9 @@ from typing import Any
 from runbooks.cluster.resources import Resource
 from runbooks.daemonset.observing import wait_for
 from runbooks.engine.steps import Clock
+from runbooks.templates import same
 
 COMPLETE, STUCK, CHANGED, ROLLING = "complete", "stuck", "changed", "rolling"
-
-
-def semantic(value: Any) -> Any:
-    """A value as typed objects compare it: an absent field, ``null``, ``{}`` and ``[]`` are the same."""
-    if isinstance(value, dict):
-        return {k: v for k, v in ((k, semantic(v)) for k, v in value.items()) if v not in (None, {}, [])}
-    if isinstance(value, list):
-        return [semantic(v) for v in value]
-    return value
-
-
-def same(a: Any, b: Any) -> bool:
-    return bool(semantic(a) == semantic(b))
 
 
 def template_of(workload: dict[str, Any]) -> dict[str, Any]:

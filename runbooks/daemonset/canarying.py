@@ -7,7 +7,9 @@ re-entered after a kill repeats nothing):
    any change: the whole pod template, the update strategy, the current revision
    (number, name, hash), the generation, the container and its image;
 2. ``updateStrategy: OnDelete`` (the controller stops replacing pods by itself);
-3. the new image on the chosen container (the template changes, no pod does);
+3. the new image on the chosen container, or, when the run also edits the template (env,
+   args, resources, security contexts, priority class, tolerations), the whole new
+   template in one write (the template changes, no pod does);
 4. with ``drain`` (:mod:`runbooks.daemonset.draining`) the canary node cordoned and the
    pods using its devices evicted; then the canary node's pod deleted, if it still runs another revision than the new one
    (uid precondition); the controller recreates it from the new template;
@@ -22,16 +24,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from runbooks import templates
 from runbooks.daemonset import checks as judge
 from runbooks.daemonset import companions, draining
 from runbooks.daemonset.observing import Revision, Snapshot, observe, wait_for
-from runbooks.daemonset.patching import ON_DELETE, delete_pod, set_image, set_strategy
+from runbooks.daemonset.patching import ON_DELETE, delete_pod, set_image, set_strategy, set_template
 from runbooks.daemonset.preflight import canary_prechecks, resolve_container
 from runbooks.engine.recording import failed, note, note_checks, passed, result
+from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, StepContext, StepResult
 from runbooks.errors import NotFound
 from runbooks.inventory import PluginPod
-from runbooks.rollouts import with_image
+from runbooks.templates import same
 
 
 def saved_state(snap: Snapshot, container: str) -> dict[str, Any]:
@@ -44,6 +48,16 @@ def saved_state(snap: Snapshot, container: str) -> dict[str, Any]:
         "container": container,
         "image": snap.images.get(container),
     }
+
+
+def changed_template(run: Run) -> dict[str, Any]:
+    """The pod template the canary writes: the saved one with the run's image and edits (once
+    written, as the server stored it)."""
+    stored: dict[str, Any] | None = run.progress.get("new_template")
+    if stored:
+        return stored
+    saved = run.progress["saved"]
+    return templates.apply(saved["template"], saved["container"], run.image, run.edits)
 
 
 def touched(snap: Snapshot, saved: dict[str, Any]) -> bool:
@@ -76,7 +90,7 @@ def canary(ctx: StepContext) -> StepResult:
         note(ctx, "canary.saved", "info", f"saved the template, strategy {saved['update_strategy'].get('type')} and "
              f"revision {(saved['revision'] or {}).get('number')} before changing anything",
              revision=saved["revision"], strategy=saved["update_strategy"], image=saved["image"])
-    elif snap.template not in (saved["template"], with_image(saved["template"], saved["container"], run.image)):
+    elif not same(snap.template, saved["template"]) and not same(snap.template, changed_template(run)):
         reason = (f"{run.target.ref} changed since the canary began (its template is neither the saved one nor the "
                   "saved one with the new image): someone else is changing it; roll back and start again")
         note(ctx, "canary.drift", "failed", reason)
@@ -89,7 +103,11 @@ def canary(ctx: StepContext) -> StepResult:
         note_checks(ctx, "canary", before)
         return result(before, what="the workloads upgraded before the canary")
     set_strategy(ctx, ON_DELETE, step="canary.strategy")
-    set_image(ctx, container, run.image, step="canary.image")
+    if run.edits.empty:
+        set_image(ctx, container, run.image, step="canary.image")
+    else:
+        set_template(ctx, changed_template(ctx.run), step="canary.template",
+                     summary=f"{run.image} ({container}); {run.edits.summary()}")
     new = _new_revision(ctx)
     if new is None:
         return StepResult(ok=False, reason=f"the DaemonSet controller did not pick up the new template of "

@@ -19,6 +19,7 @@ from runbooks.engine.steps import StepContext
 from runbooks.errors import Conflict, NotFound
 from runbooks.inventory import PluginPod
 from runbooks.inventory.reading import images_of
+from runbooks.templates import same
 
 MAX_CONFLICTS = 5
 ON_DELETE = {"type": "OnDelete"}
@@ -76,6 +77,38 @@ def set_image(ctx: StepContext, container: str, image: str, *, step: str) -> boo
         except Conflict:
             continue
         note(ctx, step, "ok", kind="mutation", detail=f"container {container}: {before} -> {image}", container=container, before=before, after=image)
+        return True
+    raise Conflict(f"cannot patch {target.ref}: it kept changing ({MAX_CONFLICTS} conflicts); try again")
+
+
+def set_template(ctx: StepContext, template: dict[str, Any], *, step: str, summary: str) -> bool:
+    """``spec.template`` := ``template`` whole (a JSON patch with a ``resourceVersion`` test), only
+    while the DaemonSet is OnDelete; the template the server stored is kept in the run's progress
+    (``new_template``) for the checks that follow."""
+    target = ctx.run.target
+    for _ in range(MAX_CONFLICTS):
+        ds = _ds(ctx)
+        spec = ds.get("spec") or {}
+        current = spec.get("template") or {}
+        if same(current, template):
+            note(ctx, step, "info", f"the template already has {summary}")
+            if "new_template" not in ctx.run.progress:
+                ctx.run = ctx.save_progress({"new_template": current})
+            return False
+        if ((spec.get("updateStrategy") or {}).get("type")) != "OnDelete":
+            raise StrategyChanged(
+                f"{target.ref} is no longer OnDelete (someone changed its updateStrategy): the template was not changed"
+            )
+        body = [{"op": "replace", "path": "/spec/template", "value": template}]
+        try:
+            answer = ctx.cluster.patch(DAEMONSETS, target.name, body, namespace=target.namespace, patch_type="json",
+                                       resource_version=(ds.get("metadata") or {}).get("resourceVersion"))
+        except Conflict:
+            continue
+        stored = (answer.get("spec") or {}).get("template") or template
+        ctx.run = ctx.save_progress({"new_template": stored})
+        note(ctx, step, "ok", kind="mutation", detail=f"template: {summary}",
+             before=images_of(current.get("spec") or {}), after=images_of(stored.get("spec") or {}))
         return True
     raise Conflict(f"cannot patch {target.ref}: it kept changing ({MAX_CONFLICTS} conflicts); try again")
 

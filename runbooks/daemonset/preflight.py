@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runbooks import validation
+from runbooks import templates, validation
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import NODES
 from runbooks.daemonset.baselines import Baseline, baseline_from
@@ -25,6 +25,7 @@ from runbooks.engine.steps import Check, Clock, StepSettings
 from runbooks.errors import NotFound
 from runbooks.inventory import Inventory, take_inventory
 from runbooks.inventory.reading import node_from
+from runbooks.templates import same
 
 
 def resolve_container(requested: str, images: dict[str, str]) -> str | None:
@@ -115,8 +116,12 @@ def request_checks(
         which = f"no container {run.container!r}" if run.container else "more than one container"
         checks.append(failed("container-exists", f"the pod template has {which}: use container=<one of "
                              f"{', '.join(snap.images)}>", containers=sorted(snap.images)))
-    elif snap.images[container] == run.image:
-        checks.append(failed("container-exists", f"container {container} already runs {run.image}: nothing to upgrade"))
+    elif wrong := templates.problems(snap.template, container, run.edits):
+        checks.append(failed("container-exists", f"cannot change container {container}: {'; '.join(wrong)}"))
+    elif same(templates.apply(snap.template, container, run.image, run.edits), snap.template):
+        detail = (f"container {container} already runs {run.image}: nothing to upgrade" if run.edits.empty else
+                  f"the template of {run.target.ref} already has {run.edits.summary()} with {run.image}: nothing to change")
+        checks.append(failed("container-exists", detail))
     else:
         checks.append(passed("container-exists", f"container {container} runs {snap.images[container]}",
                              container=container, image=snap.images[container]))

@@ -13,12 +13,14 @@ the nodes still behind. Re-entered, it only waits for what is still missing.
 from __future__ import annotations
 
 from runbooks.daemonset import companions, waves
+from runbooks.daemonset.canarying import changed_template
 from runbooks.daemonset.checks import listing
 from runbooks.daemonset.following import follow_rollout, replace_node_by_node
 from runbooks.daemonset.observing import observe, wait_for
 from runbooks.daemonset.patching import set_strategy
 from runbooks.engine.recording import failed, note, note_checks, passed
 from runbooks.engine.steps import StepContext, StepResult
+from runbooks.templates import same
 
 
 def promote(ctx: StepContext) -> StepResult:
@@ -32,9 +34,11 @@ def promote(ctx: StepContext) -> StepResult:
     snap = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval,
                     probe=lambda: s if (s := observe(ctx.cluster, target.namespace, target.name)).settled else None)
     new = snap.current_revision if snap else None
-    if snap is None or new is None or snap.images.get(saved["container"]) != run.image:
+    if snap is None or new is None or snap.images.get(saved["container"]) != run.image \
+            or (not run.edits.empty and not same(snap.template, changed_template(run))):
         reason = (f"{target.ref} no longer has the canary's template (container {saved['container']} should run "
-                  f"{run.image}): someone changed it; nothing was promoted")
+                  f"{run.image}" + (f" with {run.edits.summary()}" if not run.edits.empty else "")
+                  + "): someone changed it; nothing was promoted")
         note(ctx, "promote.precheck", "failed", reason)
         return StepResult(ok=False, reason=reason)
     if run.progress.get("waves") or waves.waves_of(ctx.settings, target.ref, drain=target.drain) is not None:

@@ -43,7 +43,8 @@ from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, StepContext, StepResult, StepSettings
 from runbooks.errors import ClusterError, NotFound, shorten
 from runbooks.inventory.reading import container_requests
-from runbooks.rollouts import same, template_of
+from runbooks.rollouts import template_of
+from runbooks.templates import same
 
 RUN_LABEL = "upgradebot.io/run"
 """On the ResourceClaimTemplates a migration run creates: only those are deleted by its rollback."""

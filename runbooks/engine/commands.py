@@ -39,6 +39,7 @@ from runbooks.engine.requesting import (
     InvalidRequest,
     check_request,
     context_name,
+    planned_change,
     resolve,
 )
 from runbooks.engine.runs import (
@@ -60,6 +61,7 @@ from runbooks.engine.store import LeaseLost, LockHeld, RunStore
 from runbooks.engine.transitioning import Observer, SilentObserver, Writer, audit_entry
 from runbooks.errors import ClusterError, shorten
 from runbooks.policy import Policy, duration_seconds
+from runbooks.templates import Edits
 
 S = RunState
 MIGRATED_KINDS = tuple(WORKLOADS)
@@ -163,6 +165,7 @@ class Engine:
     def request_canary(
         self, *, actor: Actor, target: str, image: str, node: str, container: str | None = None,
         cluster: str | None = None, origin: dict[str, str] | None = None, when: str = "now",
+        edits: Edits | None = None,
     ) -> Outcome:
         """A new run waiting at its canary request.
 
@@ -171,8 +174,14 @@ class Engine:
         now (``check_request``: the image already running, a node that is NotReady,
         cordoned or GPU-less, a failing inventory finding on the target...), and a request
         outside the target's maintenance windows unless ``when`` is ``next-window`` (the
-        run is stored and its request opened; its canary waits for the window)."""
+        run is stored and its request opened; its canary waits for the window).
+
+        ``edits`` change the pod template besides the image (``image`` may then be "": the
+        container keeps its own); the template diff is planned now and shown in the request."""
         check_requester(self.policy, actor)
+        edits = edits or Edits()
+        if not image and edits.empty:
+            raise InvalidRequest("image= is required (or a change of the template: env=, args=, limits=, ...)")
         request = check_request(self.policy, target=target, image=image, node=node, container=container, cluster=cluster)
         now = self.clock.now()
         queued = self._outside_window(request.ref, now, when)
@@ -189,7 +198,7 @@ class Engine:
             return Run(id=new_run_id(), target=Target(cluster=context, namespace=request.namespace, name=request.name,
                                                       parts=parts, drain=drain),
                        image=request.image, container=container, node=request.node, requester=actor.user,
-                       created_at=now, updated_at=now, origin=origin or {})
+                       created_at=now, updated_at=now, origin=origin or {}, edits=edits)
 
         run = new_run(request.cluster or "", request.container or "")
         chosen = ""
@@ -198,6 +207,8 @@ class Engine:
         if self.connect is not None:
             with self.connect(request.cluster) as handle:
                 run = new_run(*resolve(handle, request))
+                image, change = planned_change(handle, run, edits)
+                run = run.model_copy(update={"image": image, "progress": {"template_diff": change} if change else {}})
                 if run.node == AUTO_NODE:
                     node, chosen = self.driver.steps.pick_node(handle, run, self.driver.settings)
                     run = run.model_copy(update={"node": node})
@@ -208,11 +219,14 @@ class Engine:
                     raise Refused(refusals.request_checks_failed(run, [(c.name, c.detail) for c in failing]))
         if not run.container:
             raise Refused(f"name the container of {request.ref} to change: container=<name>")
+        if not run.image:
+            raise Refused("image= is required: this engine reads no cluster to keep the container's own")
         stage = self._after_stage(run)
         if stage:
             run = run.model_copy(update={"progress": {**run.progress, "after_stage": stage}})
         line = self.writer.step("requested", kind="transition", actor=actor,
-                                detail=f"canary of {run.image} ({run.container}) on {run.node} in "
+                                detail=f"canary of {run.image} ({run.container})"
+                                       + (f" with {edits.summary()}" if not edits.empty else "") + f" on {run.node} in "
                                        f"{run.target.cluster or 'the current context'}" + (f"; {chosen}" if chosen else "")
                                 + (f"; {queued}" if queued else ""))
         self._create(run, line)
@@ -290,7 +304,7 @@ class Engine:
         before = stages[index - 1]
         earlier = sorted((r for r in self.store.list_runs(limit=10_000)
                           if r.kind is RunKind.UPGRADE and r.target.ref == run.target.ref
-                          and r.target.cluster == before and r.image == run.image),
+                          and r.target.cluster == before and r.image == run.image and r.edits == run.edits),
                          key=lambda r: (r.created_at, r.updated_at), reverse=True)
         if not earlier:
             raise Refused(refusals.stage_not_reached(run, here, before, index, len(stages)))

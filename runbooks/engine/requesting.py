@@ -13,11 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from runbooks import validation
+from runbooks import templates, validation
 from runbooks.cluster.resources import DAEMONSETS, NODES
 from runbooks.engine.refusals import Refused
 from runbooks.errors import NotFound
 from runbooks.policy import Policy
+from runbooks.templates import Edits, same
 
 AUTO_NODE = "auto"
 """``node=auto``: the steps choose the canary node (``Steps.pick_node``)."""
@@ -49,7 +50,7 @@ def check_request(
         parsed = validation.target(target, policy.target_refs)
         return CanaryRequest(
             namespace=parsed.namespace, name=parsed.name,
-            image=validation.image_reference(image),
+            image=validation.image_reference(image) if image else "",
             node=validation.node_name(node),
             container=validation.container_name(container) if container is not None else None,
             cluster=context_name(cluster) if cluster is not None else None,
@@ -93,3 +94,23 @@ def resolve(cluster: Any, request: CanaryRequest) -> tuple[str, str]:
     if request.container not in names:
         raise InvalidRequest(f"{request.ref} has no container {request.container}: use one of {', '.join(names)}")
     return cluster.context, request.container
+
+
+def planned_change(cluster: Any, run: Any, edits: Edits) -> tuple[str, str]:
+    """``(image, diff)`` of a canary with ``edits``: the image (the container's own when the
+    request names none) and the template diff the canary will write, read once from the
+    DaemonSet; :class:`InvalidRequest` when the edits cannot be made or change nothing."""
+    daemonset = cluster.get(DAEMONSETS, run.target.name, run.target.namespace)
+    template = (daemonset.get("spec") or {}).get("template") or {}
+    current = next((c.get("image", "") for c in templates.containers(template) if c.get("name") == run.container), "")
+    image = run.image or current
+    if edits.empty:
+        return image, ""
+    wrong = templates.problems(template, run.container, edits)
+    if wrong:
+        raise InvalidRequest(f"cannot change {run.target.ref}: {'; '.join(wrong)}")
+    wanted = templates.apply(template, run.container, image, edits)
+    if same(wanted, template):
+        raise InvalidRequest(f"{run.target.ref} already has {edits.summary()}"
+                             + (f" and runs {image}" if image == current else "") + ": nothing to change")
+    return image, templates.diff(template, wanted)

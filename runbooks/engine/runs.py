@@ -31,6 +31,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from runbooks.templates import Edits
+
 
 class RunState(enum.StrEnum):
     REQUESTED = "requested"
@@ -286,6 +288,11 @@ class Run(BaseModel):
         default_factory=dict, description="where the run was requested (surface, channel, thread)"
     )
     pause: Pause | None = Field(default=None, description="set by `pause`, cleared by `continue`")
+    edits: Edits = Field(
+        default_factory=Edits,
+        description="what the canary changes in the pod template besides the image (env, args, resources, "
+        "security contexts, priority class, tolerations), fixed at request time",
+    )
     change: dict[str, Any] = Field(
         default_factory=dict,
         description="a migration: what the approvers approve and the run applies, fixed at request time "

@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from runbooks.cluster.wrapping import RBAC_HOME
+from runbooks.inventory.manifests import manifest_findings
 from runbooks.inventory.models import (
     DaemonSet,
     DeviceClass,
@@ -199,9 +200,12 @@ def all_findings(
     claims: Sequence[ResourceClaim],
     gpu_resources: Sequence[str],
     missing_targets: Sequence[str] = (),
+    max_unavailable: str | None = None,
 ) -> list[Finding]:
-    """Every finding, the most severe first."""
+    """Every finding, the most severe first (``max_unavailable``: the policy's limit on a
+    plugin's rolling update, None: not judged)."""
     found = [
+        *manifest_findings(daemonsets, nodes, max_unavailable_limit=max_unavailable),
         *gate_findings(dra, classes, slices, claims),
         *node_findings(nodes, daemonsets, slices, gpu_resources),
         *daemonset_findings(daemonsets),

@@ -78,6 +78,28 @@ class PluginPod(Model):
     deleting: bool = Field(False, description="has a deletionTimestamp: terminating")
 
 
+class ContainerFacts(Model):
+    """What the findings read of one container of a plugin's pod template."""
+
+    name: str
+    image: str = ""
+    env: dict[str, str] = Field(default_factory=dict, description="literal values (valueFrom left out)")
+    args: list[str] = Field(default_factory=list)
+    privileged: bool = False
+    allow_privilege_escalation: bool | None = Field(None, description="None: not set (Kubernetes allows it)")
+    drops_all: bool = Field(False, description="capabilities.drop has ALL")
+    mounts: dict[str, str] = Field(default_factory=dict, description="mountPath -> volume name")
+
+
+class Manifest(Model):
+    """What the findings read of a plugin's pod template: the settings that break GPU nodes."""
+
+    priority_class: str = ""
+    tolerations: list[dict[str, str]] = Field(default_factory=list)
+    host_paths: dict[str, str] = Field(default_factory=dict, description="volume name -> hostPath path")
+    containers: list[ContainerFacts] = Field(default_factory=list)
+
+
 class DaemonSet(Model):
     namespace: str
     name: str
@@ -97,6 +119,7 @@ class DaemonSet(Model):
     available: int = Field(0, description="status.numberAvailable")
     selector: dict[str, str] = Field(default_factory=dict)
     pods: list[PluginPod] = Field(default_factory=list)
+    manifest: Manifest = Field(default_factory=Manifest, description="the pod template's settings")
 
     @property
     def ref(self) -> str:

@@ -14,8 +14,10 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from runbooks.inventory.models import (
+    ContainerFacts,
     DaemonSet,
     DeviceClass,
+    Manifest,
     Node,
     PluginKind,
     PluginPod,
@@ -156,6 +158,31 @@ def daemonset_from(obj: Obj, *, kind: PluginKind, drivers: list[str], revision: 
         ready=int(status.get("numberReady") or 0),
         available=int(status.get("numberAvailable") or 0),
         selector=dict((spec.get("selector") or {}).get("matchLabels") or {}),
+        manifest=manifest_of((spec.get("template") or {}).get("spec") or {}),
+    )
+
+
+def manifest_of(pod_spec: Obj) -> Manifest:
+    """The settings of a pod template the manifest findings judge."""
+    containers = []
+    for ctr in pod_spec.get("containers") or []:
+        context = ctr.get("securityContext") or {}
+        escalation = context.get("allowPrivilegeEscalation")
+        containers.append(ContainerFacts(
+            name=str(ctr.get("name", "")), image=str(ctr.get("image", "")),
+            env={str(e.get("name")): str(e.get("value", "")) for e in ctr.get("env") or [] if "valueFrom" not in e},
+            args=[str(a) for a in ctr.get("args") or []],
+            privileged=bool(context.get("privileged")),
+            allow_privilege_escalation=None if escalation is None else bool(escalation),
+            drops_all="ALL" in ((context.get("capabilities") or {}).get("drop") or []),
+            mounts={str(m.get("mountPath", "")): str(m.get("name", "")) for m in ctr.get("volumeMounts") or []},
+        ))
+    return Manifest(
+        priority_class=str(pod_spec.get("priorityClassName") or ""),
+        tolerations=[{k: str(v) for k, v in t.items() if v is not None} for t in pod_spec.get("tolerations") or []],
+        host_paths={str(v.get("name")): str((v.get("hostPath") or {}).get("path", ""))
+                    for v in pod_spec.get("volumes") or [] if v.get("hostPath")},
+        containers=containers,
     )
 
 

@@ -51,12 +51,14 @@ def take_inventory(
     log_budget: int = plugins.LOG_BUDGET,
     now: Callable[[], dt.datetime] | None = None,
     registration: Mapping[str, str] | None = None,
+    max_unavailable: str | None = None,
 ) -> Inventory:
     """Everything an operator must know before touching a device plugin or DRA driver.
 
     ``targets`` (``namespace/name``) are the plugin DaemonSets to look at; empty means
     every DaemonSet recognised as a device plugin or DRA kubelet plugin. ``taken_at`` is
     the API server's clock (so ages match kubectl's) unless ``now`` is given.
+    ``max_unavailable`` is the policy's limit on a plugin's rolling update (None: not judged).
     """
     resources = tuple(gpu_resources)
     version = cluster.version()
@@ -85,7 +87,7 @@ def take_inventory(
     )
     findings = all_findings(
         dra=dra, nodes=nodes, daemonsets=daemonsets, classes=classes, slices=slices, claims=claims,
-        gpu_resources=resources, missing_targets=selection.missing_targets,
+        gpu_resources=resources, missing_targets=selection.missing_targets, max_unavailable=max_unavailable,
     )
     return Inventory(
         taken_at=taken_at, context=cluster.context, server=cluster.server, gpu_resources=list(resources),

@@ -1,0 +1,127 @@
+"""Changes beyond the image as runs, on kubesim ``gpu-small`` with the real steps: the request
+shows the template diff; the canary writes the changed template whole, one node first; verify,
+promote; a change that breaks the plugin (an unknown MIG strategy: the plugin's config does not
+load) is rolled back to the exact template saved before, read back with kubectl."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from handlers.run_views import gate_message
+from handlers.runs import parse_canary
+from kubesim import KubeSim
+from runbooks.cluster import Cluster
+from runbooks.engine.approving import Actor
+from runbooks.engine.clocks import ClusterClock
+from runbooks.engine.commands import Engine
+from runbooks.engine.refusals import Refused
+from runbooks.engine.runs import RunState
+from runbooks.inventory import take_inventory
+from runbooks.policy import Policy
+from tests.engine_support import kubesim_engine
+from tests.support import Kubectl
+
+S = RunState
+NS, DS = "kube-system", "nvidia-device-plugin-daemonset"
+TARGET = f"{NS}/{DS}"
+CTR = "nvidia-device-plugin-ctr"
+OLD = "nvcr.io/nvidia/k8s-device-plugin:v0.14.2"
+ALICE, BOB, CAROL = Actor("U0ALICE"), Actor("U0BOB"), Actor("U0CAROL")
+POLICY = Policy.model_validate({
+    "approvers": {"users": ["U0BOB", "U0CAROL"]},
+    "reports": {"after": []},
+    "steps": {"observe_window": "1s", "poll_interval": "0.1s", "ready_timeout": "60s"},
+    "targets": [TARGET],
+})
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=4) as served:
+        yield served
+
+
+def engine_on(sim: KubeSim, redis_url: str) -> Engine:
+    return kubesim_engine(sim, redis_url, POLICY, clock=ClusterClock(Cluster.from_kubeconfig(sim.kubeconfig).server_time))
+
+
+def template(kubectl: Kubectl) -> dict[str, Any]:
+    return dict(kubectl.json("get", "daemonset", DS, "-n", NS)["spec"]["template"])
+
+
+def plugin_containers(kubectl: Kubectl) -> dict[str, dict[str, Any]]:
+    pods = kubectl.json("get", "pods", "-n", NS, "-l", "name=nvidia-device-plugin-ds")["items"]
+    return {p["spec"]["nodeName"]: p["spec"]["containers"][0] for p in pods if not p["metadata"].get("deletionTimestamp")}
+
+
+def request(engine: Engine, words: str) -> Any:
+    """A canary as the chat and the shell parse it."""
+    args = parse_canary([TARGET, *words.split()])
+    return engine.request_canary(actor=ALICE, target=args.target, image=args.image, node=args.node,
+                                 edits=args.edits).run
+
+
+def test_the_inventorys_fail_on_init_error_fix_goes_through_canary_verify_and_promote(
+        sim: KubeSim, redis_url: str) -> None:
+    """The plugin as its old static manifest set it (FAIL_ON_INIT_ERROR=false): the inventory
+    warns and names the canary that fixes it; that canary, with a memory limit besides, shows
+    its template diff in the request, changes one node first, then every node; the warning is
+    gone."""
+    kubectl = Kubectl(sim.kubeconfig)
+    kubectl("set", "env", f"daemonset/{DS}", "-n", NS, "FAIL_ON_INIT_ERROR=false")
+    kubectl("rollout", "status", f"daemonset/{DS}", "-n", NS, "--timeout=60s", timeout=90)
+    cluster = Cluster.from_kubeconfig(sim.kubeconfig)
+    warned = [f for f in take_inventory(cluster).findings if f.code == "fail-on-init-error"]
+    assert [f.object for f in warned] == [f"daemonset/{TARGET}"] and warned[0].severity == "warn"
+    fix = re.search(r"`canary (\S+) (.+) node=auto`", warned[0].next_step)
+    assert fix is not None and fix.group(1) == TARGET and fix.group(2) == "env=FAIL_ON_INIT_ERROR=true"
+
+    engine = engine_on(sim, redis_url)
+    run = request(engine, f"node=gpu-node1 {fix.group(2)} limits=memory=256Mi")
+    assert run.image == OLD  # no image=: the container keeps its own
+    assert run.gate is not None
+    text = gate_message(run, run.gate).text
+    assert "with env FAIL_ON_INIT_ERROR=true; limits memory=256Mi" in text
+    assert "-      value: 'false'\n+      value: 'true'" in text and "+      limits:\n+        memory: 256Mi" in text
+    engine.approve(run.id, actor=BOB)
+    run = engine.advance(run.id)
+    assert run.state is S.AWAITING_PROMOTION, run.reason
+    seen = plugin_containers(kubectl)
+    assert {"name": "FAIL_ON_INIT_ERROR", "value": "true"} in seen["gpu-node1"]["env"]
+    assert all({"name": "FAIL_ON_INIT_ERROR", "value": "false"} in c["env"] for n, c in seen.items() if n != "gpu-node1")
+    engine.approve(run.id, actor=CAROL)
+    run = engine.advance(run.id)
+    assert run.state is S.DONE, run.reason
+    assert all({"name": "FAIL_ON_INIT_ERROR", "value": "true"} in c["env"] for c in plugin_containers(kubectl).values())
+    assert template(kubectl)["spec"]["containers"][0]["resources"]["limits"] == {"memory": "256Mi"}
+    assert not [f for f in take_inventory(cluster).findings if f.code == "fail-on-init-error"]
+    with pytest.raises(Refused, match=r"already has env FAIL_ON_INIT_ERROR=true.*nothing to change"):
+        request(engine, "node=gpu-node2 env=FAIL_ON_INIT_ERROR=true")
+
+
+def test_a_change_that_breaks_the_plugin_is_rolled_back_to_the_exact_previous_template(
+        sim: KubeSim, redis_url: str) -> None:
+    kubectl = Kubectl(sim.kubeconfig)
+    before = template(kubectl)
+    engine = engine_on(sim, redis_url)
+    run = request(engine, "node=gpu-node2 env=MIG_STRATEGY=bogus toleration=example.com/maintenance:NoSchedule "
+                          "security=allowPrivilegeEscalation=false,capabilities.drop=ALL")
+    engine.approve(run.id, actor=BOB)
+    run = engine.advance(run.id)
+    assert run.state is S.ROLLED_BACK, run.reason
+    assert "crash-looping" in run.reason or "no-crashloop" in run.reason, run.reason
+    assert template(kubectl) == before
+    assert "MIG_STRATEGY" not in str(plugin_containers(kubectl))
+
+
+def test_bad_changes_are_refused_before_anyone_is_asked(sim: KubeSim, redis_url: str) -> None:
+    engine = engine_on(sim, redis_url)
+    with pytest.raises(Refused, match="env NOT_THERE is not set on container nvidia-device-plugin-ctr"):
+        request(engine, "node=gpu-node1 env=NOT_THERE-")
+    with pytest.raises(Refused, match=r"has no toleration example\.com/x:NoSchedule"):
+        request(engine, "node=gpu-node1 toleration=example.com/x:NoSchedule-")
+    assert sim.mutations() == []

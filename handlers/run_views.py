@@ -23,6 +23,7 @@ from runbooks.engine.commands import Outcome
 from runbooks.engine.refusals import moment_text
 from runbooks.engine.runs import Gate, GateKind, Run, RunKind, RunState, Step
 from runbooks.errors import shorten
+from runbooks.templates import RESTARTED_AT
 
 S = RunState
 STATE_TONE: dict[RunState, Tone] = {
@@ -75,6 +76,9 @@ def run_of_ref(value: str) -> str | None:
 def _asks(run: Run, gate: Gate) -> str:
     if gate.kind is GateKind.MIGRATION:
         what = f"apply the migration of {run.target.kind} {run.target.ref} to DRA: {migration_summary(run)}"
+    elif gate.kind is GateKind.CANARY and is_restart(run):
+        what = (f"restart the plugin on {run.node} first ({run.target.ref}, container {run.container}, "
+                f"{run.image} kept), then on every node once verified")
     elif gate.kind is GateKind.CANARY:
         what = f"put {run.image} on {run.node} (canary of {run.target.ref}, container {run.container})"
         if not run.edits.empty:
@@ -88,6 +92,11 @@ def _asks(run: Run, gate: Gate) -> str:
     else:
         what = f"roll {run.target.ref} back to the template it had before run {run.id}"
     return msg.gate_asks(_who(gate.requested_by), what)
+
+
+def is_restart(run: Run) -> bool:
+    """A run whose only change is kubectl's restartedAt annotation (``restart``)."""
+    return RESTARTED_AT in run.edits.annotations and run.edits.change.empty
 
 
 def thread_link(origin: Mapping[str, str]) -> str:

@@ -135,6 +135,48 @@ def canary(args: CanaryArgs, deps: Deps, caller: Caller) -> Outcome:
     )
 
 
+# ------------------------------------------------------------------ restart
+RESTART_USAGE = "restart <namespace>/<daemonset> node=<node>|auto [container=<name>] [cluster=<context>] [when=next-window]"
+
+
+class RestartArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: str
+    node: str
+    container: str | None = None
+    cluster: str | None = None
+    when: str = "now"
+
+
+def parse_restart(words: Sequence[str]) -> RestartArgs:
+    positional, pairs = split_pairs(words, allowed=("node", "container", "cluster", "when"), usage=RESTART_USAGE,
+                                    max_positional=1)
+    if not positional:
+        raise UsageError("which DaemonSet? give <namespace>/<daemonset>", RESTART_USAGE)
+    if "node" not in pairs:
+        raise UsageError("node= is required: the node restarted first (or node=auto)", RESTART_USAGE)
+    if pairs.get("when", "now") not in WHEN:
+        raise UsageError(f"when={pairs['when']} is not a choice: when=next-window queues the run until the "
+                         "target's maintenance window opens", RESTART_USAGE)
+    try:
+        validation.target(positional[0])
+        validation.node_name(pairs["node"])
+        if "container" in pairs:
+            validation.container_name(pairs["container"])
+    except ValueError as exc:
+        raise UsageError(str(exc), RESTART_USAGE) from exc
+    return RestartArgs(target=positional[0], **pairs)
+
+
+def restart(args: RestartArgs, deps: Deps, caller: Caller) -> Outcome:
+    """A run that restarts the plugin's pods, one node first: its request waits for an approver."""
+    return deps.engine.request_restart(
+        actor=deps.actor(caller), target=args.target, node=args.node, container=args.container, cluster=args.cluster,
+        when=args.when, origin={"surface": caller.surface, "channel": caller.channel or ""},
+    )
+
+
 # ------------------------------------------------------------------ decisions and requests
 GATES = {kind.value: kind for kind in GateKind}
 APPROVE_USAGE = "approve <run> <canary|migration|promotion|rollback>"
@@ -298,6 +340,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("canary", CANARY_USAGE, "request a canary of a new image on one node", parse_canary, canary,
             requested_reply, mutating=True, acts=True, lane="long", exit_code=failed_unless_done,
             to_json=outcome_json),
+    Command("restart", RESTART_USAGE, "restart a plugin's pods, one node first, then the rest (approved)",
+            parse_restart, restart, requested_reply, mutating=True, acts=True, lane="long",
+            exit_code=failed_unless_done, to_json=outcome_json),
     Command("approve", APPROVE_USAGE, "approve a run's open request (or click Approve)", _decision(APPROVE_USAGE),
             approve, outcome_reply, takes_cluster=False, acts=True, lane="decision", exit_code=failed_unless_done,
             to_json=outcome_json),

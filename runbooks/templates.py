@@ -32,6 +32,9 @@ CLASS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 CAPABILITY = re.compile(r"^[A-Z_]{2,32}$")
 MAX_DIFF_LINES = 40
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+"""The pod-template annotation ``kubectl rollout restart`` sets: a new revision of the same
+template, so every pod is replaced (``restart`` sets it too)."""
 
 _BOOL = {"true": True, "false": False}
 CONTAINER_SECURITY: dict[str, type] = {
@@ -129,8 +132,15 @@ class Edits(BaseModel):
         if self.priority is not None:
             parts.append(f"priorityClassName {self.priority}" if self.priority else "priorityClassName removed")
         parts += [f"toleration {t} added" for t in self.tolerate] + [f"toleration {t} removed" for t in self.untolerate]
-        parts += [f"annotation {k}={v}" for k, v in self.annotations.items()]
+        parts += [f"a restart (pods replaced, {RESTARTED_AT}={v})" if k == RESTARTED_AT else f"annotation {k}={v}"
+                  for k, v in self.annotations.items()]
         return "; ".join(parts)
+
+    @property
+    def change(self) -> Edits:
+        """The edits without the annotations that only mark a moment (a restart's time): what two
+        runs must share to count as the same change (stages)."""
+        return self.model_copy(update={"annotations": {k: v for k, v in self.annotations.items() if k != RESTARTED_AT}})
 
 
 def _text(value: Any) -> str:

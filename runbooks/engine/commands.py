@@ -61,7 +61,7 @@ from runbooks.engine.store import LeaseLost, LockHeld, RunStore
 from runbooks.engine.transitioning import Observer, SilentObserver, Writer, audit_entry
 from runbooks.errors import ClusterError, shorten
 from runbooks.policy import Policy, duration_seconds
-from runbooks.templates import Edits
+from runbooks.templates import RESTARTED_AT, Edits
 
 S = RunState
 MIGRATED_KINDS = tuple(WORKLOADS)
@@ -276,6 +276,19 @@ class Engine:
         self._create(run, line)
         return Outcome(self.writer.retrying(run.id, lambda fresh: self.gates.open_canary(fresh, actor)))
 
+    def request_restart(
+        self, *, actor: Actor, target: str, node: str, container: str | None = None, cluster: str | None = None,
+        origin: dict[str, str] | None = None, when: str = "now",
+    ) -> Outcome:
+        """A run that restarts a plugin's pods, as an upgrade of nothing but the template's
+        ``kubectl.kubernetes.io/restartedAt`` annotation (what ``kubectl rollout restart``
+        writes): the request, the canary on one node, its verification, the promotion request,
+        the rest of the nodes (in waves, drained, inside windows, as the policy says), and a
+        rollback that puts the saved template back, all as for an image."""
+        stamp = self.clock.now().astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return self.request_canary(actor=actor, target=target, image="", node=node, container=container,
+                                   cluster=cluster, origin=origin, when=when, edits=Edits(annotations={RESTARTED_AT: stamp}))
+
     def _outside_window(self, ref: str, now: dt.datetime, when: str) -> str:
         """'' inside the target's maintenance windows (or it has none); with ``when=next-window``
         the sentence saying when the run's canary may start; else :class:`Refused`, naming it."""
@@ -304,7 +317,7 @@ class Engine:
         before = stages[index - 1]
         earlier = sorted((r for r in self.store.list_runs(limit=10_000)
                           if r.kind is RunKind.UPGRADE and r.target.ref == run.target.ref
-                          and r.target.cluster == before and r.image == run.image and r.edits == run.edits),
+                          and r.target.cluster == before and r.image == run.image and r.edits.change == run.edits.change),
                          key=lambda r: (r.created_at, r.updated_at), reverse=True)
         if not earlier:
             raise Refused(refusals.stage_not_reached(run, here, before, index, len(stages)))

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from handlers.arguments import UsageError
 from handlers.run_views import gate_message
-from handlers.runs import parse_canary
+from handlers.runs import parse_canary, parse_restart
 from kubesim import KubeSim
 from runbooks.cluster import Cluster
 from runbooks.engine.approving import Actor
@@ -125,3 +126,36 @@ def test_bad_changes_are_refused_before_anyone_is_asked(sim: KubeSim, redis_url:
     with pytest.raises(Refused, match=r"has no toleration example\.com/x:NoSchedule"):
         request(engine, "node=gpu-node1 toleration=example.com/x:NoSchedule-")
     assert sim.mutations() == []
+
+
+def test_restart_replaces_one_node_first_then_the_rest_with_the_same_image(sim: KubeSim, redis_url: str) -> None:
+    """``restart`` is an approved run: the canary node's plugin pod is replaced by one of a new
+    revision of the same template (kubectl's restartedAt annotation), verified; every other
+    node keeps its pod until the promotion is approved; then every pod is new."""
+    kubectl = Kubectl(sim.kubeconfig)
+    uids = {p["spec"]["nodeName"]: p["metadata"]["uid"] for p in
+            kubectl.json("get", "pods", "-n", NS, "-l", "name=nvidia-device-plugin-ds")["items"]}
+    engine = engine_on(sim, redis_url)
+    args = parse_restart([TARGET, "node=gpu-node2"])
+    run = engine.request_restart(actor=ALICE, target=args.target, node=args.node).run
+    assert run.image == OLD and run.gate is not None
+    text = gate_message(run, run.gate).text
+    assert "asks to restart the plugin on gpu-node2 first" in text and OLD + " kept" in text
+    assert "+    kubectl.kubernetes.io/restartedAt: " in text
+    engine.approve(run.id, actor=BOB)
+    run = engine.advance(run.id)
+    assert run.state is S.AWAITING_PROMOTION, run.reason
+    now = {p["spec"]["nodeName"]: p["metadata"]["uid"] for p in
+           kubectl.json("get", "pods", "-n", NS, "-l", "name=nvidia-device-plugin-ds")["items"]
+           if not p["metadata"].get("deletionTimestamp")}
+    assert now["gpu-node2"] != uids["gpu-node2"] and all(now[n] == uids[n] for n in uids if n != "gpu-node2")
+    engine.approve(run.id, actor=CAROL)
+    run = engine.advance(run.id)
+    assert run.state is S.DONE, run.reason
+    after = plugin_containers(kubectl)
+    assert {c["image"] for c in after.values()} == {OLD}
+    pods = kubectl.json("get", "pods", "-n", NS, "-l", "name=nvidia-device-plugin-ds")["items"]
+    assert not {p["metadata"]["uid"] for p in pods} & set(uids.values())
+    assert template(kubectl)["metadata"]["annotations"]["kubectl.kubernetes.io/restartedAt"].endswith("Z")
+    with pytest.raises(UsageError, match="node= is required"):
+        parse_restart([TARGET])

@@ -1,7 +1,8 @@
 """kubesim's own control API under ``/sim/v1/``: faults, the clock, the mutation log.
 
 - ``POST /sim/v1/faults`` with ``{"kind": ...}``:
-  ``kubelet-restart`` ``{node}``; ``node-not-ready`` ``{node, duration?}``; ``node-ready``
+  ``kubelet-restart`` ``{node}``; ``node-reboot`` ``{node}`` (a kubelet restart after which no
+  container survived: pods asking for a device plugin's resource fail admission); ``node-not-ready`` ``{node, duration?}``; ``node-ready``
   ``{node}``; ``api-errors`` ``{count=1, code=500|429, delay=0, path?, retry_after=1}`` (the
   next ``count`` API requests fail, or answer after ``delay`` seconds when ``code`` is 0);
   ``compact`` (drop watch history: older watches and continue tokens get 410);
@@ -35,14 +36,14 @@ def apply_fault(sim: Simulation, fault: dict[str, Any]) -> str | None:
     """Apply one fault; returns an error message for a bad request, else ``None``."""
     kind = fault.get("kind")
     kubelet = sim.controllers.get("kubelet")
-    if kind in ("kubelet-restart", "node-not-ready", "node-ready"):
+    if kind in ("kubelet-restart", "node-reboot", "node-not-ready", "node-ready"):
         node = fault.get("node")
         if not node or sim.store.get(("", "nodes"), "", node) is None:
             return f"unknown node {node!r}"
         if kubelet is None:
             return "this simulation runs no kubelets"
-        if kind == "kubelet-restart":
-            kubelet.restart_kubelet(node)
+        if kind in ("kubelet-restart", "node-reboot"):
+            kubelet.restart_kubelet(node, reboot=kind == "node-reboot")
         else:
             kubelet.set_node_ready(node, kind == "node-ready")
             if kind == "node-not-ready" and fault.get("duration"):
@@ -72,7 +73,7 @@ def apply_fault(sim: Simulation, fault: dict[str, Any]) -> str | None:
         sim.feature_gates[str(fault.get("name"))] = bool(fault.get("enabled"))
     else:
         return (
-            f"unknown fault kind {kind!r}: use kubelet-restart, node-not-ready, node-ready, "
+            f"unknown fault kind {kind!r}: use kubelet-restart, node-reboot, node-not-ready, node-ready, "
             "api-errors, compact, forbid, allow or feature-gate"
         )
     sim.settle()

@@ -17,6 +17,8 @@ DEVICE_PLUGIN_IMAGE = "k8s-device-plugin"
 which registers the same way and logs the generic line of Kubernetes' plugin examples."""
 OTHER_DEVICE_PLUGIN = "device-plugin"
 DRA_PLUGIN_IMAGE = "dra-example-driver"
+DEVICE_PLUGIN_RESOURCES = (GPU,)
+"""The extended resources the simulated device plugins advertise (and the device manager allocates)."""
 
 
 def container_kind(image: str) -> str:

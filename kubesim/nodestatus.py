@@ -16,6 +16,8 @@ from collections import defaultdict
 from typing import Any
 
 from kubesim.clock import rfc3339
+from kubesim.devices import DEVICE_PLUGIN_RESOURCES
+from kubesim.podstatus import extended_requests
 from kubesim.store import WatchEvent
 
 NODES = ("", "nodes")
@@ -54,12 +56,41 @@ class NodeLifecycle:
         self.not_ready: set[str] = set()
         self.deferred: dict[str, set[str]] = defaultdict(set)
 
-    def restart_kubelet(self, node: str) -> None:
-        """Restart the node's kubelet: plugin registrations are lost, containers keep running,
-        and healthy plugins register again about two seconds later."""
+    def restart_kubelet(self, node: str, *, reboot: bool = False) -> None:
+        """Restart the node's kubelet: plugin registrations are lost, and healthy plugins
+        register again about two seconds later. The restarted kubelet admits the node's pods
+        again before any device plugin is back, so a pod that asks for a device plugin's
+        resource and whose containers are not running fails admission
+        (``UnexpectedAdmissionError``, as the device manager words it) and stays Failed; its
+        controller, if it has one, makes a new pod. Pods whose containers run are let be, as
+        kubelets are since the fix of kubernetes#118559 (1.25.14, 1.26.9, 1.27.6, 1.28).
+        ``reboot`` (a node reboot, kubernetes#125579): no container survived, so every pod
+        asking for a device plugin's resource fails so; other pods are left as they were."""
         self.forget_node_registrations(node)  # type: ignore[attr-defined]
         self.sim.record_event(node_ref(node), reason="Starting", message="Starting kubelet.", component="kubelet", host=node)
+        self._readmit(node, reboot=reboot)
         self.sim.call_later(2.0, lambda: self.reregister_plugins(node))  # type: ignore[attr-defined]
+
+    def _readmit(self, node: str, *, reboot: bool) -> None:
+        sim = self.sim
+        now = rfc3339(sim.clock.now())
+        for uid in list(self._pods.get(node, ())):  # type: ignore[attr-defined]
+            pod = sim.store.by_uid(uid)
+            if pod is None or pod["metadata"].get("deletionTimestamp") or \
+                    (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            if not reboot and _containers_running(pod):
+                continue
+            wanted = [r for r in extended_requests(pod.get("spec") or {}) if r in DEVICE_PLUGIN_RESOURCES]
+            if not wanted:
+                continue
+            message = (f"Allocate failed due to no healthy devices present; cannot allocate unhealthy devices "
+                       f"{wanted[0]}, which is unexpected")
+            m = pod["metadata"]
+            self._rt.pop(uid, None)  # type: ignore[attr-defined]  # its containers are killed
+            sim.store.mutate(PODS, m.get("namespace", ""), m["name"], lambda obj, msg=message: _rejected(obj, msg, now))
+            sim.record_event(pod, reason="UnexpectedAdmissionError", message=message, type="Warning",
+                             component="kubelet", host=node)
 
     def set_node_ready(self, node: str, ready: bool) -> None:
         """Make a node stop (False) or resume (True) posting its status."""
@@ -144,6 +175,26 @@ def _pod_ready_again(obj: dict[str, Any], now: str) -> None:
         if cond.get("type") == "Ready" and cond.get("status") != "True":
             cond["status"] = "True"
             cond["lastTransitionTime"] = now
+
+
+def _containers_running(pod: dict[str, Any]) -> bool:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return bool(statuses) and all("running" in (c.get("state") or {}) for c in statuses)
+
+
+def _rejected(obj: dict[str, Any], message: str, now: str) -> None:
+    """A pod the kubelet refused at admission (``rejectPod``): the status it sets is new, Failed
+    with the reason and message, and no container statuses (so kubectl's STATUS column shows
+    ``UnexpectedAdmissionError``); the pod's conditions say it is not ready."""
+    old = obj.get("status") or {}
+    conditions = [dict(c) for c in old.get("conditions") or []]
+    for cond in conditions:
+        if cond.get("type") in ("Ready", "ContainersReady") and cond.get("status") != "False":
+            cond.update(status="False", lastTransitionTime=now, reason="PodFailed")
+    obj["status"] = {k: v for k, v in {
+        "phase": "Failed", "reason": "UnexpectedAdmissionError", "message": f"Pod was rejected: {message}",
+        "conditions": conditions, "hostIP": old.get("hostIP"), "hostIPs": old.get("hostIPs"),
+        "startTime": old.get("startTime"), "qosClass": old.get("qosClass")}.items() if v is not None}
 
 
 def _cordon_tainted(node: dict[str, Any]) -> bool:

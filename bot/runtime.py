@@ -34,6 +34,7 @@ from handlers import messages
 from handlers.access import Directory
 from handlers.routing import Deps
 from runbooks.cluster import Cluster
+from runbooks.daemonset.repairing import RepairSteps
 from runbooks.daemonset.steps import DaemonSetSteps
 from runbooks.dra.migration_run import MigrationSteps
 from runbooks.engine.clocks import StoppableClock, SystemClock
@@ -100,10 +101,10 @@ def killer(point: str | None) -> Callable[[str], None]:
 
 def build_engine(settings: Settings, policy: Policy, *, store: RedisRunStore, connect: Connect,
                  clock: Clock | None = None, observer: Observer | None = None) -> Engine:
-    """The engine with the DaemonSet steps and a migration's; nobody is woken until the caller sets ``wake``."""
+    """The engine with the DaemonSet steps, a migration's and a repair's; nobody is woken until the caller sets ``wake``."""
     return Engine(store=store, steps=DaemonSetSteps(), policy=policy, connect=connect, clock=clock or SystemClock(),
                   observer=observer, owner_dead=local_owner_dead, checkpoint=killer(settings.test_kill_at),
-                  kinds={RunKind.MIGRATION: MigrationSteps()})
+                  kinds={RunKind.MIGRATION: MigrationSteps(), RunKind.REPAIR: RepairSteps()})
 
 
 class Observers:

@@ -272,3 +272,14 @@ def stage_thread(cluster: str, link: str) -> str:
 def template_diff(diff: str) -> str:
     """The pod template change a canary request asks for, as a diff (``-`` now, ``+`` after)."""
     return f"The pod template changes (- now, + after):\n```\n{diff}\n```"
+
+
+def repair_plan(deleted: list[str], listed: list[str], limit: int = 8) -> str:
+    """``delete 2 stuck pods (ml-team/a (ReplicaSet r), ...) so their controllers recreate them; listed only: ...``."""
+    def some(names: list[str]) -> str:
+        return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+    text = (f"delete {len(deleted)} stuck pod{'' if len(deleted) == 1 else 's'} ({some(deleted)}) so their "
+            "controllers recreate them")
+    if listed:
+        text += f"; listed only, with no controller to recreate them: {some(listed)}"
+    return text

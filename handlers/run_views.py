@@ -74,7 +74,9 @@ def run_of_ref(value: str) -> str | None:
 
 
 def _asks(run: Run, gate: Gate) -> str:
-    if gate.kind is GateKind.MIGRATION:
+    if gate.kind is GateKind.REPAIR:
+        what = f"repair the workloads on the nodes of {run.target.ref}: {repair_summary(run)}"
+    elif gate.kind is GateKind.MIGRATION:
         what = f"apply the migration of {run.target.kind} {run.target.ref} to DRA: {migration_summary(run)}"
     elif gate.kind is GateKind.CANARY and is_restart(run):
         what = (f"restart the plugin on {run.node} first ({run.target.ref}, container {run.container}, "
@@ -153,7 +155,20 @@ def migration_summary(run: Run) -> str:
             if claims else "(no change recorded)")
 
 
+def repair_summary(run: Run) -> str:
+    """What a repair run deletes, and what it only lists, from its stored plan."""
+    def ref(p: Mapping[str, Any]) -> str:
+        owner = p.get("owner") or {}
+        return f"{p.get('namespace')}/{p.get('name')}" + (f" ({owner.get('kind')} {owner.get('name')})" if owner else "")
+    deleted = [ref(p) for p in run.change.get("delete") or []]
+    listed = [ref(p) for p in run.change.get("listed") or []]
+    return msg.repair_plan(deleted, listed)
+
+
 def _what_fields(run: Run) -> list[Item]:
+    if run.kind is RunKind.REPAIR:
+        return [Item(label="Target", value=f"{run.target.ref} in {run.target.cluster or 'the current context'}"),
+                Item(label="Stuck pods", value=repair_summary(run))]
     if run.kind is RunKind.MIGRATION:
         return [Item(label="Workload", value=f"{run.target.kind} {run.target.ref} in "
                                              f"{run.target.cluster or 'the current context'}"),
@@ -184,6 +199,7 @@ def root_message(run: Run) -> Message:
         lines.append(msg.waiting_for(run.progress["waiting_for"]))
     lines += wave_lines(run)
     title = (f"Migration {run.id}: {run.target.kind} {run.target.ref}" if run.kind is RunKind.MIGRATION
+             else f"Repair {run.id}: {run.target.ref}" if run.kind is RunKind.REPAIR
              else f"Upgrade {run.id}: {run.target.ref}")
     return Message(title=title, text="\n".join(lines), fields=fields,
                    tone=STATE_TONE.get(run.state, "info"))
@@ -291,7 +307,8 @@ def status_reply(found: Run | Sequence[Run]) -> Reply:
 def runs_reply(runs: Sequence[Run], *, title: str = "Runs", notes: Mapping[str, str] | None = None) -> Reply:
     """A table of runs, newest first; ``notes`` by run id (why ``resume`` left one waiting)."""
     rows = [[r.id, r.state.value, r.target.ref, r.image.rsplit("/", 1)[-1] if r.kind is RunKind.UPGRADE
-             else f"migration ({r.target.kind})", r.node or "-", r.requester, moment_text(r.updated_at)] for r in runs]
+             else "repair" if r.kind is RunKind.REPAIR else f"migration ({r.target.kind})", r.node or "-",
+             r.requester, moment_text(r.updated_at)] for r in runs]
     table = Table(header=["ID", "STATE", "TARGET", "IMAGE", "NODE", "REQUESTER", "UPDATED"], rows=rows)
     text = "\n".join(f"{run}: {note}" for run, note in (notes or {}).items())
     return Reply(title=f"{title} ({len(runs)})", table=table if rows else None,

@@ -177,10 +177,38 @@ def restart(args: RestartArgs, deps: Deps, caller: Caller) -> Outcome:
     )
 
 
+# ------------------------------------------------------------------ repair
+REPAIR_USAGE = "repair <namespace>/<daemonset> [cluster=<context>]"
+
+
+class RepairArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: str
+    cluster: str | None = None
+
+
+def parse_repair(words: Sequence[str]) -> RepairArgs:
+    positional, pairs = split_pairs(words, allowed=("cluster",), usage=REPAIR_USAGE, max_positional=1)
+    if not positional:
+        raise UsageError("which DaemonSet? give <namespace>/<daemonset>", REPAIR_USAGE)
+    try:
+        validation.target(positional[0])
+    except ValueError as exc:
+        raise UsageError(str(exc), REPAIR_USAGE) from exc
+    return RepairArgs(target=positional[0], **pairs)
+
+
+def repair(args: RepairArgs, deps: Deps, caller: Caller) -> Outcome:
+    """A repair run, its stuck pods listed in the request an approver decides."""
+    return deps.engine.request_repair(actor=deps.actor(caller), target=args.target, cluster=args.cluster,
+                                      origin={"surface": caller.surface, "channel": caller.channel or ""})
+
+
 # ------------------------------------------------------------------ decisions and requests
 GATES = {kind.value: kind for kind in GateKind}
-APPROVE_USAGE = "approve <run> <canary|migration|promotion|rollback>"
-REJECT_USAGE = "reject <run> <canary|migration|promotion|rollback>"
+APPROVE_USAGE = "approve <run> <canary|migration|repair|promotion|rollback>"
+REJECT_USAGE = "reject <run> <canary|migration|repair|promotion|rollback>"
 
 
 class DecisionArgs(BaseModel):
@@ -198,10 +226,11 @@ def _decision(usage: str) -> Any:
         run = run_id(positional[:1], usage=usage)[0]
         if len(positional) < 2:
             raise UsageError(f"which request of {run}? name it: {usage.split(' <run> ')[0]} {run} promotion "
-                             "(or canary, migration, rollback), as `status` shows", usage)
+                             "(or canary, migration, repair, rollback), as `status` shows", usage)
         gate = GATES.get(positional[1].lower())
         if gate is None:
-            raise UsageError(f"{positional[1]!r} is not a request: canary, migration, promotion or rollback", usage)
+            raise UsageError(f"{positional[1]!r} is not a request: canary, migration, repair, promotion or rollback",
+                             usage)
         return DecisionArgs(run=run, gate=gate)
 
     return parse
@@ -342,6 +371,9 @@ COMMANDS: tuple[Command, ...] = (
             to_json=outcome_json),
     Command("restart", RESTART_USAGE, "restart a plugin's pods, one node first, then the rest (approved)",
             parse_restart, restart, requested_reply, mutating=True, acts=True, lane="long",
+            exit_code=failed_unless_done, to_json=outcome_json),
+    Command("repair", REPAIR_USAGE, "delete the pods a plugin's outage left stuck, so their controllers recreate them",
+            parse_repair, repair, requested_reply, mutating=True, acts=True, lane="long",
             exit_code=failed_unless_done, to_json=outcome_json),
     Command("approve", APPROVE_USAGE, "approve a run's open request (or click Approve)", _decision(APPROVE_USAGE),
             approve, outcome_reply, takes_cluster=False, acts=True, lane="decision", exit_code=failed_unless_done,

@@ -262,8 +262,37 @@ class Engine:
                     target=Target(cluster=context or "", namespace=namespace, name=name, kind=kind or ""),
                     image="", container="", node="", origin=origin or {},
                     change={"device_class": device_class} if device_class else {})
+        return self._request_change(actor, draft, lambda run: f"migration of {run.target.kind} {run.target.ref}")
+
+    def request_repair(
+        self, *, actor: Actor, target: str, cluster: str | None = None, origin: dict[str, str] | None = None,
+    ) -> Outcome:
+        """A new repair run waiting at its repair request: the workload pods a plugin's outage
+        left stuck on the target's nodes (failed with ``UnexpectedAdmissionError``, or pending
+        for lack of its resource) are listed now, read-only, and stored with the run; once
+        approved, those with a controller are deleted so it recreates them (bare pods are listed
+        only, never deleted). Refused when the plugin is not healthy yet, when nothing is stuck,
+        or when the target has an active run."""
+        check_requester(self.policy, actor)
+        try:
+            parsed = validation.target(target, self.policy.target_refs)
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from exc
+        if self.connect is None:
+            raise Refused("a repair is planned from the cluster, and this engine has none")
+        now = self.clock.now()
+        context = context_name(cluster) if cluster is not None else None
+        draft = Run(id=new_run_id(), kind=RunKind.REPAIR, requester=actor.user, created_at=now, updated_at=now,
+                    target=Target(cluster=context or "", namespace=parsed.namespace, name=parsed.name),
+                    image="", container="", node="", origin=origin or {})
+        return self._request_change(actor, draft, lambda run: f"repair of {run.target.ref}")
+
+    def _request_change(self, actor: Actor, draft: Run, what: Callable[[Run], str]) -> Outcome:
+        """A run of a change kind, planned by its steps from the cluster (read-only), checked, stored
+        with its plan and waiting at its request."""
+        assert self.connect is not None
         steps = self.driver.steps_for(draft)
-        with self.connect(context) as handle:
+        with self.connect(draft.target.cluster or None) as handle:
             run, summary = steps.plan(handle, draft, self.driver.settings)
             self._refuse_if_locked(run)
             failing = [c for c in steps.check_request(handle, run, self.driver.settings)
@@ -271,8 +300,7 @@ class Engine:
             if failing:
                 raise Refused(refusals.request_checks_failed(run, [(c.name, c.detail) for c in failing]))
         line = self.writer.step("requested", kind="transition", actor=actor,
-                                detail=f"migration of {run.target.kind} {run.target.ref} in "
-                                       f"{run.target.cluster or 'the current context'}: {summary}")
+                                detail=f"{what(run)} in {run.target.cluster or 'the current context'}: {summary}")
         self._create(run, line)
         return Outcome(self.writer.retrying(run.id, lambda fresh: self.gates.open_canary(fresh, actor)))
 

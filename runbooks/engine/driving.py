@@ -52,11 +52,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from runbooks import windows
+from runbooks.cluster.resources import PODS
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Lease, Leases
 from runbooks.engine.refusals import Refused, moment_text
-from runbooks.engine.runs import TERMINAL, WORKING, Run, RunKind, RunState, Step
+from runbooks.engine.runs import CHANGE_KINDS, TERMINAL, WORKING, Run, RunKind, RunState, Step
 from runbooks.engine.scoping import SMOKE_NAMESPACE, ScopedCluster
 from runbooks.engine.steps import Again, ChangeSteps, StepContext, StepResult, Steps, StepSettings
 from runbooks.engine.store import LeaseLost, StoreUnavailable
@@ -85,6 +86,7 @@ ON_SUCCESS: dict[RunState, RunState] = {
 ON_SUCCESS_OF: dict[RunKind, dict[RunState, RunState]] = {
     RunKind.UPGRADE: ON_SUCCESS,
     RunKind.MIGRATION: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
+    RunKind.REPAIR: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
 }
 """A migration is done once verified: there is nothing to promote and no plugin to monitor."""
 LABEL: dict[RunState, str] = {
@@ -93,17 +95,19 @@ LABEL: dict[RunState, str] = {
     S.PROMOTING: "the promotion", S.VERIFYING: "the verification on every node",
     S.ROLLING_BACK: "the rollback",
 }
-MIGRATION_LABEL: dict[RunState, str] = {S.VERIFYING: "the migration's verification",
-                                        S.ROLLING_BACK: "the migration's rollback"}
+KIND_LABEL: dict[RunKind, dict[RunState, str]] = {
+    RunKind.MIGRATION: {S.VERIFYING: "the migration's verification", S.ROLLING_BACK: "the migration's rollback"},
+    RunKind.REPAIR: {S.APPLYING: "the repair", S.VERIFYING: "the repair's verification",
+                     S.ROLLING_BACK: "the repair's rollback"},
+}
 
 
 def label_of(run: Run, state: RunState | None) -> str:
     """How sentences name the step of ``state`` in ``run`` ("the canary", "the migration's verification")."""
     if state is None:
         return ""
-    if run.kind is RunKind.MIGRATION and state in MIGRATION_LABEL:
-        return MIGRATION_LABEL[state]
-    return LABEL.get(state, "")
+    own = KIND_LABEL.get(run.kind, {})
+    return own.get(state) or LABEL.get(state, "")
 
 
 TEMPORARY_ATTEMPTS = 3
@@ -364,10 +368,15 @@ class Driver:
         scratch = (str(self.settings.smoke_test.get("namespace") or SMOKE_NAMESPACE)
                    if self.settings.smoke_test else None)
         templates: tuple[str, ...] = ()
+        deletions: tuple[str, ...] | None = None
         if run.kind is RunKind.MIGRATION:  # the migration's approved templates; no smoke test
             scratch = None
             templates = tuple(str((o.get("metadata") or {}).get("name")) for o in run.change.get("templates") or [])
-        scoped = ScopedCluster(cluster, run.target, scratch=scratch, templates=templates) if cluster is not None else None
+        if run.kind is RunKind.REPAIR:  # only the pods its approved request lists
+            scratch = None
+            deletions = tuple(PODS.path(p["namespace"], p["name"]) for p in run.change.get("delete") or [])
+        scoped = ScopedCluster(cluster, run.target, scratch=scratch, templates=templates,
+                               deletions=deletions) if cluster is not None else None
         ctx = StepContext(cluster=scoped, run=run, save_progress=lambda update: run,
                           record=lambda step: None, clock=self.writer.clock, settings=self.settings,
                           paused=lambda: self.writer.get(run.id).pause is not None)
@@ -426,7 +435,7 @@ class Driver:
                 reason = f"{run.reason}; {result.reason}" if run.reason else result.reason
                 return self.writer.transition(run, S.ROLLED_BACK, steps=lines, lease_owner=owner, reason=reason)
             return self.writer.transition(run, ON_SUCCESS_OF[run.kind][state], steps=lines, lease_owner=owner,
-                                          reason=result.reason if state is S.VERIFYING and run.kind is RunKind.MIGRATION
+                                          reason=result.reason if state is S.VERIFYING and run.kind in CHANGE_KINDS
                                           else "")
         why = f"{label_of(run, state)} failed: {result.reason or 'see the checks'}"
         if state is S.ROLLING_BACK:

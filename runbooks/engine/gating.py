@@ -54,9 +54,9 @@ class Gates:
         )]
 
     def open_canary(self, run: Run, by: Actor | None = None) -> Run:
-        """requested -> awaiting_approval, with the canary request (a migration: the migration
-        request; ``by``: who asked for it)."""
-        kind = GateKind.MIGRATION if run.kind is RunKind.MIGRATION else GateKind.CANARY
+        """requested -> awaiting_approval, with the canary request (a migration or a repair: its
+        own request; ``by``: who asked for it)."""
+        kind = {RunKind.MIGRATION: GateKind.MIGRATION, RunKind.REPAIR: GateKind.REPAIR}.get(run.kind, GateKind.CANARY)
         gate = self.new(kind, requested_by=run.requester, reason=(run.progress.get("after_stage") or {}).get("text", ""))
         return self.writer.transition(run, S.AWAITING_APPROVAL, gate=gate, steps=self._opened(gate, by))
 
@@ -110,9 +110,9 @@ class Gates:
         who = ", ".join(gate.approvers if gate.outcome == "approved" else [d.user for d in gate.decisions if not d.approve])
         how = f"{gate.outcome} by {who}" if who else f"{gate.outcome} at {moment_text(gate.expires_at)}"
         w = self.writer
-        if gate.kind in (GateKind.CANARY, GateKind.MIGRATION):
+        if gate.kind in (GateKind.CANARY, GateKind.MIGRATION, GateKind.REPAIR):
             if gate.outcome == "approved":
-                first = S.APPLYING if gate.kind is GateKind.MIGRATION else S.CANARY_ROLLING
+                first = S.CANARY_ROLLING if gate.kind is GateKind.CANARY else S.APPLYING
                 return w.transition(run, first, actor=actor, gate=gate, steps=steps)
             end = S.EXPIRED if gate.outcome == "expired" else S.REJECTED
             return w.transition(run, end, actor=actor, gate=gate, steps=steps,

@@ -108,10 +108,17 @@ class RunKind(enum.StrEnum):
     """A plugin DaemonSet's new image: canary, verify, promote, monitor."""
     MIGRATION = "migration"
     """One workload moved from device-plugin resources to ResourceClaims: apply, verify."""
+    REPAIR = "repair"
+    """The workload pods a plugin's outage left stuck on its nodes, deleted so their controllers
+    recreate them: apply, verify."""
+
+
+CHANGE_KINDS = frozenset({RunKind.MIGRATION, RunKind.REPAIR})
+"""The runs that apply one change planned at request time (their steps are ``ChangeSteps``)."""
 
 
 def transitions_of(kind: RunKind) -> dict[RunState, frozenset[RunState]]:
-    return MIGRATION_TRANSITIONS if kind is RunKind.MIGRATION else TRANSITIONS
+    return MIGRATION_TRANSITIONS if kind in CHANGE_KINDS else TRANSITIONS
 
 
 class IllegalTransition(ValueError):
@@ -204,6 +211,7 @@ class Decision(BaseModel):
 class GateKind(enum.StrEnum):
     CANARY = "canary"
     MIGRATION = "migration"
+    REPAIR = "repair"
     PROMOTION = "promotion"
     ROLLBACK = "rollback"
 

@@ -10,7 +10,8 @@ ResourceClaimTemplate and the claim made from it, in the smoke test's one namesp
 migration run may replace or patch its one workload and create and delete the
 ResourceClaimTemplates its approved change names, in the workload's namespace. Any other
 write raises :class:`OutOfScope` before it is sent: a bug in a step halts the run instead
-of touching another object.
+of touching another object. A repair run may delete the pods its approved request lists,
+and nothing else.
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ class ScopedCluster(Writes):
     smoke test's pods, none when the policy asks for no smoke test)."""
 
     def __init__(self, cluster: Any, target: Target, *, scratch: str | None = None,
-                 templates: tuple[str, ...] = ()) -> None:
-        """``templates``: a migration's ResourceClaimTemplates (its approved change names them)."""
+                 templates: tuple[str, ...] = (), deletions: tuple[str, ...] | None = None) -> None:
+        """``templates``: a migration's ResourceClaimTemplates (its approved change names them);
+        ``deletions``: a repair's pods (their paths), the only writes it may make."""
         self._cluster, self._target, self._scratch, self._templates = cluster, target, scratch, templates
+        self._deletions = deletions
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cluster, name)
@@ -50,7 +53,11 @@ class ScopedCluster(Writes):
         self, method: str, path: str, *, action: Action, body: Any = None, content_type: str | None = None,
         query: Query | None = None,
     ) -> dict[str, Any]:
-        if not self._allowed(method, path, body):
+        if self._deletions is not None:
+            if method != "DELETE" or path not in self._deletions:
+                raise OutOfScope(f"a step of the repair of {self._target.ref} tried to {method} {path}: only the "
+                                 "pods its approved request lists may be deleted; nothing was sent")
+        elif not self._allowed(method, path, body):
             what = ("the DaemonSet itself, its pods and the smoke test's pods" + (
                         ", the cordon of its nodes and evictions from cordoned nodes" if self._target.drain else "")
                     if self._target.kind == "DaemonSet"

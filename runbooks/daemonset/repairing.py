@@ -1,0 +1,189 @@
+"""A repair run: the workload pods a plugin's outage left stuck, deleted so their controllers
+recreate them (``repair <target>``), :class:`RepairSteps` for the run engine.
+
+After a kubelet restart or a node reboot, pods asking for the plugin's resource that the
+kubelet admitted before the plugin registered again fail with ``UnexpectedAdmissionError``
+and stay Failed; pods scheduled while the node had no allocatable devices wait Pending
+("Insufficient nvidia.com/gpu"). The guide's fix, once the plugin is healthy again, is to
+delete them so their controllers make new ones. As a run:
+
+- the plan (at request time, read-only): the plugin must be healthy on every node (each
+  node's plugin pod Running and Ready, its devices allocatable again) else the request is
+  refused; the stuck pods are those
+  asking for one of ``gpu_resources`` that failed with ``UnexpectedAdmissionError`` on the
+  plugin's nodes, and the Pending ones the scheduler could not place for lack of that
+  resource; those with a controller are listed to be deleted, those without one (bare pods,
+  which nothing would recreate) are listed only. The plan is stored with the run
+  (``run.change``), so the approvers approve exactly the pods deleted;
+- apply: each listed pod deleted (its uid as precondition: a new pod of the same name is
+  never touched); the engine lets the run delete those pods and write nothing else;
+- verify: every deleted pod is gone, and each controller's pods are Running and Ready again;
+- rollback: nothing to restore (a deleted failed pod is what its controller replaces).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runbooks.cluster import Cluster
+from runbooks.cluster.resources import NODES, PODS
+from runbooks.daemonset.checks import listing
+from runbooks.daemonset.observing import observe, wait_for
+from runbooks.engine.recording import failed, note, note_checks, passed, result
+from runbooks.engine.refusals import Refused
+from runbooks.engine.runs import Run
+from runbooks.engine.steps import Check, StepContext, StepResult, StepSettings
+from runbooks.errors import Conflict, NotFound
+from runbooks.inventory.models import Node
+from runbooks.inventory.reading import node_from, requested
+
+STUCK_REASON = "UnexpectedAdmissionError"
+
+
+def _owner(meta: dict[str, Any]) -> dict[str, str]:
+    ref = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+    return {"kind": str(ref.get("kind")), "name": str(ref.get("name")), "uid": str(ref.get("uid"))} if ref else {}
+
+
+def _why_stuck(obj: dict[str, Any], nodes: set[str], resources: tuple[str, ...]) -> str:
+    """Why the pod counts as stuck by the plugin's outage, "" when it does not."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    wanted = requested(spec, resources)
+    if not wanted or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return ""
+    node = str(spec.get("nodeName") or "")
+    if status.get("phase") == "Failed" and status.get("reason") == STUCK_REASON and node in nodes:
+        return f"failed admission on {node} ({STUCK_REASON})"
+    if status.get("phase") == "Pending":
+        for cond in status.get("conditions") or []:
+            message = str(cond.get("message") or "")
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and \
+                    any(f"Insufficient {r}" in message for r in wanted):
+                return f"pending: {message[:160]}"
+    return ""
+
+
+def _stuck(cluster: Cluster, nodes: set[str], resources: tuple[str, ...]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for phase in ("Failed", "Pending"):
+        for obj in cluster.list_objects(PODS, field_selector=f"status.phase={phase}"):
+            why = _why_stuck(obj, nodes, resources)
+            if why:
+                meta = obj.get("metadata") or {}
+                found.append({"namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
+                              "uid": meta.get("uid", ""), "node": (obj.get("spec") or {}).get("nodeName") or "",
+                              "owner": _owner(meta), "why": why})
+    return sorted(found, key=lambda p: (p["namespace"], p["name"]))
+
+
+def _ref(pod: dict[str, Any]) -> str:
+    owner = pod.get("owner") or {}
+    by = f" ({owner['kind']} {owner['name']})" if owner else ""
+    return f"{pod['namespace']}/{pod['name']}{by}"
+
+
+class RepairSteps:
+    """Plan, apply and verify of a repair run, as the run engine calls them."""
+
+    def plan(self, cluster: Cluster, run: Run, settings: StepSettings) -> tuple[Run, str]:
+        try:
+            snap = observe(cluster, run.target.namespace, run.target.name)
+        except NotFound as exc:
+            raise Refused(f"daemonset {run.target.ref} does not exist on {cluster.context}") from exc
+        resources = tuple(settings.gpu_resources)
+        offered = {n.name: n for n in cluster.list_objects(NODES, project=lambda o: node_from(o, resources))}
+        unhealthy = [n for n in snap.nodes if (p := snap.pod_on(n)) is None or p.deleting
+                     or not (p.phase == "Running" and p.ready) or _withheld(offered.get(n))]
+        if not snap.nodes:
+            raise Refused(f"{run.target.ref} runs on no node: nothing to repair")
+        if unhealthy:
+            raise Refused(f"the plugin {run.target.ref} is not healthy on {listing(unhealthy)} yet: a pod recreated "
+                          "now would fail again; repair once it is Running and Ready there (`verify` shows it)")
+        pods = _stuck(cluster, set(snap.nodes), resources)
+        delete = [p for p in pods if p["owner"]]
+        bare = [p for p in pods if not p["owner"]]
+        if not delete:
+            more = (f"; {listing([_ref(p) for p in bare])} have no controller: nothing would recreate them, so "
+                    "the bot leaves them to you" if bare else "")
+            raise Refused(f"nothing to repair on the nodes of {run.target.ref}: no pod with a controller is stuck "
+                          f"after the plugin's outage{more}")
+        change = {"delete": delete, "listed": bare, "nodes": list(snap.nodes)}
+        summary = (f"delete {len(delete)} stuck pod(s) so their controllers recreate them: "
+                   f"{listing([_ref(p) for p in delete])}"
+                   + (f"; listed only, without a controller: {listing([_ref(p) for p in bare])}" if bare else ""))
+        return run.model_copy(update={"change": change}), summary
+
+    def check_request(self, cluster: Cluster, run: Run, settings: StepSettings) -> list[Check]:
+        return [passed("repair-planned", f"{len(run.change.get('delete') or [])} pod(s) to delete, "
+                       f"{len(run.change.get('listed') or [])} listed only")]
+
+    def apply(self, ctx: StepContext) -> StepResult:
+        run = ctx.run
+        if "repair_started_at" not in run.progress:
+            ctx.run = ctx.save_progress({"repair_started_at": ctx.cluster.server_time().isoformat()})
+        for pod in run.change.get("delete") or []:
+            try:
+                ctx.cluster.delete(PODS, pod["name"], namespace=pod["namespace"], uid=pod["uid"])
+            except (NotFound, Conflict):
+                note(ctx, "repair.delete-pod", "info", f"{_ref(pod)} is gone already", pod=_ref(pod))
+                continue
+            note(ctx, "repair.delete-pod", "ok", kind="mutation", detail=f"deleted {_ref(pod)}: {pod['why']}",
+                 pod=f"{pod['namespace']}/{pod['name']}", uid=pod["uid"], node=pod["node"])
+        return StepResult(ok=True)
+
+    def verify_all(self, ctx: StepContext) -> StepResult:
+        deleted = list(ctx.run.change.get("delete") or [])
+        owners = {p["owner"]["uid"]: p for p in deleted}
+        settings = ctx.settings
+        last: dict[str, list[str]] = {}
+
+        def back() -> bool | None:
+            left = [_ref(p) for p in deleted if _exists(ctx.cluster, p)]
+            waiting = []
+            for uid, pod in owners.items():
+                mine = [o for o in ctx.cluster.list_objects(PODS, namespace=pod["namespace"])
+                        if _owner(o.get("metadata") or {}).get("uid") == uid and not _terminal(o)]
+                if not mine or not all(_running(o) for o in mine):
+                    waiting.append(f"{pod['owner']['kind']} {pod['namespace']}/{pod['owner']['name']}")
+            last.update(left=left, waiting=waiting)
+            return True if not left and not waiting else None
+
+        wait_for(ctx.clock, timeout=settings.ready_timeout, interval=settings.poll_interval, probe=back)
+        gone = (failed("stuck-pods-deleted", f"still there: {listing(last['left'])}", "stuck pods", pods=last["left"])
+                if last["left"] else passed("stuck-pods-deleted", f"{len(deleted)} stuck pod(s) deleted", "stuck pods"))
+        running = (failed("workloads-running", f"not all Running and Ready after {settings.ready_timeout:g}s: "
+                          f"{listing(last['waiting'])}", "workloads", waiting=last["waiting"]) if last["waiting"] else
+                   passed("workloads-running", f"the pods of {len(owners)} controller(s) are Running and Ready again",
+                          "workloads"))
+        checks = [gone, running]
+        note_checks(ctx, "verify", checks)
+        return result(checks, what=f"the repair of {ctx.run.target.ref}")
+
+    def rollback(self, ctx: StepContext) -> StepResult:
+        note(ctx, "rollback.repair", "info", "a repair deletes only stuck pods, which their controllers recreate: "
+             "there is nothing to put back")
+        return StepResult(ok=True, reason="nothing to roll back: the deleted pods were stuck, their controllers "
+                          "recreate them")
+
+
+def _withheld(node: Node | None) -> bool:
+    """A GPU node whose devices are not offered yet (capacity without allocatable: the plugin has
+    not registered again)."""
+    return node is not None and any(c > 0 and node.allocatable.get(r, 0) == 0 for r, c in node.capacity.items())
+
+
+def _exists(cluster: Cluster, pod: dict[str, Any]) -> bool:
+    found = cluster.list_objects(PODS, namespace=pod["namespace"], field_selector=f"metadata.name={pod['name']}")
+    return any((o.get("metadata") or {}).get("uid") == pod["uid"] for o in found)
+
+
+def _terminal(obj: dict[str, Any]) -> bool:
+    return (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed") or \
+        bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _running(obj: dict[str, Any]) -> bool:
+    status = obj.get("status") or {}
+    return status.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+

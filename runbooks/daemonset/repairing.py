@@ -33,7 +33,7 @@ from runbooks.engine.recording import failed, note, note_checks, passed, result
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, StepContext, StepResult, StepSettings
-from runbooks.errors import Conflict, NotFound
+from runbooks.errors import Action, Conflict, Forbidden, NotFound
 from runbooks.inventory.models import Node
 from runbooks.inventory.reading import node_from, requested
 
@@ -114,8 +114,20 @@ class RepairSteps:
         return run.model_copy(update={"change": change}), summary
 
     def check_request(self, cluster: Cluster, run: Run, settings: StepSettings) -> list[Check]:
-        return [passed("repair-planned", f"{len(run.change.get('delete') or [])} pod(s) to delete, "
-                       f"{len(run.change.get('listed') or [])} listed only")]
+        """Each deletion made as a server-side dry run first (authorized like the deletion), so a
+        missing RBAC rule refuses the request, naming it, before anyone approves."""
+        for pod in run.change.get("delete") or []:
+            options = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": pod["uid"]}}
+            try:
+                cluster.write_json("DELETE", PODS.path(pod["namespace"], pod["name"]),
+                                   action=Action("delete", "pods", pod["namespace"], pod["name"]), body=options,
+                                   content_type="application/json", query=[("dryRun", "All")])
+            except Forbidden as exc:
+                return [failed("repair-allowed", str(exc), _ref(pod))]
+            except (NotFound, Conflict):
+                continue  # gone meanwhile: apply says so
+        return [passed("repair-allowed", f"{len(run.change.get('delete') or [])} pod(s) may be deleted (a dry run "
+                       f"of each), {len(run.change.get('listed') or [])} listed only")]
 
     def apply(self, ctx: StepContext) -> StepResult:
         run = ctx.run

@@ -307,3 +307,48 @@ def test_the_drain_example_lets_a_draining_canary_cordon_and_evict_with_zero_403
     assert [e["detail"] for e in uncordoned] == ["uncordoned gpu-node3"]
     assert cordoned(admin) == set()
     assert bot.refusals() == before
+
+
+# ---------------------------------------------------------------------- repair
+def test_the_repair_example_lets_a_repair_delete_the_stuck_pods_with_zero_403s(
+        sim: KubeSim, redis_url: str, tmp_path: Path) -> None:
+    """After a node reboot: with the install alone a repair request is refused before anyone
+    approves, naming the missing rule (its dry-run deletion is authorized like the deletion);
+    with ``deploy/examples/repair.yaml`` beside it the repair deletes the stuck pod and verifies
+    its controller's pods run, as the bot's ServiceAccount, with no 403."""
+    import time
+
+    from runbooks.daemonset.repairing import RepairSteps
+    from runbooks.engine.refusals import Refused
+    from runbooks.engine.runs import RunKind
+    from tests.integration.test_drain_kubesim import apply, trainer
+
+    admin = Kubectl(sim.kubeconfig)
+    apply(admin, trainer("trainer-a", "gpu-node1"))
+    admin("rollout", "status", "deployment/trainer-a", "-n", "ml-team", "--timeout=60s", timeout=90)
+    sim.fault(kind="node-reboot", node="gpu-node1")
+    admin("rollout", "status", "deployment/trainer-a", "-n", "ml-team", "--timeout=60s", timeout=90)
+    for _ in range(100):
+        if admin.json("get", "node", "gpu-node1")["status"]["allocatable"].get("nvidia.com/gpu") == "8":
+            break
+        time.sleep(0.05)
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "with-example").mkdir()
+    bare = install(sim, tmp_path / "bare", rendered_rbac())
+    kinds = {RunKind.REPAIR: RepairSteps()}
+    engine = Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=POLICY,
+                    connect=bare.connect, kinds=kinds)
+    with pytest.raises(Refused, match=re.escape('lacks the rule {apiGroups: [""], resources: [pods], verbs: [delete]} '
+                                                "in a Role of namespace ml-team")):
+        engine.request_repair(actor=ALICE, target=TARGET)
+
+    example = list(yaml.safe_load_all((ROOT / "deploy" / "examples" / "repair.yaml").read_text()))
+    bot = install(sim, tmp_path / "with-example", [*rendered_rbac(), *example])
+    before = bot.refusals()
+    engine = Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=POLICY,
+                    connect=bot.connect, kinds=kinds)
+    run = engine.request_repair(actor=ALICE, target=TARGET).run
+    engine.decide(run.id, actor=BOB, approve=True)
+    run = engine.advance(run.id)
+    assert run.state is RunState.DONE, run.reason
+    assert bot.refusals() == before

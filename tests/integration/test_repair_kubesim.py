@@ -85,7 +85,9 @@ def test_after_a_node_reboot_repair_deletes_the_stuck_pods_with_a_controller_and
     text = gate_message(run, run.gate).text
     assert f"delete 1 stuck pod (ml-team/{deployed} (ReplicaSet trainer-a-" in text
     assert "listed only, with no controller to recreate them: ml-team/trainer-0" in text
-    assert sim.mutations()[before:] == []  # the request only read
+    asked = sim.mutations()[before:]  # the request read, and asked the server with a dry run of the deletion
+    assert [(m["verb"], m["path"], m["dryRun"]) for m in asked] == [("delete", f"/api/v1/namespaces/{ML}/pods/{deployed}", True)]
+    before = len(sim.mutations())
 
     engine.approve(run.id, actor=BOB)
     run = engine.advance(run.id)

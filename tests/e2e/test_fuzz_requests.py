@@ -76,7 +76,7 @@ AUTHORIZED = ("U0ANA", "U0BEN", "U0CAT", "U0LEAD")
 """Requesters and approvers of the policy (U0BEN through S0PLATFORM, U0CAT through S0LEADS)."""
 OUTSIDERS = ("U0EVE", "U0MAL", "W0GUEST", "U0BOT", "USLACKBOT", "B0BOT", "", "u0lead", "U0LEAD ", " U0ANA")
 READ_VERBS = frozenset({"help", "inventory", "status", "runs", "audit", "verify", "report"})
-MUTATING_WORDS = ("canary", "approve", "reject", "promote", "rollback", "close", "resume")
+MUTATING_WORDS = ("canary", "restart", "repair", "approve", "reject", "promote", "rollback", "close", "resume")
 ACTIONS = ("approve", "reject", "request_rollback")
 FOREIGN_REFUSALS = ("own workspace only", "nothing was started")
 """What another workspace may be told: the refusal, or (before its workspace is looked at) that the bot is busy."""

@@ -281,5 +281,5 @@ def repair_plan(deleted: list[str], listed: list[str], limit: int = 8) -> str:
     text = (f"delete {len(deleted)} stuck pod{'' if len(deleted) == 1 else 's'} ({some(deleted)}) so their "
             "controllers recreate them")
     if listed:
-        text += f"; listed only, with no controller to recreate them: {some(listed)}"
+        text += f"; listed only, left as they are: {some(listed)}"
     return text

@@ -89,6 +89,9 @@ def _asks(run: Run, gate: Gate) -> str:
             what += f", cordoning and draining {run.node} first"
     elif gate.kind is GateKind.PROMOTION:
         what = f"roll {run.image} out to every node of {run.target.ref}: the canary on {run.node} passed"
+        if not run.edits.empty:
+            what = (f"roll {'a restart' if is_restart(run) else run.edits.summary()} ({run.image}) out to every "
+                    f"node of {run.target.ref}: the canary on {run.node} passed")
         if run.target.drain:
             what += "; each node is cordoned and drained first"
     else:
@@ -161,7 +164,8 @@ def repair_summary(run: Run) -> str:
         owner = p.get("owner") or {}
         return f"{p.get('namespace')}/{p.get('name')}" + (f" ({owner.get('kind')} {owner.get('name')})" if owner else "")
     deleted = [ref(p) for p in run.change.get("delete") or []]
-    listed = [ref(p) for p in run.change.get("listed") or []]
+    listed = [ref(p) + (" (pending: the scheduler places it)" if str(p.get("why", "")).startswith("pending")
+                        else " (no controller)") for p in run.change.get("listed") or []]
     return msg.repair_plan(deleted, listed)
 
 

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 QUANTITY = re.compile(r"^[+]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[mkMGTPE]|u|n)?$")
 RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 CLASS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 CAPABILITY = re.compile(r"^[A-Z_]{2,32}$")
@@ -89,7 +90,7 @@ class Edits(BaseModel):
     @classmethod
     def _env(cls, values: dict[str, str | None]) -> dict[str, str | None]:
         for name, value in values.items():
-            if not ENV_NAME.match(name):
+            if not ENV_NAME.match(name) or name in (".", ".."):
                 raise ValueError(f"{name!r} is not an environment variable name")
             if value is not None and len(value) > 4096:
                 raise ValueError(f"the value of {name} is longer than 4096 characters")
@@ -173,6 +174,8 @@ def parse_edits(pairs: Mapping[str, str], repeated: Mapping[str, Sequence[str]])
     for word in repeated.get("toleration", ()):
         (untolerate if word.endswith("-") else tolerate).append(parse_toleration(word.removesuffix("-")))
     args = pairs.get("args")
+    if args is not None and args != "-" and "" in args.split(","):
+        raise ValueError(f"args={args}: an empty argument (two commas, or one at an end)")
     priority = pairs.get("priority")
     return Edits(
         env=env, tolerate=tolerate, untolerate=untolerate,
@@ -194,6 +197,9 @@ def parse_toleration(text: str) -> Toleration:
         raise ValueError(f"{effect!r} is not a taint effect ({', '.join(EFFECTS)})")
     if not key or not RESOURCE_NAME.match(key):
         raise ValueError(f"toleration {text!r}: use key[=value][:Effect], e.g. nvidia.com/gpu:NoSchedule")
+    if value and not LABEL_VALUE.match(value):
+        raise ValueError(f"toleration {text!r}: {value!r} is not a taint value (letters, digits, -, _ and ., "
+                         "at most 63)")
     return Toleration(key=key, operator="Equal" if sep else "Exists", value=value, effect=effect)
 
 
@@ -223,7 +229,7 @@ def _typed(name: str, value: str, kind: type, what: str) -> Any:
             raise ValueError(f"{what}: {name} is true or false, not {value!r}")
         return _BOOL[value.lower()]
     if kind is int:
-        if not value.isdigit():
+        if not re.fullmatch(r"[0-9]{1,10}", value):
             raise ValueError(f"{what}: {name} is a number, not {value!r}")
         return int(value)
     if kind is list:
@@ -296,12 +302,14 @@ def _set(obj: dict[str, Any], key: str, value: Any) -> None:
 
 
 def _edit_env(ctr: dict[str, Any], env: Mapping[str, str | None]) -> None:
+    """Set or remove each variable; a name listed more than once (the kubelet takes the last)
+    is written once, where it first stood."""
     current = list(ctr.get("env") or [])
     for name, value in env.items():
         at = next((i for i, e in enumerate(current) if e.get("name") == name), None)
+        current = [e for i, e in enumerate(current) if e.get("name") != name or i == at]
         if value is None:
-            if at is not None:
-                del current[at]
+            current = [e for e in current if e.get("name") != name]
         elif at is None:
             current.append({"name": name, "value": value})
         else:

@@ -52,10 +52,11 @@ class Writes:
 
     def patch(
         self, resource: Resource, name: str, body: Any, *, namespace: str | None = None,
-        patch_type: PatchType = "strategic", resource_version: str | None = None,
+        patch_type: PatchType = "strategic", resource_version: str | None = None, dry_run: bool = False,
     ) -> dict[str, Any]:
         """Patch one object; with ``resource_version`` the server refuses (409 → ``Conflict``)
-        if the object changed since it was read. Returns the patched object."""
+        if the object changed since it was read. Returns the patched object (with ``dry_run``,
+        the object the server would store, nothing written)."""
         if resource_version is not None:
             if patch_type == "json":
                 body = [{"op": "test", "path": "/metadata/resourceVersion", "value": resource_version}, *body]
@@ -64,6 +65,7 @@ class Writes:
         action = Action("patch", resource.qualified, namespace, name)
         return self.write_json(
             "PATCH", resource.path(namespace, name), action=action, body=body, content_type=CONTENT_TYPES[patch_type],
+            query=[("dryRun", "All")] if dry_run else None,
         )
 
     def create(self, resource: Resource, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
@@ -77,13 +79,14 @@ class Writes:
 
     def delete(
         self, resource: Resource, name: str, *, namespace: str | None = None, uid: str | None = None,
-        grace_seconds: int | None = None, propagation: str | None = "Background",
+        grace_seconds: int | None = None, propagation: str | None = "Background", resource_version: str | None = None,
     ) -> dict[str, Any]:
         """Delete one object; with ``uid`` only that very object (``Conflict`` if the name now
-        belongs to another one, ``NotFound`` if it is gone)."""
+        belongs to another one, ``NotFound`` if it is gone); with ``resource_version`` only as it
+        was read (``Conflict`` if it changed since)."""
         options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
-        if uid:
-            options["preconditions"] = {"uid": uid}
+        if uid or resource_version:
+            options["preconditions"] = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
         if grace_seconds is not None:
             options["gracePeriodSeconds"] = grace_seconds
         if propagation:

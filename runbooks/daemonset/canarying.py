@@ -16,6 +16,9 @@ re-entered after a kill repeats nothing):
 5. wait until the replacement is Running and Ready with the new image
    (``settings.ready_timeout``), failing early when it crash-loops.
 
+A run that edits the template (or keeps the image it did not name) starts only if the
+DaemonSet's template is still the one its request's diff was made from.
+
 The nodeSelector and affinity are never touched: pinning the DaemonSet to one hostname
 would delete the plugin from every other node.
 """
@@ -75,6 +78,12 @@ def canary(ctx: StepContext) -> StepResult:
         note_checks(ctx, "canary.precheck", [check])
         return result([check], what="canary pre-checks")
     saved = run.progress.get("saved")
+    planned = run.progress.get("planned_from")
+    if saved is None and planned and not same(snap.template, planned):
+        reason = (f"the template of {run.target.ref} changed since the request (someone changed it): the diff the "
+                  "approvers saw no longer says what the canary would write; nothing was changed, request it again")
+        note(ctx, "canary.precheck", "failed", reason)
+        return StepResult(ok=False, reason=reason, checks=[failed("template-as-requested", reason, judge.ALL)])
     if saved is None or not touched(snap, saved):
         checks, baseline = canary_prechecks(ctx.cluster, snap, run=run, settings=ctx.settings, clock=ctx.clock)
         note_checks(ctx, "canary.precheck", checks)

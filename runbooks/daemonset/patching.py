@@ -100,9 +100,14 @@ def set_template(ctx: StepContext, template: dict[str, Any], *, step: str, summa
                 f"{target.ref} is no longer OnDelete (someone changed its updateStrategy): the template was not changed"
             )
         body = [{"op": "replace", "path": "/spec/template", "value": template}]
-        try:
+        version = (ds.get("metadata") or {}).get("resourceVersion")
+        try:  # first as a dry run: the template as the server would store it (quantities, defaults,
+            # webhooks) is saved before the write, so a resumed canary compares with the server's form
+            dry = ctx.cluster.patch(DAEMONSETS, target.name, body, namespace=target.namespace, patch_type="json",
+                                    resource_version=version, dry_run=True)
+            ctx.run = ctx.save_progress({"new_template": (dry.get("spec") or {}).get("template") or template})
             answer = ctx.cluster.patch(DAEMONSETS, target.name, body, namespace=target.namespace, patch_type="json",
-                                       resource_version=(ds.get("metadata") or {}).get("resourceVersion"))
+                                       resource_version=version)
         except Conflict:
             continue
         stored = (answer.get("spec") or {}).get("template") or template

@@ -11,18 +11,21 @@ delete them so their controllers make new ones. As a run:
   node's plugin pod Running and Ready, its devices allocatable again) else the request is
   refused; the stuck pods are those
   asking for one of ``gpu_resources`` that failed with ``UnexpectedAdmissionError`` on the
-  plugin's nodes, and the Pending ones the scheduler could not place for lack of that
-  resource; those with a controller are listed to be deleted, those without one (bare pods,
-  which nothing would recreate) are listed only. The plan is stored with the run
+  plugin's nodes (those with a controller are deleted; bare pods, which nothing would
+  recreate, are listed only), and the Pending ones the scheduler could not place for lack of
+  that resource (listed only: the scheduler places them once devices are free). The plan is stored with the run
   (``run.change``), so the approvers approve exactly the pods deleted;
-- apply: each listed pod deleted (its uid as precondition: a new pod of the same name is
-  never touched); the engine lets the run delete those pods and write nothing else;
+- apply: each listed pod read again and deleted only if it is still that pod and still
+  stuck (its uid and resourceVersion as preconditions: a new pod of the same name, or one
+  that started meanwhile, is never touched); the engine lets the run delete those pods and
+  write nothing else;
 - verify: every deleted pod is gone, and each controller's pods are Running and Ready again;
 - rollback: nothing to restore (a deleted failed pod is what its controller replaces).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from runbooks.cluster import Cluster
@@ -45,35 +48,47 @@ def _owner(meta: dict[str, Any]) -> dict[str, str]:
     return {"kind": str(ref.get("kind")), "name": str(ref.get("name")), "uid": str(ref.get("uid"))} if ref else {}
 
 
-def _why_stuck(obj: dict[str, Any], nodes: set[str], resources: tuple[str, ...]) -> str:
-    """Why the pod counts as stuck by the plugin's outage, "" when it does not."""
+def _insufficient(message: str, resource: str) -> bool:
+    """The scheduler's ``Insufficient <resource>`` for exactly that resource (not ``<resource>.shared``)."""
+    return re.search(rf"Insufficient {re.escape(resource)}(?![\w./-])", message) is not None
+
+
+def _why_stuck(obj: dict[str, Any], nodes: set[str], resources: tuple[str, ...]) -> tuple[str, bool]:
+    """``(why the pod counts as stuck by the plugin's outage, whether a repair deletes it)``;
+    ``("", False)`` when it does not count. A pod that failed admission on the plugin's nodes
+    is deleted; a Pending pod waiting for the resource is listed only: the scheduler places it
+    once devices are free (deleting it would gain nothing, and may hit one about to start)."""
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     wanted = requested(spec, resources)
     if not wanted or (obj.get("metadata") or {}).get("deletionTimestamp"):
-        return ""
+        return "", False
     node = str(spec.get("nodeName") or "")
     if status.get("phase") == "Failed" and status.get("reason") == STUCK_REASON and node in nodes:
-        return f"failed admission on {node} ({STUCK_REASON})"
-    if status.get("phase") == "Pending":
+        return f"failed admission on {node} ({STUCK_REASON})", True
+    if status.get("phase") == "Pending" and not node:
         for cond in status.get("conditions") or []:
             message = str(cond.get("message") or "")
             if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and \
-                    any(f"Insufficient {r}" in message for r in wanted):
-                return f"pending: {message[:160]}"
-    return ""
+                    any(_insufficient(message, r) for r in wanted):
+                return f"pending: {message[:160]}", False
+    return "", False
 
 
 def _stuck(cluster: Cluster, nodes: set[str], resources: tuple[str, ...]) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for phase in ("Failed", "Pending"):
         for obj in cluster.list_objects(PODS, field_selector=f"status.phase={phase}"):
-            why = _why_stuck(obj, nodes, resources)
+            why, deletable = _why_stuck(obj, nodes, resources)
             if why:
                 meta = obj.get("metadata") or {}
                 found.append({"namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
                               "uid": meta.get("uid", ""), "node": (obj.get("spec") or {}).get("nodeName") or "",
-                              "owner": _owner(meta), "why": why})
+                              "owner": _owner(meta), "why": why, "deletable": deletable})
     return sorted(found, key=lambda p: (p["namespace"], p["name"]))
+
+
+def _kept_why(pod: dict[str, Any]) -> str:
+    return "(pending: the scheduler places it)" if pod["why"].startswith("pending") else "(no controller)"
 
 
 def _ref(pod: dict[str, Any]) -> str:
@@ -100,17 +115,17 @@ class RepairSteps:
             raise Refused(f"the plugin {run.target.ref} is not healthy on {listing(unhealthy)} yet: a pod recreated "
                           "now would fail again; repair once it is Running and Ready there (`verify` shows it)")
         pods = _stuck(cluster, set(snap.nodes), resources)
-        delete = [p for p in pods if p["owner"]]
-        bare = [p for p in pods if not p["owner"]]
+        delete = [p for p in pods if p["owner"] and p["deletable"]]
+        bare = [p for p in pods if not (p["owner"] and p["deletable"])]
         if not delete:
-            more = (f"; {listing([_ref(p) for p in bare])} have no controller: nothing would recreate them, so "
-                    "the bot leaves them to you" if bare else "")
-            raise Refused(f"nothing to repair on the nodes of {run.target.ref}: no pod with a controller is stuck "
-                          f"after the plugin's outage{more}")
+            more = (f"; left as they are: {listing([_ref(p) for p in bare])} (no controller would recreate a bare "
+                    "pod; a pending one is placed by the scheduler once devices are free)" if bare else "")
+            raise Refused(f"nothing to repair on the nodes of {run.target.ref}: no pod with a controller failed "
+                          f"admission there after the plugin's outage{more}")
         change = {"delete": delete, "listed": bare, "nodes": list(snap.nodes)}
         summary = (f"delete {len(delete)} stuck pod(s) so their controllers recreate them: "
                    f"{listing([_ref(p) for p in delete])}"
-                   + (f"; listed only, without a controller: {listing([_ref(p) for p in bare])}" if bare else ""))
+                   + (f"; listed only: {listing([_ref(p) + ' ' + _kept_why(p) for p in bare])}" if bare else ""))
         return run.model_copy(update={"change": change}), summary
 
     def check_request(self, cluster: Cluster, run: Run, settings: StepSettings) -> list[Check]:
@@ -130,15 +145,31 @@ class RepairSteps:
                        f"of each), {len(run.change.get('listed') or [])} listed only")]
 
     def apply(self, ctx: StepContext) -> StepResult:
+        """Each listed pod deleted, if it is still that pod and still stuck (read again; the
+        deletion carries its uid and resourceVersion, so a pod that changed since is left)."""
         run = ctx.run
         if "repair_started_at" not in run.progress:
             ctx.run = ctx.save_progress({"repair_started_at": ctx.cluster.server_time().isoformat()})
+        nodes, resources = set(run.change.get("nodes") or []), tuple(ctx.settings.gpu_resources)
+        deleted = list(ctx.run.progress.get("deleted") or [])
         for pod in run.change.get("delete") or []:
-            try:
-                ctx.cluster.delete(PODS, pod["name"], namespace=pod["namespace"], uid=pod["uid"])
-            except (NotFound, Conflict):
+            now = next((o for o in ctx.cluster.list_objects(PODS, namespace=pod["namespace"],
+                                                            field_selector=f"metadata.name={pod['name']}")
+                        if (o.get("metadata") or {}).get("uid") == pod["uid"]), None)
+            if now is None:
                 note(ctx, "repair.delete-pod", "info", f"{_ref(pod)} is gone already", pod=_ref(pod))
                 continue
+            if not _why_stuck(now, nodes, resources)[1]:
+                note(ctx, "repair.delete-pod", "info", f"{_ref(pod)} is no longer stuck: left as it is", pod=_ref(pod))
+                continue
+            try:
+                ctx.cluster.delete(PODS, pod["name"], namespace=pod["namespace"], uid=pod["uid"],
+                                   resource_version=(now.get("metadata") or {}).get("resourceVersion"))
+            except (NotFound, Conflict):
+                note(ctx, "repair.delete-pod", "info", f"{_ref(pod)} changed or went meanwhile: left", pod=_ref(pod))
+                continue
+            deleted.append(f"{pod['namespace']}/{pod['name']}")
+            ctx.run = ctx.save_progress({"deleted": deleted})
             note(ctx, "repair.delete-pod", "ok", kind="mutation", detail=f"deleted {_ref(pod)}: {pod['why']}",
                  pod=f"{pod['namespace']}/{pod['name']}", uid=pod["uid"], node=pod["node"])
         return StepResult(ok=True)
@@ -149,13 +180,17 @@ class RepairSteps:
         settings = ctx.settings
         last: dict[str, list[str]] = {}
 
+        gone_by_us = set(ctx.run.progress.get("deleted") or [])
+        deleted = [p for p in deleted if f"{p['namespace']}/{p['name']}" in gone_by_us]
+        owners = {p["owner"]["uid"]: p for p in deleted}
+
         def back() -> bool | None:
             left = [_ref(p) for p in deleted if _exists(ctx.cluster, p)]
             waiting = []
-            for uid, pod in owners.items():
+            for uid, pod in owners.items():  # every live pod of the controller runs (none: scaled down, or finished)
                 mine = [o for o in ctx.cluster.list_objects(PODS, namespace=pod["namespace"])
                         if _owner(o.get("metadata") or {}).get("uid") == uid and not _terminal(o)]
-                if not mine or not all(_running(o) for o in mine):
+                if not all(_running(o) for o in mine):
                     waiting.append(f"{pod['owner']['kind']} {pod['namespace']}/{pod['owner']['name']}")
             last.update(left=left, waiting=waiting)
             return True if not left and not waiting else None
@@ -172,10 +207,11 @@ class RepairSteps:
         return result(checks, what=f"the repair of {ctx.run.target.ref}")
 
     def rollback(self, ctx: StepContext) -> StepResult:
-        note(ctx, "rollback.repair", "info", "a repair deletes only stuck pods, which their controllers recreate: "
-             "there is nothing to put back")
-        return StepResult(ok=True, reason="nothing to roll back: the deleted pods were stuck, their controllers "
-                          "recreate them")
+        deleted = list(ctx.run.progress.get("deleted") or [])
+        what = (f"it deleted {len(deleted)} stuck pod(s) ({listing(deleted)}), which their controllers recreate"
+                if deleted else "it deleted no pod")
+        note(ctx, "rollback.repair", "info", f"a repair has nothing to put back: {what}")
+        return StepResult(ok=True, reason=f"nothing to roll back: {what}")
 
 
 def _withheld(node: Node | None) -> bool:

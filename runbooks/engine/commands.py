@@ -207,8 +207,9 @@ class Engine:
         if self.connect is not None:
             with self.connect(request.cluster) as handle:
                 run = new_run(*resolve(handle, request))
-                image, change = planned_change(handle, run, edits)
-                run = run.model_copy(update={"image": image, "progress": {"template_diff": change} if change else {}})
+                image, change, planned_from = planned_change(handle, run, edits)
+                progress = {"template_diff": change, "planned_from": planned_from} if change else {}
+                run = run.model_copy(update={"image": image, "progress": progress})
                 if run.node == AUTO_NODE:
                     node, chosen = self.driver.steps.pick_node(handle, run, self.driver.settings)
                     run = run.model_copy(update={"node": node})

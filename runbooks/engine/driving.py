@@ -440,6 +440,10 @@ class Driver:
         why = f"{label_of(run, state)} failed: {result.reason or 'see the checks'}"
         if state is S.ROLLING_BACK:
             return self._halt(run, state, why, lease, steps=lines)
+        if run.kind is RunKind.REPAIR:  # what it deleted its controllers recreate: nothing to roll back
+            return self.writer.transition(run, S.FAILED, steps=lines, lease_owner=owner,
+                                          reason=f"{why}; a repair has nothing to roll back (`repair` again once "
+                                                 "the plugin and the workloads are healthy)")
         if self.policy.rollback.automatic:
             return self.writer.transition(run, S.ROLLING_BACK, steps=lines, lease_owner=owner,
                                           reason=f"{why}; rolling back automatically")

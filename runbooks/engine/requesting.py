@@ -96,16 +96,17 @@ def resolve(cluster: Any, request: CanaryRequest) -> tuple[str, str]:
     return cluster.context, request.container
 
 
-def planned_change(cluster: Any, run: Any, edits: Edits) -> tuple[str, str]:
-    """``(image, diff)`` of a canary with ``edits``: the image (the container's own when the
-    request names none) and the template diff the canary will write, read once from the
-    DaemonSet; :class:`InvalidRequest` when the edits cannot be made or change nothing."""
+def planned_change(cluster: Any, run: Any, edits: Edits) -> tuple[str, str, dict[str, Any]]:
+    """``(image, diff, template)`` of a canary with ``edits``: the image (the container's own when
+    the request names none), the template diff the canary will write and the template it was
+    made from (the canary refuses to start if the DaemonSet's is another one by then), read once
+    from the DaemonSet; :class:`InvalidRequest` when the edits cannot be made or change nothing."""
     daemonset = cluster.get(DAEMONSETS, run.target.name, run.target.namespace)
     template = (daemonset.get("spec") or {}).get("template") or {}
     current = next((c.get("image", "") for c in templates.containers(template) if c.get("name") == run.container), "")
     image = run.image or current
     if edits.empty:
-        return image, ""
+        return image, "", {}
     wrong = templates.problems(template, run.container, edits)
     if wrong:
         raise InvalidRequest(f"cannot change {run.target.ref}: {'; '.join(wrong)}")
@@ -113,4 +114,4 @@ def planned_change(cluster: Any, run: Any, edits: Edits) -> tuple[str, str]:
     if same(wanted, template):
         raise InvalidRequest(f"{run.target.ref} already has {edits.summary()}"
                              + (f" and runs {image}" if image == current else "") + ": nothing to change")
-    return image, templates.diff(template, wanted)
+    return image, templates.diff(template, wanted), template

@@ -201,11 +201,12 @@ def all_findings(
     gpu_resources: Sequence[str],
     missing_targets: Sequence[str] = (),
     max_unavailable: str | None = None,
+    every_plugin: bool = True,
 ) -> list[Finding]:
     """Every finding, the most severe first (``max_unavailable``: the policy's limit on a
     plugin's rolling update, None: not judged)."""
     found = [
-        *manifest_findings(daemonsets, nodes, max_unavailable_limit=max_unavailable),
+        *manifest_findings(daemonsets, nodes, max_unavailable_limit=max_unavailable, every_plugin=every_plugin),
         *gate_findings(dra, classes, slices, claims),
         *node_findings(nodes, daemonsets, slices, gpu_resources),
         *daemonset_findings(daemonsets),

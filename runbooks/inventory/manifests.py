@@ -4,16 +4,22 @@ the objects or nodes concerned and the fix, with the ``canary`` command that app
 a canary can (it then goes through the approvals, the verification and the rollback like an
 image upgrade).
 
-- ``fail-on-init-error`` (warn): the NVIDIA device plugin with ``FAIL_ON_INIT_ERROR`` false or
-  unset: a plugin that cannot initialise NVML runs on without registering, and its node's GPUs
-  drop out of the scheduler with nothing crashing;
+- ``fail-on-init-error`` (warn): the NVIDIA device plugin with ``FAIL_ON_INIT_ERROR`` false (as
+  its old static manifest set it; unset is the plugin's default, true): a plugin that cannot
+  initialise NVML runs on without registering, and its node's GPUs drop out of the scheduler
+  with nothing crashing;
 - ``priority-class`` (warn): not ``system-node-critical``: the plugin is evicted under pressure
   like any pod, its node's GPUs with it;
 - ``device-plugin-hostpath`` (fail): a device plugin that does not mount the kubelet's
-  ``/var/lib/kubelet/device-plugins`` there: its socket never reaches the kubelet;
+  device-plugin directory (a hostPath ending in ``/device-plugins``) at
+  ``/var/lib/kubelet/device-plugins``: its socket never reaches the kubelet;
 - ``tolerations-missing`` (warn): a taint on a GPU node that the plugin does not tolerate (the
   ``node.kubernetes.io/*`` ones the DaemonSet controller adds by itself aside);
-- ``gpu-node-without-plugin`` / ``plugin-on-non-gpu-node`` (warn);
+- ``gpu-node-without-plugin`` (warn; judged when every plugin DaemonSet was read) /
+  ``plugin-on-non-gpu-node`` (warn; a GPU node has the hardware labels or GPUs in its capacity);
+
+Rules about the plugin container skip the containers NVIDIA's chart runs from the same image
+that are not the plugin (gpu-feature-discovery, the MPS control daemon, the config manager).
 - ``privilege-escalation`` (warn): a device plugin container that is not privileged and leaves
   ``allowPrivilegeEscalation`` unset or true, or drops no capabilities (a DRA kubelet plugin,
   privileged by need, is left alone);
@@ -29,7 +35,7 @@ import json
 from collections import defaultdict
 from collections.abc import Sequence
 
-from runbooks.inventory.models import DaemonSet, Finding, Node
+from runbooks.inventory.models import ContainerFacts, DaemonSet, Finding, Node
 
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 NVIDIA_PLUGIN = "k8s-device-plugin"
@@ -49,21 +55,32 @@ def _canary(ds: DaemonSet, change: str) -> str:
     return f"`canary {ds.ref} {change} node=auto`, then promote it (approved and verified like an image)"
 
 
+NOT_THE_PLUGIN = ("gpu-feature-discovery", "mps-control-daemon", "config-manager")
+"""Commands NVIDIA's chart runs from the plugin's image that are not the plugin itself."""
+
+
+def _plugin_containers(ds: DaemonSet) -> list[ContainerFacts]:
+    """The containers of ``ds`` that run NVIDIA's device plugin (not the chart's feature
+    discovery, MPS daemon or config manager, which share its image)."""
+    if ds.kind != "device-plugin":
+        return []
+    return [c for c in ds.manifest.containers if NVIDIA_PLUGIN in c.image
+            and not any(word in " ".join([*c.command, *c.args]) for word in NOT_THE_PLUGIN)]
+
+
 def _nvidia(ds: DaemonSet) -> list[str]:
-    """The containers of ``ds`` running NVIDIA's device plugin."""
-    return [c.name for c in ds.manifest.containers if NVIDIA_PLUGIN in c.image]
+    return [c.name for c in _plugin_containers(ds)]
 
 
 def fail_on_init_error(ds: DaemonSet) -> list[Finding]:
+    """FAIL_ON_INIT_ERROR false (the flag, else the variable; unset is the plugin's default, true)."""
     out = []
-    for ctr in ds.manifest.containers:
-        if ds.kind != "device-plugin" or NVIDIA_PLUGIN not in ctr.image:
-            continue
+    for ctr in _plugin_containers(ds):
         flag = next((a.partition("=")[2] or "true" for a in ctr.args if a.startswith("--fail-on-init-error")), None)
         value = flag if flag is not None else ctr.env.get("FAIL_ON_INIT_ERROR")
-        if value is not None and value.lower() == "true":
+        if value is None or value.lower() != "false":
             continue
-        said = "unset (the setting is the plugin's own default)" if value is None else f"{value!r}"
+        said = f"{value!r}"
         out.append(Finding(
             severity="warn", code="fail-on-init-error", object=f"daemonset/{ds.ref}",
             message=f"{ds.ref} (container {ctr.name}) runs with FAIL_ON_INIT_ERROR {said}: a plugin that cannot "
@@ -87,12 +104,16 @@ def priority_class(ds: DaemonSet) -> list[Finding]:
 
 
 def device_plugin_hostpath(ds: DaemonSet) -> list[Finding]:
-    if ds.kind != "device-plugin":
-        return []
-    for ctr in ds.manifest.containers:
+    """The plugin must mount the kubelet's device-plugin directory at ``DEVICE_PLUGIN_DIR``: a
+    hostPath ending in ``/device-plugins`` (the kubelet's ``--root-dir`` may be elsewhere, as on
+    microk8s or k0s)."""
+    plugins = _plugin_containers(ds)
+    for ctr in plugins:
         volume = ctr.mounts.get(DEVICE_PLUGIN_DIR)
-        if volume is not None and ds.manifest.host_paths.get(volume, "").rstrip("/") == DEVICE_PLUGIN_DIR:
+        if volume is not None and ds.manifest.host_paths.get(volume, "").rstrip("/").endswith("/device-plugins"):
             return []
+    if not plugins:
+        return []
     mounted = [f"{path} <- {ds.manifest.host_paths.get(name, 'not a hostPath')}" for ctr in ds.manifest.containers
                for path, name in ctr.mounts.items() if "device-plugins" in path or name in ds.manifest.host_paths]
     return [Finding(
@@ -141,15 +162,21 @@ def tolerations_missing(ds: DaemonSet, nodes: Sequence[Node]) -> list[Finding]:
     return out
 
 
-def coverage(daemonsets: Sequence[DaemonSet], nodes: Sequence[Node]) -> list[Finding]:
-    """GPU nodes no plugin runs on, and plugin pods on nodes without GPU hardware."""
+def _gpu_node(node: Node) -> bool:
+    """GPU hardware labels, or GPUs in its capacity (a node without NFD or the GPU operator)."""
+    return node.gpu_hardware or any(v > 0 for v in node.capacity.values())
+
+
+def coverage(daemonsets: Sequence[DaemonSet], nodes: Sequence[Node], *, every_plugin: bool) -> list[Finding]:
+    """GPU nodes no plugin runs on (judged only when ``every_plugin`` DaemonSet was read, not
+    just the policy's targets), and plugin pods on nodes without GPUs."""
     on: dict[str, list[DaemonSet]] = defaultdict(list)
     for ds in daemonsets:
         for pod in ds.pods:
             on[pod.node].append(ds)
     out = []
     bare = [n.name for n in nodes if n.gpu_hardware and not on.get(n.name)]
-    if bare and daemonsets:
+    if bare and daemonsets and every_plugin:
         out.append(Finding(
             severity="warn", code="gpu-node-without-plugin", object=f"node/{bare[0]}",
             message=f"GPU node(s) {_listing(bare)} run no pod of any plugin DaemonSet "
@@ -157,7 +184,7 @@ def coverage(daemonsets: Sequence[DaemonSet], nodes: Sequence[Node]) -> list[Fin
             next_step="compare the DaemonSets' nodeSelector, affinity and tolerations with those nodes' labels and "
             f"taints (kubectl describe node {bare[0]})",
         ))
-    gpu = {n.name for n in nodes if n.gpu_hardware}
+    gpu = {n.name for n in nodes if _gpu_node(n)}
     known = {n.name for n in nodes}
     for ds in daemonsets:
         stray = sorted({p.node for p in ds.pods if p.node and p.node in known and p.node not in gpu})
@@ -172,10 +199,8 @@ def coverage(daemonsets: Sequence[DaemonSet], nodes: Sequence[Node]) -> list[Fin
 
 
 def privilege_escalation(ds: DaemonSet) -> list[Finding]:
-    if ds.kind != "device-plugin":
-        return []
     out = []
-    for ctr in ds.manifest.containers:
+    for ctr in _plugin_containers(ds):
         if ctr.privileged:
             continue  # it asked for the node's devices outright: a matter for review, not this rule
         wrong = []
@@ -242,10 +267,11 @@ def max_unavailable(ds: DaemonSet, limit: str | None) -> list[Finding]:
 
 
 def manifest_findings(daemonsets: Sequence[DaemonSet], nodes: Sequence[Node], *,
-                      max_unavailable_limit: str | None = None) -> list[Finding]:
-    """Every manifest finding of the plugin DaemonSets."""
+                      max_unavailable_limit: str | None = None, every_plugin: bool = True) -> list[Finding]:
+    """Every manifest finding of the plugin DaemonSets (``every_plugin``: the inventory read every
+    plugin DaemonSet, not only the policy's targets)."""
     out: list[Finding] = []
     for ds in daemonsets:
         out += fail_on_init_error(ds) + priority_class(ds) + device_plugin_hostpath(ds)
         out += tolerations_missing(ds, nodes) + privilege_escalation(ds) + max_unavailable(ds, max_unavailable_limit)
-    return out + coverage(daemonsets, nodes) + claimed_twice(daemonsets)
+    return out + coverage(daemonsets, nodes, every_plugin=every_plugin) + claimed_twice(daemonsets)

@@ -85,6 +85,7 @@ class ContainerFacts(Model):
     image: str = ""
     env: dict[str, str] = Field(default_factory=dict, description="literal values (valueFrom left out)")
     args: list[str] = Field(default_factory=list)
+    command: list[str] = Field(default_factory=list)
     privileged: bool = False
     allow_privilege_escalation: bool | None = Field(None, description="None: not set (Kubernetes allows it)")
     drops_all: bool = Field(False, description="capabilities.drop has ALL")

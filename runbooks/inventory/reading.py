@@ -172,6 +172,7 @@ def manifest_of(pod_spec: Obj) -> Manifest:
             name=str(ctr.get("name", "")), image=str(ctr.get("image", "")),
             env={str(e.get("name")): str(e.get("value", "")) for e in ctr.get("env") or [] if "valueFrom" not in e},
             args=[str(a) for a in ctr.get("args") or []],
+            command=[str(a) for a in ctr.get("command") or []],
             privileged=bool(context.get("privileged")),
             allow_privilege_escalation=None if escalation is None else bool(escalation),
             drops_all="ALL" in ((context.get("capabilities") or {}).get("drop") or []),

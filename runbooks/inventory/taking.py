@@ -88,6 +88,7 @@ def take_inventory(
     findings = all_findings(
         dra=dra, nodes=nodes, daemonsets=daemonsets, classes=classes, slices=slices, claims=claims,
         gpu_resources=resources, missing_targets=selection.missing_targets, max_unavailable=max_unavailable,
+        every_plugin=not targets,
     )
     return Inventory(
         taken_at=taken_at, context=cluster.context, server=cluster.server, gpu_resources=list(resources),

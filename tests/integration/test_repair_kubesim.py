@@ -76,15 +76,24 @@ def test_after_a_node_reboot_repair_deletes_the_stuck_pods_with_a_controller_and
             break
         time.sleep(0.05)
 
+    waiter = trainer("waiter", "gpu-node2")  # 5 GPUs where the bare trainer-1 holds 4 of 8: Pending, not stuck
+    waiter["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "5"
+    apply(kubectl, waiter)
+    for _ in range(100):
+        if any(n.startswith("waiter-") and p["status"].get("phase") == "Pending" for n, p in pods(kubectl).items()):
+            break
+        time.sleep(0.05)
+    [pending] = [n for n in pods(kubectl) if n.startswith("waiter-")]
+
     args = parse_repair([TARGET])
     before = len(sim.mutations())
     run = engine.request_repair(actor=ALICE, target=args.target).run
     assert run.kind is RunKind.REPAIR and run.state is S.AWAITING_APPROVAL and run.gate is not None
     assert [p["name"] for p in run.change["delete"]] == [deployed]
-    assert [p["name"] for p in run.change["listed"]] == ["trainer-0"]
+    assert sorted(p["name"] for p in run.change["listed"]) == sorted(["trainer-0", pending])
     text = gate_message(run, run.gate).text
     assert f"delete 1 stuck pod (ml-team/{deployed} (ReplicaSet trainer-a-" in text
-    assert "listed only, with no controller to recreate them: ml-team/trainer-0" in text
+    assert "listed only, left as they are: ml-team/trainer-0 (no controller)" in text
     asked = sim.mutations()[before:]  # the request read, and asked the server with a dry run of the deletion
     assert [(m["verb"], m["path"], m["dryRun"]) for m in asked] == [("delete", f"/api/v1/namespaces/{ML}/pods/{deployed}", True)]
     before = len(sim.mutations())
@@ -95,7 +104,7 @@ def test_after_a_node_reboot_repair_deletes_the_stuck_pods_with_a_controller_and
     written = [(m["verb"], m["path"]) for m in sim.mutations()[before:] if not m["dryRun"]]
     assert written == [("delete", f"/api/v1/namespaces/{ML}/pods/{deployed}")]
     now = pods(kubectl)
-    assert deployed not in now and "trainer-0" in now  # the bare pod is left to people
+    assert deployed not in now and "trainer-0" in now and pending in now  # the bare and the pending pods are left
     running = [n for n, p in now.items() if n.startswith("trainer-a-") and p["status"].get("phase") == "Running"]
     assert len(running) == 1
     checks = {e["name"]: e["status"] for e in engine.audit(run.id) if e["name"].startswith("verify.")}

@@ -159,3 +159,19 @@ def test_restart_replaces_one_node_first_then_the_rest_with_the_same_image(sim: 
     assert template(kubectl)["metadata"]["annotations"]["kubectl.kubernetes.io/restartedAt"].endswith("Z")
     with pytest.raises(UsageError, match="node= is required"):
         parse_restart([TARGET])
+
+
+def test_a_change_requested_on_one_template_never_lands_on_another(sim: KubeSim, redis_url: str) -> None:
+    """A restart (it names no image) requested, then someone sets a new image before it is
+    approved: the canary refuses to start, since its diff no longer says what it would write,
+    and the other person's change stays as they made it."""
+    kubectl = Kubectl(sim.kubeconfig)
+    engine = engine_on(sim, redis_url)
+    run = engine.request_restart(actor=ALICE, target=TARGET, node="gpu-node1").run
+    kubectl("set", "image", f"daemonset/{DS}", "-n", NS, f"{CTR}=nvcr.io/nvidia/k8s-device-plugin:v0.15.0")
+    kubectl("rollout", "status", f"daemonset/{DS}", "-n", NS, "--timeout=60s", timeout=90)
+    theirs = template(kubectl)
+    engine.approve(run.id, actor=BOB)
+    run = engine.advance(run.id)
+    assert run.state is S.ROLLED_BACK and "changed since the request" in run.reason, run.reason
+    assert template(kubectl) == theirs

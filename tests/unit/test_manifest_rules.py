@@ -6,8 +6,16 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from runbooks.inventory.manifests import max_unavailable, tolerations_missing
-from runbooks.inventory.models import DaemonSet, Manifest, Node, Taint
+from runbooks.inventory.manifests import (
+    claimed_twice,
+    coverage,
+    device_plugin_hostpath,
+    fail_on_init_error,
+    max_unavailable,
+    privilege_escalation,
+    tolerations_missing,
+)
+from runbooks.inventory.models import ContainerFacts, DaemonSet, Manifest, Node, PluginPod, Taint
 from runbooks.policy import Policy
 
 
@@ -41,7 +49,7 @@ def test_the_daemonset_controllers_own_tolerations_and_soft_taints_are_no_findin
 
 
 def test_max_unavailable_is_judged_against_the_daemonsets_pods() -> None:
-    """Percentages round up, as the DaemonSet controller rounds them: 10% of 31 pods is 4."""
+    """Percentages round up, as the DaemonSet controller rounds them: 10% of 30 pods is 3, of 31 is 4."""
     assert max_unavailable(plugin([], max_unavailable="10%", desired=30), "2")[0].code == "max-unavailable"  # 3 > 2
     assert max_unavailable(plugin([], max_unavailable="10%", desired=20), "2") == []  # 2
     assert max_unavailable(plugin([], max_unavailable="4", desired=31), "10%") == []  # 4 = 4
@@ -54,3 +62,48 @@ def test_max_unavailable_is_judged_against_the_daemonsets_pods() -> None:
 def test_a_bad_limit_is_refused_when_the_file_is_read(value: object) -> None:
     with pytest.raises(ValidationError, match="is not a count"):
         Policy.model_validate({"inventory": {"max_unavailable": value}})
+
+
+NVIDIA = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+SOCKETS = "/var/lib/kubelet/device-plugins"
+
+
+def nvidia_plugin(**container: object) -> DaemonSet:
+    fields: dict[str, object] = {"name": "plugin", "image": NVIDIA, "mounts": {SOCKETS: "sockets"},
+                                 "allow_privilege_escalation": False, "drops_all": True, **container}
+    return DaemonSet(namespace="kube-system", name="nvidia", kind="device-plugin", images={},
+                     update_strategy="RollingUpdate",
+                     manifest=Manifest(priority_class="system-node-critical", host_paths={"sockets": SOCKETS},
+                                       containers=[ContainerFacts(**fields)]))  # type: ignore[arg-type]
+
+
+def test_fail_on_init_error_unset_is_the_plugins_default_and_no_finding() -> None:
+    assert fail_on_init_error(nvidia_plugin()) == []
+    assert fail_on_init_error(nvidia_plugin(env={"FAIL_ON_INIT_ERROR": "true"})) == []
+    assert fail_on_init_error(nvidia_plugin(env={"FAIL_ON_INIT_ERROR": "false"}))[0].code == "fail-on-init-error"
+    assert fail_on_init_error(nvidia_plugin(env={"FAIL_ON_INIT_ERROR": "false"}, args=["--fail-on-init-error=true"])) == []
+
+
+def test_the_charts_feature_discovery_from_the_same_image_is_not_judged_as_the_plugin() -> None:
+    gfd = nvidia_plugin(command=["gpu-feature-discovery"], mounts={}, allow_privilege_escalation=None, drops_all=False)
+    assert device_plugin_hostpath(gfd) == [] and privilege_escalation(gfd) == [] and claimed_twice([gfd, nvidia_plugin()]) == []
+
+
+def test_a_kubelet_root_dir_elsewhere_is_a_device_plugin_directory_still() -> None:
+    microk8s = nvidia_plugin()
+    microk8s = microk8s.model_copy(update={"manifest": microk8s.manifest.model_copy(update={
+        "host_paths": {"sockets": "/var/snap/microk8s/common/var/lib/kubelet/device-plugins"}})})
+    assert device_plugin_hostpath(microk8s) == []
+    wrong = microk8s.model_copy(update={"manifest": microk8s.manifest.model_copy(update={
+        "host_paths": {"sockets": "/var/lib/kubelet/plugins"}})})
+    assert device_plugin_hostpath(wrong)[0].severity == "fail"
+
+
+def test_gpus_in_the_capacity_make_a_gpu_node_and_coverage_needs_every_plugin() -> None:
+    plain = Node(name="gke-gpu-1", ready=True, unschedulable=False, gpu_hardware=False, capacity={"nvidia.com/gpu": 1})
+    on_it = nvidia_plugin().model_copy(update={"pods": [PluginPod(name="p", node="gke-gpu-1", phase="Running",
+                                                                  ready=True, restarts=0, crashloop=False)]})
+    assert coverage([on_it], [plain], every_plugin=True) == []  # no plugin-on-non-gpu-node
+    labelled = Node(name="gpu-2", ready=True, unschedulable=False, gpu_hardware=True)
+    assert [f.code for f in coverage([on_it], [labelled], every_plugin=True)] == ["gpu-node-without-plugin"]
+    assert coverage([on_it], [labelled], every_plugin=False) == []  # another plugin, not a target, may serve it

@@ -94,3 +94,23 @@ def test_image_may_be_left_out_only_when_something_else_changes() -> None:
         parse_canary([TARGET, "node=gpu-node1"])
     assert parse_canary([TARGET, "node=gpu-node1", "env=A=1"]).image == ""
     assert parse_canary([TARGET, "node=gpu-node1", "image=reg.io/p:2"]).edits.empty
+
+
+def test_a_variable_listed_twice_is_written_once_and_removed_whole() -> None:
+    doubled = {"spec": {"containers": [{"name": "ctr", "image": "i", "env": [
+        {"name": "A", "value": "1"}, {"name": "B", "value": "2"}, {"name": "A", "value": "3"}]}]}}
+    set_a = apply(doubled, "ctr", "i", edits("env=A=9"))["spec"]["containers"][0]["env"]
+    assert set_a == [{"name": "A", "value": "9"}, {"name": "B", "value": "2"}]
+    removed = apply(doubled, "ctr", "i", edits("env=A-"))["spec"]["containers"][0]["env"]
+    assert removed == [{"name": "B", "value": "2"}]
+
+
+@pytest.mark.parametrize(("words", "says"), [
+    ("env=.=x", "is not an environment variable name"),
+    ("args=a,,b", "an empty argument"),
+    ("toleration=k==v:NoSchedule", "is not a taint value"),
+    ("security=runAsUser=²", "runAsUser is a number"),
+])
+def test_what_the_api_server_would_refuse_is_refused_before_anyone_is_asked(words: str, says: str) -> None:
+    with pytest.raises(UsageError, match=says):
+        edits(words)

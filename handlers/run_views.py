@@ -177,9 +177,12 @@ def _what_fields(run: Run) -> list[Item]:
         return [Item(label="Workload", value=f"{run.target.kind} {run.target.ref} in "
                                              f"{run.target.cluster or 'the current context'}"),
                 Item(label="Change", value=migration_summary(run))]
-    return [Item(label="Target", value=f"{run.target.ref} in {run.target.cluster or 'the current context'}"),
-            Item(label="Image", value=f"{run.image} (container {run.container})"),
-            Item(label="Canary node", value=run.node)]
+    fields = [Item(label="Target", value=f"{run.target.ref} in {run.target.cluster or 'the current context'}"),
+              Item(label="Image", value=f"{run.image} (container {run.container})"),
+              Item(label="Canary node", value=run.node)]
+    if not run.edits.empty:
+        fields.insert(2, Item(label="Change", value="a restart" if is_restart(run) else run.edits.summary()))
+    return fields
 
 
 def root_message(run: Run) -> Message:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from handlers.arguments import UsageError
-from handlers.run_views import gate_message
+from handlers.run_views import gate_message, root_message
 from handlers.runs import parse_canary, parse_restart
 from kubesim import KubeSim
 from runbooks.cluster import Cluster
@@ -87,6 +87,8 @@ def test_the_inventorys_fail_on_init_error_fix_goes_through_canary_verify_and_pr
     assert run.gate is not None
     text = gate_message(run, run.gate).text
     assert "with env FAIL_ON_INIT_ERROR=true; limits memory=256Mi" in text
+    assert ("Change", "env FAIL_ON_INIT_ERROR=true; limits memory=256Mi") in [
+        (f.label, f.value) for f in root_message(run).fields]  # the root message says it too
     assert "-      value: 'false'\n+      value: 'true'" in text and "+      limits:\n+        memory: 256Mi" in text
     engine.approve(run.id, actor=BOB)
     run = engine.advance(run.id)

@@ -229,3 +229,20 @@ targets:
     assert f"{run_id} Wave 2 of 2 ▰▰▰▰▰▰▰▰▰▰ 1/1 node" in proc.stdout  # plain lines: not a terminal
     assert json.loads(bot(env, "status", run_id, "--json").stdout)["state"] == "done"
     refused(bot(env, "continue", run_id), f"run {run_id} is not paused")
+
+
+def test_restart_and_repair_from_the_shell(env: dict[str, str], sim: KubeSim) -> None:
+    """``restart`` opens a run the approver approves from the shell; ``repair`` with nothing stuck,
+    and a template change that changes nothing, exit 2 with the reason on one line (a bad word:
+    the reason and the usage line); ``--help`` lists both verbs."""
+    refused(bot(env, "repair", TARGET), "nothing to repair on the nodes of kube-system/nvidia-device-plugin-daemonset")
+    refused(bot(env, "canary", TARGET, "node=gpu-node1", "env=FAIL_ON_INIT_ERROR=true"), "nothing to change")
+    refused(bot(env, "canary", TARGET, "node=gpu-node1", "env=1BAD=x"), "'1BAD' is not an environment variable",
+            lines=2)
+    proc = bot(env, "restart", TARGET, "node=gpu-node2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    run_id = json.loads(proc.stdout)["id"]
+    proc = bot(env, "approve", run_id, "canary", "--json", who="U0BOB")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["state"] == "awaiting_promotion", proc.stdout
+    proc = bot(env, "--help")
+    assert "restart        restart a plugin's pods" in proc.stdout and "repair         delete the pods" in proc.stdout

@@ -9,7 +9,9 @@ of ``files.uploadV2`` (``files.getUploadURLExternal``, the upload URL it hands o
 :attr:`FakeSlack.files`), and the ``response_url`` paths it hands out
 (:meth:`FakeSlack.response_url`). It can be told to
 answer one call with 429 and ``Retry-After`` (:meth:`FakeSlack.rate_limit_once`), to
-refuse posting in some channels (``not_in_channel``), or to fail ``auth.test``.
+refuse posting in some channels (``not_in_channel``), or to fail ``auth.test``. Like Slack it
+refuses a message whose blocks break Block Kit (``invalid_blocks``, checked with
+``slack_sdk.models.blocks``), and a test that made the bot send one fails when it ends.
 
 :func:`sign` computes ``X-Slack-Signature`` exactly as Slack does: ``v0=`` + hex
 HMAC-SHA256 of ``v0:{timestamp}:{body}`` with the signing secret.
@@ -29,6 +31,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from slack_sdk.errors import SlackObjectFormationError
+from slack_sdk.models.blocks import Block
 
 BOT_TOKEN = "xoxb-test-0000000000-fake-token-value"
 SIGNING_SECRET = "0123456789abcdef-test-signing-secret"
@@ -55,6 +60,9 @@ class FakeSlack:
     calls: list[Call] = field(default_factory=list)
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Uploaded files by id: ``filename``, ``length``, ``data`` (bytes), ``title``, ``channel``, ``thread_ts``."""
+    refused: list[tuple[str, list[str]]] = field(default_factory=list)
+    """Messages Slack would refuse (``invalid_blocks``): the method and what is wrong. Leaving the
+    ``with`` block fails the test while any is here (:meth:`__exit__`)."""
 
     def __post_init__(self) -> None:
         self._lock = threading.Condition()
@@ -75,6 +83,9 @@ class FakeSlack:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+        if exc[0] is None and self.refused:
+            raise AssertionError(f"Slack would have refused {len(self.refused)} message(s) the bot sent: "
+                                 f"{self.refused[:3]}")
 
     # --------------------------------------------------------------- controls
     def fail_once(self, method: str, error: str = "internal_error") -> None:
@@ -134,6 +145,12 @@ class FakeSlack:
                 return {"ok": False, "error": "account_inactive"}
             return {"ok": True, "url": self.url + "/", "team": "Test", "user": "upgradebot",
                     "team_id": "T0TEST", "user_id": "U0BOT", "bot_id": "B0BOT"}
+        if method in ("chat.postMessage", "chat.postEphemeral", "chat.update"):
+            wrong = message_problems(body)
+            if wrong:
+                with self._lock:
+                    self.refused.append((method, wrong))
+                return {"ok": False, "error": "invalid_blocks", "errors": wrong}
         if method in ("chat.postMessage", "chat.postEphemeral") and channel in self.not_in_channels:
             return {"ok": False, "error": "not_in_channel"}
         if method == "chat.postMessage":
@@ -167,6 +184,37 @@ class FakeSlack:
         if method == "conversations.info":
             return {"ok": True, "channel": {"id": channel, "name": channel.lower(), "is_member": channel not in self.not_in_channels}}
         return {"ok": False, "error": "unknown_method"}
+
+
+MAX_BLOCKS = 50
+MAX_TEXT = 40_000
+
+
+def message_problems(body: Mapping[str, Any]) -> list[str]:
+    """What Slack would refuse in a message: more than 50 blocks, a block ``slack_sdk`` does not
+    know or that breaks Block Kit's limits (``validate_json``: 3,000 characters a section, 150 a
+    header, 75 a button's text, 10 fields...), a ``text`` over 40,000 characters."""
+    out: list[str] = []
+    text = body.get("text")
+    if isinstance(text, str) and len(text) > MAX_TEXT:
+        out.append(f"text of {len(text)} characters (at most {MAX_TEXT})")
+    blocks = body.get("blocks")
+    if blocks is None:
+        return out
+    if not isinstance(blocks, list):
+        return [*out, "blocks is not a list"]
+    if len(blocks) > MAX_BLOCKS:
+        out.append(f"{len(blocks)} blocks (at most {MAX_BLOCKS})")
+    for index, block in enumerate(blocks):
+        try:
+            parsed = Block.parse(block)
+            if parsed is None:
+                out.append(f"block {index}: not a block ({str(block)[:80]})")
+                continue
+            parsed.validate_json()
+        except (SlackObjectFormationError, KeyError, TypeError, ValueError) as exc:
+            out.append(f"block {index} ({block.get('type') if isinstance(block, dict) else '?'}): {exc}")
+    return out
 
 
 def _handler(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
@@ -214,6 +262,12 @@ def _handler(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
             body = self._body()
             if path.startswith("/response/"):
                 fake._record(Call("response_url", path, body, headers, time.monotonic()))
+                wrong = message_problems(body)
+                if wrong:
+                    with fake._lock:
+                        fake.refused.append(("response_url", wrong))
+                    self._send(400, b"invalid_blocks", "text/plain")
+                    return
                 self._send(200, b"ok", "text/plain")
                 return
             method = path.removeprefix("/api/")

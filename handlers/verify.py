@@ -130,7 +130,9 @@ def verification_reply(found: Verified) -> Reply:
     failed, unknown = len(result.failed), len(result.unknown)
     parts = [f"{failed} of {len(result.checks)} checks failed"] if failed else []
     parts += [f"{unknown} could not be made"] if unknown else []
-    verdict = "; ".join(parts) if not result.ok or unknown else "all checks passed"
+    warned = sum(1 for c in result.checks if c.status == "warn")
+    verdict = "; ".join(parts) if not result.ok or unknown else (
+        f"passed, with {warned} warning{'' if warned == 1 else 's'}" if warned else "all checks passed")
     if result.ok and unknown:
         verdict = f"passed, but {verdict} (verify.unknown: warn)"
     checks = sorted(result.checks, key=lambda c: CHECK_ORDER[c.status])

@@ -174,7 +174,7 @@ def _replace_canary_pod(ctx: StepContext, new: Revision, container: str) -> Step
     elif outcome[0] == "crashloop":
         p = outcome[1]
         checks = [failed("no-crashloop", f"{p.name} on {node} is crash-looping ({p.waiting_reason or 'restarting'}, "
-                         f"{p.restarts} restarts)", node, pod=p.name, restarts=p.restarts),
+                         f"{p.restarts} restart{'' if p.restarts == 1 else 's'})", node, pod=p.name, restarts=p.restarts),
                   failed("canary-pod-ready", f"{p.name} on {node} never became Ready", node, pod=p.name), untouched]
     else:
         p = outcome[1]

@@ -87,7 +87,7 @@ def no_crashloop(samples: Sequence[Snapshot], nodes: Sequence[str], *, everywher
         for node in nodes:
             pod = snap.pod_on(node)
             if pod is not None and pod.crashloop:
-                seen.setdefault(node, f"{pod.name} ({pod.restarts} restarts)")
+                seen.setdefault(node, f"{pod.name} ({pod.restarts} restart{'' if pod.restarts == 1 else 's'})")
     scope = scope_of(nodes, everywhere)
     if seen:
         return failed("no-crashloop", "CrashLoopBackOff: " + "; ".join(f"{n}: {p}" for n, p in list(seen.items())[:5]),

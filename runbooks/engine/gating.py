@@ -109,6 +109,7 @@ class Gates:
     def _close(self, run: Run, gate: Gate, *, actor: str | Actor, steps: list[Step]) -> Run:
         who = ", ".join(gate.approvers if gate.outcome == "approved" else [d.user for d in gate.decisions if not d.approve])
         how = f"{gate.outcome} by {who}" if who else f"{gate.outcome} at {moment_text(gate.expires_at)}"
+        was = how if gate.outcome == "expired" else f"was {how}"  # "expired at 10:30 UTC", "was rejected by U1"
         w = self.writer
         if gate.kind in (GateKind.CANARY, GateKind.MIGRATION, GateKind.REPAIR):
             if gate.outcome == "approved":
@@ -116,24 +117,24 @@ class Gates:
                 return w.transition(run, first, actor=actor, gate=gate, steps=steps)
             end = S.EXPIRED if gate.outcome == "expired" else S.REJECTED
             return w.transition(run, end, actor=actor, gate=gate, steps=steps,
-                                reason=f"the {gate.kind.value} request was {how}; nothing was changed")
+                                reason=f"the {gate.kind.value} request {was}; nothing was changed")
         if gate.kind is GateKind.PROMOTION:
             if gate.outcome == "approved":
                 progress = {**run.progress, "approved_wave": gate.wave} if gate.wave else None
                 return w.transition(run, S.PROMOTING, actor=actor, gate=gate, steps=steps, progress=progress)
             if gate.wave > 1:
                 return w.transition(run, S.ROLLING_BACK, actor=actor, gate=gate, steps=steps,
-                                    reason=f"the request for wave {gate.wave} was {how}: rolling back every node "
+                                    reason=f"the request for wave {gate.wave} {was}: rolling back every node "
                                     "the run moved")
             return w.transition(run, S.ROLLING_BACK, actor=actor, gate=gate, steps=steps,
-                                reason=f"the promotion request was {how}: rolling the canary back")
+                                reason=f"the promotion request {was}: rolling the canary back")
         if gate.outcome == "approved":
             why = f" ({gate.reason})" if gate.reason else ""
             return w.transition(run, S.ROLLING_BACK, actor=actor, gate=gate, steps=steps,
                                 reason=f"rollback requested by {gate.requested_by}{why}, {how}")
         if run.state is S.HALTED or run.halted:
             return w.update(run, gate=gate, steps=steps,
-                            reason=f"{run.reason}; the rollback request was {how}: the run stays halted "
+                            reason=f"{run.reason}; the rollback request {was}: the run stays halted "
                             f"(`resume {run.id}` or `rollback {run.id}`)")
         if run.state is S.AWAITING_PROMOTION:
             again = self.new(GateKind.PROMOTION, requested_by=run.requester)

@@ -67,10 +67,10 @@ def test_secrets_never_leave(bot: Bot, caplog: pytest.LogCaptureFixture) -> None
     caplog.set_level(logging.DEBUG)
     bot.command("inventory")
     bot.command("inventory colour=blue")
-    bot.fake.auth_ok = False
-    bodies = [get(bot.url + p).body.decode() for p in ("/readyz", "/metrics")]
     bot.fake.wait_for("chat.postMessage", 2)
     bot.fake.wait_for("response_url")
+    bot.fake.auth_ok = False  # only now: the commands' workspace check asks auth.test too
+    bodies = [get(bot.url + p).body.decode() for p in ("/readyz", "/metrics")]
     bot.settle()
     said = [json.dumps(c.body) for c in bot.fake.calls] + bodies + [caplog.text, repr(bot.service.settings)]
     for secret in (BOT_TOKEN, SIGNING_SECRET):

@@ -18,6 +18,7 @@ from typing import Any
 
 from handlers import messages as msg
 from handlers.replies import Button, Item, Message, Reply, Table, Tone, mention, user_ref
+from runbooks.daemonset.repairing import plan_lines
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.commands import Outcome
 from runbooks.engine.refusals import moment_text
@@ -160,13 +161,7 @@ def migration_summary(run: Run) -> str:
 
 def repair_summary(run: Run) -> str:
     """What a repair run deletes, and what it only lists, from its stored plan."""
-    def ref(p: Mapping[str, Any]) -> str:
-        owner = p.get("owner") or {}
-        return f"{p.get('namespace')}/{p.get('name')}" + (f" ({owner.get('kind')} {owner.get('name')})" if owner else "")
-    deleted = [ref(p) for p in run.change.get("delete") or []]
-    listed = [ref(p) + (" (pending: the scheduler places it)" if str(p.get("why", "")).startswith("pending")
-                        else " (no controller)") for p in run.change.get("listed") or []]
-    return msg.repair_plan(deleted, listed)
+    return msg.repair_plan(*plan_lines(run.change))
 
 
 def _what_fields(run: Run) -> list[Item]:

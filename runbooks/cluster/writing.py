@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from runbooks.cluster.resources import Resource
+from runbooks.cluster.resources import PODS, Resource
 from runbooks.errors import Action
 
 PatchType = Literal["strategic", "merge", "json"]
@@ -65,7 +65,7 @@ class Writes:
         action = Action("patch", resource.qualified, namespace, name)
         return self.write_json(
             "PATCH", resource.path(namespace, name), action=action, body=body, content_type=CONTENT_TYPES[patch_type],
-            query=[("dryRun", "All")] if dry_run else None,
+            query=_dry(dry_run),
         )
 
     def create(self, resource: Resource, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
@@ -80,10 +80,12 @@ class Writes:
     def delete(
         self, resource: Resource, name: str, *, namespace: str | None = None, uid: str | None = None,
         grace_seconds: int | None = None, propagation: str | None = "Background", resource_version: str | None = None,
+        dry_run: bool = False,
     ) -> dict[str, Any]:
         """Delete one object; with ``uid`` only that very object (``Conflict`` if the name now
         belongs to another one, ``NotFound`` if it is gone); with ``resource_version`` only as it
-        was read (``Conflict`` if it changed since)."""
+        was read (``Conflict`` if it changed since); with ``dry_run`` nothing is deleted (the
+        server authorizes and checks it as the deletion)."""
         options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if uid or resource_version:
             options["preconditions"] = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
@@ -94,16 +96,22 @@ class Writes:
         action = Action("delete", resource.qualified, namespace, name)
         return self.write_json(
             "DELETE", resource.path(namespace, name), action=action, body=options, content_type="application/json",
+            query=_dry(dry_run),
         )
 
-    def evict(self, name: str, *, namespace: str, uid: str | None = None) -> dict[str, Any]:
+    def evict(self, name: str, *, namespace: str, uid: str | None = None, dry_run: bool = False) -> dict[str, Any]:
         """Evict one pod through the eviction API (``policy/v1``), which honours its
         PodDisruptionBudget: ``DisruptionRefused`` (429) while the budget allows no disruption;
-        with ``uid`` only that very pod."""
+        with ``uid`` only that very pod; with ``dry_run`` the budget is asked, nothing evicted."""
         body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
                                 "metadata": {"name": name, "namespace": namespace}}
         if uid:
             body["deleteOptions"] = {"preconditions": {"uid": uid}}
         action = Action("create", "pods/eviction", namespace, name)
-        return self.write_json("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", action=action,
-                               body=body, content_type="application/json")
+        return self.write_json("POST", PODS.path(namespace, name, "eviction"), action=action,
+                               body=body, content_type="application/json", query=_dry(dry_run))
+
+
+def _dry(dry_run: bool) -> Query | None:
+    """The query of a server-side dry run (authorized and checked like the write, nothing stored)."""
+    return [("dryRun", "All")] if dry_run else None

@@ -30,12 +30,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from runbooks.cluster.resources import NODES, PODS
-from runbooks.cluster.writing import CONTENT_TYPES
 from runbooks.daemonset.checks import listing
 from runbooks.engine.recording import failed, note, passed
 from runbooks.engine.steps import Check, CheckStatus, StepContext, StepSettings
-from runbooks.errors import Action, Conflict, DisruptionRefused, Forbidden, NotFound
-from runbooks.inventory.reading import requested
+from runbooks.errors import Conflict, DisruptionRefused, Forbidden, NotFound
+from runbooks.inventory.reading import controller_of, requested
 from runbooks.policy import Drain, duration_seconds
 
 MIRROR = "kubernetes.io/config.mirror"
@@ -72,7 +71,7 @@ def _device_pod(obj: dict[str, Any], resources: tuple[str, ...], claims: bool) -
         return None
     if MIRROR in (meta.get("annotations") or {}):
         return None  # a static pod: the kubelet owns it, the API cannot evict it
-    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+    owner = controller_of(obj)
     if owner is not None and owner.get("kind") == "DaemonSet":
         return None  # it would come straight back (kubectl drain --ignore-daemonsets)
     return DevicePod(namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
@@ -81,12 +80,13 @@ def _device_pod(obj: dict[str, Any], resources: tuple[str, ...], claims: bool) -
                      terminating=bool(meta.get("deletionTimestamp")))
 
 
-def device_pods(cluster: Any, node: str, resources: tuple[str, ...], *, claims: bool = False) -> list[DevicePod]:
+def device_pods(cluster: Any, node: str, gpu_resources: Sequence[str], *, dra: bool = False) -> list[DevicePod]:
     """The unfinished pods on ``node`` that use its devices and an eviction would move: those
-    requesting ``resources`` (a device plugin's), with ``claims`` those naming ResourceClaims
-    (a DRA driver's)."""
+    requesting ``gpu_resources`` (a device plugin's), for a ``dra`` driver those naming
+    ResourceClaims."""
+    resources = () if dra else tuple(gpu_resources)
     selector = f"spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed"
-    found = cluster.list_objects(PODS, field_selector=selector, project=lambda o: _device_pod(o, resources, claims))
+    found = cluster.list_objects(PODS, field_selector=selector, project=lambda o: _device_pod(o, resources, dra))
     return sorted((p for p in found if p is not None), key=lambda p: p.ref)
 
 
@@ -107,8 +107,7 @@ def drain_nodes(ctx: StepContext, nodes: Sequence[str], *, step: str) -> str:
     if policy is None or not nodes:
         return ""
     dra = (ctx.run.progress.get("baseline") or {}).get("kind") == "dra-kubelet-plugin"
-    resources = () if dra else tuple(ctx.settings.gpu_resources)
-    pods = [p for node in nodes for p in device_pods(ctx.cluster, node, resources, claims=dra)]
+    pods = [p for node in nodes for p in device_pods(ctx.cluster, node, ctx.settings.gpu_resources, dra=dra)]
     bare = [p for p in pods if not p.controller and not p.terminating]
     if bare:
         problem = (f"cannot drain {listing(list(nodes))}: {listing([f'{p.ref} on {p.node}' for p in bare])} "
@@ -118,7 +117,7 @@ def drain_nodes(ctx: StepContext, nodes: Sequence[str], *, step: str) -> str:
         return problem
     for node in nodes:
         _cordon(ctx, node, step=f"{step}.cordon")
-    return _evict_all(ctx, list(nodes), resources, dra, timeout=duration_seconds(policy.timeout), step=step)
+    return _evict_all(ctx, list(nodes), dra, timeout=duration_seconds(policy.timeout), step=step)
 
 
 def _cordon(ctx: StepContext, node: str, *, step: str) -> None:
@@ -137,13 +136,12 @@ def _cordon(ctx: StepContext, node: str, *, step: str) -> None:
     note(ctx, step, "ok", kind="mutation", detail=f"cordoned {node} (no new pods are scheduled there)", node=node)
 
 
-def _evict_all(ctx: StepContext, nodes: list[str], resources: tuple[str, ...], dra: bool, *, timeout: float,
-               step: str) -> str:
+def _evict_all(ctx: StepContext, nodes: list[str], dra: bool, *, timeout: float, step: str) -> str:
     deadline = ctx.clock.now() + dt.timedelta(seconds=timeout)
     refused: dict[str, str] = {}
     evicted: set[str] = set()
     while True:
-        pods = [p for node in nodes for p in device_pods(ctx.cluster, node, resources, claims=dra)]
+        pods = [p for node in nodes for p in device_pods(ctx.cluster, node, ctx.settings.gpu_resources, dra=dra)]
         if not pods:
             for node in nodes:
                 _save(ctx, node, state="drained")
@@ -190,27 +188,20 @@ def request_checks(cluster: Any, node: str, *, dra: bool, settings: StepSettings
     lacks a controller, the bot may cordon it (a server-side dry run, authorized like the write),
     and what the drain will evict, each pod's budget asked by a dry-run eviction (one that
     refuses now is a warning: the drain waits for it up to its timeout)."""
-    resources = () if dra else tuple(settings.gpu_resources)
-    pods = device_pods(cluster, node, resources, claims=dra)
+    pods = device_pods(cluster, node, settings.gpu_resources, dra=dra)
     bare = [p.ref for p in pods if not p.controller and not p.terminating]
     if bare:
         return [failed("drain-possible", f"{listing(bare)} on {node} uses its devices and has no controller: draining "
                        "the node would delete it for good; move or delete it first, or pick another node", node,
                        pods=bare)]
     try:
-        cluster.write_json("PATCH", NODES.path(None, node), action=Action("patch", "nodes", None, node),
-                           body={"spec": {"unschedulable": True}}, content_type=CONTENT_TYPES["merge"],
-                           query=[("dryRun", "All")])
+        cluster.patch(NODES, node, {"spec": {"unschedulable": True}}, patch_type="merge", dry_run=True)
         waiting: list[str] = []
         for pod in pods:
             if pod.terminating:
                 continue
-            body = {"apiVersion": "policy/v1", "kind": "Eviction",
-                    "metadata": {"name": pod.name, "namespace": pod.namespace}}
             try:
-                cluster.write_json("POST", PODS.path(pod.namespace, pod.name, "eviction"),
-                                   action=Action("create", "pods/eviction", pod.namespace, pod.name), body=body,
-                                   content_type="application/json", query=[("dryRun", "All")])
+                cluster.evict(pod.name, namespace=pod.namespace, dry_run=True)
             except DisruptionRefused as exc:
                 waiting.append(f"{pod.ref} ({exc.detail})")
             except (NotFound, Conflict):

@@ -36,15 +36,15 @@ from runbooks.engine.recording import failed, note, note_checks, passed, result
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, StepContext, StepResult, StepSettings
-from runbooks.errors import Action, Conflict, Forbidden, NotFound
+from runbooks.errors import Conflict, Forbidden, NotFound
 from runbooks.inventory.models import Node
-from runbooks.inventory.reading import node_from, requested
+from runbooks.inventory.reading import controller_of, node_from, pod_from, requested
 
 STUCK_REASON = "UnexpectedAdmissionError"
 
 
-def _owner(meta: dict[str, Any]) -> dict[str, str]:
-    ref = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+def _owner(obj: dict[str, Any]) -> dict[str, str]:
+    ref = controller_of(obj)
     return {"kind": str(ref.get("kind")), "name": str(ref.get("name")), "uid": str(ref.get("uid"))} if ref else {}
 
 
@@ -83,18 +83,23 @@ def _stuck(cluster: Cluster, nodes: set[str], resources: tuple[str, ...]) -> lis
                 meta = obj.get("metadata") or {}
                 found.append({"namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
                               "uid": meta.get("uid", ""), "node": (obj.get("spec") or {}).get("nodeName") or "",
-                              "owner": _owner(meta), "why": why, "deletable": deletable})
+                              "owner": _owner(obj), "why": why, "deletable": deletable})
     return sorted(found, key=lambda p: (p["namespace"], p["name"]))
-
-
-def _kept_why(pod: dict[str, Any]) -> str:
-    return "(pending: the scheduler places it)" if pod["why"].startswith("pending") else "(no controller)"
 
 
 def _ref(pod: dict[str, Any]) -> str:
     owner = pod.get("owner") or {}
     by = f" ({owner['kind']} {owner['name']})" if owner else ""
     return f"{pod['namespace']}/{pod['name']}{by}"
+
+
+def plan_lines(change: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """``(the pods a repair deletes, the pods it lists only, each with why)`` of its stored plan,
+    as people read them (``ml-team/a-1 (ReplicaSet a)``)."""
+    def kept(pod: dict[str, Any]) -> str:
+        why = "pending: the scheduler places it" if str(pod.get("why", "")).startswith("pending") else "no controller"
+        return f"{_ref(pod)} ({why})"
+    return [_ref(p) for p in change.get("delete") or []], [kept(p) for p in change.get("listed") or []]
 
 
 class RepairSteps:
@@ -123,20 +128,17 @@ class RepairSteps:
             raise Refused(f"nothing to repair on the nodes of {run.target.ref}: no pod with a controller failed "
                           f"admission there after the plugin's outage{more}")
         change = {"delete": delete, "listed": bare, "nodes": list(snap.nodes)}
-        summary = (f"delete {len(delete)} stuck pod(s) so their controllers recreate them: "
-                   f"{listing([_ref(p) for p in delete])}"
-                   + (f"; listed only: {listing([_ref(p) + ' ' + _kept_why(p) for p in bare])}" if bare else ""))
+        deleting, listed = plan_lines(change)
+        summary = (f"delete {len(delete)} stuck pod(s) so their controllers recreate them: {listing(deleting)}"
+                   + (f"; listed only: {listing(listed)}" if listed else ""))
         return run.model_copy(update={"change": change}), summary
 
     def check_request(self, cluster: Cluster, run: Run, settings: StepSettings) -> list[Check]:
         """Each deletion made as a server-side dry run first (authorized like the deletion), so a
         missing RBAC rule refuses the request, naming it, before anyone approves."""
         for pod in run.change.get("delete") or []:
-            options = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": pod["uid"]}}
             try:
-                cluster.write_json("DELETE", PODS.path(pod["namespace"], pod["name"]),
-                                   action=Action("delete", "pods", pod["namespace"], pod["name"]), body=options,
-                                   content_type="application/json", query=[("dryRun", "All")])
+                cluster.delete(PODS, pod["name"], namespace=pod["namespace"], uid=pod["uid"], dry_run=True)
             except Forbidden as exc:
                 return [failed("repair-allowed", str(exc), _ref(pod))]
             except (NotFound, Conflict):
@@ -153,9 +155,7 @@ class RepairSteps:
         nodes, resources = set(run.change.get("nodes") or []), tuple(ctx.settings.gpu_resources)
         deleted = list(ctx.run.progress.get("deleted") or [])
         for pod in run.change.get("delete") or []:
-            now = next((o for o in ctx.cluster.list_objects(PODS, namespace=pod["namespace"],
-                                                            field_selector=f"metadata.name={pod['name']}")
-                        if (o.get("metadata") or {}).get("uid") == pod["uid"]), None)
+            now = _current(ctx.cluster, pod)
             if now is None:
                 note(ctx, "repair.delete-pod", "info", f"{_ref(pod)} is gone already", pod=_ref(pod))
                 continue
@@ -175,21 +175,20 @@ class RepairSteps:
         return StepResult(ok=True)
 
     def verify_all(self, ctx: StepContext) -> StepResult:
-        deleted = list(ctx.run.change.get("delete") or [])
+        """The pods this repair deleted are gone, and every live pod of their controllers runs
+        (none live: scaled down, or finished)."""
+        gone_by_us = set(ctx.run.progress.get("deleted") or [])
+        deleted = [p for p in ctx.run.change.get("delete") or [] if f"{p['namespace']}/{p['name']}" in gone_by_us]
         owners = {p["owner"]["uid"]: p for p in deleted}
         settings = ctx.settings
         last: dict[str, list[str]] = {}
 
-        gone_by_us = set(ctx.run.progress.get("deleted") or [])
-        deleted = [p for p in deleted if f"{p['namespace']}/{p['name']}" in gone_by_us]
-        owners = {p["owner"]["uid"]: p for p in deleted}
-
         def back() -> bool | None:
-            left = [_ref(p) for p in deleted if _exists(ctx.cluster, p)]
+            left = [_ref(p) for p in deleted if _current(ctx.cluster, p) is not None]
             waiting = []
-            for uid, pod in owners.items():  # every live pod of the controller runs (none: scaled down, or finished)
+            for uid, pod in owners.items():
                 mine = [o for o in ctx.cluster.list_objects(PODS, namespace=pod["namespace"])
-                        if _owner(o.get("metadata") or {}).get("uid") == uid and not _terminal(o)]
+                        if _owner(o).get("uid") == uid and not _terminal(o)]
                 if not all(_running(o) for o in mine):
                     waiting.append(f"{pod['owner']['kind']} {pod['namespace']}/{pod['owner']['name']}")
             last.update(left=left, waiting=waiting)
@@ -220,9 +219,10 @@ def _withheld(node: Node | None) -> bool:
     return node is not None and any(c > 0 and node.allocatable.get(r, 0) == 0 for r, c in node.capacity.items())
 
 
-def _exists(cluster: Cluster, pod: dict[str, Any]) -> bool:
+def _current(cluster: Cluster, pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The listed pod as it is now, None once it is gone (a new pod of its name is another one)."""
     found = cluster.list_objects(PODS, namespace=pod["namespace"], field_selector=f"metadata.name={pod['name']}")
-    return any((o.get("metadata") or {}).get("uid") == pod["uid"] for o in found)
+    return next((o for o in found if (o.get("metadata") or {}).get("uid") == pod["uid"]), None)
 
 
 def _terminal(obj: dict[str, Any]) -> bool:
@@ -231,7 +231,6 @@ def _terminal(obj: dict[str, Any]) -> bool:
 
 
 def _running(obj: dict[str, Any]) -> bool:
-    status = obj.get("status") or {}
-    return status.get("phase") == "Running" and any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    pod = pod_from(obj)
+    return pod.phase == "Running" and pod.ready
 

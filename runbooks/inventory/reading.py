@@ -207,6 +207,11 @@ def pod_from(obj: Obj) -> PluginPod:
     )
 
 
+def controller_of(obj: Obj) -> Obj | None:
+    """The object's controlling owner reference (``controller: true``), None for a bare object."""
+    return next((ref for ref in _meta(obj).get("ownerReferences") or [] if ref.get("controller")), None)
+
+
 def owner_uids(obj: Obj) -> set[str]:
     return {ref.get("uid", "") for ref in _meta(obj).get("ownerReferences") or []}
 

@@ -68,9 +68,6 @@ def _plugin_containers(ds: DaemonSet) -> list[ContainerFacts]:
             and not any(word in " ".join([*c.command, *c.args]) for word in NOT_THE_PLUGIN)]
 
 
-def _nvidia(ds: DaemonSet) -> list[str]:
-    return [c.name for c in _plugin_containers(ds)]
-
 
 def fail_on_init_error(ds: DaemonSet) -> list[Finding]:
     """FAIL_ON_INIT_ERROR false (the flag, else the variable; unset is the plugin's default, true)."""
@@ -80,10 +77,9 @@ def fail_on_init_error(ds: DaemonSet) -> list[Finding]:
         value = flag if flag is not None else ctr.env.get("FAIL_ON_INIT_ERROR")
         if value is None or value.lower() != "false":
             continue
-        said = f"{value!r}"
         out.append(Finding(
             severity="warn", code="fail-on-init-error", object=f"daemonset/{ds.ref}",
-            message=f"{ds.ref} (container {ctr.name}) runs with FAIL_ON_INIT_ERROR {said}: a plugin that cannot "
+            message=f"{ds.ref} (container {ctr.name}) runs with FAIL_ON_INIT_ERROR {value!r}: a plugin that cannot "
             "initialise NVML keeps running without registering, and its node's GPUs drop out of the scheduler "
             "with nothing crashing",
             next_step=_canary(ds, "env=FAIL_ON_INIT_ERROR=true"),
@@ -221,7 +217,7 @@ def privilege_escalation(ds: DaemonSet) -> list[Finding]:
 def claimed_twice(daemonsets: Sequence[DaemonSet]) -> list[Finding]:
     by_node: dict[tuple[str, str], list[str]] = defaultdict(list)
     for ds in daemonsets:
-        if ds.kind == "device-plugin" and _nvidia(ds):
+        if _plugin_containers(ds):
             for node in sorted({p.node for p in ds.pods if p.node}):
                 by_node[(NVIDIA_RESOURCE, node)].append(ds.ref)
     clashes: dict[tuple[str, tuple[str, ...]], list[str]] = defaultdict(list)

@@ -31,7 +31,17 @@ from handlers.access import Directory, StaticDirectory
 from handlers.clicks import Click, Decisions, EngineDecisions
 from handlers.replies import Message, Reply
 from handlers.routing import Caller, Router, default_registry
-from handlers.run_views import ACTIONS, gate_message, root_message, step_message, wave_now
+from handlers.run_views import (
+    ACTIONS,
+    gate_message,
+    phase_heading,
+    phase_message,
+    phase_of,
+    phase_rows,
+    root_message,
+    step_message,
+    wave_now,
+)
 from handlers.verbs import chat_verbs
 from runbooks.engine.driving import StepPaused
 from runbooks.engine.runs import Gate, Run, Step
@@ -65,6 +75,7 @@ class Chat:
         self._next_choice = 1
         self._pending: list[str] = []
         self._seen: set[str] = set()
+        self._phases: set[tuple[str, str]] = set()
         self._reasons: dict[str, str] = {}
         self._progress: dict[str, str] = {}
         self._lock = threading.RLock()
@@ -107,7 +118,23 @@ class Chat:
         self.print(f"{BOT} updated the message of {run.id}: state {run.state.value}{reason}")
 
     def on_step(self, run: Run, step: Step) -> None:
-        self.print(render_message(step_message(run, step), indent=f"  {run.id} | "))
+        """As in Slack's thread: each step of the run under its heading, one row per entry, and
+        the step's verdict when it ends; a decision as one line (the request was printed whole)."""
+        indent = f"  {run.id} | "
+        phase = phase_of(run, step)
+        if phase is None:
+            if not (step.kind == "gate" and step.name.endswith(" opened")):
+                self.print(render_message(step_message(run, step), indent=indent))
+            return
+        with self._lock:
+            first = (run.id, phase) not in self._phases
+            self._phases.add((run.id, phase))
+        if first:
+            self.print(f"{indent}{phase_heading(run, phase)}")
+        if step.kind == "step" and step.name == phase:
+            self.print(f"{indent}{phase_message(run, phase, [step]).title}")
+        else:
+            self.print("".join(f"{indent}  {row}\n" for row in phase_rows(phase, [step])).rstrip("\n"))
 
     def on_progress(self, run: Run) -> None:
         """A promotion in waves moved on: the root message's progress line, when it changed."""

@@ -13,6 +13,8 @@ A front end turns a click into a :class:`Click` and hands it to :class:`EngineDe
 - Request rollback (a stability report that is not stable): opens a rollback request
   as the clicker, who must be the run's requester or an approver (the engine checks),
   which an approver still has to approve.
+- Details (on each step's message in the thread): that step's whole trail from the audit,
+  for the clicker only; it decides nothing, so anyone in the channel may ask.
 
 A refused click changes nothing: ``accepted`` False and an ephemeral reply with the reason.
 """
@@ -27,7 +29,16 @@ from pydantic import BaseModel, ConfigDict
 from handlers import messages as msg
 from handlers.access import Directory, DirectoryUnavailable, actor
 from handlers.replies import Message, Reply, user_ref
-from handlers.run_views import APPROVE, REQUEST_ROLLBACK, decided_message, gate_ref, run_of_ref
+from handlers.run_views import (
+    APPROVE,
+    DETAILS,
+    REQUEST_ROLLBACK,
+    decided_message,
+    details_of,
+    details_reply,
+    gate_ref,
+    run_of_ref,
+)
 from runbooks.engine.commands import Engine
 from runbooks.engine.refusals import Refused
 from runbooks.engine.store import StoreUnavailable
@@ -39,7 +50,7 @@ class Click(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    action: Literal["approve", "reject", "request_rollback"]
+    action: Literal["approve", "reject", "request_rollback", "details"]
     value: str
     user: str
     channel: str | None = None
@@ -79,6 +90,8 @@ class EngineDecisions:
         try:
             if click.action == REQUEST_ROLLBACK:
                 return self._request_rollback(click)
+            if click.action == DETAILS:
+                return self._details(click)
             return self._decide(click)
         except Refused as exc:
             return _refused(str(exc))
@@ -106,6 +119,13 @@ class EngineDecisions:
             return Decided(accepted=True, reply=Reply(text=outcome.note, ephemeral=True))
         at = mine.at if mine is not None else after.updated_at
         return Decided(accepted=True, replace=decided_message(after, gate, user=click.user, approve=click.approve, at=at))
+
+    def _details(self, click: Click) -> Decided:
+        found = details_of(click.value)
+        if found is None:
+            return _refused(msg.not_a_request(click.value))
+        run = self.engine.get(found[0])
+        return Decided(accepted=True, reply=details_reply(run, found[1], self.engine.audit(run.id)))
 
     def _request_rollback(self, click: Click) -> Decided:
         who = replace(actor(click.user, self.policy, self.directory), surface=self.surface)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from handlers.replies import channel_ref
+from runbooks.errors import plural
 
 HELP_TITLE = "What I can do"
 HELP_TEXT = "Commands, with their arguments (key=value words may come in any order):"
@@ -283,3 +284,204 @@ def repair_plan(deleted: list[str], listed: list[str], limit: int = 8) -> str:
     if listed:
         text += f"; listed only, left as they are: {some(listed)}"
     return text
+
+
+# ------------------------------------------------------------------ a run's thread: one checklist per step
+PHASE_TITLES = {
+    "precheck": "Pre-checks",
+    "apply": "Apply",
+    "canary": "Canary",
+    "verify_canary": "Verify the canary",
+    "promote": "Promotion",
+    "verify_all": "Verify every node",
+    "rollback": "Rollback",
+}
+"""The message of each step of a run (``apply`` and ``verify_all`` of a migration or repair: see
+:func:`phase_title`)."""
+ROW_MARK = {"ok": "✅", "failed": "❌", "unknown": "❔", "info": "🔹", "skipped": "⏭️", "running": "⏳"}
+"""The icon of a checklist row by its result (plain emoji: every surface shows them)."""
+CHECK_LABELS = {
+    # pre-checks
+    "image-valid": "Image reference is valid",
+    "container-exists": "Container is in the template",
+    "daemonset-exists": "DaemonSet exists",
+    "daemonset-healthy": "DaemonSet is healthy",
+    "node-exists": "Canary node exists",
+    "node-ready": "Canary node is Ready and schedulable",
+    "node-has-gpu": "Canary node has GPUs and a ready plugin pod",
+    "no-fail-finding": "No failing inventory finding",
+    "baseline": "Baseline recorded",
+    "drain-possible": "Node can be drained",
+    "drain-allowed": "Draining is allowed",
+    "drain-budgets": "Disruption budgets allow the drain",
+    "template-as-requested": "Template is as requested",
+    # canary and promotion
+    "saved": "Saved what a rollback puts back",
+    "strategy": "Update strategy",
+    "image": "Image changed",
+    "template": "Template changed",
+    "drift": "Template unchanged since the request",
+    "resume": "Resumed",
+    "delete-pod": "Plugin pod replaced",
+    "cordon": "Node cordoned",
+    "evict": "Workloads evicted",
+    "drain": "Node drained",
+    "uncordon": "Node uncordoned",
+    "canary-pod-ready": "New plugin pod is Running and Ready",
+    "node": "Plugin updated node by node",
+    "wave": "Wave",
+    "waves": "Waves planned",
+    "paused": "Paused",
+    "promotion": "Every node on the new revision",
+    "window": "Maintenance window",
+    "wait": "Waiting",
+    "done": "Done",
+    "error": "Error",
+    # verify
+    "rollout": "New revision rolled out",
+    "pods-ready": "Plugin pods are Running and Ready",
+    "no-crashloop": "No plugin container in CrashLoopBackOff",
+    "restarts-stable": "No plugin restarts",
+    "plugin-registered": "Plugin registered with the kubelet",
+    "gpu-capacity": "GPU capacity not below the baseline",
+    "other-nodes-unchanged": "The other nodes unchanged",
+    "events": "Cluster events",
+    "events-failed-scheduling": "No FailedScheduling for lack of GPUs",
+    "events-backoff": "No new BackOff events",
+    "events-admission": "No new admission errors",
+    "kubelet-restarts": "No kubelet restart since the step began",
+    "smoke-test": "Smoke test on a GPU",
+    "dra-slices": "DRA ResourceSlices published",
+    "dra-claims": "DRA claims still allocated",
+    "dra-new-claims": "New DRA claims get allocated",
+    # rollback, migration, repair
+    "node-rolled-back": "Node rolled back",
+    "pods": "Plugin pods back on the saved template",
+    "rollback-images": "Images back as saved",
+    "rollback-uncordon": "Nodes uncordoned",
+    "repair": "Repaired workloads",
+    "workload": "Workload template",
+    "workload-exists": "Workload exists",
+    "workload-container": "Workload container",
+    "workload-unchanged": "Workload unchanged since the request",
+    "workload-rolled-out": "Workload rolled out",
+    "workload-restored": "Workload template restored",
+    "workloads-running": "Workloads running",
+    "claim-template-free": "Claim template name is free",
+    "claim-templates-deleted": "Claim templates deleted",
+    "claims-allocated": "Claims allocated",
+    "old-pods-gone": "Old pods gone",
+    "repair-allowed": "Repair is allowed",
+    "stuck-pods-deleted": "Stuck pods deleted",
+    "interrupted": "Interrupted",
+    "lease taken over": "Taken over by another bot process",
+    "continued": "Continued",
+}
+COUNTED = {"node": "update", "delete-pod": "pod", "evict": "eviction", "cordon": "node", "uncordon": "node",
+           "wave": "update"}
+"""Rows that repeat once per node (pod, wave) and say how many."""
+
+
+def phase_title(phase: str, *, kind: str = "upgrade") -> str:
+    if kind != "upgrade" and phase == "verify_all":
+        return "Verify"
+    if kind == "repair" and phase == "apply":
+        return "Repair"
+    if kind == "migration" and phase == "apply":
+        return "Apply the migration"
+    return PHASE_TITLES.get(phase, phase.replace("_", " ").capitalize())
+
+
+def check_label(key: str) -> str:
+    """A check's or step's label for people (``plugin-registered``: "Plugin registered with the kubelet")."""
+    return CHECK_LABELS.get(key) or key.replace("-", " ").replace("_", " ").capitalize()
+
+
+def counted_label(key: str, count: int) -> str:
+    label = check_label(key)
+    if count <= 1:
+        return label
+    return f"{label} ({plural(count, COUNTED.get(key, 'time'))})"
+
+
+def where(scope: str) -> str:
+    """A check's scope for people: ``on gpu-node1``, ``on every node``, ``on the other nodes``."""
+    if not scope:
+        return ""
+    return {"all nodes": "on every node", "other nodes": ""}.get(scope, f"on {scope}")
+
+
+def phase_verdict(status: str, *, failed: int, warnings: int, passed: int, final: bool) -> str:
+    """The state of a step's message: running, passed, passed with warnings, failed."""
+    if not final:
+        return "running" + (f" ({plural(passed, 'check')} passed so far)" if passed else "")
+    if status == "failed" or failed:
+        return "failed" + (f" ({plural(failed, 'check')})" if failed else "")
+    if warnings:
+        return f"passed, with {plural(warnings, 'warning')}"
+    return "passed"
+
+
+def more_passed(count: int) -> str:
+    return f"{ROW_MARK['ok']} {plural(count, 'more check')} passed (Details lists every entry)"
+
+
+def acted_by(user_ref: str) -> str:
+    return f"by {user_ref}"
+
+
+def phase_why(reason: str) -> str:
+    return f"Why: {reason}"
+
+
+DETAILS = "Details"
+
+
+def phase_details_title(title: str, run_id: str, count: int) -> str:
+    return f"{title} of {run_id}: {plural(count, 'entry', 'entries')}"
+
+
+# ------------------------------------------------------------------ a run's root message: where it is, what next, who acts
+def run_step(number: int, total: int, name: str) -> str:
+    return f"Step {number} of {total}: {name}"
+
+
+def approvers_act(requester_ref: str, self_approval: bool) -> str:
+    who = "any approver" if self_approval else f"an approver other than {requester_ref}"
+    return f"Who can act: {who}, with Approve or Reject in the thread"
+
+
+def people_may_stop(run_id: str) -> str:
+    return (f"Who can act: nobody needs to; the requester or an approver can `pause {run_id}` or "
+            f"`rollback {run_id}`")
+
+
+def halted_act(run_id: str) -> str:
+    return f"Who can act: the requester or an approver, with `resume {run_id}` (the step again) or `rollback {run_id}`"
+
+
+def reports_act(run_id: str) -> str:
+    return f"Who can act: anyone can ask `report {run_id}`; the requester or an approver can `rollback {run_id}`"
+
+
+NEXT = {
+    "canary": "Next: once approved, the change goes on the canary node {node} first",
+    "restart": "Next: once approved, the plugin restarts on the canary node {node} first",
+    "migration": "Next: once approved, the migration is applied and the workload rolled out",
+    "repair": "Next: once approved, the stuck pods are deleted so their controllers recreate them",
+    "rollback": "Next: once approved, the saved template is put back on every node",
+    "canary_rolling": "Next: the canary on {node} is verified, then a promotion request opens",
+    "canary_verifying": "Next: if every check passes a promotion request opens; if one fails the canary is rolled back",
+    "promotion": "Next: once approved, every node gets the change (each verified as it goes)",
+    "promoting": "Next: once every node runs the new revision, every node is verified",
+    "verifying": "Next: if every check passes the run is monitored; if one fails it is rolled back",
+    "applying": "Next: the change is verified",
+    "verifying_change": "Next: if every check passes the run is done; if one fails it is rolled back",
+    "monitoring": "Next: the scheduled stability reports, posted in this thread",
+    "rolling_back": "Next: the saved template is back on every node, then the run ends rolled back",
+    "halted": "Next: nothing moves until someone decides",
+}
+
+
+def next_step(key: str, node: str) -> str:
+    return NEXT[key].format(node=node)

@@ -22,7 +22,7 @@ from runbooks.daemonset.repairing import plan_lines
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.commands import Outcome
 from runbooks.engine.refusals import moment_text
-from runbooks.engine.runs import Gate, GateKind, Run, RunKind, RunState, Step
+from runbooks.engine.runs import WORKING, Gate, GateKind, Run, RunKind, RunState, Step
 from runbooks.errors import shorten
 from runbooks.templates import RESTARTED_AT
 
@@ -45,7 +45,10 @@ APPROVE = "approve"
 REJECT = "reject"
 REQUEST_ROLLBACK = "request_rollback"
 """The button of a stability report that is not stable; its value is the run id."""
-ACTIONS: tuple[str, ...] = (APPROVE, REJECT, REQUEST_ROLLBACK)
+DETAILS = "details"
+"""The button of a step's message; its value is the run id and the step: the step's whole trail,
+for the clicker only."""
+ACTIONS: tuple[str, ...] = (APPROVE, REJECT, REQUEST_ROLLBACK, DETAILS)
 """Every button the bot posts; :mod:`handlers.clicks` decides what a click on one does."""
 
 
@@ -180,19 +183,63 @@ def _what_fields(run: Run) -> list[Item]:
     return fields
 
 
-def root_message(run: Run) -> Message:
-    """The run's root message: target, image, node (a migration: workload and change), requester
-    and state (updated in place)."""
+UPGRADE_STEPS: tuple[tuple[RunState, str], ...] = (
+    (S.AWAITING_APPROVAL, "Canary request"), (S.CANARY_ROLLING, "Canary"), (S.CANARY_VERIFYING, "Verify the canary"),
+    (S.AWAITING_PROMOTION, "Promotion request"), (S.PROMOTING, "Promotion"), (S.VERIFYING, "Verify every node"),
+    (S.MONITORING, "Monitoring"),
+)
+CHANGE_STEPS: tuple[tuple[RunState, str], ...] = ((S.AWAITING_APPROVAL, "Request"), (S.APPLYING, "Apply"),
+                                                   (S.VERIFYING, "Verify"))
+
+
+def progress_of(run: Run) -> str:
+    """``Step 3 of 7: Verify the canary``, or '' where the run is off its path (rolling back, ended)."""
+    steps = UPGRADE_STEPS if run.kind is RunKind.UPGRADE else CHANGE_STEPS
+    state: RunState = S.AWAITING_APPROVAL if run.state is S.REQUESTED else run.state
+    if run.state is S.HALTED and run.previous_state is not None:
+        state = run.previous_state
+    for number, (at, name) in enumerate(steps, start=1):
+        if at is state:
+            return msg.run_step(number, len(steps), name)
+    return ""
+
+
+def next_lines(run: Run, *, self_approval: bool = False) -> list[str]:
+    """What happens next and who can act, for the root message (nothing once the run ended)."""
+    gate = run.gate if run.gate is not None and run.gate.is_open else None
+    if gate is not None:
+        key = {GateKind.CANARY: "restart" if is_restart(run) else "canary", GateKind.PROMOTION: "promotion",
+               GateKind.ROLLBACK: "rollback", GateKind.MIGRATION: "migration", GateKind.REPAIR: "repair"}[gate.kind]
+        return [msg.next_step(key, run.node), msg.approvers_act(user_ref(gate.requested_by), self_approval)]
+    if run.state is S.HALTED:
+        return [msg.next_step("halted", run.node), msg.halted_act(run.id)]
+    if run.state is S.MONITORING:
+        return [msg.next_step("monitoring", run.node), msg.reports_act(run.id)]
+    if run.state not in WORKING:
+        return []
+    key = "applying" if run.state is S.APPLYING else run.state.value
+    if run.kind is not RunKind.UPGRADE and run.state is S.VERIFYING:
+        key = "verifying_change"
+    return [msg.next_step(key, run.node), msg.people_may_stop(run.id)]
+
+
+def root_message(run: Run, *, self_approval: bool = False) -> Message:
+    """The run's root message (updated in place): its state and where it is on its path (step i
+    of n), what it changes where (target, image, canary node; a migration: workload and
+    change), who asked, what happens next and who can act."""
     fields = [
         Item(label="State", value=run.state.value + (" (halted)" if run.halted else "")),
         *_what_fields(run),
         Item(label="Requested by", value=user_ref(run.requester)),
         Item(label="Updated", value=moment_text(run.updated_at)),
     ]
-    lines = []
+    step = progress_of(run)
+    if step:
+        fields.insert(1, Item(label="Progress", value=step))
+    lines = next_lines(run, self_approval=self_approval)
     if run.gate is not None and run.gate.is_open:
-        lines.append(f"Waiting for approval: {GATE_TITLE[run.gate.kind].lower()} in the thread, "
-                     f"open until {moment_text(run.gate.expires_at)}")
+        lines.insert(0, f"Waiting for approval: {GATE_TITLE[run.gate.kind].lower()} in the thread, "
+                        f"open until {moment_text(run.gate.expires_at)}")
     if run.pause is not None:
         lines.append(msg.paused_by(user_ref(run.pause.by), moment_text(run.pause.at), run.pause.reason, run.id))
     if run.reason:
@@ -255,6 +302,136 @@ def wave_now(run: Run) -> str:
     done = run.progress.get("wave_done") or {}
     waiting = [line for number, line in enumerate(lines, start=1) if str(number) not in done]
     return waiting[0] if waiting else lines[-1]
+
+
+# ------------------------------------------------------------------ one message per step
+PRECHECK = "precheck"
+STATE_PHASE: dict[RunState, str] = {
+    S.APPLYING: "apply", S.CANARY_ROLLING: "canary", S.CANARY_VERIFYING: "verify_canary",
+    S.PROMOTING: "promote", S.VERIFYING: "verify_all", S.ROLLING_BACK: "rollback",
+}
+"""The step each working state runs (the engine names its steps' entries ``<step>.<check>``)."""
+PHASES: frozenset[str] = frozenset(STATE_PHASE.values())
+PHASE_ALIAS = {"repair": "apply"}
+"""A repair's deletions are entries of its ``apply`` step."""
+RANK = {"failed": 0, "unknown": 1, "running": 2, "ok": 3, "info": 3, "skipped": 3}
+"""Failures first, then what is not known; the rest in the order it happened."""
+MAX_ROWS = 12
+"""Rows of one step's message (with its title and a line of why: 15 lines at most)."""
+
+
+def phase_of(run: Run, step: Step) -> str | None:
+    """The step of the run an entry belongs to (its message in the thread), or None for
+    entries shown elsewhere: transitions (the root message), requests and their decisions
+    (the request's own message)."""
+    if step.kind in ("transition", "gate") or (step.kind == "decision" and step.name.endswith((" approved", " rejected"))):
+        return None
+    head, _, rest = step.name.partition(".")
+    head = head.split(" ", 1)[0]
+    head = PHASE_ALIAS.get(head, head)
+    if head == "canary" and rest.split(".", 1)[0] == PRECHECK:
+        return PRECHECK
+    if head in PHASES:
+        return head
+    return STATE_PHASE.get(run.state)
+
+
+def _key(phase: str, step: Step) -> str:
+    """The row an entry is shown in: its check's key (``verify_canary.events-backoff``: ``events-backoff``)."""
+    name = step.name
+    if " " in name and name.split(" ", 1)[0] in PHASES:  # "<step> interrupted"
+        return name.split(" ", 1)[1]
+    parts = name.split(".")
+    return parts[-1] if len(parts) > 1 else name
+
+
+def _worst(statuses: Sequence[str]) -> str:
+    return min(statuses, key=lambda s: RANK.get(s, 9))
+
+
+def _groups(phase: str, steps: Sequence[Step]) -> dict[str, list[Step]]:
+    groups: dict[str, list[Step]] = {}
+    for step in steps:
+        if not (step.kind == "step" and step.name == phase):  # the step's conclusion: the title
+            groups.setdefault(_key(phase, step), []).append(step)
+    return groups
+
+
+def _scope(group: Sequence[Step]) -> str:
+    return str(group[-1].evidence.get("scope") or "") if len(group) == 1 else ""
+
+
+def common_scope(phase: str, steps: Sequence[Step]) -> str:
+    """Where most of the step's checks looked (``gpu-node1``, ``all nodes``): said once, in the title."""
+    scopes = [s for s in (_scope(g) for g in _groups(phase, steps).values()) if s and s != "other nodes"]
+    return max(set(scopes), key=scopes.count) if scopes else ""
+
+
+def phase_rows(phase: str, steps: Sequence[Step], *, scope: str = "") -> list[str]:
+    """The checklist of a step: one row per check (repeated entries, as one per node, in one
+    row with their count), failures first, each with its icon, label, where it looked when
+    that is not ``scope`` (the title's), and its latest evidence unless the label says it all."""
+    rows: list[tuple[int, int, str]] = []
+    for order, (key, group) in enumerate(_groups(phase, steps).items()):
+        status = _worst([s.status for s in group])
+        last = next((s for s in reversed(group) if s.status == status), group[-1])
+        label = msg.counted_label(key, len(group))
+        place = msg.where(_scope(group)) if _scope(group) != scope else ""
+        evidence = shorten(last.detail.split("\n", 1)[0], 160) if last.detail else ""
+        if status == "ok" and evidence.lower().rstrip(".") == label.lower():
+            evidence = ""
+        if last.actor != ENGINE_ACTOR:
+            evidence = " ".join(p for p in (evidence, msg.acted_by(user_ref(last.actor))) if p)
+        row = f"{msg.ROW_MARK.get(status, msg.ROW_MARK['info'])} {label}{' ' + place if place else ''}"
+        rows.append((RANK.get(status, 9), order, row + (f" — {evidence}" if evidence else "")))
+    return [row for _, _, row in sorted(rows)]
+
+
+def phase_heading(run: Run, phase: str) -> str:
+    """The name of a step for people: ``Canary on gpu-node1``, ``Verify every node``."""
+    title = msg.phase_title(phase, kind=run.kind.value)
+    return f"{title} on {run.node}" if phase == "canary" and run.node else title
+
+
+def phase_message(run: Run, phase: str, steps: Sequence[Step]) -> Message:
+    """A step's message in the thread: its state in the title, the checklist below (at most
+    :data:`MAX_ROWS` rows: the passed ones beyond are counted), a Details button."""
+    end = next((s for s in reversed(steps) if s.kind == "step" and s.name == phase), None)
+    scope = common_scope(phase, steps)
+    rows = phase_rows(phase, steps, scope=scope)
+    statuses = [s.status for s in steps if s is not end]
+    failed, warnings = statuses.count("failed"), statuses.count("unknown")
+    final = end is not None or phase == PRECHECK
+    status = end.status if end is not None else "failed" if failed else "ok"
+    verdict = msg.phase_verdict(status, failed=failed, warnings=warnings, passed=statuses.count("ok"), final=final)
+    title = phase_heading(run, phase)
+    if scope and not (phase == "canary" and scope == run.node) and not (scope == "all nodes" and phase in (
+            "promote", "verify_all", "rollback")):
+        title += f" {msg.where(scope)}"
+    lines = [msg.phase_why(shorten(end.detail, 300))] if end is not None and end.status == "failed" and end.detail else []
+    if len(rows) > MAX_ROWS:
+        shown = rows[: MAX_ROWS - 1]
+        lines += [*shown, msg.more_passed(len(rows) - len(shown))]
+    else:
+        lines += rows
+    tone: Tone = ("error" if status == "failed" or failed else "warn" if warnings else "ok") if final else "info"
+    mark = "" if final else f"{msg.ROW_MARK['running']} "
+    return Message(title=f"{mark}{title}: {verdict}", text="\n".join(lines), tone=tone,
+                   buttons=[Button(label=msg.DETAILS, action_id=DETAILS, value=f"{run.id}|{phase}")])
+
+
+def details_of(value: str) -> tuple[str, str] | None:
+    """(run id, step) of a Details button's value, or None if it is not one."""
+    run, _, phase = value.partition("|")
+    return (run, phase) if run.startswith("r-") and (phase in PHASES or phase == PRECHECK) else None
+
+
+def details_reply(run: Run, phase: str, entries: Sequence[dict[str, Any]]) -> Reply:
+    """A Details click: every entry of that step of the run's trail (the newest when too many)."""
+    mine = [e for e in entries if phase_of(run, Step.model_validate(e)) == phase]
+    reply = audit_reply((run, mine))
+    title = msg.phase_details_title(msg.phase_title(phase, kind=run.kind.value), run.id, len(mine))
+    return reply.model_copy(update={"title": title})
 
 
 def step_message(run: Run, step: Step) -> Message:

@@ -66,6 +66,11 @@ def scrub(text: str, *secrets: str) -> str:
     return text
 
 
+def plural(count: int, one: str, many: str | None = None) -> str:
+    """``1 node``, ``3 nodes``: a count and its noun, as people write it."""
+    return f"{count} {one if count == 1 else (many or one + 's')}"
+
+
 def shorten(text: str, limit: int = MAX_DETAIL) -> str:
     """One line of at most ``limit`` characters."""
     line = " ".join(text.split())

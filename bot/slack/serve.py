@@ -169,7 +169,8 @@ def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache
     runtime.on_stop(pacer.close)
     threads = SlackThreads(web=web, pacer=pacer, set_origin=runtime.engine.set_origin,
                            self_approval=policy.approvers.allow_self_approval,
-                           oncall=policy.oncall.channel or "", mention=policy.oncall.mention or "")
+                           oncall=policy.oncall.channel or "", mention=policy.oncall.mention or "",
+                           audit=runtime.engine.audit)
     runtime.observers.add(threads)
     # every sweep: a gate message whose post failed goes out (one opened a minute ago or more)
     runtime.advancer.also.append(lambda runs: threads.reconcile(runs, min_age=60.0))

@@ -4,8 +4,12 @@
 from Slack (``origin`` ``{"surface": "slack", "channel": …}``). At the run's first event
 it posts the root message (target, image, node, requester, state) and records its ``ts``
 in the run with the engine's compare-and-set (``Engine.set_origin``), so a restarted
-bot, or another replica, updates the same message with ``chat.update``. Each step,
-check and decision becomes one thread message; each gate a thread message with Approve /
+bot, or another replica, updates the same message with ``chat.update``. Each step of the
+run (pre-checks, canary, verify, promotion, rollback) is one thread message, a checklist
+posted at its first entry and edited in place as its checks come in
+(:func:`handlers.run_views.phase_message`); its ``ts`` is kept with the run too
+(``origin["step|<step>"]``), and a process that did not post it reads the step's entries
+from the audit once before it edits it. Each gate is a thread message with Approve /
 Reject, rewritten without buttons once the gate closes (by a click, the shell or expiry).
 A gate message's ``ts`` is stored with the run too (``origin["gate|<ref>"]``), so a bot
 that did not post it still rewrites it; at start and after every sweep,
@@ -26,6 +30,7 @@ import datetime as dt
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from bot.slack.blocks import render_message
 from bot.slack.pacing import Pacer
@@ -36,8 +41,9 @@ from handlers.run_views import (
     gate_message,
     gate_ref,
     oncall_notice,
+    phase_message,
+    phase_of,
     root_message,
-    step_message,
 )
 from runbooks.engine.runs import Gate, Run, Step
 from runbooks.policy import Policy
@@ -50,14 +56,23 @@ GATE_KEY = "gate|"
 CLOSED = "|closed"
 """``origin[GATE_KEY + ref + CLOSED]``: that gate's message no longer shows buttons."""
 """``run.origin[GATE_KEY + gate_ref]`` is the ts of that gate's message in the run's thread."""
+STEP_KEY = "step|"
+"""``run.origin[STEP_KEY + step]`` is the ts of that step's message (``step|verify_canary``)."""
 
 
 class SlackThreads:
     def __init__(self, *, web: SlackWeb, pacer: Pacer, set_origin: Callable[..., Run],
-                 self_approval: bool = False, oncall: str = "", mention: str = "") -> None:
+                 self_approval: bool = False, oncall: str = "", mention: str = "",
+                 audit: Callable[[str], list[dict[str, Any]]] | None = None) -> None:
         """``set_origin(run_id, ts=…)`` stores the root message's ts in the run (first wins);
-        ``oncall`` (a channel) hears of halted runs and of the rollbacks the bot starts by itself."""
+        ``oncall`` (a channel) hears of halted runs and of the rollbacks the bot starts by itself;
+        ``audit(run_id)`` the run's entries (a step's message another process posted is redrawn
+        from them)."""
         self.web, self.pacer, self.set_origin, self.self_approval = web, pacer, set_origin, self_approval
+        self.audit = audit
+        self._phases: dict[tuple[str, str], list[Step]] = {}
+        """Each step's entries seen so far, by (run id, step): what its message shows."""
+        self._phase_ts: dict[tuple[str, str], str] = {}
         self.oncall, self.mention = oncall, mention
         self._told: set[tuple[str, str]] = set()
         self._pending: set[str] = set()
@@ -75,6 +90,8 @@ class SlackThreads:
         if channel is None:
             return
         self.pacer.submit(channel, lambda: self._sync_root(run.id, channel), key=f"root:{run.id}")
+        if not run.active:  # after its steps' last redraws (queued before): forget their entries
+            self.pacer.submit(channel, lambda: self._forget(run.id), key=f"forget:{run.id}")
         gate = run.gate
         if gate is not None and not gate.is_open and self._gate_ts(run, gate) and not self._closed(run, gate):
             self.pacer.submit(channel, lambda: self._close_gate(run, gate), key=f"gate:{gate_ref(run, gate)}")
@@ -108,9 +125,19 @@ class SlackThreads:
         return queued
 
     def on_step(self, run: Run, step: Step) -> None:
+        """The entry goes into its step's checklist, redrawn (coalesced with a redraw still queued)."""
         channel = self._remember(run)
-        if channel is not None:
-            self.pacer.submit(channel, lambda: self._post(run.id, channel, step_message(run, step)))
+        phase = phase_of(run, step) if channel is not None else None
+        if channel is None or phase is None:
+            return  # requests and decisions have their own message, transitions the root's
+        key = (run.id, phase)
+        with self._lock:
+            known = self._phases.get(key)
+            if known is None:
+                known = self._phases[key] = self._earlier(run, phase, step)
+            if not any(s.at == step.at and s.name == step.name for s in known):
+                known.append(step)
+        self.pacer.submit(channel, lambda: self._sync_phase(run.id, channel, phase), key=f"step:{run.id}:{phase}")
 
     def on_gate(self, run: Run, gate: Gate) -> None:
         channel = self._remember(run)
@@ -139,7 +166,7 @@ class SlackThreads:
     def _sync_root(self, run_id: str, channel: str) -> None:
         with self._lock:
             run = self._latest[run_id]
-        payload = render_message(root_message(run))[0]
+        payload = render_message(root_message(run, self_approval=self.self_approval))[0]
         ts = self.root_ts(run_id)
         if ts:
             self.web.update(channel, ts, payload)
@@ -168,6 +195,42 @@ class SlackThreads:
             if gate is not None:  # posted, or failed: the next sweep's reconcile tries again
                 with self._lock:
                     self._pending.discard(gate)
+
+    def _earlier(self, run: Run, phase: str, step: Step) -> list[Step]:
+        """The step's entries before this one, when its message was posted by another process
+        (or before a restart): read from the audit, so the message is redrawn whole."""
+        if self.audit is None or not run.origin.get(STEP_KEY + phase):
+            return []
+        try:
+            entries = [Step.model_validate(e) for e in self.audit(run.id)]
+        except Exception as exc:  # the store is down: draw what comes from now on
+            log.warning("could not read the entries of run %s: %s", run.id, type(exc).__name__)
+            return []
+        return [e for e in entries if phase_of(run, e) == phase and e.at <= step.at]
+
+    def _forget(self, run_id: str) -> None:
+        with self._lock:
+            for key in [k for k in self._phases if k[0] == run_id]:
+                self._phases.pop(key, None)
+                self._phase_ts.pop(key, None)
+
+    def _sync_phase(self, run_id: str, channel: str, phase: str) -> None:
+        """Post the step's message (the first time), else edit it, with every entry seen so far."""
+        with self._lock:
+            run, steps = self._latest[run_id], list(self._phases.get((run_id, phase), []))
+            ts = self._phase_ts.get((run_id, phase)) or run.origin.get(STEP_KEY + phase)
+        payload = render_message(phase_message(run, phase, steps))[0]
+        if ts:
+            self.web.update(channel, ts, payload)
+            return
+        root = self.root_ts(run_id)
+        if root is None:
+            log.warning("run %s has no root message in %s; its %s message was dropped", run_id, channel, phase)
+            return
+        posted = self.web.post(channel, payload, thread_ts=root)
+        with self._lock:
+            self._phase_ts[(run_id, phase)] = posted
+        self.set_origin(run_id, **{STEP_KEY + phase: posted})
 
     def _tell_oncall(self, run: Run) -> None:
         """A halted run, or a rollback the bot started by itself, to the on-call channel: once

@@ -36,7 +36,7 @@ from runbooks.daemonset.preflight import canary_prechecks, resolve_container
 from runbooks.engine.recording import failed, note, note_checks, passed, result
 from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, StepContext, StepResult
-from runbooks.errors import NotFound
+from runbooks.errors import NotFound, plural
 from runbooks.inventory import PluginPod
 from runbooks.templates import same
 
@@ -190,4 +190,4 @@ def _others_on_old_revision(snap: Snapshot, others: list[str], new: Revision) ->
     moved = [n for n in others if (p := snap.pod_on(n)) is not None and p.revision_hash == new.hash]
     if moved:
         return failed("other-nodes-unchanged", f"pods on {judge.listing(moved)} run the new revision too", judge.listing(moved))
-    return passed("other-nodes-unchanged", f"{len(others)} other node(s) still run the previous revision", "other nodes")
+    return passed("other-nodes-unchanged", f"{plural(len(others), 'other node')} still run the previous revision", "other nodes")

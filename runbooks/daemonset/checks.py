@@ -16,6 +16,7 @@ from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.observing import Snapshot
 from runbooks.engine.recording import failed, passed, skipped, unknown, warned
 from runbooks.engine.steps import Check
+from runbooks.errors import plural
 from runbooks.inventory import Node, ResourceClaim, ResourceSlice
 from runbooks.inventory.plugins import LogResult
 
@@ -57,13 +58,13 @@ def rollout(snap: Snapshot, nodes: Sequence[str], *, image: str | None, containe
     if wrong_image:
         return failed("rollout", f"pods on {listing(wrong_image)} do not run {image}", scope, **evidence)
     if behind:
-        detail = f"{len(behind)} of {len(nodes)} node(s) not on revision {current.number} ({current.hash}): {listing(behind)}"
+        detail = f"{len(behind)} of {plural(len(nodes), 'node')} not on revision {current.number} ({current.hash}): {listing(behind)}"
         if image is None and snap.strategy_type == "OnDelete":
             return warned("rollout", detail + " (OnDelete: pods change only when deleted; a canary may be in progress)",
                           scope, **evidence)
         return failed("rollout", detail, scope, **evidence)
     what = f" with {image}" if image else ""
-    return passed("rollout", f"{len(nodes)} node(s) on revision {current.number} ({current.hash}){what}; "
+    return passed("rollout", f"{plural(len(nodes), 'node')} on revision {current.number} ({current.hash}){what}; "
                   f"{on_current}/{desired} pods updated", scope, **evidence)
 
 
@@ -78,7 +79,7 @@ def pods_ready(snap: Snapshot, nodes: Sequence[str], *, everywhere: bool) -> Che
     scope = scope_of(nodes, everywhere)
     if bad:
         return failed("pods-ready", "; ".join(f"{n}: {why}" for n, why in list(bad.items())[:5]), scope, nodes=bad)
-    return passed("pods-ready", f"the plugin pod on each of {len(nodes)} node(s) is Running and Ready", scope)
+    return passed("pods-ready", f"the plugin pod on each of {plural(len(nodes), 'node')} is Running and Ready", scope)
 
 
 def no_crashloop(samples: Sequence[Snapshot], nodes: Sequence[str], *, everywhere: bool) -> Check:
@@ -139,7 +140,7 @@ def registered(snap: Snapshot, nodes: Sequence[str], logs: dict[str, LogResult],
         first = next(iter(unread.values()))
         return unknown("plugin-registered", f"could not read the plugin log on {listing(list(unread))} ({first})",
                       scope, unread=unread)
-    return passed("plugin-registered", f"{line} found on {len(nodes)} node(s)", scope)
+    return passed("plugin-registered", f"{line} found on {plural(len(nodes), 'node')}", scope)
 
 
 def gpu_capacity(
@@ -174,10 +175,10 @@ def gpu_capacity(
         return failed("gpu-capacity", "; ".join(f"{n}: {p}" for n, p in list(problems.items())[:5]) + before, scope,
                       nodes=problems, degraded_before=degraded)
     if baseline is None:
-        return passed("gpu-capacity", f"{', '.join(resources)} allocatable equals capacity on {len(nodes)} node(s) "
+        return passed("gpu-capacity", f"{', '.join(resources)} allocatable equals capacity on {plural(len(nodes), 'node')} "
                       "(no baseline to compare with)", scope)
     return passed("gpu-capacity", f"{', '.join(resources)} capacity and allocatable not below the baseline on "
-                  f"{len(nodes)} node(s){before}", scope, degraded_before=degraded)
+                  f"{plural(len(nodes), 'node')}{before}", scope, degraded_before=degraded)
 
 
 def _degraded_before(nodes: Sequence[str], baseline: Baseline | None, resources: Sequence[str]) -> dict[str, str]:
@@ -213,7 +214,7 @@ def others_unchanged(
     if changed:
         return failed("other-nodes-unchanged", "; ".join(f"{n}: {c}" for n, c in list(changed.items())[:5]),
                       listing(list(changed)), nodes=changed)
-    return passed("other-nodes-unchanged", f"{len(others)} other node(s) keep their image and GPU capacity", "other nodes")
+    return passed("other-nodes-unchanged", f"{plural(len(others), 'other node')} keep their image and GPU capacity", "other nodes")
 
 
 def dra_slices(nodes: Sequence[str], slices: Sequence[ResourceSlice] | None, drivers: Sequence[str],
@@ -232,10 +233,10 @@ def dra_slices(nodes: Sequence[str], slices: Sequence[ResourceSlice] | None, dri
             if devices == 0:
                 missing[node] = f"no ResourceSlice of {driver}"
             elif want is not None and devices < want:
-                missing[node] = f"{devices} device(s) of {driver}, baseline {want}"
+                missing[node] = f"{plural(devices, 'device')} of {driver}, baseline {want}"
     if missing:
         return failed("dra-slices", "; ".join(f"{n}: {m}" for n, m in list(missing.items())[:5]), scope, nodes=missing)
-    return passed("dra-slices", f"ResourceSlices of {', '.join(drivers)} on {len(nodes)} node(s)", scope)
+    return passed("dra-slices", f"ResourceSlices of {', '.join(drivers)} on {plural(len(nodes), 'node')}", scope)
 
 
 def dra_claims(claims: Sequence[ResourceClaim] | None, baseline: Baseline | None, drivers: Sequence[str]) -> Check:
@@ -246,7 +247,7 @@ def dra_claims(claims: Sequence[ResourceClaim] | None, baseline: Baseline | None
     lost = [k for k in wanted if k not in now or not now[k].state.startswith("allocated")]
     if lost:
         return failed("dra-claims", f"claims no longer allocated: {listing(lost)}", ALL, lost=lost)
-    return passed("dra-claims", f"{len(wanted)} claim(s) of {', '.join(drivers) or 'its drivers'} still allocated", ALL)
+    return passed("dra-claims", f"{plural(len(wanted), 'claim')} of {', '.join(drivers) or 'its drivers'} still allocated", ALL)
 
 
 def dra_new_claims(claims: Sequence[ResourceClaim] | None, since: dt.datetime, *, end_time: dt.datetime, grace: float,
@@ -266,7 +267,7 @@ def dra_new_claims(claims: Sequence[ResourceClaim] | None, since: dt.datetime, *
                                                  if f"{c.namespace}/{p}" in scheduling), "") for c in stuck}
         first = next(iter(said.items()))
         why = f": the scheduler said {first[1][:200]!r}" if first[1] else ""
-        return failed("dra-new-claims", f"{len(stuck)} claim(s) made since the step began still pending after "
+        return failed("dra-new-claims", f"{plural(len(stuck), 'claim')} made since the step began still pending after "
                       f"{grace:g}s with pods waiting ({listing(list(said))}){why}", ALL, claims=said)
     return passed("dra-new-claims", f"no claim made since the step began is left pending (of "
                   f"{', '.join(drivers) or 'its drivers'})", ALL)

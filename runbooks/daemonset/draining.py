@@ -33,7 +33,7 @@ from runbooks.cluster.resources import NODES, PODS
 from runbooks.daemonset.checks import listing
 from runbooks.engine.recording import failed, note, passed
 from runbooks.engine.steps import Check, CheckStatus, StepContext, StepSettings
-from runbooks.errors import Conflict, DisruptionRefused, Forbidden, NotFound
+from runbooks.errors import Conflict, DisruptionRefused, Forbidden, NotFound, plural
 from runbooks.inventory.reading import controller_of, requested
 from runbooks.policy import Drain, duration_seconds
 
@@ -163,7 +163,7 @@ def _evict_all(ctx: StepContext, nodes: list[str], dra: bool, *, timeout: float,
             left = [f"{p.ref} on {p.node}" + (f" ({refused[p.ref]})" if p.ref in refused else
                                               " (terminating)" if p.terminating else "") for p in pods]
             problem = (f"the drain of {listing(nodes)} did not finish in {timeout:g}s (drain.timeout): "
-                       f"{len(pods)} pod(s) still use the devices: {listing(left, 3)}")
+                       f"{plural(len(pods), 'pod')} still use the devices: {listing(left, 3)}")
             note(ctx, step, "failed", problem, nodes=nodes, pods=[p.ref for p in pods])
             return problem
         ctx.clock.sleep(ctx.settings.poll_interval)
@@ -208,7 +208,7 @@ def request_checks(cluster: Any, node: str, *, dra: bool, settings: StepSettings
                 continue
     except Forbidden as exc:
         return [failed("drain-allowed", f"the target drains its nodes, but {exc}", node)]
-    what = (f"{len(pods)} pod(s) using its devices are evicted first: {listing([p.ref for p in pods])}" if pods
+    what = (f"{plural(len(pods), 'pod')} using its devices are evicted first: {listing([p.ref for p in pods])}" if pods
             else "no pod uses its devices now")
     checks = [passed("drain-possible", f"{node} is cordoned and drained before its plugin pod is replaced; {what}",
                      node, pods=[p.ref for p in pods])]

@@ -18,6 +18,7 @@ from runbooks.daemonset.observing import Snapshot, observe, wait_for
 from runbooks.daemonset.patching import delete_pod
 from runbooks.engine.recording import note
 from runbooks.engine.steps import StepContext
+from runbooks.errors import plural
 
 
 @dataclass
@@ -47,7 +48,7 @@ def follow_rollout(ctx: StepContext, revision_hash: str, *, step: str) -> Outcom
     snap = observe(ctx.cluster, target.namespace, target.name)
     done = {n for n in snap.nodes if n not in snap.behind(revision_hash)}
     if done:
-        note(ctx, step, "info", f"{len(done)} node(s) already on revision {revision_hash}: {listing(sorted(done))}",
+        note(ctx, step, "info", f"{plural(len(done), 'node')} already on revision {revision_hash}: {listing(sorted(done))}",
              nodes=sorted(done))
     moved_at = clock.now()
     while True:

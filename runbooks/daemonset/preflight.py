@@ -22,7 +22,7 @@ from runbooks.daemonset.observing import Snapshot, wait_for
 from runbooks.engine.recording import failed, passed
 from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, Clock, StepSettings
-from runbooks.errors import NotFound
+from runbooks.errors import NotFound, plural
 from runbooks.inventory import Inventory, take_inventory
 from runbooks.inventory.reading import node_from
 from runbooks.templates import same
@@ -163,6 +163,6 @@ def canary_prechecks(
                             probe=settled) or baseline
     degraded = _unsettled(baseline)
     note = f"; degraded before the run: {', '.join(degraded)}" if degraded else ""
-    checks.append(passed("baseline", f"baseline of {len(baseline.nodes)} node(s) recorded{note}",
+    checks.append(passed("baseline", f"baseline of {plural(len(baseline.nodes), 'node')} recorded{note}",
                          nodes=sorted(baseline.nodes), taken_at=baseline.taken_at.isoformat(), degraded=degraded))
     return checks, baseline

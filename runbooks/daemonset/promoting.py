@@ -20,6 +20,7 @@ from runbooks.daemonset.observing import observe, wait_for
 from runbooks.daemonset.patching import set_strategy
 from runbooks.engine.recording import failed, note, note_checks, passed
 from runbooks.engine.steps import StepContext, StepResult
+from runbooks.errors import plural
 from runbooks.templates import same
 
 
@@ -52,7 +53,7 @@ def promote(ctx: StepContext) -> StepResult:
         outcome = follow_rollout(ctx, new.hash, step="promote.node")
     nodes = outcome.snapshot.nodes
     if outcome.ok:
-        check = passed("promotion", f"{len(nodes)} node(s) run {run.image} (revision {new.number}) and are Ready",
+        check = passed("promotion", f"{plural(len(nodes), 'node')} run {run.image} (revision {new.number}) and are Ready",
                        "all nodes", revision=new.hash)
         after = companions.upgrade(ctx, before=False)
         note_checks(ctx, "promote", [check, *after])
@@ -61,7 +62,7 @@ def promote(ctx: StepContext) -> StepResult:
             return StepResult(ok=False, reason="; ".join(f"{c.scope}: {c.detail}" for c in bad), checks=[check, *after])
         return StepResult(ok=True, checks=[check, *after])
     behind = outcome.behind
-    check = failed("promotion", f"{outcome.problem or 'not finished'}; {len(behind)} of {len(nodes)} node(s) still behind: {listing(behind)}",
+    check = failed("promotion", f"{outcome.problem or 'not finished'}; {len(behind)} of {plural(len(nodes), 'node')} still behind: {listing(behind)}",
                    listing(behind), behind=behind, revision=new.hash)
     note_checks(ctx, "promote", [check])
     return StepResult(ok=False, reason=f"promotion failed: {check.detail}", checks=[check])

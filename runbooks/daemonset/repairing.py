@@ -36,7 +36,7 @@ from runbooks.engine.recording import failed, note, note_checks, passed, result
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, StepContext, StepResult, StepSettings
-from runbooks.errors import Conflict, Forbidden, NotFound
+from runbooks.errors import Conflict, Forbidden, NotFound, plural
 from runbooks.inventory.models import Node
 from runbooks.inventory.reading import controller_of, node_from, pod_from, requested
 
@@ -129,7 +129,7 @@ class RepairSteps:
                           f"admission there after the plugin's outage{more}")
         change = {"delete": delete, "listed": bare, "nodes": list(snap.nodes)}
         deleting, listed = plan_lines(change)
-        summary = (f"delete {len(delete)} stuck pod(s) so their controllers recreate them: {listing(deleting)}"
+        summary = (f"delete {plural(len(delete), 'stuck pod')} so their controllers recreate them: {listing(deleting)}"
                    + (f"; listed only: {listing(listed)}" if listed else ""))
         return run.model_copy(update={"change": change}), summary
 
@@ -143,7 +143,7 @@ class RepairSteps:
                 return [failed("repair-allowed", str(exc), _ref(pod))]
             except (NotFound, Conflict):
                 continue  # gone meanwhile: apply says so
-        return [passed("repair-allowed", f"{len(run.change.get('delete') or [])} pod(s) may be deleted (a dry run "
+        return [passed("repair-allowed", f"{plural(len(run.change.get('delete') or []), 'pod')} may be deleted (a dry run "
                        f"of each), {len(run.change.get('listed') or [])} listed only")]
 
     def apply(self, ctx: StepContext) -> StepResult:
@@ -196,10 +196,10 @@ class RepairSteps:
 
         wait_for(ctx.clock, timeout=settings.ready_timeout, interval=settings.poll_interval, probe=back)
         gone = (failed("stuck-pods-deleted", f"still there: {listing(last['left'])}", "stuck pods", pods=last["left"])
-                if last["left"] else passed("stuck-pods-deleted", f"{len(deleted)} stuck pod(s) deleted", "stuck pods"))
+                if last["left"] else passed("stuck-pods-deleted", f"{plural(len(deleted), 'stuck pod')} deleted", "stuck pods"))
         running = (failed("workloads-running", f"not all Running and Ready after {settings.ready_timeout:g}s: "
                           f"{listing(last['waiting'])}", "workloads", waiting=last["waiting"]) if last["waiting"] else
-                   passed("workloads-running", f"the pods of {len(owners)} controller(s) are Running and Ready again",
+                   passed("workloads-running", f"the pods of {plural(len(owners), 'controller')} are Running and Ready again",
                           "workloads"))
         checks = [gone, running]
         note_checks(ctx, "verify", checks)
@@ -207,7 +207,7 @@ class RepairSteps:
 
     def rollback(self, ctx: StepContext) -> StepResult:
         deleted = list(ctx.run.progress.get("deleted") or [])
-        what = (f"it deleted {len(deleted)} stuck pod(s) ({listing(deleted)}), which their controllers recreate"
+        what = (f"it deleted {plural(len(deleted), 'stuck pod')} ({listing(deleted)}), which their controllers recreate"
                 if deleted else "it deleted no pod")
         note(ctx, "rollback.repair", "info", f"a repair has nothing to put back: {what}")
         return StepResult(ok=True, reason=f"nothing to roll back: {what}")

@@ -37,7 +37,7 @@ from runbooks.daemonset.patching import delete_pod, restore_template, set_strate
 from runbooks.daemonset.verifying import sample_nodes
 from runbooks.engine.recording import failed, note, note_checks, passed, result
 from runbooks.engine.steps import Check, StepContext, StepResult
-from runbooks.errors import NotFound
+from runbooks.errors import NotFound, plural
 
 
 def previous_template(snap: Snapshot, progress: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str] | None:
@@ -154,7 +154,7 @@ def _back_to_baseline(ctx: StepContext, snap: Snapshot, template: dict[str, Any]
         detail = "; ".join(f"{n}: {w}" for n, w in list(wrong.items())[:5])
         images = failed("rollback-images", (f"{problem}: " if problem else "") + detail, judge.ALL, nodes=wrong)
     else:
-        images = passed("rollback-images", f"{len(nodes)} node(s) run the previous images again", judge.ALL,
+        images = passed("rollback-images", f"{plural(len(nodes), 'node')} run the previous images again", judge.ALL,
                         images=wanted_images)
     return [images, judge.pods_ready(snap, nodes, everywhere=True),
             capacity.model_copy(update={"name": "rollback-capacity"})]

@@ -49,7 +49,7 @@ from runbooks.engine.recording import failed, note
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, StepContext, StepResult, StepSettings
-from runbooks.errors import NotFound, PermanentClusterError
+from runbooks.errors import NotFound, PermanentClusterError, plural
 from runbooks.inventory import take_inventory
 from runbooks.inventory.plugins import classify
 
@@ -86,7 +86,7 @@ class DaemonSetSteps:
                           "`inventory` shows why; name the node")
         best = candidates[0]
         return best.name, (f"node=auto chose {best.name}: Ready, schedulable, its plugin pod Ready, "
-                           f"{best.busy} device(s) in use (the fewest of {len(candidates)} candidate(s))")
+                           f"{plural(best.busy, 'device')} in use (the fewest of {plural(len(candidates), 'candidate')})")
 
     def canary(self, ctx: StepContext) -> StepResult:
         """canary_rolling: pre-checks, saved state, OnDelete, new image, the canary node's pod replaced and Ready."""
@@ -105,7 +105,7 @@ class DaemonSetSteps:
             planned = waves.plan(ctx.cluster, snap, canary=ctx.run.node, target=target, settings=ctx.settings)
             ctx.run = ctx.save_progress({"waves": planned})
             note(ctx, "verify_canary.waves", "info", "the promotion goes in " + "; ".join(
-                f"wave {i}: {len(w['nodes'])} node(s)" for i, w in enumerate(planned, start=1)),
+                f"wave {i}: {plural(len(w['nodes']), 'node')}" for i, w in enumerate(planned, start=1)),
                 waves=[len(w["nodes"]) for w in planned])
         return result
 

@@ -53,6 +53,7 @@ from runbooks.daemonset.patching import set_strategy
 from runbooks.daemonset.verifying import verify
 from runbooks.engine.recording import failed, note, note_checks, passed
 from runbooks.engine.steps import Again, Check, StepContext, StepResult, StepSettings
+from runbooks.errors import plural
 from runbooks.inventory import take_inventory
 from runbooks.inventory.reading import parse_time
 from runbooks.policy import Target, Wave, duration_seconds
@@ -229,8 +230,8 @@ def _move_and_verify(ctx: StepContext, number: int, total: int, wave: dict[str, 
     if str(number) not in state:
         state[str(number)] = ctx.cluster.server_time().isoformat()
         ctx.run = ctx.save_progress({"wave": number, "wave_started": state})
-        note(ctx, "promote.wave", "info", f"wave {number} of {total} starts: {len(nodes)} node(s) ({listing(nodes)}), "
-             f"at most {limit} plugin pod(s) unavailable at once", wave=number, nodes=nodes)
+        note(ctx, "promote.wave", "info", f"wave {number} of {total} starts: {plural(len(nodes), 'node')} ({listing(nodes)}), "
+             f"at most {plural(limit, 'plugin pod')} unavailable at once", wave=number, nodes=nodes)
     def moved(count: int) -> None:
         ctx.run = ctx.save_progress({"wave_moved": {**(ctx.run.progress.get("wave_moved") or {}), str(number): count}})
 
@@ -241,7 +242,7 @@ def _move_and_verify(ctx: StepContext, number: int, total: int, wave: dict[str, 
     if not outcome.ok:
         draining.mark_failed(ctx, outcome.failing)
         check = failed("promotion", f"wave {number} of {total}: {outcome.problem or 'not finished'}; "
-                       f"{len(outcome.behind)} of {len(nodes)} node(s) of the wave behind: {listing(outcome.behind)}",
+                       f"{len(outcome.behind)} of {plural(len(nodes), 'node')} of the wave behind: {listing(outcome.behind)}",
                        listing(outcome.behind), wave=number, behind=outcome.behind, revision=new.hash)
         note_checks(ctx, "promote", [check])
         return StepResult(ok=False, reason=f"wave {number} of {total} failed: {check.detail}", checks=[check])
@@ -265,7 +266,7 @@ def _move_and_verify(ctx: StepContext, number: int, total: int, wave: dict[str, 
     entry = {"verified_at": now.isoformat(), "soak_until": (now + dt.timedelta(seconds=soak)).isoformat() if soak else None}
     ctx.run = ctx.save_progress({"wave_done": {**(ctx.run.progress.get("wave_done") or {}), str(number): entry}})
     soaking = f"; it soaks for {soak:g}s" if soak and number < total else ""
-    note(ctx, "promote.wave", "ok", f"wave {number} of {total} verified on {len(nodes)} node(s){soaking}", wave=number)
+    note(ctx, "promote.wave", "ok", f"wave {number} of {total} verified on {plural(len(nodes), 'node')}{soaking}", wave=number)
     return StepResult(ok=True)
 
 
@@ -277,7 +278,7 @@ def _finish(ctx: StepContext, saved: dict[str, Any], new: Revision) -> StepResul
         set_strategy(ctx, original, step="promote.strategy")
     waves = run.progress.get("waves") or []
     moved = sum(len(w["nodes"]) for w in waves) + 1
-    check = passed("promotion", f"{moved} node(s) run {run.image} (revision {new.number}), in {len(waves)} wave(s) after "
+    check = passed("promotion", f"{plural(moved, 'node')} run {run.image} (revision {new.number}), in {plural(len(waves), 'wave')} after "
                    "the canary, each verified", "all nodes", revision=new.hash, waves=len(waves))
     after = companions.upgrade(ctx, before=False)
     note_checks(ctx, "promote", [check, *after])

@@ -41,7 +41,7 @@ from runbooks.dra.migrating import MigrationError, find_workload, migrate
 from runbooks.engine.recording import failed, note, note_checks, passed, result
 from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, StepContext, StepResult, StepSettings
-from runbooks.errors import ClusterError, NotFound, shorten
+from runbooks.errors import ClusterError, NotFound, plural, shorten
 from runbooks.inventory.reading import container_requests
 from runbooks.rollouts import template_of
 from runbooks.templates import same
@@ -158,7 +158,7 @@ class MigrationSteps:
         new = [p for p in pods if names <= {c.get("name") for c in (p.get("spec") or {}).get("resourceClaims") or []}]
         resources = tuple({c["resource"] for c in claims})
         old = [p["metadata"]["name"] for p in pods if p not in new and _asks(p, resources)]
-        checks.append(failed("old-pods-gone", f"{len(old)} pod(s) still ask for {', '.join(resources)}: "
+        checks.append(failed("old-pods-gone", f"{plural(len(old), 'pod')} still ask for {', '.join(resources)}: "
                              f"{', '.join(sorted(old)[:5])}", target.ref) if old else
                       passed("old-pods-gone", f"no pod of {target.ref} asks for {', '.join(resources)} any more",
                              target.ref))
@@ -166,7 +166,7 @@ class MigrationSteps:
         outcome = result(checks, what=f"the migration of {target.kind} {target.ref}")
         note_checks(ctx, "verify", checks)
         if outcome.ok:
-            return outcome.model_copy(update={"reason": f"{len(new)} pod(s) of {target.ref} run with allocated claims"})
+            return outcome.model_copy(update={"reason": f"{plural(len(new), 'pod')} of {target.ref} run with allocated claims"})
         return outcome
 
     def _follow(self, ctx: StepContext, *, want: dict[str, Any]) -> Check:
@@ -234,7 +234,7 @@ class MigrationSteps:
             return failed("claims-allocated", "; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)"
                           if len(problems) > 5 else ""), target.ref, pods=len(pods))
         shown = ", ".join(f"{p}: {', '.join(d)}" for p, d in sorted(devices.items())[:5])
-        return passed("claims-allocated", f"{len(pods)} pod(s) Running and Ready with their claims allocated and "
+        return passed("claims-allocated", f"{plural(len(pods), 'pod')} Running and Ready with their claims allocated and "
                       f"reserved ({shown})", target.ref, devices=devices)
 
     # ------------------------------------------------------------------ rollback

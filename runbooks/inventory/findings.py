@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from runbooks.cluster.wrapping import RBAC_HOME
+from runbooks.errors import plural
 from runbooks.inventory.manifests import manifest_findings
 from runbooks.inventory.models import (
     DaemonSet,
@@ -93,7 +94,7 @@ def daemonset_findings(daemonsets: Sequence[DaemonSet]) -> list[Finding]:
             pod = next(p for p in ds.pods if p.crashloop)
             out.append(Finding(
                 severity="fail", code="plugin-crashloop", object=obj,
-                message=f"{len(looping)} pod(s) of {ds.ref} are in CrashLoopBackOff on {_listing(looping)} "
+                message=f"{plural(len(looping), 'pod')} of {ds.ref} are in CrashLoopBackOff on {_listing(looping)} "
                 f"(image {_listing(sorted(set(pod.images.values())))})",
                 next_step=f"kubectl -n {ds.namespace} logs {pod.name} --previous; roll back to the last "
                 "image that worked",
@@ -103,7 +104,7 @@ def daemonset_findings(daemonsets: Sequence[DaemonSet]) -> list[Finding]:
             versions[tuple(sorted(pod.images.items()))].append(pod.node or pod.name)
         if len(versions) > 1:
             parts = [
-                f"{_listing(sorted(set(dict(images).values())), 2)} on {len(where)} node(s) ({_listing(sorted(where), 3)})"
+                f"{_listing(sorted(set(dict(images).values())), 2)} on {plural(len(where), 'node')} ({_listing(sorted(where), 3)})"
                 for images, where in sorted(versions.items(), key=lambda kv: -len(kv[1]))
             ]
             out.append(Finding(
@@ -116,7 +117,7 @@ def daemonset_findings(daemonsets: Sequence[DaemonSet]) -> list[Finding]:
         if stuck:
             out.append(Finding(
                 severity="warn", code="plugin-pods-not-ready", object=obj,
-                message=f"{len(stuck)} pod(s) of {ds.ref} are not Ready on {_listing(stuck)}",
+                message=f"{plural(len(stuck), 'pod')} of {ds.ref} are not Ready on {_listing(stuck)}",
                 next_step=f"kubectl -n {ds.namespace} get pods -o wide; wait for them or read their events",
             ))
     return out

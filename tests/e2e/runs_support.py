@@ -92,8 +92,35 @@ class SlackClient:
     def gate(self, root_ts: str, count: int = 1) -> tuple[str, str]:
         """The ``count``-th gate message of the run's thread: (its ts, its buttons' value)."""
         def gates() -> list[Call]:
-            return [c for c in thread(self.fake, root_ts) if buttons(c)]
+            return [c for c in thread(self.fake, root_ts) if "approve" in buttons(c)]
         found = eventually(lambda: len(gates()) >= count and gates(), f"gate message {count}")
         assert isinstance(found, list)
         call = found[count - 1]
         return posted_ts(call), buttons(call)["approve"]
+
+
+def shown(call: Call) -> str:
+    """A message as a person reads it: its blocks' text (sections, context; a field as
+    ``*Label*: value``, one line, where Slack shows two side by side) and its buttons as
+    ``[Label]`` on one line (mrkdwn's escapes undone)."""
+    lines: list[str] = []
+    for block in call.body.get("blocks", []):
+        if block["type"] == "actions":
+            lines.append(" ".join(f"[{e['text']['text']}]" for e in block["elements"]))
+            continue
+        parts = [block.get("text", {}).get("text", "")] + [f["text"].replace("*\n", "*: ", 1)
+                                                           for f in block.get("fields", [])]
+        parts += [e.get("text", "") for e in block.get("elements", []) if isinstance(e.get("text"), str)]
+        lines += [line for p in parts if p for line in p.split("\n")]
+    text = "\n".join(lines)
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def thread_as_text(fake: FakeSlack, root_ts: str) -> list[str]:
+    """The thread as it reads now: the root message, then each thread message, each as last
+    edited (``chat.update`` on its ts), in the order they were posted."""
+    def latest(call: Call) -> Call:
+        edits = updates(fake, posted_ts(call))
+        return edits[-1] if edits else call
+    (root,) = [c for c in roots(fake) if posted_ts(c) == root_ts]
+    return [shown(latest(c)) for c in [root, *thread(fake, root_ts)]]

@@ -87,8 +87,8 @@ def test_mixed_plugin_versions_warn(
     inv = inventory_of(fresh_cluster)
     found = findings_of(inv, "mixed-plugin-versions")
     assert len(found) == 1 and found[0].severity == "warn"
-    assert "v0.15.0 on 1 node(s) (gpu-node1)" in found[0].message
-    assert "v0.14.2 on 2 node(s) (gpu-node2, gpu-node3)" in found[0].message
+    assert "v0.15.0 on 1 node (gpu-node1)" in found[0].message
+    assert "v0.14.2 on 2 nodes (gpu-node2, gpu-node3)" in found[0].message
     assert not inv.failed
     assert inv.daemonset(DEVICE_PLUGIN).update_strategy == "OnDelete"  # type: ignore[union-attr]
 

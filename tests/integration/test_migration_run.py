@@ -132,7 +132,7 @@ def test_a_statefulset_is_migrated_pod_by_pod(sim: KubeSim, redis_url: str) -> N
     engine.decide(run.id, actor=BOB, approve=True, kind=GateKind.MIGRATION)
     done = engine.advance(run.id)
     assert done.state is RunState.DONE, done.reason
-    assert "2 pod(s) of ml-team/shards run with allocated claims" in done.reason
+    assert "2 pods of ml-team/shards run with allocated claims" in done.reason
     pods = kubectl.json("get", "pods", "-n", "ml-team", "-l", "app=shards")["items"]
     assert sorted(p["metadata"]["name"] for p in pods) == ["shards-0", "shards-1"]
     assert all(p["status"]["resourceClaimStatuses"] for p in pods)

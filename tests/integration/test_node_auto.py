@@ -35,7 +35,7 @@ def test_node_auto_picks_the_least_busy_qualifying_node_before_approval(sim: Kub
     run = engine.request_canary(actor=Actor("U0ALICE"), target=TARGET, image=NEW, node="auto").run
     assert run.node == "gpu-node3" and run.state is RunState.AWAITING_APPROVAL
     [requested] = [e for e in engine.audit(run.id) if e["name"] == "requested"]
-    assert "node=auto chose gpu-node3" in requested["detail"] and "1 device(s) in use" in requested["detail"]
+    assert "node=auto chose gpu-node3" in requested["detail"] and "1 device in use" in requested["detail"]
     engine.reject(run.id, actor=Actor("U0BOB"))
 
     Kubectl(sim.kubeconfig)("cordon", "gpu-node3")

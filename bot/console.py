@@ -25,7 +25,7 @@ from typing import TextIO
 from bot.runtime import Runtime, build_runtime, connector
 from bot.settings import Settings
 from bot.shell.identity import resolve
-from bot.text import render_message
+from bot.text import render_files, render_message
 from handlers import messages
 from handlers.access import Directory, StaticDirectory
 from handlers.clicks import Click, Decisions, EngineDecisions
@@ -101,6 +101,7 @@ class Chat:
         text += "".join(f"    {self.prefix} {line}\n" for line in reply.usage)
         for item in reply.thread:
             text += self._numbered(item, "  | ")
+        text += "".join(f"  {line}\n" for line in render_files(reply).splitlines())
         self.print(head + "\n" + text)
 
     # ------------------------------------------------------------- observer

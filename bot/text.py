@@ -3,7 +3,7 @@
 One renderer for both: a message's title, text, fields, table and numbered buttons; a
 reply's usage lines with the surface's prefix (``/upgrade`` in the console, ``upgradebot``
 in the shell); its thread items indented; its files (Slack uploads them) printed whole
-between ``--- <filename>`` and ``--- end of <filename>``. User, channel and group references show as
+between ``--- <filename>`` and ``--- end of <filename>`` (an image named only). User, channel and group references show as
 ``@U1``, ``#C1``, ``@S1``. :func:`table` pads columns as kubectl prints them (Slack's code
 blocks use it too).
 """
@@ -59,7 +59,19 @@ def render_reply(reply: Reply, *, prefix: str = "/upgrade") -> str:
     for item in reply.thread:
         out.append(render_message(item, indent="  | ", first_choice=choice))
         choice += len(item.buttons)
+    out.append(render_files(reply))
+    return "".join(out)
+
+
+def render_files(reply: Reply) -> str:
+    """A reply's files: a text whole, between ``--- <filename>`` and ``--- end of <filename>``;
+    an image (a report's chart) named with its size only."""
+    out = []
     for attached in reply.files:
+        if attached.binary:
+            out.append(f"--- {attached.filename}: {plain(attached.title)} ({len(attached.data) // 1024 + 1} KiB "
+                       "image; Slack shows it in the thread)\n")
+            continue
         body = attached.content if attached.content.endswith("\n") else attached.content + "\n"
         out.append(f"--- {attached.filename}: {plain(attached.title)}\n{body}--- end of {attached.filename}\n")
     return "".join(out)

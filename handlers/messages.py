@@ -359,6 +359,7 @@ CHECK_LABELS = {
     "pods": "Plugin pods back on the saved template",
     "rollback-images": "Images back as saved",
     "rollback-uncordon": "Nodes uncordoned",
+    "rollback-capacity": "GPU capacity back to the baseline",
     "repair": "Repaired workloads",
     "workload": "Workload template",
     "workload-exists": "Workload exists",
@@ -377,6 +378,12 @@ CHECK_LABELS = {
     "lease taken over": "Taken over by another bot process",
     "continued": "Continued",
 }
+PHASE_LABELS = {
+    "rollback": {"template": "Template restored as saved", "strategy": "Update strategy restored",
+                 "node": "Plugin rolled back node by node", "delete-pod": "Plugin pod replaced with the saved one",
+                 "workload": "Workload template restored", "repair": "Nothing to put back"},
+}
+"""Labels that read differently in one step (a rollback puts back what the canary changed)."""
 COUNTED = {"node": "update", "delete-pod": "pod", "evict": "eviction", "cordon": "node", "uncordon": "node",
            "wave": "update"}
 """Rows that repeat once per node (pod, wave) and say how many."""
@@ -392,13 +399,14 @@ def phase_title(phase: str, *, kind: str = "upgrade") -> str:
     return PHASE_TITLES.get(phase, phase.replace("_", " ").capitalize())
 
 
-def check_label(key: str) -> str:
+def check_label(key: str, phase: str = "") -> str:
     """A check's or step's label for people (``plugin-registered``: "Plugin registered with the kubelet")."""
-    return CHECK_LABELS.get(key) or key.replace("-", " ").replace("_", " ").capitalize()
+    return (PHASE_LABELS.get(phase, {}).get(key) or CHECK_LABELS.get(key)
+            or key.replace("-", " ").replace("_", " ").capitalize())
 
 
-def counted_label(key: str, count: int) -> str:
-    label = check_label(key)
+def counted_label(key: str, count: int, phase: str = "") -> str:
+    label = check_label(key, phase)
     if count <= 1:
         return label
     return f"{label} ({plural(count, COUNTED.get(key, 'time'))})"
@@ -485,3 +493,11 @@ NEXT = {
 
 def next_step(key: str, node: str) -> str:
     return NEXT[key].format(node=node)
+
+
+# ------------------------------------------------------------------ stability reports
+CHART_FAILED = "The chart could not be drawn; the report above is complete without it."
+
+
+def chart_title(run_id: str) -> str:
+    return f"Events per hour and allocatable GPUs over the window of {run_id}"

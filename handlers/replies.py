@@ -71,12 +71,21 @@ ThreadItem = Message
 
 
 class Attachment(_Model):
-    """A text too long to read in a message (a manifest): Slack uploads it to the reply's
-    thread as a file; the console and the shell print it after the reply."""
+    """A file of the reply: a text too long to read in a message (a manifest), which the
+    console and the shell print after the reply, or an image (``data``: a report's chart),
+    which they name only. Slack uploads either to the reply's thread."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_bytes="base64")
 
     filename: str
     title: str
-    content: str
+    content: str = ""
+    data: bytes = b""
+    """The bytes of a binary file (a PNG); ``content`` is then empty."""
+
+    @property
+    def binary(self) -> bool:
+        return bool(self.data)
 
 
 class Reply(Message):
@@ -98,13 +107,20 @@ class Reply(Message):
         ephemeral answer)."""
         if not self.files:
             return self
-        inlined = [Message(title=f.title, text=f"```\n{f.content}```") for f in self.files]
+        inlined = [Message(title=f.title, text=_binary_note(f) if f.binary else f"```\n{f.content}```")
+                   for f in self.files]
         return self.model_copy(update={"thread": [*self.thread, *inlined], "files": []})
 
     @classmethod
     def error(cls, reason: str, *, usage: Sequence[str] = (), title: str | None = None) -> Reply:
         """An ephemeral refusal: the reason and the usage lines that apply."""
         return cls(title=title, text=reason, usage=list(usage), ephemeral=True, tone="error")
+
+
+def _binary_note(attached: Attachment) -> str:
+    """Where an image cannot be shown (an ephemeral answer): what it is and where it is seen."""
+    return (f"{attached.filename}: an image of {len(attached.data) // 1024 + 1} KiB, not shown in a private answer; "
+            "the scheduled reports post it in the run's thread")
 
 
 def user_ref(user_id: str) -> str:

@@ -13,10 +13,13 @@ request, which still needs an approver's click.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
+from handlers import messages as msg
 from handlers.arguments import run_id
-from handlers.replies import Item, Message, Reply, Table, Tone
+from handlers.charts import report_chart
+from handlers.replies import Attachment, Item, Message, Reply, Table, Tone
 from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps, ReadTally
 from handlers.run_views import rollback_button
 from runbooks.cluster import Cluster
@@ -26,6 +29,7 @@ from runbooks.policy import Policy
 from runbooks.stability.reporting import check_reportable, report_of
 from runbooks.stability.reports import Count, StabilityReport
 
+log = logging.getLogger("upgradebot.report")
 USAGE = "report <run>"
 TONE: dict[str, Tone] = {"stable": "ok", "degraded": "warn", "failing": "error"}
 MAX_EVENT_ROWS = 10
@@ -92,8 +96,18 @@ def present(report: StabilityReport, *, lead: str = "", last: bool = False) -> R
                             for e in report.events[:MAX_EVENT_ROWS]],
                       note=f"… {len(report.events) - MAX_EVENT_ROWS} more reasons" if len(report.events) > MAX_EVENT_ROWS else "")
     buttons = [] if report.stable else [rollback_button(report.run_id)]
+    files, thread = [], _thread(report)
+    try:
+        png = report_chart(report)
+    except Exception as exc:  # the text says it all; a chart that cannot be drawn is noted, never fatal
+        log.warning("the chart of %s could not be drawn: %s", report.run_id, type(exc).__name__)
+        thread.append(Message(title=msg.CHART_FAILED))
+        png = None
+    if png:
+        files.append(Attachment(filename=f"stability-{report.run_id}-{report.due or 'now'}.png",
+                                title=msg.chart_title(report.run_id), data=png))
     return Reply(title=title, text="\n".join(lines), fields=fields, table=table, buttons=buttons,
-                 tone=TONE[report.verdict], thread=_thread(report))
+                 tone=TONE[report.verdict], thread=thread, files=files)
 
 
 def _thread(report: StabilityReport) -> list[Message]:

@@ -375,7 +375,7 @@ def phase_rows(phase: str, steps: Sequence[Step], *, scope: str = "") -> list[st
     for order, (key, group) in enumerate(_groups(phase, steps).items()):
         status = _worst([s.status for s in group])
         last = next((s for s in reversed(group) if s.status == status), group[-1])
-        label = msg.counted_label(key, len(group))
+        label = msg.counted_label(key, len(group), phase)
         place = msg.where(_scope(group)) if _scope(group) != scope else ""
         evidence = shorten(last.detail.split("\n", 1)[0], 160) if last.detail else ""
         if status == "ok" and evidence.lower().rstrip(".") == label.lower():

@@ -115,7 +115,8 @@ class SlackWeb:
         """``files.uploadV2`` (get an upload URL, send the bytes, complete) into the thread; a
         failed upload is said in the thread instead, never fatal."""
         try:
-            self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, content=attached.content,
+            content = attached.data if attached.binary else attached.content
+            self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, content=content,
                                         filename=attached.filename, title=attached.title)
         except (SlackClientError, OSError) as exc:
             code = error_code(exc)

@@ -11,7 +11,8 @@ forgotten, so what is kept is bounded by what the cluster holds (and by :data:`M
 :class:`Collector` drives it over the cluster adapter: it lists the events once, then
 watches from the list's resourceVersion; a dropped watch resumes from the last version,
 a 410 Gone lists again (the dedupe state keeps re-listed events from counting twice).
-Every ``flush_every`` seconds it stores the tally, the dedupe changes and the version
+Once an hour it also lists the nodes and keeps the GPU nodes' allocatable GPUs in the tally
+(the report's chart). Every ``flush_every`` seconds it stores the tally, the dedupe changes and the version
 together in one atomic write of a :class:`CollectionStore` (the bot's Redis store), fenced
 by the collecting process's lease: a bot restarted at any point resumes from what was
 stored, and neither loses nor double-counts an event.
@@ -26,7 +27,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from runbooks.cluster.resources import EVENTS
+from runbooks.cluster.resources import EVENTS, NODES
 from runbooks.errors import ClusterError, ListExpired, TemporaryClusterError, shorten
 from runbooks.stability.tallying import Scope, Tally, occurrences
 
@@ -113,6 +114,14 @@ class Counting:
         return changes
 
 
+def _count(quantity: Any) -> int:
+    """A device count (``"8"``); anything else (absent, malformed) as 0."""
+    try:
+        return int(str(quantity))
+    except ValueError:
+        return 0
+
+
 class LeaseLost(Exception):
     """Another process collects now; this collector stops."""
 
@@ -155,6 +164,7 @@ class Collector:
                 try:
                     if not self.rv:
                         self._list()
+                    self._sample()
                     self._watch()
                 except ListExpired:
                     log.info("run %s: the event watch expired (410): listing again", self.run_id)
@@ -176,6 +186,7 @@ class Collector:
             try:
                 if not self.rv:
                     self._list()
+                self._sample()
                 self._watch(timeout_seconds)
                 break
             except ListExpired:
@@ -194,6 +205,28 @@ class Collector:
             self.counting.retain((o.get("metadata") or {}).get("uid", "") for o in items)
             self.rv = rv
         self.flush()
+
+    def _sample(self) -> None:
+        """The GPU nodes' allocatable GPUs, once an hour; a failed read is only logged (the
+        events matter more, and the next hour samples again)."""
+        stamp = self.now_stamp()
+        scope = self.counting.scope
+        with self._lock:
+            if self.counting.tally.sampled(stamp):
+                return
+        try:
+            items, _ = self.cluster.list_versioned(NODES)
+        except ClusterError as exc:
+            log.warning("run %s: nodes: %s; the GPU sample of this hour is skipped", self.run_id, shorten(str(exc)))
+            return
+        allocatable: dict[str, int] = {}
+        for node in items:
+            name = (node.get("metadata") or {}).get("name") or ""
+            if name in scope.nodes:
+                values = (node.get("status") or {}).get("allocatable") or {}
+                allocatable[name] = sum(_count(values.get(r)) for r in scope.gpu_resources)
+        with self._lock:
+            self.counting.tally.sample(stamp, allocatable)
 
     def _watch(self, timeout_seconds: int | None = None) -> None:
         timeout = timeout_seconds if timeout_seconds is not None else self.watch_timeout

@@ -18,8 +18,15 @@ from runbooks.inventory.reading import human_duration, parse_time
 from runbooks.policy import Policy, duration_seconds
 from runbooks.stability import judging
 from runbooks.stability.reading import ClusterNow, read_now
-from runbooks.stability.reports import Collection, Count, EventSummary, StabilityReport
-from runbooks.stability.tallying import Scope, Tally, moment_of
+from runbooks.stability.reports import (
+    Collection,
+    Count,
+    EventSummary,
+    GpuSample,
+    HourCount,
+    StabilityReport,
+)
+from runbooks.stability.tallying import MAX_KEYS, TOTAL, Scope, Tally, moment_of
 
 TOP = 5
 REPORTABLE = frozenset({RunState.MONITORING, RunState.DONE})
@@ -59,6 +66,38 @@ def check_reportable(run: Run) -> None:
 
 def _top(counts: dict[str, int]) -> list[Count]:
     return [Count(name=k, count=v) for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]]
+
+
+def hourly_counts(tally: Tally, start: dt.datetime) -> list[HourCount]:
+    """Each reason's occurrences per hour, from the hour of ``start`` on, oldest first."""
+    first = start.astimezone(dt.UTC).strftime("%Y-%m-%dT%H")
+    out = [HourCount(hour=dt.datetime.fromisoformat(hour + ":00:00").replace(tzinfo=dt.UTC), reason=reason, count=n)
+           for reason, entry in tally.reasons.items() for hour, n in entry.hours.items() if hour >= first and n > 0]
+    return sorted(out, key=lambda h: (h.hour, h.reason))
+
+
+def gpu_samples(baseline: Baseline, tally: Tally | None, now: ClusterNow, start: dt.datetime) -> list[GpuSample]:
+    """Allocatable GPUs of the run's nodes over the window: at the baseline (the window's
+    start), as the collector sampled them each hour, and now; each node, and the total."""
+    resources = baseline.gpu_resources
+
+    def of(allocatable: dict[str, int]) -> int:
+        return sum(int(allocatable.get(r, 0)) for r in resources)
+
+    def point(at: dt.datetime, values: dict[str, int]) -> list[GpuSample]:
+        lowest = sorted(values.items(), key=lambda item: (item[1], item[0]))[:MAX_KEYS]
+        return [GpuSample(at=at, allocatable=sum(values.values())),
+                *(GpuSample(at=at, node=node, allocatable=n) for node, n in sorted(lowest))]
+
+    out = point(start, {n: of(b.allocatable) for n, b in baseline.nodes.items()})
+    first = start.astimezone(dt.UTC).strftime("%Y-%m-%dT%H")
+    for hour, values in sorted((tally.gpus if tally else {}).items()):
+        if hour < first:
+            continue
+        at = dt.datetime.fromisoformat(hour + ":00:00").replace(tzinfo=dt.UTC)
+        out += [GpuSample(at=at, node="" if node == TOTAL else node, allocatable=n) for node, n in values.items()]
+    out += point(now.taken_at, {n: of(now.nodes[n].allocatable) if n in now.nodes else 0 for n in baseline.nodes})
+    return out
 
 
 def event_summaries(tally: Tally) -> list[EventSummary]:
@@ -110,7 +149,8 @@ def build_report(
         generated_at=now.taken_at, window_start=promoted_at(run), window_end=now.taken_at,
         verdict=judging.verdict_of(found), findings=found, events=events, collection=collection,
         restarts=restarted, capacity_drops=drops, claims_pending=pending, nodes=judging.comparisons(baseline, now),
-        claims_lost=lost, notes=notes,
+        claims_lost=lost, notes=notes, hourly=hourly_counts(tally or Tally(), promoted_at(run)),
+        gpu_samples=gpu_samples(baseline, tally, now, promoted_at(run)),
     )
 
 

@@ -99,6 +99,22 @@ class NodeComparison(Model):
     slices_now: int = 0
 
 
+class HourCount(Model):
+    """Occurrences of one reason's events in one hour (the chart's bars)."""
+
+    hour: dt.datetime
+    reason: str
+    count: int
+
+
+class GpuSample(Model):
+    """Allocatable GPUs at one moment: one node's, or (``node`` empty) the total of the run's GPU nodes."""
+
+    at: dt.datetime
+    node: str = ""
+    allocatable: int
+
+
 class StabilityReport(Model):
     run_id: str
     target: str = Field(description="namespace/name of the DaemonSet")
@@ -118,6 +134,10 @@ class StabilityReport(Model):
     nodes: list[NodeComparison] = Field(default_factory=list)
     claims_lost: list[str] = Field(default_factory=list, description="allocated at the baseline, not now")
     notes: list[str] = Field(default_factory=list, description="what could not be read, and why")
+    hourly: list[HourCount] = Field(default_factory=list, description="events that matter per hour, by reason")
+    gpu_samples: list[GpuSample] = Field(
+        default_factory=list, description="allocatable GPUs over the window: at the baseline, hourly as collected, "
+        "and now (the lowest nodes when there are many; the total under node '')")
 
     @property
     def stable(self) -> bool:

@@ -34,6 +34,10 @@ MAX_REASONS = 24
 MAX_KEYS = 50
 MAX_SAMPLES = 3
 SAMPLE_LENGTH = 200
+MAX_HOURS = 72
+"""Hours kept per reason and of GPU samples (the last report is at most 48 h after the promotion)."""
+TOTAL = "*"
+"""The key of an hourly GPU sample's total over every GPU node of the run."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,18 @@ class Seen:
 def _stamp(value: Any) -> str:
     """``2025-01-06T09:00:00`` from any Kubernetes time (seconds: comparable as text)."""
     return str(value)[:19] if value else ""
+
+
+def hour_of(stamp: str) -> str:
+    """``2025-01-06T09`` of a stamp: the hour its occurrences are counted in."""
+    return stamp[:13]
+
+
+def _keep_last(hours: dict[str, Any]) -> None:
+    if len(hours) <= MAX_HOURS:
+        return
+    for old in sorted(hours)[: len(hours) - MAX_HOURS]:
+        del hours[old]
 
 
 def stamp_of(moment: dt.datetime) -> str:
@@ -142,9 +158,15 @@ class ReasonTally:
     other_nodes: int = 0
     other_objects: int = 0
     samples: list[str] = field(default_factory=list)
+    hours: dict[str, int] = field(default_factory=dict)
+    """Occurrences by the hour (``2025-01-06T09``) of each event's last occurrence."""
 
     def add(self, seen: Seen, by: int) -> None:
         self.count += by
+        hour = hour_of(seen.last or seen.first)
+        if hour:
+            self.hours[hour] = self.hours.get(hour, 0) + by
+            _keep_last(self.hours)
         if seen.first and (not self.first or seen.first < self.first):
             self.first = seen.first
         if seen.last > self.last:
@@ -160,7 +182,7 @@ class ReasonTally:
     def to_dict(self) -> dict[str, Any]:
         return {"count": self.count, "first": self.first, "last": self.last, "nodes": self.nodes,
                 "objects": self.objects, "other_nodes": self.other_nodes, "other_objects": self.other_objects,
-                "samples": self.samples}
+                "samples": self.samples, "hours": self.hours}
 
 
 @dataclass
@@ -172,6 +194,20 @@ class Tally:
     """Distinct events (by uid) that counted at least once."""
     other: int = 0
     """Occurrences of reasons beyond :data:`MAX_REASONS`."""
+    gpus: dict[str, dict[str, int]] = field(default_factory=dict)
+    """By hour: allocatable GPUs of the :data:`MAX_KEYS` lowest GPU nodes, and their total under :data:`TOTAL`."""
+
+    def sample(self, stamp: str, allocatable: dict[str, int]) -> None:
+        """The GPU nodes' allocatable GPUs at ``stamp`` (the hour's first sample is kept)."""
+        hour = hour_of(stamp)
+        if not hour or hour in self.gpus:
+            return
+        lowest = sorted(allocatable.items(), key=lambda item: (item[1], item[0]))[:MAX_KEYS]
+        self.gpus[hour] = {**dict(lowest), TOTAL: sum(allocatable.values())}
+        _keep_last(self.gpus)
+
+    def sampled(self, stamp: str) -> bool:
+        return hour_of(stamp) in self.gpus
 
     def add(self, seen: Seen, by: int, *, new: bool) -> None:
         if by <= 0:
@@ -190,9 +226,11 @@ class Tally:
         return sum(r.count for r in self.reasons.values()) + self.other
 
     def to_dict(self) -> dict[str, Any]:
-        return {"reasons": {k: v.to_dict() for k, v in self.reasons.items()}, "events": self.events, "other": self.other}
+        return {"reasons": {k: v.to_dict() for k, v in self.reasons.items()}, "events": self.events, "other": self.other,
+                "gpus": self.gpus}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Tally:
         reasons = {k: ReasonTally(**v) for k, v in (data.get("reasons") or {}).items()}
-        return cls(reasons=reasons, events=int(data.get("events") or 0), other=int(data.get("other") or 0))
+        return cls(reasons=reasons, events=int(data.get("events") or 0), other=int(data.get("other") or 0),
+                   gpus={h: {k: int(v) for k, v in n.items()} for h, n in (data.get("gpus") or {}).items()})

@@ -2,7 +2,7 @@
 
 A run in monitoring whose plugin stops registering; its report fires on schedule (the wall
 clock: ``reports.after`` of a few seconds) into the run's thread and the on-call channel
-with a "Request rollback" button; a signed click on it opens a rollback request in the
+with a "Request rollback" button and its chart (a PNG uploaded with ``files.uploadV2``); a signed click on it opens a rollback request in the
 thread that still needs an approver; ``/upgrade report <run>`` answers in the channel.
 """
 
@@ -65,6 +65,13 @@ def test_a_failing_report_in_slack_offers_a_rollback_request(fake_slack: FakeSla
         assert "FAILING" in texts(in_thread) and "<!subteam^S0ONCALL>" in texts(oncall)
         assert buttons(oncall) == {"request_rollback": run.id}
         assert "stays in monitoring" in texts(oncall) and runtime.engine.get(run.id).state.value == "monitoring"
+        def uploaded() -> list[dict[str, object]]:
+            return [f for f in fake_slack.files.values() if f.get("channel")]
+        charts = eventually(lambda: len(uploaded()) == 2 and uploaded(), "the two charts uploaded")
+        assert isinstance(charts, list) and {f["channel"] for f in charts} == {"C0OPS", "C0ONCALL"}
+        for chart in charts:  # a PNG, in the report's thread (the run's, or the on-call message's)
+            assert bytes(chart["data"])[:8] == b"\x89PNG\r\n\x1a\n" and chart["filename"] == f"stability-{run.id}-3s.png"
+        assert next(f for f in charts if f["channel"] == "C0OPS")["thread_ts"] == ROOT_TS
 
         slack.click("request_rollback", run.id, user="U0CAT", message_ts=posted_ts(oncall), thread_ts=posted_ts(oncall))
         eventually(lambda: (g := runtime.engine.get(run.id).gate) is not None and g.kind is GateKind.ROLLBACK,

@@ -13,7 +13,7 @@ from kubesim import KubeSim
 from runbooks.cluster.resources import EVENTS
 from runbooks.stability.collecting import Collected, Collector
 from runbooks.stability.reporting import scope_of
-from runbooks.stability.tallying import KUBELET_RESTART, Tally
+from runbooks.stability.tallying import KUBELET_RESTART, TOTAL, Tally
 from tests.report_support import Posts, connector, monitoring_run, policy, wait_until, world
 
 
@@ -111,6 +111,9 @@ def test_a_restarted_collector_neither_loses_nor_double_counts(sim: KubeSim, red
     tally, info = store.read_tally(run.id)
     assert counted(store, run.id, KUBELET_RESTART) == 3 and info["relists"] == "1"
     assert isinstance(tally, Tally) and sorted(tally.reasons[KUBELET_RESTART].nodes) == ["gpu-node1", "gpu-node2", "gpu-node3"]
+    (hour,) = tally.gpus.values()  # the hour's GPU sample, taken once by whichever process collected first
+    assert hour == {"gpu-node1": 8, "gpu-node2": 8, "gpu-node3": 8, TOTAL: 24}, "the run's GPU nodes, cpu-node1 not"
+    assert sum(tally.reasons[KUBELET_RESTART].hours.values()) == 3
     assert not store.save_collection(run.id, owner="bot-a", rv="1", tally=Tally(), seen={}, gone=[], info={}), \
         "a process without the lease can no longer store counts"
     store.close()

@@ -501,3 +501,19 @@ CHART_FAILED = "The chart could not be drawn; the report above is complete witho
 
 def chart_title(run_id: str) -> str:
     return f"Events per hour and allocatable GPUs over the window of {run_id}"
+
+
+STATE_LABELS = {
+    "requested": "requested", "awaiting_approval": "waiting for approval", "applying": "applying the change",
+    "canary_rolling": "canary rolling out", "canary_verifying": "verifying the canary",
+    "awaiting_promotion": "waiting for the promotion's approval", "promoting": "promoting to every node",
+    "verifying": "verifying", "monitoring": "monitoring (stability reports due)", "done": "done",
+    "rolling_back": "rolling back", "halted": "halted: waiting for a person", "rolled_back": "rolled back",
+    "rejected": "rejected", "expired": "expired (nobody decided in time)", "failed": "failed",
+}
+"""A run's state for people (the root message); ``runs``, ``status`` tables and ``--json`` keep the state's name."""
+
+
+def state_label(state: str, *, halted_gate: bool = False) -> str:
+    label = STATE_LABELS.get(state, state.replace("_", " "))
+    return label + (" (halted: a rollback request is open)" if halted_gate else "")

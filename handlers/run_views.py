@@ -228,7 +228,7 @@ def root_message(run: Run, *, self_approval: bool = False) -> Message:
     of n), what it changes where (target, image, canary node; a migration: workload and
     change), who asked, what happens next and who can act."""
     fields = [
-        Item(label="State", value=run.state.value + (" (halted)" if run.halted else "")),
+        Item(label="State", value=msg.state_label(run.state.value, halted_gate=run.halted)),
         *_what_fields(run),
         Item(label="Requested by", value=user_ref(run.requester)),
         Item(label="Updated", value=moment_text(run.updated_at)),

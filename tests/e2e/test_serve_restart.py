@@ -67,7 +67,7 @@ def test_restart_mid_run_updates_the_same_root_message(redis_url: str, tmp_path:
             second, _ = start(env, second_log)
             eventually(lambda: store.get(run.id).state is RunState.AWAITING_PROMOTION, "resumed to the promotion request",  # type: ignore[union-attr]
                        timeout=60)
-            eventually(lambda: any("awaiting_promotion" in texts(c) for c in updates(fake, root_ts)),
+            eventually(lambda: any("waiting for the promotion" in texts(c) for c in updates(fake, root_ts)),
                        "the same root message updated after the restart")
             assert len(roots(fake)) == 1
             second.send_signal(signal.SIGTERM)

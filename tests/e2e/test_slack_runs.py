@@ -110,7 +110,7 @@ def test_rollback_request_approved(run_bot: RunBot) -> None:
     bot.slack.click("approve", rollback, user="U0CAT", message_ts=rollback_ts, thread_ts=root_ts)
     bot.wait_state(run_id, S.ROLLED_BACK)
     eventually(bot.idle, "everything sent")
-    assert "rolled_back" in texts(updates(bot.fake, root_ts)[-1])
+    assert "rolled back" in texts(updates(bot.fake, root_ts)[-1])
     assert bot.runtime.store.lock_holder(bot.runtime.engine.get(run_id).target.key) is None
 
 

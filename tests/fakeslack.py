@@ -3,7 +3,8 @@
 :class:`FakeSlack` listens on 127.0.0.1:0 and records every call (method, parsed body,
 headers, time). It answers like Slack: ``auth.test`` (checking the bearer token),
 ``chat.postMessage`` (with ``channel`` and a fresh ``ts``), ``chat.update``,
-``chat.postEphemeral``, ``usergroups.users.list``, ``conversations.info``, the three calls
+``chat.postEphemeral``, ``usergroups.users.list``, ``conversations.info``,
+``apps.connections.open`` (Socket Mode, with :mod:`tests.fakesocket`), the three calls
 of ``files.uploadV2`` (``files.getUploadURLExternal``, the upload URL it hands out, and
 ``files.completeUploadExternal``, which checks the bytes arrived and records the file in
 :attr:`FakeSlack.files`), and the ``response_url`` paths it hands out
@@ -60,6 +61,8 @@ class FakeSlack:
     calls: list[Call] = field(default_factory=list)
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Uploaded files by id: ``filename``, ``length``, ``data`` (bytes), ``title``, ``channel``, ``thread_ts``."""
+    socket_mode: Any = None
+    """A :class:`tests.fakesocket.FakeSocketMode` that ``apps.connections.open`` hands out URLs of."""
     refused: list[tuple[str, list[str]]] = field(default_factory=list)
     """Messages Slack would refuse (``invalid_blocks``): the method and what is wrong. Leaving the
     ``with`` block fails the test while any is here (:meth:`__exit__`)."""
@@ -133,6 +136,11 @@ class FakeSlack:
             return self._rate_limits.pop(method, None)
 
     def answer(self, method: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+        if method == "apps.connections.open":  # Socket Mode: the app-level token, not the bot's
+            if self.socket_mode is None:
+                return {"ok": False, "error": "not_allowed_token_type"}
+            auth = headers.get("authorization", "")
+            return dict(self.socket_mode.open_url(auth.removeprefix("Bearer ")))
         if headers.get("authorization") != f"Bearer {self.token}":
             return {"ok": False, "error": "not_authed" if "authorization" not in headers else "invalid_auth"}
         channel = str(body.get("channel", ""))

@@ -79,6 +79,30 @@ class Metrics:
             "upgradebot_slack_request_seconds", "Time to answer a request on /slack/events (the ack)",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 3), registry=self.registry,
         )
+        # Socket Mode (bot/slack/socket_mode.py): what came over the WebSocket and how fast it was acked
+        self.socket_envelopes = prometheus_client.Counter(
+            "upgradebot_socket_mode_envelopes", "Socket Mode envelopes received, by type and whether Slack retried it",
+            ["type", "retry"], registry=self.registry,
+        )
+        self.socket_acks = prometheus_client.Counter(
+            "upgradebot_socket_mode_acks", "Socket Mode envelopes acknowledged", registry=self.registry,
+        )
+        self.socket_ack_seconds = Histogram(
+            "upgradebot_socket_mode_ack_seconds", "From an envelope's arrival on the socket to its ack (queueing included)",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5), registry=self.registry,
+        )
+        self.socket_reconnects = prometheus_client.Counter(
+            "upgradebot_socket_mode_reconnects", "New Socket Mode connections after the first, and failed attempts, "
+            "by why (warning, refresh_requested: Slack's disconnect; dropped: the connection was lost)",
+            ["outcome", "reason"], registry=self.registry,
+        )
+        self.socket_disconnects = prometheus_client.Counter(
+            "upgradebot_socket_mode_disconnects", "disconnect messages from Slack, by reason", ["reason"],
+            registry=self.registry,
+        )
+        self.socket_connected = prometheus_client.Gauge(
+            "upgradebot_socket_mode_connected", "1 while a Socket Mode connection is up", registry=self.registry,
+        )
         self._runs = _RunsCollector()
         self.registry.register(self._runs)
 

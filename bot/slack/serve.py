@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from slack_bolt import App
-from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
 from bot import logs
@@ -40,6 +39,7 @@ from bot.slack.http import Check, HttpServer, Readiness, WebApp
 from bot.slack.idempotency import Idempotency, InMemoryIdempotency
 from bot.slack.metrics import Metrics, RunsByState, StepTimer, runs_by_state
 from bot.slack.pacing import Pacer
+from bot.slack.socket_mode import SocketMode
 from bot.slack.threads import SlackOutlet, SlackThreads
 from bot.slack.web import SlackWeb, UsergroupDirectory, error_code, make_client
 from bot.workers import Quotas, Workers
@@ -261,7 +261,7 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
         log.warning(msg.warning_auth_test_failed(error_code(exc)))
     handler = None
     if socket_mode:
-        handler = SocketModeHandler(service.app, app_token=app_token, logger=logging.getLogger("upgradebot.socket"))
+        handler = SocketMode(service.app, app_token=app_token, metrics=service.metrics)
         try:
             handler.connect()
         except Exception as exc:
@@ -272,7 +272,7 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
             if runtime is not None:
                 runtime.stop(timeout=1)
             raise SettingsError(msg.error_socket_mode_failed(error_code(exc))) from exc
-        service.readiness.add("socket_mode", lambda: _connected(handler))
+        service.readiness.add("socket_mode", handler.check)
     stop.wait()
     log.info("stopping: no new requests, long reads cancelled, finishing the work in progress (up to %.0f s)", drain)
     http.stop_accepting()
@@ -287,11 +287,6 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
         metrics_http.stop(timeout=1)
     log.info("stopped%s", "" if finished else " with work unfinished")
     return 0
-
-
-def _connected(handler: object) -> None:
-    if not handler.client.is_connected():  # type: ignore[attr-defined]
-        raise ConnectionError("the Socket Mode connection is down")
 
 
 def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:

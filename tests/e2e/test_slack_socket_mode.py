@@ -1,0 +1,256 @@
+"""``serve`` in Socket Mode end to end: envelopes over a real WebSocket (:mod:`tests.fakesocket`),
+what Slack does to connections injected mid-run, one replica and two, one of them killed.
+
+The story each time: ``inventory``, ``canary``, Approve, the canary and its verify, Approve of
+the promotion, the promotion and its verify, the stability report two seconds later. While it
+runs Slack sends ``disconnect`` (``warning``), then ``disconnect`` (``refresh_requested``),
+and a connection is cut without a word; one click's ack is lost on the way, so Slack sends that
+envelope again. Every envelope must be acknowledged within 3 s, no command or click lost, and
+none applied twice: kubesim's request log and the fake Web API's calls show it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bot.runtime import build_runtime
+from bot.slack.serve import build_slack_service, serve
+from bot.storage.redis_store import RedisRunStore
+from kubesim import KubeSim
+from runbooks.engine.runs import RunState
+from runbooks.policy import Policy
+from tests.e2e.harness import USERGROUPS, settings_for
+from tests.e2e.runs_support import (
+    CANARY,
+    RUN_POLICY,
+    buttons,
+    eventually,
+    posted_ts,
+    roots,
+    texts,
+    thread,
+)
+from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get
+from tests.fakesocket import APP_TOKEN, FakeSocketMode, click_payload, command_payload
+
+S = RunState
+SOCKET_POLICY = {**RUN_POLICY, "reports": {"after": ["2s"]}}
+ACK_LIMIT = 3.0
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Story:
+    sock: FakeSocketMode
+    fake: FakeSlack
+    sim: KubeSim
+    store: RedisRunStore
+
+    def command(self, text: str, user: str = "U0ANA") -> str:
+        return self.sock.deliver("slash_commands", command_payload(
+            text, user=user, response_url=self.fake.response_url(f"c-{user}")))
+
+    def click(self, value: str, *, user: str, message_ts: str, thread_ts: str, lose_first_ack: bool = False) -> str:
+        return self.sock.deliver("interactive", click_payload(
+            "approve", value, user=user, message_ts=message_ts, thread_ts=thread_ts,
+            response_url=self.fake.response_url(f"a-{user}")), lose_first_ack=lose_first_ack)
+
+    def run(self) -> Any:
+        found = eventually(lambda: self.store.list_runs(), "the run stored")
+        assert isinstance(found, list) and len(found) == 1, found
+        return found[0]
+
+    def wait_state(self, run_id: str, state: RunState, timeout: float = 90) -> None:
+        try:
+            eventually(lambda: (r := self.store.get(run_id)) is not None and r.state is state,
+                       f"run {run_id} {state.value}", timeout=timeout)
+        except AssertionError as exc:
+            now = self.store.get(run_id)
+            raise AssertionError(f"{exc}; it is {now.state.value if now else '-'}: {now.reason if now else ''}") from None
+
+    def gate(self, root_ts: str, count: int) -> tuple[str, str]:
+        def gates() -> list[Any]:
+            return [c for c in thread(self.fake, root_ts) if "approve" in buttons(c)]
+        found = eventually(lambda: len(gates()) >= count and gates(), f"request {count}", timeout=60)
+        assert isinstance(found, list)
+        return posted_ts(found[count - 1]), buttons(found[count - 1])["approve"]
+
+
+def tell(story: Story, disruption: str) -> None:
+    """Slack does ``disruption`` to one open connection, and the bot has a connection again after."""
+    before = story.sock.hellos
+    number = getattr(story.sock, disruption)()
+    if disruption != "drop":  # warning / refresh_requested: the new connection opens before the old one closes
+        eventually(lambda: story.sock.hellos > before, f"a new connection after {disruption}", timeout=20)
+        assert number in story.sock.connections or story.sock.hellos > before
+    eventually(lambda: story.sock.hellos > before and story.sock.connections, f"connected again after {disruption}",
+               timeout=30)
+
+
+def play(story: Story, *, disrupt: bool = True, after_approval: Any = None) -> str:
+    """The whole story; the run's id."""
+    sock, fake = story.sock, story.fake
+    inventory = story.command("inventory")
+    eventually(lambda: [c for c in fake.of("chat.postMessage") if "Inventory" in texts(c)], "the inventory posted")
+    sock.wait_acked(inventory)
+    if disrupt:
+        tell(story, "warn")
+    story.command(CANARY)
+    run = story.run()
+    root_ts = str(eventually(lambda: (story.store.get(run.id) or run).origin.get("ts"), "the run's root message"))
+    gate_ts, value = story.gate(root_ts, 1)
+    if disrupt:
+        tell(story, "refresh")
+    # the click's first ack never reaches Slack: the envelope comes again, retry_attempt 1
+    click = story.click(value, user="U0CAT", message_ts=gate_ts, thread_ts=root_ts, lose_first_ack=True)
+    eventually(lambda: len([a for a in sock.acks if a.envelope_id == click]) == 2, "the click retried and acked",
+               timeout=15)
+    if after_approval is not None:
+        after_approval()
+    if disrupt:
+        eventually(lambda: story.store.get(run.id).state is not S.AWAITING_APPROVAL, "the canary started")
+        tell(story, "drop")
+    story.wait_state(run.id, S.AWAITING_PROMOTION)
+    promotion_ts, promotion = story.gate(root_ts, 2)
+    story.click(promotion, user="U0LEAD", message_ts=promotion_ts, thread_ts=root_ts)
+    story.wait_state(run.id, S.DONE)
+    eventually(lambda: [c for c in fake.of("chat.postMessage") if str(c.body.get("text", "")).startswith("Stability report")],
+               "the report posted")
+    return str(run.id)
+
+
+def check_once(story: Story, run_id: str) -> None:
+    """Nothing lost, nothing done twice, every envelope acknowledged in time."""
+    sock, fake = story.sock, story.fake
+    for envelope in {s.envelope_id for s in sock.sends}:
+        assert sock.acked(envelope), f"envelope {envelope} never acknowledged"
+    slow = [a for a in sock.acks if a.latency > ACK_LIMIT]
+    assert not slow, f"acks over {ACK_LIMIT}s: {slow}"
+    audit = story.store.audit(run_id)
+    assert [e["actor"] for e in audit if e["kind"] == "decision"] == ["U0CAT", "U0LEAD"], "each click decided once"
+    assert len(roots(fake)) == 2, "the inventory reply and the run's root message, once each"
+    reports = [c for c in fake.of("chat.postMessage") if str(c.body.get("text", "")).startswith("Stability report")]
+    assert len(reports) == 1 and reports[0].body["thread_ts"] == posted_ts(roots(fake)[1]), "the report, once"
+    inventories = [c for c in fake.of("chat.postMessage") if "Inventory" in texts(c) and "thread_ts" not in c.body]
+    assert len(inventories) == 1
+    deleted = [m for m in story.sim.mutations() if m["verb"] == "delete" and "/pods/" in m["path"]
+               and int(m["code"]) < 400 and not m["dryRun"]]
+    assert len(deleted) == 1, f"the canary's pod deleted once: {deleted}"
+    patched = [m for m in story.sim.mutations() if m["verb"] == "patch" and "/daemonsets/" in m["path"]
+               and int(m["code"]) < 400 and not m["dryRun"]]
+    assert 0 < len(patched) <= 4, f"the DaemonSet changed as one run changes it: {patched}"
+
+
+@pytest.fixture
+def world(redis_url: str) -> Iterator[tuple[FakeSocketMode, FakeSlack, KubeSim]]:
+    with FakeSocketMode(grace=1.0) as sock, FakeSlack(usergroups=USERGROUPS, socket_mode=sock) as fake, \
+            KubeSim(scenario="gpu-small", k8s_version="1.31", speed=1) as sim:  # the reports fire on the wall clock
+        yield sock, fake, sim
+
+
+def test_the_story_over_socket_mode_survives_what_slack_does(world: tuple[FakeSocketMode, FakeSlack, KubeSim],
+                                                             redis_url: str) -> None:
+    sock, fake, sim = world
+    settings = settings_for(fake, sim, REDIS_URL=redis_url, UPGRADEBOT_SLACK_PACE=0.01, SLACK_APP_TOKEN=APP_TOKEN,
+                            UPGRADEBOT_SWEEP_INTERVAL=1)
+    policy = Policy.model_validate(SOCKET_POLICY)
+    runtime = build_runtime(settings, policy)
+    service = build_slack_service(settings, runtime, readiness_cache=0)
+    stop, out = threading.Event(), io.StringIO()
+    server = threading.Thread(target=serve, kwargs={"settings": settings, "host": "127.0.0.1", "port": 0, "out": out,
+                                                    "stop": stop, "service": service, "runtime": runtime, "drain": 5})
+    server.start()
+    story = Story(sock, fake, sim, RedisRunStore.from_url(redis_url))
+    try:
+        sock.wait_connections(1)
+        url = eventually(lambda: out.getvalue().split("\n", 1)[0].strip(), "serve's address")
+        assert get(f"{url}/readyz").status == 200
+        run_id = play(story)
+        check_once(story, run_id)
+        metrics = service.metrics.exposition()[0].decode()
+        for reason in ("warning", "refresh_requested", "dropped"):
+            assert f'upgradebot_socket_mode_reconnects_total{{outcome="connected",reason="{reason}"}}' in metrics, reason
+        assert 'upgradebot_socket_mode_envelopes_total{retry="yes",type="interactive"} 1.0' in metrics
+        assert "upgradebot_socket_mode_ack_seconds_count" in metrics and "upgradebot_socket_mode_connected 1.0" in metrics
+        assert 'upgradebot_slack_duplicates_total{kind="action"} 1.0' in metrics, "the retried click, dropped"
+        sock.drop()
+        eventually(lambda: get(f"{url}/readyz").status == 503 or sock.connections, "readyz follows the connection")
+        eventually(lambda: get(f"{url}/readyz").status == 200, "ready again once reconnected", timeout=30)
+    finally:
+        stop.set()
+        server.join(timeout=60)
+        story.store.close()
+    assert not server.is_alive()
+
+
+# ------------------------------------------------------------------ two replicas, as processes
+SERVE = [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", "0", "--drain", "5",
+         "--allow-volatile-redis"]
+
+
+def start(env: dict[str, str], log: Path) -> subprocess.Popen[str]:
+    with log.open("a") as stderr:
+        proc = subprocess.Popen(SERVE, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().startswith("http://127.0.0.1:"), log.read_text()[-2000:]
+    return proc
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["two-replicas", "one-killed-mid-run"])
+def test_two_replicas_over_socket_mode(world: tuple[FakeSocketMode, FakeSlack, KubeSim], redis_url: str,
+                                       tmp_path: Path, kill: bool) -> None:
+    sock, fake, sim = world
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(SOCKET_POLICY))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT", "SLACK", "REDIS"))}
+    env.update(HOME=str(tmp_path), KUBECONFIG=str(sim.kubeconfig), UPGRADEBOT_CONFIG=str(policy),
+               SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET, SLACK_API_URL=fake.api_url,
+               SLACK_APP_TOKEN=APP_TOKEN, REDIS_URL=redis_url, UPGRADEBOT_SLACK_PACE="0.01",
+               UPGRADEBOT_SWEEP_INTERVAL="1")
+    procs = [start(env, tmp_path / f"replica-{i}.log") for i in (1, 2)]
+    story = Story(sock, fake, sim, RedisRunStore.from_url(redis_url))
+    try:
+        sock.wait_connections(2)
+        killed: list[subprocess.Popen[str]] = []
+
+        def kill_one() -> None:
+            """SIGKILL the replica driving the canary (its pid is in the run's lease): the other
+            takes the run over, and Slack's envelopes go to its connection alone."""
+            (run,) = story.store.list_runs()
+            owner = str(eventually(lambda: story.store.lease_owner(run.id), "the canary driven by a replica",
+                                   timeout=20))
+            driving = next(p for p in procs if f"/{p.pid}/" in owner)
+            driving.send_signal(signal.SIGKILL)
+            assert driving.wait(timeout=10) == -signal.SIGKILL
+            killed.append(driving)
+            eventually(lambda: len(sock.connections) == 1, "the killed replica's connection gone")
+
+        run_id = play(story, disrupt=not kill, after_approval=kill_one if kill else None)
+        check_once(story, run_id)
+        served = {s.connection for s in sock.sends}
+        assert len(served) >= 2, "the envelopes were spread over the replicas' connections"
+        assert len(killed) == kill
+        for proc in (p for p in procs if p not in killed):
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=40) == 0
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        story.store.close()
+        for log in sorted(tmp_path.glob("replica-*.log")):
+            sys.stderr.write(f"--- {log.name}\n{log.read_text()[-3000:]}")

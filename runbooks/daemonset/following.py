@@ -46,7 +46,8 @@ def follow_rollout(ctx: StepContext, revision_hash: str, *, step: str) -> Outcom
     """Wait until every node's pod is a Ready pod of ``revision_hash``, recording each node."""
     target, settings, clock = ctx.run.target, ctx.settings, ctx.clock
     snap = observe(ctx.cluster, target.namespace, target.name)
-    done = {n for n in snap.nodes if n not in snap.behind(revision_hash)}
+    late = set(snap.behind(revision_hash))
+    done = {n for n in snap.nodes if n not in late}
     if done:
         note(ctx, step, "info", f"{plural(len(done), 'node')} already on revision {revision_hash}: {listing(sorted(done))}",
              nodes=sorted(done))
@@ -125,7 +126,8 @@ def replace_nodes(ctx: StepContext, nodes: list[str], revision_hash: str, *, at_
         if looping:
             return Outcome(snap, behind, f"the new pods on {listing(looping)} are crash-looping", failing=looping)
         old = [n for n in behind if (p := snap.pod_on(n)) is not None and not p.deleting and p.revision_hash != revision_hash]
-        in_flight = [n for n in behind if n not in old]
+        replacing = set(old)
+        in_flight = [n for n in behind if n not in replacing]
         if not in_flight and ctx.paused():
             return Outcome(snap, behind, paused=True)
         unavailable = sum(1 for n in snap.nodes if n not in wanted and _unavailable(snap, n)) + len(in_flight)

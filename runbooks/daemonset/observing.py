@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, TypeVar
 
 from runbooks.cluster import Cluster
@@ -105,14 +106,24 @@ class Snapshot:
     def revision_named(self, name: str) -> Revision | None:
         return next((r for r in self.revisions if r.name == name), None)
 
+    @cached_property
+    def _by_node(self) -> dict[str, PluginPod]:
+        """Each node's plugin pod: the live one, else one that is terminating (one pass over
+        the pods, sorted by node, terminating last, then name)."""
+        out: dict[str, PluginPod] = {}
+        for pod in self.pods:
+            known = out.get(pod.node)
+            if known is None or (known.deleting and not pod.deleting):
+                out[pod.node] = pod
+        return out
+
     def pod_on(self, node: str) -> PluginPod | None:
         """The plugin pod serving ``node``: the live one, else one that is terminating."""
-        pods = [p for p in self.pods if p.node == node]
-        return next((p for p in pods if not p.deleting), pods[0] if pods else None)
+        return self._by_node.get(node)
 
-    @property
+    @cached_property
     def nodes(self) -> list[str]:
-        return sorted({p.node for p in self.pods if p.node})
+        return sorted(n for n in self._by_node if n)
 
     def behind(self, revision_hash: str, nodes: list[str] | None = None) -> list[str]:
         """Nodes whose plugin pod is not yet a Ready pod of ``revision_hash``."""

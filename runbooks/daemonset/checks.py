@@ -117,12 +117,19 @@ def restarts_stable(start: Snapshot, end: Snapshot, nodes: Sequence[str], *, win
 
 
 def registered(snap: Snapshot, nodes: Sequence[str], logs: dict[str, LogResult], *, kind: str, everywhere: bool,
-               pattern: str | None = None) -> Check:
-    """The registration line in each plugin pod's log (``logs`` by node)."""
-    missing, unread = [], {}
+               pattern: str | None = None, advertised: dict[str, int] | None = None,
+               resources: Sequence[str] = ("nvidia.com/gpu",)) -> Check:
+    """The registration line in each plugin pod's log (``logs`` by node); a node whose log was
+    not in the sample is judged by ``advertised`` (the GPUs its allocatable offers: a device
+    plugin that did not register offers none)."""
+    missing, unread, silent = [], {}, []
+    advertised = advertised or {}
     for node in nodes:
         result = logs.get(node)
-        if result is None or result.registered is None:
+        if result is None and node in advertised:
+            if advertised[node] <= 0:
+                silent.append(node)
+        elif result is None or result.registered is None:
             unread[node] = result.problem if result and result.problem else "log not read"
         elif not result.registered:
             missing.append(node)
@@ -133,14 +140,21 @@ def registered(snap: Snapshot, nodes: Sequence[str], logs: dict[str, LogResult],
         line = "'Registered device plugin [for …] with Kubelet'"
     else:
         line = "the DRA driver's registration with the kubelet"
-    if missing:
-        return failed("plugin-registered", f"the plugin log on {listing(missing)} has no {line}: "
-                      "it did not register", scope, missing=missing, unread=unread)
+    if missing or silent:
+        parts = [f"the plugin log on {listing(missing)} has no {line}"] if missing else []
+        if silent:
+            parts.append(f"{listing(silent)} advertise{'s' if len(silent) == 1 else ''} no {', '.join(resources)}")
+        return failed("plugin-registered", "; ".join(parts) + ": it did not register", scope, missing=missing,
+                      silent=silent, unread=unread)
     if unread:
         first = next(iter(unread.values()))
         return unknown("plugin-registered", f"could not read the plugin log on {listing(list(unread))} ({first})",
                       scope, unread=unread)
-    return passed("plugin-registered", f"{line} found on {plural(len(nodes), 'node')}", scope)
+    by_logs = [n for n in nodes if n not in advertised]
+    others = len(nodes) - len(by_logs)
+    also = f"; the other {plural(others, 'node')} advertise {', '.join(resources)}" if others else ""
+    return passed("plugin-registered", f"{line} found on {plural(len(by_logs), 'node')}{also}", scope,
+                  by_logs=len(by_logs), by_capacity=others)
 
 
 def gpu_capacity(

@@ -29,7 +29,7 @@ from runbooks.daemonset.smoke_testing import smoke_test
 from runbooks.engine.clocks import SystemClock
 from runbooks.engine.recording import failed, note_checks, result, unknown
 from runbooks.engine.steps import Check, CheckStatus, Clock, StepContext, StepResult, StepSettings
-from runbooks.errors import Forbidden, NotFound
+from runbooks.errors import Forbidden, NotFound, plural
 from runbooks.inventory import Node, ResourceClaim, ResourceSlice
 from runbooks.inventory.plugins import (
     LOG_BUDGET,
@@ -97,7 +97,8 @@ def verify(
         judge.no_crashloop([start, end], scope, everywhere=everywhere),
         judge.restarts_stable(start, end, scope, window=window, everywhere=everywhere),
         _registration(cluster, end, scope, kind=kind, everywhere=everywhere,
-                      pattern=settings.registration.get(f"{namespace}/{name}")),
+                      pattern=settings.registration.get(f"{namespace}/{name}"), final=final, resources=resources,
+                      budget=settings.log_budget),
         judge.gpu_capacity(scope, final, lowest, baseline, resources, everywhere=everywhere),
     ]
     if not everywhere:
@@ -158,25 +159,70 @@ def sample_nodes(
     return found
 
 
+DOMAIN_LABELS = ("topology.kubernetes.io/zone", "nvidia.com/gpu.product")
+"""What tells failure domains apart, with the kubelet's version: the log sample covers each."""
+
+
+def domain_of(node: Node | None) -> str:
+    """A node's failure domain for the log sample: zone, GPU model, kubelet version."""
+    if node is None:
+        return "unknown"
+    parts = [node.labels.get(label, "") for label in DOMAIN_LABELS] + [node.kubelet_version]
+    return " / ".join(p for p in parts if p) or "-"
+
+
+def log_sample(pods: Sequence[tuple[str, Any]], nodes: dict[str, Node], budget: int) -> list[tuple[str, Any]]:
+    """At most ``budget`` of ``(node, pod)``, taken in turn from each failure domain (so each
+    domain has its logs read whatever the size), in node order within a domain."""
+    if len(pods) <= budget:
+        return list(pods)
+    groups: dict[str, list[tuple[str, Any]]] = {}
+    for pair in pods:
+        groups.setdefault(domain_of(nodes.get(pair[0])), []).append(pair)
+    queues = [groups[d][::-1] for d in sorted(groups)]
+    chosen: list[tuple[str, Any]] = []
+    while len(chosen) < budget and any(queues):
+        for queue in queues:
+            if queue and len(chosen) < budget:
+                chosen.append(queue.pop())
+    return chosen
+
+
 def _registration(cluster: Cluster, snap: Snapshot, nodes: Sequence[str], *, kind: str, everywhere: bool,
-                  pattern: str | None) -> Check:
+                  pattern: str | None, final: dict[str, Node], resources: Sequence[str],
+                  budget: int = LOG_BUDGET) -> Check:
+    """The registration of the plugin on every node in scope: from its log on a sample of at
+    most ``budget`` nodes covering every failure domain, and (a device plugin) from what each
+    other node advertises (allocatable GPUs, read at the end of the window)."""
     namespace = snap.meta.get("namespace", "")
     ref = f"{namespace}/{snap.meta.get('name', '')}"
     pods = [(node, pod) for node in nodes if (pod := snap.pod_on(node)) is not None and not pod.deleting]
-    chosen = pods[:LOG_BUDGET]
+    chosen = log_sample(pods, final, budget)
     reads = [LogRead(ref, namespace, pod.name, sorted(pod.images), kind, pattern)  # type: ignore[arg-type]
              for _, pod in chosen]
     by_pod = read_registrations(
         reads, lambda ns, pod, container: cluster.pod_log(ns, pod, container=container, tail_lines=LOG_TAIL),
     )
     logs: dict[str, LogResult] = {node: by_pod[(namespace, pod.name)] for node, pod in chosen if (namespace, pod.name) in by_pod}
-    check = judge.registered(snap, [n for n, _ in chosen] + [n for n in nodes if snap.pod_on(n) is None],
-                             logs, kind=kind, everywhere=everywhere, pattern=pattern)
-    if len(pods) > len(chosen):
-        extra: dict[str, Any] = {"logs_read": len(chosen), "pods": len(pods)}
-        return check.model_copy(update={"detail": f"{check.detail} (logs of {len(chosen)} of {len(pods)} pods read)",
-                                        "evidence": {**check.evidence, **extra}})
-    return check
+    sampled = {n for n, _ in chosen}
+    rest = [n for n, _ in pods if n not in sampled]
+    advertised = ({n: sum(final[n].allocatable.get(r, 0) for r in resources) for n in rest if n in final}
+                  if kind == "device-plugin" else {})
+    judged = [n for n, _ in chosen] + (rest if advertised else []) + [n for n in nodes if snap.pod_on(n) is None]
+    check = judge.registered(snap, judged, logs, kind=kind, everywhere=everywhere, pattern=pattern,
+                             advertised=advertised, resources=resources)
+    if not rest:
+        return check
+    domains: dict[str, dict[str, int]] = {}
+    for node, _ in pods:
+        entry = domains.setdefault(domain_of(final.get(node)), {"nodes": 0, "logs": 0})
+        entry["nodes"] += 1
+        entry["logs"] += node in sampled
+    extra: dict[str, Any] = {"logs_read": len(chosen), "pods": len(pods), "by_capacity": len(advertised),
+                             "domains": dict(sorted(domains.items())[:50])}
+    how = (f"logs of {len(chosen)} of {len(pods)} pods read, covering all {plural(len(domains), 'failure domain')} "
+           f"(zone, GPU model, kubelet)")
+    return check.model_copy(update={"detail": f"{check.detail} ({how})", "evidence": {**check.evidence, **extra}})
 
 
 def _scheduling_messages(cluster: Cluster, claims: Sequence[ResourceClaim], since: dt.datetime) -> dict[str, str]:

@@ -104,6 +104,9 @@ class StepSettings:
     (policy ``targets[].registration``); a target not listed uses its kind's default."""
     targets: dict[str, Target] = field(default_factory=dict)
     """The policy's entries for the targets, by ``namespace/name`` (waves, spread labels)."""
+    log_budget: int = 200
+    """Plugin logs verify reads at most (a sample covering every failure domain); the other
+    nodes' registration is judged from the GPUs they advertise."""
 
 
 @dataclass

@@ -35,7 +35,8 @@ GPU_HARDWARE_LABELS = (
     re.compile(r"^feature\.node\.kubernetes\.io/pci-(?:[0-9a-f]{4}_)?10de\.present$"),
     re.compile(r"^nvidia\.com/gpu\.present$"),
 )
-KEPT_LABEL_PREFIXES = ("feature.node.kubernetes.io/pci-", "nvidia.com/")
+KEPT_LABEL_PREFIXES = ("feature.node.kubernetes.io/pci-", "nvidia.com/", "topology.kubernetes.io/zone")
+"""Node labels kept: the GPU hardware's, and the zone (verify's log sample covers every zone)."""
 _CEL_DRIVER = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
 _SUFFIXES: dict[str, Decimal] = {
     "": Decimal(1), "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9,

@@ -241,3 +241,21 @@ def test_the_dra_smoke_pod_asks_its_device_through_a_claim_only(version: str) ->
         exact = request.get("exactly", request)
         assert ("exactly" in request) == (version in ("v1beta2", "v1"))
         assert (exact["deviceClassName"], exact["count"]) == ("gpu.example.com", 1)
+
+
+def test_verify_judges_every_node_with_a_log_sample_covering_every_zone() -> None:
+    """40 nodes over three zones, a log budget of 6: two logs per zone are read, and every other
+    node's registration is judged by the GPUs it advertises; the check says which evidence covered
+    how many nodes."""
+    with KubeSim(scenario="gpu-large", nodes=40, k8s_version="1.32", speed=SPEED) as large:
+        cluster = harness(large).ctx.cluster
+        result = verify(cluster, "kube-system/nvidia-device-plugin-daemonset",
+                        settings=dataclasses.replace(FAST, log_budget=6))
+    check = next(c for c in result.checks if c.name == "plugin-registered")
+    assert check.status is CheckStatus.PASS, check.detail
+    assert check.evidence["logs_read"] == 6 and check.evidence["by_capacity"] == 34 and check.evidence["pods"] == 40
+    zones = check.evidence["domains"]
+    assert {z.split(" / ")[0]: (d["nodes"], d["logs"]) for z, d in zones.items()} == {
+        "sim-zone-a": (14, 2), "sim-zone-b": (13, 2), "sim-zone-c": (13, 2)}
+    assert "found on 6 nodes; the other 34 nodes advertise nvidia.com/gpu" in check.detail
+    assert "covering all 3 failure domains" in check.detail

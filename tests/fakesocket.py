@@ -89,6 +89,7 @@ class FakeSocketMode:
         self.hellos = 0
         self.refused: list[str] = []
         self._tickets: set[str] = set()
+        self._refusals = 0
         self._open: dict[int, _Connection] = {}
         self._envelopes: dict[str, _Envelope] = {}
         self._numbers = itertools.count(1)
@@ -135,12 +136,19 @@ class FakeSocketMode:
         if token != self.app_token:
             return {"ok": False, "error": "invalid_auth"}
         with self._lock:
-            if len(self._open) + len(self._tickets) >= MAX_CONNECTIONS:
+            if self._refusals > 0 or len(self._open) + len(self._tickets) >= MAX_CONNECTIONS:
+                self._refusals = max(0, self._refusals - 1)
                 self.refused.append("too_many_websockets")
                 return {"ok": False, "error": "too_many_websockets"}
             ticket = secrets.token_hex(8)
             self._tickets.add(ticket)
         return {"ok": True, "url": f"wss://127.0.0.1:{self.port}/link/?ticket={ticket}&app_id=A0APP"}
+
+    def refuse_next(self, count: int) -> None:
+        """The next ``count`` ``apps.connections.open`` are refused ``too_many_websockets`` (the
+        app's other connections, elsewhere, hold every slot)."""
+        with self._lock:
+            self._refusals = count
 
     # ------------------------------------------------------------------ what tests do
     @property

@@ -24,9 +24,13 @@ from typing import Any
 
 import pytest
 import yaml
+from slack_bolt import App
+from slack_sdk import WebClient
 
 from bot.runtime import build_runtime
+from bot.slack.metrics import Metrics
 from bot.slack.serve import build_slack_service, serve
+from bot.slack.socket_mode import Backoff, SocketMode
 from bot.storage.redis_store import RedisRunStore
 from kubesim import KubeSim
 from runbooks.engine.runs import RunState
@@ -258,3 +262,31 @@ def test_two_replicas_over_socket_mode(world: tuple[FakeSocketMode, FakeSlack, K
         story.store.close()
         for log in sorted(tmp_path.glob("replica-*.log")):
             sys.stderr.write(f"--- {log.name}\n{log.read_text()[-3000:]}")
+
+
+def test_a_refused_reconnect_backs_off_and_connects_once_slack_accepts(
+        world: tuple[FakeSocketMode, FakeSlack, KubeSim]) -> None:
+    """Slack refuses an eleventh connection (``too_many_websockets``): the client counts the failed
+    attempts, waits longer each time, and is connected again once Slack has room."""
+    sock, fake, _ = world
+    app = App(signing_secret=SIGNING_SECRET, token_verification_enabled=False,
+              client=WebClient(token=BOT_TOKEN, base_url=fake.api_url))
+    metrics = Metrics()
+    handler = SocketMode(app, app_token=APP_TOKEN, metrics=metrics, ping_interval=0.5, backoff=Backoff(base=0.2))
+    try:
+        handler.connect()
+        sock.wait_connections(1)
+        assert all(sock.open_url(APP_TOKEN)["ok"] for _ in range(9)) and not sock.open_url(APP_TOKEN)["ok"], \
+            "Slack's limit: 10 connections (URLs handed out count until used)"
+        sock.refused.clear()
+        sock.refuse_next(3)
+        sock.drop()
+        eventually(lambda: handler.client.backoff.failures >= 2, "reconnects refused", timeout=20)
+        assert sock.refused and set(sock.refused) == {"too_many_websockets"}
+        exposition = metrics.exposition()[0].decode()
+        assert 'upgradebot_socket_mode_reconnects_total{outcome="failed",reason="dropped"}' in exposition
+        eventually(lambda: handler.client.is_connected() and sock.connections, "connected once Slack has room",
+                   timeout=30)
+        assert handler.client.backoff.failures == 0
+    finally:
+        handler.close()

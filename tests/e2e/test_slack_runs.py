@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from bot.slack.threads import SlackThreads
 from runbooks.engine.approving import Actor
-from runbooks.engine.runs import Run, RunState
+from runbooks.engine.runs import Run, RunState, Step
 from tests.e2e.conftest import RunBot
 from tests.e2e.runs_support import (
     CANARY,
@@ -151,3 +153,29 @@ def test_gate_messages_survive_a_restart(run_bot: RunBot) -> None:
     eventually(lambda: len([c for c in thread(bot.fake, second.origin["ts"]) if buttons(c)]) == before + 1,
                "the missing gate message posted with its buttons")
     assert any(k.startswith("gate|") for k in bot.runtime.engine.get(second.id).origin)
+
+
+def test_a_step_message_another_process_posted_is_edited_whole(run_bot: RunBot) -> None:
+    """A step's message ts is kept with the run: a bot that did not post it (a restart, another
+    replica) reads the step's entries from the audit once and edits that message, never a new one."""
+    bot = run_bot
+    run_id, root_ts = requested(bot)
+    gate_ts, value = bot.slack.gate(root_ts)
+    bot.slack.click("approve", value, user="U0LEAD", message_ts=gate_ts, thread_ts=root_ts)
+    bot.wait_state(run_id, S.AWAITING_PROMOTION)
+    eventually(bot.idle, "everything sent")
+    (threads,) = bot.runtime.observers.of_type(SlackThreads)
+    run = bot.runtime.engine.get(run_id)
+    verify_ts = run.origin["step|verify_canary"]
+    posted = len(thread(bot.fake, root_ts))
+    restarted = SlackThreads(web=threads.web, pacer=threads.pacer, set_origin=bot.runtime.engine.set_origin,
+                             audit=bot.runtime.engine.audit)
+    late = Step(name="verify_canary.smoke-test", kind="check", status="failed", detail="the smoke pod never ran",
+                at=dt.datetime.now(dt.UTC))
+    restarted.on_step(run, late)
+    edited = eventually(lambda: [c for c in updates(bot.fake, verify_ts) if "Smoke test" in texts(c)], "the edit")
+    assert isinstance(edited, list)
+    text = texts(edited[-1])
+    assert "No new BackOff events" in text and "the smoke pod never ran" in text, "the earlier rows, from the audit"
+    assert text.index("Smoke test") < text.index("No new BackOff events"), "the failure first"
+    assert len(thread(bot.fake, root_ts)) == posted, "no new message"

@@ -100,6 +100,8 @@ class SlackDeps:
     decision_workers: Workers
     quotas: Quotas
     decisions: Decisions | None = None
+    notices: Workers | None = None
+    """Where "busy" and quota answers are sent from (bounded); without it, a thread each."""
 
 
 def delivery_key(kind: str, body: dict[str, Any]) -> str:
@@ -189,8 +191,13 @@ class _Listeners:
             self.deps.quotas.give(user, channel)
 
     def _later(self, respond: Respond, body: dict[str, Any], text: str) -> None:
-        """Say ``text`` from a thread of its own: the HTTP answer (the ack) is not held up."""
-        threading.Thread(target=self._say, args=(respond, body, text), daemon=True).start()
+        """Say ``text`` from the notice pool, so the ack is not held up; a full pool drops it (counted)."""
+        notices = self.deps.notices
+        if notices is None:
+            threading.Thread(target=self._say, args=(respond, body, text), daemon=True).start()
+        elif not notices.submit(self._say, respond, body, text):
+            self.deps.metrics.commands.labels(verb="-", outcome="unanswered", surface="slack").inc()
+            log.warning("too many answers waiting to be sent: one was dropped")
 
     def _claimed(self, kind: str, body: dict[str, Any], retry: str | None, respond: Respond) -> bool:
         """Whether this delivery is the first; a Redis that does not answer is said, never silent."""

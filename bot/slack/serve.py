@@ -55,6 +55,9 @@ from runbooks.policy import Policy
 
 log = logging.getLogger("upgradebot.serve")
 RECONCILE_WINDOW = dt.timedelta(days=1)
+NOTICE_THREADS, NOTICE_BACKLOG = 2, 512
+"""Threads (and queued answers) that tell people the bot is busy or over a quota; beyond, the
+answer is dropped and counted (``upgradebot_commands_total{outcome="unanswered"}``)."""
 """Runs ended longer ago than this keep their gate messages as they are at a start."""
 
 
@@ -86,6 +89,8 @@ class Service:
     readiness: Readiness
     cancel: threading.Event
     """Set on SIGTERM: long reads (``verify``'s window) give up at once (:class:`~runbooks.engine.clocks.StoppableClock`)."""
+    notices: Workers | None = None
+    """The few threads that tell people the bot is busy: a burst of refusals never spawns a thread each."""
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no command or decision runs or waits (both pools); False if ``timeout`` passed first."""
@@ -98,7 +103,10 @@ class Service:
         self.cancel.set()
         deadline = time.monotonic() + timeout
         finished = self.decision_workers.shutdown(timeout=timeout)
-        return self.workers.shutdown(timeout=max(0.5, deadline - time.monotonic())) and finished
+        finished = self.workers.shutdown(timeout=max(0.5, deadline - time.monotonic())) and finished
+        if self.notices is not None:
+            self.notices.shutdown(timeout=max(0.5, deadline - time.monotonic()))
+        return finished
 
     def wsgi(self, *, with_slack: bool = True, with_metrics: bool = True) -> WebApp:
         slack = SlackRequestHandler(self.app) if with_slack else None
@@ -143,9 +151,11 @@ def build_service(
     router = Router(registry, policy, directory, disabled=disabled)
     workers = Workers(settings.workers)
     decision_workers = Workers(settings.decision_workers, name="upgradebot-decide")
+    notices = Workers(NOTICE_THREADS, backlog=NOTICE_BACKLOG, name="upgradebot-notice")
     quotas = Quotas(per_user=policy.limits.per_user, per_channel=policy.limits.per_channel)
     deps = SlackDeps(router=router, web=web, idempotency=idempotency or InMemoryIdempotency(),
                      workers=workers, metrics=metrics, decision_workers=decision_workers, quotas=quotas,
+                     notices=notices,
                      decisions=decisions)
     app = build_app(settings, policy, deps, identity=identity)
     readiness = Readiness({"slack": lambda: identity.refresh(web), **(checks or {})},
@@ -153,7 +163,7 @@ def build_service(
     return Service(settings=settings, policy=policy, metrics=metrics, web=web, identity=identity,
                    directory=directory, registry=registry, router=router, workers=workers,
                    decision_workers=decision_workers, app=app, readiness=readiness,
-                   cancel=cancel or threading.Event())
+                   cancel=cancel or threading.Event(), notices=notices)
 
 
 def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache: float = 5.0) -> Service:

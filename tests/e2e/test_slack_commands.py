@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
+import pytest
+
+from bot.slack import app as app_module
 from tests.e2e.harness import Bot
 from tests.fakeslack import Call, post, sign, slash_command
 
@@ -148,3 +152,29 @@ def test_rate_limited_post_is_retried(bot: Bot) -> None:
     assert len(bot.fake.of("chat.postMessage")) == 2  # the 429 and the retry
     metrics = bot.service.metrics.exposition()[0].decode()
     assert 'upgradebot_slack_api_errors_total{error="ratelimited",method="chat.postMessage"} 1.0' in metrics
+
+
+def test_a_full_bot_says_busy_from_a_few_threads(bot: Bot, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every worker and backlog slot held, each further command is acked and told the bot is
+    busy; those answers come from the bounded notice pool, not a thread each."""
+    started: list[threading.Thread] = []
+
+    class Counted(threading.Thread):
+        def start(self) -> None:
+            started.append(self)
+            super().start()
+
+    monkeypatch.setattr(app_module.threading, "Thread", Counted)
+    slots = bot.service.workers.size + bot.service.workers.backlog
+    for _ in range(slots):
+        assert bot.command("hold").status == 200
+    assert bot.started.wait(5)
+    answers = [bot.command("hold", user=f"U0B{i:03}") for i in range(60)]
+    assert all(a.status == 200 and a.seconds < 1.0 for a in answers)
+    told = bot.fake.wait_for("response_url", 60)
+    assert all("busy" in str(c.body.get("text", "")) for c in told)
+    per_answer = [t for t in started if getattr(getattr(t, "_target", None), "__name__", "") == "_say"]
+    assert per_answer == [], f"{len(per_answer)} threads started, one per answer"
+    assert len([t for t in threading.enumerate() if t.name.startswith("upgradebot-notice")]) <= 2
+    bot.release.set()
+    bot.settle()

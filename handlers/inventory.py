@@ -169,7 +169,9 @@ def summarize(inv: Inventory) -> Reply:
 
 
 def _handle(request: InventoryRequest, deps: Deps, caller: Caller) -> Inventory:
-    return handle(request, connect=deps.connect, policy=deps.policy)
+    """Inventories of one cluster asked for while one is being taken share it (read once)."""
+    return deps.in_flight.do(("inventory", request.cluster),
+                             lambda: handle(request, connect=deps.connect, policy=deps.policy))
 
 
 COMMAND = Command("inventory", USAGE, "what the cluster runs, and what to fix before an upgrade", parse, _handle,

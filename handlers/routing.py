@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -97,6 +98,52 @@ class Verb:
     lane: Lane = "short"
 
 
+T = TypeVar("T")
+
+
+class InFlight:
+    """Identical reads in flight done once: callers asking for ``key`` while another caller's read
+    of it runs wait for that read and get its result (or its exception). Nothing is cached after
+    it finishes: the next caller reads anew."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[Hashable, _Flight] = {}
+        self.shared = 0
+        """Callers that got another's result (for tests and metrics)."""
+
+    def do(self, key: Hashable, read: Callable[[], T]) -> T:
+        with self._lock:
+            flight = self._running.get(key)
+            leader = flight is None
+            if flight is None:
+                flight = self._running[key] = _Flight()
+            else:
+                self.shared += 1
+        if not leader:
+            flight.done.wait()
+            if flight.error is not None:
+                raise flight.error
+            return flight.value
+        try:
+            flight.value = read()
+        except BaseException as exc:
+            flight.error = exc
+            raise
+        finally:
+            with self._lock:
+                self._running.pop(key, None)
+            flight.done.set()
+        return flight.value
+
+
+class _Flight:
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
 class Deps:
     """What handlers may use, bound once per surface: the policy, the cluster factory, the
     user-group directory, the run engine, the store's event tallies and the clock the
@@ -111,6 +158,8 @@ class Deps:
                  open_engine: Callable[[], Engine] | None = None, read_tally: ReadTally | None = None,
                  clock: Clock | None = None) -> None:
         self.policy, self.connect, self.clock = policy, connect, clock
+        self.in_flight = InFlight()
+        """Identical reads running at once are read once (fifty ``inventory`` in a second: one)."""
         self.directory: Directory = directory or StaticDirectory()
         self._engine, self._open_engine, self._read_tally = engine, open_engine, read_tally
 

@@ -1,0 +1,70 @@
+"""Identical reads at once are read once: fifty ``inventory`` requests while one is being taken
+share its result, on kubesim (the cluster is connected to, and listed, once)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from handlers import inventory
+from handlers.routing import Caller, Deps, InFlight
+from kubesim import KubeSim
+from runbooks.cluster import Cluster
+from runbooks.policy import Policy
+
+
+def test_fifty_inventories_at_once_read_the_cluster_once(cluster: KubeSim,
+                                                          connect: Callable[..., Cluster]) -> None:
+    opened: list[float] = []
+
+    def counting(context: str | None) -> Cluster:
+        opened.append(time.monotonic())
+        time.sleep(0.3)  # a large cluster's read takes a while: the others arrive meanwhile
+        return connect(cluster)
+
+    deps = Deps(policy=Policy(), connect=counting)
+    barrier, results = threading.Barrier(50), []
+
+    def ask() -> None:
+        barrier.wait()
+        results.append(inventory.COMMAND.handle(inventory.InventoryRequest(), deps, Caller(user="U0ANA")))
+
+    threads = [threading.Thread(target=ask) for _ in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(results) == 50 and len(opened) == 1, f"{len(opened)} reads"
+    assert all(r is results[0] for r in results) and deps.in_flight.shared == 49
+    inventory.COMMAND.handle(inventory.InventoryRequest(), deps, Caller(user="U0ANA"))
+    assert len(opened) == 2, "nothing is kept once the read is done: the next one reads anew"
+
+
+def test_a_failed_read_fails_every_caller_that_waited_for_it() -> None:
+    flights, started, errors = InFlight(), threading.Event(), []
+
+    def read() -> int:
+        started.set()
+        time.sleep(0.2)
+        raise ConnectionError("unreachable")
+
+    def ask() -> None:
+        try:
+            flights.do("k", read)
+        except ConnectionError as exc:
+            errors.append(exc)
+
+    first = threading.Thread(target=ask)
+    first.start()
+    assert started.wait(5)
+    others = [threading.Thread(target=ask) for _ in range(5)]
+    for t in others:
+        t.start()
+    for t in [first, *others]:
+        t.join(timeout=5)
+    assert len(errors) == 6 and flights.shared == 5
+    with pytest.raises(ConnectionError):
+        flights.do("k", read)

@@ -517,3 +517,67 @@ STATE_LABELS = {
 def state_label(state: str, *, halted_gate: bool = False) -> str:
     label = STATE_LABELS.get(state, state.replace("_", " "))
     return label + (" (halted: a rollback request is open)" if halted_gate else "")
+
+
+# ------------------------------------------------------------------ what a request asks, and a run's titles
+def asks_repair(ref: str, summary: str) -> str:
+    return f"repair the workloads on the nodes of {ref}: {summary}"
+
+
+def asks_migration(kind: str, ref: str, summary: str) -> str:
+    return f"apply the migration of {kind} {ref} to DRA: {summary}"
+
+
+def asks_restart(node: str, ref: str, container: str, image: str) -> str:
+    return f"restart the plugin on {node} first ({ref}, container {container}, {image} kept), then on every node once verified"
+
+
+def asks_canary(image: str, node: str, ref: str, container: str, change: str, drain: bool) -> str:
+    what = f"put {image} on {node} (canary of {ref}, container {container})"
+    if change:
+        what += f" with {change}"
+    return what + (f", cordoning and draining {node} first" if drain else "")
+
+
+def asks_promotion(image: str, ref: str, node: str, change: str, drain: bool) -> str:
+    what = (f"roll {change} ({image}) out to every node of {ref}: the canary on {node} passed" if change
+            else f"roll {image} out to every node of {ref}: the canary on {node} passed")
+    return what + ("; each node is cordoned and drained first" if drain else "")
+
+
+def asks_rollback(ref: str, run_id: str) -> str:
+    return f"roll {ref} back to the template it had before run {run_id}"
+
+
+def request_title(kind: str, run_id: str) -> str:
+    return f"{kind.capitalize()} request for {run_id}"
+
+
+def closed_at(outcome: str, at: str) -> str:
+    return f"Closed ({outcome}) at {at}"
+
+
+def waiting_for_approval(request: str, until: str) -> str:
+    return f"Waiting for approval: {request.lower()} in the thread, open until {until}"
+
+
+def run_title(kind: str, run_id: str, what: str) -> str:
+    return f"{ {'migration': 'Migration', 'repair': 'Repair'}.get(kind, 'Upgrade')} {run_id}: {what}"
+
+
+def halted_title(run_id: str, where: str) -> str:
+    return f"Run {run_id} halted: {where}"
+
+
+def rolling_back_title(run_id: str, where: str) -> str:
+    return f"Run {run_id} is rolling back by itself: {where}"
+
+
+def audit_title(run_id: str, ref: str, state: str, count: int) -> str:
+    return f"Audit of {run_id} ({ref}, now {state}): {count} entries"
+
+
+UPGRADE_STEP_NAMES = ("Canary request", "Canary", "Verify the canary", "Promotion request", "Promotion",
+                      "Verify every node", "Monitoring")
+CHANGE_STEP_NAMES = ("Request", "Apply", "Verify")
+"""The names of a run's path for the root message's "Step i of n" (an upgrade; a migration or repair)."""

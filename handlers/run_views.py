@@ -33,6 +33,7 @@ STATE_TONE: dict[RunState, Tone] = {
 }
 STEP_TONE: dict[str, Tone] = {"ok": "ok", "failed": "error", "unknown": "warn", "info": "info", "skipped": "info"}
 GATE_TITLE = {kind: f"{kind.value.capitalize()} request" for kind in GateKind}
+"""``Canary request``: a request's name (its message's title adds the run)."""
 MAX_AUDIT_ROWS = 40
 
 
@@ -78,28 +79,20 @@ def run_of_ref(value: str) -> str | None:
 
 
 def _asks(run: Run, gate: Gate) -> str:
+    ref, change = run.target.ref, "" if run.edits.empty else run.edits.summary()
     if gate.kind is GateKind.REPAIR:
-        what = f"repair the workloads on the nodes of {run.target.ref}: {repair_summary(run)}"
+        what = msg.asks_repair(ref, repair_summary(run))
     elif gate.kind is GateKind.MIGRATION:
-        what = f"apply the migration of {run.target.kind} {run.target.ref} to DRA: {migration_summary(run)}"
+        what = msg.asks_migration(run.target.kind, ref, migration_summary(run))
     elif gate.kind is GateKind.CANARY and is_restart(run):
-        what = (f"restart the plugin on {run.node} first ({run.target.ref}, container {run.container}, "
-                f"{run.image} kept), then on every node once verified")
+        what = msg.asks_restart(run.node, ref, run.container, run.image)
     elif gate.kind is GateKind.CANARY:
-        what = f"put {run.image} on {run.node} (canary of {run.target.ref}, container {run.container})"
-        if not run.edits.empty:
-            what += f" with {run.edits.summary()}"
-        if run.target.drain:
-            what += f", cordoning and draining {run.node} first"
+        what = msg.asks_canary(run.image, run.node, ref, run.container, change, bool(run.target.drain))
     elif gate.kind is GateKind.PROMOTION:
-        what = f"roll {run.image} out to every node of {run.target.ref}: the canary on {run.node} passed"
-        if not run.edits.empty:
-            what = (f"roll {'a restart' if is_restart(run) else run.edits.summary()} ({run.image}) out to every "
-                    f"node of {run.target.ref}: the canary on {run.node} passed")
-        if run.target.drain:
-            what += "; each node is cordoned and drained first"
+        what = msg.asks_promotion(run.image, ref, run.node, "a restart" if is_restart(run) else change,
+                                  bool(run.target.drain))
     else:
-        what = f"roll {run.target.ref} back to the template it had before run {run.id}"
+        what = msg.asks_rollback(ref, run.id)
     return msg.gate_asks(_who(gate.requested_by), what)
 
 
@@ -128,14 +121,14 @@ def gate_message(run: Run, gate: Gate, *, self_approval: bool = False) -> Messag
     link = thread_link(stage.get("origin") or {})
     if gate.kind is GateKind.CANARY and link:
         lines.insert(2, msg.stage_thread(stage.get("cluster", ""), link))
-    return Message(title=f"{GATE_TITLE[gate.kind]} for {run.id}", text="\n".join(lines),
+    return Message(title=msg.request_title(gate.kind.value, run.id), text="\n".join(lines),
                    buttons=approval_buttons(gate_ref(run, gate)), tone="warn")
 
 
 def decided_message(run: Run, gate: Gate, *, user: str, approve: bool, at: dt.datetime) -> Message:
     """The gate message once decided: the buttons give way to who decided and when."""
     verdict = msg.decided(user_ref(user), approve, moment_text(at))
-    return Message(title=f"{GATE_TITLE[gate.kind]} for {run.id}", text=f"{_asks(run, gate)}\n{verdict}",
+    return Message(title=msg.request_title(gate.kind.value, run.id), text=f"{_asks(run, gate)}\n{verdict}",
                    tone="ok" if approve else "error")
 
 
@@ -147,8 +140,8 @@ def closed_gate_message(run: Run, gate: Gate) -> Message:
     elif gate.outcome == "rejected":
         verdict = msg.decided(", ".join(user_ref(d.user) for d in gate.decisions if not d.approve), False, at)
     else:
-        verdict = f"Closed ({gate.outcome}) at {at}"
-    return Message(title=f"{GATE_TITLE[gate.kind]} for {run.id}", text=f"{_asks(run, gate)}\n{verdict}",
+        verdict = msg.closed_at(gate.outcome or "closed", at)
+    return Message(title=msg.request_title(gate.kind.value, run.id), text=f"{_asks(run, gate)}\n{verdict}",
                    tone="ok" if gate.outcome == "approved" else "warn")
 
 
@@ -183,13 +176,11 @@ def _what_fields(run: Run) -> list[Item]:
     return fields
 
 
-UPGRADE_STEPS: tuple[tuple[RunState, str], ...] = (
-    (S.AWAITING_APPROVAL, "Canary request"), (S.CANARY_ROLLING, "Canary"), (S.CANARY_VERIFYING, "Verify the canary"),
-    (S.AWAITING_PROMOTION, "Promotion request"), (S.PROMOTING, "Promotion"), (S.VERIFYING, "Verify every node"),
-    (S.MONITORING, "Monitoring"),
-)
-CHANGE_STEPS: tuple[tuple[RunState, str], ...] = ((S.AWAITING_APPROVAL, "Request"), (S.APPLYING, "Apply"),
-                                                   (S.VERIFYING, "Verify"))
+UPGRADE_STEPS: tuple[tuple[RunState, str], ...] = tuple(zip(
+    (S.AWAITING_APPROVAL, S.CANARY_ROLLING, S.CANARY_VERIFYING, S.AWAITING_PROMOTION, S.PROMOTING, S.VERIFYING,
+     S.MONITORING), msg.UPGRADE_STEP_NAMES, strict=True))
+CHANGE_STEPS: tuple[tuple[RunState, str], ...] = tuple(zip((S.AWAITING_APPROVAL, S.APPLYING, S.VERIFYING),
+                                                           msg.CHANGE_STEP_NAMES, strict=True))
 
 
 def progress_of(run: Run) -> str:
@@ -238,8 +229,7 @@ def root_message(run: Run, *, self_approval: bool = False) -> Message:
         fields.insert(1, Item(label="Progress", value=step))
     lines = next_lines(run, self_approval=self_approval)
     if run.gate is not None and run.gate.is_open:
-        lines.insert(0, f"Waiting for approval: {GATE_TITLE[run.gate.kind].lower()} in the thread, "
-                        f"open until {moment_text(run.gate.expires_at)}")
+        lines.insert(0, msg.waiting_for_approval(GATE_TITLE[run.gate.kind], moment_text(run.gate.expires_at)))
     if run.pause is not None:
         lines.append(msg.paused_by(user_ref(run.pause.by), moment_text(run.pause.at), run.pause.reason, run.id))
     if run.reason:
@@ -247,9 +237,8 @@ def root_message(run: Run, *, self_approval: bool = False) -> Message:
     if run.progress.get("waiting_for") and run.progress.get("wait_in") == run.state.value:
         lines.append(msg.waiting_for(run.progress["waiting_for"]))
     lines += wave_lines(run)
-    title = (f"Migration {run.id}: {run.target.kind} {run.target.ref}" if run.kind is RunKind.MIGRATION
-             else f"Repair {run.id}: {run.target.ref}" if run.kind is RunKind.REPAIR
-             else f"Upgrade {run.id}: {run.target.ref}")
+    title = msg.run_title(run.kind.value, run.id, f"{run.target.kind} {run.target.ref}" if run.kind is RunKind.MIGRATION
+                          else run.target.ref)
     return Message(title=title, text="\n".join(lines), fields=fields,
                    tone=STATE_TONE.get(run.state, "info"))
 
@@ -455,9 +444,9 @@ def oncall_notice(run: Run, mention_of: str | None) -> tuple[str, Message] | Non
     where = f"{run.target.ref} in {run.target.cluster or 'the current context'}"
     if run.state is S.HALTED:
         key = f"halted|{run.progress.get('halted_at') or moment_text(run.updated_at)}"
-        return key, Message(title=f"Run {run.id} halted: {where}", text=f"{lead}{run.reason}", tone="error")
+        return key, Message(title=msg.halted_title(run.id, where), text=f"{lead}{run.reason}", tone="error")
     if run.state is S.ROLLING_BACK and run.progress.get("auto_rollback"):
-        return "auto_rollback", Message(title=f"Run {run.id} is rolling back by itself: {where}",
+        return "auto_rollback", Message(title=msg.rolling_back_title(run.id, where),
                                         text=f"{lead}{run.progress['auto_rollback']}", tone="warn")
     return None
 
@@ -502,5 +491,5 @@ def audit_reply(found: tuple[Run, list[dict[str, Any]]]) -> Reply:
              str(e.get("name", "")), str(e.get("status", "")), shorten(str(e.get("detail", "")), 80)] for e in shown]
     note = msg.audit_cut(len(entries) - len(shown), run.id) if len(shown) < len(entries) else ""
     table = Table(header=["AT (UTC)", "ACTOR", "KIND", "NAME", "STATUS", "DETAIL"], rows=rows, note=note)
-    return Reply(title=f"Audit of {run.id} ({run.target.ref}, now {run.state.value}): {len(entries)} entries",
+    return Reply(title=msg.audit_title(run.id, run.target.ref, run.state.value, len(entries)),
                  table=table, ephemeral=True)

@@ -87,6 +87,8 @@ class FakeSocketMode:
         self.sends: list[Send] = []
         self.acks: list[Ack] = []
         self.hellos = 0
+        self.open_at_hello: list[set[int]] = []
+        """For each connection greeted, the connections open at that moment (itself included)."""
         self.refused: list[str] = []
         self._tickets: set[str] = set()
         self._refusals = 0
@@ -213,6 +215,7 @@ class FakeSocketMode:
         with self._lock:
             self._open[connection.number] = connection
             self.hellos += 1
+            self.open_at_hello.append(set(self._open))
             count = len(self._open)
         await ws.send_str(json.dumps({"type": "hello", "num_connections": count,
                                       "debug_info": {"host": "fake-socket-mode", "approximate_connection_time": 3600},

@@ -99,7 +99,7 @@ def tell(story: Story, disruption: str) -> None:
     number = getattr(story.sock, disruption)()
     if disruption != "drop":  # warning / refresh_requested: the new connection opens before the old one closes
         eventually(lambda: story.sock.hellos > before, f"a new connection after {disruption}", timeout=20)
-        assert number in story.sock.connections or story.sock.hellos > before
+        assert number in story.sock.open_at_hello[before], "the old connection was still open when the new one came"
     eventually(lambda: story.sock.hellos > before and story.sock.connections, f"connected again after {disruption}",
                timeout=30)
 

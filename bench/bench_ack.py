@@ -11,7 +11,7 @@ background while later rounds arrive, as in a busy channel; beyond its bounded q
 answers "busy"). The bare app only acks. Prints p50/p99/max of each, the ratio, and how
 every command was answered.
 
-``python -m bench.bench_ack [--rounds 5] [--concurrency 50] [--verb help --verb inventory]``
+``python -m bench.bench_ack [--rounds 5] [--concurrency 1 50 200] [--verb help --verb inventory]``
 """
 
 from __future__ import annotations
@@ -117,7 +117,8 @@ def summary(label: str, seconds: list[float]) -> tuple[float, float, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.bench_ack", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 50, 200],
+                        help="commands sent at once, one scenario each (default: 1 50 200)")
     parser.add_argument("--verb", action="append", help="command text, repeatable (default: help, then inventory)")
     parser.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the replies of a scenario")
     parser.add_argument("--threads", type=int, default=16, help="HTTP threads of both servers")
@@ -156,22 +157,24 @@ def main(argv: list[str] | None = None) -> int:
                 burst(url, "help", 1, fake.response_url("warm"))
             worst = 0
             for verb in args.verb:
-                worst = max(worst, scenario(fake, verb, args, bare_url=bare_url, bot_url=bot_url))
+                for concurrency in args.concurrency:
+                    worst = max(worst, scenario(fake, verb, args, concurrency, bare_url=bare_url, bot_url=bot_url))
         finally:
             for proc in reversed(procs):
                 stop(proc)
     return worst
 
 
-def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, *, bare_url: str, bot_url: str) -> int:
+def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: int, *, bare_url: str,
+             bot_url: str) -> int:
     """One verb: rounds of bursts to each server in turn, then the replies awaited (capped)."""
     fake.clear()
     timings: dict[str, list[float]] = {"bare": [], "bot": []}
     started = time.perf_counter()
     for _ in range(args.rounds):
-        timings["bare"] += burst(bare_url, verb, args.concurrency, fake.response_url("bare"))
-        timings["bot"] += burst(bot_url, verb, args.concurrency, fake.response_url("bot"))
-    commands = args.rounds * args.concurrency
+        timings["bare"] += burst(bare_url, verb, concurrency, fake.response_url("bare"))
+        timings["bot"] += burst(bot_url, verb, concurrency, fake.response_url("bot"))
+    commands = args.rounds * concurrency
 
     def answered() -> tuple[int, int]:
         posted = [c for c in fake.of("chat.postMessage") if "thread_ts" not in c.body]
@@ -183,7 +186,7 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, *, bare_url: 
         time.sleep(0.1)
     posted, ephemeral = answered()
     busy = sum("busy" in c.body.get("text", "") for c in fake.of("response_url") if c.path.endswith("/bot"))
-    print(f"{args.rounds} rounds of {args.concurrency} concurrent signed '/upgrade {verb}', "
+    print(f"{args.rounds} rounds of {concurrency} concurrent signed '/upgrade {verb}', "
           f"waitress with {args.threads} threads each, one run")
     print(f"  {'ack latency (ms)':<34} {'p50':>9} {'p99':>9} {'max':>9}")
     bare_p50, bare_p99, _ = summary("bare Bolt app (ack only)", timings["bare"])

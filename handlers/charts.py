@@ -21,6 +21,9 @@ from runbooks.stability.reports import StabilityReport
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
+WIDTH, HEIGHT, DPI = 8.0, 5.0, 100
+MAX_NODE_LINES = 8
+"""Nodes drawn one line each; beyond, the lowest ones and the total."""
 HOUR = 1 / 24
 """An hour in matplotlib's date units (days)."""
 
@@ -29,10 +32,6 @@ def _x(moment: dt.datetime) -> float:
     from matplotlib.dates import date2num
 
     return float(date2num(moment))
-
-WIDTH, HEIGHT, DPI = 8.0, 5.0, 100
-MAX_NODE_LINES = 8
-"""Nodes drawn one line each; beyond, the lowest ones and the total."""
 
 
 def report_chart(report: StabilityReport) -> bytes | None:

@@ -549,8 +549,13 @@ def asks_rollback(ref: str, run_id: str) -> str:
     return f"roll {ref} back to the template it had before run {run_id}"
 
 
+def request_name(kind: str) -> str:
+    """``Canary request``: what a gate of ``kind`` is called."""
+    return f"{kind.capitalize()} request"
+
+
 def request_title(kind: str, run_id: str) -> str:
-    return f"{kind.capitalize()} request for {run_id}"
+    return f"{request_name(kind)} for {run_id}"
 
 
 def closed_at(outcome: str, at: str) -> str:

@@ -21,6 +21,7 @@ from handlers.replies import Button, Item, Message, Reply, Table, Tone, mention,
 from runbooks.daemonset.repairing import plan_lines
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.commands import Outcome
+from runbooks.engine.driving import STEP_OF
 from runbooks.engine.refusals import moment_text
 from runbooks.engine.runs import WORKING, Gate, GateKind, Run, RunKind, RunState, Step
 from runbooks.errors import shorten
@@ -32,8 +33,6 @@ STATE_TONE: dict[RunState, Tone] = {
     S.ROLLING_BACK: "warn", S.FAILED: "error", S.HALTED: "error",
 }
 STEP_TONE: dict[str, Tone] = {"ok": "ok", "failed": "error", "unknown": "warn", "info": "info", "skipped": "info"}
-GATE_TITLE = {kind: f"{kind.value.capitalize()} request" for kind in GateKind}
-"""``Canary request``: a request's name (its message's title adds the run)."""
 MAX_AUDIT_ROWS = 40
 
 
@@ -229,7 +228,7 @@ def root_message(run: Run, *, self_approval: bool = False) -> Message:
         fields.insert(1, Item(label="Progress", value=step))
     lines = next_lines(run, self_approval=self_approval)
     if run.gate is not None and run.gate.is_open:
-        lines.insert(0, msg.waiting_for_approval(GATE_TITLE[run.gate.kind], moment_text(run.gate.expires_at)))
+        lines.insert(0, msg.waiting_for_approval(msg.request_name(run.gate.kind.value), moment_text(run.gate.expires_at)))
     if run.pause is not None:
         lines.append(msg.paused_by(user_ref(run.pause.by), moment_text(run.pause.at), run.pause.reason, run.id))
     if run.reason:
@@ -295,12 +294,8 @@ def wave_now(run: Run) -> str:
 
 # ------------------------------------------------------------------ one message per step
 PRECHECK = "precheck"
-STATE_PHASE: dict[RunState, str] = {
-    S.APPLYING: "apply", S.CANARY_ROLLING: "canary", S.CANARY_VERIFYING: "verify_canary",
-    S.PROMOTING: "promote", S.VERIFYING: "verify_all", S.ROLLING_BACK: "rollback",
-}
-"""The step each working state runs (the engine names its steps' entries ``<step>.<check>``)."""
-PHASES: frozenset[str] = frozenset(STATE_PHASE.values())
+PHASES: frozenset[str] = frozenset(STEP_OF.values())
+"""The steps of a run (the engine's names: its entries are ``<step>.<check>``)."""
 PHASE_ALIAS = {"repair": "apply"}
 """A repair's deletions are entries of its ``apply`` step."""
 RANK = {"failed": 0, "unknown": 1, "running": 2, "ok": 3, "info": 3, "skipped": 3}
@@ -322,7 +317,7 @@ def phase_of(run: Run, step: Step) -> str | None:
         return PRECHECK
     if head in PHASES:
         return head
-    return STATE_PHASE.get(run.state)
+    return STEP_OF.get(run.state)
 
 
 def _key(phase: str, step: Step) -> str:
@@ -350,9 +345,9 @@ def _scope(group: Sequence[Step]) -> str:
     return str(group[-1].evidence.get("scope") or "") if len(group) == 1 else ""
 
 
-def common_scope(phase: str, steps: Sequence[Step]) -> str:
+def _common_scope(groups: Mapping[str, Sequence[Step]]) -> str:
     """Where most of the step's checks looked (``gpu-node1``, ``all nodes``): said once, in the title."""
-    scopes = [s for s in (_scope(g) for g in _groups(phase, steps).values()) if s and s != "other nodes"]
+    scopes = [s for s in (_scope(g) for g in groups.values()) if s and s != "other nodes"]
     return max(set(scopes), key=scopes.count) if scopes else ""
 
 
@@ -360,8 +355,12 @@ def phase_rows(phase: str, steps: Sequence[Step], *, scope: str = "") -> list[st
     """The checklist of a step: one row per check (repeated entries, as one per node, in one
     row with their count), failures first, each with its icon, label, where it looked when
     that is not ``scope`` (the title's), and its latest evidence unless the label says it all."""
+    return _rows(phase, _groups(phase, steps), scope)
+
+
+def _rows(phase: str, groups: Mapping[str, Sequence[Step]], scope: str) -> list[str]:
     rows: list[tuple[int, int, str]] = []
-    for order, (key, group) in enumerate(_groups(phase, steps).items()):
+    for order, (key, group) in enumerate(groups.items()):
         status = _worst([s.status for s in group])
         last = next((s for s in reversed(group) if s.status == status), group[-1])
         label = msg.counted_label(key, len(group), phase)
@@ -386,8 +385,9 @@ def phase_message(run: Run, phase: str, steps: Sequence[Step]) -> Message:
     """A step's message in the thread: its state in the title, the checklist below (at most
     :data:`MAX_ROWS` rows: the passed ones beyond are counted), a Details button."""
     end = next((s for s in reversed(steps) if s.kind == "step" and s.name == phase), None)
-    scope = common_scope(phase, steps)
-    rows = phase_rows(phase, steps, scope=scope)
+    groups = _groups(phase, steps)
+    scope = _common_scope(groups)
+    rows = _rows(phase, groups, scope)
     statuses = [s.status for s in steps if s is not end]
     failed, warnings = statuses.count("failed"), statuses.count("unknown")
     final = end is not None or phase == PRECHECK

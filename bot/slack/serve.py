@@ -55,10 +55,10 @@ from runbooks.policy import Policy
 
 log = logging.getLogger("upgradebot.serve")
 RECONCILE_WINDOW = dt.timedelta(days=1)
+"""Runs ended longer ago than this keep their gate messages as they are at a start."""
 NOTICE_THREADS, NOTICE_BACKLOG = 2, 512
 """Threads (and queued answers) that tell people the bot is busy or over a quota; beyond, the
 answer is dropped and counted (``upgradebot_commands_total{outcome="unanswered"}``)."""
-"""Runs ended longer ago than this keep their gate messages as they are at a start."""
 
 
 def secrets_of(settings: Settings) -> list[str]:

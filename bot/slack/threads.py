@@ -133,9 +133,11 @@ class SlackThreads:
         key = (run.id, phase)
         with self._lock:
             known = self._phases.get(key)
-            if known is None:
-                known = self._phases[key] = self._earlier(run, phase, step)
-            if not any(s.at == step.at and s.name == step.name for s in known):
+            if known is None:  # the audit, when another process posted it, holds this entry already
+                earlier = self._earlier(run, phase, step)
+                known = self._phases[key] = earlier if any(s.at == step.at and s.name == step.name
+                                                           for s in earlier) else [*earlier, step]
+            else:
                 known.append(step)
         self.pacer.submit(channel, lambda: self._sync_phase(run.id, channel, phase), key=f"step:{run.id}:{phase}")
 
@@ -145,7 +147,7 @@ class SlackThreads:
             message, ref = gate_message(run, gate, self_approval=self.self_approval), gate_ref(run, gate)
             with self._lock:
                 self._pending.add(ref)
-            self.pacer.submit(channel, lambda: self._post(run.id, channel, message, gate=ref))
+            self.pacer.submit(channel, lambda: self._post_gate(run.id, channel, message, ref))
 
     # ------------------------------------------------------------- helpers
     def _remember(self, run: Run) -> str | None:
@@ -179,22 +181,21 @@ class SlackThreads:
             log.warning("run %s already had a root message (%s); updating that one", run_id, kept)
             self.web.update(channel, kept, payload)
 
-    def _post(self, run_id: str, channel: str, message: Message, *, gate: str | None = None) -> None:
+    def _post_gate(self, run_id: str, channel: str, message: Message, gate: str) -> None:
         try:
             ts = self.root_ts(run_id)
             if ts is None:
-                log.warning("run %s has no root message in %s; a thread message was dropped", run_id, channel)
+                log.warning("run %s has no root message in %s; a request's message was dropped", run_id, channel)
                 return
             for i, payload in enumerate(render_message(message)):
                 posted = self.web.post(channel, payload, thread_ts=ts)
-                if gate is not None and i == 0:
+                if i == 0:
                     with self._lock:
                         self._gates[gate] = posted
                     self.set_origin(run_id, **{GATE_KEY + gate: posted})  # kept in Redis: a restart finds it
-        finally:
-            if gate is not None:  # posted, or failed: the next sweep's reconcile tries again
-                with self._lock:
-                    self._pending.discard(gate)
+        finally:  # posted, or failed: the next sweep's reconcile tries again
+            with self._lock:
+                self._pending.discard(gate)
 
     def _earlier(self, run: Run, phase: str, step: Step) -> list[Step]:
         """The step's entries before this one, when its message was posted by another process

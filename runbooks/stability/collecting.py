@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from runbooks.cluster.resources import EVENTS, NODES
 from runbooks.errors import ClusterError, ListExpired, TemporaryClusterError, shorten
+from runbooks.inventory.reading import quantity
 from runbooks.stability.tallying import Scope, Tally, occurrences
 
 log = logging.getLogger(__name__)
@@ -112,14 +113,6 @@ class Counting:
         changes = (self.dirty, self.gone)
         self.dirty, self.gone = {}, set()
         return changes
-
-
-def _count(quantity: Any) -> int:
-    """A device count (``"8"``); anything else (absent, malformed) as 0."""
-    try:
-        return int(str(quantity))
-    except ValueError:
-        return 0
 
 
 class LeaseLost(Exception):
@@ -224,7 +217,7 @@ class Collector:
             name = (node.get("metadata") or {}).get("name") or ""
             if name in scope.nodes:
                 values = (node.get("status") or {}).get("allocatable") or {}
-                allocatable[name] = sum(_count(values.get(r)) for r in scope.gpu_resources)
+                allocatable[name] = sum(quantity(values.get(r, 0)) for r in scope.gpu_resources)
         with self._lock:
             self.counting.tally.sample(stamp, allocatable)
 

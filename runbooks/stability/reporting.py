@@ -26,7 +26,16 @@ from runbooks.stability.reports import (
     HourCount,
     StabilityReport,
 )
-from runbooks.stability.tallying import MAX_KEYS, TOTAL, Scope, Tally, moment_of
+from runbooks.stability.tallying import (
+    TOTAL,
+    Scope,
+    Tally,
+    hour_moment,
+    hour_of,
+    lowest,
+    moment_of,
+    stamp_of,
+)
 
 TOP = 5
 REPORTABLE = frozenset({RunState.MONITORING, RunState.DONE})
@@ -70,8 +79,8 @@ def _top(counts: dict[str, int]) -> list[Count]:
 
 def hourly_counts(tally: Tally, start: dt.datetime) -> list[HourCount]:
     """Each reason's occurrences per hour, from the hour of ``start`` on, oldest first."""
-    first = start.astimezone(dt.UTC).strftime("%Y-%m-%dT%H")
-    out = [HourCount(hour=dt.datetime.fromisoformat(hour + ":00:00").replace(tzinfo=dt.UTC), reason=reason, count=n)
+    first = hour_of(stamp_of(start))
+    out = [HourCount(hour=hour_moment(hour), reason=reason, count=n)
            for reason, entry in tally.reasons.items() for hour, n in entry.hours.items() if hour >= first and n > 0]
     return sorted(out, key=lambda h: (h.hour, h.reason))
 
@@ -85,16 +94,15 @@ def gpu_samples(baseline: Baseline, tally: Tally | None, now: ClusterNow, start:
         return sum(int(allocatable.get(r, 0)) for r in resources)
 
     def point(at: dt.datetime, values: dict[str, int]) -> list[GpuSample]:
-        lowest = sorted(values.items(), key=lambda item: (item[1], item[0]))[:MAX_KEYS]
         return [GpuSample(at=at, allocatable=sum(values.values())),
-                *(GpuSample(at=at, node=node, allocatable=n) for node, n in sorted(lowest))]
+                *(GpuSample(at=at, node=node, allocatable=n) for node, n in sorted(lowest(values).items()))]
 
     out = point(start, {n: of(b.allocatable) for n, b in baseline.nodes.items()})
-    first = start.astimezone(dt.UTC).strftime("%Y-%m-%dT%H")
+    first = hour_of(stamp_of(start))
     for hour, values in sorted((tally.gpus if tally else {}).items()):
         if hour < first:
             continue
-        at = dt.datetime.fromisoformat(hour + ":00:00").replace(tzinfo=dt.UTC)
+        at = hour_moment(hour)
         out += [GpuSample(at=at, node="" if node == TOTAL else node, allocatable=n) for node, n in values.items()]
     out += point(now.taken_at, {n: of(now.nodes[n].allocatable) if n in now.nodes else 0 for n in baseline.nodes})
     return out

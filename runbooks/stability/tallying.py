@@ -62,6 +62,16 @@ def hour_of(stamp: str) -> str:
     return stamp[:13]
 
 
+def hour_moment(hour: str) -> dt.datetime:
+    """The start of an hour stamp (``2025-01-06T09``), in UTC."""
+    return dt.datetime.fromisoformat(hour + ":00:00").replace(tzinfo=dt.UTC)
+
+
+def lowest(values: dict[str, int], count: int = MAX_KEYS) -> dict[str, int]:
+    """The ``count`` smallest of ``values`` (ties by key): the nodes worth drawing."""
+    return dict(sorted(values.items(), key=lambda item: (item[1], item[0]))[:count])
+
+
 def _keep_last(hours: dict[str, Any]) -> None:
     if len(hours) <= MAX_HOURS:
         return
@@ -202,8 +212,7 @@ class Tally:
         hour = hour_of(stamp)
         if not hour or hour in self.gpus:
             return
-        lowest = sorted(allocatable.items(), key=lambda item: (item[1], item[0]))[:MAX_KEYS]
-        self.gpus[hour] = {**dict(lowest), TOTAL: sum(allocatable.values())}
+        self.gpus[hour] = {**lowest(allocatable), TOTAL: sum(allocatable.values())}
         _keep_last(self.gpus)
 
     def sampled(self, stamp: str) -> bool:

@@ -35,6 +35,16 @@ def requested(bot: RunBot) -> tuple[str, str]:
     return runs[0].id, posted_ts(root)
 
 
+def canary_verified(bot: RunBot, approver: str = "U0LEAD") -> tuple[str, str]:
+    """:func:`requested`, its canary approved by ``approver``, run and verified: the run waits for
+    its promotion request; (run id, root ts)."""
+    run_id, root_ts = requested(bot)
+    gate_ts, value = bot.slack.gate(root_ts)
+    bot.slack.click("approve", value, user=approver, message_ts=gate_ts, thread_ts=root_ts)
+    bot.wait_state(run_id, S.AWAITING_PROMOTION)
+    return run_id, root_ts
+
+
 def test_canary_to_done_in_one_thread(run_bot: RunBot) -> None:
     """canary (retried once) -> own Approve refused -> double-clicked Approve -> canary -> promotion approved -> done."""
     bot = run_bot
@@ -86,10 +96,7 @@ def test_canary_to_done_in_one_thread(run_bot: RunBot) -> None:
 def test_rollback_request_approved(run_bot: RunBot) -> None:
     """After the canary, `rollback <run>` posts a rollback request; an approver's click rolls back."""
     bot = run_bot
-    run_id, root_ts = requested(bot)
-    gate_ts, value = bot.slack.gate(root_ts)
-    bot.slack.click("approve", value, user="U0LEAD", message_ts=gate_ts, thread_ts=root_ts)
-    bot.wait_state(run_id, S.AWAITING_PROMOTION)
+    run_id, root_ts = canary_verified(bot)
     bot.slack.command(CANARY, user="U0BEN")
     refused = eventually(lambda: [c for c in bot.fake.of("response_url") if "already has an active run" in
                                   c.body.get("text", "")], "the second canary refused")
@@ -121,10 +128,7 @@ def test_gate_messages_survive_a_restart(run_bot: RunBot) -> None:
     replica) still turns its buttons into the decision when the gate closes; and a gate whose message was
     never posted (the bot stopped first) gets its buttons when a bot starts and reconciles."""
     bot = run_bot
-    run_id, root_ts = requested(bot)
-    gate_ts, value = bot.slack.gate(root_ts)
-    bot.slack.click("approve", value, user="U0LEAD", message_ts=gate_ts, thread_ts=root_ts)
-    bot.wait_state(run_id, S.AWAITING_PROMOTION)
+    run_id, root_ts = canary_verified(bot)
     promotion_ts, _ = bot.slack.gate(root_ts, 2)
     eventually(bot.idle, "everything sent")
     (threads,) = bot.runtime.observers.of_type(SlackThreads)
@@ -159,10 +163,7 @@ def test_a_step_message_another_process_posted_is_edited_whole(run_bot: RunBot) 
     """A step's message ts is kept with the run: a bot that did not post it (a restart, another
     replica) reads the step's entries from the audit once and edits that message, never a new one."""
     bot = run_bot
-    run_id, root_ts = requested(bot)
-    gate_ts, value = bot.slack.gate(root_ts)
-    bot.slack.click("approve", value, user="U0LEAD", message_ts=gate_ts, thread_ts=root_ts)
-    bot.wait_state(run_id, S.AWAITING_PROMOTION)
+    run_id, root_ts = canary_verified(bot)
     eventually(bot.idle, "everything sent")
     (threads,) = bot.runtime.observers.of_type(SlackThreads)
     run = bot.runtime.engine.get(run_id)

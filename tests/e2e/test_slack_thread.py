@@ -13,7 +13,7 @@ from pathlib import Path
 from runbooks.engine.runs import RunState
 from tests.e2e.conftest import RunBot
 from tests.e2e.runs_support import buttons, eventually, posted_ts, thread, thread_as_text, updates
-from tests.e2e.test_slack_runs import requested
+from tests.e2e.test_slack_runs import canary_verified, requested
 
 S = RunState
 SNAPSHOT = Path(__file__).parent / "snapshots" / "canary_promotion_thread.txt"
@@ -62,10 +62,7 @@ def test_a_canary_and_promotion_reads_in_eight_messages(run_bot: RunBot) -> None
 
 def test_details_answers_the_step_trail_to_the_clicker(run_bot: RunBot) -> None:
     bot = run_bot
-    run_id, root_ts = requested(bot)
-    gate_ts, value = bot.slack.gate(root_ts)
-    bot.slack.click("approve", value, user="U0CAT", message_ts=gate_ts, thread_ts=root_ts)
-    bot.wait_state(run_id, S.AWAITING_PROMOTION)
+    run_id, root_ts = canary_verified(bot, approver="U0CAT")
     eventually(bot.idle, "the canary's messages sent")
     verify = next(c for c in thread(bot.fake, root_ts) if buttons(c).get("details") == f"{run_id}|verify_canary")
     before, edits, posts = len(bot.fake.of("response_url")), len(bot.fake.of("chat.update")), len(thread(bot.fake, root_ts))

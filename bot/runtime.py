@@ -89,11 +89,14 @@ def local_owner_dead(owner: str) -> bool:
     return False
 
 
-def killer(point: str | None) -> Callable[[str], None]:
-    """The checkpoint hook of the crash tests: SIGKILL at ``point``; a no-op without one."""
+def killer(point: str | None, *, parent: int | None = None) -> Callable[[str], None]:
+    """The checkpoint hook of the crash tests: SIGKILL at ``point`` (``parent`` first: a
+    worker takes the ``serve`` that started it along); a no-op without one."""
 
     def checkpoint(reached: str) -> None:
         if point and reached == point:
+            if parent:
+                os.kill(parent, signal.SIGKILL)
             os.kill(os.getpid(), signal.SIGKILL)
 
     return checkpoint
@@ -103,7 +106,7 @@ def build_engine(settings: Settings, policy: Policy, *, store: RedisRunStore, co
                  clock: Clock | None = None, observer: Observer | None = None) -> Engine:
     """The engine with the DaemonSet steps, a migration's and a repair's; nobody is woken until the caller sets ``wake``."""
     return Engine(store=store, steps=DaemonSetSteps(), policy=policy, connect=connect, clock=clock or SystemClock(),
-                  observer=observer, owner_dead=local_owner_dead, checkpoint=killer(settings.test_kill_at),
+                  observer=observer, owner_dead=local_owner_dead, checkpoint=killer(settings.test_kill_at, parent=settings.worker_of),
                   kinds={RunKind.MIGRATION: MigrationSteps(), RunKind.REPAIR: RepairSteps()})
 
 
@@ -172,11 +175,11 @@ class Runtime:
         return Deps(policy=self.policy, connect=self.connect, directory=directory, engine=self.engine,
                     read_tally=self.store.read_tally, clock=clock)
 
-    def start(self, *, sweep: bool = True) -> Runtime:
-        """Resume unfinished runs now and periodically (``sweep``), then start the reports."""
+    def start(self, *, sweep: bool = True, reports: bool = True) -> Runtime:
+        """Resume unfinished runs now and periodically (``sweep``), then start the reports (``reports``)."""
         if sweep:
             self.advancer.start()
-        if self.reports is not None:
+        if reports and self.reports is not None:
             log.info("starting the stability reports (scheduler and event collectors)")
             self.reports.start()
         return self

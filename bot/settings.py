@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     decision_workers: int = Field(4, ge=1, le=64, validation_alias=_env("UPGRADEBOT_DECISION_WORKERS"))
     """``serve``: workers of their own for decisions (Approve, Reject, Request rollback; the
     ``approve``, ``reject``, ``rollback``, ``close`` commands), which long reads never occupy."""
+    worker_processes: int = Field(1, ge=0, le=16, validation_alias=_env("UPGRADEBOT_WORKER_PROCESSES"))
+    """``serve``: sets of worker processes it starts beside itself (each: one for decisions, one
+    for commands and runs; ``bot/processes.py``); 0: none, ``upgradebot worker`` runs elsewhere."""
     http_threads: int = Field(16, ge=1, le=256, validation_alias=_env("UPGRADEBOT_HTTP_THREADS"))
     """``serve``: threads answering HTTP requests (``/slack/events``, probes, metrics)."""
     slack_pace: float = Field(1.0, ge=0, le=60, validation_alias=_env("UPGRADEBOT_SLACK_PACE"))
@@ -91,7 +94,10 @@ class Settings(BaseSettings):
     """Without ``REDIS_URL`` the shell keeps its own Redis under ``$XDG_STATE_HOME/upgradebot``
     (default ``~/.local/state/upgradebot``)."""
     test_kill_at: str | None = Field(None, validation_alias=_env("UPGRADEBOT_TEST_KILL_AT"))
-    """Tests only: SIGKILL this process at the named engine checkpoint (``runbooks/engine/driving.py``)."""
+    """Tests only: SIGKILL this process at the named engine checkpoint (``runbooks/engine/driving.py``);
+    a worker ``serve`` started kills ``serve`` first (the whole replica crashes)."""
+    worker_of: int | None = Field(None, validation_alias=_env("UPGRADEBOT_WORKER_OF"))
+    """Set by ``serve`` for the workers it starts: its process id (they die with it)."""
 
     @property
     def in_pod(self) -> bool:

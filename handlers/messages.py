@@ -182,6 +182,15 @@ def error_redis_persistence_unknown(reason: str) -> str:
 
 ERROR_TOKEN_REQUIRED = ("SLACK_BOT_TOKEN is not set: copy the Bot User OAuth Token (xoxb-…) from the app's "
                         "OAuth & Permissions page")
+WORKER_NEEDS_POLICY = ("a worker needs the policy file (UPGRADEBOT_CONFIG): without one nobody is trusted to "
+                       "request or approve, and there is no work to take")
+
+
+def error_unknown_lanes(unknown: list[str], lanes: tuple[str, ...]) -> str:
+    named = f"unknown lane(s) {', '.join(unknown)}; " if unknown else "no lane named; "
+    return named + f"--lanes takes {', '.join(lanes)} (comma-separated)"
+
+
 ERROR_REDIS_URL_IN_POD = ("REDIS_URL is not set, and in a pod a Redis of the bot's own would lose every run when "
                           "the pod moves: point REDIS_URL at a Redis that keeps its data (deploy/, docs/operations.md)")
 ERROR_SIGNING_SECRET_REQUIRED = ("SLACK_SIGNING_SECRET is not set: copy the Signing Secret from the app's Basic "

@@ -74,6 +74,18 @@ def run_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     return serve.run(args, settings, out)
 
 
+def worker_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lanes", default="decisions,commands,runs",
+                        help="the lanes to take work from, comma-separated (default: decisions,commands,runs)")
+    parser.add_argument("--drain", type=float, default=30.0, help="seconds to finish work on SIGTERM (default 30)")
+
+
+def run_worker(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    from bot.slack import worker  # loaded here, as serve is
+
+    return worker.run(args, settings, out)
+
+
 def demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interactive", action="store_true", help="leave me at the console prompt instead")
 
@@ -90,6 +102,8 @@ PROCESSES: dict[str, Process] = {
     "serve": Process("the Slack front end: Socket Mode with SLACK_APP_TOKEN, else HTTP on --port",
                      "serve [--port 3000] [--host 0.0.0.0] [--drain 30] [--metrics-port N] [--allow-volatile-redis]",
                      serve_arguments, run_serve),
+    "worker": Process("run what serve queues (serve starts its own; more on other machines)",
+                      "worker [--lanes decisions|commands,runs] [--drain 30]", worker_arguments, run_worker),
     "console": Process(console.SUMMARY, console.USAGE, console.add_arguments, console.run),
     "demo": Process("the whole story on a real Redis and a simulated cluster", "demo [--interactive]",
                     demo_arguments, run_demo),

@@ -1,7 +1,10 @@
 """The Bolt app: the slash command and the Approve/Reject buttons, wired to the router.
 
-Every listener calls ``ack()`` first and hands the rest to the bounded
-:class:`~bot.workers.Workers` pool; nothing slow happens before the HTTP answer leaves.
+Every listener calls ``ack()`` first and hands the rest on: with a job queue
+(:mod:`bot.jobs`, what ``upgradebot serve`` runs) to the worker processes, which run it
+with :meth:`Listeners.run_job`; without one (tests, the console) to the bounded
+:class:`~bot.workers.Workers` pools of this process. Nothing slow happens before the
+HTTP answer leaves.
 The app runs with ``process_before_response=True`` because the listener itself only
 acks and enqueues: the answer goes out as soon as it returns, without Bolt's extra
 executor hop and its 10 ms polling for ``ack()``.
@@ -37,6 +40,7 @@ from slack_bolt.logger.messages import (
 from slack_sdk.errors import SlackClientError
 
 from bot import logs
+from bot.jobs import Jobs, JobsUnavailable, queued_for
 from bot.settings import Settings
 from bot.slack.blocks import Payload, escape, render_message, render_reply
 from bot.slack.idempotency import Idempotency
@@ -102,6 +106,9 @@ class SlackDeps:
     decisions: Decisions | None = None
     notices: Workers | None = None
     """Where "busy" and quota answers are sent from (bounded); without it, a thread each."""
+    jobs: Jobs | None = None
+    """With it, the listeners only queue (:mod:`bot.jobs`): worker processes run the work,
+    and ``workers``/``decision_workers`` stay idle."""
 
 
 def delivery_key(kind: str, body: dict[str, Any]) -> str:
@@ -118,7 +125,7 @@ def retry_of(request: BoltRequest) -> str | None:
     return values[0] if values else None
 
 
-class _Listeners:
+class Listeners:
     def __init__(self, deps: SlackDeps, prefix: str, *, teams: list[str], identity: BotIdentity) -> None:
         self.deps = deps
         self.prefix = prefix
@@ -150,7 +157,10 @@ class _Listeners:
     def on_command(self, ack: Ack, body: dict[str, Any], request: BoltRequest, respond: Respond) -> None:
         ack()
         _, lane = self.deps.router.lane(str(body.get("text", "")))
-        if lane == "decision":
+        if self.deps.jobs is not None:  # the workers run it, in other processes
+            kind = "long" if lane == "long" else "command"
+            self._queue("decisions" if lane == "decision" else "commands", kind, body, retry_of(request), respond)
+        elif lane == "decision":
             self._enqueue(self.deps.decision_workers, self.run_command, body, retry_of(request), respond)
         elif lane == "long":
             self._enqueue_long(body, retry_of(request), respond)
@@ -159,7 +169,43 @@ class _Listeners:
 
     def on_action(self, ack: Ack, body: dict[str, Any], request: BoltRequest, respond: Respond) -> None:
         ack()
-        self._enqueue(self.deps.decision_workers, self.run_click, body, retry_of(request), respond)
+        if self.deps.jobs is not None:
+            self._queue("decisions", "click", body, retry_of(request), respond)
+        else:
+            self._enqueue(self.deps.decision_workers, self.run_click, body, retry_of(request), respond)
+
+    def _queue(self, lane: str, kind: str, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+        """Hand the request to the workers (:mod:`bot.jobs`); a full lane or a Redis that does
+        not answer is said to the user, from the notice pool."""
+        assert self.deps.jobs is not None
+        try:
+            queued = self.deps.jobs.submit(lane, kind, {"body": body, "retry": retry})
+        except JobsUnavailable as exc:
+            log.warning("%s not queued: %s", kind, exc)
+            self.deps.metrics.commands.labels(verb="-", outcome="store_unavailable", surface="slack").inc()
+            self._later(respond, body, msg.STORE_DOWN)
+            return
+        if not queued:
+            log.warning("the %s lane is full: a %s was refused", lane, kind)
+            self.deps.metrics.commands.labels(verb="-", outcome="busy", surface="slack").inc()
+            self._later(respond, body, msg.BUSY)
+
+    def run_job(self, lane: str, kind: str, payload: dict[str, Any]) -> None:
+        """One queued request, in a worker: a command, a long command (counted against the
+        quotas while it runs) or a click, answered as if it had come here directly."""
+        body = payload.get("body") or {}
+        retry = payload.get("retry")
+        self.deps.metrics.job_wait_seconds.labels(lane=lane).observe(queued_for(payload))
+        url = body.get("response_url")
+        respond = Respond(response_url=url if isinstance(url, str) else None)
+        if kind == "click":
+            self.run_click(body, retry, respond)
+        elif kind == "long":
+            self.run_long(body, retry, respond)
+        elif kind == "command":
+            self.run_command(body, retry, respond)
+        else:
+            log.warning("a job of an unknown kind %r was dropped", kind)
 
     def _enqueue(self, pool: Workers, job: Any, body: dict[str, Any], retry: str | None, respond: Respond) -> bool:
         if pool.submit(job, body, retry, respond):
@@ -167,28 +213,47 @@ class _Listeners:
         self._later(respond, body, msg.BUSY)
         return False
 
-    def _enqueue_long(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
-        """A long command, counted against its user's and channel's quotas while it runs."""
+    def _over_quota(self, body: dict[str, Any], respond: Respond) -> bool:
+        """Whether a long command's user or channel has its quota of long commands running
+        (said to the user); if not, the command is counted in until :meth:`_quota_done`."""
         user, channel = str(body.get("user_id", "")), body.get("channel_id") or None
         full = self.deps.quotas.take(user, channel)
-        if full is not None:
-            quotas = self.deps.quotas
-            who, limit = (user_ref(user), quotas.per_user) if full == "user" else (channel_ref(channel or ""),
-                                                                                    quotas.per_channel)
-            verb, _ = self.deps.router.lane(str(body.get("text", "")))
-            log.info("%s refused: the %s quota of %s is full", verb, full, user if full == "user" else channel)
-            self.deps.metrics.commands.labels(verb=verb, outcome="limited", surface="slack").inc()
-            self._later(respond, body, msg.too_many_long(who, limit, ", ".join(self.deps.router.verbs_in("long"))))
+        if full is None:
+            return False
+        quotas = self.deps.quotas
+        who, limit = (user_ref(user), quotas.per_user) if full == "user" else (channel_ref(channel or ""),
+                                                                                quotas.per_channel)
+        verb, _ = self.deps.router.lane(str(body.get("text", "")))
+        log.info("%s refused: the %s quota of %s is full", verb, full, user if full == "user" else channel)
+        self.deps.metrics.commands.labels(verb=verb, outcome="limited", surface="slack").inc()
+        self._later(respond, body, msg.too_many_long(who, limit, ", ".join(self.deps.router.verbs_in("long"))))
+        return True
+
+    def _quota_done(self, body: dict[str, Any]) -> None:
+        self.deps.quotas.give(str(body.get("user_id", "")), body.get("channel_id") or None)
+
+    def run_long(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+        """A long command taken off the queue: refused when its quota is full, else run and counted out."""
+        if self._over_quota(body, respond):
+            return
+        try:
+            self.run_command(body, retry, respond)
+        finally:
+            self._quota_done(body)
+
+    def _enqueue_long(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+        """A long command, counted against its user's and channel's quotas while it runs."""
+        if self._over_quota(body, respond):
             return
 
         def job(body: dict[str, Any], retry: str | None, respond: Respond) -> None:
             try:
                 self.run_command(body, retry, respond)
             finally:
-                self.deps.quotas.give(user, channel)
+                self._quota_done(body)
 
         if not self._enqueue(self.deps.workers, job, body, retry, respond):
-            self.deps.quotas.give(user, channel)
+            self._quota_done(body)
 
     def _later(self, respond: Respond, body: dict[str, Any], text: str) -> None:
         """Say ``text`` from the notice pool, so the ack is not held up; a full pool drops it (counted)."""
@@ -323,8 +388,9 @@ _BOLT_LOG = logging.getLogger("upgradebot.bolt")
 _BOLT_LOG.addFilter(_ExpectedWarnings())
 
 
-def build_app(settings: Settings, policy: Policy, deps: SlackDeps, *, identity: BotIdentity) -> App:
-    """The Bolt app for ``policy.slash_command`` and the Approve/Reject actions.
+def build_app(settings: Settings, policy: Policy, deps: SlackDeps, *, identity: BotIdentity) -> tuple[App, Listeners]:
+    """The Bolt app for ``policy.slash_command`` and the Approve/Reject actions, and its
+    listeners (a worker process runs queued requests with :meth:`Listeners.run_job`).
 
     Request signatures are verified with ``SLACK_SIGNING_SECRET`` (required over HTTP;
     Socket Mode deliveries are not signed and need none).
@@ -342,8 +408,8 @@ def build_app(settings: Settings, policy: Policy, deps: SlackDeps, *, identity: 
         process_before_response=True,
         logger=_BOLT_LOG,
     )
-    listeners = _Listeners(deps, policy.slash_command, teams=list(policy.slack.teams), identity=identity)
+    listeners = Listeners(deps, policy.slash_command, teams=list(policy.slack.teams), identity=identity)
     app.command(policy.slash_command)(listeners.on_command)
     for action in ACTIONS:
         app.action(action)(listeners.on_action)
-    return app
+    return app, listeners

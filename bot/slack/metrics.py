@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import prometheus_client
 from prometheus_client import (
@@ -25,6 +26,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from runbooks.engine.driving import STEP_OF
@@ -52,9 +54,41 @@ class _RunsCollector(Collector):
         yield family
 
 
+class _WithWorkers:
+    """This process's families and the worker processes' (prometheus_client's multiprocess
+    files in ``path``), one family per name: a sample both have is summed. Gauges are this
+    process's alone (a worker's would be one series per pid, and the workers set none)."""
+
+    def __init__(self, registry: CollectorRegistry, path: str) -> None:
+        self.registry, self.path = registry, path
+
+    def collect(self) -> Iterator[Metric]:
+        families: dict[str, Metric] = {}
+        values: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], Any]] = {}
+        for family in self.registry.collect():
+            families[family.name] = family
+            values[family.name] = {(s.name, tuple(sorted(s.labels.items()))): s for s in family.samples}
+        for family in MultiProcessCollector(None, path=self.path).collect():
+            if family.type == "gauge":
+                continue
+            if family.name not in families:
+                families[family.name] = Metric(family.name, family.documentation, family.type)
+                values[family.name] = {}
+            mine = values[family.name]
+            for sample in family.samples:
+                key = (sample.name, tuple(sorted(sample.labels.items())))
+                known = mine.get(key)
+                mine[key] = sample if known is None else known._replace(value=known.value + sample.value)
+        for name, family in families.items():
+            family.samples = list(values[name].values())
+            yield family
+
+
 class Metrics:
-    def __init__(self, *, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, *, registry: CollectorRegistry | None = None, workers_dir: str | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self.workers_dir = workers_dir
+        """Where the worker processes ``serve`` started write their metrics (served with these)."""
         self.commands = prometheus_client.Counter(
             "upgradebot_commands", "Commands received, by verb and outcome", ["verb", "outcome", "surface"],
             registry=self.registry,
@@ -78,6 +112,11 @@ class Metrics:
         self.slack_request_seconds = Histogram(
             "upgradebot_slack_request_seconds", "Time to answer a request on /slack/events (the ack)",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 3), registry=self.registry,
+        )
+        self.job_wait_seconds = Histogram(
+            "upgradebot_job_wait_seconds", "From a request queued by the front end to a worker taking it, by lane",
+            ["lane"], buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            registry=self.registry,
         )
         # Socket Mode (bot/slack/socket_mode.py): what came over the WebSocket and how fast it was acked
         self.socket_envelopes = prometheus_client.Counter(
@@ -115,7 +154,9 @@ class Metrics:
 
     def exposition(self) -> tuple[bytes, str]:
         """The body and content type of ``GET /metrics``."""
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        if self.workers_dir is None:
+            return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        return generate_latest(_WithWorkers(self.registry, self.workers_dir)), CONTENT_TYPE_LATEST
 
 
 class StepTimer:

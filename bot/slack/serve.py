@@ -32,9 +32,11 @@ from slack_bolt import App
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
 from bot import logs
-from bot.runtime import Runtime, build_runtime, connector
+from bot.jobs import Jobs, JobsUnavailable
+from bot.processes import DEFAULT_GROUPS, WorkerProcesses
+from bot.runtime import Runtime, connector, open_store
 from bot.settings import Settings, SettingsError
-from bot.slack.app import BotIdentity, SlackDeps, build_app
+from bot.slack.app import BotIdentity, Listeners, SlackDeps, build_app
 from bot.slack.http import Check, HttpServer, Readiness, WebApp
 from bot.slack.idempotency import Idempotency, InMemoryIdempotency
 from bot.slack.metrics import Metrics, RunsByState, StepTimer, runs_by_state
@@ -42,6 +44,7 @@ from bot.slack.pacing import Pacer
 from bot.slack.socket_mode import SocketMode
 from bot.slack.threads import SlackOutlet, SlackThreads
 from bot.slack.web import SlackWeb, UsergroupDirectory, error_code, make_client
+from bot.storage.redis_store import RedisRunStore
 from bot.workers import Quotas, Workers
 from handlers import inventory
 from handlers import messages as msg
@@ -91,6 +94,10 @@ class Service:
     """Set on SIGTERM: long reads (``verify``'s window) give up at once (:class:`~runbooks.engine.clocks.StoppableClock`)."""
     notices: Workers | None = None
     """The few threads that tell people the bot is busy: a burst of refusals never spawns a thread each."""
+    listeners: Listeners | None = None
+    """What the Bolt app calls; a worker process runs queued requests with them."""
+    jobs: Jobs | None = None
+    """The queue the listeners hand requests to (the front end of ``serve``); None: this process's pools."""
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no command or decision runs or waits (both pools); False if ``timeout`` passed first."""
@@ -134,12 +141,14 @@ def build_service(
     web: SlackWeb | None = None,
     cancel: threading.Event | None = None,
     disabled: Mapping[str, str] | None = None,
+    jobs: Jobs | None = None,
 ) -> Service:
     """The Slack front end: ``help`` and ``verbs`` (default: ``inventory`` alone),
     ``decisions`` for the buttons, ``idempotency`` (default: in memory, one process only),
     extra readiness ``checks`` (e.g. ``{"redis": store.ping}``) and the runs gauge.
     ``metrics``, ``web`` and ``directory`` may be built by the caller (the runtime's
-    wiring shares them with the run threads, :func:`build_slack_service`)."""
+    wiring shares them with the run threads, :func:`build_slack_service`). With ``jobs`` the
+    listeners only queue: worker processes run the requests (:func:`build_front`)."""
     if settings.slack_bot_token is None or not settings.slack_bot_token.get_secret_value():
         raise SettingsError(msg.ERROR_TOKEN_REQUIRED)
     metrics = metrics or Metrics()
@@ -155,15 +164,29 @@ def build_service(
     quotas = Quotas(per_user=policy.limits.per_user, per_channel=policy.limits.per_channel)
     deps = SlackDeps(router=router, web=web, idempotency=idempotency or InMemoryIdempotency(),
                      workers=workers, metrics=metrics, decision_workers=decision_workers, quotas=quotas,
-                     notices=notices,
-                     decisions=decisions)
-    app = build_app(settings, policy, deps, identity=identity)
+                     notices=notices, decisions=decisions, jobs=jobs)
+    app, listeners = build_app(settings, policy, deps, identity=identity)
     readiness = Readiness({"slack": lambda: identity.refresh(web), **(checks or {})},
                           cache_seconds=readiness_cache, secrets=secrets_of(settings))
     return Service(settings=settings, policy=policy, metrics=metrics, web=web, identity=identity,
                    directory=directory, registry=registry, router=router, workers=workers,
                    decision_workers=decision_workers, app=app, readiness=readiness,
-                   cancel=cancel or threading.Event(), notices=notices)
+                   cancel=cancel or threading.Event(), notices=notices, listeners=listeners, jobs=jobs)
+
+
+def build_front(settings: Settings, policy: Policy, *, store: RedisRunStore, jobs: Jobs,
+                workers: WorkerProcesses | None, readiness_cache: float = 5.0) -> Service:
+    """``upgradebot serve``'s process: Slack's requests acked and queued, nothing run here.
+
+    The verbs are known by name and lane only (the workers run them); readiness checks
+    Slack, Redis and the worker processes ``serve`` started; ``/metrics`` adds theirs."""
+    verbs = chat_verbs(Deps(policy=policy, connect=connector(settings)))
+    checks: dict[str, Check] = {"redis": jobs.ping}
+    if workers is not None:
+        checks["workers"] = workers.check
+    metrics = Metrics(workers_dir=workers.metrics_dir if workers is not None else None)
+    return build_service(settings, policy, verbs=verbs, jobs=jobs, checks=checks, runs_by_state=runs_by_state(store),
+                         metrics=metrics, readiness_cache=readiness_cache)
 
 
 def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache: float = 5.0) -> Service:
@@ -209,11 +232,11 @@ def configure_logging(settings: Settings, stream: TextIO | None = None) -> None:
                            stream=stream)
 
 
-def check_durable(runtime: Runtime, *, allow_volatile: bool) -> None:
+def check_durable(store: RedisRunStore, *, allow_volatile: bool) -> None:
     """Refuse (``SettingsError``) a Redis that keeps nothing on disk, unless ``allow_volatile``."""
-    url = runtime.store.safe_url
+    url = store.safe_url
     try:
-        kept = runtime.store.persistence()
+        kept = store.persistence()
     except StoreUnavailable as exc:
         if not allow_volatile:
             raise SettingsError(msg.error_redis_persistence_unknown(str(exc))) from exc
@@ -232,8 +255,10 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
           allow_volatile: bool = False, metrics_port: int | None = None) -> int:
     """Run until ``stop`` is set; then stop gracefully. Returns the exit code.
 
-    Without ``service``: the run engine on Redis (:func:`bot.runtime.build_runtime`) and
-    the Slack front end on it; the runtime resumes unfinished runs at start and periodically."""
+    Without ``service``: the front end (:func:`build_front`), which acks and queues every
+    request on Redis, and ``UPGRADEBOT_WORKER_PROCESSES`` sets of worker processes that run
+    them (:mod:`bot.processes`; each resumes unfinished runs at start and periodically).
+    With ``service`` (and ``runtime``), everything in this process (tests)."""
     app_token = settings.slack_app_token.get_secret_value() if settings.slack_app_token else ""
     socket_mode = bool(app_token)
     if socket_mode and not app_token.startswith("xapp-"):
@@ -245,16 +270,22 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
         off = {c.name: msg.READ_ONLY_VERB for c in VERBS if c.chat and c.name != inventory.COMMAND.name}
         service = build_service(settings, Policy(), disabled=off)  # help and inventory; no engine, no decisions
         service.readiness.mode = "read-only"
+    workers: WorkerProcesses | None = None
+    store: RedisRunStore | None = None
     if service is None:
         if not settings.redis_url and settings.in_pod:
             raise SettingsError(msg.ERROR_REDIS_URL_IN_POD)
-        runtime = build_runtime(settings, settings.policy())
+        policy = settings.policy()
+        store = open_store(settings)
         try:
-            check_durable(runtime, allow_volatile=allow_volatile)
-        except SettingsError:
-            runtime.store.close()
-            raise
-        service = build_slack_service(settings, runtime)
+            check_durable(store, allow_volatile=allow_volatile)
+            jobs = Jobs.from_url(store.url)
+        except (SettingsError, JobsUnavailable) as exc:
+            store.close()
+            raise exc if isinstance(exc, SettingsError) else SettingsError(str(exc)) from exc
+        if settings.worker_processes:
+            workers = WorkerProcesses(DEFAULT_GROUPS * settings.worker_processes, drain=drain).start()
+        service = build_front(settings, policy, store=store, jobs=jobs, workers=workers)
     if runtime is not None:
         runtime.start()
     http = HttpServer(service.wsgi(with_slack=not socket_mode, with_metrics=metrics_port is None), host=host,
@@ -279,6 +310,8 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
             if metrics_http is not None:
                 metrics_http.stop(timeout=1)
             service.stop_workers(timeout=1)
+            if workers is not None:
+                workers.stop(timeout=5)
             if runtime is not None:
                 runtime.stop(timeout=1)
             raise SettingsError(msg.error_socket_mode_failed(error_code(exc))) from exc
@@ -289,12 +322,17 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
     if handler is not None:
         handler.close()
     started = time.monotonic()
-    finished = service.stop_workers(timeout=drain)
+    finished = workers.stop(timeout=drain) if workers is not None else True
+    finished = service.stop_workers(timeout=max(0.5, drain - (time.monotonic() - started))) and finished
     if runtime is not None:
         runtime.stop(timeout=max(0.5, drain - (time.monotonic() - started)))
     http.stop()
     if metrics_http is not None:
         metrics_http.stop(timeout=1)
+    if service.jobs is not None:
+        service.jobs.stop()
+    if store is not None:
+        store.close()
     log.info("stopped%s", "" if finished else " with work unfinished")
     return 0
 
@@ -307,6 +345,11 @@ def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
         signal.signal(signum, lambda *_: stop.set())
     code = serve(settings, host=args.host, port=args.port, out=out, stop=stop, drain=args.drain,
                  allow_volatile=args.allow_volatile_redis, metrics_port=args.metrics_port)
+    return exit_leaving_work(code, out)
+
+
+def exit_leaving_work(code: int, out: TextIO) -> int:
+    """``code``; a process whose work outlived the drain exits at once, as a crash would."""
     left = [t.name for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon
             and t.is_alive()]
     if left:  # a run's step outlived the drain: exiting anyway is what a crash does, and runs survive that

@@ -352,6 +352,19 @@ CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 TIMEOUTS: dict[str, Any] = {"socket_timeout": 10, "socket_connect_timeout": 5}
 
 
+REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, redis.exceptions.RedisClusterException)
+"""What a Redis client raises when the server cannot do what it was asked (for the job queue's callers)."""
+
+
+def raw_client(url: str) -> redis.Redis:
+    """A client for ``url`` answering bytes, not text (the job queue's broker decodes its own
+    messages); ``StoreUnavailable`` with the reason, the password left out, if it is not a URL we take."""
+    try:
+        return connect(url, decode=False)
+    except ValueError as exc:
+        raise StoreUnavailable(f"{_safe(url)!r} is not a Redis URL ({_reason(exc)})") from None
+
+
 def connect(url: str, *, decode: bool) -> redis.Redis:
     """A client for ``url`` (not yet connected); ``ValueError`` when it is not one we take."""
     scheme, _, rest = url.partition("://")

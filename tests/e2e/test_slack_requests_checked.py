@@ -149,10 +149,10 @@ def test_head_answers_carry_no_body(bot: Bot) -> None:
 
 def test_an_enterprise_grid_organisation_the_policy_lists_is_let_in() -> None:
     """``slack.teams`` may name an Enterprise Grid organisation (E…): its workspaces count; others do not."""
-    from bot.slack.app import BotIdentity, _Listeners
+    from bot.slack.app import BotIdentity, Listeners
 
     said: list[str] = []
-    listeners = _Listeners(None, "/upgrade", teams=["E0GRID"], identity=BotIdentity("xoxb-test"))  # type: ignore[arg-type]
+    listeners = Listeners(None, "/upgrade", teams=["E0GRID"], identity=BotIdentity("xoxb-test"))  # type: ignore[arg-type]
     listeners._say = lambda respond, body, text: said.append(text)  # type: ignore[method-assign]
     grid_command = {"team_id": "T0GRIDA", "enterprise_id": "E0GRID", "user_id": "U0ANA"}
     grid_click = {"team": {"id": "T0GRIDB"}, "enterprise": {"id": "E0GRID"}, "user": {"id": "U0ANA", "team_id": "T0GRIDB"}}

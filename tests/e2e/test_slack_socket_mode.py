@@ -209,6 +209,14 @@ SERVE = [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", 
          "--allow-volatile-redis"]
 
 
+def parent_of(pid: int) -> int | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")), None)
+
+
 def start(env: dict[str, str], log: Path) -> subprocess.Popen[str]:
     with log.open("a") as stderr:
         proc = subprocess.Popen(SERVE, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
@@ -242,7 +250,9 @@ def test_two_replicas_over_socket_mode(world: tuple[FakeSocketMode, FakeSlack, K
                 owner = str(eventually(lambda: story.store.lease_owner(run.id), "the canary driven", timeout=10))
             except AssertionError:  # the canary already waits for its promotion: kill either
                 owner = ""
-            driving = next((p for p in procs if f"/{p.pid}/" in owner), procs[0])
+            pid = owner.split("/")[1] if owner.count("/") >= 2 else ""
+            parent = parent_of(int(pid)) if pid.isdigit() else None  # the lease is a worker's, serve its parent
+            driving = next((p for p in procs if p.pid == parent), procs[0])
             driving.send_signal(signal.SIGKILL)
             assert driving.wait(timeout=10) == -signal.SIGKILL
             killed.append(driving)

@@ -1,0 +1,102 @@
+"""``upgradebot worker``: runs what the front end queued (:mod:`bot.jobs`).
+
+``upgradebot serve`` starts its workers itself (:mod:`bot.processes`); on other machines
+or in other pods, ``upgradebot worker --lanes decisions`` and ``--lanes commands,runs``
+take from the same Redis. A worker is the bot as ``serve`` wired it before the queue: the
+run engine on Redis, every chat verb, clicks decided by the engine, the run threads in
+Slack, the reports (in a worker of the ``runs`` lane); it answers each request as the
+front end would have (``response_url``, ``chat.postMessage``), claiming each delivery once.
+
+- ``decisions``: its own threads (``UPGRADEBOT_DECISION_WORKERS``); the runs a decision
+  wakes are queued on ``runs``, not driven here, so a click is never behind a step.
+- ``commands``/``runs``: ``UPGRADEBOT_WORKERS`` threads; runs are driven by the
+  :class:`~bot.workers.Advancer` of the process (one drive per run in a process, the
+  run's lease against other processes), which also sweeps: expires overdue requests,
+  resumes unfinished runs (a dead replica's among them).
+
+SIGTERM: no more messages taken, long reads cancelled, what runs finishes (up to
+``--drain``), exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+import time
+from typing import Any, TextIO
+
+from bot.jobs import LANES, Jobs, JobsUnavailable
+from bot.processes import die_with_parent
+from bot.runtime import build_runtime
+from bot.settings import Settings, SettingsError
+from bot.slack.serve import build_slack_service, configure_logging, exit_leaving_work
+from handlers import messages as msg
+
+log = logging.getLogger("upgradebot.worker")
+
+def lanes_of(text: str) -> set[str]:
+    lanes = {part.strip() for part in text.split(",") if part.strip()}
+    unknown = lanes - set(LANES)
+    if not lanes or unknown:
+        raise SettingsError(msg.error_unknown_lanes(sorted(unknown), LANES))
+    return lanes
+
+
+def work(settings: Settings, lanes: set[str], *, stop: threading.Event, drain: float = 30.0) -> int:
+    """Take work off ``lanes`` until ``stop`` is set; then stop gracefully."""
+    if settings.worker_of:
+        die_with_parent(settings.worker_of)
+    if settings.config_file is None:
+        raise SettingsError(msg.WORKER_NEEDS_POLICY)
+    if not settings.redis_url and settings.in_pod:
+        raise SettingsError(msg.ERROR_REDIS_URL_IN_POD)
+    runtime = build_runtime(settings, settings.policy())
+    try:
+        jobs = Jobs.from_url(runtime.store.url)
+    except JobsUnavailable as exc:
+        runtime.store.close()
+        raise SettingsError(str(exc)) from exc
+    drives = "runs" in lanes
+    if not drives:  # a decision's run moves on in a worker of the runs lane
+        runtime.engine.wake = lambda run_id: _queue_advance(jobs, run_id)
+    service = build_slack_service(settings, runtime)
+    listeners = service.listeners
+    assert listeners is not None
+
+    def handle(lane: str, kind: str, payload: dict[str, Any]) -> None:
+        if kind == "advance":
+            runtime.advancer.submit(str(payload.get("run", "")))
+        else:
+            listeners.run_job(lane, kind, payload)
+
+    threads = settings.decision_workers if lanes == {"decisions"} else settings.workers
+    jobs.consume(handle, lanes=lanes, threads=threads)
+    runtime.start(sweep=drives, reports=drives)
+    log.info("worker taking %s on %d thread(s)", ", ".join(sorted(lanes)), threads)
+    stop.wait()
+    log.info("worker stopping: no more work taken, finishing what runs (up to %.0f s)", drain)
+    started = time.monotonic()
+    service.cancel.set()
+    jobs.stop(timeout=drain)
+    service.stop_workers(timeout=max(0.5, drain - (time.monotonic() - started)))
+    runtime.stop(timeout=max(0.5, drain - (time.monotonic() - started)))
+    return 0
+
+
+def _queue_advance(jobs: Jobs, run_id: str) -> None:
+    try:
+        jobs.submit("runs", "advance", {"run": run_id})
+    except JobsUnavailable as exc:  # the sweep of a runs worker moves it on later
+        log.warning("run %s not queued to move on: %s", run_id, exc)
+
+
+def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """``upgradebot worker`` once the CLI parsed its arguments."""
+    configure_logging(settings)
+    lanes = lanes_of(args.lanes)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    return exit_leaving_work(work(settings, lanes, stop=stop, drain=args.drain), out)

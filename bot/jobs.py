@@ -135,7 +135,7 @@ class Jobs:
         if self._worker is not None:
             self._worker.stop(timeout=int(timeout * 1000))
             self._worker = None
-        with contextlib.suppress(REDIS_ERRORS):
+        with contextlib.suppress(*REDIS_ERRORS):
             self.broker.close()
 
 

@@ -2,21 +2,25 @@
 
 Both run as their own processes on the same server stack (waitress, same thread
 count), in the same run, against the same fake Slack Web API (``tests/fakeslack.py``)
-and, for the bot, a kubesim gpu-small cluster in a third process. Each round sends
-``--concurrency`` signed commands at once (a barrier releases them together) to each
-server in turn; the latency of one command is the time from sending the request to
-reading the HTTP answer (the ack). Two scenarios: ``help`` (the front end's own cost:
-the work is trivial) and ``inventory`` (the bot keeps taking inventories in the
-background while later rounds arrive, as in a busy channel; beyond its bounded queue it
-answers "busy"). The bare app only acks. Prints p50/p99/max of each, the ratio, and how
-every command was answered.
+and, for the bot, a kubesim ``gpu-large`` cluster (``--nodes``, default 5,000) in a third
+process. The bot is ``serve`` as deployed: a policy file, so it acks and queues and its
+worker processes do the work. By default a promotion of the device plugin runs on every
+node while the commands arrive (``--idle``: none): the bot's own canary, approved, then
+its promotion, approved, as people would. Each round sends ``--concurrency`` signed
+commands at once (a barrier releases them together) to each server in turn; the latency
+of one command is the time from sending the request to reading the HTTP answer (the
+ack). Two scenarios: ``help`` (the front end's own cost: the work is trivial) and
+``inventory`` (the workers keep taking inventories while later rounds arrive, as in a
+busy channel). The bare app only acks. Prints p50/p99/max of each, the ratio, and how
+every command was answered (nobody should be told the bot is busy below 200 at once).
 
-``python -m bench.bench_ack [--rounds 5] [--concurrency 1 50 200] [--verb help --verb inventory]``
+``python -m bench.bench_ack [--rounds 5] [--concurrency 1 50 200] [--verb help --verb inventory] [--nodes 5000] [--idle]``
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -28,11 +32,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from bot.storage.redis_store import RedisRunStore
     from tests.fakeslack import FakeSlack
 
 BIN = Path(sys.executable).parent
 SECRET = "bench-signing-secret-0123456789"
 TOKEN = "xoxb-bench-0000-token"
+TARGET = "kube-system/nvidia-device-plugin-daemonset"
+NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+POLICY = {  # serve as deployed: who may request and approve, in which channel, on which cluster
+    "channels": {"C0OPS": {"cluster": "kubesim"}},
+    "requesters": {"users": ["U0ANA"]},
+    "approvers": {"users": ["U0LEAD"]},
+    "reports": {"after": []},
+    "steps": {"observe_window": "5s", "poll_interval": "1s", "ready_timeout": "600s"},
+}
 
 
 # ------------------------------------------------------------------ the bare app (child)
@@ -122,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verb", action="append", help="command text, repeatable (default: help, then inventory)")
     parser.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the replies of a scenario")
     parser.add_argument("--threads", type=int, default=16, help="HTTP threads of both servers")
+    parser.add_argument("--nodes", type=int, default=5000, help="GPU nodes of the kubesim gpu-large cluster")
+    parser.add_argument("--idle", action="store_true", help="no promotion running while the commands arrive")
     parser.add_argument("--child", choices=["bare"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -131,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     args.verb = args.verb or ["help", "inventory"]
 
     from bot.storage.embedded import EmbeddedRedis
+    from bot.storage.redis_store import RedisRunStore
     from tests.fakeslack import FakeSlack
 
     # The bot gets a Redis the bench starts and stops (without REDIS_URL, serve would
@@ -143,10 +160,13 @@ def main(argv: list[str] | None = None) -> int:
                "SLACK_BOT_TOKEN": TOKEN,
                "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": fake.api_url,
                "UPGRADEBOT_HTTP_THREADS": str(args.threads), "PYTHONPATH": os.getcwd()}
+        policy = Path(tmp) / "policy.yaml"
+        policy.write_text(json.dumps(POLICY))
+        env["UPGRADEBOT_CONFIG"] = str(policy)
         procs: list[subprocess.Popen[str]] = []
         try:
-            procs.append(start([sys.executable, "-m", "kubesim", "serve", "--port", "0", "--scenario", "gpu-small",
-                                "--kubeconfig", str(kubeconfig)], env, lines=2)[0])
+            procs.append(start([sys.executable, "-m", "kubesim", "serve", "--port", "0", "--scenario", "gpu-large",
+                                "--nodes", str(args.nodes), "--kubeconfig", str(kubeconfig)], env, lines=2)[0])
             bot, bot_url = start([str(BIN / "upgradebot"), "serve", "--host", "127.0.0.1", "--port", "0",
                                   "--drain", "1", "--allow-volatile-redis"], env, lines=2)  # a throwaway Redis
             procs.append(bot)
@@ -155,14 +175,65 @@ def main(argv: list[str] | None = None) -> int:
             procs.append(bare)
             for url in (bare_url, bot_url):  # warm both: first-request imports and caches
                 burst(url, "help", 1, fake.response_url("warm"))
+            store = RedisRunStore.from_url(redis_server.url)
+            run_id = None if args.idle else promotion_running(fake, bot_url, store, args.nodes)
             worst = 0
             for verb in args.verb:
                 for concurrency in args.concurrency:
                     worst = max(worst, scenario(fake, verb, args, concurrency, bare_url=bare_url, bot_url=bot_url))
+            if run_id is not None:
+                state = store.get(run_id).state.value  # type: ignore[union-attr]
+                print(f"the promotion on {args.nodes} nodes was still running after the last burst: "
+                      f"{'yes' if state == 'promoting' else 'no (' + state + ')'}")
+                worst = max(worst, int(state != "promoting"))
+            store.close()
         finally:
             for proc in reversed(procs):
                 stop(proc)
     return worst
+
+
+def click_approve(fake: FakeSlack, url: str, count: int) -> None:
+    """Approve, as U0LEAD, the ``count``-th request the bot posted with an Approve button."""
+    from tests.fakeslack import block_action, post
+
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        gates = [c for c in fake.of("chat.postMessage") for b in c.body.get("blocks", []) if b["type"] == "actions"
+                 for e in b["elements"] if e.get("action_id") == "approve"]
+        if len(gates) >= count:
+            call = gates[count - 1]
+            value = next(e["value"] for b in call.body["blocks"] if b["type"] == "actions" for e in b["elements"]
+                         if e.get("action_id") == "approve")
+            body = block_action(action_id="approve", value=value, user="U0LEAD", message_ts=str(call.answer["ts"]),
+                                thread_ts=call.body.get("thread_ts"), response_url=fake.response_url("approve"))
+            assert post(url + "/slack/events", body, secret=SECRET).status == 200
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"the bot posted no request number {count} to approve")
+
+
+def promotion_running(fake: FakeSlack, url: str, store: RedisRunStore, nodes: int) -> str:
+    """The bot's own canary on gpu-node1, approved, then its promotion, approved; the run's id
+    once it promotes."""
+    from tests.fakeslack import post, slash_command
+
+    started = time.perf_counter()
+    body = slash_command(f"canary {TARGET} image={NEW} node=gpu-node1", response_url=fake.response_url("canary"))
+    assert post(url + "/slack/events", body, secret=SECRET).status == 200
+    click_approve(fake, url, 1)
+    click_approve(fake, url, 2)
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        runs = store.list_runs()
+        if runs and runs[0].state.value == "promoting":
+            print(f"a promotion of {TARGET} on {nodes} nodes is running "
+                  f"(canary and its verify took {time.perf_counter() - started:.0f} s)")
+            return runs[0].id
+        if runs and not runs[0].active:
+            raise SystemExit(f"the run ended {runs[0].state.value} before its promotion")
+        time.sleep(0.5)
+    raise SystemExit("the promotion did not start")
 
 
 def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: int, *, bare_url: str,

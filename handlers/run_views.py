@@ -113,10 +113,10 @@ def gate_message(run: Run, gate: Gate, *, self_approval: bool = False) -> Messag
     lines = [_asks(run, gate), msg.gate_expires(moment_text(gate.expires_at), self_approval)]
     if gate.reason:
         lines.insert(1, gate.reason)
-    change = run.progress.get("template_diff") or ""
+    change = run.shown("template_diff") or ""
     if gate.kind is GateKind.CANARY and change:
         lines.append(msg.template_diff(change))
-    stage = run.progress.get("after_stage") or {}
+    stage = run.shown("after_stage") or {}
     link = thread_link(stage.get("origin") or {})
     if gate.kind is GateKind.CANARY and link:
         lines.insert(2, msg.stage_thread(stage.get("cluster", ""), link))
@@ -233,8 +233,8 @@ def root_message(run: Run, *, self_approval: bool = False) -> Message:
         lines.append(msg.paused_by(user_ref(run.pause.by), moment_text(run.pause.at), run.pause.reason, run.id))
     if run.reason:
         lines.append(run.reason)
-    if run.progress.get("waiting_for") and run.progress.get("wait_in") == run.state.value:
-        lines.append(msg.waiting_for(run.progress["waiting_for"]))
+    if run.shown("waiting_for") and run.shown("wait_in") == run.state.value:
+        lines.append(msg.waiting_for(run.shown("waiting_for")))
     lines += wave_lines(run)
     title = msg.run_title(run.kind.value, run.id, f"{run.target.kind} {run.target.ref}" if run.kind is RunKind.MIGRATION
                           else run.target.ref)
@@ -253,13 +253,13 @@ def progress_bar(done: int, total: int, width: int = BAR_WIDTH) -> str:
 
 def wave_lines(run: Run) -> list[str]:
     """A promotion in waves, one line per wave: its bar (nodes done of its nodes) and where it is."""
-    waves: list[dict[str, Any]] = run.progress.get("waves") or []
+    waves: list[dict[str, Any]] = run.shown("waves") or []
     if not waves:
         return []
-    done: dict[str, Any] = run.progress.get("wave_done") or {}
-    moved: dict[str, int] = run.progress.get("wave_moved") or {}
-    checks: dict[str, list[int]] = run.progress.get("wave_checks") or {}
-    current = int(run.progress.get("wave") or 0)
+    done: dict[str, Any] = run.shown("wave_done") or {}
+    moved: dict[str, int] = run.shown("wave_moved") or {}
+    checks: dict[str, list[int]] = run.shown("wave_checks") or {}
+    current = int(run.shown("wave") or 0)
     stopped = run.state in (S.ROLLING_BACK, S.ROLLED_BACK, S.HALTED, S.FAILED)
     lines = [msg.waves_heading(len(waves))]
     for number, wave in enumerate(waves, start=1):
@@ -268,7 +268,7 @@ def wave_lines(run: Run) -> list[str]:
         if key in done:
             until = done[key].get("soak_until")
             soaking = until and number < len(waves) and run.state is S.PROMOTING and str(number + 1) not in \
-                (run.progress.get("wave_started") or {})
+                (run.shown("wave_started") or {})
             where = msg.wave_soaking(moment_text(dt.datetime.fromisoformat(until))) if soaking else msg.WAVE_VERIFIED
         elif number == current:
             where = msg.WAVE_FAILED if stopped else msg.WAVE_MOVING
@@ -287,7 +287,7 @@ def wave_now(run: Run) -> str:
     lines = wave_lines(run)[1:]
     if not lines:
         return ""
-    done = run.progress.get("wave_done") or {}
+    done = run.shown("wave_done") or {}
     waiting = [line for number, line in enumerate(lines, start=1) if str(number) not in done]
     return waiting[0] if waiting else lines[-1]
 
@@ -443,11 +443,11 @@ def oncall_notice(run: Run, mention_of: str | None) -> tuple[str, Message] | Non
     lead = f"{mention(mention_of)} " if mention_of else ""
     where = f"{run.target.ref} in {run.target.cluster or 'the current context'}"
     if run.state is S.HALTED:
-        key = f"halted|{run.progress.get('halted_at') or moment_text(run.updated_at)}"
+        key = f"halted|{run.shown('halted_at') or moment_text(run.updated_at)}"
         return key, Message(title=msg.halted_title(run.id, where), text=f"{lead}{run.reason}", tone="error")
-    if run.state is S.ROLLING_BACK and run.progress.get("auto_rollback"):
+    if run.state is S.ROLLING_BACK and run.shown("auto_rollback"):
         return "auto_rollback", Message(title=msg.rolling_back_title(run.id, where),
-                                        text=f"{lead}{run.progress['auto_rollback']}", tone="warn")
+                                        text=f"{lead}{run.shown('auto_rollback')}", tone="warn")
     return None
 
 

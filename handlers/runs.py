@@ -298,8 +298,9 @@ def parse_status(words: Sequence[str]) -> str | None:
 
 
 def status(run: str | None, deps: Deps, caller: Caller) -> Run | list[Run]:
-    """The run as stored (its gate, reason, progress), or every active run when no id is given."""
-    return deps.engine.get(run) if run else deps.engine.runs(active_only=True)
+    """The run as stored (its gate, reason, progress), or every active run when no id is given;
+    large progress values (a 5,000-node baseline) are shown by their size, not read."""
+    return deps.engine.get(run, whole=False) if run else deps.engine.runs(active_only=True, whole=False)
 
 
 def _status_json(found: Run | list[Run]) -> dict[str, Any]:
@@ -319,8 +320,8 @@ def parse_runs(words: Sequence[str]) -> int:
 
 
 def runs(limit: int, deps: Deps, caller: Caller) -> list[Run]:
-    """The newest runs, active or ended."""
-    return deps.engine.runs(limit=limit)
+    """The newest runs, active or ended (without their large progress values)."""
+    return deps.engine.runs(limit=limit, whole=False)
 
 
 def audit(run: str, deps: Deps, caller: Caller) -> AuditTrail:

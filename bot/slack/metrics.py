@@ -193,6 +193,6 @@ def runs_by_state(store: RunStore) -> Callable[[], Mapping[str, int]]:
     """``{state: count}`` of the runs not yet ended, read from the store at each scrape."""
 
     def count() -> Mapping[str, int]:
-        return Counter(run.state.value for run in store.list_runs(active_only=True, limit=100_000))
+        return Counter(run.state.value for run in store.list_runs(active_only=True, limit=100_000, whole=False))
 
     return count

@@ -7,7 +7,9 @@ Key layout (every key under one prefix, declared once in :class:`Keys`). The pre
 Lua script and transaction touches one node and a managed Redis Cluster can hold them
 (a version before 0.2 used ``upgradebot:``; :data:`OLD_PREFIX`, moved once at start)::
 
-    {upgradebot}:run:<id>            hash  version, state, json (the Run)
+    {upgradebot}:run:<id>            hash  version, state, json (the Run), and part:<key> for each
+                                           large progress value, kept apart (``RedisRunStore``: a
+                                           save writes only the parts that changed)
     {upgradebot}:runs                zset  every run id, scored by creation time
     {upgradebot}:runs:active         set   ids of runs not yet in a terminal state
     {upgradebot}:lock:<cluster/ns/ds> string  id of the run that holds the target
@@ -25,6 +27,8 @@ Lua script and transaction touches one node and a managed Redis Cluster can hold
     {upgradebot}:report:<id>:<after> hash    a posted report: thread, oncall (message ts),
                                            verdict, posted_at (the idempotency record)
     {upgradebot}:report:<id>:<after>:claim  string  owner id of the process posting it (PX ttl)
+    {upgradebot}:jobs:*              the job queue between serve and its workers (dramatiq's
+                                           Redis broker under this namespace: ``bot/jobs.py``)
 
 Creating a run (with its lock), and saving one (compare-and-set on ``version``, lease
 fencing, lock release when it ends, audit entries) are each one Lua script (:data:`CREATE`,
@@ -74,6 +78,32 @@ class Keys:
 # Appends the audit entries given as ARGV[first..]: a count, then per entry a field count
 # and its field/value pairs; each goes to the run's stream and the global one.
 AUDIT_LUA = """
+-- Writes the parts given as ARGV[first..]: a count of fields to set, field/value pairs, a
+-- count of fields to delete (-1: every other part: field of the hash), the fields; returns
+-- the index after them.
+local function write_parts(run, first)
+  local n = tonumber(ARGV[first])
+  local i = first + 1
+  local written = {}
+  for _ = 1, n do
+    redis.call('HSET', run, ARGV[i], ARGV[i + 1])
+    written[ARGV[i]] = true
+    i = i + 2
+  end
+  local d = tonumber(ARGV[i])
+  i = i + 1
+  if d < 0 then
+    for _, field in ipairs(redis.call('HKEYS', run)) do
+      if string.sub(field, 1, 5) == 'part:' and not written[field] then redis.call('HDEL', run, field) end
+    end
+  end
+  for _ = 1, math.max(d, 0) do
+    redis.call('HDEL', run, ARGV[i])
+    i = i + 1
+  end
+  return i
+end
+
 local function append_audit(run_stream, global_stream, maxlen, first)
   local n = tonumber(ARGV[first])
   local i = first + 1
@@ -89,7 +119,7 @@ end
 """
 
 # KEYS: run, lock, runs, active, run audit, global audit
-# ARGV: id, json, state, score, maxlen, audit...
+# ARGV: id, json, state, score, maxlen, parts..., audit...
 CREATE = AUDIT_LUA + """
 local holder = redis.call('GET', KEYS[2])
 if holder then return {'locked', holder} end
@@ -98,13 +128,13 @@ redis.call('SET', KEYS[2], ARGV[1])
 redis.call('HSET', KEYS[1], 'version', 0, 'state', ARGV[3], 'json', ARGV[2])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
 redis.call('SADD', KEYS[4], ARGV[1])
-append_audit(KEYS[5], KEYS[6], ARGV[5], 6)
+append_audit(KEYS[5], KEYS[6], ARGV[5], write_parts(KEYS[1], 6))
 return {'ok', ''}
 """
 
 # KEYS: run, lock, active, lease, run audit, global audit
 # ARGV: id, json, state, expected version, terminal (1|0|2: 2 = an ended run reopened, it takes
-#       the target's lock again), lease owner ('' = none), maxlen, audit...
+#       the target's lock again), lease owner ('' = none), maxlen, parts..., audit...
 SAVE = AUDIT_LUA + """
 local current = redis.call('HGET', KEYS[1], 'version')
 if not current then return {'missing', ''} end
@@ -124,7 +154,7 @@ if ARGV[5] == '1' then
   if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
   redis.call('SREM', KEYS[3], ARGV[1])
 end
-append_audit(KEYS[5], KEYS[6], ARGV[7], 8)
+append_audit(KEYS[5], KEYS[6], ARGV[7], write_parts(KEYS[1], 8))
 return {'ok', ''}
 """
 

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import json
+import threading
 import urllib.parse
+from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from typing import Any
 
 import redis
 import redis.cluster
 import redis.sentinel
+from pydantic_core import to_json
 
 from bot.storage.layout import (
     ACQUIRE,
@@ -34,7 +38,7 @@ from bot.storage.layout import (
     TAKE_OVER,
     Keys,
 )
-from runbooks.engine.runs import REOPENABLE, TERMINAL, Run
+from runbooks.engine.runs import APART, REOPENABLE, TERMINAL, Run
 from runbooks.engine.store import LeaseLost, LockHeld, StaleRun, StoreUnavailable
 from runbooks.errors import redact_url, scrub
 from runbooks.stability.collecting import Collected
@@ -72,6 +76,9 @@ class RedisRunStore:
         self._save_collection = client.register_script(SAVE_COLLECTION)
         self._claim_report = client.register_script(CLAIM_REPORT)
         self._mark_report = client.register_script(MARK_REPORT)
+        self._known = _KnownParts()
+        self.last_save_bytes = 0
+        """What the last :meth:`save` sent to Redis (its arguments), for the benchmarks."""
 
     @classmethod
     def from_url(cls, url: str) -> RedisRunStore:
@@ -143,18 +150,43 @@ class RedisRunStore:
     def create(self, run: Run, *, audit: Sequence[dict[str, Any]] = ()) -> Run:
         keys = [Keys.run(run.id), Keys.lock(run.target.key), Keys.runs, Keys.active,
                 Keys.run_audit(run.id), Keys.audit]
-        args = [run.id, run.model_dump_json(), run.state.value, run.created_at.timestamp(),
-                GLOBAL_AUDIT_MAXLEN, *_flatten(audit)]
+        slim, parts = split_parts(run)
+        args = [run.id, slim, run.state.value, run.created_at.timestamp(),
+                GLOBAL_AUDIT_MAXLEN, *self._part_args(run, parts, known={}), *_flatten(audit)]
         status, detail = self._call(self._create, keys, args)
         if status == "locked":
             raise LockHeld(run.target.key, detail)
         if status == "exists":
             raise ValueError(f"run {run.id} exists already")
+        self._known.put(run.id, run.version, parts)
         return run
 
-    def get(self, run_id: str) -> Run | None:
-        data = self._do(lambda: self.client.hget(Keys.run(run_id), "json"))
-        return Run.model_validate_json(data) if data else None
+    def get(self, run_id: str, *, whole: bool = True) -> Run | None:
+        """The run; ``whole=False``: without its large progress values (each a marker saying how
+        large it is), for views whose cost must not grow with the nodes; such a run cannot be saved."""
+        if not whole:
+            data = self._do(lambda: self.client.hget(Keys.run(run_id), "json"))
+            return Run.model_validate_json(data) if data else None
+        fields = self._do(lambda: self.client.hgetall(Keys.run(run_id)))
+        return self._whole(fields) if fields.get("json") else None
+
+    def _whole(self, fields: dict[str, str]) -> Run:
+        run = Run.model_validate_json(fields["json"])
+        parts = {f: v for f, v in fields.items() if f.startswith(PART)}
+        self._known.put(run.id, run.version, parts)
+        return join_parts(run, parts) if parts else run
+
+    def _part_args(self, run: Run, parts: dict[str, str], *, known: dict[str, str] | None) -> list[Any]:
+        """The script's part arguments: the fields whose value changed since ``known`` (digests
+        as of the version being replaced; None: not known here, so every part is written and any
+        other one deleted), then the fields to delete (-1: all but those written)."""
+        digests = {f: _digest(v) for f, v in parts.items()}
+        sets = [(f, v) for f, v in parts.items() if known is None or known.get(f) != digests[f]]
+        args: list[Any] = [len(sets), *(x for pair in sets for x in pair)]
+        if known is None:
+            return [*args, -1]
+        gone = [f for f in known if f not in parts]
+        return [*args, len(gone), *gone]
 
     def save(
         self, run: Run, *, audit: Sequence[dict[str, Any]] = (), lease_owner: str | None = None
@@ -163,8 +195,11 @@ class RedisRunStore:
         keys = [Keys.run(run.id), Keys.lock(run.target.key), Keys.active, Keys.lease(run.id),
                 Keys.run_audit(run.id), Keys.audit]
         ended = "1" if run.state in TERMINAL else ("2" if run.previous_state in REOPENABLE else "0")
-        args = [run.id, stored.model_dump_json(), run.state.value, run.version, ended, lease_owner or "",
-                GLOBAL_AUDIT_MAXLEN, *_flatten(audit)]
+        slim, parts = split_parts(stored)
+        args = [run.id, slim, run.state.value, run.version, ended, lease_owner or "",
+                GLOBAL_AUDIT_MAXLEN, *self._part_args(run, parts, known=self._known.get(run.id, run.version)),
+                *_flatten(audit)]
+        self.last_save_bytes = sum(len(str(a)) for a in args)
         status, detail = self._call(self._save, keys, args)
         if status == "stale":
             raise StaleRun(run.id, run.version, int(detail))
@@ -174,20 +209,26 @@ class RedisRunStore:
             raise LeaseLost(run.id, lease_owner or "", detail or None)
         if status == "locked":
             raise LockHeld(run.target.key, detail)
+        self._known.put(run.id, stored.version, parts)
         return stored
 
-    def list_runs(self, *, active_only: bool = False, limit: int = 100) -> list[Run]:
-        def read() -> list[str]:
+    def list_runs(self, *, active_only: bool = False, limit: int = 100, whole: bool = True) -> list[Run]:
+        """Newest first; ``whole=False``: each without its large progress values (:meth:`get`)."""
+        def read() -> list[Any]:
             ids: list[Any] = (
                 list(self.client.smembers(Keys.active)) if active_only
                 else list(self.client.zrevrange(Keys.runs, 0, limit - 1))
             )
             pipe = self.client.pipeline(transaction=False)
             for run_id in ids:
-                pipe.hget(Keys.run(str(run_id)), "json")
+                if whole:
+                    pipe.hgetall(Keys.run(str(run_id)))
+                else:
+                    pipe.hget(Keys.run(str(run_id)), "json")
             return [d for d in pipe.execute() if d]
 
-        runs = [Run.model_validate_json(d) for d in self._do(read)]
+        found = self._do(read)
+        runs = [self._whole(d) if whole else Run.model_validate_json(d) for d in found if not whole or d.get("json")]
         runs.sort(key=lambda r: r.created_at, reverse=True)
         return runs[:limit]
 
@@ -350,6 +391,67 @@ def _entry(entry_id: str, fields: dict[str, str]) -> dict[str, Any]:
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 TIMEOUTS: dict[str, Any] = {"socket_timeout": 10, "socket_connect_timeout": 5}
+
+
+PART = "part:"
+PART_BYTES = 2048
+"""A progress value whose JSON is this long or longer (a baseline of every node, a wave plan)
+is kept in a field of the run's hash of its own, ``part:<key>``, and written only when it
+changes: a save of a 5,000-node run rewrites what changed, not 2 MB."""
+class PartialRun(ValueError):
+    """A run read without its parts (``whole=False``) was given to ``save``."""
+
+
+def split_parts(run: Run) -> tuple[str, dict[str, str]]:
+    """The run's JSON with each large progress value replaced by a marker (its size, its
+    entries), and those values' JSON by field."""
+    parts: dict[str, str] = {}
+    slim: dict[str, Any] = {}
+    for key, value in run.progress.items():
+        if isinstance(value, dict) and APART in value:
+            raise PartialRun(f"run {run.id} was read without its parts ({key}): read it whole to save it")
+        text = to_json(value).decode()
+        if len(text) < PART_BYTES:
+            slim[key] = value
+            continue
+        parts[PART + key] = text
+        slim[key] = {APART: len(text), "entries": len(value) if isinstance(value, (dict, list)) else 1}
+    if not parts:
+        return run.model_dump_json(), parts
+    return run.model_copy(update={"progress": slim}).model_dump_json(), parts
+
+
+def join_parts(run: Run, parts: dict[str, str]) -> Run:
+    progress = dict(run.progress)
+    for field, text in parts.items():
+        progress[field[len(PART):]] = json.loads(text)
+    return run.model_copy(update={"progress": progress})
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+class _KnownParts:
+    """Per run, the digests of its parts as of one version this store read or wrote: a save
+    over that version sends only the parts that differ (a save over another version sends them all)."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._runs: OrderedDict[str, tuple[int, dict[str, str]]] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def put(self, run_id: str, version: int, parts: dict[str, str]) -> None:
+        with self._lock:
+            self._runs[run_id] = (version, {f: _digest(v) for f, v in parts.items()})
+            self._runs.move_to_end(run_id)
+            while len(self._runs) > self._size:
+                self._runs.popitem(last=False)
+
+    def get(self, run_id: str, version: int) -> dict[str, str] | None:
+        with self._lock:
+            known = self._runs.get(run_id)
+        return dict(known[1]) if known is not None and known[0] == version else None
 
 
 REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, redis.exceptions.RedisClusterException)

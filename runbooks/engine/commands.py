@@ -147,11 +147,12 @@ class Engine:
                              settings=step_settings or step_settings_of(policy), kinds=kinds)
 
     # ---------------------------------------------------------------- queries
-    def get(self, run_id: str) -> Run:
-        return self.writer.get(run_id)
+    def get(self, run_id: str, *, whole: bool = True) -> Run:
+        """``whole=False``: for a view (the store's ``whole``), never to be saved."""
+        return self.writer.get(run_id, whole=whole)
 
-    def runs(self, *, active_only: bool = False, limit: int = 100) -> list[Run]:
-        return self.store.list_runs(active_only=active_only, limit=limit)
+    def runs(self, *, active_only: bool = False, limit: int = 100, whole: bool = True) -> list[Run]:
+        return self.store.list_runs(active_only=active_only, limit=limit, whole=whole)
 
     def audit(self, run_id: str) -> list[dict[str, Any]]:
         self.get(run_id)

@@ -103,6 +103,10 @@ REOPENABLE: frozenset[RunState] = frozenset({S.FAILED})
 may be half-changed) may be resumed or rolled back; it takes its target's lock again."""
 
 
+APART = "$stored_apart"
+"""The key of the marker that stands for a large progress value read apart (its size in bytes)."""
+
+
 class RunKind(enum.StrEnum):
     UPGRADE = "upgrade"
     """A plugin DaemonSet's new image: canary, verify, promote, monitor."""
@@ -310,3 +314,9 @@ class Run(BaseModel):
     @property
     def active(self) -> bool:
         return self.state in ACTIVE
+
+    def shown(self, key: str) -> Any:
+        """``progress[key]`` for a view: None when the run was read without its large values
+        (the store's ``whole=False``) and this is one of them (a marker, :data:`APART`)."""
+        value = self.progress.get(key)
+        return None if isinstance(value, dict) and APART in value else value

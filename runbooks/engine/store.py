@@ -61,7 +61,10 @@ class RunStore(Protocol):
         """Store a new run and take its target's lock atomically; ``LockHeld`` if taken."""
         ...
 
-    def get(self, run_id: str) -> Run | None: ...
+    def get(self, run_id: str, *, whole: bool = True) -> Run | None:
+        """The run; ``whole=False``: its large progress values may be markers (:meth:`Run.shown`),
+        so reading it costs the same at any cluster size; such a run cannot be saved."""
+        ...
 
     def save(
         self, run: Run, *, audit: Sequence[dict[str, Any]] = (), lease_owner: str | None = None
@@ -72,8 +75,8 @@ class RunStore(Protocol):
         releases the target lock when the run ends. Returns the run as stored."""
         ...
 
-    def list_runs(self, *, active_only: bool = False, limit: int = 100) -> list[Run]:
-        """Newest first; ``active_only``: every run not yet in a terminal state."""
+    def list_runs(self, *, active_only: bool = False, limit: int = 100, whole: bool = True) -> list[Run]:
+        """Newest first; ``active_only``: every run not yet in a terminal state; ``whole`` as in :meth:`get`."""
         ...
 
     def lock_holder(self, target_key: str) -> str | None: ...

@@ -98,8 +98,8 @@ class Writer:
     ) -> None:
         self.store, self.clock, self.observer, self.checkpoint = store, clock, observer, checkpoint
 
-    def get(self, run_id: str) -> Run:
-        run = self.store.get(run_id)
+    def get(self, run_id: str, *, whole: bool = True) -> Run:
+        run = self.store.get(run_id, whole=whole)
         if run is None:
             raise RunNotFound(refusals.no_such_run(run_id))
         return run

@@ -205,3 +205,53 @@ def test_unreachable_redis_is_one_clear_error() -> None:
     """A Redis that does not answer is StoreUnavailable naming the URL without its password."""
     with pytest.raises(StoreUnavailable, match=r"cannot reach Redis at redis://u:\*\*\*@127.0.0.1:1"):
         RedisRunStore.from_url("redis://u:secret@127.0.0.1:1/0")
+
+
+# ------------------------------------------------------------------ large progress values apart
+def big_baseline(nodes: int) -> dict[str, object]:
+    return {"taken_at": NOW.isoformat(), "daemonset": "team/plugin", "nodes": {
+        f"gpu-node{i}": {"name": f"gpu-node{i}", "capacity": {"nvidia.com/gpu": 8}, "allocatable": {"nvidia.com/gpu": 8},
+                         "pod": f"plugin-{i:05}", "pod_uid": secrets.token_hex(16), "restarts": 0,
+                         "images": {"plugin": "repo/plugin:v1"}, "registered": True} for i in range(1, nodes + 1)}}
+
+
+def test_a_save_writes_only_what_changed_not_a_5000_node_baseline(redis_url: str) -> None:
+    """Found on main: every save rewrote the whole run, a 5,000-node baseline with it (1.9 MB)."""
+    store = RedisRunStore.from_url(redis_url)
+    baseline = big_baseline(5000)
+    run = store.create(new_run())
+    run = store.save(run.model_copy(update={"progress": {"baseline": baseline, "saved": {"image": "v1"}}}))
+    first = store.last_save_bytes
+    assert first > 1_000_000  # recording the baseline writes it, once
+    sizes = []
+    for moved in range(1, 20):
+        run = store.save(run.model_copy(update={"progress": {**run.progress, "wave_moved": {"1": moved}}}))
+        sizes.append(store.last_save_bytes)
+    assert max(sizes) < 64 * 1024, sizes
+    again = RedisRunStore.from_url(redis_url).get(run.id)  # another process reads it whole
+    assert again is not None and again.progress["baseline"] == baseline and again.progress["wave_moved"] == {"1": 19}
+    slim = store.get(run.id, whole=False)
+    assert slim is not None and slim.shown("baseline") is None and slim.shown("wave_moved") == {"1": 19}
+    assert slim.progress["baseline"]["entries"] == 3 and slim.progress["baseline"]["$stored_apart"] > 1_000_000
+    assert len(slim.model_dump_json()) < 4096
+    with pytest.raises(ValueError, match="read without its parts"):
+        store.save(slim)
+    assert [r.shown("baseline") for r in store.list_runs(whole=False)] == [None]
+    assert store.list_runs()[0].progress["baseline"] == baseline
+
+
+def test_parts_stay_right_when_two_processes_take_turns(redis_url: str) -> None:
+    """A store that did not see the last version sends every part and deletes the others; a
+    progress value removed (or grown small) leaves no part behind."""
+    one, two = RedisRunStore.from_url(redis_url), RedisRunStore.from_url(redis_url)
+    run = one.create(new_run())
+    run = one.save(run.model_copy(update={"progress": {"baseline": big_baseline(50), "waves": [["x" * 3000]]}}))
+    run = two.get(run.id)  # type: ignore[assignment]
+    run = two.save(run.model_copy(update={"progress": {"baseline": big_baseline(60)}}))  # waves removed
+    fields = set(redis.Redis.from_url(redis_url, decode_responses=True).hkeys(Keys.run(run.id)))
+    assert {f for f in fields if f.startswith("part:")} == {"part:baseline"}
+    stale = run.model_copy(update={"progress": {"baseline": {"small": True}, "waves": [["y" * 3000]]}})
+    run = one.save(stale)  # one last saw an older version: it cannot trust what it knew
+    fields = set(redis.Redis.from_url(redis_url, decode_responses=True).hkeys(Keys.run(run.id)))
+    assert {f for f in fields if f.startswith("part:")} == {"part:waves"}
+    assert two.get(run.id).progress == {"baseline": {"small": True}, "waves": [["y" * 3000]]}  # type: ignore[union-attr]

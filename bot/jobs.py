@@ -26,7 +26,8 @@ dramatiq and not rq, for work made of idempotent, leased steps:
 
 Messages wait at most :data:`MAX_AGE_MS` (Slack's ``response_url`` lives 30 minutes): an
 older one is dropped unrun. A lane holding ``backlog`` messages takes no more
-(:meth:`Jobs.submit` answers False and the front end says it is busy).
+(:meth:`Jobs.submit` answers False and the front end says it is busy); the depth is read
+at most twice a second, and counted up by the front end's own submissions in between.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ MAX_AGE_MS = 15 * 60 * 1000
 MAINTENANCE_CHANCE = 50_000
 """Per million broker commands: how often one also requeues a dead worker's messages (dramatiq's default is 1,000)."""
 BACKLOG = 2_000
+DEPTH_EVERY = 0.5
 
 Handler = Callable[[str, str, dict[str, Any]], None]
 """``handler(lane, kind, payload)``: runs one message in a worker."""
@@ -78,6 +80,7 @@ class Jobs:
         self._actors = {lane: dramatiq.Actor(self._runner(lane), broker=self.broker, actor_name=f"upgradebot_{lane}",
                                              queue_name=lane, priority=0, options={}) for lane in LANES}
         self._worker: dramatiq.Worker | None = None
+        self._depths: dict[str, tuple[float, int]] = {}
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Jobs:
@@ -101,12 +104,23 @@ class Jobs:
         """Queue ``kind`` with ``payload`` (JSON) on ``lane``; False when the lane is full,
         ``JobsUnavailable`` when Redis does not answer."""
         try:
-            if self.waiting(lane) >= self.backlog:
+            if self._depth(lane) >= self.backlog:
                 return False
             self._actors[lane].send(kind, {**payload, "queued_at": time.time()})
+            self._depths[lane] = (self._depths.get(lane, (0.0, 0))[0], self._depths.get(lane, (0.0, 0))[1] + 1)
         except REDIS_ERRORS as exc:
             raise self._unavailable(exc) from exc
         return True
+
+    def _depth(self, lane: str) -> int:
+        """How many wait on ``lane``, read from Redis at most every :data:`DEPTH_EVERY` seconds and
+        counted up by this process's own submissions in between (one round trip per request, not two)."""
+        read_at, depth = self._depths.get(lane, (0.0, 0))
+        now = time.monotonic()
+        if now - read_at >= DEPTH_EVERY or depth >= self.backlog:
+            depth = self.waiting(lane)
+            self._depths[lane] = (now, depth)
+        return depth
 
     def waiting(self, lane: str) -> int:
         """Messages on ``lane`` nobody took yet."""

@@ -96,9 +96,13 @@ def api_resource_list(surface: ApiSurface, group: str, version: str) -> dict[str
 
 
 def metrics_text(
-    minor: int, feature_gates: dict[str, bool], object_counts: dict[str, int], requests: dict[tuple[str, str, int], int]
+    minor: int, feature_gates: dict[str, bool], object_counts: dict[str, int], requests: dict[tuple[str, str, int], int],
+    sizes: dict[tuple[str, str], tuple[int, int]] | None = None,
 ) -> str:
-    """Prometheus text: feature gates (as ``kubernetes_feature_enabled``), stored objects, requests."""
+    """Prometheus text: feature gates (as ``kubernetes_feature_enabled``), stored objects, requests,
+    and the bytes answered (``sizes``: (verb, resource) -> (responses or watch events, bytes)) as
+    the API server's ``apiserver_response_sizes`` (every verb but watch) and
+    ``apiserver_watch_events_sizes`` (watch), sum and count (one bucket: +Inf)."""
     lines = [
         "# HELP kubernetes_feature_enabled [BETA] This metric records the data about the stage "
         "and enablement of a k8s feature.",
@@ -128,4 +132,16 @@ def metrics_text(
         lines.append(
             f'apiserver_request_total{{code="{code}",resource="{resource}",verb="{verb}"}} {count}'
         )
+    for name, helptext, watching in (
+        ("apiserver_response_sizes", "Response size distribution in bytes for each group, version, verb, resource, "
+         "subresource, scope and component.", False),
+        ("apiserver_watch_events_sizes", "Watch event size distribution in bytes", True),
+    ):
+        lines += [f"# HELP {name} [ALPHA] {helptext}", f"# TYPE {name} histogram"]
+        for (verb, resource), (count, total) in sorted((sizes or {}).items()):
+            if (verb == "watch") is not watching:
+                continue
+            labels = f'resource="{resource}"' + ("" if watching else f',verb="{verb}"')
+            lines += [f'{name}_bucket{{{labels},le="+Inf"}} {count}', f"{name}_sum{{{labels}}} {total}",
+                      f"{name}_count{{{labels}}} {count}"]
     return "\n".join(lines) + "\n"

@@ -112,6 +112,8 @@ class ApiServer:
         self.authorizer = rbac.Authorizer(sim.store)
         self.address = "127.0.0.1:0"
         self.request_counts: Counter[tuple[str, str, int]] = Counter()
+        self.response_sizes: dict[tuple[str, str], tuple[int, int]] = {}
+        """(verb, resource) -> (responses, bytes); for ``watch``: (events, bytes), counted as they are sent."""
         self.types = applying.Types(sim.store.definitions)
         self._field_managers: dict[ResourceType, applying.FieldManager] = {}
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -205,6 +207,9 @@ class ApiServer:
         try:
             response = await self.serve(request, target, verb, user)
             code = response.status
+            body = getattr(response, "body", None)
+            if verb != "watch" and isinstance(body, bytes | bytearray):
+                self.count_bytes(verb, target.res.plural, len(body))
             return response
         except errors.ApiError as exc:
             code = exc.code
@@ -223,6 +228,10 @@ class ApiServer:
                         "time": self.sim.clock.now().isoformat().replace("+00:00", "Z"),
                     }
                 )
+
+    def count_bytes(self, verb: str, resource: str, size: int) -> None:
+        count, total = self.response_sizes.get((verb, resource), (0, 0))
+        self.response_sizes[(verb, resource)] = (count + 1, total + size)
 
     @staticmethod
     def verb(request: web.Request, target: Target) -> str:
@@ -246,7 +255,7 @@ class ApiServer:
                 for (g, p) in {r.group_resource for r in surface.resources}
             }
             text = discovery.metrics_text(
-                self.sim.minor, self.sim.feature_gates, counts, dict(self.request_counts)
+                self.sim.minor, self.sim.feature_gates, counts, dict(self.request_counts), dict(self.response_sizes)
             )
             return web.Response(text=text, content_type="text/plain")
         parts = [p for p in path.split("/") if p]

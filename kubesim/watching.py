@@ -117,7 +117,9 @@ async def serve_watch(server: ApiServer, request: web.Request, target: Target) -
                 if as_table:
                     payload = tables.to_table(res.plural, [payload], api_version=res.api_version, now=sim.clock.now(), include_object=include,
                                               list_meta={"resourceVersion": payload["metadata"].get("resourceVersion", "")})
-            await response.write((json.dumps({"type": kind, "object": payload}) + "\n").encode())
+            line = (json.dumps({"type": kind, "object": payload}) + "\n").encode()
+            server.count_bytes("watch", res.plural, len(line))
+            await response.write(line)
 
         if error is not None:
             await send("ERROR", error)

@@ -106,6 +106,27 @@ def test_metrics_raw(kubectl: Kubectl) -> None:
     assert 'kubernetes_feature_enabled{name="DynamicResourceAllocation",stage="ALPHA"} 1' in text
 
 
+def test_metrics_count_the_bytes_answered_as_the_api_server_does(kubectl: Kubectl) -> None:
+    """apiserver_response_sizes (per verb) and apiserver_watch_events_sizes: what a client read."""
+    def sample(text: str, line: str) -> float:
+        return next((float(x.rsplit(" ", 1)[1]) for x in text.splitlines() if x.startswith(line + " ")), 0.0)
+
+    pods_sum = 'apiserver_response_sizes_sum{resource="pods",verb="list"}'
+    pods_count = 'apiserver_response_sizes_count{resource="pods",verb="list"}'
+    before = kubectl("get", "--raw", "/metrics")
+    listed = kubectl("get", "--raw", "/api/v1/pods")
+    after = kubectl("get", "--raw", "/metrics")
+    assert sample(after, pods_count) == sample(before, pods_count) + 1
+    assert sample(after, pods_sum) - sample(before, pods_sum) == len(listed.encode())
+    watch_sum, watch_count = ('apiserver_watch_events_sizes_sum{resource="pods"}',
+                              'apiserver_watch_events_sizes_count{resource="pods"}')
+    streamed = kubectl("get", "--raw", f"/api/v1/namespaces/{NS}/pods?watch=1&resourceVersion=0&timeoutSeconds=1")
+    events = kubectl("get", "--raw", "/metrics")
+    lines = [line for line in streamed.splitlines() if line]
+    assert lines and sample(events, watch_count) - sample(after, watch_count) == len(lines)
+    assert sample(events, watch_sum) - sample(after, watch_sum) == len(streamed.encode())
+
+
 def test_apply_dry_run_served_and_unserved(kubectl: Kubectl, tmp_path) -> None:
     """apply --dry-run=server accepts a served version and names an unserved one."""
     claim = """apiVersion: resource.k8s.io/{v}

@@ -281,14 +281,15 @@ class Cluster(Writes, Discovery):
 
     def list_versioned(
         self, resource: Resource, *, namespace: str | None = None, field_selector: str | None = None,
-        page_size: int = PAGE_SIZE,
+        label_selector: str | None = None, page_size: int = PAGE_SIZE,
     ) -> tuple[list[dict[str, Any]], str]:
         """Every object and the list's resourceVersion, from which a :meth:`watch` goes on."""
         action = Action("list", resource.qualified, namespace)
         for restart in range(3):
             meta: dict[str, str] = {}
             try:
-                items = [obj for page in self._pages(resource, namespace, None, field_selector, page_size, action, meta)
+                items = [obj for page in self._pages(resource, namespace, label_selector, field_selector, page_size,
+                                                     action, meta)
                          for obj in page]
                 return items, meta.get("resourceVersion", "")
             except ListExpired:
@@ -298,7 +299,7 @@ class Cluster(Writes, Discovery):
 
     def watch(
         self, resource: Resource, *, resource_version: str, namespace: str | None = None,
-        timeout_seconds: int = 300,
+        label_selector: str | None = None, timeout_seconds: int = 300,
     ) -> WatchStream:
         """Changes after ``resource_version``, with bookmarks, for up to ``timeout_seconds``.
 
@@ -308,6 +309,8 @@ class Cluster(Writes, Discovery):
         action = Action("watch", resource.qualified, namespace)
         query: Query = [("watch", "1"), ("resourceVersion", resource_version), ("allowWatchBookmarks", "true"),
                         ("timeoutSeconds", timeout_seconds)]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
         response = self._send("GET", resource.path(namespace), action=action, query=query,
                               timeout=(self.timeout[0], timeout_seconds + self.timeout[1]))
         return WatchStream(

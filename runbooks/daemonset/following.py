@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from runbooks.daemonset.checks import listing
-from runbooks.daemonset.observing import Snapshot, observe, wait_for
+from runbooks.daemonset.observing import Following, Snapshot, wait_for
 from runbooks.daemonset.patching import delete_pod
 from runbooks.engine.recording import note
 from runbooks.engine.steps import StepContext
@@ -44,8 +44,14 @@ def _crashlooping(snap: Snapshot, revision_hash: str) -> list[str]:
 
 def follow_rollout(ctx: StepContext, revision_hash: str, *, step: str) -> Outcome:
     """Wait until every node's pod is a Ready pod of ``revision_hash``, recording each node."""
-    target, settings, clock = ctx.run.target, ctx.settings, ctx.clock
-    snap = observe(ctx.cluster, target.namespace, target.name)
+    target = ctx.run.target
+    with Following(ctx.cluster, target.namespace, target.name) as following:
+        return _follow_rollout(ctx, following, revision_hash, step=step)
+
+
+def _follow_rollout(ctx: StepContext, following: Following, revision_hash: str, *, step: str) -> Outcome:
+    settings, clock = ctx.settings, ctx.clock
+    snap = following.snapshot()
     late = set(snap.behind(revision_hash))
     done = {n for n in snap.nodes if n not in late}
     if done:
@@ -68,24 +74,30 @@ def follow_rollout(ctx: StepContext, revision_hash: str, *, step: str) -> Outcom
         if clock.now() - moved_at > dt.timedelta(seconds=settings.ready_timeout):
             return Outcome(snap, behind, f"no node moved for {settings.ready_timeout:g}s")
         clock.sleep(settings.poll_interval)
-        snap = observe(ctx.cluster, target.namespace, target.name)
+        snap = following.snapshot()
 
 
 def replace_node_by_node(ctx: StepContext, revision_hash: str, *, step: str) -> Outcome:
     """For OnDelete: replace the pods not on ``revision_hash`` one node at a time."""
-    target, settings = ctx.run.target, ctx.settings
-    snap = observe(ctx.cluster, target.namespace, target.name)
+    target = ctx.run.target
+    with Following(ctx.cluster, target.namespace, target.name) as following:
+        return _replace_node_by_node(ctx, following, revision_hash, step=step)
+
+
+def _replace_node_by_node(ctx: StepContext, following: Following, revision_hash: str, *, step: str) -> Outcome:
+    settings = ctx.settings
+    snap = following.snapshot()
     for node in snap.behind(revision_hash):
         pod = snap.pod_on(node)
         if pod is not None and pod.revision_hash != revision_hash:
             delete_pod(ctx, pod, step=f"{step}.delete-pod", why=f"revision {pod.revision_hash} -> {revision_hash}")
 
         def ready(node: str = node) -> Snapshot | None:
-            current = observe(ctx.cluster, target.namespace, target.name)
+            current = following.snapshot()
             return current if node not in current.behind(revision_hash, [node]) or _crashlooping(current, revision_hash) else None
 
         current = wait_for(ctx.clock, timeout=settings.ready_timeout, interval=settings.poll_interval, probe=ready)
-        snap = current or observe(ctx.cluster, target.namespace, target.name)
+        snap = current or following.snapshot()
         if current is None or _crashlooping(current, revision_hash):
             why = "is crash-looping" if current is not None else f"was not Ready in {settings.ready_timeout:g}s"
             return Outcome(snap, snap.behind(revision_hash), f"the new pod on {node} {why}")
@@ -103,13 +115,31 @@ def replace_nodes(ctx: StepContext, nodes: list[str], revision_hash: str, *, at_
     ``settings.ready_timeout``, or (``paused``) when the run is paused, once the pods in
     flight are Ready. ``moved(count)`` hears how many of ``nodes`` are done, when it grows;
     ``prepare(batch)`` is called before the old pods of ``batch`` are deleted (a drain) and
-    stops the replacement with the problem it returns, if any."""
-    target, settings, clock = ctx.run.target, ctx.settings, ctx.clock
+    stops the replacement with the problem it returns, if any.
+
+    The pods come from a watch cache (:class:`Following`); a pod this call deleted counts as
+    in flight until the cache shows it going, so a cache a moment behind never lets more than
+    ``at_once`` pods be unavailable."""
+    target = ctx.run.target
+    with Following(ctx.cluster, target.namespace, target.name) as following:
+        return _replace_nodes(ctx, following, nodes, revision_hash, at_once=at_once, step=step, moved=moved,
+                              prepare=prepare)
+
+
+def _replace_nodes(ctx: StepContext, following: Following, nodes: list[str], revision_hash: str, *, at_once: int,
+                   step: str, moved: Callable[[int], None], prepare: Callable[[list[str]], str]) -> Outcome:
+    settings, clock = ctx.settings, ctx.clock
     wanted = set(nodes)
     done: set[str] = set()
+    deleted: dict[str, str | None] = {}
+    """node -> uid of the old pod this call deleted, until the cache shows it deleting or gone."""
     moved_at = clock.now()
     while True:
-        snap = observe(ctx.cluster, target.namespace, target.name)
+        snap = following.snapshot()
+        for node, uid in list(deleted.items()):
+            pod = snap.pod_on(node)
+            if pod is None or pod.deleting or pod.uid != uid:
+                del deleted[node]
         behind = snap.behind(revision_hash, nodes)
         fresh = sorted(wanted - set(behind) - done)
         for node in fresh:
@@ -125,7 +155,8 @@ def replace_nodes(ctx: StepContext, nodes: list[str], revision_hash: str, *, at_
         looping = [n for n in _crashlooping(snap, revision_hash) if n in wanted]
         if looping:
             return Outcome(snap, behind, f"the new pods on {listing(looping)} are crash-looping", failing=looping)
-        old = [n for n in behind if (p := snap.pod_on(n)) is not None and not p.deleting and p.revision_hash != revision_hash]
+        old = [n for n in behind if (p := snap.pod_on(n)) is not None and not p.deleting and p.revision_hash != revision_hash
+               and n not in deleted]
         replacing = set(old)
         in_flight = [n for n in behind if n not in replacing]
         if not in_flight and ctx.paused():
@@ -140,6 +171,7 @@ def replace_nodes(ctx: StepContext, nodes: list[str], revision_hash: str, *, at_
                 pod = snap.pod_on(node)
                 assert pod is not None
                 delete_pod(ctx, pod, step=f"{step}.delete-pod", why=f"revision {pod.revision_hash} -> {revision_hash}")
+                deleted[node] = pod.uid
             moved_at = clock.now()
         if clock.now() - moved_at > dt.timedelta(seconds=settings.ready_timeout):
             return Outcome(snap, behind, f"no node moved for {settings.ready_timeout:g}s", failing=in_flight)

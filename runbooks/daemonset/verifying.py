@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from runbooks.cluster import Cluster
+from runbooks.cluster.informing import Informer
 from runbooks.cluster.resources import NODES
 from runbooks.daemonset import checks as judge
 from runbooks.daemonset import companions
@@ -82,12 +83,13 @@ def verify(
     resources = tuple(baseline.gpu_resources if baseline else settings.gpu_resources)
     kind = baseline.kind if baseline else (classify(start.ds) or "device-plugin")
     lowest: dict[str, dict[str, int]] = {}
-    final = sample_nodes(cluster, scope, resources, lowest)
     window = settings.observe_window
-    end_at = clock.now() + dt.timedelta(seconds=window)
-    while (left := (end_at - clock.now()).total_seconds()) > 0:
-        clock.sleep(min(settings.poll_interval, left))
-        final = sample_nodes(cluster, scope, resources, lowest)
+    with NodeSampler(cluster, scope, resources, lowest) as sampler:
+        final = sampler.sample()
+        end_at = clock.now() + dt.timedelta(seconds=window)
+        while (left := (end_at - clock.now()).total_seconds()) > 0:
+            clock.sleep(min(settings.poll_interval, left))
+            final = sampler.sample()
     end = observe(cluster, namespace, name)
     where = judge.scope_of(scope, everywhere)
 
@@ -151,12 +153,52 @@ def sample_nodes(
                 continue
     else:
         found = {n.name: n for n in cluster.list_objects(NODES, project=lambda o: node_from(o, resources)) if n.name in wanted}
+    _lowest(found, resources, lowest)
+    return found
+
+
+class NodeSampler:
+    """:func:`sample_nodes` over a window: up to :data:`NODE_GETS` nodes read one by one each
+    time; more from a watch cache of the nodes (listed once, then watched), so a 30 s window on
+    5,000 nodes reads them once, not thirty times, and a sample when nothing changed costs nothing."""
+
+    def __init__(self, cluster: Cluster, names: Sequence[str], resources: tuple[str, ...],
+                 lowest: dict[str, dict[str, int]]) -> None:
+        self.cluster, self.names, self.resources, self.lowest = cluster, names, resources, lowest
+        self.wanted = set(names)
+        self.cache: Informer[Node] | None = None
+        if len(self.wanted) > NODE_GETS:
+            self.cache = Informer(cluster, NODES, project=lambda o: node_from(o, resources)
+                                  if (o.get("metadata") or {}).get("name") in self.wanted else None)
+        self._seen: tuple[int, dict[str, Node]] = (-1, {})
+
+    def __enter__(self) -> NodeSampler:
+        if self.cache is not None:
+            self.cache.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.cache is not None:
+            self.cache.stop()
+
+    def sample(self) -> dict[str, Node]:
+        if self.cache is None:
+            return sample_nodes(self.cluster, self.names, self.resources, self.lowest)
+        version = self.cache.version
+        if version == self._seen[0]:
+            return self._seen[1]
+        found = {n.name: n for n in self.cache.items()}
+        _lowest(found, self.resources, self.lowest)
+        self._seen = (version, found)
+        return found
+
+
+def _lowest(found: dict[str, Node], resources: tuple[str, ...], lowest: dict[str, dict[str, int]]) -> None:
     for node, info in found.items():
         low = lowest.setdefault(node, {})
         for res in resources:
             value = info.allocatable.get(res, 0)
             low[res] = min(low.get(res, value), value)
-    return found
 
 
 DOMAIN_LABELS = ("topology.kubernetes.io/zone", "nvidia.com/gpu.product")

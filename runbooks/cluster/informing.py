@@ -28,9 +28,10 @@ RETRY_MAX = 15.0
 
 class Informer(Generic[T]):
     def __init__(self, cluster: Any, resource: Resource, *, project: Callable[[dict[str, Any]], T | None],
-                 namespace: str | None = None, label_selector: str | None = None) -> None:
+                 namespace: str | None = None, label_selector: str | None = None,
+                 watch_seconds: int = WATCH_SECONDS) -> None:
         self.cluster, self.resource, self.project = cluster, resource, project
-        self.namespace, self.label_selector = namespace, label_selector
+        self.namespace, self.label_selector, self.watch_seconds = namespace, label_selector, watch_seconds
         self.version = 0
         """Changes seen since the first list (each event that added, changed or removed an object)."""
         self.relists = 0
@@ -114,7 +115,7 @@ class Informer(Generic[T]):
 
     def _watch(self) -> None:
         self._stream = self.cluster.watch(self.resource, resource_version=self._rv, namespace=self.namespace,
-                                          label_selector=self.label_selector, timeout_seconds=WATCH_SECONDS)
+                                          label_selector=self.label_selector, timeout_seconds=self.watch_seconds)
         try:
             if self._stop.is_set():
                 return

@@ -1,0 +1,194 @@
+"""What a run costs the cluster and the bot per node: canary, promotion and verify at 50, 500 and 5,000 nodes.
+
+For each size, a kubesim ``gpu-large`` cluster in a process of its own (its DaemonSet
+rolls 10 % of its nodes at a time) and the run engine in this process, on a Redis of its
+own: a canary on ``gpu-node1`` (pre-checks, baseline, the canary, its verify), approved;
+the promotion (the controller's rollout followed, then verify on every node), approved;
+then ``verify`` of the DaemonSet on its own with a ``--window`` observe window. For each
+phase: API requests and bytes read (kubesim's ``apiserver_response_sizes`` and
+``apiserver_watch_events_sizes``, as a real API server counts them), this process's CPU
+(the engine, its watch caches, the Redis client; kubesim's is its own), per node; for the
+promotion, bytes read per node per minute; and the largest run save (bytes sent to
+Redis), the one that records the baseline apart.
+
+Prints the ratios between the largest and the smallest size: what should not grow with
+the cluster stays near 1.0x (bytes per node per minute of promotion; the run save after
+the baseline), and verify's wall time against its window.
+
+``python -m bench.bench_run [--nodes 50 500 5000] [--window 30]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+NS, DS = "kube-system", "nvidia-device-plugin-daemonset"
+TARGET = f"{NS}/{DS}"
+NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+
+
+@dataclass
+class Phase:
+    wall: float = 0.0
+    cpu: float = 0.0
+    requests: float = 0.0
+    bytes: float = 0.0
+
+
+@dataclass
+class Size:
+    nodes: int
+    phases: dict[str, Phase] = field(default_factory=dict)
+    saves: list[int] = field(default_factory=list)
+    verify_ok: bool = False
+
+
+def traffic(kubectl: Any) -> tuple[float, float]:
+    """(requests, bytes) the API server has answered so far, read with ``kubectl get --raw /metrics``."""
+    totals = {"apiserver_request_total": 0.0, "apiserver_response_sizes_sum": 0.0,
+              "apiserver_watch_events_sizes_sum": 0.0}
+    for line in kubectl("get", "--raw", "/metrics").splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in totals:
+            totals[name] += float(line.rsplit(" ", 1)[1])
+    return totals["apiserver_request_total"], (totals["apiserver_response_sizes_sum"]
+                                               + totals["apiserver_watch_events_sizes_sum"])
+
+
+def measure(kubectl: Any, work: Any) -> tuple[Phase, Any]:
+    requests, read = traffic(kubectl)
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = work()
+    phase = Phase(wall=time.perf_counter() - wall, cpu=time.process_time() - cpu)
+    after_requests, after_read = traffic(kubectl)
+    phase.requests, phase.bytes = after_requests - requests, after_read - read
+    return phase, result
+
+
+def one_size(nodes: int, window: float) -> Size:
+    from bot.storage.embedded import EmbeddedRedis
+    from bot.storage.redis_store import RedisRunStore
+    from runbooks.cluster import Cluster
+    from runbooks.daemonset.steps import DaemonSetSteps
+    from runbooks.daemonset.verifying import verify
+    from runbooks.engine.approving import Actor
+    from runbooks.engine.clocks import SystemClock
+    from runbooks.engine.commands import Engine, step_settings_of
+    from runbooks.engine.runs import RunState
+    from runbooks.policy import Policy
+    from tests.support import Kubectl
+
+    size = Size(nodes)
+    policy = Policy.model_validate({
+        "approvers": {"users": ["U0BOB"]}, "reports": {"after": []},
+        "steps": {"observe_window": "5s", "poll_interval": "1s", "ready_timeout": "600s"},
+    })
+    with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp, EmbeddedRedis() as redis_server:
+        kubeconfig = Path(tmp) / "kubeconfig"
+        sim = subprocess.Popen([sys.executable, "-m", "kubesim", "serve", "--port", "0", "--scenario", "gpu-large",
+                                "--nodes", str(nodes), "--speed", "10", "--kubeconfig", str(kubeconfig)],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            assert sim.stdout is not None
+            sim.stdout.readline()
+            sim.stdout.readline()
+            kubectl = Kubectl(kubeconfig)
+            kubectl("patch", "daemonset", DS, "-n", NS, "--type=merge",
+                                "-p", '{"spec":{"updateStrategy":{"rollingUpdate":{"maxUnavailable":"10%"}}}}')
+            cluster = Cluster.from_kubeconfig(kubeconfig)
+            store = RedisRunStore.from_url(redis_server.url)
+            save = store.save
+
+            def counted(run: Any, **kwargs: Any) -> Any:
+                stored = save(run, **kwargs)
+                size.saves.append(store.last_save_bytes)
+                return stored
+
+            store.save = counted  # type: ignore[method-assign]
+            engine = Engine(store=store, steps=DaemonSetSteps(), policy=policy, clock=SystemClock(),
+                            connect=lambda context: Cluster.from_kubeconfig(kubeconfig, context))
+            bob = Actor("U0BOB")
+
+            def canary() -> Any:
+                run = engine.request_canary(actor=Actor("U0ANA"), target=TARGET, image=NEW, node="gpu-node1").run
+                engine.approve(run.id, actor=bob)
+                return engine.advance(run.id)
+
+            size.phases["canary"], run = measure(kubectl, canary)
+            if run.state is not RunState.AWAITING_PROMOTION:
+                raise SystemExit(f"{nodes} nodes: the canary ended {run.state.value}: {run.reason}")
+
+            def promote() -> Any:
+                engine.approve(run.id, actor=bob)
+                return engine.advance(run.id)
+
+            size.phases["promote"], run = measure(kubectl, promote)
+            if run.state is not RunState.DONE:
+                raise SystemExit(f"{nodes} nodes: the promotion ended {run.state.value}: {run.reason}")
+            settings = dataclasses.replace(step_settings_of(policy), observe_window=window)
+            size.phases["verify"], outcome = measure(kubectl, lambda: verify(cluster, TARGET, settings=settings,
+                                                                             clock=SystemClock(), image=NEW))
+            size.verify_ok = outcome.ok
+            store.close()
+        finally:
+            sim.terminate()
+            sim.wait(timeout=30)
+    return size
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_run", description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[50, 500, 5000])
+    parser.add_argument("--window", type=float, default=30.0, help="verify's observe window, seconds (default 30)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PYTHONPATH", os.getcwd())
+    sizes = []
+    for nodes in args.nodes:
+        print(f"-- {nodes} nodes", flush=True)
+        size = one_size(nodes, args.window)
+        sizes.append(size)
+        print(f"  {'phase':<9} {'wall s':>8} {'CPU s':>7} {'CPU ms/node':>12} {'requests':>9} {'MiB read':>9} "
+              f"{'KiB/node':>9}")
+        for name, p in size.phases.items():
+            print(f"  {name:<9} {p.wall:8.1f} {p.cpu:7.2f} {p.cpu * 1000 / nodes:12.2f} {p.requests:9.0f} "
+                  f"{p.bytes / 2**20:9.2f} {p.bytes / 1024 / nodes:9.2f}")
+        promote = size.phases["promote"]
+        print(f"  promotion: {promote.bytes / nodes / max(promote.wall / 60, 1e-9) / 1024:.1f} KiB read per node per "
+              f"minute; run saves: {len(size.saves)}, the largest {max(size.saves) / 1024:.1f} KiB, the largest "
+              f"but the baseline's {sorted(size.saves)[-2] / 1024:.1f} KiB", flush=True)
+        print(f"  verify on every node: {'passed' if size.verify_ok else 'FAILED'} in "
+              f"{size.phases['verify'].wall:.1f} s for a {args.window:g} s window "
+              f"({size.phases['verify'].wall / args.window:.2f}x), {size.phases['verify'].cpu:.2f} s of CPU", flush=True)
+    small, large = sizes[0], sizes[-1]
+    if len(sizes) > 1:
+        def per_minute(s: Size) -> float:
+            p = s.phases["promote"]
+            return p.bytes / s.nodes / max(p.wall / 60, 1e-9)
+
+        print(f"{large.nodes} / {small.nodes} nodes:")
+        print(f"  API bytes read per node per minute of promotion: {per_minute(large) / per_minute(small):.2f}x "
+              "(target: within 1.5x)")
+        for name in ("canary", "promote", "verify"):
+            a, b = small.phases[name], large.phases[name]
+            print(f"  {name}: bytes per node {(b.bytes / large.nodes) / max(a.bytes / small.nodes, 1):.2f}x, "
+                  f"CPU per node {(b.cpu / large.nodes) / max(a.cpu / small.nodes, 1e-9):.2f}x")
+        print(f"  largest run save but the baseline's: {sorted(large.saves)[-2] / max(sorted(small.saves)[-2], 1):.2f}x "
+              f"({sorted(large.saves)[-2] / 1024:.1f} KiB at {large.nodes} nodes; target: under 64 KiB)")
+    verify = large.phases["verify"]
+    ok = large.verify_ok and verify.wall <= 1.2 * args.window and verify.cpu < 5.0
+    print(f"verify at {large.nodes} nodes: {verify.wall / args.window:.2f}x its window (target: within 1.2x), "
+          f"{verify.cpu:.2f} s of CPU (target: under 5 s)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

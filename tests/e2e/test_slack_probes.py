@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 
 import pytest
 
@@ -11,7 +13,7 @@ from bot.slack.http import HttpServer
 from bot.slack.serve import build_service
 from kubesim import KubeSim
 from tests.e2e.harness import POLICY, Bot, settings_for
-from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get
+from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get, post, slash_command
 
 
 def test_healthz(bot: Bot) -> None:
@@ -60,6 +62,30 @@ def test_metrics(bot: Bot) -> None:
     assert 'upgradebot_runs{state="awaiting_approval"} 2.0' in text
     assert "upgradebot_slack_request_seconds_count 2.0" in text
     assert "upgradebot_step_duration_seconds" in text and "upgradebot_approvals_total" in text
+
+
+def test_the_ack_time_counts_the_wait_for_a_free_http_thread(fake_slack: FakeSlack, cluster: KubeSim) -> None:
+    """Found on main: upgradebot_slack_request_seconds started when a thread took the request, so
+    the clients' wait behind busy threads (1.5 s at p99 under load) showed as 33 ms."""
+    service = build_service(settings_for(fake_slack, cluster), POLICY, readiness_cache=0,
+                            checks={"slow": lambda: time.sleep(1.0)})
+    http = HttpServer(service.wsgi(), port=0, threads=1).start()  # one thread: /readyz holds it for 1 s
+    try:
+        probe = threading.Thread(target=get, args=(http.url + "/readyz",))
+        probe.start()
+        time.sleep(0.2)
+        body = slash_command("help", response_url=fake_slack.response_url())
+        started = time.perf_counter()
+        assert post(http.url + "/slack/events", body).status == 200
+        waited = time.perf_counter() - started
+        probe.join()
+        assert waited > 0.6
+        histogram = service.metrics.slack_request_seconds.collect()[0]
+        total = next(s.value for s in histogram.samples if s.name.endswith("_sum"))
+        assert 0.6 < total <= waited + 0.05, (total, waited)
+    finally:
+        http.stop(timeout=5)
+        service.stop_workers(timeout=5)
 
 
 def test_secrets_never_leave(bot: Bot, caplog: pytest.LogCaptureFixture) -> None:

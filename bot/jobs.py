@@ -107,7 +107,8 @@ class Jobs:
             if self._depth(lane) >= self.backlog:
                 return False
             self._actors[lane].send(kind, {**payload, "queued_at": time.time()})
-            self._depths[lane] = (self._depths.get(lane, (0.0, 0))[0], self._depths.get(lane, (0.0, 0))[1] + 1)
+            read_at, depth = self._depths.get(lane, (0.0, 0))
+            self._depths[lane] = (read_at, depth + 1)  # approximate under races: re-read twice a second
         except REDIS_ERRORS as exc:
             raise self._unavailable(exc) from exc
         return True

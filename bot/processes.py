@@ -8,7 +8,9 @@ is back. A child dies with ``serve`` (``PR_SET_PDEATHSIG``, and it watches its p
 ``kill -9`` of ``serve`` takes its workers with it, as the crash of one pod would. On
 SIGTERM each worker stops taking messages, finishes what it runs (up to the drain) and
 exits; one still running after the drain is killed (its runs resume from their
-checkpoints, as after a crash).
+checkpoints, as after a crash). The workers run at a lower priority (``nice``,
+``UPGRADEBOT_WORKER_NICE``, 10): on a busy node the process that acks Slack gets the CPU
+first, and the work waits, not the acks.
 
 The workers' metrics are written to a directory of ``serve``'s (prometheus_client's
 multiprocess mode, ``PROMETHEUS_MULTIPROC_DIR``) and served with its own on ``/metrics``.
@@ -143,6 +145,15 @@ def _forget_metrics_of(pid: int) -> None:
         multiprocess.mark_process_dead(pid)
     except Exception:  # nothing of a dead worker's gauges to clear
         pass
+
+
+def lower_priority(nice: int) -> None:
+    """In a worker: yield the CPU to ``serve``'s acks (``nice`` added to this process's niceness)."""
+    if nice > 0:
+        try:
+            os.nice(nice)
+        except OSError as exc:  # not allowed here: the worker runs at serve's priority
+            log.warning("cannot lower the worker's priority: %s", exc)
 
 
 def die_with_parent(parent: int) -> None:

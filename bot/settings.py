@@ -73,6 +73,8 @@ class Settings(BaseSettings):
     worker_processes: int = Field(1, ge=0, le=16, validation_alias=_env("UPGRADEBOT_WORKER_PROCESSES"))
     """``serve``: sets of worker processes it starts beside itself (each: one for decisions, one
     for commands and runs; ``bot/processes.py``); 0: none, ``upgradebot worker`` runs elsewhere."""
+    worker_nice: int = Field(10, ge=0, le=19, validation_alias=_env("UPGRADEBOT_WORKER_NICE"))
+    """``serve``: how much lower the priority of the workers it starts is (``nice``), so its acks get the CPU first."""
     http_threads: int = Field(16, ge=1, le=256, validation_alias=_env("UPGRADEBOT_HTTP_THREADS"))
     """``serve``: threads answering HTTP requests (``/slack/events``, probes, metrics)."""
     slack_pace: float = Field(1.0, ge=0, le=60, validation_alias=_env("UPGRADEBOT_SLACK_PACE"))

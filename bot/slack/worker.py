@@ -28,7 +28,7 @@ import time
 from typing import Any, TextIO
 
 from bot.jobs import LANES, Jobs, JobsUnavailable
-from bot.processes import die_with_parent
+from bot.processes import die_with_parent, lower_priority
 from bot.runtime import build_runtime
 from bot.settings import Settings, SettingsError
 from bot.slack.serve import build_slack_service, configure_logging, exit_leaving_work
@@ -48,6 +48,7 @@ def work(settings: Settings, lanes: set[str], *, stop: threading.Event, drain: f
     """Take work off ``lanes`` until ``stop`` is set; then stop gracefully."""
     if settings.worker_of:
         die_with_parent(settings.worker_of)
+        lower_priority(settings.worker_nice)
     if settings.config_file is None:
         raise SettingsError(msg.WORKER_NEEDS_POLICY)
     if not settings.redis_url and settings.in_pod:

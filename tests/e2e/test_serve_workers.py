@@ -37,6 +37,11 @@ def children_of(pid: int) -> list[int]:
     return sorted(found)
 
 
+def nice_of(pid: int) -> int:
+    """The process's niceness (field 19 of /proc/<pid>/stat)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[16])
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -74,6 +79,8 @@ def test_the_run_is_driven_by_a_worker_not_by_the_process_that_acks(redis_url: s
             workers = eventually(lambda: children_of(serve.pid) if len(children_of(serve.pid)) == 2 else None,
                                  "serve's two workers")
             eventually(lambda: get(url + "/readyz").status == 200, "ready once its workers run")
+            eventually(lambda: [nice_of(pid) for pid in workers] == [nice_of(serve.pid) + 10] * 2,
+                       "the workers' priority lowered: the acks get the CPU first")
             client = SlackClient(url, fake)
             client.command(CANARY, user="U0ANA")
             (root,) = eventually(lambda: roots(fake), "the root message")  # type: ignore[misc]
@@ -147,3 +154,33 @@ def test_a_worker_that_cannot_start_keeps_serve_not_ready(tmp_path: Path) -> Non
     finally:
         assert workers.stop(timeout=5)
     assert not Path(workers.metrics_dir).exists()
+
+
+def test_workers_on_another_machine_take_what_serve_queues(redis_url: str, tmp_path: Path) -> None:
+    """UPGRADEBOT_WORKER_PROCESSES=0: serve starts none and is not ready on their account; an
+    ``upgradebot worker`` started on its own (as on another machine) answers the command."""
+    log = tmp_path / "serve.log"
+    with FakeSlack(usergroups=USERGROUPS) as fake, KubeSim(scenario="gpu-small", k8s_version="1.31") as sim:
+        env = environment(fake, sim, tmp_path, redis_url)
+        serve, url = start({**env, "UPGRADEBOT_WORKER_PROCESSES": "0"}, log)
+        worker = None
+        try:
+            eventually(lambda: get(url + "/readyz").status == 200, "ready: Slack and Redis answer")
+            assert children_of(serve.pid) == []
+            client = SlackClient(url, fake)
+            assert client.command("help", user="U0ANA").status == 200
+            time.sleep(1.0)
+            assert not fake.of("response_url"), "nobody took the command yet"
+            with log.open("a") as stderr:
+                worker = subprocess.Popen([*SERVE[:3], "worker", "--lanes", "decisions,commands,runs", "--drain", "5"],
+                                          env=env, stderr=stderr, stdout=subprocess.DEVNULL)
+            eventually(lambda: fake.of("response_url"), "help answered by the worker", timeout=30)
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=30) == 0, log.read_text()[-3000:]
+            serve.send_signal(signal.SIGTERM)
+            assert serve.wait(timeout=30) == 0, log.read_text()[-3000:]
+        finally:
+            for proc in (serve, worker):
+                if proc is not None and proc.poll() is None:
+                    proc.kill()
+                    proc.wait()

@@ -209,3 +209,11 @@ class PodWatch:
             if node and image in images and node not in out:
                 out[node] = i
         return out
+
+
+def reap(*procs: subprocess.Popen[Any] | None) -> None:
+    """Kill (and wait for) each process a test started that is still running."""
+    for proc in procs:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -59,6 +59,11 @@ from runbooks.policy import Policy
 log = logging.getLogger("upgradebot.serve")
 RECONCILE_WINDOW = dt.timedelta(days=1)
 """Runs ended longer ago than this keep their gate messages as they are at a start."""
+RECONCILE_MIN_AGE = 60.0
+"""Seconds a gate is left to the process that opened it before another posts its message.
+
+Found with worker processes: a worker starting while another serves posted a second
+request message for a gate the other was posting at that moment."""
 NOTICE_THREADS, NOTICE_BACKLOG = 2, 512
 """Threads (and queued answers) that tell people the bot is busy or over a quota; beyond, the
 answer is dropped and counted (``upgradebot_commands_total{outcome="unanswered"}``)."""
@@ -206,10 +211,12 @@ def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache
                            audit=runtime.engine.audit)
     runtime.observers.add(threads)
     # every sweep: a gate message whose post failed goes out (one opened a minute ago or more)
-    runtime.advancer.also.append(lambda runs: threads.reconcile(runs, min_age=60.0))
-    try:  # gate messages a stopped bot never sent, and closed ones still showing buttons
+    runtime.advancer.also.append(lambda runs: threads.reconcile(runs, min_age=RECONCILE_MIN_AGE))
+    try:  # gate messages a stopped bot never sent, and closed ones still showing buttons; a gate opened
+        # in the last minute is left to the process that opened it (a worker starts while others serve)
         since = runtime.clock.now() - RECONCILE_WINDOW
-        queued = threads.reconcile(r for r in runtime.engine.runs(limit=500) if r.active or r.updated_at >= since)
+        queued = threads.reconcile((r for r in runtime.engine.runs(limit=500) if r.active or r.updated_at >= since),
+                                   min_age=RECONCILE_MIN_AGE)
         if queued:
             log.info("reconciling %d run thread(s) with their gates", queued)
     except StoreUnavailable as exc:

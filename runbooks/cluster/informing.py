@@ -3,7 +3,8 @@
 :class:`Informer` lists (``list_versioned``) and then watches from the list's
 resourceVersion on a thread of its own; a watch that ends is opened again from the last
 version it saw (bookmarks included), a 410 Gone lists again, an error waits (1 s, doubling
-up to 15 s) and tries again. Each object passes through ``project`` (None: not kept), so
+up to 15 s) and tries again; meanwhile ``stale`` is True and a reader reads the cluster
+itself (RBAC without ``watch`` only costs the savings). Each object passes through ``project`` (None: not kept), so
 50,000 pods are kept as the few fields a step needs. Reading the cache costs no request: a
 step that used to list every plugin pod every second reads what changed, once, as it
 changed. ``version`` counts the changes seen and :meth:`Informer.wait` returns when the next
@@ -35,6 +36,9 @@ class Informer(Generic[T]):
         self.version = 0
         """Changes seen since the first list (each event that added, changed or removed an object)."""
         self.relists = 0
+        self.stale = False
+        """True while the watch cannot be (re)opened (an error, RBAC without ``watch``): the cache
+        may miss changes, so a reader reads the cluster instead until it is False again."""
         self._items: dict[str, T] = {}
         self._rv = ""
         self._cond = threading.Condition()
@@ -103,19 +107,30 @@ class Informer(Generic[T]):
                 self.relists += 1
                 try:
                     self._list()
+                    self.stale = False
                 except ClusterError as exc:
-                    log.warning("listing %s again failed: %s", self.resource.plural, shorten(str(exc)))
+                    self._away(f"listing {self.resource.plural} again failed: {shorten(str(exc))}")
                     self._stop.wait(pause)
             except ClusterError as exc:
                 if self._stop.is_set():
                     return
-                log.warning("watching %s failed (again in %.0f s): %s", self.resource.plural, pause, shorten(str(exc)))
+                self._away(f"watching {self.resource.plural} failed (again in {pause:.0f} s): {shorten(str(exc))}")
                 self._stop.wait(pause)
                 pause = min(RETRY_MAX, pause * 2)
+
+    def _away(self, why: str) -> None:
+        if not self.stale:
+            log.warning("%s; it is read directly until the watch is back", why)
+        else:
+            log.debug("%s", why)
+        self.stale = True
 
     def _watch(self) -> None:
         self._stream = self.cluster.watch(self.resource, resource_version=self._rv, namespace=self.namespace,
                                           label_selector=self.label_selector, timeout_seconds=self.watch_seconds)
+        if self.stale:  # watching from where it left off: what it missed comes first
+            log.info("watching %s again", self.resource.plural)
+            self.stale = False
         try:
             if self._stop.is_set():
                 return

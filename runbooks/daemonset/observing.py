@@ -161,8 +161,9 @@ class Following:
     """Snapshots of a DaemonSet during a rollout, its pods from a watch cache
     (:class:`~runbooks.cluster.informing.Informer`): each :meth:`snapshot` reads the DaemonSet
     and its revisions (two small requests) and takes the pods as the watch last left them,
-    so a poll costs the same at 50 nodes as at 5,000. A context manager: the watch stops
-    with the step."""
+    so a poll costs the same at 50 nodes as at 5,000; while the watch is away (an error, no
+    ``watch`` in the RBAC) it reads them as :func:`observe` does. A context manager: the
+    watch stops with the step."""
 
     def __init__(self, cluster: Cluster, namespace: str, name: str) -> None:
         self.cluster, self.namespace, self.name = cluster, namespace, name
@@ -183,6 +184,8 @@ class Following:
         self.pods.stop()
 
     def snapshot(self) -> Snapshot:
+        if self.pods.stale:  # the watch is away: the cache may be behind, so read everything now
+            return observe(self.cluster, self.namespace, self.name)
         ds = self.cluster.get(DAEMONSETS, self.name, self.namespace)
         revisions = self.cluster.list_objects(
             CONTROLLER_REVISIONS, namespace=self.namespace,

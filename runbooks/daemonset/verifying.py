@@ -182,7 +182,7 @@ class NodeSampler:
             self.cache.stop()
 
     def sample(self) -> dict[str, Node]:
-        if self.cache is None:
+        if self.cache is None or self.cache.stale:  # few nodes, or the watch is away: read them now
             return sample_nodes(self.cluster, self.names, self.resources, self.lowest)
         version = self.cache.version
         if version == self._seen[0]:

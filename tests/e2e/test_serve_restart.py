@@ -25,6 +25,7 @@ from tests.e2e.runs_support import (
     updates,
 )
 from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack
+from tests.support import reap
 
 SERVE = [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", "0", "--drain", "5",
          "--allow-volatile-redis"]  # the suite's Redis keeps nothing on disk
@@ -73,8 +74,5 @@ def test_restart_mid_run_updates_the_same_root_message(redis_url: str, tmp_path:
             second.send_signal(signal.SIGTERM)
             assert second.wait(timeout=30) == 0, second_log.read_text()[-3000:]
         finally:
-            for proc in (first, second):
-                if proc is not None and proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
+            reap(first, second)
             store.close()

@@ -22,6 +22,7 @@ from tests.e2e.harness import USERGROUPS
 from tests.e2e.runs_support import CANARY, RUN_POLICY, SlackClient, eventually, posted_ts, roots
 from tests.e2e.test_serve_process import SERVE
 from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get
+from tests.support import reap
 
 
 def children_of(pid: int) -> list[int]:
@@ -101,9 +102,7 @@ def test_the_run_is_driven_by_a_worker_not_by_the_process_that_acks(redis_url: s
             assert serve.wait(timeout=40) == 0, log.read_text()[-3000:]
             eventually(lambda: not any(alive(pid) for pid in workers), "the workers stopped with serve", timeout=10)
         finally:
-            if serve.poll() is None:
-                serve.kill()
-                serve.wait()
+            reap(serve)
             store.close()
 
 
@@ -131,9 +130,7 @@ def test_a_dead_worker_is_started_again_and_a_killed_serve_takes_its_workers_alo
             serve.wait(timeout=10)
             eventually(lambda: not any(alive(pid) for pid in again), "the workers gone with serve", timeout=10)
         finally:
-            if serve.poll() is None:
-                serve.kill()
-                serve.wait()
+            reap(serve)
 
 
 def test_a_worker_that_cannot_start_keeps_serve_not_ready(tmp_path: Path) -> None:
@@ -180,7 +177,4 @@ def test_workers_on_another_machine_take_what_serve_queues(redis_url: str, tmp_p
             serve.send_signal(signal.SIGTERM)
             assert serve.wait(timeout=30) == 0, log.read_text()[-3000:]
         finally:
-            for proc in (serve, worker):
-                if proc is not None and proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
+            reap(serve, worker)

@@ -98,3 +98,27 @@ def test_a_rollout_lists_the_plugin_pods_once_however_long_it_polls(sim: KubeSim
     promotion_lists = requests(cluster, "list", "pods") - lists
     assert promotion_lists <= 6, f"{promotion_lists} pod lists in a promotion that polled every 100 ms"
     assert requests(cluster, "watch", "pods") >= 1
+
+
+def test_without_watch_in_its_rbac_a_rollout_reads_the_pods_itself(sim: KubeSim, redis_url: str) -> None:
+    """An RBAC that grants list but not watch: the cache knows it is stale, the steps list instead,
+    and the run ends as it would have (found by the rendered-RBAC test: the rollout waited on a
+    cache that never changed, and rolled back)."""
+    sim.fault(kind="forbid", path=f"/api/v1/namespaces/{NS}/pods", verb="watch")
+    policy = Policy.model_validate({
+        "approvers": {"users": ["U0BOB"]}, "reports": {"after": []},
+        "steps": {"observe_window": "1s", "poll_interval": "0.1s", "ready_timeout": "30s"},
+    })
+    engine = kubesim_engine(sim, redis_url, policy)
+    cluster = Cluster.from_kubeconfig(sim.kubeconfig)
+    with Following(cluster, NS, DS) as following:
+        eventually(lambda: following.pods.stale, "the cache knows its watch is refused")
+        assert len(following.snapshot().pods) == len(names(Kubectl(sim.kubeconfig)))
+    run = engine.request_canary(actor=Actor("U0ANA"), target=f"{NS}/{DS}",
+                                image="nvcr.io/nvidia/k8s-device-plugin:v0.17.0", node="gpu-node1").run
+    engine.approve(run.id, actor=Actor("U0BOB"))
+    run = engine.advance(run.id)
+    assert run.state is RunState.AWAITING_PROMOTION, run.reason
+    engine.approve(run.id, actor=Actor("U0BOB"))
+    run = engine.advance(run.id)
+    assert run.state is RunState.DONE, run.reason

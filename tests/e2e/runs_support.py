@@ -99,6 +99,16 @@ class SlackClient:
         return posted_ts(call), buttons(call)["approve"]
 
 
+def canary_approved(client: SlackClient) -> str:
+    """``CANARY`` requested by U0ANA and approved by U0LEAD over Slack; the run's root ts."""
+    client.command(CANARY, user="U0ANA")
+    (root,) = eventually(lambda: roots(client.fake), "the root message")  # type: ignore[misc]
+    root_ts = posted_ts(root)
+    gate_ts, value = client.gate(root_ts)
+    client.click("approve", value, user="U0LEAD", message_ts=gate_ts, thread_ts=root_ts)
+    return root_ts
+
+
 def shown(call: Call) -> str:
     """A message as a person reads it: its blocks' text (sections, context; a field as
     ``*Label*: value``, one line, where Slack shows two side by side) and its buttons as

@@ -15,11 +15,10 @@ from kubesim import KubeSim
 from runbooks.engine.runs import RunState
 from tests.e2e.harness import USERGROUPS
 from tests.e2e.runs_support import (
-    CANARY,
     RUN_POLICY,
     SlackClient,
+    canary_approved,
     eventually,
-    posted_ts,
     roots,
     texts,
     updates,
@@ -54,12 +53,7 @@ def test_restart_mid_run_updates_the_same_root_message(redis_url: str, tmp_path:
         first, url = start({**env, "UPGRADEBOT_TEST_KILL_AT": "after:canary_rolling"}, tmp_path / "first.log")
         second = None
         try:
-            client = SlackClient(url, fake)
-            client.command(CANARY, user="U0ANA")
-            (root,) = eventually(lambda: roots(fake), "the root message")  # type: ignore[misc]
-            root_ts = posted_ts(root)
-            gate_ts, value = client.gate(root_ts)
-            client.click("approve", value, user="U0LEAD", message_ts=gate_ts, thread_ts=root_ts)
+            root_ts = canary_approved(SlackClient(url, fake))
             assert first.wait(timeout=60) == -signal.SIGKILL
             (run,) = store.list_runs()
             assert run.state is RunState.CANARY_ROLLING and run.origin["ts"] == root_ts

@@ -19,7 +19,7 @@ from bot.storage.redis_store import RedisRunStore
 from kubesim import KubeSim
 from runbooks.engine.runs import RunState
 from tests.e2e.harness import USERGROUPS
-from tests.e2e.runs_support import CANARY, RUN_POLICY, SlackClient, eventually, posted_ts, roots
+from tests.e2e.runs_support import RUN_POLICY, SlackClient, canary_approved, eventually
 from tests.e2e.test_serve_process import SERVE
 from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get
 from tests.support import reap
@@ -82,12 +82,7 @@ def test_the_run_is_driven_by_a_worker_not_by_the_process_that_acks(redis_url: s
             eventually(lambda: get(url + "/readyz").status == 200, "ready once its workers run")
             eventually(lambda: [nice_of(pid) for pid in workers] == [nice_of(serve.pid) + 10] * 2,
                        "the workers' priority lowered: the acks get the CPU first")
-            client = SlackClient(url, fake)
-            client.command(CANARY, user="U0ANA")
-            (root,) = eventually(lambda: roots(fake), "the root message")  # type: ignore[misc]
-            root_ts = posted_ts(root)
-            gate_ts, value = client.gate(root_ts)
-            client.click("approve", value, user="U0LEAD", message_ts=gate_ts, thread_ts=root_ts)
+            canary_approved(SlackClient(url, fake))
             (run,) = store.list_runs()
             owner = str(eventually(lambda: store.lease_owner(run.id), "the canary driven"))
             assert int(owner.split("/")[1]) in workers, (owner, workers)  # a worker holds the run, not serve

@@ -31,7 +31,9 @@ def requested(bot: RunBot) -> tuple[str, str]:
     assert bot.slack.command("", body=body, headers={"X-Slack-Retry-Num": "1"}).status == 200
     (root,) = eventually(lambda: roots(bot.fake), "the root message")  # type: ignore[misc]
     runs = bot.runtime.engine.runs()
-    assert len(runs) == 1 and runs[0].state is S.AWAITING_APPROVAL
+    assert len(runs) == 1
+    # the root goes out at the run's first event, which may come just before it waits for approval
+    bot.wait_state(runs[0].id, S.AWAITING_APPROVAL)
     return runs[0].id, posted_ts(root)
 
 

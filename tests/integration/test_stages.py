@@ -79,7 +79,9 @@ def test_prod_waits_for_a_stable_last_report_on_staging_and_links_to_it(
     engine.approve(run.id, actor=BOB)
     assert engine.advance(run.id).state is S.AWAITING_PROMOTION
     engine.approve(run.id, actor=CAROL)
-    assert engine.advance(run.id).state is S.MONITORING
+    promoted = engine.advance(run.id)
+    assert promoted.state is S.MONITORING, [f"{e.get('name')}: {e.get('detail')}" for e in engine.audit(run.id)
+                                           if e.get("status") == "failed"]
     with pytest.raises(Refused, match=rf"run {run.id} of {NEW} there is monitoring"):
         ask("prod")
 

@@ -43,9 +43,8 @@ from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import AgeLimit
 
 from bot.storage.layout import PREFIX
-from bot.storage.redis_store import REDIS_ERRORS, raw_client
+from bot.storage.redis_store import REDIS_ERRORS, raw_client, unreachable
 from runbooks.engine.store import StoreUnavailable
-from runbooks.errors import redact_url, scrub
 
 log = logging.getLogger("upgradebot.jobs")
 
@@ -90,9 +89,7 @@ class Jobs:
         return jobs
 
     def _unavailable(self, exc: Exception) -> JobsUnavailable:
-        reason = scrub(" ".join(str(exc).split())) or type(exc).__name__
-        return JobsUnavailable(f"cannot reach the job queue's Redis at {redact_url(self.url) if self.url else '(no URL)'}: "
-                               f"{reason}")
+        return JobsUnavailable(f"the job queue: {unreachable(self.url, exc)}")
 
     def ping(self) -> None:
         try:

@@ -92,7 +92,7 @@ class RedisRunStore:
         try:
             client = connect(url, decode=True)
         except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:  # a cluster client connects at once
-            raise StoreUnavailable(f"cannot reach Redis at {_safe(url)}: {_reason(exc)}") from exc
+            raise StoreUnavailable(unreachable(url, exc)) from exc
         except ValueError as exc:
             raise StoreUnavailable(
                 f"{_safe(url)!r} is not a Redis URL ({_reason(exc)}): REDIS_URL takes "
@@ -120,7 +120,7 @@ class RedisRunStore:
         try:
             self.client.ping()
         except redis.RedisError as exc:
-            raise StoreUnavailable(f"cannot reach Redis at {_safe(self.url)}: {_reason(exc)}") from exc
+            raise StoreUnavailable(unreachable(self.url, exc)) from exc
 
     def close(self) -> None:
         self.client.close()
@@ -377,7 +377,7 @@ class RedisRunStore:
         try:
             return fn()
         except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise StoreUnavailable(f"cannot reach Redis at {_safe(self.url)}: {_reason(exc)}") from exc
+            raise StoreUnavailable(unreachable(self.url, exc)) from exc
 
 
 def _entry(entry_id: str, fields: dict[str, str]) -> dict[str, Any]:
@@ -518,6 +518,11 @@ class _ClusterClient(redis.cluster.RedisCluster):
                 client.disconnect_connection_pools()
 
         return _Pool()
+
+
+def unreachable(url: str, exc: Exception) -> str:
+    """Why Redis at ``url`` did not do what it was asked, as it may be shown: its password masked."""
+    return f"cannot reach Redis at {_safe(url)}: {_reason(exc)}"
 
 
 def _safe(url: str) -> str:

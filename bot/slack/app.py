@@ -232,27 +232,22 @@ class Listeners:
     def _quota_done(self, body: dict[str, Any]) -> None:
         self.deps.quotas.give(str(body.get("user_id", "")), body.get("channel_id") or None)
 
-    def run_long(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
-        """A long command taken off the queue: refused when its quota is full, else run and counted out."""
-        if self._over_quota(body, respond):
-            return
+    def _run_counted(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+        """A long command counted in by :meth:`_over_quota`: run, then counted out."""
         try:
             self.run_command(body, retry, respond)
         finally:
             self._quota_done(body)
 
+    def run_long(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+        """A long command taken off the queue: refused when its quota is full, else run and counted out."""
+        if not self._over_quota(body, respond):
+            self._run_counted(body, retry, respond)
+
     def _enqueue_long(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
         """A long command, counted against its user's and channel's quotas while it runs."""
-        if self._over_quota(body, respond):
-            return
-
-        def job(body: dict[str, Any], retry: str | None, respond: Respond) -> None:
-            try:
-                self.run_command(body, retry, respond)
-            finally:
-                self._quota_done(body)
-
-        if not self._enqueue(self.deps.workers, job, body, retry, respond):
+        if not self._over_quota(body, respond) and not self._enqueue(self.deps.workers, self._run_counted, body,
+                                                                         retry, respond):
             self._quota_done(body)
 
     def _later(self, respond: Respond, body: dict[str, Any], text: str) -> None:

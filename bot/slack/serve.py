@@ -287,9 +287,12 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
         try:
             check_durable(store, allow_volatile=allow_volatile)
             jobs = Jobs.from_url(store.url)
-        except (SettingsError, JobsUnavailable) as exc:
+        except SettingsError:
             store.close()
-            raise exc if isinstance(exc, SettingsError) else SettingsError(str(exc)) from exc
+            raise
+        except JobsUnavailable as exc:
+            store.close()
+            raise SettingsError(str(exc)) from exc
         if settings.worker_processes:
             workers = WorkerProcesses(DEFAULT_GROUPS * settings.worker_processes, drain=drain).start()
         service = build_front(settings, policy, store=store, jobs=jobs, workers=workers)

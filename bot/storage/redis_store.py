@@ -151,14 +151,15 @@ class RedisRunStore:
         keys = [Keys.run(run.id), Keys.lock(run.target.key), Keys.runs, Keys.active,
                 Keys.run_audit(run.id), Keys.audit]
         slim, parts = split_parts(run)
+        digests = _digests(parts)
         args = [run.id, slim, run.state.value, run.created_at.timestamp(),
-                GLOBAL_AUDIT_MAXLEN, *self._part_args(run, parts, known={}), *_flatten(audit)]
+                GLOBAL_AUDIT_MAXLEN, *_part_args(parts, digests, known={}), *_flatten(audit)]
         status, detail = self._call(self._create, keys, args)
         if status == "locked":
             raise LockHeld(run.target.key, detail)
         if status == "exists":
             raise ValueError(f"run {run.id} exists already")
-        self._known.put(run.id, run.version, parts)
+        self._known.put(run.id, run.version, digests)
         return run
 
     def get(self, run_id: str, *, whole: bool = True) -> Run | None:
@@ -173,20 +174,9 @@ class RedisRunStore:
     def _whole(self, fields: dict[str, str]) -> Run:
         run = Run.model_validate_json(fields["json"])
         parts = {f: v for f, v in fields.items() if f.startswith(PART)}
-        self._known.put(run.id, run.version, parts)
+        self._known.put(run.id, run.version, _digests(parts))
         return join_parts(run, parts) if parts else run
 
-    def _part_args(self, run: Run, parts: dict[str, str], *, known: dict[str, str] | None) -> list[Any]:
-        """The script's part arguments: the fields whose value changed since ``known`` (digests
-        as of the version being replaced; None: not known here, so every part is written and any
-        other one deleted), then the fields to delete (-1: all but those written)."""
-        digests = {f: _digest(v) for f, v in parts.items()}
-        sets = [(f, v) for f, v in parts.items() if known is None or known.get(f) != digests[f]]
-        args: list[Any] = [len(sets), *(x for pair in sets for x in pair)]
-        if known is None:
-            return [*args, -1]
-        gone = [f for f in known if f not in parts]
-        return [*args, len(gone), *gone]
 
     def save(
         self, run: Run, *, audit: Sequence[dict[str, Any]] = (), lease_owner: str | None = None
@@ -196,8 +186,9 @@ class RedisRunStore:
                 Keys.run_audit(run.id), Keys.audit]
         ended = "1" if run.state in TERMINAL else ("2" if run.previous_state in REOPENABLE else "0")
         slim, parts = split_parts(stored)
+        digests = _digests(parts)
         args = [run.id, slim, run.state.value, run.version, ended, lease_owner or "",
-                GLOBAL_AUDIT_MAXLEN, *self._part_args(run, parts, known=self._known.get(run.id, run.version)),
+                GLOBAL_AUDIT_MAXLEN, *_part_args(parts, digests, known=self._known.get(run.id, run.version)),
                 *_flatten(audit)]
         self.last_save_bytes = sum(len(str(a)) for a in args)
         status, detail = self._call(self._save, keys, args)
@@ -209,7 +200,7 @@ class RedisRunStore:
             raise LeaseLost(run.id, lease_owner or "", detail or None)
         if status == "locked":
             raise LockHeld(run.target.key, detail)
-        self._known.put(run.id, stored.version, parts)
+        self._known.put(run.id, stored.version, digests)
         return stored
 
     def list_runs(self, *, active_only: bool = False, limit: int = 100, whole: bool = True) -> list[Run]:
@@ -428,8 +419,21 @@ def join_parts(run: Run, parts: dict[str, str]) -> Run:
     return run.model_copy(update={"progress": progress})
 
 
-def _digest(text: str) -> str:
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+def _digests(parts: dict[str, str]) -> dict[str, str]:
+    """Each part's digest, by field: what :class:`_KnownParts` keeps and a save compares."""
+    return {field: hashlib.blake2b(text.encode(), digest_size=16).hexdigest() for field, text in parts.items()}
+
+
+def _part_args(parts: dict[str, str], digests: dict[str, str], *, known: dict[str, str] | None) -> list[Any]:
+    """The save script's part arguments: the fields whose digest differs from ``known`` (the
+    digests as of the version being replaced; None: not known here, so every part is written
+    and any other one deleted), then the fields to delete (-1: all but those written)."""
+    sets = [(f, v) for f, v in parts.items() if known is None or known.get(f) != digests[f]]
+    args: list[Any] = [len(sets), *(x for pair in sets for x in pair)]
+    if known is None:
+        return [*args, -1]
+    gone = [f for f in known if f not in parts]
+    return [*args, len(gone), *gone]
 
 
 class _KnownParts:
@@ -441,9 +445,9 @@ class _KnownParts:
         self._size = size
         self._lock = threading.Lock()
 
-    def put(self, run_id: str, version: int, parts: dict[str, str]) -> None:
+    def put(self, run_id: str, version: int, digests: dict[str, str]) -> None:
         with self._lock:
-            self._runs[run_id] = (version, {f: _digest(v) for f, v in parts.items()})
+            self._runs[run_id] = (version, dict(digests))
             self._runs.move_to_end(run_id)
             while len(self._runs) > self._size:
                 self._runs.popitem(last=False)

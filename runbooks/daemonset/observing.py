@@ -11,7 +11,7 @@ time (:class:`runbooks.engine.clocks.SystemClock` is the real one, for the shell
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
@@ -140,21 +140,30 @@ class Snapshot:
 def observe(cluster: Cluster, namespace: str, name: str) -> Snapshot:
     """The DaemonSet ``namespace/name`` with the pods and revisions it owns (``NotFound`` if absent)."""
     ds = cluster.get(DAEMONSETS, name, namespace)
-    uid = (ds.get("metadata") or {}).get("uid", "")
-    selector = selector_string((ds.get("spec") or {}).get("selector") or {})
-    owned = cluster.list_objects(
-        PODS, namespace=namespace, label_selector=selector or None,
-        project=lambda o: pod_from(o) if uid in owner_uids(o) else None,
-    )
-    revisions = cluster.list_objects(
-        CONTROLLER_REVISIONS, namespace=namespace,
-        project=lambda o: _revision(o) if uid in owner_uids(o) else None,
-    )
-    return Snapshot(
-        ds=ds,
-        pods=sorted((p for p in owned if p is not None), key=lambda p: (p.node, p.deleting, p.name)),
-        revisions=sorted((r for r in revisions if r is not None), key=lambda r: r.number),
-    )
+    uid, selector = _ownership(ds)
+    owned = cluster.list_objects(PODS, namespace=namespace, label_selector=selector, project=_pods_of(uid))
+    return Snapshot(ds=ds, pods=_in_order(p for p in owned if p is not None),
+                    revisions=_revisions(cluster, namespace, uid))
+
+
+def _ownership(ds: Obj) -> tuple[str, str | None]:
+    """The DaemonSet's uid (what its pods and revisions name as owner) and its pods' label selector."""
+    return (ds.get("metadata") or {}).get("uid", ""), selector_string((ds.get("spec") or {}).get("selector") or {}) or None
+
+
+def _pods_of(uid: str) -> Callable[[Obj], PluginPod | None]:
+    return lambda o: pod_from(o) if uid in owner_uids(o) else None
+
+
+def _in_order(pods: Iterable[PluginPod]) -> list[PluginPod]:
+    """By node, a terminating pod after the live one, then by name (what :meth:`Snapshot.pod_on` relies on)."""
+    return sorted(pods, key=lambda p: (p.node, p.deleting, p.name))
+
+
+def _revisions(cluster: Cluster, namespace: str, uid: str) -> list[Revision]:
+    owned = cluster.list_objects(CONTROLLER_REVISIONS, namespace=namespace,
+                                 project=lambda o: _revision(o) if uid in owner_uids(o) else None)
+    return sorted((r for r in owned if r is not None), key=lambda r: r.number)
 
 
 class Following:
@@ -167,13 +176,9 @@ class Following:
 
     def __init__(self, cluster: Cluster, namespace: str, name: str) -> None:
         self.cluster, self.namespace, self.name = cluster, namespace, name
-        ds = cluster.get(DAEMONSETS, name, namespace)
-        uid = (ds.get("metadata") or {}).get("uid", "")
-        selector = selector_string((ds.get("spec") or {}).get("selector") or {})
-        self.uid = uid
-        self.pods: Informer[PluginPod] = Informer(
-            cluster, PODS, namespace=namespace, label_selector=selector or None,
-            project=lambda o: pod_from(o) if uid in owner_uids(o) else None)
+        self.uid, selector = _ownership(cluster.get(DAEMONSETS, name, namespace))
+        self.pods: Informer[PluginPod] = Informer(cluster, PODS, namespace=namespace, label_selector=selector,
+                                                  project=_pods_of(self.uid))
         self._sorted: tuple[int, list[PluginPod]] = (-1, [])
 
     def __enter__(self) -> Following:
@@ -187,15 +192,10 @@ class Following:
         if self.pods.stale:  # the watch is away: the cache may be behind, so read everything now
             return observe(self.cluster, self.namespace, self.name)
         ds = self.cluster.get(DAEMONSETS, self.name, self.namespace)
-        revisions = self.cluster.list_objects(
-            CONTROLLER_REVISIONS, namespace=self.namespace,
-            project=lambda o: _revision(o) if self.uid in owner_uids(o) else None,
-        )
         version = self.pods.version
         if self._sorted[0] != version:
-            self._sorted = (version, sorted(self.pods.items(), key=lambda p: (p.node, p.deleting, p.name)))
-        return Snapshot(ds=ds, pods=self._sorted[1],
-                        revisions=sorted((r for r in revisions if r is not None), key=lambda r: r.number))
+            self._sorted = (version, _in_order(self.pods.items()))
+        return Snapshot(ds=ds, pods=self._sorted[1], revisions=_revisions(self.cluster, self.namespace, self.uid))
 
 
 def _revision(obj: Obj) -> Revision:

@@ -108,11 +108,6 @@ class WorkerProcesses:
         if down:
             raise WorkerDown(f"worker process not running: {', '.join(down)}")
 
-    @property
-    def pids(self) -> list[int]:
-        with self._lock:
-            return [c.proc.pid for c in self._children if c.proc is not None and c.proc.poll() is None]
-
     def stop(self, timeout: float | None = None) -> bool:
         """SIGTERM to every worker, wait up to ``timeout`` (the drain) for them, kill the rest;
         True if all ended by themselves."""

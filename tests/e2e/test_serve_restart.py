@@ -36,7 +36,7 @@ def start(env: dict[str, str], log: Path) -> tuple[subprocess.Popen[str], str]:
         proc = subprocess.Popen(SERVE, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
     assert proc.stdout is not None
     url = proc.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), url
+    assert url.startswith("http://127.0.0.1:"), log.read_text()[-3000:]
     return proc, url
 
 

@@ -21,6 +21,7 @@ from runbooks.engine.runs import RunState
 from tests.e2e.harness import USERGROUPS
 from tests.e2e.runs_support import RUN_POLICY, SlackClient, canary_approved, eventually
 from tests.e2e.test_serve_process import SERVE
+from tests.e2e.test_serve_restart import start
 from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get
 from tests.support import reap
 
@@ -60,15 +61,6 @@ def environment(fake: FakeSlack, sim: KubeSim, tmp_path: Path, redis_url: str) -
                SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET, SLACK_API_URL=fake.api_url,
                REDIS_URL=redis_url, UPGRADEBOT_SLACK_PACE="0.01")
     return env
-
-
-def start(env: dict[str, str], log: Path) -> tuple[subprocess.Popen[str], str]:
-    with log.open("a") as stderr:
-        proc = subprocess.Popen(SERVE, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), log.read_text()[-3000:]
-    return proc, url
 
 
 def test_the_run_is_driven_by_a_worker_not_by_the_process_that_acks(redis_url: str, tmp_path: Path) -> None:

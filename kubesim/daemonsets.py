@@ -151,7 +151,7 @@ class DaemonSetController:
     def _enqueue(self, ds: dict[str, Any]) -> None:
         assert self.sim is not None
         ns, name = ds["metadata"]["namespace"], ds["metadata"]["name"]
-        self.sim.enqueue(("daemonset", ns, name), lambda: self.sync(ns, name))
+        self.sim.enqueue_resync(("daemonset", ns, name), lambda: self.sync(ns, name))
 
     @staticmethod
     def _controller_uid(pod: dict[str, Any]) -> str | None:
@@ -399,6 +399,6 @@ class DaemonSetController:
             self.sim.store.mutate(DAEMONSETS, m["namespace"], m["name"], lambda obj: obj.__setitem__("status", status))
         if wake is not None:
             m = ds["metadata"]
-            self.sim.call_at(wake + 0.001, lambda: self.sim.enqueue(("daemonset", m["namespace"], m["name"]),  # type: ignore[union-attr]
+            self.sim.call_at(wake + 0.001, lambda: self.sim.enqueue_resync(("daemonset", m["namespace"], m["name"]),  # type: ignore[union-attr]
                                                                    lambda: self.sync(m["namespace"], m["name"])))
 

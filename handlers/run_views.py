@@ -351,6 +351,14 @@ def _common_scope(groups: Mapping[str, Sequence[Step]]) -> str:
     return max(set(scopes), key=scopes.count) if scopes else ""
 
 
+def _count(key: str, group: Sequence[Step]) -> int:
+    """How many a row that repeats per node stands for: an entry naming ``nodes`` (a batch of
+    a rollout, a wave's deletions) counts each of them; any other entry counts once."""
+    if key not in msg.COUNTED:
+        return len(group)
+    return sum(len(nodes) if isinstance(nodes := s.evidence.get("nodes"), list) and nodes else 1 for s in group)
+
+
 def phase_rows(phase: str, steps: Sequence[Step], *, scope: str = "") -> list[str]:
     """The checklist of a step: one row per check (repeated entries, as one per node, in one
     row with their count), failures first, each with its icon, label, where it looked when
@@ -363,7 +371,7 @@ def _rows(phase: str, groups: Mapping[str, Sequence[Step]], scope: str) -> list[
     for order, (key, group) in enumerate(groups.items()):
         status = _worst([s.status for s in group])
         last = next((s for s in reversed(group) if s.status == status), group[-1])
-        label = msg.counted_label(key, len(group), phase)
+        label = msg.counted_label(key, _count(key, group), phase)
         place = msg.where(_scope(group)) if _scope(group) != scope else ""
         evidence = shorten(last.detail.split("\n", 1)[0], 160) if last.detail else ""
         if status == "ok" and evidence.lower().rstrip(".") == label.lower():

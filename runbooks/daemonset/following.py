@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from runbooks.daemonset.checks import listing
 from runbooks.daemonset.observing import Following, Snapshot, wait_for
-from runbooks.daemonset.patching import delete_pod
+from runbooks.daemonset.patching import delete_pod, delete_pods
 from runbooks.engine.recording import note
 from runbooks.engine.steps import StepContext
 from runbooks.errors import plural
@@ -42,6 +42,17 @@ def _crashlooping(snap: Snapshot, revision_hash: str) -> list[str]:
     return [p.node for p in snap.pods if p.revision_hash == revision_hash and not p.deleting and p.crashloop]
 
 
+def _ready(ctx: StepContext, step: str, nodes: list[str], revision_hash: str) -> None:
+    """One entry for the nodes found on ``revision_hash`` and Ready in one look (a node alone,
+    or a whole batch of a rollout): the trail of a 5,000-node promotion is a line per look,
+    with every node in its evidence, not 5,000 lines."""
+    if len(nodes) == 1:
+        note(ctx, step, "ok", f"{nodes[0]} runs revision {revision_hash} and is Ready", nodes=nodes)
+    else:
+        note(ctx, step, "ok", f"{plural(len(nodes), 'node')} run revision {revision_hash} and are Ready: "
+             f"{listing(nodes)}", nodes=nodes)
+
+
 def follow_rollout(ctx: StepContext, revision_hash: str, *, step: str) -> Outcome:
     """Wait until every node's pod is a Ready pod of ``revision_hash``, recording each node."""
     target = ctx.run.target
@@ -60,11 +71,10 @@ def _follow_rollout(ctx: StepContext, following: Following, revision_hash: str, 
     moved_at = clock.now()
     while True:
         behind = snap.behind(revision_hash)
-        for node in sorted(set(snap.nodes) - set(behind) - done):
-            pod = snap.pod_on(node)
-            note(ctx, step, "ok", f"{node} runs revision {revision_hash} and is Ready", node=node,
-                 pod=pod.name if pod else None)
-            done.add(node)
+        fresh = sorted(set(snap.nodes) - set(behind) - done)
+        if fresh:
+            _ready(ctx, step, fresh, revision_hash)
+            done.update(fresh)
             moved_at = clock.now()
         if not behind:
             return Outcome(snap)
@@ -101,7 +111,7 @@ def _replace_node_by_node(ctx: StepContext, following: Following, revision_hash:
         if current is None or _crashlooping(current, revision_hash):
             why = "is crash-looping" if current is not None else f"was not Ready in {settings.ready_timeout:g}s"
             return Outcome(snap, snap.behind(revision_hash), f"the new pod on {node} {why}")
-        note(ctx, step, "ok", f"{node} runs revision {revision_hash} and is Ready", node=node)
+        _ready(ctx, step, [node], revision_hash)
     return Outcome(snap, snap.behind(revision_hash))
 
 
@@ -142,13 +152,10 @@ def _replace_nodes(ctx: StepContext, following: Following, nodes: list[str], rev
                 del deleted[node]
         behind = snap.behind(revision_hash, nodes)
         fresh = sorted(wanted - set(behind) - done)
-        for node in fresh:
-            pod = snap.pod_on(node)
-            note(ctx, step, "ok", f"{node} runs revision {revision_hash} and is Ready", node=node,
-                 pod=pod.name if pod else None)
-            done.add(node)
-            moved_at = clock.now()
         if fresh:
+            _ready(ctx, step, fresh, revision_hash)
+            done.update(fresh)
+            moved_at = clock.now()
             moved(len(done))
         if not behind:
             return Outcome(snap)
@@ -167,11 +174,11 @@ def _replace_nodes(ctx: StepContext, following: Following, nodes: list[str], rev
             problem = prepare(old[:room])
             if problem:
                 return Outcome(snap, behind, problem)
-            for node in old[:room]:
-                pod = snap.pod_on(node)
-                assert pod is not None
-                delete_pod(ctx, pod, step=f"{step}.delete-pod", why=f"revision {pod.revision_hash} -> {revision_hash}")
-                deleted[node] = pod.uid
+            batch = [pod for node in old[:room] if (pod := snap.pod_on(node)) is not None]
+            revisions = sorted({pod.revision_hash or "?" for pod in batch})
+            for pod in delete_pods(ctx, batch, step=f"{step}.delete-pod",
+                                   why=f"revision {', '.join(revisions)} -> {revision_hash}"):
+                deleted[pod.node] = pod.uid
             moved_at = clock.now()
         if clock.now() - moved_at > dt.timedelta(seconds=settings.ready_timeout):
             return Outcome(snap, behind, f"no node moved for {settings.ready_timeout:g}s", failing=in_flight)

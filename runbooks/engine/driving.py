@@ -110,6 +110,8 @@ def label_of(run: Run, state: RunState | None) -> str:
     return own.get(state) or LABEL.get(state, "")
 
 
+HALT_CHANGES = 10
+"""Changes a halted run's reason lists (a wave's deletions are one each); the rest are counted."""
 TEMPORARY_ATTEMPTS = 3
 """How many times a step is tried when the cluster does not answer, before the run pauses."""
 
@@ -297,7 +299,9 @@ class Driver:
             raise RunMoved(run.id, state, run.state)
         changed = [f"{e.get('name')} ({e.get('detail')})" for e in self.writer.store.audit(run.id)
                    if e.get("kind") == "mutation" and e.get("status") == "ok"]
-        what = "; changed so far: " + ", ".join(changed) if changed else "; nothing was changed yet"
+        shown = changed[:HALT_CHANGES] + ([f"and {len(changed) - HALT_CHANGES} more changes (see the run's trail)"]
+                                          if len(changed) > HALT_CHANGES else [])
+        what = "; changed so far: " + ", ".join(shown) if changed else "; nothing was changed yet"
         retry = "retries it" if state is S.ROLLING_BACK else "runs the step again"
         reason = f"{why}{what}: `resume {run.id}` {retry}, `rollback {run.id}` rolls back what the run saved"
         halted = self.writer.transition(run, S.HALTED, steps=steps or [], lease_owner=lease.owner, reason=reason,

@@ -56,7 +56,7 @@ def test_promote_changes_the_other_nodes_and_restores_the_strategy(sim: KubeSim)
     assert gpus_by_node(kubectl) == BASELINE_GPUS
     assert ds_field(kubectl, "{.spec.updateStrategy}") == '{"rollingUpdate":{"maxSurge":0,"maxUnavailable":1},"type":"RollingUpdate"}'
     assert [verb for verb, _ in writes(sim, done)] == ["patch"]
-    moved = [s.evidence.get("node") for s in h.steps if s.name == "promote.node" and s.status == "ok"]
+    moved = [n for s in h.steps if s.name == "promote.node" and s.status == "ok" for n in s.evidence["nodes"]]
     assert sorted(moved) == ["gpu-node2", "gpu-node3"]
     done = len(sim.mutations())
     assert STEPS.promote(again(h).ctx).ok
@@ -167,3 +167,20 @@ def test_rollback_after_a_refused_canary_changes_nothing(sim: KubeSim) -> None:
     assert result.ok and [c.name for c in result.checks] == ["nothing-to-roll-back"]
     assert writes(sim, done) == []
     assert images_by_node(kubectl) == ALL_OLD
+
+
+def test_a_rollout_is_a_line_of_the_trail_per_look_with_every_node_in_its_evidence() -> None:
+    """On 40 nodes rolled 100 % at a time, the promotion records which nodes became Ready at
+    each look at the cluster (every node exactly once, in the entries' evidence), not one
+    entry per node: the trail of a 5,000-node promotion stays a few lines per wave."""
+    with KubeSim(scenario="gpu-large", nodes=40, speed=SPEED) as sim:
+        Kubectl(sim.kubeconfig)("patch", "daemonset", DS, "-n", NS, "--type=merge", "-p",
+                                '{"spec":{"updateStrategy":{"rollingUpdate":{"maxUnavailable":"100%"}}}}')
+        h = _canary(sim)
+        result = STEPS.promote(h.ctx)
+    assert result.ok, result.reason
+    entries = [s for s in h.steps if s.name == "promote.node" and s.status == "ok"]
+    moved = [node for s in entries for node in s.evidence["nodes"]]
+    assert sorted(moved) == sorted(f"gpu-node{i}" for i in range(2, 41))
+    assert len(entries) <= 10, [s.detail for s in entries]
+    assert any(" nodes run revision " in s.detail for s in entries)

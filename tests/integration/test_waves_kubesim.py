@@ -177,6 +177,14 @@ def test_two_hundred_nodes_in_four_waves_then_a_crash_in_wave_three_rolled_back(
             assert_waves_in_order(watch, run.node, waves, image=NEW)
             started = [e for e in engine.audit(run.id) if e["name"] == "promote.wave" and e["status"] == "info"]
             assert [len(e["evidence"]["nodes"]) for e in started] == [1, 9, 40, 149]
+            trail = engine.audit(run.id)  # a line per batch deleted and per look, each naming its nodes
+            deleted = [e["evidence"].get("nodes") or [e["evidence"]["node"]] for e in trail
+                       if e["name"] == "promote.node.delete-pod" and e["kind"] == "mutation"]
+            ready = [e["evidence"]["nodes"] for e in trail if e["name"] == "promote.node" and e["status"] == "ok"]
+            every = sorted(n for wave in waves for n in wave)
+            assert sorted(n for batch in deleted for n in batch) == every
+            assert sorted(n for batch in ready for n in batch) == every
+            assert len(deleted) + len(ready) < 150, f"{len(deleted)} deletions and {len(ready)} ready entries"
 
             crash = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1-crash-on-wave3"
             run = engine.request_canary(actor=ALICE, target=TARGET, image=crash, node="auto").run

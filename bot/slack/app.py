@@ -33,6 +33,7 @@ from typing import Any
 
 from slack_bolt import Ack, App, BoltRequest, Respond
 from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.authorization.authorize import Authorize
 from slack_bolt.logger.messages import (
     warning_client_prioritized_and_token_skipped,
     warning_token_skipped,
@@ -379,6 +380,19 @@ class _ExpectedWarnings(logging.Filter):
         return record.getMessage() not in self.expected
 
 
+class _Authorize(Authorize):
+    """Bolt's ``authorize``: the cached :class:`BotIdentity`. An :class:`Authorize` of its own,
+    as Bolt allows, because a plain function would have its arguments injected by name on
+    every request (a third of the front end's own time per command)."""
+
+    def __init__(self, identity: BotIdentity) -> None:
+        self.identity = identity
+
+    def __call__(self, *, context: Any, enterprise_id: str | None, team_id: str | None, user_id: str | None,
+                 **_: Any) -> AuthorizeResult:
+        return self.identity.authorize(enterprise_id, team_id)
+
+
 _BOLT_LOG = logging.getLogger("upgradebot.bolt")
 _BOLT_LOG.addFilter(_ExpectedWarnings())
 
@@ -392,14 +406,11 @@ def build_app(settings: Settings, policy: Policy, deps: SlackDeps, *, identity: 
     """
     secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
 
-    def authorize(enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
-        return identity.authorize(enterprise_id, team_id)  # Bolt injects by name: a plain function
-
     app = App(
         client=make_client(settings, metrics=deps.metrics, with_token=False),
         signing_secret=secret or "",
         request_verification_enabled=bool(secret),
-        authorize=authorize,
+        authorize=_Authorize(identity),
         process_before_response=True,
         logger=_BOLT_LOG,
     )

@@ -459,6 +459,8 @@ class _KnownParts:
 
 
 REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, redis.exceptions.RedisClusterException)
+NoScriptError = redis.exceptions.NoScriptError
+"""A script Redis does not have (it restarted): for the job queue's own pipelines."""
 """What a Redis client raises when the server cannot do what it was asked (for the job queue's callers)."""
 
 

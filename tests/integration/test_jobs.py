@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bot.jobs import Jobs, JobsUnavailable
+from bot.jobs import GroupCommit, Jobs, JobsUnavailable
 from tests.e2e.runs_support import eventually
 
 WORKER = """
@@ -51,6 +51,91 @@ def test_a_full_lane_takes_no_more(redis_url: str) -> None:
     assert front.submit("commands", "command", {"n": 3}) is False
     assert front.waiting("commands") == 3
     assert front.submit("decisions", "click", {}) is True  # another lane has room
+
+
+def _at_once(count: int, submit: Any) -> list[BaseException]:
+    """``submit(n)`` from ``count`` threads released together; what they raised."""
+    barrier, raised = threading.Barrier(count), []
+
+    def one(n: int) -> None:
+        barrier.wait()
+        try:
+            submit(n)
+        except Exception as exc:
+            raised.append(exc)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    return raised
+
+
+def test_concurrent_submissions_share_round_trips_and_each_runs_once(redis_url: str) -> None:
+    """Group commit: 64 request threads submitting at once are written in a few pipelines,
+    not 64 round trips; a worker runs each message exactly once."""
+    front, worker = Jobs.from_url(redis_url), Jobs.from_url(redis_url)
+    writes: list[int] = []
+    write = front.broker._write
+    front.broker._commit._write = lambda items: (writes.append(len(items)), write(items))[1]
+    assert _at_once(64, lambda n: front.submit("commands", "command", {"n": n})) == []
+    assert sum(writes) == 64 and len(writes) < 32, writes
+    seen: list[int] = []
+    worker.consume(lambda lane, kind, payload: seen.append(payload["n"]), lanes={"commands"}, threads=4)
+    try:
+        eventually(lambda: len(seen) == 64, "every message run")
+        time.sleep(0.3)
+        assert sorted(seen) == list(range(64))
+    finally:
+        worker.stop(timeout=5)
+
+
+def test_a_batch_reloads_the_queue_script_a_restarted_redis_lost(redis_url: str) -> None:
+    front = Jobs.from_url(redis_url)
+    assert front.submit("commands", "command", {"n": -1})  # the script is loaded now
+    front.broker.client.script_flush()  # as after a restart of Redis
+    assert _at_once(16, lambda n: front.submit("commands", "command", {"n": n})) == []
+    assert front.waiting("commands") == 17
+
+
+def test_a_failed_write_is_raised_in_every_thread_of_its_batch_and_the_next_write_goes_on() -> None:
+    calls: list[list[int]] = []
+    gate = threading.Event()
+
+    def write(items: list[int]) -> None:
+        calls.append(items)
+        if len(calls) == 1:
+            gate.wait(5)  # the first write is slow: the others gather behind it
+            return
+        if len(calls) == 2:
+            raise ConnectionError("Redis went away")
+
+    commit = GroupCommit(write)
+    first = threading.Thread(target=commit.submit, args=(0,))
+    first.start()
+    while not calls:
+        time.sleep(0.01)
+    late: list[BaseException] = []
+    threads = [threading.Thread(target=lambda n=n: _catch(late, commit.submit, n)) for n in range(1, 9)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    gate.set()
+    first.join(5)
+    for t in threads:
+        t.join(5)
+    assert calls[0] == [0] and sorted(calls[1]) == list(range(1, 9))
+    assert len(late) == 8 and all(isinstance(e, ConnectionError) for e in late)
+    commit.submit(9)  # the next one is written on its own
+    assert calls[-1] == [9]
+
+
+def _catch(raised: list[BaseException], fn: Any, *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception as exc:
+        raised.append(exc)
 
 
 def test_an_unreachable_redis_is_one_line_without_the_password() -> None:

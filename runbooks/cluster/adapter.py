@@ -299,7 +299,7 @@ class Cluster(Writes, Discovery):
 
     def watch(
         self, resource: Resource, *, resource_version: str, namespace: str | None = None,
-        label_selector: str | None = None, timeout_seconds: int = 300,
+        label_selector: str | None = None, field_selector: str | None = None, timeout_seconds: int = 300,
     ) -> WatchStream:
         """Changes after ``resource_version``, with bookmarks, for up to ``timeout_seconds``.
 
@@ -311,6 +311,8 @@ class Cluster(Writes, Discovery):
                         ("timeoutSeconds", timeout_seconds)]
         if label_selector:
             query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         response = self._send("GET", resource.path(namespace), action=action, query=query,
                               timeout=(self.timeout[0], timeout_seconds + self.timeout[1]))
         return WatchStream(

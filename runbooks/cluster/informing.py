@@ -29,10 +29,12 @@ RETRY_MAX = 15.0
 
 class Informer(Generic[T]):
     def __init__(self, cluster: Any, resource: Resource, *, project: Callable[[dict[str, Any]], T | None],
-                 namespace: str | None = None, label_selector: str | None = None,
-                 watch_seconds: int = WATCH_SECONDS) -> None:
+                 namespace: str | None = None, label_selector: str | None = None, field_selector: str | None = None,
+                 watch_seconds: int = WATCH_SECONDS, on_change: Callable[[], None] | None = None) -> None:
+        """``on_change`` is called (on the informer's thread) after each change is kept."""
         self.cluster, self.resource, self.project = cluster, resource, project
         self.namespace, self.label_selector, self.watch_seconds = namespace, label_selector, watch_seconds
+        self.field_selector, self.on_change = field_selector, on_change
         self.version = 0
         """Changes seen since the first list (each event that added, changed or removed an object)."""
         self.relists = 0
@@ -84,7 +86,7 @@ class Informer(Generic[T]):
     # --------------------------------------------------------------- keeping
     def _list(self) -> None:
         items, rv = self.cluster.list_versioned(self.resource, namespace=self.namespace,
-                                                label_selector=self.label_selector)
+                                                label_selector=self.label_selector, field_selector=self.field_selector)
         kept = {}
         for obj in items:
             value = self.project(obj)
@@ -94,6 +96,11 @@ class Informer(Generic[T]):
             self._items, self._rv = kept, rv
             self.version += 1
             self._cond.notify_all()
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     def _run(self) -> None:
         pause = 1.0
@@ -127,7 +134,8 @@ class Informer(Generic[T]):
 
     def _watch(self) -> None:
         self._stream = self.cluster.watch(self.resource, resource_version=self._rv, namespace=self.namespace,
-                                          label_selector=self.label_selector, timeout_seconds=self.watch_seconds)
+                                          label_selector=self.label_selector, field_selector=self.field_selector,
+                                          timeout_seconds=self.watch_seconds)
         if self.stale:  # watching from where it left off: what it missed comes first
             log.info("watching %s again", self.resource.plural)
             self.stale = False
@@ -158,6 +166,7 @@ class Informer(Generic[T]):
                 self._items[key] = value
             self.version += 1
             self._cond.notify_all()
+        self._changed()
 
 
 def _key(obj: dict[str, Any]) -> str:

@@ -53,6 +53,17 @@ def _ready(ctx: StepContext, step: str, nodes: list[str], revision_hash: str) ->
              f"{listing(nodes)}", nodes=nodes)
 
 
+def rolled_out(snap: Snapshot) -> bool:
+    """The controller counts every node that should run the DaemonSet as updated and
+    available (having seen the current spec). The pods alone cannot say so: between the
+    deletion of a node's old pod and the creation of its new one, the node has no pod at
+    all, and a look in that moment would find nobody behind."""
+    status = snap.status
+    desired = int(status.get("desiredNumberScheduled") or 0)
+    return snap.settled and int(status.get("updatedNumberScheduled") or 0) >= desired \
+        and int(status.get("numberAvailable") or 0) >= desired
+
+
 def follow_rollout(ctx: StepContext, revision_hash: str, *, step: str) -> Outcome:
     """Wait until every node's pod is a Ready pod of ``revision_hash``, recording each node."""
     target = ctx.run.target
@@ -76,14 +87,14 @@ def _follow_rollout(ctx: StepContext, following: Following, revision_hash: str, 
             _ready(ctx, step, fresh, revision_hash)
             done.update(fresh)
             moved_at = clock.now()
-        if not behind:
+        if not behind and rolled_out(snap):
             return Outcome(snap)
         looping = _crashlooping(snap, revision_hash)
         if looping:
             return Outcome(snap, behind, f"the new pods on {listing(looping)} are crash-looping")
         if clock.now() - moved_at > dt.timedelta(seconds=settings.ready_timeout):
             return Outcome(snap, behind, f"no node moved for {settings.ready_timeout:g}s")
-        clock.sleep(settings.poll_interval)
+        following.wait(clock, settings.poll_interval)
         snap = following.snapshot()
 
 
@@ -106,7 +117,8 @@ def _replace_node_by_node(ctx: StepContext, following: Following, revision_hash:
             current = following.snapshot()
             return current if node not in current.behind(revision_hash, [node]) or _crashlooping(current, revision_hash) else None
 
-        current = wait_for(ctx.clock, timeout=settings.ready_timeout, interval=settings.poll_interval, probe=ready)
+        current = wait_for(ctx.clock, timeout=settings.ready_timeout, interval=settings.poll_interval, probe=ready,
+                           pause=lambda seconds: following.wait(ctx.clock, seconds))
         snap = current or following.snapshot()
         if current is None or _crashlooping(current, revision_hash):
             why = "is crash-looping" if current is not None else f"was not Ready in {settings.ready_timeout:g}s"
@@ -182,7 +194,7 @@ def _replace_nodes(ctx: StepContext, following: Following, nodes: list[str], rev
             moved_at = clock.now()
         if clock.now() - moved_at > dt.timedelta(seconds=settings.ready_timeout):
             return Outcome(snap, behind, f"no node moved for {settings.ready_timeout:g}s", failing=in_flight)
-        clock.sleep(settings.poll_interval)
+        following.wait(clock, settings.poll_interval)
 
 
 def _unavailable(snap: Snapshot, node: str) -> bool:

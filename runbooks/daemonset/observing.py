@@ -2,7 +2,7 @@
 
 :func:`observe` reads the DaemonSet, the pods it owns and its ControllerRevisions into a
 :class:`Snapshot` (three requests); :class:`Following` makes the same snapshots during a
-rollout with the pods from a watch cache; the snapshot answers the questions every step asks
+rollout from watch caches, and wakes on their changes; the snapshot answers the questions every step asks
 (which revision is current, which pod runs on a node, which pods are behind).
 :func:`wait_for` polls on the step's :class:`~runbooks.engine.steps.Clock`, so tests can drive
 time (:class:`runbooks.engine.clocks.SystemClock` is the real one, for the shell).
@@ -11,6 +11,8 @@ time (:class:`runbooks.engine.clocks.SystemClock` is the real one, for the shell
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,10 +21,13 @@ from typing import Any, TypeVar
 from runbooks.cluster import Cluster
 from runbooks.cluster.informing import Informer
 from runbooks.cluster.resources import CONTROLLER_REVISIONS, DAEMONSETS, PODS
+from runbooks.engine.clocks import wait_on
 from runbooks.engine.steps import Clock
+from runbooks.errors import ClusterError, shorten
 from runbooks.inventory import PluginPod
 from runbooks.inventory.reading import HASH_LABEL, images_of, owner_uids, pod_from, selector_string
 
+log = logging.getLogger("upgradebot.daemonset")
 T = TypeVar("T")
 Obj = dict[str, Any]
 
@@ -166,36 +171,75 @@ def _revisions(cluster: Cluster, namespace: str, uid: str) -> list[Revision]:
     return sorted((r for r in owned if r is not None), key=lambda r: r.number)
 
 
+LOOK_GAP = 0.25
+"""Seconds a follower woken by a change lets pass after its last look: a rollout's stream
+of pod events is at most four looks a second, however many nodes move."""
+
+
 class Following:
-    """Snapshots of a DaemonSet during a rollout, its pods from a watch cache
-    (:class:`~runbooks.cluster.informing.Informer`): each :meth:`snapshot` reads the DaemonSet
-    and its revisions (two small requests) and takes the pods as the watch last left them,
-    so a poll costs the same at 50 nodes as at 5,000; while the watch is away (an error, no
-    ``watch`` in the RBAC) it reads them as :func:`observe` does. A context manager: the
-    watch stops with the step."""
+    """Snapshots of a DaemonSet during a rollout from watch caches
+    (:class:`~runbooks.cluster.informing.Informer`): the DaemonSet itself (by name), the pods
+    it owns (by its selector) and its ControllerRevisions, each listed once and then kept
+    from a watch. A :meth:`snapshot` reads nothing from the API server, so a look costs the
+    same at 50 nodes as at 5,000, and :meth:`wait` wakes on the next change any cache sees
+    rather than on a timer. While a watch is away (an error, no ``watch`` in the RBAC) what
+    it keeps is read directly, as :func:`observe` does. A context manager: the watches stop
+    with the step."""
 
     def __init__(self, cluster: Cluster, namespace: str, name: str) -> None:
         self.cluster, self.namespace, self.name = cluster, namespace, name
         self.uid, selector = _ownership(cluster.get(DAEMONSETS, name, namespace))
+        self._changed = threading.Event()
+        changed = self._changed.set
         self.pods: Informer[PluginPod] = Informer(cluster, PODS, namespace=namespace, label_selector=selector,
-                                                  project=_pods_of(self.uid))
+                                                  project=_pods_of(self.uid), on_change=changed)
+        self.daemonset: Informer[Obj] = Informer(
+            cluster, DAEMONSETS, namespace=namespace, field_selector=f"metadata.name={name}", on_change=changed,
+            project=lambda o: o if (o.get("metadata") or {}).get("uid") == self.uid else None)
+        self.revisions: Informer[Revision] = Informer(
+            cluster, CONTROLLER_REVISIONS, namespace=namespace, on_change=changed,
+            project=lambda o: _revision(o) if self.uid in owner_uids(o) else None)
         self._sorted: tuple[int, list[PluginPod]] = (-1, [])
+        self._started: list[Informer[Any]] = []
 
     def __enter__(self) -> Following:
         self.pods.start()
+        self._started.append(self.pods)
+        for informer in (self.daemonset, self.revisions):
+            try:  # without list or watch on these, they are read at each look instead
+                informer.start()
+                self._started.append(informer)
+            except ClusterError as exc:
+                log.info("%s of %s/%s read at each look: %s", informer.resource.plural, self.namespace, self.name,
+                         shorten(str(exc)))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.pods.stop()
+        for informer in self._started:
+            informer.stop()
+
+    def _fresh(self, informer: Informer[Any]) -> bool:
+        return informer in self._started and not informer.stale
 
     def snapshot(self) -> Snapshot:
+        self._changed.clear()  # what changes from now on wakes the next wait
         if self.pods.stale:  # the watch is away: the cache may be behind, so read everything now
             return observe(self.cluster, self.namespace, self.name)
-        ds = self.cluster.get(DAEMONSETS, self.name, self.namespace)
+        kept = self.daemonset.items() if self._fresh(self.daemonset) else []
+        ds = kept[0] if kept else self.cluster.get(DAEMONSETS, self.name, self.namespace)
+        revisions = (sorted(self.revisions.items(), key=lambda r: r.number) if self._fresh(self.revisions)
+                     else _revisions(self.cluster, self.namespace, self.uid))
         version = self.pods.version
         if self._sorted[0] != version:
             self._sorted = (version, _in_order(self.pods.items()))
-        return Snapshot(ds=ds, pods=self._sorted[1], revisions=_revisions(self.cluster, self.namespace, self.uid))
+        return Snapshot(ds=ds, pods=self._sorted[1], revisions=revisions)
+
+    def wait(self, clock: Clock, seconds: float) -> None:
+        """Until one of the caches changes after the last :meth:`snapshot`, at most ``seconds``
+        and no sooner than :data:`LOOK_GAP` (on ``clock``: a test's fake clock just sleeps)."""
+        gap = min(seconds, LOOK_GAP)
+        clock.sleep(gap)
+        wait_on(clock, self._changed, seconds - gap)
 
 
 def _revision(obj: Obj) -> Revision:
@@ -208,9 +252,11 @@ def _revision(obj: Obj) -> Revision:
 
 def wait_for(
     clock: Clock, *, timeout: float, interval: float, probe: Callable[[], T | None],
+    pause: Callable[[float], None] | None = None,
 ) -> T | None:
     """``probe()`` every ``interval`` seconds until it returns something other than ``None``,
-    or ``None`` once ``timeout`` seconds have passed on ``clock``."""
+    or ``None`` once ``timeout`` seconds have passed on ``clock``; ``pause(interval)`` waits
+    between two probes (``clock.sleep``, or a :meth:`Following.wait` that wakes sooner)."""
     deadline = clock.now() + dt.timedelta(seconds=timeout)
     while True:
         result = probe()
@@ -218,4 +264,4 @@ def wait_for(
             return result
         if clock.now() >= deadline:
             return None
-        clock.sleep(interval)
+        (pause or clock.sleep)(interval)

@@ -23,6 +23,10 @@ class SystemClock:
     def sleep(self, seconds: float) -> None:
         time.sleep(max(0.0, seconds))
 
+    def wait(self, event: threading.Event, seconds: float) -> bool:
+        """Sleep until ``event`` is set or ``seconds`` have passed (whether it was set)."""
+        return event.wait(max(0.0, seconds))
+
 
 class ClusterClock:
     """A cluster's clock: the API server's ``Date`` (``Cluster.server_time``).
@@ -39,6 +43,9 @@ class ClusterClock:
 
     def sleep(self, seconds: float) -> None:
         time.sleep(max(0.0, seconds))
+
+    def wait(self, event: threading.Event, seconds: float) -> bool:
+        return event.wait(max(0.0, seconds))
 
 
 class StoppableClock:
@@ -63,3 +70,25 @@ class StoppableClock:
             step = min(left, self.slice)
             self.inner.sleep(step)
             left -= step
+
+    def wait(self, event: threading.Event, seconds: float) -> bool:
+        left = max(0.0, seconds)
+        while True:
+            if self.stop.is_set():
+                raise Cancelled("the process is stopping")
+            if left <= 0:
+                return event.is_set()
+            step = min(left, self.slice)
+            if wait_on(self.inner, event, step):
+                return True
+            left -= step
+
+
+def wait_on(clock: Clock, event: threading.Event, seconds: float) -> bool:
+    """``clock.wait(event, seconds)`` when the clock can wake on an event (the real ones);
+    else (a test's fake clock) ``clock.sleep(seconds)``, then whether ``event`` is set."""
+    wait = getattr(clock, "wait", None)
+    if wait is not None:
+        return bool(wait(event, seconds))
+    clock.sleep(seconds)
+    return event.is_set()

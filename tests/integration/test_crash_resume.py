@@ -175,7 +175,7 @@ def check_played(scenarios: list[Scenario], redis_url: str, tmp_path: Path) -> N
         s = result.scenario
         reference = {s.crash: references[s.crash, s.drain]}
         label = f"{s.canary_kill} / {s.promotion_kill}"
-        assert result.state == s.end, (label, result.audit[-3:])
+        assert result.state == s.end, (label, [e["detail"] for e in result.audit if e["status"] == "failed"][-3:])
         kills = [s.canary_kill, None] + ([] if s.crash else [s.promotion_kill, None])
         assert [code == KILLED for code in result.exits] == [k is not None for k in kills], (label, result.exits)
         assert result.images == reference[s.crash].images, label

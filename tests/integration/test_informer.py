@@ -6,6 +6,7 @@ for a 500-node rollout), and verify listed every node each second of its window.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -17,6 +18,7 @@ from runbooks.cluster.informing import Informer
 from runbooks.cluster.resources import PODS
 from runbooks.daemonset.observing import Following
 from runbooks.engine.approving import Actor
+from runbooks.engine.clocks import SystemClock
 from runbooks.engine.runs import RunState
 from runbooks.inventory.reading import pod_from
 from runbooks.policy import Policy
@@ -98,6 +100,29 @@ def test_a_rollout_lists_the_plugin_pods_once_however_long_it_polls(sim: KubeSim
     promotion_lists = requests(cluster, "list", "pods") - lists
     assert promotion_lists <= 6, f"{promotion_lists} pod lists in a promotion that polled every 100 ms"
     assert requests(cluster, "watch", "pods") >= 1
+
+
+def test_a_follower_reads_nothing_per_look_and_wakes_on_the_next_change(sim: KubeSim) -> None:
+    """A look is made from the caches (no get of the DaemonSet, no list of its pods or its
+    revisions), and a wait of up to 30 s ends as soon as kubectl deletes a plugin pod."""
+    kubectl = Kubectl(sim.kubeconfig)
+    cluster = Cluster.from_kubeconfig(sim.kubeconfig)
+    reads = (("get", "daemonsets"), ("list", "daemonsets"), ("list", "pods"), ("list", "controllerrevisions"))
+    with Following(cluster, NS, DS) as following:
+        before = [requests(cluster, *read) for read in reads]
+        snap = following.snapshot()
+        for _ in range(20):
+            assert following.snapshot().ds["metadata"]["uid"] == snap.ds["metadata"]["uid"]
+        assert [requests(cluster, *read) for read in reads] == before
+        assert [r.number for r in snap.revisions] == [1] and len(snap.pods) == 3
+        victim = sorted(names(kubectl))[0]
+        deleting = threading.Timer(1.0, lambda: kubectl("delete", "pod", "-n", NS, victim, "--wait=false"))
+        began = time.monotonic()
+        deleting.start()
+        following.wait(SystemClock(), 30)
+        waited = time.monotonic() - began
+        deleting.join()
+        assert 0.9 < waited < 10, f"woke after {waited:.1f} s"
 
 
 def test_without_watch_in_its_rbac_a_rollout_reads_the_pods_itself(sim: KubeSim, redis_url: str) -> None:

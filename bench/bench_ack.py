@@ -7,9 +7,12 @@ process. The bot is ``serve`` as deployed: a policy file, so it acks and queues 
 worker processes do the work. By default a promotion of the device plugin runs on every
 node while the commands arrive (``--idle``: none): the bot's own canary, approved, then
 its promotion, approved, as people would. Each round sends ``--concurrency`` signed
-commands at once (a barrier releases them together) to each server in turn; the latency
-of one command is the time from sending the request to reading the HTTP answer (the
-ack). Two scenarios: ``help`` (the front end's own cost: the work is trivial) and
+commands at once (a barrier releases them together, in a client process of its own: the
+fake Slack's threads, serving the bot's replies, never slow the client's clock) to each
+server in turn; the latency of one command is the time from sending the request to
+reading the HTTP answer (the ack). kubesim stands for an API server on machines of its
+own: it runs at ``--kubesim-nice`` (10) so that, on a small machine, simulating the
+cluster does not take the cores from the servers measured. Two scenarios: ``help`` (the front end's own cost: the work is trivial) and
 ``inventory`` (the workers keep taking inventories while later rounds arrive, as in a
 busy channel). The bare app only acks. Prints p50/p99/max of each, the ratio, and how
 every command was answered (nobody should be told the bot is busy below 200 at once).
@@ -96,6 +99,42 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 # --------------------------------------------------------------------------- client
 def burst(url: str, text: str, concurrency: int, response_url: str) -> list[float]:
+    """``concurrency`` signed commands released together; the seconds each took to be acked.
+
+    Sent from a client process of its own (:func:`child_client`): in this process the fake
+    Slack serves the bot's replies, and its threads would slow the clock of the commands
+    to the bot and not of those to the bare app (which sends no reply)."""
+    client = _client()
+    assert client.stdin is not None and client.stdout is not None
+    client.stdin.write(json.dumps({"url": url, "text": text, "concurrency": concurrency,
+                                   "response_url": response_url}) + "\n")
+    client.stdin.flush()
+    answer = json.loads(client.stdout.readline())
+    if answer["failures"]:
+        raise SystemExit(f"{len(answer['failures'])} command(s) failed at {url}: {answer['failures'][0]}")
+    return [float(x) for x in answer["seconds"]]
+
+
+_CLIENT: list[subprocess.Popen[str]] = []
+
+
+def _client() -> subprocess.Popen[str]:
+    if not _CLIENT or _CLIENT[0].poll() is not None:
+        _CLIENT[:] = [subprocess.Popen([sys.executable, "-m", "bench.bench_ack", "--child", "client"],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                       env={**os.environ, "PYTHONPATH": os.getcwd()})]
+    return _CLIENT[0]
+
+
+def child_client() -> None:
+    """The client: a burst per line of stdin (JSON), its timings as a line of JSON on stdout."""
+    for line in sys.stdin:
+        ask = json.loads(line)
+        seconds, failures = _send_together(ask["url"], ask["text"], int(ask["concurrency"]), ask["response_url"])
+        print(json.dumps({"seconds": seconds, "failures": failures}), flush=True)
+
+
+def _send_together(url: str, text: str, concurrency: int, response_url: str) -> tuple[list[float], list[str]]:
     from tests.fakeslack import post, slash_command
 
     bodies = [slash_command(text, response_url=response_url) for _ in range(concurrency)]
@@ -115,9 +154,7 @@ def burst(url: str, text: str, concurrency: int, response_url: str) -> list[floa
         w.start()
     for w in workers:
         w.join()
-    if failures:
-        raise SystemExit(f"{len(failures)} command(s) failed at {url}: {failures[0]}")
-    return seconds
+    return seconds, failures
 
 
 def summary(label: str, seconds: list[float]) -> tuple[float, float, float]:
@@ -138,9 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=16, help="HTTP threads of both servers")
     parser.add_argument("--nodes", type=int, default=5000, help="GPU nodes of the kubesim gpu-large cluster")
     parser.add_argument("--idle", action="store_true", help="no promotion running while the commands arrive")
-    parser.add_argument("--child", choices=["bare"], help=argparse.SUPPRESS)
+    parser.add_argument("--kubesim-nice", type=int, default=10,
+                        help="niceness of kubesim (default 10: it stands for an API server on machines of its own, "
+                             "so it yields these cores to the servers measured, as the bot's workers do; 0: an equal share)")
+    parser.add_argument("--child", choices=["bare", "client"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child == "client":
+        child_client()
+        return 0
     if args.child:
         child_bare(args.port, args.threads)
         return 0
@@ -165,8 +208,10 @@ def main(argv: list[str] | None = None) -> int:
         env["UPGRADEBOT_CONFIG"] = str(policy)
         procs: list[subprocess.Popen[str]] = []
         try:
-            procs.append(start([sys.executable, "-m", "kubesim", "serve", "--port", "0", "--scenario", "gpu-large",
-                                "--nodes", str(args.nodes), "--kubeconfig", str(kubeconfig)], env, lines=2)[0])
+            niced = ["nice", "-n", str(args.kubesim_nice)] if args.kubesim_nice else []
+            procs.append(start([*niced, sys.executable, "-m", "kubesim", "serve", "--port", "0", "--scenario",
+                                "gpu-large", "--nodes", str(args.nodes), "--kubeconfig", str(kubeconfig)], env,
+                               lines=2)[0])
             bot, bot_url = start([str(BIN / "upgradebot"), "serve", "--host", "127.0.0.1", "--port", "0",
                                   "--drain", "1", "--allow-volatile-redis"], env, lines=2)  # a throwaway Redis
             procs.append(bot)
@@ -188,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
                 worst = max(worst, int(state != "promoting"))
             store.close()
         finally:
-            for proc in reversed(procs):
+            for proc in reversed(procs + _CLIENT):
                 stop(proc)
     return worst
 

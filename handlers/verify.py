@@ -120,8 +120,10 @@ def _handle(request: VerifyRequest | VerifyRun, deps: Deps, caller: Caller) -> V
         run = deps.engine.get(request.run)
         request = VerifyRequest(target=run.target.ref, cluster=run.target.cluster or None, node=request.node,
                                 window=request.window)
-    result = handle(request, connect=deps.connect, policy=deps.policy, clock=deps.clock)
-    return Verified(target=request.target, scope=request.node or "all nodes", result=result)
+    asked = request
+    key = ("verify", asked.cluster, asked.target, asked.node, asked.window)  # the same observation: made once
+    result = deps.in_flight.do(key, lambda: handle(asked, connect=deps.connect, policy=deps.policy, clock=deps.clock))
+    return Verified(target=asked.target, scope=asked.node or "all nodes", result=result)
 
 
 def verification_reply(found: Verified) -> Reply:

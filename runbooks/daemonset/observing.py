@@ -171,9 +171,9 @@ def _revisions(cluster: Cluster, namespace: str, uid: str) -> list[Revision]:
     return sorted((r for r in owned if r is not None), key=lambda r: r.number)
 
 
-LOOK_GAP = 0.25
+LOOK_GAP = 0.5
 """Seconds a follower woken by a change lets pass after its last look: a rollout's stream
-of pod events is at most four looks a second, however many nodes move."""
+of pod events is at most two looks a second, however many nodes move."""
 
 
 class Following:

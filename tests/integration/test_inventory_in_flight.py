@@ -1,5 +1,6 @@
 """Identical reads at once are read once: fifty ``inventory`` requests while one is being taken
-share its result, on kubesim (the cluster is connected to, and listed, once)."""
+share its result, on kubesim (the cluster is connected to, and listed, once); so do identical
+``verify`` requests while one observes its window."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from handlers import inventory
+from handlers import inventory, verify
 from handlers.routing import Caller, Deps, InFlight
 from kubesim import KubeSim
 from runbooks.cluster import Cluster
@@ -41,6 +42,37 @@ def test_fifty_inventories_at_once_read_the_cluster_once(cluster: KubeSim,
     assert all(r is results[0] for r in results) and deps.in_flight.shared == 49
     inventory.COMMAND.handle(inventory.InventoryRequest(), deps, Caller(user="U0ANA"))
     assert len(opened) == 2, "nothing is kept once the read is done: the next one reads anew"
+
+
+def test_identical_verifies_at_once_observe_the_cluster_once(cluster: KubeSim,
+                                                             connect: Callable[..., Cluster]) -> None:
+    """Ten ``verify kube-system/nvidia-device-plugin-daemonset window=1s`` at once: one
+    observation, ten answers; one of another window is its own."""
+    opened: list[str | None] = []
+
+    def counting(context: str | None) -> Cluster:
+        opened.append(context)
+        return connect(cluster)
+
+    deps = Deps(policy=Policy(), connect=counting)
+    target = "kube-system/nvidia-device-plugin-daemonset"
+    barrier, results = threading.Barrier(11), []
+
+    def ask(window: str) -> None:
+        barrier.wait()
+        request = verify.parse([target, f"window={window}"])
+        results.append((window, verify.COMMAND.handle(request, deps, Caller(user="U0ANA"))))
+
+    threads = [threading.Thread(target=ask, args=("1s",)) for _ in range(10)]
+    threads.append(threading.Thread(target=ask, args=("2s",)))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(results) == 11 and len(opened) == 2, f"{len(opened)} observations"
+    same = [found for window, found in results if window == "1s"]
+    assert all(found.result is same[0].result for found in same) and same[0].result.ok, same[0].result.reason
+    assert deps.in_flight.shared == 9
 
 
 def test_a_failed_read_fails_every_caller_that_waited_for_it() -> None:

@@ -58,6 +58,9 @@ from runbooks.policy import Policy
 
 log = logging.getLogger("upgradebot.slack")
 
+NOT_QUEUED = frozenset({"token"})
+"""Fields of a request the workers never read and Redis never keeps: Slack's deprecated
+verification token, sent with every command and click."""
 DEDUPE_TTL = dt.timedelta(hours=1)
 """How long a delivery's key stays claimed; Slack retries within minutes."""
 
@@ -179,8 +182,9 @@ class Listeners:
         """Hand the request to the workers (:mod:`bot.jobs`); a full lane or a Redis that does
         not answer is said to the user, from the notice pool."""
         assert self.deps.jobs is not None
+        kept = {k: v for k, v in body.items() if k not in NOT_QUEUED}
         try:
-            queued = self.deps.jobs.submit(lane, kind, {"body": body, "retry": retry})
+            queued = self.deps.jobs.submit(lane, kind, {"body": kept, "retry": retry})
         except JobsUnavailable as exc:
             log.warning("%s not queued: %s", kind, exc)
             self.deps.metrics.commands.labels(verb="-", outcome="store_unavailable", surface="slack").inc()

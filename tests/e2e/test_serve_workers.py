@@ -14,8 +14,9 @@ from pathlib import Path
 
 import yaml
 
+from bot.jobs import NAMESPACE
 from bot.processes import WorkerDown, WorkerProcesses
-from bot.storage.redis_store import RedisRunStore
+from bot.storage.redis_store import RedisRunStore, raw_client
 from kubesim import KubeSim
 from runbooks.engine.runs import RunState
 from tests.e2e.harness import USERGROUPS
@@ -155,6 +156,9 @@ def test_workers_on_another_machine_take_what_serve_queues(redis_url: str, tmp_p
             assert client.command("help", user="U0ANA").status == 200
             time.sleep(1.0)
             assert not fake.of("response_url"), "nobody took the command yet"
+            queued = [m.decode() for m in raw_client(redis_url).hvals(f"{NAMESPACE}:commands.msgs")]
+            assert len(queued) == 1 and '"text":"help"' in queued[0].replace(" ", "")
+            assert "verification-token" not in queued[0], "Slack's verification token is not kept in Redis"
             with log.open("a") as stderr:
                 worker = subprocess.Popen([*SERVE[:3], "worker", "--lanes", "decisions,commands,runs", "--drain", "5"],
                                           env=env, stderr=stderr, stdout=subprocess.DEVNULL)

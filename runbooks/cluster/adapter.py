@@ -17,6 +17,7 @@ import datetime as dt
 import email.utils
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, overload
@@ -53,6 +54,10 @@ T = TypeVar("T")
 PAGE_SIZE = 500
 TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds between bytes read
 POOL_SIZE = 16  # parallel requests the connection pool keeps open (log reads)
+_LOADING = threading.Lock()
+"""One kubeconfig load at a time: the client writes an embedded certificate to a temporary
+file it remembers before writing it, so a thread loading the same kubeconfig meanwhile got
+the empty file (``NO_CERTIFICATE_OR_CRL_FOUND``, said as an untrusted cluster)."""
 
 
 class Cluster(Writes, Discovery):
@@ -103,10 +108,11 @@ class Cluster(Writes, Discovery):
             if chosen not in names:
                 raise ClusterConfigError(f"no context {chosen!r} in {shown} ({_names(names)})")
             configuration = client.Configuration()
-            config.load_kube_config(
-                config_file=where, context=chosen, client_configuration=configuration,
-                persist_config=False,
-            )
+            with _LOADING:
+                config.load_kube_config(
+                    config_file=where, context=chosen, client_configuration=configuration,
+                    persist_config=False,
+                )
         except yaml.YAMLError as exc:
             raise ClusterConfigError(
                 f"cannot use {shown}: it is not valid YAML ({shorten(' '.join(str(exc).split()), 160)}): "

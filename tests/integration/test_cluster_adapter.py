@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -170,3 +171,32 @@ def test_dra_discovery_per_release(release_cluster: KubeSim, connect: Callable[.
     assert apis.chosen["ResourceClaim"].version == newest
     assert ("ResourceClass" if minor <= 30 else "DeviceClass") in apis.chosen
     assert ("ResourceSlice" in apis.chosen) == (minor >= 30)
+
+
+def test_threads_connecting_at_once_all_get_the_kubeconfigs_certificate(cluster: KubeSim) -> None:
+    """The kubernetes client writes a kubeconfig's embedded CA to a temporary file and
+    remembers the file *before* writing it: a second thread loading the same kubeconfig at
+    that moment used the empty file (``ssl.SSLError: NO_CERTIFICATE_OR_CRL_FOUND``, seen in
+    the crash tests' four scenarios at once, as in a worker's threads). Each round forgets
+    the client's files so that twelve threads race on a new one."""
+    from kubernetes.config import kube_config
+
+    failures: list[str] = []
+
+    def connect_and_read(barrier: threading.Barrier) -> None:
+        barrier.wait()
+        try:
+            with Cluster.from_kubeconfig(cluster.kubeconfig, retry=RetryPolicy(attempts=1)) as api:
+                api.get(DAEMONSETS, "nvidia-device-plugin-daemonset", "kube-system")
+        except Exception as exc:
+            failures.append(f"{type(exc).__name__}: {exc}")
+
+    for _ in range(40):
+        kube_config._temp_files.clear()
+        barrier = threading.Barrier(12)
+        threads = [threading.Thread(target=connect_and_read, args=(barrier,)) for _ in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+    assert failures == [], failures[:3]

@@ -84,7 +84,9 @@ class GroupCommit:
     submitted meanwhile in the same ``write`` call (no thread of its own, no waiting for a
     batch to fill: the first submitter writes at once; whoever arrives while a write is in
     flight joins the next one, written by the first of them). An error of ``write`` is
-    raised in every thread whose item it held."""
+    raised in every thread whose item it held; a write that fails part-way (Redis gone in
+    the middle of a pipeline) may have stored some of them, as a single write whose answer
+    is lost may have."""
 
     def __init__(self, write: Callable[[list[Any]], None]) -> None:
         self._write = write

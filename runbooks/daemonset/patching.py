@@ -138,15 +138,23 @@ def undo_patch(template: dict[str, Any]) -> dict[str, Any]:
     return {"spec": {"template": {**template, "$patch": "replace"}}}
 
 
-def delete_pod(ctx: StepContext, pod: PluginPod, *, step: str, why: str) -> bool:
-    """Delete exactly this pod (uid precondition); ``False`` if it is gone or already terminating."""
+def _delete(ctx: StepContext, pod: PluginPod) -> str:
+    """Delete exactly this pod (uid precondition): ``""`` when deleted, else why not."""
     if pod.deleting:
-        note(ctx, step, "info", f"pod {pod.name} on {pod.node} is already terminating", node=pod.node, pod=pod.name)
-        return False
+        return "already terminating"
     try:
         ctx.cluster.delete(PODS, pod.name, namespace=ctx.run.target.namespace, uid=pod.uid)
     except (NotFound, Conflict):
-        note(ctx, step, "info", f"pod {pod.name} on {pod.node} was already replaced", node=pod.node, pod=pod.name)
+        return "already replaced"
+    return ""
+
+
+def delete_pod(ctx: StepContext, pod: PluginPod, *, step: str, why: str) -> bool:
+    """Delete exactly this pod (uid precondition); ``False`` if it is gone or already terminating."""
+    not_deleted = _delete(ctx, pod)
+    if not_deleted:
+        verb = "is" if pod.deleting else "was"
+        note(ctx, step, "info", f"pod {pod.name} on {pod.node} {verb} {not_deleted}", node=pod.node, pod=pod.name)
         return False
     note(ctx, step, "ok", kind="mutation", detail=f"deleted pod {pod.name} on {pod.node} ({why})", node=pod.node, pod=pod.name, uid=pod.uid,
          revision=pod.revision_hash)
@@ -160,20 +168,15 @@ def delete_pods(ctx: StepContext, pods: list[PluginPod], *, step: str, why: str)
     if len(pods) == 1:
         return pods if delete_pod(ctx, pods[0], step=step, why=why) else []
     deleted: list[PluginPod] = []
+    skipped: list[PluginPod] = []
     for pod in pods:
-        if pod.deleting:
-            continue
-        try:
-            ctx.cluster.delete(PODS, pod.name, namespace=ctx.run.target.namespace, uid=pod.uid)
-        except (NotFound, Conflict):
-            continue  # replaced meanwhile: the caller sees the new pod in its next snapshot
-        deleted.append(pod)
+        # a pod replaced meanwhile: the caller sees the new one in its next snapshot
+        (skipped if _delete(ctx, pod) else deleted).append(pod)
     if deleted:
         nodes = [p.node for p in deleted]
         note(ctx, step, "ok", kind="mutation", detail=f"deleted the plugin pods on {plural(len(nodes), 'node')}: "
              f"{listing(nodes)} ({why})", nodes=nodes,
              pods=[{"pod": p.name, "node": p.node, "uid": p.uid, "revision": p.revision_hash} for p in deleted])
-    skipped = [p for p in pods if p not in deleted]
     if skipped:
         note(ctx, step, "info", f"{plural(len(skipped), 'pod')} already terminating or replaced: "
              f"{listing([p.name for p in skipped])}", nodes=[p.node for p in skipped])

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runbooks.cluster.resources import Resource
-from runbooks.daemonset.observing import wait_for
+from runbooks.daemonset.observing import daemonset_done, wait_for
 from runbooks.engine.steps import Clock
 from runbooks.templates import same
 
@@ -44,9 +44,7 @@ def rollout_state(workload: dict[str, Any], want: dict[str, Any]) -> str:
     spec, status = workload.get("spec") or {}, workload.get("status") or {}
     observed = status.get("observedGeneration", 0) >= workload["metadata"].get("generation", 0)
     if workload.get("kind") == "DaemonSet":
-        desired = status.get("desiredNumberScheduled", 0)
-        done = status.get("updatedNumberScheduled", 0) == desired and status.get("numberAvailable", 0) == desired
-        return COMPLETE if observed and done else ROLLING
+        return COMPLETE if daemonset_done(workload) else ROLLING
     if workload.get("kind") == "StatefulSet":
         desired = spec.get("replicas", 1)
         partition = int(((spec.get("updateStrategy") or {}).get("rollingUpdate") or {}).get("partition") or 0)

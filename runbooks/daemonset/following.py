@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from runbooks.daemonset.checks import listing
-from runbooks.daemonset.observing import Following, Snapshot, wait_for
+from runbooks.daemonset.observing import Following, Snapshot, daemonset_done, wait_for
 from runbooks.daemonset.patching import delete_pod, delete_pods
 from runbooks.engine.recording import note
 from runbooks.engine.steps import StepContext
@@ -58,10 +58,7 @@ def rolled_out(snap: Snapshot) -> bool:
     available (having seen the current spec). The pods alone cannot say so: between the
     deletion of a node's old pod and the creation of its new one, the node has no pod at
     all, and a look in that moment would find nobody behind."""
-    status = snap.status
-    desired = int(status.get("desiredNumberScheduled") or 0)
-    return snap.settled and int(status.get("updatedNumberScheduled") or 0) >= desired \
-        and int(status.get("numberAvailable") or 0) >= desired
+    return snap.settled and daemonset_done(snap.ds)
 
 
 def follow_rollout(ctx: StepContext, revision_hash: str, *, step: str) -> Outcome:

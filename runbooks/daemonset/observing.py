@@ -32,6 +32,16 @@ T = TypeVar("T")
 Obj = dict[str, Any]
 
 
+def daemonset_done(ds: Obj) -> bool:
+    """The DaemonSet controller has seen the current spec and counts every node that should
+    run it as updated and available: kubectl's own test for ``rollout status`` (a count above
+    desired, while a node leaves, is done too)."""
+    meta, status = ds.get("metadata") or {}, ds.get("status") or {}
+    desired = int(status.get("desiredNumberScheduled") or 0)
+    return int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0) \
+        and int(status.get("updatedNumberScheduled") or 0) >= desired and int(status.get("numberAvailable") or 0) >= desired
+
+
 @dataclass(frozen=True)
 class Revision:
     """One ControllerRevision of the DaemonSet."""
@@ -168,7 +178,12 @@ def _in_order(pods: Iterable[PluginPod]) -> list[PluginPod]:
 def _revisions(cluster: Cluster, namespace: str, uid: str) -> list[Revision]:
     owned = cluster.list_objects(CONTROLLER_REVISIONS, namespace=namespace,
                                  project=lambda o: _revision(o) if uid in owner_uids(o) else None)
-    return sorted((r for r in owned if r is not None), key=lambda r: r.number)
+    return _by_number(r for r in owned if r is not None)
+
+
+def _by_number(revisions: Iterable[Revision]) -> list[Revision]:
+    """Oldest first, as the controller numbers them."""
+    return sorted(revisions, key=lambda r: r.number)
 
 
 LOOK_GAP = 0.5
@@ -227,7 +242,7 @@ class Following:
             return observe(self.cluster, self.namespace, self.name)
         kept = self.daemonset.items() if self._fresh(self.daemonset) else []
         ds = kept[0] if kept else self.cluster.get(DAEMONSETS, self.name, self.namespace)
-        revisions = (sorted(self.revisions.items(), key=lambda r: r.number) if self._fresh(self.revisions)
+        revisions = (_by_number(self.revisions.items()) if self._fresh(self.revisions)
                      else _revisions(self.cluster, self.namespace, self.uid))
         version = self.pods.version
         if self._sorted[0] != version:

@@ -28,8 +28,9 @@ class SystemClock:
         return event.wait(max(0.0, seconds))
 
 
-class ClusterClock:
-    """A cluster's clock: the API server's ``Date`` (``Cluster.server_time``).
+class ClusterClock(SystemClock):
+    """A cluster's clock: the API server's ``Date`` (``Cluster.server_time``); it sleeps as
+    :class:`SystemClock` does.
 
     The demo and the tests give it to the report scheduler so that moving kubesim's clock
     24 hours ahead makes the 24 h report due: the clock is faked, the world is not.
@@ -40,12 +41,6 @@ class ClusterClock:
 
     def now(self) -> dt.datetime:
         return self.server_time()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(max(0.0, seconds))
-
-    def wait(self, event: threading.Event, seconds: float) -> bool:
-        return event.wait(max(0.0, seconds))
 
 
 class StoppableClock:

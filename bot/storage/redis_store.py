@@ -91,7 +91,7 @@ class RedisRunStore:
         key of ours is in one slot: :mod:`bot.storage.layout`)."""
         try:
             client = connect(url, decode=True)
-        except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:  # a cluster client connects at once
+        except REDIS_ERRORS as exc:  # a cluster client connects at once
             raise StoreUnavailable(unreachable(url, exc)) from exc
         except ValueError as exc:
             raise StoreUnavailable(
@@ -176,7 +176,6 @@ class RedisRunStore:
         parts = {f: v for f, v in fields.items() if f.startswith(PART)}
         self._known.put(run.id, run.version, _digests(parts))
         return join_parts(run, parts) if parts else run
-
 
     def save(
         self, run: Run, *, audit: Sequence[dict[str, Any]] = (), lease_owner: str | None = None

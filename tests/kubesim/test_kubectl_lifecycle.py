@@ -65,11 +65,11 @@ def test_namespace_create_default_account_delete_gone(kubectl: Kubectl, tmp_path
         got = kubectl.run("get", "namespace", "team-x", "-o", "json", check=False)
         return {c["type"]: c["message"] for c in json.loads(got.stdout)["status"].get("conditions") or []} if (
             got.returncode == 0) else {}
-    wait_for(lambda: conditions().get("NamespaceFinalizersRemaining", "").startswith("Some"), timeout=20)
-    assert conditions()["NamespaceContentRemaining"] == (
-        "Some resources are remaining: configmaps has 1 resource instances")
-    assert conditions()["NamespaceFinalizersRemaining"] == (
-        "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances")
+    # The pod terminates gracefully first (the condition names it meanwhile); then only the held ConfigMap remains.
+    held = "Some resources are remaining: configmaps has 1 resource instances"
+    finalizers = "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances"
+    wait_for(lambda: (conditions().get("NamespaceContentRemaining"),
+                      conditions().get("NamespaceFinalizersRemaining")) == (held, finalizers), timeout=30)
     wait_for(lambda: kubectl.run("get", "pod", "sleeper", "-n", "team-x", check=False).returncode == 1, timeout=20)
     assert kubectl.json("get", "configmap", "settings", "-n", "team-x")["metadata"]["deletionTimestamp"]
 

@@ -1,9 +1,11 @@
 """The HTTP side of ``upgradebot serve``: routes, readiness, and the waitress server.
 
-``POST /slack/events`` goes to Bolt's WSGI adapter (commands, interactivity, events), but
-only once it has been checked on the raw bytes, before anything parses it: a body over
+``POST /slack/events`` is checked on the raw bytes before anything parses it: a body over
 :data:`MAX_BODY` is refused 413 unread, and a request without a valid signature and a
 fresh timestamp (``SLACK_SIGNING_SECRET``) is refused 401; neither is logged with its body.
+Then it must be a form Slack sends (400 if not), parsed once: ``take`` (the bot's
+listeners, with a job queue) may queue it and have it acked here; anything it does not
+take goes to Bolt's WSGI adapter.
 ``GET /healthz`` says the process answers; ``GET /readyz`` runs the readiness checks
 (Slack ``auth.test``, the run store's ping, …: callables plugged in by the wiring);
 ``GET /metrics`` is the Prometheus exposition. :class:`HttpServer` runs the WSGI app on
@@ -22,7 +24,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import waitress
 from waitress import wasyncore
@@ -42,6 +44,10 @@ MAX_AGE = 300
 FORM = "application/x-www-form-urlencoded"
 _DICTS = ("team", "user", "channel", "container", "message", "enterprise", "state", "view")
 _STRINGS = ("type", "token", "trigger_id", "response_url", "api_app_id")
+Take = Callable[[dict[str, Any], Mapping[str, Any]], bool]
+"""``take(body, environ)``: offered every request shown to be Slack's and well formed, with its
+body as Bolt parses it; True when it took the request (the answer is Bolt's ack: an empty
+200), False to hand it to Bolt."""
 Check = Callable[[], object]
 """A readiness check: returns (anything) when the dependency is usable, raises with the reason if not."""
 
@@ -91,9 +97,11 @@ class WebApp:
 
     def __init__(self, *, slack: WSGIApp | None, readiness: Readiness, metrics: Metrics,
                  slack_path: str = "/slack/events", signing_secret: str | None = None,
-                 max_body: int = MAX_BODY, clock: Callable[[], float] = time.time, with_metrics: bool = True) -> None:
+                 max_body: int = MAX_BODY, clock: Callable[[], float] = time.time, with_metrics: bool = True,
+                 take: Take | None = None) -> None:
         """``with_metrics`` False: ``/metrics`` is served on a port of its own (404 here)."""
         self.slack, self.readiness, self.metrics, self.slack_path = slack, readiness, metrics, slack_path
+        self.take = take
         self.with_metrics = with_metrics
         self.secret = signing_secret.encode() if signing_secret else None
         self.max_body, self.clock = max_body, clock
@@ -110,9 +118,11 @@ class WebApp:
                 return _answer(start_response, "405 Method Not Allowed", b"method not allowed\n")
             started = environ.get(ARRIVED) or time.perf_counter()
             try:
-                refusal = self._check(environ)
+                refusal, parsed = self._check(environ)
                 if refusal is not None:
                     return _answer(start_response, refusal, refusal.split(" ", 1)[1].lower().encode() + b"\n")
+                if self.take is not None and self.take(parsed, environ):
+                    return _answer(start_response, "200 OK", b"")  # the ack Bolt's ack() gives
                 return self.slack(environ, start_response)
             finally:
                 self.metrics.slack_request_seconds.observe(time.perf_counter() - started)
@@ -130,8 +140,9 @@ class WebApp:
             return _answer(start_response, "200 OK", body, content_type)
         return _answer(start_response, "404 Not Found", b"not found\n")
 
-    def _check(self, environ: dict[str, Any]) -> str | None:
-        """None when the request may go on (its body re-wrapped for Bolt); else the HTTP status to answer.
+    def _check(self, environ: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+        """``(None, body)`` when the request may go on (its raw body re-wrapped for Bolt; ``body``
+        as Bolt parses it: a command's fields, a click's payload); else ``(status to answer, {})``.
 
         In order, reading nothing a check does not need: the size (413 over ``max_body``), the
         signature on the raw bytes and the timestamp's age (401), then the shape: a form
@@ -140,24 +151,24 @@ class WebApp:
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
-            return _refuse("400 Bad Request", "a Content-Length that is not a number")
+            return _refuse("400 Bad Request", "a Content-Length that is not a number"), {}
         if length < 0:
-            return _refuse("400 Bad Request", "a negative Content-Length")
+            return _refuse("400 Bad Request", "a negative Content-Length"), {}
         if length > self.max_body:
-            return _refuse("413 Request Entity Too Large", f"a body of {length} bytes (at most {self.max_body})")
+            return _refuse("413 Request Entity Too Large", f"a body of {length} bytes (at most {self.max_body})"), {}
         body = environ["wsgi.input"].read(length) if length else b""
         timestamp = str(environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP", ""))
         if self.secret is not None and not self._signed(body, timestamp, str(environ.get("HTTP_X_SLACK_SIGNATURE", ""))):
-            return _refuse("401 Unauthorized", "no valid Slack signature for this body and a fresh timestamp")
-        problem, normalized = _shape(body, str(environ.get("CONTENT_TYPE", "")))
-        if problem:
-            return _refuse("400 Bad Request", problem)
-        if normalized is not None:  # re-encoded for Bolt's parser, and signed again as Slack would
-            body = normalized
+            return _refuse("401 Unauthorized", "no valid Slack signature for this body and a fresh timestamp"), {}
+        form = _shape(body, str(environ.get("CONTENT_TYPE", "")))
+        if form.problem:
+            return _refuse("400 Bad Request", form.problem), {}
+        if form.rewritten is not None:  # re-encoded for Bolt's parser, and signed again as Slack would
+            body = form.rewritten
             if self.secret is not None:
                 environ["HTTP_X_SLACK_SIGNATURE"] = _signature(self.secret, timestamp, body)
         environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(body), str(len(body))
-        return None
+        return None, form.body
 
     def _signed(self, body: bytes, timestamp: str, signature: str) -> bool:
         """Slack's v0 signature of ``body`` at ``timestamp``, no more than :data:`MAX_AGE` away."""
@@ -173,41 +184,53 @@ def _signature(secret: bytes, timestamp: str, body: bytes) -> str:
     return "v0=" + hmac.new(secret, b"v0:" + timestamp.encode() + b":" + body, hashlib.sha256).hexdigest()
 
 
-def _shape(body: bytes, content_type: str) -> tuple[str, bytes | None]:
-    """``(problem, None)`` when the body is not a Slack command or click; ``("", new body)``
-    when Bolt must be given it re-encoded; ``("", None)`` when it may go as it is.
+class _Form(NamedTuple):
+    problem: str
+    """Why the body is not a Slack command or click ("" when it is one)."""
+    body: dict[str, Any]
+    """As Bolt parses it: a command's fields, a click's payload."""
+    rewritten: bytes | None = None
+    """The body Bolt must be given instead of the one received (None: the one received)."""
+
+
+def _refused(problem: str) -> _Form:
+    return _Form(problem, {})
+
+
+def _shape(body: bytes, content_type: str) -> _Form:
+    """The body checked to be a Slack command or a button click, and parsed.
 
     Bolt decides that a form is a click when the text ``payload`` appears anywhere in it, so
     a command whose text says "payload" would be read as an empty click and dropped: such a
-    command is re-encoded with that word's ``p`` percent-encoded (the same fields)."""
+    command is re-encoded for Bolt with that word's ``p`` percent-encoded (the same fields)."""
     if content_type.split(";", 1)[0].strip().lower() != FORM:
-        return f"a {content_type.split(';', 1)[0][:40] or 'missing'} content type (Slack sends {FORM})", None
+        return _refused(f"a {content_type.split(';', 1)[0][:40] or 'missing'} content type (Slack sends {FORM})")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
-        return "a body that is not UTF-8", None
+        return _refused("a body that is not UTF-8")
     try:
         pairs = urllib.parse.parse_qsl(text, keep_blank_values=True, strict_parsing=bool(text), errors="strict")
     except (ValueError, UnicodeDecodeError):
-        return "a body that is not a form", None
+        return _refused("a body that is not a form")
     fields = dict(pairs)
     if len(fields) != len(pairs):
-        return "a form that gives a field twice", None
+        return _refused("a form that gives a field twice")
     if text.lstrip().startswith("{"):  # Bolt reads any body that starts so as JSON, whatever its type says
-        return "a JSON body (Slack sends commands and clicks as forms)", None
+        return _refused("a JSON body (Slack sends commands and clicks as forms)")
     if "payload" not in fields:
         if "payload" in text:
             encoded = urllib.parse.urlencode(pairs).replace("payload", "%70ayload")
-            return "", encoded.encode()
-        return "", None
+            return _Form("", fields, encoded.encode())
+        return _Form("", fields)
     if len(fields) != 1:
-        return "a click with fields besides its payload", None
+        return _refused("a click with fields besides its payload")
     try:
         payload = json.loads(fields["payload"])
     except ValueError:
-        return "a payload that is not JSON", None
+        return _refused("a payload that is not JSON")
     problem = _click_problem(payload)
-    return problem, None
+    return _Form(problem, payload if not problem else {})
 
 
 def _click_problem(payload: object) -> str:

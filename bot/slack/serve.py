@@ -123,8 +123,12 @@ class Service:
     def wsgi(self, *, with_slack: bool = True, with_metrics: bool = True) -> WebApp:
         slack = SlackRequestHandler(self.app) if with_slack else None
         secret = self.settings.slack_signing_secret
+        listeners = self.listeners
+        take = None if listeners is None else (
+            lambda body, environ: listeners.take(body, environ.get("HTTP_X_SLACK_RETRY_NUM")))
         return WebApp(slack=slack, readiness=self.readiness, metrics=self.metrics,
-                      signing_secret=secret.get_secret_value() if secret else None, with_metrics=with_metrics)
+                      signing_secret=secret.get_secret_value() if secret else None, with_metrics=with_metrics,
+                      take=take)
 
     def metrics_wsgi(self) -> WebApp:
         """``--metrics-port``: ``/metrics`` (and the probes), nothing of Slack's."""

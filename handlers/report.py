@@ -135,7 +135,9 @@ def _thread(report: StabilityReport) -> list[Message]:
 
 
 def _handle(run: str, deps: Deps, caller: Caller) -> StabilityReport:
-    return handle(run, engine=deps.engine, connect=deps.connect, policy=deps.policy, read_tally=deps.read_tally)
+    # Identical requests while one reads (a channel asking after a noisy night) share its report.
+    return deps.in_flight.do(("report", run), lambda: handle(run, engine=deps.engine, connect=deps.connect,
+                                                             policy=deps.policy, read_tally=deps.read_tally))
 
 
 COMMAND = Command("report", USAGE, "a run's stability report now (as the 24 h / 48 h ones)", parse, _handle,

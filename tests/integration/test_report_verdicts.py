@@ -111,3 +111,39 @@ def test_a_plugin_that_stops_registering_fails_the_report_naming_the_nodes(sim: 
     assert decided.accepted and reply is not None
     assert reply.tone == "warn" and "an approver must approve it" in reply.text
     assert run.state is RunState.MONITORING and run.gate is not None and run.gate.kind is GateKind.ROLLBACK
+
+
+def test_identical_reports_at_once_read_the_cluster_once(sim: KubeSim, bot: World) -> None:
+    """Ten ``report <run>`` at once (a channel asking after a noisy night): one read of the
+    cluster and the tally, ten answers; the next request, once it is done, reads anew."""
+    import threading
+    import time
+
+    from handlers import report as report_verb
+    from handlers.routing import Caller, Deps
+    from tests.report_support import connector
+
+    run = monitoring_run(bot.store, sim)
+    opened: list[str | None] = []
+
+    def counting(context: str | None):  # type: ignore[no-untyped-def]
+        opened.append(context)
+        time.sleep(0.3)  # a large cluster's read takes a while: the others arrive meanwhile
+        return connector(sim)(context)
+
+    deps = Deps(policy=policy(), connect=counting, engine=bot.engine, read_tally=bot.store.read_tally)
+    barrier, results = threading.Barrier(10), []
+
+    def ask() -> None:
+        barrier.wait()
+        results.append(report_verb.COMMAND.handle(run.id, deps, Caller(user="U0ANA")))
+
+    threads = [threading.Thread(target=ask) for _ in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(results) == 10 and len(opened) == 1, f"{len(opened)} reads"
+    assert all(r is results[0] for r in results) and deps.in_flight.shared == 9
+    report_verb.COMMAND.handle(run.id, deps, Caller(user="U0ANA"))
+    assert len(opened) == 2, "nothing is kept once the report is made"

@@ -12,12 +12,16 @@ fake Slack's threads, serving the bot's replies, never slow the client's clock) 
 server in turn; the latency of one command is the time from sending the request to
 reading the HTTP answer (the ack). kubesim stands for an API server on machines of its
 own: it runs at ``--kubesim-nice`` (10) so that, on a small machine, simulating the
-cluster does not take the cores from the servers measured. Two scenarios: ``help`` (the front end's own cost: the work is trivial) and
+cluster does not take the cores from the servers measured. So does the fake Slack, which
+stands for Slack's servers: once the servers and the client have started, this process
+(the fake Slack's threads, which serve the bot's replies) lowers its own priority by
+``--slack-nice`` (10); otherwise every reply the bot's workers send would be work on
+these cores, during the bot's bursts only (the bare app sends none). Two scenarios: ``help`` (the front end's own cost: the work is trivial) and
 ``inventory`` (the workers keep taking inventories while later rounds arrive, as in a
 busy channel). The bare app only acks. Prints p50/p99/max of each, the ratio, and how
 every command was answered (nobody should be told the bot is busy below 200 at once).
 
-``python -m bench.bench_ack [--rounds 5] [--concurrency 1 50 200] [--verb help --verb inventory] [--nodes 5000] [--idle]``
+``python -m bench.bench_ack [--rounds 10] [--concurrency 1 50 200] [--verb help --verb inventory] [--nodes 5000] [--idle]``
 """
 
 from __future__ import annotations
@@ -167,7 +171,8 @@ def summary(label: str, seconds: list[float]) -> tuple[float, float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.bench_ack", description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=10,
+                        help="bursts per scenario and server (default 10: a p99 over ten bursts, not one burst's tail)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 50, 200],
                         help="commands sent at once, one scenario each (default: 1 50 200)")
     parser.add_argument("--verb", action="append", help="command text, repeatable (default: help, then inventory)")
@@ -178,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubesim-nice", type=int, default=10,
                         help="niceness of kubesim (default 10: it stands for an API server on machines of its own, "
                              "so it yields these cores to the servers measured, as the bot's workers do; 0: an equal share)")
+    parser.add_argument("--slack-nice", type=int, default=10,
+                        help="niceness this process (the fake Slack, standing for Slack's servers) takes once the "
+                             "servers and the client have started (default 10; 0: an equal share)")
     parser.add_argument("--child", choices=["bare", "client"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -218,8 +226,10 @@ def main(argv: list[str] | None = None) -> int:
             bare, bare_url = start([sys.executable, "-m", "bench.bench_ack", "--child", "bare",
                                     "--threads", str(args.threads)], env)
             procs.append(bare)
-            for url in (bare_url, bot_url):  # warm both: first-request imports and caches
+            for url in (bare_url, bot_url):  # warm both (first-request imports and caches); starts the client
                 burst(url, "help", 1, fake.response_url("warm"))
+            if args.slack_nice:
+                os.nice(args.slack_nice)  # the children keep their own priority
             store = RedisRunStore.from_url(redis_server.url)
             run_id = None if args.idle else promotion_running(fake, bot_url, store, args.nodes)
             worst = 0

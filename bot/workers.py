@@ -21,14 +21,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from bot import logs
 from runbooks.engine.commands import Engine
 from runbooks.engine.driving import StepPaused
 from runbooks.engine.runs import Run
+from runbooks.engine.store import StoreUnavailable
 
 log = logging.getLogger("upgradebot.workers")
 run_log = logging.getLogger("upgradebot.runs")
@@ -99,18 +101,43 @@ class Workers:
         return finished
 
 
+class Slots(Protocol):
+    """Where quotas are counted across processes (:class:`~bot.storage.redis_store.RedisRunStore`)."""
+
+    def take_slot(self, sets: Sequence[tuple[str, str, int]], token: str, lease: float) -> int: ...
+
+    def renew_slot(self, sets: Sequence[tuple[str, str]], token: str, lease: float) -> int: ...
+
+    def give_slot(self, sets: Sequence[tuple[str, str]], token: str) -> None: ...
+
+
+QUOTA_LEASE = 60.0
+"""Seconds a running long command's slot is held without renewal: a worker that dies frees
+its slots this long after (renewed every third of it while the command runs)."""
+
+
 class Quotas:
     """How many long jobs one user and one channel may have running at once.
 
     :meth:`take` counts a job in (or says which quota is full: ``"user"`` or ``"channel"``),
-    :meth:`give` counts it out. In process: each replica keeps its own workers, so each
-    keeps its own counts."""
+    :meth:`give` counts it out. Counted in this process and, with ``shared`` (the store),
+    across every worker process and replica: there a running job holds a slot whose lease
+    (``lease`` seconds) a thread of this process renews until it is given back, so the slots
+    of a process that died go free on their own. When the store does not answer, the job is
+    counted here only (the limit then holds per process) rather than refused."""
 
-    def __init__(self, *, per_user: int, per_channel: int) -> None:
+    def __init__(self, *, per_user: int, per_channel: int, shared: Slots | None = None,
+                 lease: float = QUOTA_LEASE) -> None:
         self.per_user, self.per_channel = per_user, per_channel
+        self.shared, self.lease = shared, lease
         self._users: dict[str, int] = {}
         self._channels: dict[str, int] = {}
+        self._held: dict[tuple[str, str | None], list[str | None]] = {}
+        """Tokens of the shared slots this process holds, by user and channel (None: a job
+        counted here only, the store not answering when it was taken)."""
         self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._renewer: threading.Thread | None = None
 
     def take(self, user: str, channel: str | None) -> str | None:
         with self._lock:
@@ -118,18 +145,74 @@ class Quotas:
                 return "user"
             if channel and self._channels.get(channel, 0) >= self.per_channel:
                 return "channel"
-            self._users[user] = self._users.get(user, 0) + 1
-            if channel:
-                self._channels[channel] = self._channels.get(channel, 0) + 1
+            self._count(user, channel, +1)
+        if self.shared is None:
             return None
+        token = uuid.uuid4().hex
+        sets = [("user", user, self.per_user)] + ([("channel", channel, self.per_channel)] if channel else [])
+        try:
+            full = self.shared.take_slot(sets, token, self.lease)
+        except StoreUnavailable as exc:
+            log.warning("long commands are counted in this process only for now: %s", exc)
+            with self._lock:  # no slot: whichever job of this user and channel ends first gives none back
+                self._held.setdefault((user, channel), []).append(None)
+            return None
+        if full:
+            with self._lock:
+                self._count(user, channel, -1)
+            return sets[full - 1][0]
+        with self._lock:
+            self._held.setdefault((user, channel), []).append(token)
+            self._start_renewing()
+        return None
 
     def give(self, user: str, channel: str | None) -> None:
         with self._lock:
-            for counts, key in ((self._users, user), (self._channels, channel)):
-                if key and key in counts:
-                    counts[key] -= 1
-                    if counts[key] <= 0:
-                        del counts[key]
+            self._count(user, channel, -1)
+            tokens = self._held.get((user, channel))
+            token = tokens.pop() if tokens else None
+            if tokens == []:
+                del self._held[(user, channel)]
+        if token is not None and self.shared is not None:
+            try:
+                self.shared.give_slot(_sets(user, channel), token)
+            except StoreUnavailable as exc:  # no longer renewed: free once its lease runs out
+                log.warning("a long command's slot is given back when its lease ends: %s", exc)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop renewing (what is still held goes free when its lease runs out)."""
+        self._closed.set()
+        if self._renewer is not None:
+            self._renewer.join(timeout=timeout)
+
+    def _count(self, user: str, channel: str | None, step: int) -> None:
+        for counts, key in ((self._users, user), (self._channels, channel)):
+            if key:
+                counts[key] = counts.get(key, 0) + step
+                if counts[key] <= 0:
+                    del counts[key]
+
+    def _start_renewing(self) -> None:
+        if self._renewer is None and not self._closed.is_set():
+            self._renewer = threading.Thread(target=self._renew, name="upgradebot-quotas", daemon=True)
+            self._renewer.start()
+
+    def _renew(self) -> None:
+        while not self._closed.wait(self.lease / 3):
+            with self._lock:
+                held = [(key, token) for key, tokens in self._held.items() for token in tokens if token]
+            for (user, channel), token in held:
+                try:
+                    assert self.shared is not None
+                    self.shared.renew_slot(_sets(user, channel), token, self.lease)
+                except StoreUnavailable as exc:
+                    log.warning("renewing the slots of long commands failed (again in %.0f s): %s",
+                                self.lease / 3, exc)
+                    break
+
+
+def _sets(user: str, channel: str | None) -> list[tuple[str, str]]:
+    return [("user", user)] + ([("channel", channel)] if channel else [])
 
 
 class Advancer:

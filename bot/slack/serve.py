@@ -151,9 +151,11 @@ def build_service(
     cancel: threading.Event | None = None,
     disabled: Mapping[str, str] | None = None,
     jobs: Jobs | None = None,
+    quotas: Quotas | None = None,
 ) -> Service:
     """The Slack front end: ``help`` and ``verbs`` (default: ``inventory`` alone),
     ``decisions`` for the buttons, ``idempotency`` (default: in memory, one process only),
+    ``quotas`` of long commands (default: counted in this process),
     extra readiness ``checks`` (e.g. ``{"redis": store.ping}``) and the runs gauge.
     ``metrics``, ``web`` and ``directory`` may be built by the caller (the runtime's
     wiring shares them with the run threads, :func:`build_slack_service`). With ``jobs`` the
@@ -170,7 +172,7 @@ def build_service(
     workers = Workers(settings.workers)
     decision_workers = Workers(settings.decision_workers, name="upgradebot-decide")
     notices = Workers(NOTICE_THREADS, backlog=NOTICE_BACKLOG, name="upgradebot-notice")
-    quotas = Quotas(per_user=policy.limits.per_user, per_channel=policy.limits.per_channel)
+    quotas = quotas or Quotas(per_user=policy.limits.per_user, per_channel=policy.limits.per_channel)
     deps = SlackDeps(router=router, web=web, idempotency=idempotency or InMemoryIdempotency(),
                      workers=workers, metrics=metrics, decision_workers=decision_workers, quotas=quotas,
                      notices=notices, decisions=decisions, jobs=jobs)
@@ -229,9 +231,12 @@ def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache
         runtime.reports.outlets.add(SlackOutlet(web, policy))
     decisions = EngineDecisions(engine=runtime.engine, policy=policy, directory=directory)
     cancel = threading.Event()
+    # every worker process and replica counts long commands in the store: one quota per user, not one each
+    quotas = Quotas(per_user=policy.limits.per_user, per_channel=policy.limits.per_channel, shared=runtime.store)
+    runtime.on_stop(quotas.close)
     return build_service(
         settings, policy, verbs=chat_verbs(runtime.deps(directory, cancel=cancel)), decisions=decisions,
-        idempotency=runtime.store, cancel=cancel,
+        idempotency=runtime.store, cancel=cancel, quotas=quotas,
         checks={"redis": runtime.store.ping}, runs_by_state=runs_by_state(runtime.store), directory=directory,
         metrics=metrics, web=web, readiness_cache=readiness_cache,
     )

@@ -27,6 +27,9 @@ Lua script and transaction touches one node and a managed Redis Cluster can hold
     {upgradebot}:report:<id>:<after> hash    a posted report: thread, oncall (message ts),
                                            verdict, posted_at (the idempotency record)
     {upgradebot}:report:<id>:<after>:claim  string  owner id of the process posting it (PX ttl)
+    {upgradebot}:quota:user:<id>     zset    slots of the long commands a user has running: a
+    {upgradebot}:quota:channel:<id>  zset    token each, scored by when its lease ends (renewed while
+                                           it runs; ``bot.workers.Quotas``)
     {upgradebot}:jobs:*              the job queue between serve and its workers (dramatiq's
                                            Redis broker under this namespace: ``bot/jobs.py``)
 
@@ -73,6 +76,7 @@ class Keys:
     seen = _Key("events:{0}:seen")
     report = _Key("report:{0}:{1}")
     report_claim = _Key("report:{0}:{1}:claim")
+    quota = _Key("quota:{0}:{1}")
 
 
 # Appends the audit entries given as ARGV[first..]: a count, then per entry a field count
@@ -214,4 +218,35 @@ if ARGV[2] == '1' then
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
 end
 return 1
+"""
+
+
+# KEYS: the slot sets to hold one slot in each of (a user's, a channel's)
+# ARGV: token, now (ms), lease end (ms), lease (ms), then the limit of each key
+# Returns 0 (the slot is held in every set) or the index of the first full set (nothing held).
+TAKE_SLOT = """
+for i, key in ipairs(KEYS) do
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[2])
+  if redis.call('ZCARD', key) >= tonumber(ARGV[4 + i]) then return i end
+end
+for _, key in ipairs(KEYS) do
+  redis.call('ZADD', key, ARGV[3], ARGV[1])
+  redis.call('PEXPIRE', key, ARGV[4])
+end
+return 0
+"""
+
+# KEYS: the slot sets a token holds; ARGV: token, lease end (ms), lease (ms)
+# Returns how many of them still held it (a slot another take has already cleared away is
+# not taken again: its command runs on, uncounted, and the limit holds for the others).
+RENEW_SLOT = """
+local held = 0
+for _, key in ipairs(KEYS) do
+  if redis.call('ZSCORE', key, ARGV[1]) then
+    redis.call('ZADD', key, 'XX', ARGV[2], ARGV[1])
+    redis.call('PEXPIRE', key, ARGV[3])
+    held = held + 1
+  end
+end
+return held
 """

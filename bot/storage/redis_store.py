@@ -14,6 +14,7 @@ import datetime as dt
 import hashlib
 import json
 import threading
+import time
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
@@ -33,9 +34,11 @@ from bot.storage.layout import (
     OLD_PREFIX,
     PREFIX,
     RELEASE,
+    RENEW_SLOT,
     SAVE,
     SAVE_COLLECTION,
     TAKE_OVER,
+    TAKE_SLOT,
     Keys,
 )
 from runbooks.engine.runs import APART, REOPENABLE, TERMINAL, Run
@@ -76,6 +79,8 @@ class RedisRunStore:
         self._save_collection = client.register_script(SAVE_COLLECTION)
         self._claim_report = client.register_script(CLAIM_REPORT)
         self._mark_report = client.register_script(MARK_REPORT)
+        self._take_slot = client.register_script(TAKE_SLOT)
+        self._renew_slot = client.register_script(RENEW_SLOT)
         self._known = _KnownParts()
         self.last_save_bytes = 0
         """What the last :meth:`save` sent to Redis (its arguments), for the benchmarks."""
@@ -354,6 +359,33 @@ class RedisRunStore:
 
     def release_report(self, run_id: str, after: str, owner: str) -> None:
         self._call_int(self._release, [Keys.report_claim(run_id, after)], [owner])
+
+    # ------------------------------------------------------- quotas (slots with leases)
+    def take_slot(self, sets: Sequence[tuple[str, str, int]], token: str, lease: float) -> int:
+        """Hold one slot for ``token`` in each of ``sets`` (``(kind, id, limit)``: a user's, a
+        channel's) for ``lease`` seconds, all or none: 0 when held, else the 1-based index of
+        the first set already at its limit (slots whose lease ran out do not count)."""
+        now = int(time.time() * 1000)
+        keys = [Keys.quota(kind, name) for kind, name, _ in sets]
+        return self._call_int(self._take_slot, keys, [token, now, now + int(lease * 1000), int(lease * 1000),
+                                                      *(limit for _, _, limit in sets)])
+
+    def renew_slot(self, sets: Sequence[tuple[str, str]], token: str, lease: float) -> int:
+        """Extend ``token``'s slots in ``sets`` (``(kind, id)``) by ``lease`` seconds from now;
+        how many it still held."""
+        ms = int(lease * 1000)
+        keys = [Keys.quota(kind, name) for kind, name in sets]
+        return self._call_int(self._renew_slot, keys, [token, int(time.time() * 1000) + ms, ms])
+
+    def give_slot(self, sets: Sequence[tuple[str, str]], token: str) -> None:
+        """Give ``token``'s slots in ``sets`` back."""
+        def give() -> None:
+            pipe = self.client.pipeline(transaction=False)
+            for kind, name in sets:
+                pipe.zrem(Keys.quota(kind, name), token)
+            pipe.execute()
+
+        self._do(give)
 
     # --------------------------------------------------------------- helpers
     def _call(self, script: Any, keys: list[str], args: list[Any]) -> tuple[str, str]:

@@ -169,3 +169,55 @@ def test_workers_on_another_machine_take_what_serve_queues(redis_url: str, tmp_p
             assert serve.wait(timeout=30) == 0, log.read_text()[-3000:]
         finally:
             reap(serve, worker)
+
+
+def test_two_worker_processes_share_one_quota_of_long_commands(redis_url: str, tmp_path: Path) -> None:
+    """Two ``upgradebot worker`` processes: the first runs a user's two verifies (the per-user
+    quota); while it is paused, a third verify can only go to the second, which refuses it.
+    Each process used to count its own, so the second ran it."""
+    log = tmp_path / "serve.log"
+    target = "kube-system/nvidia-device-plugin-daemonset"
+    with FakeSlack(usergroups=USERGROUPS) as fake, KubeSim(scenario="gpu-small", k8s_version="1.31") as sim:
+        env = environment(fake, sim, tmp_path, redis_url)
+        serve, url = start({**env, "UPGRADEBOT_WORKER_PROCESSES": "0"}, log)
+        workers: list[subprocess.Popen[bytes]] = []
+
+        def worker() -> subprocess.Popen[bytes]:
+            with log.open("a") as stderr:
+                workers.append(subprocess.Popen([*SERVE[:3], "worker", "--lanes", "commands", "--drain", "5"],
+                                                env=env, stderr=stderr, stdout=subprocess.DEVNULL))
+            return workers[-1]
+
+        def verified() -> int:
+            return sum(c.body.get("text", "").startswith(f"Verify of {target}") for c in fake.of("chat.postMessage"))
+
+        def refused() -> int:
+            return sum("already has 2 long command(s) running" in c.body.get("text", "") for c in fake.of("response_url"))
+
+        try:
+            eventually(lambda: get(url + "/readyz").status in (200, 503), "serve answering")
+            client = SlackClient(url, fake)
+            first = worker()
+            for _ in range(2):
+                assert client.command(f"verify {target} window=10s", user="U0ANA").status == 200
+            jobs = raw_client(redis_url)
+            eventually(lambda: jobs.llen(f"{NAMESPACE}:commands") == 0 and jobs.hlen(f"{NAMESPACE}:commands.msgs") == 2,
+                       "both verifies taken by the first worker", timeout=30)
+            time.sleep(1.0)  # counted in, watching their window
+            first.send_signal(signal.SIGSTOP)
+            second = worker()
+            assert client.command(f"verify {target} window=1s", user="U0ANA").status == 200
+            eventually(lambda: refused() == 1, "the third refused by the second worker", timeout=30)
+            first.send_signal(signal.SIGCONT)
+            eventually(lambda: verified() == 2, "the first worker's two verifies answered", timeout=60)
+            time.sleep(2.0)
+            assert (verified(), refused()) == (2, 1), log.read_text()[-3000:]
+            for proc in (first, second):
+                proc.send_signal(signal.SIGTERM)
+                assert proc.wait(timeout=30) == 0, log.read_text()[-3000:]
+            serve.send_signal(signal.SIGTERM)
+            assert serve.wait(timeout=30) == 0, log.read_text()[-3000:]
+        finally:
+            for proc in workers:
+                proc.send_signal(signal.SIGCONT)
+            reap(serve, *workers)

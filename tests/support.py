@@ -8,6 +8,8 @@ import secrets
 import shutil
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -217,3 +219,20 @@ def reap(*procs: subprocess.Popen[Any] | None) -> None:
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def at_once(asks: list[Callable[[], Any]], timeout: float = 60.0) -> list[Any]:
+    """Call every ``ask`` on a thread of its own, released together (a barrier); what each
+    returned, in order of return (an exception is the test's failure: nothing is returned for it)."""
+    barrier, results = threading.Barrier(len(asks)), []
+
+    def run(ask: Callable[[], Any]) -> None:
+        barrier.wait()
+        results.append(ask())
+
+    threads = [threading.Thread(target=run, args=(ask,)) for ask in asks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    return results

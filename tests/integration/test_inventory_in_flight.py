@@ -15,6 +15,7 @@ from handlers.routing import Caller, Deps, InFlight
 from kubesim import KubeSim
 from runbooks.cluster import Cluster
 from runbooks.policy import Policy
+from tests.support import at_once
 
 
 def test_fifty_inventories_at_once_read_the_cluster_once(cluster: KubeSim,
@@ -27,17 +28,7 @@ def test_fifty_inventories_at_once_read_the_cluster_once(cluster: KubeSim,
         return connect(cluster)
 
     deps = Deps(policy=Policy(), connect=counting)
-    barrier, results = threading.Barrier(50), []
-
-    def ask() -> None:
-        barrier.wait()
-        results.append(inventory.COMMAND.handle(inventory.InventoryRequest(), deps, Caller(user="U0ANA")))
-
-    threads = [threading.Thread(target=ask) for _ in range(50)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    results = at_once([lambda: inventory.COMMAND.handle(inventory.InventoryRequest(), deps, Caller(user="U0ANA"))] * 50)
     assert len(results) == 50 and len(opened) == 1, f"{len(opened)} reads"
     assert all(r is results[0] for r in results) and deps.in_flight.shared == 49
     inventory.COMMAND.handle(inventory.InventoryRequest(), deps, Caller(user="U0ANA"))
@@ -56,19 +47,12 @@ def test_identical_verifies_at_once_observe_the_cluster_once(cluster: KubeSim,
 
     deps = Deps(policy=Policy(), connect=counting)
     target = "kube-system/nvidia-device-plugin-daemonset"
-    barrier, results = threading.Barrier(11), []
 
-    def ask(window: str) -> None:
-        barrier.wait()
+    def ask(window: str) -> Callable[[], tuple[str, verify.Verified]]:
         request = verify.parse([target, f"window={window}"])
-        results.append((window, verify.COMMAND.handle(request, deps, Caller(user="U0ANA"))))
+        return lambda: (window, verify.COMMAND.handle(request, deps, Caller(user="U0ANA")))
 
-    threads = [threading.Thread(target=ask, args=("1s",)) for _ in range(10)]
-    threads.append(threading.Thread(target=ask, args=("2s",)))
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    results = at_once([ask("1s")] * 10 + [ask("2s")])
     assert len(results) == 11 and len(opened) == 2, f"{len(opened)} observations"
     same = [found for window, found in results if window == "1s"]
     assert all(found.result is same[0].result for found in same) and same[0].result.ok, same[0].result.reason

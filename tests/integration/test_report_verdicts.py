@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from kubesim import KubeSim
 from runbooks.engine.runs import GateKind, RunState
 from runbooks.stability.reports import StabilityReport
 from tests.report_support import CTR, DS, NS, Posts, World, monitoring_run, policy, world
-from tests.support import Kubectl
+from tests.support import Kubectl, at_once
 
 POLICY = "approvers: {users: [U0BOB]}\noncall: {channel: C0ONCALL, mention: S0ONCALL}\nreports: {after: [24h, 48h]}\n"
 
@@ -116,9 +117,6 @@ def test_a_plugin_that_stops_registering_fails_the_report_naming_the_nodes(sim: 
 def test_identical_reports_at_once_read_the_cluster_once(sim: KubeSim, bot: World) -> None:
     """Ten ``report <run>`` at once (a channel asking after a noisy night): one read of the
     cluster and the tally, ten answers; the next request, once it is done, reads anew."""
-    import threading
-    import time
-
     from handlers import report as report_verb
     from handlers.routing import Caller, Deps
     from tests.report_support import connector
@@ -132,17 +130,7 @@ def test_identical_reports_at_once_read_the_cluster_once(sim: KubeSim, bot: Worl
         return connector(sim)(context)
 
     deps = Deps(policy=policy(), connect=counting, engine=bot.engine, read_tally=bot.store.read_tally)
-    barrier, results = threading.Barrier(10), []
-
-    def ask() -> None:
-        barrier.wait()
-        results.append(report_verb.COMMAND.handle(run.id, deps, Caller(user="U0ANA")))
-
-    threads = [threading.Thread(target=ask) for _ in range(10)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    results = at_once([lambda: report_verb.COMMAND.handle(run.id, deps, Caller(user="U0ANA"))] * 10)
     assert len(results) == 10 and len(opened) == 1, f"{len(opened)} reads"
     assert all(r is results[0] for r in results) and deps.in_flight.shared == 9
     report_verb.COMMAND.handle(run.id, deps, Caller(user="U0ANA"))

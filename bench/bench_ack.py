@@ -163,7 +163,7 @@ def _send_together(url: str, text: str, concurrency: int, response_url: str) -> 
 
 def summary(label: str, seconds: list[float]) -> tuple[float, float, float]:
     p50 = statistics.median(seconds) * 1000
-    p99 = statistics.quantiles(seconds, n=100, method="inclusive")[98] * 1000
+    p99 = (statistics.quantiles(seconds, n=100, method="inclusive")[98] if len(seconds) > 1 else seconds[0]) * 1000
     worst = max(seconds) * 1000
     print(f"  {label:<34} {p50:9.1f} {p99:9.1f} {worst:9.1f}")
     return p50, p99, worst

@@ -123,8 +123,10 @@ class Quotas:
     :meth:`give` counts it out. Counted in this process and, with ``shared`` (the store),
     across every worker process and replica: there a running job holds a slot whose lease
     (``lease`` seconds) a thread of this process renews until it is given back, so the slots
-    of a process that died go free on their own. When the store does not answer, the job is
-    counted here only (the limit then holds per process) rather than refused."""
+    of a process that died go free on their own (leases are scored by each process's own
+    clock: machines whose clocks differ by more than a lease would see each other's slots as
+    lapsed). When the store does not answer, the job is counted here only (the limit then
+    holds per process) rather than refused."""
 
     def __init__(self, *, per_user: int, per_channel: int, shared: Slots | None = None,
                  lease: float = QUOTA_LEASE) -> None:
@@ -208,6 +210,9 @@ class Quotas:
                 except StoreUnavailable as exc:
                     log.warning("renewing the slots of long commands failed (again in %.0f s): %s",
                                 self.lease / 3, exc)
+                    break
+                except Exception:  # this thread must outlive any one failure: a slot not renewed lapses
+                    log.exception("renewing the slots of long commands failed (again in %.0f s)", self.lease / 3)
                     break
 
 

@@ -72,3 +72,31 @@ def test_without_redis_each_process_still_counts_its_own() -> None:
     assert quotas.take("U1", "C1") is None
     quotas.close()
     store.close()
+
+
+def test_the_renewer_outlives_a_renewal_that_fails() -> None:
+    """A renewal that raises (a Redis error the store does not translate) is logged; the next renews."""
+    calls: list[str] = []
+
+    class Flaky:
+        def take_slot(self, sets: object, token: str, lease: float) -> int:
+            return 0
+
+        def renew_slot(self, sets: object, token: str, lease: float) -> int:
+            calls.append("renew")
+            if len(calls) == 1:
+                raise RuntimeError("READONLY You can't write against a read only replica.")
+            return 1
+
+        def give_slot(self, sets: object, token: str) -> None:
+            calls.append("give")
+
+    quotas = Quotas(per_user=1, per_channel=1, shared=Flaky(), lease=0.3)
+    assert quotas.take("U1", "C1") is None
+    deadline = time.monotonic() + 5
+    while calls.count("renew") < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert calls.count("renew") >= 3, calls
+    quotas.give("U1", "C1")
+    assert "give" in calls
+    quotas.close()

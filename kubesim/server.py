@@ -473,7 +473,8 @@ class ApiServer:
             list_meta: dict[str, Any] = {"resourceVersion": str(self.sim.store.rv)}
             if token:
                 list_meta["continue"] = token
-                list_meta["remainingItemCount"] = remaining
+                if remaining is not None:
+                    list_meta["remainingItemCount"] = remaining
             return json_response(
                 tables.to_table(
                     target.res.plural, items, api_version=target.res.api_version, now=self.sim.clock.now(),
@@ -488,7 +489,8 @@ class ApiServer:
         list_meta: dict[str, Any] = {"resourceVersion": str(self.sim.store.rv)}
         if token:
             list_meta["continue"] = token
-            list_meta["remainingItemCount"] = remaining
+            if remaining is not None:
+                list_meta["remainingItemCount"] = remaining
         return json_response(
             {
                 "kind": f"{target.res.kind}List",

@@ -175,7 +175,11 @@ class Store:
         limit: int,
         continue_token: str | None,
     ) -> tuple[builtins.list[dict[str, Any]], str | None, int | None]:
-        """One page of a paginated list: items, the next continue token, remaining count."""
+        """One page of a paginated list: items, the next continue token, remaining count.
+
+        As the API server: the remaining count only without a selector (with one, how many
+        of the rest match is unknown, and finding out would test the whole rest on every
+        page); with a selector, a token is given when one more object matches."""
         start: Key | None = None
         if continue_token:
             token_rv, start = decode_continue(continue_token)
@@ -195,8 +199,13 @@ class Store:
                 break
         if not limit or last is None:
             return items, None, None
-        remaining = sum(1 for _ in it)
-        if remaining == 0:
+        if predicate is not None:
+            more = next(iter(it), None) is not None  # the first of the next page: each object is tested once
+            return items, (encode_continue(self.rv, last) if more else None), None
+        keys = self.sorted_keys(gr)
+        end = bisect.bisect_left(keys, (namespace + "\x00",)) if namespace else len(keys)
+        remaining = end - bisect.bisect_right(keys, last)
+        if remaining <= 0:
             return items, None, None
         return items, encode_continue(self.rv, last), remaining
 

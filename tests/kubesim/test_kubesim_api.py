@@ -65,6 +65,7 @@ def test_pagination_over_2000_pods(sim: KubeSim, api: client.ApiClient) -> None:
     assert len(names) == 2000 == len(set(names))
     selected = core.list_namespaced_pod("bulk", label_selector="i=1", limit=300)
     assert len(selected.items) == 300 and all(p.metadata.labels["i"] == "1" for p in selected.items)
+    assert selected.metadata._continue and selected.metadata.remaining_item_count is None  # unknown with a selector
 
 
 def test_watch_resumes_from_a_resource_version(sim: KubeSim, api: client.ApiClient) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kubesim import errors
@@ -105,16 +107,22 @@ def test_pagination_walks_every_object_once(sim: Simulation) -> None:
     rt = sim.store.storage_type(PODS)
     for i in range(25):
         sim.store.create(rt, pod(f"p{i:03d}"))
-    seen, token, pages = [], None, 0
+    seen, remainings = walk(sim, None, limit=10)
+    assert remainings == [15, 5, None] and seen == sorted(f"p{i:03d}" for i in range(25))
+
+
+def walk(sim: Simulation, predicate: Any, *, limit: int) -> tuple[list[str], list[int | None]]:
+    """Every page of the default namespace's pods: the names in order, each page's remaining count."""
+    seen: list[str] = []
+    remainings: list[int | None] = []
+    token = None
     while True:
-        items, token, remaining = sim.store.page(PODS, namespace="default", predicate=None, limit=10,
+        items, token, remaining = sim.store.page(PODS, namespace="default", predicate=predicate, limit=limit,
                                                  continue_token=token)
-        pages += 1
         seen += [o["metadata"]["name"] for o in items]
+        remainings.append(remaining)
         if token is None:
-            break
-        assert remaining == 25 - len(seen)
-    assert pages == 3 and seen == sorted(f"p{i:03d}" for i in range(25))
+            return seen, remainings
 
 
 def test_a_selected_list_pages_in_one_pass_without_a_remaining_count(sim: Simulation) -> None:
@@ -132,17 +140,9 @@ def test_a_selected_list_pages_in_one_pass_without_a_remaining_count(sim: Simula
         tested += 1
         return int(obj["metadata"]["name"][1:]) % 4 == 0
 
-    seen, token, pages = [], None, 0
-    while True:
-        items, token, remaining = sim.store.page(PODS, namespace="default", predicate=quarter, limit=100,
-                                                 continue_token=token)
-        pages += 1
-        seen += [o["metadata"]["name"] for o in items]
-        assert remaining is None
-        if token is None:
-            break
-    assert pages == 5 and seen == [f"p{i:04d}" for i in range(0, 2000, 4)]
-    assert tested <= 2000 + 4 * pages, tested  # each page's look ahead retests up to its next match (1 in 4)
+    seen, remainings = walk(sim, quarter, limit=100)
+    assert remainings == [None] * 5 and seen == [f"p{i:04d}" for i in range(0, 2000, 4)]
+    assert tested <= 2000 + 4 * 5, tested  # each page's look ahead retests up to its next match (1 in 4)
 
 
 def test_continue_token_older_than_history_is_gone(sim: Simulation) -> None:

@@ -117,6 +117,12 @@ class SlackDeps:
     and ``workers``/``decision_workers`` stay idle."""
 
 
+def respond_of(body: dict[str, Any]) -> Respond:
+    """Bolt's ``respond`` for a request outside Bolt's dispatch: to its ``response_url``."""
+    url = body.get("response_url")
+    return Respond(response_url=url if isinstance(url, str) else None)
+
+
 def delivery_key(kind: str, body: dict[str, Any]) -> str:
     """What a retried delivery has in common with the first: its ``trigger_id``."""
     trigger = body.get("trigger_id")
@@ -189,8 +195,7 @@ class Listeners:
         else (an ``ssl_check``, another command, another payload), or no queue: False, for Bolt."""
         if self.deps.jobs is None or body.get("ssl_check"):
             return False
-        url = body.get("response_url")
-        respond = Respond(response_url=url if isinstance(url, str) else None)
+        respond = respond_of(body)
         if body.get("command") == self.prefix:
             self._queue_command(body, retry, respond)
             return True
@@ -229,8 +234,7 @@ class Listeners:
         body = payload.get("body") or {}
         retry = payload.get("retry")
         self.deps.metrics.job_wait_seconds.labels(lane=lane).observe(queued_for(payload))
-        url = body.get("response_url")
-        respond = Respond(response_url=url if isinstance(url, str) else None)
+        respond = respond_of(body)
         if kind == "click":
             self.run_click(body, retry, respond)
         elif kind == "long":

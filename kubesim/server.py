@@ -470,32 +470,31 @@ class ApiServer:
         )
         items = [self.from_storage(target.res, o) for o in items]
         if "as=Table" in request.headers.get("Accept", ""):
-            list_meta: dict[str, Any] = {"resourceVersion": str(self.sim.store.rv)}
-            if token:
-                list_meta["continue"] = token
-                if remaining is not None:
-                    list_meta["remainingItemCount"] = remaining
             return json_response(
                 tables.to_table(
                     target.res.plural, items, api_version=target.res.api_version, now=self.sim.clock.now(),
-                    include_object=include_object(request), list_meta=list_meta,
+                    include_object=include_object(request), list_meta=self.list_meta(token, remaining),
                 )
             )
         return self.list_response(target, items, token, remaining)
 
+    def list_meta(self, token: str | None, remaining: int | None) -> dict[str, Any]:
+        """A list's metadata: its resourceVersion; the continue token and, when known, how many remain."""
+        meta: dict[str, Any] = {"resourceVersion": str(self.sim.store.rv)}
+        if token:
+            meta["continue"] = token
+            if remaining is not None:
+                meta["remainingItemCount"] = remaining
+        return meta
+
     def list_response(
         self, target: Target, items: builtins.list[dict[str, Any]], token: str | None, remaining: int | None
     ) -> web.Response:
-        list_meta: dict[str, Any] = {"resourceVersion": str(self.sim.store.rv)}
-        if token:
-            list_meta["continue"] = token
-            if remaining is not None:
-                list_meta["remainingItemCount"] = remaining
         return json_response(
             {
                 "kind": f"{target.res.kind}List",
                 "apiVersion": target.res.api_version,
-                "metadata": list_meta,
+                "metadata": self.list_meta(token, remaining),
                 "items": items,
             }
         )

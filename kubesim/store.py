@@ -200,7 +200,7 @@ class Store:
         if not limit or last is None:
             return items, None, None
         if predicate is not None:
-            more = next(iter(it), None) is not None  # the first of the next page: each object is tested once
+            more = next(it, None) is not None  # the next page's first: only the gap to it is tested again
             return items, (encode_continue(self.rv, last) if more else None), None
         keys = self.sorted_keys(gr)
         end = bisect.bisect_left(keys, (namespace + "\x00",)) if namespace else len(keys)

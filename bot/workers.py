@@ -151,7 +151,8 @@ class Quotas:
         if self.shared is None:
             return None
         token = uuid.uuid4().hex
-        sets = [("user", user, self.per_user)] + ([("channel", channel, self.per_channel)] if channel else [])
+        limits = {"user": self.per_user, "channel": self.per_channel}
+        sets = [(kind, name, limits[kind]) for kind, name in _sets(user, channel)]
         try:
             full = self.shared.take_slot(sets, token, self.lease)
         except StoreUnavailable as exc:
@@ -217,6 +218,7 @@ class Quotas:
 
 
 def _sets(user: str, channel: str | None) -> list[tuple[str, str]]:
+    """The slot sets a job of ``user`` in ``channel`` counts in (a direct message: the user's only)."""
     return [("user", user)] + ([("channel", channel)] if channel else [])
 
 

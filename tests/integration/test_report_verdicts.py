@@ -17,14 +17,17 @@ from typing import Any
 import pytest
 
 from bot.shell import cli
+from handlers import report as report_verb
 from handlers.access import StaticDirectory
 from handlers.clicks import Click, EngineDecisions
 from handlers.report import present
+from handlers.routing import Caller, Deps
 from handlers.run_views import REQUEST_ROLLBACK
 from kubesim import KubeSim
+from runbooks.cluster import Cluster
 from runbooks.engine.runs import GateKind, RunState
 from runbooks.stability.reports import StabilityReport
-from tests.report_support import CTR, DS, NS, Posts, World, monitoring_run, policy, world
+from tests.report_support import CTR, DS, NS, Posts, World, connector, monitoring_run, policy, world
 from tests.support import Kubectl, at_once
 
 POLICY = "approvers: {users: [U0BOB]}\noncall: {channel: C0ONCALL, mention: S0ONCALL}\nreports: {after: [24h, 48h]}\n"
@@ -117,14 +120,10 @@ def test_a_plugin_that_stops_registering_fails_the_report_naming_the_nodes(sim: 
 def test_identical_reports_at_once_read_the_cluster_once(sim: KubeSim, bot: World) -> None:
     """Ten ``report <run>`` at once (a channel asking after a noisy night): one read of the
     cluster and the tally, ten answers; the next request, once it is done, reads anew."""
-    from handlers import report as report_verb
-    from handlers.routing import Caller, Deps
-    from tests.report_support import connector
-
     run = monitoring_run(bot.store, sim)
     opened: list[str | None] = []
 
-    def counting(context: str | None):  # type: ignore[no-untyped-def]
+    def counting(context: str | None) -> Cluster:
         opened.append(context)
         time.sleep(0.3)  # a large cluster's read takes a while: the others arrive meanwhile
         return connector(sim)(context)

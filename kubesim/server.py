@@ -38,7 +38,7 @@ from kubesim.clock import parse_time, rfc3339
 from kubesim.params import include_object, query_bool
 from kubesim.resources import ResourceType
 from kubesim.simulation import Simulation
-from kubesim.watching import serve_watch
+from kubesim.watching import end_watches, serve_watch
 
 SERVICE_ACCOUNT = "system:serviceaccount:upgradebot:upgradebot"
 PUBLIC_PATHS = ("/healthz", "/readyz", "/livez", "/version")
@@ -119,6 +119,9 @@ class ApiServer:
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
         self.app.on_response_prepare.append(self._stamp_date)
+        self.watches: set[asyncio.Queue[Any]] = set()
+        """The queues of the open watches (:func:`kubesim.watching.end_watches` ends them on shutdown)."""
+        self.app.on_shutdown.append(lambda app: end_watches(self))
 
     async def _stamp_date(self, request: web.Request, response: web.StreamResponse) -> None:
         """``Date`` in simulated time, so clients can learn the server's "now"."""

@@ -44,6 +44,16 @@ def _translate(event: WatchEvent, match: Any) -> str | None:
     return None
 
 
+SHUTDOWN = "shutdown"
+"""Queued to every open watch when the server shuts down: the stream ends (the client watches again)."""
+
+
+async def end_watches(server: ApiServer) -> None:
+    """On shutdown: end every open watch now rather than wait for its timeout."""
+    for queue in list(server.watches):
+        queue.put_nowait((SHUTDOWN, {}))
+
+
 async def serve_watch(server: ApiServer, request: web.Request, target: Target) -> web.StreamResponse:
     sim, res = server.sim, target.res
     try:
@@ -104,6 +114,7 @@ async def serve_watch(server: ApiServer, request: web.Request, target: Target) -
             queue.put_nowait((kind, event.obj))
 
     unsubscribe = sim.store.subscribe(listener) if error is None else (lambda: None)
+    server.watches.add(queue)  # a shutting-down server ends it, as the API server ends its watches
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     response.enable_chunked_encoding()
     try:
@@ -141,9 +152,12 @@ async def serve_watch(server: ApiServer, request: web.Request, target: Target) -
                     await send("BOOKMARK", {"kind": res.kind, "apiVersion": res.api_version,
                                             "metadata": {"resourceVersion": str(sim.store.rv)}})
                 continue
+            if kind == SHUTDOWN:
+                break
             await send(kind, obj)
     except (ConnectionResetError, asyncio.CancelledError):
         pass
     finally:
+        server.watches.discard(queue)
         unsubscribe()
     return response

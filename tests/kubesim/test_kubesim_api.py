@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import ssl
+import subprocess
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 
@@ -13,6 +16,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
 from kubesim import KubeSim
+from tests.support import kubectl_binary
 
 PODS = ("", "pods")
 
@@ -223,3 +227,34 @@ def test_dra_versions_follow_the_release() -> None:
             assert [v.version for v in dra.versions] == versions, release
             assert dra.preferred_version.version == versions[0]
             assert client.VersionApi(api).get_code().git_version.startswith(f"v{release}.")
+
+
+def test_stopping_the_server_ends_its_open_watches() -> None:
+    """As the API server ends its watches when it shuts down: a ``kubectl get -w`` and a client's
+    watch of five minutes both end at once, and the server stops without waiting for them."""
+    own = KubeSim(scenario="gpu-small", k8s_version="1.31").start()
+    try:
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("KUBE")},
+               "KUBECONFIG": str(own.kubeconfig), "HOME": str(own.kubeconfig.parent)}
+        watching = subprocess.Popen([kubectl_binary(), "get", "pods", "-A", "-w"], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+        core = client.CoreV1Api(config.new_client_from_config(config_file=str(own.kubeconfig), context="kubesim"))
+        ended = threading.Event()
+
+        def follow() -> None:
+            for _ in watch.Watch().stream(core.list_pod_for_all_namespaces, timeout_seconds=300):
+                pass
+            ended.set()
+
+        threading.Thread(target=follow, daemon=True).start()
+        assert watching.stdout is not None and watching.stdout.readline()  # kubectl's first line: it is watching
+        time.sleep(0.5)
+        began = time.monotonic()
+        own.stop()
+        assert time.monotonic() - began < 5
+        assert ended.wait(5), "the client's watch did not end"
+        watching.wait(timeout=20)  # kubectl -w ends when its watch does and it cannot watch again
+    finally:
+        own.stop()
+        if watching.poll() is None:
+            watching.kill()

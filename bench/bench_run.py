@@ -94,6 +94,7 @@ def one_size(nodes: int, window: float, promote_up_to: int) -> Size:
     from bot.storage.embedded import EmbeddedRedis
     from bot.storage.redis_store import RedisRunStore
     from runbooks.cluster import Cluster
+    from runbooks.cluster.informing import Watches
     from runbooks.daemonset.steps import DaemonSetSteps
     from runbooks.daemonset.verifying import verify
     from runbooks.engine.approving import Actor
@@ -135,8 +136,10 @@ def one_size(nodes: int, window: float, promote_up_to: int) -> Size:
 
             store.save = counted  # type: ignore[method-assign]
             observers = Observers()  # the run's Slack thread as serve posts it, to a fake Slack
+            connect = lambda context: Cluster.from_kubeconfig(kubeconfig, context)  # noqa: E731
+            watches = Watches(connect)  # the worker's watch cache, shared by the run's steps
             engine = Engine(store=store, steps=DaemonSetSteps(), policy=policy, clock=SystemClock(),
-                            connect=lambda context: Cluster.from_kubeconfig(kubeconfig, context), observer=observers)
+                            connect=connect, observer=observers, watches=watches)
             settings_ = Settings(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_API_URL=fake.api_url)  # type: ignore[call-arg]
             pacer = Pacer(1.0)  # serve's pace: a message a second per channel
             observers.add(SlackThreads(web=SlackWeb(make_client(settings_), Metrics()), pacer=pacer,
@@ -174,6 +177,7 @@ def one_size(nodes: int, window: float, promote_up_to: int) -> Size:
                 if run.state is not RunState.DONE:
                     raise SystemExit(f"{nodes} nodes: the promotion ended {run.state.value}: {run.reason}")
             pacer.close(timeout=60)  # the thread's last edits sent: nothing else runs in this process
+            watches.close()
             for name, read in (("status", lambda: engine.get(run.id, whole=False)),
                                ("runs", lambda: engine.runs(limit=20, whole=False))):
                 read()

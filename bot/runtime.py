@@ -34,6 +34,7 @@ from handlers import messages
 from handlers.access import Directory
 from handlers.routing import Deps
 from runbooks.cluster import Cluster
+from runbooks.cluster.informing import Watches
 from runbooks.daemonset.repairing import RepairSteps
 from runbooks.daemonset.steps import DaemonSetSteps
 from runbooks.dra.migration_run import MigrationSteps
@@ -104,10 +105,11 @@ def killer(point: str | None, *, parent: int | None = None) -> Callable[[str], N
 
 def build_engine(settings: Settings, policy: Policy, *, store: RedisRunStore, connect: Connect,
                  clock: Clock | None = None, observer: Observer | None = None) -> Engine:
-    """The engine with the DaemonSet steps, a migration's and a repair's; nobody is woken until the caller sets ``wake``."""
+    """The engine with the DaemonSet steps, a migration's and a repair's, and the process's
+    watch cache its steps share; nobody is woken until the caller sets ``wake``."""
     return Engine(store=store, steps=DaemonSetSteps(), policy=policy, connect=connect, clock=clock or SystemClock(),
                   observer=observer, owner_dead=local_owner_dead, checkpoint=killer(settings.test_kill_at, parent=settings.worker_of),
-                  kinds={RunKind.MIGRATION: MigrationSteps(), RunKind.REPAIR: RepairSteps()})
+                  kinds={RunKind.MIGRATION: MigrationSteps(), RunKind.REPAIR: RepairSteps()}, watches=Watches(connect))
 
 
 class Observers:
@@ -187,6 +189,8 @@ class Runtime:
     def stop(self, timeout: float = 30.0) -> None:
         """Finish the drives in progress (up to ``timeout``), then stop the reports and the store."""
         self.advancer.stop(timeout)
+        if self.engine.watches is not None:
+            self.engine.watches.close()
         for stop in reversed(self.stopping):
             try:
                 stop(timeout)

@@ -9,13 +9,21 @@ itself (RBAC without ``watch`` only costs the savings). Each object passes throu
 step that used to list every plugin pod every second reads what changed, once, as it
 changed. ``version`` counts the changes seen and :meth:`Informer.wait` returns when the next
 one arrives, so a follower can wake on a change instead of a timer.
+
+:class:`Watches` is the process's one watch cache: the steps of every run on a cluster
+share an informer per kind of object they follow (the plugin pods of a DaemonSet, its
+ControllerRevisions, the nodes), counted while in use and kept for :data:`LINGER` seconds
+after the last step let go, so the next wave, the verify after a rollout or another run on
+the same DaemonSet reads what changed instead of listing it all again. Each informer of it
+reads the cluster through a connection of its own (a step's is closed when the step ends).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any, Generic, TypeVar
 
 from runbooks.cluster.resources import Resource
@@ -25,6 +33,8 @@ log = logging.getLogger("upgradebot.cluster.informer")
 T = TypeVar("T")
 WATCH_SECONDS = 240
 RETRY_MAX = 15.0
+LINGER = 120.0
+"""Seconds a shared informer nobody uses keeps watching before it stops."""
 
 
 class Informer(Generic[T]):
@@ -34,7 +44,8 @@ class Informer(Generic[T]):
         """``on_change`` is called (on the informer's thread) after each change is kept."""
         self.cluster, self.resource, self.project = cluster, resource, project
         self.namespace, self.label_selector, self.watch_seconds = namespace, label_selector, watch_seconds
-        self.field_selector, self.on_change = field_selector, on_change
+        self.field_selector = field_selector
+        self._listeners: list[Callable[[], None]] = [on_change] if on_change is not None else []
         self.version = 0
         """Changes seen since the first list (each event that added, changed or removed an object)."""
         self.relists = 0
@@ -98,9 +109,20 @@ class Informer(Generic[T]):
             self._cond.notify_all()
         self._changed()
 
+    def listen(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` (on the informer's thread) after each change; returns what stops it."""
+        with self._cond:
+            self._listeners = [*self._listeners, callback]
+
+        def unlisten() -> None:
+            with self._cond:
+                self._listeners = [c for c in self._listeners if c is not callback]
+
+        return unlisten
+
     def _changed(self) -> None:
-        if self.on_change is not None:
-            self.on_change()
+        for callback in self._listeners:
+            callback()
 
     def _run(self) -> None:
         pause = 1.0
@@ -172,3 +194,127 @@ class Informer(Generic[T]):
 def _key(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+
+
+Key = tuple[Any, ...]
+
+
+class _Shared:
+    __slots__ = ("cluster", "informer", "ready", "released", "users")
+
+    def __init__(self) -> None:
+        self.users, self.released = 0, 0
+        self.ready = threading.Lock()
+        self.informer: Informer[Any] | None = None
+        self.cluster: Any = None
+
+
+class Watches:
+    """The process's watch cache: one :class:`Informer` per cluster and kind of object kept,
+    shared by the steps that follow it (see the module's docstring). ``connect(context)``
+    opens the connection an informer reads through (the engine's own ``connect``)."""
+
+    def __init__(self, connect: Callable[[str | None], Any], *, linger: float = LINGER) -> None:
+        self.connect, self.linger = connect, linger
+        self._lock = threading.Lock()
+        self._shared: dict[Key, _Shared] = {}
+        self.lists = 0
+        """Informers started (each listed its objects once): what sharing saves shows here."""
+
+    def on(self, context: str | None) -> ClusterWatches:
+        """The watches of one cluster (``context`` as the run names it: None is the default one)."""
+        return ClusterWatches(self, context)
+
+    @contextlib.contextmanager
+    def share(self, context: str | None, resource: Resource, *, kept: Hashable,
+              project: Callable[[dict[str, Any]], T | None], namespace: str | None = None,
+              label_selector: str | None = None, field_selector: str | None = None) -> Iterator[Informer[T]]:
+        """The informer of ``resource`` (in ``namespace``, selected so) on ``context`` keeping
+        ``project(obj)``; ``kept`` names what ``project`` keeps (two callers with the same
+        ``kept`` must keep the same). Listed on first use (``ClusterError`` if that fails:
+        nothing is kept), released when the block ends."""
+        key: Key = (context or "", resource.group, resource.plural, namespace, label_selector, field_selector, kept)
+        with self._lock:
+            entry = self._shared.get(key)
+            if entry is None:
+                entry = self._shared[key] = _Shared()
+            entry.users += 1
+        try:
+            with entry.ready:
+                if entry.informer is None:
+                    cluster = self.connect(context)
+                    informer = Informer(cluster, resource, project=project, namespace=namespace,
+                                        label_selector=label_selector, field_selector=field_selector)
+                    try:
+                        informer.start()
+                    except BaseException:
+                        _close(cluster)
+                        raise
+                    entry.informer, entry.cluster = informer, cluster
+                    self.lists += 1
+        except BaseException:
+            self._release(key, entry)
+            raise
+        try:
+            yield entry.informer
+        finally:
+            self._release(key, entry)
+
+    def _release(self, key: Key, entry: _Shared) -> None:
+        with self._lock:
+            entry.users -= 1
+            entry.released += 1
+            if entry.users or self._shared.get(key) is not entry:
+                return
+            if entry.informer is None or self.linger <= 0:
+                del self._shared[key]
+            else:
+                timer = threading.Timer(self.linger, self._reap, args=(key, entry, entry.released))
+                timer.daemon = True
+                timer.name = "upgradebot-watch-linger"
+                timer.start()
+                return
+        _stop(entry)
+
+    def _reap(self, key: Key, entry: _Shared, released: int) -> None:
+        """Stop ``entry`` if nobody took it since its release number ``released``."""
+        with self._lock:
+            if entry.users or entry.released != released or self._shared.get(key) is not entry:
+                return
+            del self._shared[key]
+        _stop(entry)
+
+    def kept(self) -> int:
+        """Informers running (in use, or lingering)."""
+        with self._lock:
+            return sum(e.informer is not None for e in self._shared.values())
+
+    def close(self) -> None:
+        """Stop every informer (the process is stopping; a step still using one reads the cluster)."""
+        with self._lock:
+            entries, self._shared = list(self._shared.values()), {}
+        for entry in entries:
+            _stop(entry)
+
+
+class ClusterWatches:
+    """:class:`Watches` of one cluster: what a step is given."""
+
+    def __init__(self, watches: Watches, context: str | None) -> None:
+        self.watches, self.context = watches, context
+
+    def share(self, resource: Resource, **options: Any) -> contextlib.AbstractContextManager[Informer[Any]]:
+        return self.watches.share(self.context, resource, **options)
+
+
+def _stop(entry: _Shared) -> None:
+    if entry.informer is not None:
+        entry.informer.stop()
+        entry.informer.stale = True  # a step that still holds it reads the cluster instead
+    _close(entry.cluster)
+
+
+def _close(cluster: Any) -> None:
+    close = getattr(cluster, "close", None)
+    if callable(close):
+        close()

@@ -64,7 +64,7 @@ def rolled_out(snap: Snapshot) -> bool:
 def follow_rollout(ctx: StepContext, revision_hash: str, *, step: str) -> Outcome:
     """Wait until every node's pod is a Ready pod of ``revision_hash``, recording each node."""
     target = ctx.run.target
-    with Following(ctx.cluster, target.namespace, target.name) as following:
+    with Following(ctx.cluster, target.namespace, target.name, watches=ctx.watches) as following:
         return _follow_rollout(ctx, following, revision_hash, step=step)
 
 
@@ -98,7 +98,7 @@ def _follow_rollout(ctx: StepContext, following: Following, revision_hash: str, 
 def replace_node_by_node(ctx: StepContext, revision_hash: str, *, step: str) -> Outcome:
     """For OnDelete: replace the pods not on ``revision_hash`` one node at a time."""
     target = ctx.run.target
-    with Following(ctx.cluster, target.namespace, target.name) as following:
+    with Following(ctx.cluster, target.namespace, target.name, watches=ctx.watches) as following:
         return _replace_node_by_node(ctx, following, revision_hash, step=step)
 
 
@@ -140,7 +140,7 @@ def replace_nodes(ctx: StepContext, nodes: list[str], revision_hash: str, *, at_
     in flight until the cache shows it going, so a cache a moment behind never lets more than
     ``at_once`` pods be unavailable."""
     target = ctx.run.target
-    with Following(ctx.cluster, target.namespace, target.name) as following:
+    with Following(ctx.cluster, target.namespace, target.name, watches=ctx.watches) as following:
         return _replace_nodes(ctx, following, nodes, revision_hash, at_once=at_once, step=step, moved=moved,
                               prepare=prepare)
 

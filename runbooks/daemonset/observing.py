@@ -10,6 +10,7 @@ time (:class:`runbooks.engine.clocks.SystemClock` is the real one, for the shell
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import threading
@@ -19,8 +20,8 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from runbooks.cluster import Cluster
-from runbooks.cluster.informing import Informer
-from runbooks.cluster.resources import CONTROLLER_REVISIONS, DAEMONSETS, PODS
+from runbooks.cluster.informing import ClusterWatches, Informer
+from runbooks.cluster.resources import CONTROLLER_REVISIONS, DAEMONSETS, PODS, Resource
 from runbooks.engine.clocks import wait_on
 from runbooks.engine.steps import Clock
 from runbooks.errors import ClusterError, shorten
@@ -198,56 +199,68 @@ class Following:
     from a watch. A :meth:`snapshot` reads nothing from the API server, so a look costs the
     same at 50 nodes as at 5,000, and :meth:`wait` wakes on the next change any cache sees
     rather than on a timer. While a watch is away (an error, no ``watch`` in the RBAC) what
-    it keeps is read directly, as :func:`observe` does. A context manager: the watches stop
-    with the step."""
+    it keeps is read directly, as :func:`observe` does. With ``watches`` (the process's
+    watch cache, :class:`~runbooks.cluster.informing.Watches`) the caches are the ones every
+    step on this DaemonSet shares, kept between steps; without, they are the step's own. A
+    context manager: the step lets go of them (its own ones stop) when it ends."""
 
-    def __init__(self, cluster: Cluster, namespace: str, name: str) -> None:
-        self.cluster, self.namespace, self.name = cluster, namespace, name
-        self.uid, selector = _ownership(cluster.get(DAEMONSETS, name, namespace))
+    def __init__(self, cluster: Cluster, namespace: str, name: str, *, watches: ClusterWatches | None = None) -> None:
+        self.cluster, self.namespace, self.name, self.watches = cluster, namespace, name, watches
+        self.uid, self._selector = _ownership(cluster.get(DAEMONSETS, name, namespace))
         self._changed = threading.Event()
-        changed = self._changed.set
-        self.pods: Informer[PluginPod] = Informer(cluster, PODS, namespace=namespace, label_selector=selector,
-                                                  project=_pods_of(self.uid), on_change=changed)
-        self.daemonset: Informer[Obj] = Informer(
-            cluster, DAEMONSETS, namespace=namespace, field_selector=f"metadata.name={name}", on_change=changed,
-            project=lambda o: o if (o.get("metadata") or {}).get("uid") == self.uid else None)
-        self.revisions: Informer[Revision] = Informer(
-            cluster, CONTROLLER_REVISIONS, namespace=namespace, on_change=changed,
-            project=lambda o: _revision(o) if self.uid in owner_uids(o) else None)
         self._sorted: tuple[int, list[PluginPod]] = (-1, [])
-        self._started: list[Informer[Any]] = []
+        self._held = contextlib.ExitStack()
+        self.pods: Informer[PluginPod] | None = None
+        self.daemonset: Informer[Obj] | None = None
+        self.revisions: Informer[Revision] | None = None
 
     def __enter__(self) -> Following:
-        self.pods.start()
-        self._started.append(self.pods)
-        for informer in (self.daemonset, self.revisions):
-            try:  # without list or watch on these, they are read at each look instead
-                informer.start()
-                self._started.append(informer)
+        uid, ns = self.uid, self.namespace
+        with self._held as held:
+            self.pods = self._cache(PODS, ("pods of", uid), _pods_of(uid), namespace=ns, label_selector=self._selector)
+            try:  # without list or watch on it, the DaemonSet is read at each look instead
+                self.daemonset = self._cache(
+                    DAEMONSETS, ("daemonset", uid), lambda o: o if (o.get("metadata") or {}).get("uid") == uid else None,
+                    namespace=ns, field_selector=f"metadata.name={self.name}")
             except ClusterError as exc:
-                log.info("%s of %s/%s read at each look: %s", informer.resource.plural, self.namespace, self.name,
-                         shorten(str(exc)))
+                log.info("the DaemonSet %s/%s read at each look: %s", ns, self.name, shorten(str(exc)))
+            try:  # and so are its revisions
+                self.revisions = self._cache(CONTROLLER_REVISIONS, ("revisions of", uid),
+                                             lambda o: _revision(o) if uid in owner_uids(o) else None, namespace=ns)
+            except ClusterError as exc:
+                log.info("the revisions of %s/%s read at each look: %s", ns, self.name, shorten(str(exc)))
+            self._held = held.pop_all()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        for informer in self._started:
-            informer.stop()
+    def _cache(self, resource: Resource, kept: tuple[str, str], project: Callable[[Obj], Any],
+               **options: Any) -> Informer[Any]:
+        """A started informer (shared when there are ``watches``) that wakes :meth:`wait`, held until exit."""
+        if self.watches is not None:
+            informer: Informer[Any] = self._held.enter_context(
+                self.watches.share(resource, kept=kept, project=project, **options))
+        else:
+            informer = Informer(self.cluster, resource, project=project, **options)
+            informer.start()
+            self._held.callback(informer.stop)
+        self._held.callback(informer.listen(self._changed.set))
+        return informer
 
-    def _fresh(self, informer: Informer[Any]) -> bool:
-        return informer in self._started and not informer.stale
+    def __exit__(self, *exc: object) -> None:
+        self._held.close()
 
     def snapshot(self) -> Snapshot:
         self._changed.clear()  # what changes from now on wakes the next wait
-        if self.pods.stale:  # the watch is away: the cache may be behind, so read everything now
+        pods = self.pods
+        if pods is None or pods.stale:  # the watch is away: the cache may be behind, so read everything now
             return observe(self.cluster, self.namespace, self.name)
-        kept = self.daemonset.items() if self._fresh(self.daemonset) else []
-        ds = kept[0] if kept else self.cluster.get(DAEMONSETS, self.name, self.namespace)
-        revisions = (_by_number(self.revisions.items()) if self._fresh(self.revisions)
-                     else _revisions(self.cluster, self.namespace, self.uid))
-        version = self.pods.version
+        version = pods.version  # before the items: a change meanwhile sorts them again at the next look
         if self._sorted[0] != version:
-            self._sorted = (version, _in_order(self.pods.items()))
-        return Snapshot(ds=ds, pods=self._sorted[1], revisions=revisions)
+            self._sorted = (version, _in_order(pods.items()))
+        ds, revisions = _kept(self.daemonset), _kept(self.revisions)
+        return Snapshot(ds=ds[0] if ds else self.cluster.get(DAEMONSETS, self.name, self.namespace),
+                        pods=self._sorted[1],
+                        revisions=_by_number(revisions) if revisions is not None
+                        else _revisions(self.cluster, self.namespace, self.uid))
 
     def wait(self, clock: Clock, seconds: float) -> None:
         """Until one of the caches changes after the last :meth:`snapshot`, at most ``seconds``
@@ -255,6 +268,11 @@ class Following:
         gap = min(seconds, LOOK_GAP)
         clock.sleep(gap)
         wait_on(clock, self._changed, seconds - gap)
+
+
+def _kept(informer: Informer[T] | None) -> list[T] | None:
+    """What ``informer`` keeps, or None when there is none or its watch is away (read the cluster)."""
+    return informer.items() if informer is not None and not informer.stale else None
 
 
 def _revision(obj: Obj) -> Revision:

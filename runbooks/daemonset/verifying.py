@@ -13,12 +13,13 @@ and the optional smoke-test pod. ``upgradebot verify`` calls it outside a run;
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from runbooks.cluster import Cluster
-from runbooks.cluster.informing import Informer
+from runbooks.cluster.informing import ClusterWatches, Informer
 from runbooks.cluster.resources import NODES
 from runbooks.daemonset import checks as judge
 from runbooks.daemonset import companions
@@ -61,6 +62,7 @@ def verify(
     image: str | None = None,
     container: str | None = None,
     others: Sequence[str] | None = None,
+    watches: ClusterWatches | None = None,
 ) -> StepResult:
     """The checks on ``nodes`` (default: every node the DaemonSet ``namespace/name`` runs on).
 
@@ -69,6 +71,8 @@ def verify(
     those nodes, e.g. a promotion's later waves; default: every node not in scope); without it
     allocatable must equal capacity. Events count from ``since`` (default: now, on the
     API server's clock). ``image``/``container`` name what the pods in scope must run.
+    ``watches``: the process's watch cache of this cluster (a run's), whose nodes the
+    window samples; without it the window keeps a cache of its own.
     """
     clock = clock or SystemClock()
     namespace, _, name = target.partition("/")
@@ -84,7 +88,7 @@ def verify(
     kind = baseline.kind if baseline else (classify(start.ds) or "device-plugin")
     lowest: dict[str, dict[str, int]] = {}
     window = settings.observe_window
-    with NodeSampler(cluster, scope, resources, lowest) as sampler:
+    with NodeSampler(cluster, scope, resources, lowest, watches=watches) as sampler:
         final = sampler.sample()
         end_at = clock.now() + dt.timedelta(seconds=window)
         while (left := (end_at - clock.now()).total_seconds()) > 0:
@@ -159,27 +163,33 @@ def sample_nodes(
 
 class NodeSampler:
     """:func:`sample_nodes` over a window: up to :data:`NODE_GETS` nodes read one by one each
-    time; more from a watch cache of the nodes (listed once, then watched), so a 30 s window on
-    5,000 nodes reads them once, not thirty times, and a sample when nothing changed costs nothing."""
+    time; more from a watch cache of the nodes (listed once, then watched; with ``watches``,
+    the process's, shared with every other window on this cluster), so a 30 s window on 5,000
+    nodes reads them once, not thirty times, and a sample when nothing changed costs nothing."""
 
     def __init__(self, cluster: Cluster, names: Sequence[str], resources: tuple[str, ...],
-                 lowest: dict[str, dict[str, int]]) -> None:
+                 lowest: dict[str, dict[str, int]], *, watches: ClusterWatches | None = None) -> None:
         self.cluster, self.names, self.resources, self.lowest = cluster, names, resources, lowest
         self.wanted = set(names)
+        self.watches = watches
         self.cache: Informer[Node] | None = None
-        if len(self.wanted) > NODE_GETS:
-            self.cache = Informer(cluster, NODES, project=lambda o: node_from(o, resources)
-                                  if (o.get("metadata") or {}).get("name") in self.wanted else None)
+        self._held = contextlib.ExitStack()
         self._seen: tuple[int, dict[str, Node]] = (-1, {})
 
     def __enter__(self) -> NodeSampler:
-        if self.cache is not None:
-            self.cache.start()
+        if len(self.wanted) <= NODE_GETS:
+            return self
+        resources = self.resources
+        project: Callable[[dict[str, Any]], Node] = lambda o: node_from(o, resources)  # noqa: E731
+        if self.watches is not None:
+            self.cache = self._held.enter_context(self.watches.share(NODES, kept=("nodes", resources), project=project))
+        else:
+            self.cache = Informer(self.cluster, NODES, project=project).start()
+            self._held.callback(self.cache.stop)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.cache is not None:
-            self.cache.stop()
+        self._held.close()
 
     def sample(self) -> dict[str, Node]:
         if self.cache is None or self.cache.stale:  # few nodes, or the watch is away: read them now
@@ -187,7 +197,7 @@ class NodeSampler:
         version = self.cache.version
         if version == self._seen[0]:
             return self._seen[1]
-        found = {n.name: n for n in self.cache.items()}
+        found = {n.name: n for n in self.cache.items() if n.name in self.wanted}
         _lowest(found, self.resources, self.lowest)
         self._seen = (version, found)
         return found
@@ -327,7 +337,7 @@ def verify_canary(ctx: StepContext) -> StepResult:
     outcome = verify(
         ctx.cluster, run.target.ref, nodes=[run.node], baseline=_baseline(progress),
         since=_moment(progress, "canary_started_at"), settings=ctx.settings, clock=ctx.clock,
-        image=run.image, container=container,
+        image=run.image, container=container, watches=ctx.watches,
     )
     outcome = _with_parts(outcome, companions.verify(ctx, before_only=True))
     note_checks(ctx, "verify_canary", outcome.checks)
@@ -341,7 +351,7 @@ def verify_all(ctx: StepContext) -> StepResult:
     outcome = verify(
         ctx.cluster, run.target.ref, baseline=_baseline(progress),
         since=_moment(progress, "promote_started_at", "canary_started_at"), settings=ctx.settings, clock=ctx.clock,
-        image=run.image, container=container,
+        image=run.image, container=container, watches=ctx.watches,
     )
     outcome = _with_parts(outcome, companions.verify(ctx))
     note_checks(ctx, "verify_all", outcome.checks)

@@ -250,7 +250,7 @@ def _move_and_verify(ctx: StepContext, number: int, total: int, wave: dict[str, 
     container = run.progress["saved"].get("container") or run.container or None
     outcome_v = verify(ctx.cluster, run.target.ref, nodes=nodes, others=later, baseline=baseline,
                        since=parse_time(state[str(number)]), settings=ctx.settings, clock=ctx.clock,
-                       image=run.image, container=container)
+                       image=run.image, container=container, watches=ctx.watches)
     checks = [c.model_copy(update={"evidence": {**c.evidence, "wave": number}}) for c in outcome_v.checks]
     note_checks(ctx, f"promote.wave{number}", checks)
     passing = sum(1 for c in checks if c.status in ("pass", "skip"))

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runbooks import validation, windows
+from runbooks.cluster.informing import Watches
 from runbooks.cluster.resources import WORKLOADS
 from runbooks.engine import refusals
 from runbooks.engine.actors import ENGINE_ACTOR
@@ -128,14 +129,16 @@ class Engine:
         checkpoint: Callable[[str], None] = lambda point: None,
         wake: Wake | None = None,
         kinds: Mapping[RunKind, ChangeSteps] | None = None,
+        watches: Watches | None = None,
     ) -> None:
         """``connect(context)`` opens a cluster (None: no cluster reads at request time,
         steps get ``None``); ``owner`` is this worker's lease id (default host/pid/random);
         ``owner_dead(owner)`` may say a lease holder is gone so its lease is taken over at
         once; ``checkpoint(point)`` is called at named points (see :mod:`runbooks.engine.driving`);
         ``wake(run_id)`` moves a run on when a command left it with work (settable later);
-        ``kinds`` the steps of other kinds of runs than upgrades (``migration``)."""
-        self.store, self.policy, self.connect = store, policy, connect
+        ``kinds`` the steps of other kinds of runs than upgrades (``migration``); ``watches``
+        the process's watch cache the steps share (None: each step keeps its own)."""
+        self.store, self.policy, self.connect, self.watches = store, policy, connect, watches
         self.wake: Wake = wake or _nobody
         self.clock: Clock = clock or SystemClock()
         self.writer = Writer(store=store, clock=self.clock, observer=observer or SilentObserver(), checkpoint=checkpoint)
@@ -144,7 +147,7 @@ class Engine:
                              ttl=lease_ttl, owner_dead=owner_dead)
         self.driver = Driver(writer=self.writer, gates=self.gates, steps=steps, policy=policy, leases=self.leases,
                              connect=connect or (lambda context: None),
-                             settings=step_settings or step_settings_of(policy), kinds=kinds)
+                             settings=step_settings or step_settings_of(policy), kinds=kinds, watches=watches)
 
     # ---------------------------------------------------------------- queries
     def get(self, run_id: str, *, whole: bool = True) -> Run:

@@ -52,6 +52,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from runbooks import windows
+from runbooks.cluster.informing import Watches
 from runbooks.cluster.resources import PODS
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.gating import Gates
@@ -139,10 +140,10 @@ class Driver:
     def __init__(
         self, *, writer: Writer, gates: Gates, steps: Steps, policy: Policy, leases: Leases,
         connect: Callable[[str | None], Any], settings: StepSettings,
-        kinds: Mapping[RunKind, ChangeSteps] | None = None,
+        kinds: Mapping[RunKind, ChangeSteps] | None = None, watches: Watches | None = None,
     ) -> None:
         self.writer, self.gates, self.steps, self.policy = writer, gates, steps, policy
-        self.leases, self.connect, self.settings = leases, connect, settings
+        self.leases, self.connect, self.settings, self.watches = leases, connect, settings, watches
         self.kinds: dict[RunKind, Any] = dict(kinds or {})
 
     def steps_for(self, run: Run) -> Any:
@@ -383,7 +384,9 @@ class Driver:
                                deletions=deletions) if cluster is not None else None
         ctx = StepContext(cluster=scoped, run=run, save_progress=lambda update: run,
                           record=lambda step: None, clock=self.writer.clock, settings=self.settings,
-                          paused=lambda: self.writer.get(run.id).pause is not None)
+                          paused=lambda: self.writer.get(run.id).pause is not None,
+                          watches=self.watches.on(run.target.cluster or None)
+                          if self.watches is not None and scoped is not None else None)
 
         def merge(update: dict[str, Any]) -> Callable[[Run], Run]:
             def change(current: Run) -> Run:

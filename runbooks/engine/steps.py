@@ -14,12 +14,15 @@ import datetime as dt
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, Field
 
 from runbooks.engine.runs import Run, Step
 from runbooks.policy import Target
+
+if TYPE_CHECKING:
+    from runbooks.cluster.informing import ClusterWatches
 
 
 class CheckStatus(enum.StrEnum):
@@ -124,6 +127,8 @@ class StepContext:
     paused: Callable[[], bool] = lambda: False
     """Whether someone paused the run (read fresh from the store): a step that moves node by
     node stops starting new nodes and returns :class:`Again`."""
+    watches: ClusterWatches | None = None
+    """The process's watch cache of the run's cluster (None: a step keeps caches of its own)."""
 
 
 class Steps(Protocol):

@@ -1,0 +1,158 @@
+"""The process's one watch cache on kubesim: the steps on a DaemonSet share its informers,
+which outlive the step that started them for a while, and a run's waves list the plugin pods once.
+
+Found before: every step made caches of its own (a Following per wave, a node cache per
+verify window), so each wave of a promotion, and each verify, listed every plugin pod and
+every node again, and two runs on one cluster in one worker kept two copies.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from kubesim import KubeSim
+from runbooks.cluster import Cluster
+from runbooks.cluster.informing import Watches
+from runbooks.cluster.resources import NODES
+from runbooks.daemonset.observing import Following
+from runbooks.daemonset.verifying import NodeSampler
+from runbooks.engine.approving import Actor
+from runbooks.engine.clocks import SystemClock
+from runbooks.engine.runs import RunState
+from runbooks.errors import Forbidden
+from tests.e2e.runs_support import eventually
+from tests.engine_support import kubesim_engine
+from tests.integration.test_waves_kubesim import NEW, TARGET, start, waved_policy
+from tests.support import Kubectl
+
+NS, DS = "kube-system", "nvidia-device-plugin-daemonset"
+SELECTOR = "name=nvidia-device-plugin-ds"
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=10) as s:
+        yield s
+
+
+def requests(cluster: Cluster, verb: str, resource: str) -> float:
+    samples = cluster.metric_samples("apiserver_request_total") or []
+    return sum(s.value for s in samples if s.labels.get("verb") == verb and s.labels.get("resource") == resource)
+
+
+def connect_to(sim: KubeSim) -> Watches:
+    return Watches(lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context), linger=1.5)
+
+
+def plugin_pod(kubectl: Kubectl, node: str) -> str:
+    pods = kubectl.json("get", "pods", "-n", NS, "-l", SELECTOR, "--field-selector", f"spec.nodeName={node}")["items"]
+    return next(p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp"))
+
+
+def woken_by_deleting(following: Following, kubectl: Kubectl, pod: str) -> float:
+    """Seconds a wait of up to 30 s took when kubectl deletes ``pod`` one second in."""
+    deleting = threading.Timer(1.0, lambda: kubectl("delete", "pod", "-n", NS, pod, "--wait=false"))
+    began = time.monotonic()
+    deleting.start()
+    following.snapshot()
+    following.wait(SystemClock(), 30)
+    deleting.join()
+    return time.monotonic() - began
+
+
+def test_steps_on_one_daemonset_share_its_caches_which_outlive_them_for_a_while(sim: KubeSim) -> None:
+    """Two steps at once and a third just after them list the plugin pods once between them, on a
+    connection of the cache's own (the first step's is closed meanwhile), and each wakes on the next
+    change; once nobody used the caches for the linger they stop, and the next step lists again."""
+    kubectl = Kubectl(sim.kubeconfig)
+    probe = Cluster.from_kubeconfig(sim.kubeconfig)
+    watches = connect_to(sim)
+    victims = [plugin_pod(kubectl, "gpu-node1"), plugin_pod(kubectl, "gpu-node2")]
+    before = requests(probe, "list", "pods")
+    first = Cluster.from_kubeconfig(sim.kubeconfig)
+    with Following(first, NS, DS, watches=watches.on(None)) as one, \
+            Following(Cluster.from_kubeconfig(sim.kubeconfig), NS, DS, watches=watches.on(None)) as two:
+        assert one.pods is two.pods and one.revisions is two.revisions and one.daemonset is two.daemonset
+        assert len(one.snapshot().pods) == len(two.snapshot().pods) == 3
+        assert 0.9 < woken_by_deleting(one, kubectl, victims[0]) < 10
+        two.wait(SystemClock(), 30)  # woken by the same change: it had not looked since
+    first.close()
+    assert watches.kept() == 3  # the pods, the DaemonSet, its revisions: kept for the next step
+    with Following(Cluster.from_kubeconfig(sim.kubeconfig), NS, DS, watches=watches.on(None)) as three:
+        assert 0.9 < woken_by_deleting(three, kubectl, victims[1]) < 10
+        eventually(lambda: all(p.name not in victims or p.deleting for p in three.snapshot().pods),
+                   "both deletions in the cache")
+    assert requests(probe, "list", "pods") == before + 1, "three steps listed the plugin pods more than once"
+    assert watches.lists == 3
+    eventually(lambda: watches.kept() == 0, "the caches stopped after the linger", timeout=10)
+    with Following(Cluster.from_kubeconfig(sim.kubeconfig), NS, DS, watches=watches.on(None)) as four:
+        assert len([p for p in four.snapshot().pods if not p.deleting]) >= 2
+    assert requests(probe, "list", "pods") == before + 2
+    watches.close()
+
+
+def test_a_cache_that_cannot_list_is_not_kept_and_close_leaves_its_holders_reading_the_cluster(sim: KubeSim) -> None:
+    watches = connect_to(sim)
+    sim.fault(kind="forbid", path=f"/api/v1/namespaces/{NS}/pods", verb="list")
+    with pytest.raises(Forbidden), Following(Cluster.from_kubeconfig(sim.kubeconfig), NS, DS, watches=watches.on(None)):
+        pass
+    assert watches.kept() == 0 and watches.lists == 0
+    sim.fault(kind="allow")
+    probe = Cluster.from_kubeconfig(sim.kubeconfig)
+    with Following(Cluster.from_kubeconfig(sim.kubeconfig), NS, DS, watches=watches.on(None)) as following:
+        assert watches.lists == 3
+        watches.close()  # the process stops while a step still follows: it reads the cluster itself
+        lists = requests(probe, "list", "pods")
+        assert len(following.snapshot().pods) == 3
+        assert requests(probe, "list", "pods") == lists + 1
+    assert watches.kept() == 0
+
+
+def test_verify_windows_on_one_cluster_share_one_node_cache(sim: KubeSim) -> None:
+    """Two windows over more nodes than are read one by one: one list of the nodes between them,
+    each seeing only its own nodes."""
+    kubectl = Kubectl(sim.kubeconfig)
+    for i in range(30):
+        kubectl("create", "-f", "-", input=f'{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"cpu-{i}"}}}}')
+    names = sorted(n["metadata"]["name"] for n in kubectl.json("get", "nodes")["items"])
+    probe = Cluster.from_kubeconfig(sim.kubeconfig)
+    watches = connect_to(sim)
+    before = requests(probe, "list", "nodes")
+    cluster = Cluster.from_kubeconfig(sim.kubeconfig)
+    with NodeSampler(cluster, names[:25], ("nvidia.com/gpu",), {}, watches=watches.on(None)) as one, \
+            NodeSampler(cluster, names[5:], ("nvidia.com/gpu",), {}, watches=watches.on(None)) as two:
+        assert one.cache is two.cache is not None
+        assert sorted(one.sample()) == names[:25] and sorted(two.sample()) == names[5:]
+    assert requests(probe, "list", "nodes") == before + 1
+    assert watches.kept() == 1
+    watches.close()
+    assert NODES.plural == "nodes"
+
+
+def test_a_promotion_in_waves_lists_the_plugin_pods_once_per_worker(redis_url: str) -> None:
+    """A promotion in three waves on 12 nodes with the process's watch cache: the first wave
+    lists the plugin pods, the DaemonSet and its revisions, and the later waves follow the
+    same caches (each wave's step made and listed its own before)."""
+    sim = start(12)
+    watches = connect_to(sim)
+    watches.linger = 60
+    try:
+        policy = waved_policy([{"nodes": 1, "approve_next": False}, {"nodes": "50%", "approve_next": False}, "100%"])
+        engine = kubesim_engine(sim, redis_url, policy, watches=watches)
+        run = engine.request_canary(actor=Actor("U0ALICE"), target=TARGET, image=NEW, node="gpu-node5").run
+        engine.approve(run.id, actor=Actor("U0BOB"))
+        run = engine.advance(run.id)
+        assert run.state is RunState.AWAITING_PROMOTION, run.reason
+        watched = watches.lists
+        engine.approve(run.id, actor=Actor("U0CAROL"))
+        run = engine.advance(run.id)
+        assert run.state is RunState.DONE, run.reason
+        assert len(run.progress["waves"]) == 3
+        assert watches.lists - watched <= 3, f"{watches.lists - watched} caches listed for 3 waves"
+    finally:
+        watches.close()
+        sim.stop()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -49,9 +50,7 @@ class Informer(Generic[T]):
         self.version = 0
         """Changes seen since the first list (each event that added, changed or removed an object)."""
         self.relists = 0
-        self.stale = False
-        """True while the watch cannot be (re)opened (an error, RBAC without ``watch``): the cache
-        may miss changes, so a reader reads the cluster instead until it is False again."""
+        self._away_since_error = False
         self._items: dict[str, T] = {}
         self._rv = ""
         self._cond = threading.Condition()
@@ -67,15 +66,26 @@ class Informer(Generic[T]):
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    @property
+    def stale(self) -> bool:
+        """True while the watch cannot be (re)opened (an error, RBAC without ``watch``) and once
+        stopped: the cache may miss changes, so a reader reads the cluster instead."""
+        return self._away_since_error or self._stop.is_set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop watching; wait up to ``timeout`` seconds for the thread to end."""
+        self.signal_stop()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=timeout)
+
+    def signal_stop(self) -> None:
+        """Stop watching without waiting (``stale`` from now on)."""
         self._stop.set()
         stream = self._stream
         if stream is not None:
             stream.close()
         with self._cond:
             self._cond.notify_all()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
 
     def __enter__(self) -> Informer[T]:
         return self.start()
@@ -136,7 +146,7 @@ class Informer(Generic[T]):
                 self.relists += 1
                 try:
                     self._list()
-                    self.stale = False
+                    self._away_since_error = False
                 except ClusterError as exc:
                     self._away(f"listing {self.resource.plural} again failed: {shorten(str(exc))}")
                     self._stop.wait(pause)
@@ -148,19 +158,19 @@ class Informer(Generic[T]):
                 pause = min(RETRY_MAX, pause * 2)
 
     def _away(self, why: str) -> None:
-        if not self.stale:
+        if not self._away_since_error:
             log.warning("%s; it is read directly until the watch is back", why)
         else:
             log.debug("%s", why)
-        self.stale = True
+        self._away_since_error = True
 
     def _watch(self) -> None:
         self._stream = self.cluster.watch(self.resource, resource_version=self._rv, namespace=self.namespace,
                                           label_selector=self.label_selector, field_selector=self.field_selector,
                                           timeout_seconds=self.watch_seconds)
-        if self.stale:  # watching from where it left off: what it missed comes first
+        if self._away_since_error:  # watching from where it left off: what it missed comes first
             log.info("watching %s again", self.resource.plural)
-            self.stale = False
+            self._away_since_error = False
         try:
             if self._stop.is_set():
                 return
@@ -200,13 +210,14 @@ Key = tuple[Any, ...]
 
 
 class _Shared:
-    __slots__ = ("cluster", "informer", "ready", "released", "users")
+    __slots__ = ("cluster", "informer", "ready", "released", "timer", "users")
 
     def __init__(self) -> None:
         self.users, self.released = 0, 0
         self.ready = threading.Lock()
         self.informer: Informer[Any] | None = None
         self.cluster: Any = None
+        self.timer: threading.Timer | None = None
 
 
 class Watches:
@@ -218,6 +229,8 @@ class Watches:
         self.connect, self.linger = connect, linger
         self._lock = threading.Lock()
         self._shared: dict[Key, _Shared] = {}
+        self._closed = False
+        """After :meth:`close`, an informer a step still starts stops when the step lets go of it."""
         self.lists = 0
         """Informers started (each listed its objects once): what sharing saves shows here."""
 
@@ -239,6 +252,9 @@ class Watches:
             if entry is None:
                 entry = self._shared[key] = _Shared()
             entry.users += 1
+            if entry.timer is not None:  # taken again while it lingered
+                entry.timer.cancel()
+                entry.timer = None
         try:
             with entry.ready:
                 if entry.informer is None:
@@ -250,8 +266,9 @@ class Watches:
                     except BaseException:
                         _close(cluster)
                         raise
-                    entry.informer, entry.cluster = informer, cluster
-                    self.lists += 1
+                    with self._lock:
+                        entry.informer, entry.cluster = informer, cluster
+                        self.lists += 1
         except BaseException:
             self._release(key, entry)
             raise
@@ -264,17 +281,17 @@ class Watches:
         with self._lock:
             entry.users -= 1
             entry.released += 1
-            if entry.users or self._shared.get(key) is not entry:
+            if entry.users:
                 return
-            if entry.informer is None or self.linger <= 0:
+            if self._shared.get(key) is entry:
+                if entry.informer is not None and self.linger > 0 and not self._closed:
+                    entry.timer = threading.Timer(self.linger, self._reap, args=(key, entry, entry.released))
+                    entry.timer.daemon = True
+                    entry.timer.name = "upgradebot-watch-linger"
+                    entry.timer.start()
+                    return
                 del self._shared[key]
-            else:
-                timer = threading.Timer(self.linger, self._reap, args=(key, entry, entry.released))
-                timer.daemon = True
-                timer.name = "upgradebot-watch-linger"
-                timer.start()
-                return
-        _stop(entry)
+        _stop(entry)  # not kept (no linger), or let go of after close() (which found it still listing)
 
     def _reap(self, key: Key, entry: _Shared, released: int) -> None:
         """Stop ``entry`` if nobody took it since its release number ``released``."""
@@ -289,12 +306,19 @@ class Watches:
         with self._lock:
             return sum(e.informer is not None for e in self._shared.values())
 
-    def close(self) -> None:
-        """Stop every informer (the process is stopping; a step still using one reads the cluster)."""
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop every informer (the process is stopping; a step still using one reads the
+        cluster), waiting up to ``timeout`` seconds in all for their threads."""
         with self._lock:
-            entries, self._shared = list(self._shared.values()), {}
+            entries, self._shared, self._closed = list(self._shared.values()), {}, True
+            for entry in entries:
+                if entry.timer is not None:
+                    entry.timer.cancel()
+                if entry.informer is not None:
+                    entry.informer.signal_stop()
+        deadline = time.monotonic() + timeout
         for entry in entries:
-            _stop(entry)
+            _stop(entry, max(0.0, deadline - time.monotonic()))
 
 
 class ClusterWatches:
@@ -307,10 +331,9 @@ class ClusterWatches:
         return self.watches.share(self.context, resource, **options)
 
 
-def _stop(entry: _Shared) -> None:
+def _stop(entry: _Shared, timeout: float = 5.0) -> None:
     if entry.informer is not None:
-        entry.informer.stop()
-        entry.informer.stale = True  # a step that still holds it reads the cluster instead
+        entry.informer.stop(timeout)  # stale from now on: a step that still holds it reads the cluster
     _close(entry.cluster)
 
 

@@ -17,7 +17,6 @@ import pytest
 from kubesim import KubeSim
 from runbooks.cluster import Cluster
 from runbooks.cluster.informing import Watches
-from runbooks.cluster.resources import NODES
 from runbooks.daemonset.observing import Following
 from runbooks.daemonset.verifying import NodeSampler
 from runbooks.engine.approving import Actor
@@ -26,6 +25,7 @@ from runbooks.engine.runs import RunState
 from runbooks.errors import Forbidden
 from tests.e2e.runs_support import eventually
 from tests.engine_support import kubesim_engine
+from tests.integration.test_informer import requests
 from tests.integration.test_waves_kubesim import NEW, TARGET, start, waved_policy
 from tests.support import Kubectl
 
@@ -37,11 +37,6 @@ SELECTOR = "name=nvidia-device-plugin-ds"
 def sim() -> Iterator[KubeSim]:
     with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=10) as s:
         yield s
-
-
-def requests(cluster: Cluster, verb: str, resource: str) -> float:
-    samples = cluster.metric_samples("apiserver_request_total") or []
-    return sum(s.value for s in samples if s.labels.get("verb") == verb and s.labels.get("resource") == resource)
 
 
 def connect_to(sim: KubeSim) -> Watches:
@@ -130,7 +125,6 @@ def test_verify_windows_on_one_cluster_share_one_node_cache(sim: KubeSim) -> Non
     assert requests(probe, "list", "nodes") == before + 1
     assert watches.kept() == 1
     watches.close()
-    assert NODES.plural == "nodes"
 
 
 def test_a_promotion_in_waves_lists_the_plugin_pods_once_per_worker(redis_url: str) -> None:
@@ -156,3 +150,26 @@ def test_a_promotion_in_waves_lists_the_plugin_pods_once_per_worker(redis_url: s
     finally:
         watches.close()
         sim.stop()
+
+
+def test_a_cache_still_listing_when_the_process_stops_is_stopped_once_let_go(sim: KubeSim) -> None:
+    """close() while a step's first list is slow (2 s): the informer that list starts is not left
+    watching after the step lets go of it, and reads stale from then on."""
+    watches = connect_to(sim)
+    sim.fault(kind="api-errors", count=1, code=0, delay=2, path=f"/api/v1/namespaces/{NS}/pods")
+    held: list[Following] = []
+
+    def step() -> None:
+        with Following(Cluster.from_kubeconfig(sim.kubeconfig), NS, DS, watches=watches.on(None)) as following:
+            held.append(following)
+
+    stepping = threading.Thread(target=step)
+    stepping.start()
+    time.sleep(0.8)  # the step is in its slow list of the pods
+    watches.close()
+    stepping.join(timeout=30)
+    pods = held[0].pods
+    assert pods is not None and pods.stale
+    eventually(lambda: not any(t.name == "informer-pods" and t.is_alive() for t in threading.enumerate()),
+               "the pods informer's thread ended")
+    assert watches.kept() == 0

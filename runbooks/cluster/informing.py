@@ -15,7 +15,8 @@ share an informer per kind of object they follow (the plugin pods of a DaemonSet
 ControllerRevisions, the nodes), counted while in use and kept for :data:`LINGER` seconds
 after the last step let go, so the next wave, the verify after a rollout or another run on
 the same DaemonSet reads what changed instead of listing it all again. Each informer of it
-reads the cluster through a connection of its own (a step's is closed when the step ends).
+reads the cluster through a connection of its own (the engine closes a run's when it stops
+driving the run).
 """
 
 from __future__ import annotations
@@ -329,6 +330,18 @@ class ClusterWatches:
 
     def share(self, resource: Resource, **options: Any) -> contextlib.AbstractContextManager[Informer[Any]]:
         return self.watches.share(self.context, resource, **options)
+
+
+def held_informer(held: contextlib.ExitStack, cluster: Any, resource: Resource, *, watches: ClusterWatches | None,
+                  kept: Hashable, project: Callable[[dict[str, Any]], Any], **options: Any) -> Informer[Any]:
+    """A started informer of ``resource`` kept until ``held`` closes: the shared one of
+    ``watches``, else one of its own on ``cluster`` (``ClusterError`` if its first list fails)."""
+    if watches is not None:
+        shared: Informer[Any] = held.enter_context(watches.share(resource, kept=kept, project=project, **options))
+        return shared
+    informer: Informer[Any] = Informer(cluster, resource, project=project, **options).start()
+    held.callback(informer.stop)
+    return informer
 
 
 def _stop(entry: _Shared, timeout: float = 5.0) -> None:

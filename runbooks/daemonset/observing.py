@@ -20,7 +20,7 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from runbooks.cluster import Cluster
-from runbooks.cluster.informing import ClusterWatches, Informer
+from runbooks.cluster.informing import ClusterWatches, Informer, held_informer
 from runbooks.cluster.resources import CONTROLLER_REVISIONS, DAEMONSETS, PODS, Resource
 from runbooks.engine.clocks import wait_on
 from runbooks.engine.steps import Clock
@@ -171,14 +171,17 @@ def _pods_of(uid: str) -> Callable[[Obj], PluginPod | None]:
     return lambda o: pod_from(o) if uid in owner_uids(o) else None
 
 
+def _revisions_of(uid: str) -> Callable[[Obj], Revision | None]:
+    return lambda o: _revision(o) if uid in owner_uids(o) else None
+
+
 def _in_order(pods: Iterable[PluginPod]) -> list[PluginPod]:
     """By node, a terminating pod after the live one, then by name (what :meth:`Snapshot.pod_on` relies on)."""
     return sorted(pods, key=lambda p: (p.node, p.deleting, p.name))
 
 
 def _revisions(cluster: Cluster, namespace: str, uid: str) -> list[Revision]:
-    owned = cluster.list_objects(CONTROLLER_REVISIONS, namespace=namespace,
-                                 project=lambda o: _revision(o) if uid in owner_uids(o) else None)
+    owned = cluster.list_objects(CONTROLLER_REVISIONS, namespace=namespace, project=_revisions_of(uid))
     return _by_number(r for r in owned if r is not None)
 
 
@@ -225,8 +228,8 @@ class Following:
             except ClusterError as exc:
                 log.info("the DaemonSet %s/%s read at each look: %s", ns, self.name, shorten(str(exc)))
             try:  # and so are its revisions
-                self.revisions = self._cache(CONTROLLER_REVISIONS, ("revisions of", uid),
-                                             lambda o: _revision(o) if uid in owner_uids(o) else None, namespace=ns)
+                self.revisions = self._cache(CONTROLLER_REVISIONS, ("revisions of", uid), _revisions_of(uid),
+                                             namespace=ns)
             except ClusterError as exc:
                 log.info("the revisions of %s/%s read at each look: %s", ns, self.name, shorten(str(exc)))
             self._held = held.pop_all()
@@ -235,13 +238,8 @@ class Following:
     def _cache(self, resource: Resource, kept: tuple[str, str], project: Callable[[Obj], Any],
                **options: Any) -> Informer[Any]:
         """A started informer (shared when there are ``watches``) that wakes :meth:`wait`, held until exit."""
-        if self.watches is not None:
-            informer: Informer[Any] = self._held.enter_context(
-                self.watches.share(resource, kept=kept, project=project, **options))
-        else:
-            informer = Informer(self.cluster, resource, project=project, **options)
-            informer.start()
-            self._held.callback(informer.stop)
+        informer = held_informer(self._held, self.cluster, resource, watches=self.watches, kept=kept, project=project,
+                                 **options)
         self._held.callback(informer.listen(self._changed.set))
         return informer
 

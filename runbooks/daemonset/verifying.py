@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from runbooks.cluster import Cluster
-from runbooks.cluster.informing import ClusterWatches, Informer
+from runbooks.cluster.informing import ClusterWatches, Informer, held_informer
 from runbooks.cluster.resources import NODES
 from runbooks.daemonset import checks as judge
 from runbooks.daemonset import companions
@@ -181,11 +181,8 @@ class NodeSampler:
             return self
         resources = self.resources
         project: Callable[[dict[str, Any]], Node] = lambda o: node_from(o, resources)  # noqa: E731
-        if self.watches is not None:
-            self.cache = self._held.enter_context(self.watches.share(NODES, kept=("nodes", resources), project=project))
-        else:
-            self.cache = Informer(self.cluster, NODES, project=project).start()
-            self._held.callback(self.cache.stop)
+        self.cache = held_informer(self._held, self.cluster, NODES, watches=self.watches, kept=("nodes", resources),
+                                   project=project)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -51,7 +51,7 @@ from dramatiq.common import current_millis
 from dramatiq.middleware import AgeLimit
 
 from bot.storage.layout import PREFIX
-from bot.storage.redis_store import REDIS_ERRORS, NoScriptError, raw_client, unreachable
+from bot.storage.redis_store import REDIS_ERRORS, raw_client, unreachable
 from runbooks.engine.store import StoreUnavailable
 
 log = logging.getLogger("upgradebot.jobs")
@@ -75,7 +75,11 @@ class _Entry:
     __slots__ = ("done", "error", "item", "lead")
 
     def __init__(self, item: Any) -> None:
-        self.item, self.done, self.lead = item, threading.Event(), False
+        self.item, self.lead = item, False
+        self.done = threading.Lock()
+        """Held until the entry is written or its thread is to lead: released once, by whoever
+        wrote it (a bare lock as a one-shot signal: cheaper than an Event's condition)."""
+        self.done.acquire()
         self.error: BaseException | None = None
 
 
@@ -101,7 +105,7 @@ class GroupCommit:
             lead = not self._writing
             self._writing = True
         if not lead:
-            entry.done.wait()
+            entry.done.acquire()
             if not entry.lead:
                 if entry.error is not None:
                     raise entry.error
@@ -116,12 +120,12 @@ class GroupCommit:
         for e in batch:
             if e is not entry:
                 e.error = error
-                e.done.set()
+                e.done.release()
         with self._lock:
             if self._pending:  # the first who came meanwhile writes the next batch
                 nxt = self._pending[0]
                 nxt.lead = True
-                nxt.done.set()
+                nxt.done.release()
             else:
                 self._writing = False
         if error is not None:
@@ -131,10 +135,15 @@ class GroupCommit:
 class _Broker(RedisBroker):
     """dramatiq's Redis broker, its enqueue written by group commit.
 
-    ``RedisBroker.enqueue`` ends in ``do_enqueue(queue, id, data)``, which runs the broker's
-    ``dispatch`` script once per message; here the messages waiting together run it in one
-    pipeline, with the arguments ``RedisBroker._dispatch`` gives it (dramatiq 2.x: pinned
-    below 3 in pyproject). The script, the keys and the consumers are dramatiq's own."""
+    ``RedisBroker.enqueue`` ends in ``do_enqueue(queue, id, data)``, whose ``dispatch`` script
+    stores the message in the queue's hash (``<queue>.msgs``) and appends its id to the
+    queue's list (and sometimes does the queue's upkeep: requeues a dead worker's messages).
+    Here the messages waiting together are stored as that script stores them, by lane: one
+    ``HSET`` of their data, then one ``RPUSH`` of their ids, in one pipeline (a consumer
+    that fetches in between finds no id without its data); a batch due for upkeep
+    (``maintenance_chance``) runs its first message through the script itself, with the
+    arguments ``RedisBroker._dispatch`` gives it (dramatiq 2.x: pinned below 3 in
+    pyproject). The keys, the script and the consumers are dramatiq's own."""
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -144,24 +153,23 @@ class _Broker(RedisBroker):
         self._commit.submit((queue_name, message_id, data))
 
     def _write(self, items: list[tuple[str, str, bytes]]) -> None:
-        dispatch, keys = self.scripts["dispatch"], [self.namespace]
-        calls = [["enqueue", current_millis(), queue_name, self.broker_id, self.heartbeat_timeout, self.dead_message_ttl,
-                  self._should_do_maintenance("enqueue"), self._max_unpack_size(), message_id, data]
-                 for queue_name, message_id, data in items]
-        if len(calls) == 1:
-            dispatch(args=calls[0], keys=keys)  # loads the script if Redis lost it
-            return
-        for attempt in (1, 2):
-            pipe = self.client.pipeline(transaction=False)
-            for args in calls:  # evalsha: a pipeline given the Script would check it exists, one more round trip
-                pipe.evalsha(dispatch.sha, len(keys), *keys, *args)
-            try:
-                pipe.execute()
+        if self._should_do_maintenance("enqueue"):
+            queue_name, message_id, data = items[0]
+            self.scripts["dispatch"](keys=[self.namespace], args=[
+                "enqueue", current_millis(), queue_name, self.broker_id, self.heartbeat_timeout,
+                self.dead_message_ttl, 1, self._max_unpack_size(), message_id, data])  # loads the script if Redis lost it
+            items = items[1:]
+            if not items:
                 return
-            except NoScriptError:  # Redis restarted and lost its scripts: none of the batch ran
-                if attempt == 2:
-                    raise
-                self.client.script_load(dispatch.script)
+        lanes: dict[str, list[tuple[str, bytes]]] = {}
+        for queue_name, message_id, data in items:
+            lanes.setdefault(queue_name, []).append((message_id, data))
+        pipe = self.client.pipeline(transaction=False)
+        for queue_name, messages in lanes.items():
+            queue = f"{self.namespace}:{queue_name}"
+            pipe.hset(f"{queue}.msgs", mapping=dict(messages))
+            pipe.rpush(queue, *(message_id for message_id, _ in messages))
+        pipe.execute()
 
 
 class JobsUnavailable(StoreUnavailable):

@@ -105,6 +105,7 @@ class WebApp:
         self.with_metrics = with_metrics
         self.secret = signing_secret.encode() if signing_secret else None
         self.max_body, self.clock = max_body, clock
+        self._warned_at = -WARN_EVERY
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "GET")
@@ -116,7 +117,12 @@ class WebApp:
         if path == self.slack_path and self.slack is not None:
             if method != "POST":
                 return _answer(start_response, "405 Method Not Allowed", b"method not allowed\n")
-            started = environ.get(ARRIVED) or time.perf_counter()
+            now = time.perf_counter()
+            started = environ.get(ARRIVED) or now
+            if now - started > QUEUED_WARN and now - self._warned_at > WARN_EVERY:
+                self._warned_at = now
+                log.warning("a Slack request waited %.1f s for a free HTTP thread (UPGRADEBOT_HTTP_THREADS, or "
+                            "more replicas; upgradebot_slack_request_seconds counts the wait)", now - started)
             try:
                 refusal, parsed = self._check(environ)
                 if refusal is not None:
@@ -276,6 +282,14 @@ def _answer(start_response: Callable[..., Any], status: str, body: bytes,
     start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body)))])
     return [body]
 
+
+QUEUED_WARN = 1.0
+"""Seconds a Slack request may wait for a thread before it is logged (at most every :data:`WARN_EVERY` s)."""
+WARN_EVERY = 60.0
+# waitress logs "Task queue depth is N" for every request that finds no idle thread: under a
+# burst of commands, a warning per command (and the cost of writing each). The Slack endpoint
+# says it at most once a minute instead, when a request waited long enough to matter.
+logging.getLogger("waitress.queue").setLevel(logging.ERROR)
 
 ARRIVED = "upgradebot.arrived"
 """The environ key of when the request's last bytes were read off the socket (``time.perf_counter``)."""

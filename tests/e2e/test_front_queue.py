@@ -11,6 +11,9 @@ tests hold the two paths to the same result.
 from __future__ import annotations
 
 import json
+import logging
+import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from typing import Any
@@ -138,3 +141,38 @@ def test_a_forged_or_malformed_request_is_refused_before_it_is_offered(front: An
     assert post(url, slash_command("help"), secret="not-the-secret").status == 401
     assert post(url, b"payload=notjson").status == 400
     assert reached == [] and queued(redis, "commands") == queued(redis, "decisions") == []
+
+
+def test_a_burst_beyond_the_threads_is_logged_once_not_once_a_request(front: Any,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """Twelve commands at once on four threads, each queued slowly (0.5 s): waitress logged
+    "Task queue depth is N" for every request that found no idle thread (a warning a command
+    under a burst, each written at a cost); now the front says once that requests waited."""
+    service, url, _ = front
+    assert service.listeners is not None and service.listeners.deps.jobs is not None
+    jobs = service.listeners.deps.jobs
+    submit = jobs.submit
+
+    def slow(*args: Any, **kwargs: Any) -> bool:
+        time.sleep(0.5)
+        return submit(*args, **kwargs)
+
+    jobs.submit = slow  # type: ignore[method-assign]
+    bodies = [slash_command("help", response_url=f"http://127.0.0.1:9/r/{n}") for n in range(12)]
+    barrier = threading.Barrier(len(bodies))
+    statuses: list[int] = []
+
+    def one(body: bytes) -> None:
+        barrier.wait()
+        statuses.append(post(url, body).status)
+
+    with caplog.at_level(logging.INFO):
+        threads = [threading.Thread(target=one, args=(b,)) for b in bodies]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+    assert statuses == [200] * 12
+    assert not [r for r in caplog.records if r.name.startswith("waitress")], "waitress logged the queue"
+    waited = [r.getMessage() for r in caplog.records if "waited" in r.getMessage()]
+    assert len(waited) == 1 and "for a free HTTP thread" in waited[0], waited

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bot.jobs import GroupCommit, Jobs, JobsUnavailable
+from bot.jobs import LANES, NAMESPACE, GroupCommit, Jobs, JobsUnavailable
 from tests.e2e.runs_support import eventually
 
 WORKER = """
@@ -91,12 +91,32 @@ def test_concurrent_submissions_share_round_trips_and_each_runs_once(redis_url: 
         worker.stop(timeout=5)
 
 
-def test_a_batch_reloads_the_queue_script_a_restarted_redis_lost(redis_url: str) -> None:
-    front = Jobs.from_url(redis_url)
+def test_a_batch_due_for_upkeep_runs_dramatiqs_script_reloading_what_a_restarted_redis_lost(redis_url: str) -> None:
+    """Every batch due for the queue's upkeep (here: all of them) runs its first message
+    through dramatiq's dispatch script, loaded again when Redis lost it; the rest of the
+    batch is stored as the script stores it, and a worker runs every message once."""
+    front, worker = Jobs.from_url(redis_url), Jobs.from_url(redis_url)
+    front.broker.maintenance_chance = 1_000_000
     assert front.submit("commands", "command", {"n": -1})  # the script is loaded now
     front.broker.client.script_flush()  # as after a restart of Redis
     assert _at_once(16, lambda n: front.submit("commands", "command", {"n": n})) == []
     assert front.waiting("commands") == 17
+    seen: list[int] = []
+    worker.consume(lambda lane, kind, payload: seen.append(payload["n"]), lanes={"commands"}, threads=2)
+    try:
+        eventually(lambda: len(seen) == 17, "every message run")
+        time.sleep(0.3)
+        assert sorted(seen) == list(range(-1, 16))
+    finally:
+        worker.stop(timeout=5)
+
+
+def test_messages_of_two_lanes_in_one_batch_each_reach_their_lane(redis_url: str) -> None:
+    front = Jobs.from_url(redis_url)
+    front.broker.client.delete(*(f"{NAMESPACE}:{lane}" for lane in LANES))
+    lanes = ["commands", "decisions"] * 8
+    assert _at_once(16, lambda n: front.submit(lanes[n], "command", {"n": n})) == []
+    assert front.waiting("commands") == front.waiting("decisions") == 8
 
 
 def test_a_failed_write_is_raised_in_every_thread_of_its_batch_and_the_next_write_goes_on() -> None:

@@ -25,9 +25,10 @@ from runbooks.daemonset import checks as judge
 from runbooks.daemonset import companions
 from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.dra_smoke import dra_smoke_test
-from runbooks.daemonset.events import WATCHED, event_checks, read_events
+from runbooks.daemonset.events import WATCHED, Event, event_checks
 from runbooks.daemonset.observing import Snapshot, observe
 from runbooks.daemonset.smoke_testing import smoke_test
+from runbooks.daemonset.watched import EndReads
 from runbooks.engine.clocks import SystemClock
 from runbooks.engine.recording import failed, note_checks, result, unknown
 from runbooks.engine.steps import Check, CheckStatus, Clock, StepContext, StepResult, StepSettings
@@ -43,8 +44,7 @@ from runbooks.inventory.plugins import (
     read_registrations,
     template_drivers,
 )
-from runbooks.inventory.reading import claim_from, node_from, parse_time, slice_from
-from runbooks.inventory.taking import with_waiting_pods
+from runbooks.inventory.reading import node_from, parse_time
 
 NODE_GETS = 20
 """Up to this many nodes are read one by one; more are listed."""
@@ -72,7 +72,9 @@ def verify(
     allocatable must equal capacity. Events count from ``since`` (default: now, on the
     API server's clock). ``image``/``container`` name what the pods in scope must run.
     ``watches``: the process's watch cache of this cluster (a run's), whose nodes the
-    window samples; without it the window keeps a cache of its own.
+    window samples and whose events and DRA objects its end reads
+    (:mod:`runbooks.daemonset.watched`); without it the window keeps a node cache of its own
+    and lists the rest once at its end.
     """
     clock = clock or SystemClock()
     namespace, _, name = target.partition("/")
@@ -88,15 +90,40 @@ def verify(
     kind = baseline.kind if baseline else (classify(start.ds) or "device-plugin")
     lowest: dict[str, dict[str, int]] = {}
     window = settings.observe_window
-    with NodeSampler(cluster, scope, resources, lowest, watches=watches) as sampler:
+    dra = kind == "dra-kubelet-plugin"
+    reasons = [r for r in WATCHED if dra or r != "FailedPrepareDynamicResources"]
+    with NodeSampler(cluster, scope, resources, lowest, watches=watches) as sampler, \
+            EndReads(cluster, reasons, dra=dra, watches=watches) as reads:
         final = sampler.sample()
         end_at = clock.now() + dt.timedelta(seconds=window)
         while (left := (end_at - clock.now()).total_seconds()) > 0:
             clock.sleep(min(settings.poll_interval, left))
             final = sampler.sample()
-    end = observe(cluster, namespace, name)
-    where = judge.scope_of(scope, everywhere)
+        end = observe(cluster, namespace, name)
+        checks, drivers = _end_checks(cluster, reads, start, end, scope, everywhere=everywhere, kind=kind, final=final,
+                             lowest=lowest, baseline=baseline, resources=resources, since=since, settings=settings,
+                             image=image, container=container, others=others, namespace=namespace, name=name)
+    if settings.smoke_test:
+        on = scope[0] if len(scope) == 1 and not everywhere else None
+        if dra:  # a DRA driver's devices come through a claim, never through an extended resource
+            checks.append(dra_smoke_test(cluster, settings.smoke_test, node=on, drivers=drivers, clock=clock,
+                                         interval=settings.poll_interval))
+        else:
+            checks.append(smoke_test(cluster, settings.smoke_test, node=on, resource=resources[0], clock=clock,
+                                     interval=settings.poll_interval))
+    return result(checks, what=f"verify of {target} on {judge.scope_of(scope, everywhere)}",
+                  unknown_blocks=settings.unknown_blocks)
 
+
+def _end_checks(cluster: Cluster, reads: EndReads, start: Snapshot, end: Snapshot, scope: list[str], *,
+                everywhere: bool, kind: str, final: dict[str, Node], lowest: dict[str, dict[str, int]],
+                baseline: Baseline | None, resources: tuple[str, ...], since: dt.datetime, settings: StepSettings,
+                image: str | None, container: str | None, others: Sequence[str] | None, namespace: str,
+                name: str) -> tuple[list[Check], list[str]]:
+    """The verdicts once the window ended, from the snapshots and what ``reads`` has, and the
+    DRA drivers judged (the baseline's, else those the DaemonSet serves)."""
+    where = judge.scope_of(scope, everywhere)
+    window = settings.observe_window
     checks: list[Check] = [
         judge.rollout(end, scope, image=image, container=container, everywhere=everywhere),
         judge.pods_ready(end, scope, everywhere=everywhere),
@@ -112,33 +139,25 @@ def verify(
             others = [n for n in (baseline.nodes if baseline else end.nodes) if n not in scope]
         checks.append(judge.others_unchanged(end, others, sample_nodes(cluster, others, resources, {}), baseline, resources))
     dra = kind == "dra-kubelet-plugin"
+    events: dict[str, list[Event]] | None = None
+    try:
+        events = reads.events()
+        event_verdicts = event_checks(events, since=since, nodes=scope, scope=where, gpu_resources=resources, dra=dra)
+    except Forbidden as exc:
+        event_verdicts = [unknown("events", f"cannot read events, so new warnings were not looked for: {exc}", where)]
     drivers: list[str] = list(baseline.drivers) if baseline else []
     if dra:
         try:
-            slices, claims = _dra_objects(cluster, since)
+            slices, claims = reads.slices(), reads.claims(since)
             drivers = drivers or _drivers(start, slices or [])
+            scheduling = _scheduling_messages(events.get("FailedScheduling", []) if events else [], claims or [], since)
             checks += [judge.dra_slices(scope, slices, drivers, baseline, everywhere=everywhere),
                        judge.dra_claims(claims, baseline, drivers),
                        judge.dra_new_claims(claims, since, end_time=cluster.server_time(),
-                                            grace=settings.claim_grace, drivers=drivers,
-                                            scheduling=_scheduling_messages(cluster, claims or [], since))]
+                                            grace=settings.claim_grace, drivers=drivers, scheduling=scheduling)]
         except Forbidden as exc:
             checks.append(unknown("dra-slices", f"cannot read the DRA objects: {exc}", where))
-    reasons = [r for r in WATCHED if dra or r != "FailedPrepareDynamicResources"]
-    try:
-        checks += event_checks(read_events(cluster, reasons), since=since, nodes=scope, scope=where,
-                               gpu_resources=resources, dra=dra)
-    except Forbidden as exc:
-        checks.append(unknown("events", f"cannot read events, so new warnings were not looked for: {exc}", where))
-    if settings.smoke_test:
-        on = scope[0] if len(scope) == 1 and not everywhere else None
-        if dra:  # a DRA driver's devices come through a claim, never through an extended resource
-            checks.append(dra_smoke_test(cluster, settings.smoke_test, node=on, drivers=drivers, clock=clock,
-                                         interval=settings.poll_interval))
-        else:
-            checks.append(smoke_test(cluster, settings.smoke_test, node=on, resource=resources[0], clock=clock,
-                                     interval=settings.poll_interval))
-    return result(checks, what=f"verify of {target} on {where}", unknown_blocks=settings.unknown_blocks)
+    return checks + event_verdicts, drivers
 
 
 def sample_nodes(
@@ -274,15 +293,15 @@ def _registration(cluster: Cluster, snap: Snapshot, nodes: Sequence[str], *, kin
     return check.model_copy(update={"detail": f"{check.detail} ({how})", "evidence": {**check.evidence, **extra}})
 
 
-def _scheduling_messages(cluster: Cluster, claims: Sequence[ResourceClaim], since: dt.datetime) -> dict[str, str]:
-    """``{namespace/pod: message}`` of the newest FailedScheduling event of each pod waiting on a
-    pending claim made since ``since`` (the scheduler's own words: ``cannot allocate all claims``)."""
+def _scheduling_messages(events: Sequence[Event], claims: Sequence[ResourceClaim], since: dt.datetime) -> dict[str, str]:
+    """``{namespace/pod: message}`` of the newest of the FailedScheduling ``events`` of each pod
+    waiting on a pending claim made since ``since`` (the scheduler's own words: ``cannot allocate all claims``)."""
     waiting = {f"{c.namespace}/{p}" for c in claims if c.state == "pending" and c.created and c.created >= since
                for p in c.waiting_pods}
     if not waiting:
         return {}
     out: dict[str, tuple[dt.datetime, str]] = {}
-    for event in read_events(cluster, ("FailedScheduling",))["FailedScheduling"]:
+    for event in events:
         key = f"{event.namespace}/{event.name}"
         if key in waiting and event.last and (key not in out or event.last > out[key][0]):
             out[key] = (event.last, event.message)
@@ -300,17 +319,6 @@ def _drivers(snap: Snapshot, slices: Sequence[ResourceSlice]) -> list[str]:
         if s.node:
             slice_nodes.setdefault(s.driver, set()).add(s.node)
     return drivers_by_slices(set(snap.nodes), slice_nodes)
-
-
-def _dra_objects(cluster: Cluster, now: dt.datetime) -> tuple[list[ResourceSlice] | None, list[ResourceClaim] | None]:
-    chosen = cluster.dra_apis().chosen
-    slices = cluster.list_objects(chosen["ResourceSlice"], project=slice_from) if "ResourceSlice" in chosen else None
-    claims = None
-    if "ResourceClaim" in chosen:
-        res = chosen["ResourceClaim"]
-        claims = with_waiting_pods(cluster, cluster.list_objects(
-            res, project=lambda o: claim_from(o, version=res.version, now=now)))
-    return slices, claims
 
 
 # ------------------------------------------------------------------ in a run

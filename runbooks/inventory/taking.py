@@ -222,7 +222,8 @@ class PodUse:
     claims: list[str]
 
 
-def _pod_use(obj: Obj, resources: tuple[str, ...]) -> PodUse | None:
+def pod_use(obj: Obj, resources: tuple[str, ...]) -> PodUse | None:
+    """What a pod uses (GPUs of ``resources`` it requests, claims it names); None if neither."""
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     requests, claims = reading.requested(spec, resources), reading.claims_of_pod(obj)
     if not (requests or claims):
@@ -232,10 +233,13 @@ def _pod_use(obj: Obj, resources: tuple[str, ...]) -> PodUse | None:
                   requests=requests, claims=claims)
 
 
+PENDING = "Pending"
+
+
 def unfinished_pods(cluster: Cluster, resources: tuple[str, ...], *, phase: str | None = None) -> list[PodUse]:
     """The pods not yet Succeeded or Failed (or only those in ``phase``) that request GPUs or name claims."""
     selector = f"status.phase={phase}" if phase else "status.phase!=Succeeded,status.phase!=Failed"
-    found = cluster.list_objects(PODS, field_selector=selector, project=lambda o: _pod_use(o, resources))
+    found = cluster.list_objects(PODS, field_selector=selector, project=lambda o: pod_use(o, resources))
     return [p for p in found if p is not None]
 
 
@@ -259,10 +263,10 @@ def with_waiting_pods(cluster: Cluster, claims: list[ResourceClaim],
                       pods: Sequence[PodUse] | None = None) -> list[ResourceClaim]:
     """Claims with the Pending pods that use them: from ``pods`` when the caller listed them,
     else from one list of Pending pods, cluster-wide."""
-    listed = pods if pods is not None else unfinished_pods(cluster, (), phase="Pending")
+    listed = pods if pods is not None else unfinished_pods(cluster, (), phase=PENDING)
     waiting: dict[tuple[str, str], list[str]] = defaultdict(list)
     for pod in listed:
-        if pod.phase == "Pending":
+        if pod.phase == PENDING:
             for claim in pod.claims:
                 waiting[(pod.namespace, claim)].append(pod.name)
     return [

@@ -8,6 +8,8 @@ every node again, and two runs on one cluster in one worker kept two copies.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -17,14 +19,17 @@ import pytest
 from kubesim import KubeSim
 from runbooks.cluster import Cluster
 from runbooks.cluster.informing import Watches
+from runbooks.daemonset.events import WATCHED
 from runbooks.daemonset.observing import Following
-from runbooks.daemonset.verifying import NodeSampler
+from runbooks.daemonset.verifying import NodeSampler, verify
 from runbooks.engine.approving import Actor
 from runbooks.engine.clocks import SystemClock
 from runbooks.engine.runs import RunState
+from runbooks.engine.steps import CheckStatus
 from runbooks.errors import Forbidden
 from tests.e2e.runs_support import eventually
 from tests.engine_support import kubesim_engine
+from tests.integration.stepkit import FAST, FaultingClock
 from tests.integration.test_informer import requests
 from tests.integration.test_waves_kubesim import NEW, TARGET, start, waved_policy
 from tests.support import Kubectl
@@ -173,3 +178,73 @@ def test_a_cache_still_listing_when_the_process_stops_is_stopped_once_let_go(sim
     eventually(lambda: not any(t.name == "informer-pods" and t.is_alive() for t in threading.enumerate()),
                "the pods informer's thread ended")
     assert watches.kept() == 0
+
+
+DRA_TARGET = "dra-example-driver/dra-example-driver-kubeletplugin"
+
+
+def _lists(probe: Cluster) -> dict[str, float]:
+    return {kind: requests(probe, "list", kind) for kind in ("events", "resourceslices", "resourceclaims", "pods")}
+
+
+def test_verifies_in_runs_on_one_cluster_read_events_and_dra_objects_from_one_cache(sim: KubeSim) -> None:
+    """Two verifies of a DRA driver with the process's watch cache: each event reason, the
+    ResourceSlices, the ResourceClaims and the Pending pods are listed once between them (the
+    first window's start), and both judge as a verify outside a run, which lists them at its end."""
+    probe = Cluster.from_kubeconfig(sim.kubeconfig)
+    settings = dataclasses.replace(FAST, observe_window=0.5)
+    alone = verify(Cluster.from_kubeconfig(sim.kubeconfig), DRA_TARGET, settings=settings)
+    assert alone.ok, alone.reason
+    watches = connect_to(sim)
+    try:
+        before = _lists(probe)
+        results = [verify(Cluster.from_kubeconfig(sim.kubeconfig), DRA_TARGET, settings=settings,
+                          watches=watches.on(None)) for _ in range(2)]
+        listed = {k: v - before[k] for k, v in _lists(probe).items()}
+        assert listed == {"events": len(WATCHED), "resourceslices": 1, "resourceclaims": 1, "pods": 1 + 2 * 2}, listed
+        for result in results:
+            assert {c.name: c.status for c in result.checks} == {c.name: c.status for c in alone.checks}
+    finally:
+        watches.close()
+
+
+def test_an_event_during_a_window_is_seen_by_the_cache_and_a_refused_list_is_still_judged_unknown(
+        sim: KubeSim) -> None:
+    """A BackOff event kubectl records on a node in scope during the window fails events-backoff,
+    with each reason listed as the window began and not at its end (the watch brought the
+    event); with events forbidden, the cache
+    cannot start and verify says it could not read them, as outside a run."""
+    kubectl = Kubectl(sim.kubeconfig)
+    probe = Cluster.from_kubeconfig(sim.kubeconfig)
+    cluster = Cluster.from_kubeconfig(sim.kubeconfig)
+    watches = connect_to(sim)
+    settings = dataclasses.replace(FAST, observe_window=1.0)
+
+    listed: list[float] = []
+
+    def backoff() -> None:
+        listed.append(requests(probe, "list", "events"))
+        at = cluster.server_time().strftime("%Y-%m-%dT%H:%M:%SZ")
+        pod = plugin_pod(kubectl, "gpu-node2")
+        kubectl("create", "-f", "-", input=json.dumps({
+            "apiVersion": "v1", "kind": "Event", "type": "Warning", "reason": "BackOff", "count": 1,
+            "metadata": {"name": f"{pod}.backoff", "namespace": NS},
+            "involvedObject": {"kind": "Pod", "namespace": NS, "name": pod},
+            "source": {"component": "kubelet", "host": "gpu-node2"}, "message": "Back-off restarting failed container",
+            "firstTimestamp": at, "lastTimestamp": at}))
+
+    try:
+        before = requests(probe, "list", "events")
+        result = verify(cluster, f"{NS}/{DS}", settings=settings, clock=FaultingClock(backoff),
+                        watches=watches.on(None))
+        assert listed == [before + len(WATCHED) - 1], "each reason listed as the window began (no DRA reason here)"
+        assert requests(probe, "list", "events") == listed[0], "and not again at its end"
+        check = next(c for c in result.checks if c.name == "events-backoff")
+        assert check.status is CheckStatus.FAIL and "gpu-node2" in json.dumps(check.evidence), check
+        watches.close()
+        sim.fault(kind="forbid", path="/api/v1/events", verb="list")
+        refused = verify(cluster, f"{NS}/{DS}", settings=settings, watches=connect_to(sim).on(None))
+        events = next(c for c in refused.checks if c.name == "events")
+        assert events.status is CheckStatus.UNKNOWN and "cannot read events" in events.detail
+    finally:
+        watches.close()

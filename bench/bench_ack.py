@@ -21,7 +21,7 @@ these cores, during the bot's bursts only (the bare app sends none). Two scenari
 busy channel). The bare app only acks. Prints p50/p99/max of each, the ratio, and how
 every command was answered (nobody should be told the bot is busy below 200 at once).
 
-``python -m bench.bench_ack [--rounds 10] [--concurrency 1 50 200] [--verb help --verb inventory] [--nodes 5000] [--idle]``
+``python -m bench.bench_ack [--rounds 20] [--concurrency 1 50 200] [--verb help --verb inventory] [--nodes 5000] [--idle]``
 """
 
 from __future__ import annotations
@@ -171,8 +171,9 @@ def summary(label: str, seconds: list[float]) -> tuple[float, float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.bench_ack", description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=10,
-                        help="bursts per scenario and server (default 10: a p99 over ten bursts, not one burst's tail)")
+    parser.add_argument("--rounds", type=int, default=20,
+                        help="bursts per scenario and server (default 20: a burst's answers queue together, so "
+                             "a p99 over ten bursts was one or two bursts' tail, over twenty it is several)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 50, 200],
                         help="commands sent at once, one scenario each (default: 1 50 200)")
     parser.add_argument("--verb", action="append", help="command text, repeatable (default: help, then inventory)")
@@ -311,17 +312,22 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
     while sum(answered()) < commands and time.monotonic() < deadline:
         time.sleep(0.1)
     posted, ephemeral = answered()
-    busy = sum("busy" in c.body.get("text", "") for c in fake.of("response_url") if c.path.endswith("/bot"))
+    replies = [c.body.get("text", "") for c in fake.of("response_url") if c.path.endswith("/bot")]
+    busy = sum("busy" in text for text in replies)
+    limited = sum("long command(s) running" in text for text in replies)
     print(f"{args.rounds} rounds of {concurrency} concurrent signed '/upgrade {verb}', "
           f"waitress with {args.threads} threads each, one run")
     print(f"  {'ack latency (ms)':<34} {'p50':>9} {'p99':>9} {'max':>9}")
     bare_p50, bare_p99, _ = summary("bare Bolt app (ack only)", timings["bare"])
     bot_p50, bot_p99, _ = summary("upgradebot serve", timings["bot"])
     ratio = bot_p99 / bare_p99
-    print(f"  {'upgradebot / bare':<34} {bot_p50 / bare_p50:8.2f}x {ratio:8.2f}x   (target: p99 within 1.5x)")
+    target = "(target: p99 within 1.5x)" if concurrency > 1 else \
+        f"(no target: one at a time, the p99 of {len(timings['bot'])} is about their slowest)"
+    print(f"  {'upgradebot / bare':<34} {bot_p50 / bare_p50:8.2f}x {ratio:8.2f}x   {target}")
     late = sum(s >= 3.0 for s in timings["bot"])
     print(f"  acks within Slack's 3 s: {commands - late}/{commands}; answered after "
-          f"{time.perf_counter() - started:.1f} s: {posted} posted in the channel, {ephemeral - busy} ephemeral, "
+          f"{time.perf_counter() - started:.1f} s: {posted} posted in the channel, {ephemeral - busy - limited} "
+          f"ephemeral, {limited} refused by the user's quota of long commands (one user sends them all), "
           f"{busy} told the bot is busy (target: none below 200 at once), "
           f"{commands - posted - ephemeral} still waiting for a worker")
     missed = late > 0 or (concurrency > 1 and ratio > 1.5) or (concurrency < 200 and busy > 0)

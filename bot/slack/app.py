@@ -250,9 +250,10 @@ class Listeners:
         self._later(respond, body, msg.BUSY)
         return False
 
-    def _over_quota(self, body: dict[str, Any], respond: Respond) -> bool:
+    def _over_quota(self, body: dict[str, Any], respond: Respond, *, now: bool = False) -> bool:
         """Whether a long command's user or channel has its quota of long commands running
-        (said to the user); if not, the command is counted in until :meth:`_quota_done`."""
+        (said to the user: from the notice pool, or ``now`` on this thread, a worker's, which
+        waits for nothing else); if not, the command is counted in until :meth:`_quota_done`."""
         user, channel = str(body.get("user_id", "")), body.get("channel_id") or None
         full = self.deps.quotas.take(user, channel)
         if full is None:
@@ -263,7 +264,11 @@ class Listeners:
         verb, _ = self.deps.router.lane(str(body.get("text", "")))
         log.info("%s refused: the %s quota of %s is full", verb, full, user if full == "user" else channel)
         self.deps.metrics.commands.labels(verb=verb, outcome="limited", surface="slack").inc()
-        self._later(respond, body, msg.too_many_long(who, limit, ", ".join(self.deps.router.verbs_in("long"))))
+        text = msg.too_many_long(who, limit, ", ".join(self.deps.router.verbs_in("long")))
+        if now:
+            self._say(respond, body, text)
+        else:
+            self._later(respond, body, text)
         return True
 
     def _quota_done(self, body: dict[str, Any]) -> None:
@@ -277,8 +282,10 @@ class Listeners:
             self._quota_done(body)
 
     def run_long(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
-        """A long command taken off the queue: refused when its quota is full, else run and counted out."""
-        if not self._over_quota(body, respond):
+        """A long command taken off the queue: refused when its quota is full (answered from
+        this worker thread, as the command's own answer would be, so a burst of refusals cannot
+        overflow the notice pool and be dropped), else run and counted out."""
+        if not self._over_quota(body, respond, now=True):
             self._run_counted(body, retry, respond)
 
     def _enqueue_long(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:

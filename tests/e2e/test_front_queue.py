@@ -25,6 +25,7 @@ from bot.settings import Settings
 from bot.slack.http import HttpServer
 from bot.slack.serve import Service, build_front
 from bot.storage.redis_store import RedisRunStore, raw_client
+from bot.workers import Workers
 from tests.e2e.harness import POLICY
 from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, block_action, post, slash_command
 
@@ -176,3 +177,37 @@ def test_a_burst_beyond_the_threads_is_logged_once_not_once_a_request(front: Any
     assert not [r for r in caplog.records if r.name.startswith("waitress")], "waitress logged the queue"
     waited = [r.getMessage() for r in caplog.records if "waited" in r.getMessage()]
     assert len(waited) == 1 and "for a free HTTP thread" in waited[0], waited
+
+
+def test_a_worker_answers_a_refused_long_command_itself_even_when_the_notice_pool_is_full(front: Any) -> None:
+    """A long command taken off the queue when its user already runs two: the refusal is sent
+    from the worker's own thread before it takes the next message. It went through the notice
+    pool (two threads, 512 waiting), so a burst of refusals (1,000 ``inventory`` in five
+    seconds from one user, as in ``bench_ack``) overflowed it and most were dropped unsaid."""
+    service, _, _ = front
+    listeners = service.listeners
+    assert listeners is not None
+    gate = threading.Event()
+    full = Workers(1, backlog=0, name="test-notice")
+    assert full.submit(gate.wait, 10)  # its one thread busy, no room to wait: every notice is refused
+    listeners.deps.notices = full
+    said: list[str] = []
+
+    class Recorder:
+        response_url = "http://127.0.0.1:9/r/refused"
+
+        def __call__(self, **kwargs: Any) -> Any:
+            said.append(kwargs["text"])
+            return type("Answer", (), {"status_code": 200})()
+
+    quotas = listeners.deps.quotas
+    try:
+        assert quotas.take("U0ANA", "C0OPS") is None and quotas.take("U0ANA", "C0OPS") is None
+        body = {"user_id": "U0ANA", "channel_id": "C0OPS", "text": "inventory", "trigger_id": "t-refused"}
+        listeners.run_long(body, None, Recorder())  # type: ignore[arg-type]
+        assert len(said) == 1 and "already has 2 long command(s) running" in said[0], said
+    finally:
+        quotas.give("U0ANA", "C0OPS")
+        quotas.give("U0ANA", "C0OPS")
+        gate.set()
+        full.shutdown(timeout=5)

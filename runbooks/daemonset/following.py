@@ -61,18 +61,26 @@ def rolled_out(snap: Snapshot) -> bool:
     return snap.settled and daemonset_done(snap.ds)
 
 
-def follow_rollout(ctx: StepContext, revision_hash: str, *, step: str) -> Outcome:
-    """Wait until every node's pod is a Ready pod of ``revision_hash``, recording each node."""
+def follow_rollout(ctx: StepContext, revision_hash: str, *, step: str, before: Snapshot | None = None) -> Outcome:
+    """Wait until every node's pod is a Ready pod of ``revision_hash``, recording each node.
+
+    ``before``: the DaemonSet as the step found it, before it changed anything; the nodes on
+    ``revision_hash`` then are those *already* on it, and every other node is recorded as it
+    comes. Without it the first look decides, and a controller quick enough to move nodes
+    between the step's change and that look (``maxUnavailable: 100%``) had them all
+    recorded as already there, as if the step had not moved them."""
     target = ctx.run.target
     with Following(ctx.cluster, target.namespace, target.name, watches=ctx.watches) as following:
-        return _follow_rollout(ctx, following, revision_hash, step=step)
+        return _follow_rollout(ctx, following, revision_hash, step=step, before=before)
 
 
-def _follow_rollout(ctx: StepContext, following: Following, revision_hash: str, *, step: str) -> Outcome:
+def _follow_rollout(ctx: StepContext, following: Following, revision_hash: str, *, step: str,
+                    before: Snapshot | None) -> Outcome:
     settings, clock = ctx.settings, ctx.clock
     snap = following.snapshot()
-    late = set(snap.behind(revision_hash))
-    done = {n for n in snap.nodes if n not in late}
+    start = before if before is not None else snap
+    late = set(start.behind(revision_hash))
+    done = {n for n in start.nodes if n not in late}
     if done:
         note(ctx, step, "info", f"{plural(len(done), 'node')} already on revision {revision_hash}: {listing(sorted(done))}",
              nodes=sorted(done))

@@ -50,7 +50,7 @@ def promote(ctx: StepContext) -> StepResult:
         outcome = replace_node_by_node(ctx, new.hash, step="promote.node")
     else:
         set_strategy(ctx, original, step="promote.strategy")
-        outcome = follow_rollout(ctx, new.hash, step="promote.node")
+        outcome = follow_rollout(ctx, new.hash, step="promote.node", before=snap)
     nodes = outcome.snapshot.nodes
     if outcome.ok:
         check = passed("promotion", f"{plural(len(nodes), 'node')} run {run.image} (revision {new.number}) and are Ready",

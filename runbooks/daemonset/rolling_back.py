@@ -99,7 +99,7 @@ def rollback(ctx: StepContext) -> StepResult:
                 delete_pod(ctx, pod, step="rollback.delete-pod", why=f"revision {pod.revision_hash} -> {old.hash}")
     else:
         note(ctx, "rollback.pods", "info", "RollingUpdate: the controller replaces the pods of the new revision")
-    outcome = follow_rollout(ctx, old.hash, step="rollback.node")
+    outcome = follow_rollout(ctx, old.hash, step="rollback.node", before=snap)
     checks = [*after, *_back_to_baseline(ctx, outcome.snapshot, template, problem=outcome.problem),
               *companions.restore(ctx, before=True)]
     checks.extend(_give_back_nodes(ctx, ok=all(c.status in ("pass", "skip") for c in checks)))

@@ -181,6 +181,7 @@ def test_a_rollout_is_a_line_of_the_trail_per_look_with_every_node_in_its_eviden
     assert result.ok, result.reason
     entries = [s for s in h.steps if s.name == "promote.node" and s.status == "ok"]
     moved = [node for s in entries for node in s.evidence["nodes"]]
-    assert sorted(moved) == sorted(f"gpu-node{i}" for i in range(2, 41))
+    assert sorted(moved) == sorted(f"gpu-node{i}" for i in range(2, 41)), "\n".join(
+        f"{s.name} {s.status} {s.detail[:200]}" for s in h.steps if s.name.startswith("promote"))
     assert len(entries) <= 10, [s.detail for s in entries]
     assert any(" nodes run revision " in s.detail for s in entries)

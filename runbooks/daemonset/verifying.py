@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from runbooks.cluster import Cluster
 from runbooks.cluster.informing import ClusterWatches, Informer, held_informer
@@ -46,6 +46,7 @@ from runbooks.inventory.plugins import (
 )
 from runbooks.inventory.reading import node_from, parse_time
 
+T = TypeVar("T")
 NODE_GETS = 20
 """Up to this many nodes are read one by one; more are listed."""
 
@@ -100,30 +101,10 @@ def verify(
             clock.sleep(min(settings.poll_interval, left))
             final = sampler.sample()
         end = observe(cluster, namespace, name)
-        checks, drivers = _end_checks(cluster, reads, start, end, scope, everywhere=everywhere, kind=kind, final=final,
-                             lowest=lowest, baseline=baseline, resources=resources, since=since, settings=settings,
-                             image=image, container=container, others=others, namespace=namespace, name=name)
-    if settings.smoke_test:
-        on = scope[0] if len(scope) == 1 and not everywhere else None
-        if dra:  # a DRA driver's devices come through a claim, never through an extended resource
-            checks.append(dra_smoke_test(cluster, settings.smoke_test, node=on, drivers=drivers, clock=clock,
-                                         interval=settings.poll_interval))
-        else:
-            checks.append(smoke_test(cluster, settings.smoke_test, node=on, resource=resources[0], clock=clock,
-                                     interval=settings.poll_interval))
-    return result(checks, what=f"verify of {target} on {judge.scope_of(scope, everywhere)}",
-                  unknown_blocks=settings.unknown_blocks)
-
-
-def _end_checks(cluster: Cluster, reads: EndReads, start: Snapshot, end: Snapshot, scope: list[str], *,
-                everywhere: bool, kind: str, final: dict[str, Node], lowest: dict[str, dict[str, int]],
-                baseline: Baseline | None, resources: tuple[str, ...], since: dt.datetime, settings: StepSettings,
-                image: str | None, container: str | None, others: Sequence[str] | None, namespace: str,
-                name: str) -> tuple[list[Check], list[str]]:
-    """The verdicts once the window ended, from the snapshots and what ``reads`` has, and the
-    DRA drivers judged (the baseline's, else those the DaemonSet serves)."""
+        events = _or_forbidden(reads.events)
+        dra_objects = _or_forbidden(lambda: (reads.slices(), reads.claims(since))) if dra else None
     where = judge.scope_of(scope, everywhere)
-    window = settings.observe_window
+
     checks: list[Check] = [
         judge.rollout(end, scope, image=image, container=container, everywhere=everywhere),
         judge.pods_ready(end, scope, everywhere=everywhere),
@@ -138,26 +119,39 @@ def _end_checks(cluster: Cluster, reads: EndReads, start: Snapshot, end: Snapsho
         if others is None:
             others = [n for n in (baseline.nodes if baseline else end.nodes) if n not in scope]
         checks.append(judge.others_unchanged(end, others, sample_nodes(cluster, others, resources, {}), baseline, resources))
-    dra = kind == "dra-kubelet-plugin"
-    events: dict[str, list[Event]] | None = None
-    try:
-        events = reads.events()
-        event_verdicts = event_checks(events, since=since, nodes=scope, scope=where, gpu_resources=resources, dra=dra)
-    except Forbidden as exc:
-        event_verdicts = [unknown("events", f"cannot read events, so new warnings were not looked for: {exc}", where)]
     drivers: list[str] = list(baseline.drivers) if baseline else []
-    if dra:
-        try:
-            slices, claims = reads.slices(), reads.claims(since)
-            drivers = drivers or _drivers(start, slices or [])
-            scheduling = _scheduling_messages(events.get("FailedScheduling", []) if events else [], claims or [], since)
-            checks += [judge.dra_slices(scope, slices, drivers, baseline, everywhere=everywhere),
-                       judge.dra_claims(claims, baseline, drivers),
-                       judge.dra_new_claims(claims, since, end_time=cluster.server_time(),
-                                            grace=settings.claim_grace, drivers=drivers, scheduling=scheduling)]
-        except Forbidden as exc:
-            checks.append(unknown("dra-slices", f"cannot read the DRA objects: {exc}", where))
-    return checks + event_verdicts, drivers
+    if isinstance(dra_objects, Forbidden):
+        checks.append(unknown("dra-slices", f"cannot read the DRA objects: {dra_objects}", where))
+    elif dra_objects is not None:
+        slices, claims = dra_objects
+        drivers = drivers or _drivers(start, slices or [])
+        failed_scheduling = [] if isinstance(events, Forbidden) else events.get("FailedScheduling", [])
+        checks += [judge.dra_slices(scope, slices, drivers, baseline, everywhere=everywhere),
+                   judge.dra_claims(claims, baseline, drivers),
+                   judge.dra_new_claims(claims, since, end_time=cluster.server_time(),
+                                        grace=settings.claim_grace, drivers=drivers,
+                                        scheduling=_scheduling_messages(failed_scheduling, claims or [], since))]
+    if isinstance(events, Forbidden):
+        checks.append(unknown("events", f"cannot read events, so new warnings were not looked for: {events}", where))
+    else:
+        checks += event_checks(events, since=since, nodes=scope, scope=where, gpu_resources=resources, dra=dra)
+    if settings.smoke_test:
+        on = scope[0] if len(scope) == 1 and not everywhere else None
+        if dra:  # a DRA driver's devices come through a claim, never through an extended resource
+            checks.append(dra_smoke_test(cluster, settings.smoke_test, node=on, drivers=drivers, clock=clock,
+                                         interval=settings.poll_interval))
+        else:
+            checks.append(smoke_test(cluster, settings.smoke_test, node=on, resource=resources[0], clock=clock,
+                                     interval=settings.poll_interval))
+    return result(checks, what=f"verify of {target} on {where}", unknown_blocks=settings.unknown_blocks)
+
+
+def _or_forbidden(read: Callable[[], T]) -> T | Forbidden:
+    """What ``read`` returns, or the refusal it raised (judged ``unknown`` once the window's reads are done)."""
+    try:
+        return read()
+    except Forbidden as exc:
+        return exc
 
 
 def sample_nodes(

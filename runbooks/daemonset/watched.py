@@ -88,14 +88,9 @@ class EndReads:
     # ------------------------------------------------------------------ the end
     def events(self) -> dict[str, list[Event]]:
         """Events of each reason: kept by the watch, else listed now."""
-        out: dict[str, list[Event]] = {}
-        listed = [r for r in self.reasons if _fresh(self._events.get(r)) is None]
-        if listed:
-            out.update(read_events(self.cluster, listed))
-        for reason in self.reasons:
-            if reason not in out:
-                out[reason] = self._events[reason].items()
-        return {r: out[r] for r in self.reasons}
+        kept = {r: informer for r in self.reasons if (informer := _fresh(self._events.get(r))) is not None}
+        listed = read_events(self.cluster, [r for r in self.reasons if r not in kept])
+        return {r: kept[r].items() if r in kept else listed[r] for r in self.reasons}
 
     def slices(self) -> list[ResourceSlice] | None:
         """Every ResourceSlice (None: the cluster serves none)."""

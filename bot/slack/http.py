@@ -3,9 +3,11 @@
 ``POST /slack/events`` is checked on the raw bytes before anything parses it: a body over
 :data:`MAX_BODY` is refused 413 unread, and a request without a valid signature and a
 fresh timestamp (``SLACK_SIGNING_SECRET``) is refused 401; neither is logged with its body.
-Then it must be a form Slack sends (400 if not), parsed once: ``take`` (the bot's
+Then it must be a form Slack sends (400 if not; a click's JSON ``payload`` nested deeper
+than :data:`MAX_DEPTH` is refused before it is parsed), parsed once: ``take`` (the bot's
 listeners, with a job queue) may queue it and have it acked here; anything it does not
-take goes to Bolt's WSGI adapter.
+take goes to Bolt's WSGI adapter. Anything raised on the way is a 500 whose body is one line
+(``internal error``), logged as one line naming the exception's type and where it was raised.
 ``GET /healthz`` says the process answers; ``GET /readyz`` runs the readiness checks
 (Slack ``auth.test``, the run store's ping, …: callables plugged in by the wiring);
 ``GET /metrics`` is the Prometheus exposition. :class:`HttpServer` runs the WSGI app on
@@ -20,6 +22,8 @@ import hmac
 import io
 import json
 import logging
+import re
+import sys
 import threading
 import time
 import urllib.parse
@@ -109,7 +113,14 @@ class WebApp:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "GET")
-        answer = self._answer(path, method, environ, start_response)
+        try:
+            answer = self._answer(path, method, environ, start_response)
+        except Exception as exc:  # never waitress's page, never a traceback: one line each side
+            log.error("the %s %s request failed: %s (raised in %s); nothing else is said", method, path[:80],
+                      type(exc).__name__, _raised_in(exc))
+            start_response("500 Internal Server Error", [("Content-Type", "text/plain; charset=utf-8"),
+                                                         ("Content-Length", str(len(INTERNAL_ERROR)))], sys.exc_info())
+            answer = [INTERNAL_ERROR]
         return [] if method == "HEAD" else answer  # HEAD: the headers only, as HTTP says
 
     def _answer(self, path: str, method: str, environ: dict[str, Any],
@@ -231,9 +242,11 @@ def _shape(body: bytes, content_type: str) -> _Form:
         return _Form("", fields)
     if len(fields) != 1:
         return _refused("a click with fields besides its payload")
+    if too_deep(fields["payload"]):
+        return _refused(f"a payload nested deeper than {MAX_DEPTH}")
     try:
         payload = json.loads(fields["payload"])
-    except ValueError:
+    except (ValueError, RecursionError):
         return _refused("a payload that is not JSON")
     problem = _click_problem(payload)
     return _Form(problem, payload if not problem else {})
@@ -270,6 +283,42 @@ def _click_problem(payload: object) -> str:
         if isinstance(value, dict) and not isinstance(value.get(inner, ""), str | None):
             return f"a payload whose {key}.{inner} is not a string"
     return ""
+
+
+MAX_DEPTH = 64
+"""The deepest JSON nesting a click's payload may have (Slack's deepest, rich text in the
+clicked message, is under 10): what parsing a deeper one would need is never spent."""
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.S)
+"""A JSON string (to its closing quote, or the end: linear however the quotes fall), or a bracket."""
+INTERNAL_ERROR = b"internal error\n"
+
+
+def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON ``text`` nests arrays and objects more than ``limit`` deep (brackets inside
+    strings do not count), found in one scan before anything parses it."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for token in _TOKENS.finditer(text):
+        mark = token.group()
+        if mark in ("[", "{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif mark in ("]", "}"):
+            depth -= 1
+    return False
+
+
+def _raised_in(exc: BaseException) -> str:
+    """``module:function:line`` of the innermost frame ``exc`` went through (the log's clue)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return "?"
+    code = tb.tb_frame.f_code
+    return f"{tb.tb_frame.f_globals.get('__name__', '?')}:{code.co_name}:{tb.tb_lineno}"
 
 
 def _refuse(status: str, why: str) -> str:

@@ -379,7 +379,8 @@ class Generator:
             return bytes(r.randrange(256) for _ in range(r.randint(1, 400))), "random bytes"
         if pick == 3:
             return r.choice([b"payload=", b"payload", b"payload={", b"payload=notjson", b"payload=%ZZ", b"%",
-                             b"payload=%7B%22type%22", b"=&=&&=", b"payload=" + b"%00" * 100]), "broken payload"
+                             b"payload=%7B%22type%22", b"=&=&&=", b"payload=" + b"%00" * 100,
+                             b"payload=" + b"%5B" * 50_000 + b"%5D" * 50_000]), "broken payload"  # finding 12
         if pick == 4:
             return b"payload=" + urllib.parse.quote(json.dumps(r.choice([[], "x", 1, None, True, [{}], 1.5]))).encode(), "payload not an object"
         if pick == 5:
@@ -408,7 +409,7 @@ class Generator:
         """Whether a validly signed body could be a real request of a requester or approver on the
         open run: a request that may legitimately decide; the fuzzer never sends one."""
         text = urllib.parse.unquote_plus(body.decode("utf-8", "replace"))
-        with contextlib.suppress(ValueError, IndexError):  # ids written as \u escapes in the JSON: undone
+        with contextlib.suppress(ValueError, IndexError, RecursionError):  # ids written as \u escapes in the JSON: undone
             text += json.dumps(json.loads(text.split("payload=", 1)[1].split("&payload=")[0]), ensure_ascii=False)
         live = self.known.run_id.lower() in text.lower()
         # as a value, whole: "U0LEAD" in JSON, user_id=U0LEAD in a form (not " U0LEAD", not <@U0LEAD> in a text)

@@ -5,7 +5,9 @@ A front end turns a click into a :class:`Click` and hands it to :class:`EngineDe
 
 - Approve / Reject: the button's value names the gate it was posted for
   (:func:`handlers.run_views.gate_ref`), so a click on an old request never decides a
-  newer one. The clicker becomes an :class:`~runbooks.engine.approving.Actor` with their
+  newer one; and a click made on a message must be made on that gate's own message (its
+  ts is kept with the run), so another run's value on this message decides nothing and
+  rewrites nothing. The clicker becomes an :class:`~runbooks.engine.approving.Actor` with their
   user groups, and ``engine.decide`` applies the policy (approvers, no self-approval,
   expiry, already decided) with a compare-and-set: a double click or a retried delivery
   decides once. A counted click replaces the buttons with who decided and when; the
@@ -37,6 +39,7 @@ from handlers.run_views import (
     details_of,
     details_reply,
     gate_ref,
+    on_gate_message,
     run_of_ref,
 )
 from runbooks.engine.commands import Engine
@@ -108,6 +111,8 @@ class EngineDecisions:
         gate = before.gate
         if gate is None or gate_ref(before, gate) != click.value:
             return _refused(msg.request_closed(run_id, before.state.value))
+        if not on_gate_message(before, click.value, channel=click.channel, message_ts=click.message_ts):
+            return _refused(msg.not_this_message(run_id))  # another run's button on this message: left as it is
         who = replace(actor(click.user, self.policy, self.directory), surface=self.surface)
         outcome = self.engine.decide(run_id, actor=who, approve=click.approve, kind=gate.kind)
         if not outcome.counted:  # this approver had decided so already (a double click): counted once

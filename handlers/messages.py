@@ -595,3 +595,8 @@ UPGRADE_STEP_NAMES = ("Canary request", "Canary", "Verify the canary", "Promotio
                       "Verify every node", "Monitoring")
 CHANGE_STEP_NAMES = ("Request", "Apply", "Verify")
 """The names of a run's path for the root message's "Step i of n" (an upgrade; a migration or repair)."""
+
+
+def not_this_message(run_id: str) -> str:
+    """A click whose button names run ``run_id``'s request, made on a message that is not that request's."""
+    return f"this button names run {run_id}, whose request is not this message; nothing was decided"

@@ -77,6 +77,20 @@ def run_of_ref(value: str) -> str | None:
     return parts[0] if len(parts) == 3 and parts[0].startswith("r-") else None
 
 
+GATE_KEY = "gate|"
+"""``run.origin[GATE_KEY + gate_ref]``: the ts of that gate's message, kept by the front end that posted it."""
+
+
+def on_gate_message(run: Run, ref: str, *, channel: str | None, message_ts: str | None) -> bool:
+    """Whether a click on the message ``message_ts`` in ``channel`` was made on the message of the
+    gate ``ref`` of ``run`` (its run's channel, the ts kept with the run); a click that names no
+    message (a surface without messages: the console) is not held to one."""
+    if channel is None and message_ts is None:
+        return True
+    kept = run.origin.get(GATE_KEY + ref)
+    return bool(kept) and (channel, message_ts) == (run.origin.get("channel"), kept)
+
+
 def _asks(run: Run, gate: Gate) -> str:
     ref, change = run.target.ref, "" if run.edits.empty else run.edits.summary()
     if gate.kind is GateKind.REPAIR:

@@ -364,7 +364,7 @@ class Listeners:
         try:
             click = Click(
                 action=action_id, value=str(actions[0].get("value", "")), user=str((body.get("user") or {}).get("id", "")),
-                channel=(body.get("channel") or {}).get("id"),
+                channel=(body.get("channel") or {}).get("id") or "",  # checked against the gate's message
                 message_ts=(body.get("container") or {}).get("message_ts") or message.get("ts"),
                 thread_ts=message.get("thread_ts"),
             )

@@ -37,6 +37,7 @@ from bot.slack.pacing import Pacer
 from bot.slack.web import SlackWeb
 from handlers.replies import Message, Reply
 from handlers.run_views import (
+    GATE_KEY,
     closed_gate_message,
     gate_message,
     gate_ref,
@@ -52,10 +53,8 @@ log = logging.getLogger("upgradebot.slack.threads")
 SURFACE = "slack"
 ONCALL_KEY = "oncall|"
 """``run.origin[ONCALL_KEY + what]`` is the ts of what on-call was told (a halt, a rollback by itself)."""
-GATE_KEY = "gate|"
 CLOSED = "|closed"
 """``origin[GATE_KEY + ref + CLOSED]``: that gate's message no longer shows buttons."""
-"""``run.origin[GATE_KEY + gate_ref]`` is the ts of that gate's message in the run's thread."""
 STEP_KEY = "step|"
 """``run.origin[STEP_KEY + step]`` is the ts of that step's message (``step|verify_canary``)."""
 
@@ -187,9 +186,10 @@ class SlackThreads:
             if ts is None:
                 log.warning("run %s has no root message in %s; a request's message was dropped", run_id, channel)
                 return
-            for i, payload in enumerate(render_message(message)):
+            payloads = render_message(message)
+            for i, payload in enumerate(payloads):
                 posted = self.web.post(channel, payload, thread_ts=ts)
-                if i == 0:
+                if i == len(payloads) - 1:  # the part with the buttons: the one a click is checked against
                     with self._lock:
                         self._gates[gate] = posted
                     self.set_origin(run_id, **{GATE_KEY + gate: posted})  # kept in Redis: a restart finds it

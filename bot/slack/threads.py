@@ -104,18 +104,23 @@ class SlackThreads:
     def reconcile(self, runs: Iterable[Run], *, min_age: float = 0.0) -> int:
         """Every open gate of a Slack run whose message was never posted (the bot stopped
         between storing the gate and posting it, or the post failed) is posted, with its
-        buttons; every closed gate whose message still shows them is rewritten. ``min_age``:
-        leave gates opened less than that many seconds ago (another replica may be posting
-        them right now). How many were queued."""
+        buttons, whatever became of the root: a root never recorded (the bot stopped before,
+        or Slack refused it) is posted first, recorded as the first event's is, and the gate
+        goes in its thread (a root refused again: the next reconcile tries both again).
+        Every closed gate whose message still shows them is rewritten. ``min_age``: leave
+        gates opened less than that many seconds ago (another replica may be posting them
+        right now). How many were queued."""
         queued = 0
         recent = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=min_age)
         for run in runs:
             channel, gate = self._remember(run), run.gate
-            if channel is None or gate is None or not run.origin.get("ts"):
+            if channel is None or gate is None:
                 continue
             with self._lock:
                 pending = gate_ref(run, gate) in self._pending
             if gate.is_open and not pending and not self._gate_ts(run, gate) and gate.opened_at <= recent:
+                if not self.root_ts(run.id):  # queued before the gate: the gate goes in its thread
+                    self._queue_root(run.id, channel)
                 self.on_gate(run, gate)
                 queued += 1
             elif not gate.is_open and self._gate_ts(run, gate) and not self._closed(run, gate):
@@ -158,6 +163,10 @@ class SlackThreads:
             if known is None or run.version >= known.version:
                 self._latest[run.id] = run
         return run.origin["channel"]
+
+    def _queue_root(self, run_id: str, channel: str) -> None:
+        """The root message posted (or updated) in turn, coalesced with one still queued."""
+        self.pacer.submit(channel, lambda: self._sync_root(run_id, channel), key=f"root:{run_id}")
 
     def root_ts(self, run_id: str) -> str | None:
         with self._lock:

@@ -9,7 +9,7 @@ gate is refused with one ephemeral line and no message is rewritten.
 
 from __future__ import annotations
 
-from runbooks.engine.runs import RunState
+from runbooks.engine.runs import Run, RunState
 from tests.e2e.conftest import RunBot
 from tests.e2e.runs_support import (
     CANARY,
@@ -33,8 +33,9 @@ def waiting(bot: RunBot, text: str, count: int) -> tuple[str, str]:
     root_ts = posted_ts(found[count - 1])
     run = eventually(lambda: next((r for r in bot.runtime.engine.runs() if r.origin.get("ts") == root_ts), None),
                      f"run {count}")
-    bot.wait_state(run.id, S.AWAITING_APPROVAL)  # type: ignore[attr-defined]
-    return run.id, root_ts  # type: ignore[attr-defined]
+    assert isinstance(run, Run)
+    bot.wait_state(run.id, S.AWAITING_APPROVAL)
+    return run.id, root_ts
 
 
 def test_a_click_of_run_a_on_run_bs_gate_message_is_refused_and_b_keeps_its_buttons(run_bot: RunBot) -> None:

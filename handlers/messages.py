@@ -595,3 +595,8 @@ UPGRADE_STEP_NAMES = ("Canary request", "Canary", "Verify the canary", "Promotio
                       "Verify every node", "Monitoring")
 CHANGE_STEP_NAMES = ("Request", "Apply", "Verify")
 """The names of a run's path for the root message's "Step i of n" (an upgrade; a migration or repair)."""
+
+
+def too_many_long_reads(running: int, verbs: str) -> str:
+    return (f"I am busy: {running} long read(s) ({verbs}) are running, as many as run at once so that "
+            "short commands and requests stay answered; nothing was started, try again in a minute")

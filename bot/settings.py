@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     """Slack Web API base URL, with its trailing slash (tests point it at a fake)."""
     workers: int = Field(8, ge=1, le=256, validation_alias=_env("UPGRADEBOT_WORKERS"))
     """``serve``: background workers for commands and clicks (the work after ``ack()``)."""
+    reserved_workers: int = Field(2, ge=0, le=255, validation_alias=_env("UPGRADEBOT_RESERVED_WORKERS"))
+    """Of ``workers``, how many long reads (``verify``'s window, ``inventory``, ``report`` …) never
+    take: kept for short commands and requests (at least one thread is left to long reads)."""
     decision_workers: int = Field(4, ge=1, le=64, validation_alias=_env("UPGRADEBOT_DECISION_WORKERS"))
     """``serve``: workers of their own for decisions (Approve, Reject, Request rollback; the
     ``approve``, ``reject``, ``rollback``, ``close`` commands), which long reads never occupy."""

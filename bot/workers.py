@@ -126,12 +126,21 @@ class Quotas:
     of a process that died go free on their own (leases are scored by each process's own
     clock: machines whose clocks differ by more than a lease would see each other's slots as
     lapsed). When the store does not answer, the job is counted here only (the limit then
-    holds per process) rather than refused."""
+    holds per process) rather than refused.
+
+    ``reads``: how many long *reads* (a long command that requests nothing: ``verify`` and its
+    window, ``inventory``, ``report`` …) this process runs at once, whoever asks (:func:`long_reads`,
+    its command threads but those reserved): beyond, :meth:`take` answers ``"busy"``, so the
+    threads left answer short commands (``help``, ``runs``, ``status``) and requests
+    (``canary``). Counted in this process, whose threads it keeps free."""
 
     def __init__(self, *, per_user: int, per_channel: int, shared: Slots | None = None,
-                 lease: float = QUOTA_LEASE) -> None:
+                 lease: float = QUOTA_LEASE, reads: int | None = None) -> None:
         self.per_user, self.per_channel = per_user, per_channel
         self.shared, self.lease = shared, lease
+        self.reads = reads
+        self._reading = 0
+        """Long reads taken and not given back in this process."""
         self._users: dict[str, int] = {}
         self._channels: dict[str, int] = {}
         self._held: dict[tuple[str, str | None], list[str | None]] = {}
@@ -141,13 +150,18 @@ class Quotas:
         self._closed = threading.Event()
         self._renewer: threading.Thread | None = None
 
-    def take(self, user: str, channel: str | None) -> str | None:
+    def take(self, user: str, channel: str | None, *, read: bool = False) -> str | None:
+        """Count a long command in (``read``: a long read, also against :attr:`reads`), or say
+        what is full: ``"user"``, ``"channel"`` or ``"busy"`` (this process's long reads)."""
         with self._lock:
             if self._users.get(user, 0) >= self.per_user:
                 return "user"
             if channel and self._channels.get(channel, 0) >= self.per_channel:
                 return "channel"
+            if read and self.reads is not None and self._reading >= self.reads:
+                return "busy"
             self._count(user, channel, +1)
+            self._reading += int(read)
         if self.shared is None:
             return None
         token = uuid.uuid4().hex
@@ -163,15 +177,18 @@ class Quotas:
         if full:
             with self._lock:
                 self._count(user, channel, -1)
+                self._reading -= int(read)
             return sets[full - 1][0]
         with self._lock:
             self._held.setdefault((user, channel), []).append(token)
             self._start_renewing()
         return None
 
-    def give(self, user: str, channel: str | None) -> None:
+    def give(self, user: str, channel: str | None, *, read: bool = False) -> None:
+        """Count out a command :meth:`take` counted in (with the same ``read``)."""
         with self._lock:
             self._count(user, channel, -1)
+            self._reading -= int(read)
             tokens = self._held.get((user, channel))
             token = tokens.pop() if tokens else None
             if tokens == []:
@@ -215,6 +232,13 @@ class Quotas:
                 except Exception:  # this thread must outlive any one failure: a slot not renewed lapses
                     log.exception("renewing the slots of long commands failed (again in %.0f s)", self.lease / 3)
                     break
+
+
+def long_reads(workers: int, reserved: int) -> int:
+    """How many long reads a process with ``workers`` command threads runs at once: all but
+    ``reserved`` of them (``UPGRADEBOT_RESERVED_WORKERS``), and at least one (a process of one
+    thread reserves none)."""
+    return max(1, workers - reserved)
 
 
 def _sets(user: str, channel: str | None) -> list[tuple[str, str]]:

@@ -255,16 +255,21 @@ class Listeners:
         (said to the user: from the notice pool, or ``now`` on this thread, a worker's, which
         waits for nothing else); if not, the command is counted in until :meth:`_quota_done`."""
         user, channel = str(body.get("user_id", "")), body.get("channel_id") or None
-        full = self.deps.quotas.take(user, channel)
+        full = self.deps.quotas.take(user, channel, read=self._long_read(body))
         if full is None:
             return False
         quotas = self.deps.quotas
-        who, limit = (user_ref(user), quotas.per_user) if full == "user" else (channel_ref(channel or ""),
-                                                                                quotas.per_channel)
         verb, _ = self.deps.router.lane(str(body.get("text", "")))
-        log.info("%s refused: the %s quota of %s is full", verb, full, user if full == "user" else channel)
-        self.deps.metrics.commands.labels(verb=verb, outcome="limited", surface="slack").inc()
-        text = msg.too_many_long(who, limit, ", ".join(self.deps.router.verbs_in("long")))
+        if full == "busy":
+            log.info("%s refused: %s long reads are running in this process", verb, quotas.reads)
+            self.deps.metrics.commands.labels(verb=verb, outcome="busy", surface="slack").inc()
+            text = msg.too_many_long_reads(quotas.reads or 0, ", ".join(self._long_reads()))
+        else:
+            who, limit = (user_ref(user), quotas.per_user) if full == "user" else (channel_ref(channel or ""),
+                                                                                    quotas.per_channel)
+            log.info("%s refused: the %s quota of %s is full", verb, full, user if full == "user" else channel)
+            self.deps.metrics.commands.labels(verb=verb, outcome="limited", surface="slack").inc()
+            text = msg.too_many_long(who, limit, ", ".join(self.deps.router.verbs_in("long")))
         if now:
             self._say(respond, body, text)
         else:
@@ -272,7 +277,20 @@ class Listeners:
         return True
 
     def _quota_done(self, body: dict[str, Any]) -> None:
-        self.deps.quotas.give(str(body.get("user_id", "")), body.get("channel_id") or None)
+        self.deps.quotas.give(str(body.get("user_id", "")), body.get("channel_id") or None,
+                              read=self._long_read(body))
+
+    def _long_reads(self) -> list[str]:
+        """The long commands that request nothing: they share :attr:`Quotas.reads`."""
+        return [verb.name for verb in self.deps.router.registry if verb.lane == "long" and not verb.mutating]
+
+    def _long_read(self, body: dict[str, Any]) -> bool:
+        """Whether the command is a long read (``verify`` and its window, ``inventory``, ``report`` …):
+        counted against the threads long reads may hold; a request (``canary``) is not, so it is
+        answered while long reads hold all they may."""
+        name, lane = self.deps.router.lane(str(body.get("text", "")))
+        verb = self.deps.router.registry.get(name)
+        return lane == "long" and verb is not None and not verb.mutating
 
     def _run_counted(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
         """A long command counted in by :meth:`_over_quota`: run, then counted out."""

@@ -45,7 +45,7 @@ from bot.slack.socket_mode import SocketMode
 from bot.slack.threads import SlackOutlet, SlackThreads
 from bot.slack.web import SlackWeb, UsergroupDirectory, error_code, make_client
 from bot.storage.redis_store import RedisRunStore
-from bot.workers import Quotas, Workers
+from bot.workers import Quotas, Workers, long_reads
 from handlers import inventory
 from handlers import messages as msg
 from handlers.access import Directory
@@ -172,7 +172,8 @@ def build_service(
     workers = Workers(settings.workers)
     decision_workers = Workers(settings.decision_workers, name="upgradebot-decide")
     notices = Workers(NOTICE_THREADS, backlog=NOTICE_BACKLOG, name="upgradebot-notice")
-    quotas = quotas or Quotas(per_user=policy.limits.per_user, per_channel=policy.limits.per_channel)
+    quotas = quotas or Quotas(per_user=policy.limits.per_user, per_channel=policy.limits.per_channel,
+                              reads=long_reads(settings.workers, settings.reserved_workers))
     deps = SlackDeps(router=router, web=web, idempotency=idempotency or InMemoryIdempotency(),
                      workers=workers, metrics=metrics, decision_workers=decision_workers, quotas=quotas,
                      notices=notices, decisions=decisions, jobs=jobs)
@@ -232,7 +233,9 @@ def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache
     decisions = EngineDecisions(engine=runtime.engine, policy=policy, directory=directory)
     cancel = threading.Event()
     # every worker process and replica counts long commands in the store: one quota per user, not one each
-    quotas = Quotas(per_user=policy.limits.per_user, per_channel=policy.limits.per_channel, shared=runtime.store)
+    # and each process keeps some of its command threads from long reads (help, status, canary stay answered)
+    quotas = Quotas(per_user=policy.limits.per_user, per_channel=policy.limits.per_channel, shared=runtime.store,
+                    reads=long_reads(settings.workers, settings.reserved_workers))
     runtime.on_stop(quotas.close)
     return build_service(
         settings, policy, verbs=chat_verbs(runtime.deps(directory, cancel=cancel)), decisions=decisions,

@@ -933,3 +933,34 @@ def test_ten_thousand_generated_requests(run_bot: RunBot, redis_url: str, capfd:
     statuses += f"; no answer to: {counted([r.request.kind for r in silent])}" if silent else ""
     assert not problems, f"{len(problems)} problem(s) ({where}; statuses: {statuses}):\n" + "\n".join(problems)
     print(f"fuzz ({where}): statuses {statuses}; {len(lines.lines)} log lines, {len(fuzz_calls)} Slack calls")
+
+
+def test_long_reads_leave_threads_for_short_commands_and_requests(run_bot: RunBot) -> None:
+    """Starvation by legal commands (finding 3 of the security review), in one process: four users
+    ask for two ``verify … window=10m`` each, within their quotas; while the ones that run watch
+    their window, another user's ``help``, ``runs`` and ``status`` are answered and a requester's
+    canary posts its request. The verifies held every command thread (4 here) and nothing else
+    was answered before a window ended."""
+    bot = run_bot
+    for user in ("U0W1", "U0W2", "U0W3", "U0W4"):
+        for number in range(2):
+            body = slash_command(f"verify {TARGET} window=10m", user=user,
+                                 response_url=bot.fake.response_url(f"starve-{user}-{number}"))
+            assert bot.slack.command("", body=body).status == 200
+    for text in ("help", "runs", "status"):
+        body = slash_command(text, user="U0EVE", response_url=bot.fake.response_url(f"short-{text}"))
+        assert bot.slack.command("", body=body).status == 200
+    assert bot.slack.command(CANARY, user="U0ANA").status == 200
+
+    def answered(text: str) -> bool:  # ephemeral on its response_url, or posted in the channel
+        return any(c.path.endswith(f"/short-{text}") for c in bot.fake.of("response_url")) or any(
+            f"<@U0EVE> ran `/upgrade {text}`" in json.dumps(c.body) for c in bot.fake.of("chat.postMessage"))
+
+    for text in ("help", "runs", "status"):
+        eventually(lambda text=text: answered(text), f"{text} answered while the verifies run", timeout=20)
+    (root,) = eventually(lambda: roots(bot.fake), "the canary's run posted", timeout=20)  # type: ignore[misc]
+    bot.slack.gate(posted_ts(root))
+    verified = [c for c in bot.fake.of("chat.postMessage") if str(c.body.get("text", "")).startswith("Verify of")]
+    assert not verified, "the verifies were still watching their window"
+    eventually(lambda: bot.service.workers.pending == 2,  # the verifies that run: all but the 2 threads kept
+               "only the two verifies left running (UPGRADEBOT_WORKERS=4)", timeout=10)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.workers import Quotas
+from bot.workers import Quotas, long_reads
 from kubesim import KubeSim
 from runbooks.engine.runs import RunState
 from runbooks.policy import Policy
@@ -82,3 +82,18 @@ def test_the_longest_wait_is_itself_bounded(longest: str) -> None:
     assert Policy().limits.longest_wait == "30m"
     with pytest.raises(ValueError, match="longest_wait"):
         Policy.model_validate({"limits": {"longest_wait": longest}})
+
+
+def test_long_reads_take_all_but_the_reserved_threads() -> None:
+    """Finding 3 of the security review: a process runs at most its command threads but the
+    reserved ones of long reads, whoever asks (``"busy"`` beyond); requests are not counted
+    against it, and a read given back frees its place."""
+    assert [long_reads(n, 2) for n in (8, 4, 2, 1)] == [6, 2, 1, 1] and long_reads(8, 0) == 8
+    quotas = Quotas(per_user=2, per_channel=4, reads=2)
+    assert quotas.take("U1", None, read=True) is None and quotas.take("U2", None, read=True) is None
+    assert quotas.take("U3", None, read=True) == "busy"
+    assert quotas.take("U3", "C1") is None  # a request (canary) still runs
+    assert quotas.take("U1", None, read=True) == "busy"
+    quotas.give("U2", None, read=True)
+    assert quotas.take("U4", "C1", read=True) is None
+    assert quotas.take("U5", None, read=True) == "busy"

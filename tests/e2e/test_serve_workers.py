@@ -20,10 +20,19 @@ from bot.storage.redis_store import RedisRunStore, raw_client
 from kubesim import KubeSim
 from runbooks.engine.runs import RunState
 from tests.e2e.harness import USERGROUPS
-from tests.e2e.runs_support import RUN_POLICY, SlackClient, canary_approved, eventually
+from tests.e2e.runs_support import (
+    CANARY,
+    RUN_POLICY,
+    SlackClient,
+    canary_approved,
+    eventually,
+    posted_ts,
+    roots,
+    texts,
+)
 from tests.e2e.test_serve_process import SERVE
 from tests.e2e.test_serve_restart import start
-from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get
+from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get, post, slash_command
 from tests.support import reap
 
 
@@ -221,3 +230,54 @@ def test_two_worker_processes_share_one_quota_of_long_commands(redis_url: str, t
             for proc in workers:
                 proc.send_signal(signal.SIGCONT)
             reap(serve, *workers)
+
+
+LONG_VERIFY = "verify kube-system/nvidia-device-plugin-daemonset window=10m"
+WATCHERS = ("U0W1", "U0W2", "U0W3", "U0W4")
+
+
+def test_long_reads_leave_workers_for_short_reads_and_requests(redis_url: str, tmp_path: Path) -> None:
+    """Finding 3 of the security review (starvation by legal commands): four users each run two
+    ``verify … window=10m`` in their own direct message, all within their quotas. While those
+    watch their window, another user's ``help``, ``runs`` and ``status`` are answered and a
+    requester's canary posts its request: long reads never take every thread of the commands
+    worker. The eight verifies held all eight, and nothing else was answered before a window ended."""
+    log = tmp_path / "serve.log"
+    with FakeSlack(usergroups=USERGROUPS) as fake, KubeSim(scenario="gpu-small", k8s_version="1.31") as sim:
+        env = environment(fake, sim, tmp_path, redis_url)
+        dms = {f"D{user[1:]}": {"cluster": "kubesim"} for user in WATCHERS}
+        Path(env["UPGRADEBOT_CONFIG"]).write_text(yaml.safe_dump(
+            {**RUN_POLICY, "channels": {**RUN_POLICY["channels"], **dms}}))  # type: ignore[dict-item]
+        serve, url = start(env, log)
+        try:
+            eventually(lambda: get(url + "/readyz").status == 200, "ready once its workers run", timeout=30)
+            for user in WATCHERS:
+                for number in range(2):
+                    body = slash_command(LONG_VERIFY, user=user, channel=f"D{user[1:]}",
+                                         response_url=fake.response_url(f"verify-{user}-{number}"))
+                    assert post(url + "/slack/events", body).status == 200
+            jobs = raw_client(redis_url)
+            eventually(lambda: jobs.llen(f"{NAMESPACE}:commands") == 0, "the eight verifies taken", timeout=30)
+            client = SlackClient(url, fake)
+            for text in ("help", "runs", "status"):
+                body = slash_command(text, user="U0EVE", response_url=fake.response_url(f"short-{text}"))
+                assert post(url + "/slack/events", body).status == 200
+            assert client.command(CANARY, user="U0BEN").status == 200
+
+            def answered(text: str) -> bool:  # ephemeral on its response_url, or posted in the channel
+                return any(c.path.endswith(f"/short-{text}") for c in fake.of("response_url")) or any(
+                    f"<@U0EVE> ran `/upgrade {text}`" in texts(c) for c in fake.of("chat.postMessage"))
+
+            for text in ("help", "runs", "status"):
+                eventually(lambda text=text: answered(text), f"{text} answered while the verifies run", timeout=20)
+            (root,) = eventually(lambda: roots(fake), "the canary's run posted", timeout=20)  # type: ignore[misc]
+            client.gate(posted_ts(root))
+            verified = [c for c in fake.of("chat.postMessage") if texts(c).startswith("Verify of")]
+            assert not verified, "the verifies were still watching their window"
+            eventually(lambda: sum("/verify-" in c.path for c in fake.of("response_url")) == 2, "two verifies refused")
+            busy = [c.body["text"] for c in fake.of("response_url") if "/verify-" in c.path]
+            assert len(busy) == 2 and all("I am busy: 6 long read(s)" in text for text in busy), busy  # 2 of 8 kept
+            serve.send_signal(signal.SIGTERM)
+            assert serve.wait(timeout=30) == 0, log.read_text()[-3000:]
+        finally:
+            reap(serve)

@@ -100,3 +100,16 @@ def test_the_renewer_outlives_a_renewal_that_fails() -> None:
     quotas.give("U1", "C1")
     assert "give" in calls
     quotas.close()
+
+
+def test_a_read_refused_by_the_shared_quota_keeps_no_place_among_the_long_reads(stores: list[RedisRunStore]) -> None:
+    """Finding 3 of the security review: the long reads a process runs (``reads``) count only
+    what runs; one that another process's slots refuse leaves its place free."""
+    one = Quotas(per_user=1, per_channel=4, shared=stores[0], reads=1)
+    two = Quotas(per_user=1, per_channel=4, shared=stores[1], reads=1)
+    assert one.take("U1", None, read=True) is None
+    assert two.take("U1", None, read=True) == "user"  # U1's slot is held in the first process
+    assert two.take("U2", None, read=True) is None
+    assert two.take("U3", None, read=True) == "busy"
+    for quotas in (one, two):
+        quotas.close()

@@ -600,6 +600,8 @@ CHANGE_STEP_NAMES = ("Request", "Apply", "Verify")
 def not_this_message(run_id: str) -> str:
     """A click whose button names run ``run_id``'s request, made on a message that is not that request's."""
     return f"this button names run {run_id}, whose request is not this message; nothing was decided"
+
+
 def too_many_long_reads(running: int, verbs: str) -> str:
     return (f"I am busy: {running} long read(s) ({verbs}) are running, as many as run at once so that "
             "short commands and requests stay answered; nothing was started, try again in a minute")

@@ -595,3 +595,9 @@ UPGRADE_STEP_NAMES = ("Canary request", "Canary", "Verify the canary", "Promotio
                       "Verify every node", "Monitoring")
 CHANGE_STEP_NAMES = ("Request", "Apply", "Verify")
 """The names of a run's path for the root message's "Step i of n" (an upgrade; a migration or repair)."""
+
+
+def unsafe_character(argument: str, character: str) -> str:
+    """A word of a command holds a control, line-separator or bidi character (``U+202E``)."""
+    return (f"{argument} holds {character}, a control, line-separator or bidi character: "
+            "type every value on one line, as plain text")

@@ -130,10 +130,10 @@ def usage_blocks(usage: Sequence[str], *, prefix: str) -> list[Block]:
 
 
 def fallback_text(message: Message) -> str:
-    """The notification text (``text``) that goes with the blocks."""
+    """The notification text (``text``) that goes with the blocks, escaped as they are."""
     head = message.title or ""
     first = message.text.split("\n", 1)[0] if message.text else ""
-    return cut(": ".join(p for p in (head, first) if p) or " ", MAX_FALLBACK)
+    return cut(escape(": ".join(p for p in (head, first) if p)) or " ", MAX_FALLBACK)
 
 
 def _payloads(blocks: list[Block], text: str) -> list[Payload]:

@@ -59,3 +59,18 @@ def test_a_bidi_override_from_slack_is_refused_in_one_line(run_bot: RunBot) -> N
     assert len({line for line in shown.splitlines() if "U+202E" in line}) == 1
     assert bot.runtime.engine.runs(limit=5) == [] and roots(bot.fake) == []
 
+
+def test_a_priority_class_the_server_refuses_is_refused_before_any_approver_is_asked(run_bot: RunBot) -> None:
+    """finding 9: ``priority=does-not-exist`` from Slack: the requester gets the API server's own
+    refusal (from the request's dry run) in one line; no run, no root message, no request posted."""
+    bot = run_bot
+    assert bot.slack.command(f"canary {TARGET} node=gpu-node1 priority=does-not-exist").status == 200
+    reply = eventually(lambda: next((c for c in bot.fake.of("response_url") if "PriorityClass" in texts(c)), None),
+                       "the refusal")
+    shown = texts(reply)  # type: ignore[arg-type]
+    lines = {line for line in shown.splitlines() if "PriorityClass" in line}
+    assert len(lines) == 1, shown
+    (line,) = lines
+    assert "the API server refuses this change of" in line and \
+        "is forbidden: no PriorityClass with name does-not-exist was found" in line, line
+    assert bot.runtime.engine.runs(limit=5) == [] and roots(bot.fake) == []

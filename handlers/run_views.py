@@ -242,7 +242,8 @@ def root_message(run: Run, *, self_approval: bool = False) -> Message:
     if run.gate is not None and run.gate.is_open:
         lines.insert(0, msg.waiting_for_approval(msg.request_name(run.gate.kind.value), moment_text(run.gate.expires_at)))
     if run.pause is not None:
-        lines.append(msg.paused_by(user_ref(run.pause.by), moment_text(run.pause.at), run.pause.reason, run.id))
+        reason = literal(run.pause.reason) if run.pause.reason else ""  # typed by whoever paused it
+        lines.append(msg.paused_by(user_ref(run.pause.by), moment_text(run.pause.at), reason, run.id))
     if run.reason:
         lines.append(run.reason)
     if run.shown("waiting_for") and run.shown("wait_in") == run.state.value:

@@ -156,3 +156,28 @@ def test_the_request_shows_a_typed_value_as_one_escaped_line() -> None:
         assert "<@U0LEAD>" not in shown and "<!subteam^S0ALL>" not in shown and "<https://evil|ok>" not in shown
         assert "*Change:* none _really_ ~no~" in span and "&amp;" in span and "&lt;" in span
         assert span.count("`") == 2  # the value's own backticks do not close the span
+
+
+def test_a_typed_pause_reason_and_rollback_reason_read_as_inline_code() -> None:
+    """finding 6: the reason someone typed with ``pause`` (root message) or ``rollback`` (its
+    request) is shown as one inert inline-code span, not as mrkdwn or a mention."""
+    from runbooks.engine.runs import Pause
+
+    typed = "*Approved:* by <@U0LEAD>"
+    run = _run(Edits()).model_copy(update={"pause": Pause(by="U0ANA", at=NOW, reason=typed)})
+    root = "\n".join(b["text"]["text"] for b in message_blocks(root_message(run)) if "text" in b)
+    gate = Gate(kind=GateKind.ROLLBACK, requested_by="U0ANA", opened_at=NOW,
+                expires_at=NOW + dt.timedelta(minutes=30), reason=typed)
+    request = "\n".join(b["text"]["text"] for b in message_blocks(gate_message(run, gate)) if "text" in b)
+    for shown in (root, request):
+        assert "`*Approved:* by &lt;\u2060@U0LEAD&gt;`" in shown and "<@U0LEAD>" not in shown, shown
+
+
+def test_a_backtick_in_a_table_cell_cannot_close_its_code_block() -> None:
+    """finding 6: tables (audit, runs) are code blocks; a typed ``` in a cell stays inside."""
+    from bot.slack.blocks import render_reply
+    from handlers.replies import Reply, Table
+
+    reply = Reply(table=Table(header=["WHAT"], rows=[["env X=```*Change:* none```"]]))
+    (block,) = [b for b in render_reply(reply, prefix="/upgrade").main["blocks"] if "```" in b["text"]["text"]]
+    assert block["text"]["text"].count("```") == 2, block

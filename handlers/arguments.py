@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from handlers import messages as msg
 from runbooks.engine.runs import is_run_id
+from runbooks.validation import unsafe_character
 
 
 class UsageError(ValueError):
@@ -39,6 +41,7 @@ def split_words(
     repeated: dict[str, list[str]] = {}
     for word in words:
         key, sep, value = word.partition("=")
+        _refuse_unsafe(word, key, sep, usage)
         if not sep:
             if len(positional) >= max_positional:
                 raise UsageError(f"unexpected argument {word!r}", usage)
@@ -56,6 +59,21 @@ def split_words(
         else:
             pairs[key] = value
     return positional, pairs, repeated
+
+
+def _refuse_unsafe(word: str, key: str, sep: str, usage: str) -> None:
+    """A word holding a control, line-separator or bidi character is refused, naming the
+    argument (``env=``, or the word up to that character) and the character: finding 6 of the
+    security review (a value that prints as several lines deceives whoever reads it)."""
+    found = unsafe_character(word)
+    if found is None:
+        return
+    if sep and unsafe_character(key) is None:
+        argument = f"{key}="
+    else:
+        prefix = word[: next(i for i, c in enumerate(word) if unsafe_character(c))]
+        argument = repr(prefix[:40] + "…") if prefix else "an argument"
+    raise UsageError(msg.unsafe_character(argument, found), usage)
 
 
 def run_id(words: Sequence[str], *, usage: str, allowed: Sequence[str] = ()) -> tuple[str, dict[str, str]]:

@@ -24,9 +24,9 @@ def _unescape(text: str) -> str:
 
 def _token(inner: str) -> str:
     target, _, label = inner.partition("|")
-    if target[:1] in "@#" and _ID.match(target[1:]):
+    if target[:1] in "@#" and _ID.fullmatch(target[1:]):
         return target[1:]
-    if target.startswith("!subteam^") and _ID.match(target[9:]):
+    if target.startswith("!subteam^") and _ID.fullmatch(target[9:]):
         return target[9:]
     if target.startswith("!"):
         return label or "@" + target[1:]  # <!here> -> @here

@@ -17,6 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from runbooks.validation import unsafe_character
+
 Tone = Literal["info", "ok", "warn", "error"]
 ButtonStyle = Literal["primary", "danger"]
 SUMMARY_SEPARATOR = " — "
@@ -136,3 +138,40 @@ def mention(principal: str) -> str:
 def channel_ref(channel_id: str) -> str:
     """A reference to a channel that every surface shows as a link to it."""
     return f"<#{channel_id}>"
+
+
+BACKTICK_STAND_IN = "\u02cb"
+"""U+02CB (MODIFIER LETTER GRAVE ACCENT): what a typed backtick is shown as inside :func:`literal`."""
+_NOT_A_REFERENCE = "\u2060"
+"""WORD JOINER, put after a typed ``<`` that would open a mention (``<@``, ``<#``, ``<!``)."""
+
+
+def _inert(text: str, *, keep_lines: bool) -> str:
+    out: list[str] = []
+    for char in text:
+        if char == "\n" and keep_lines:
+            out.append(char)
+        elif char == "`":
+            out.append(BACKTICK_STAND_IN)
+        elif unsafe_character(char):
+            out.append(char.encode("unicode_escape").decode("ascii"))
+        else:
+            out.append(char)
+    return "".join(out).replace("<@", f"<{_NOT_A_REFERENCE}@").replace("<#", f"<{_NOT_A_REFERENCE}#") \
+        .replace("<!", f"<{_NOT_A_REFERENCE}!")
+
+
+def literal(value: str) -> str:
+    """A value someone typed, as an approver reads it: one line of inline code (Slack applies no
+    mrkdwn inside: ``*``, ``_``, ``~`` show as typed). Its own backticks show as
+    :data:`BACKTICK_STAND_IN`, so they cannot close the span; a control, line-separator or bidi
+    character shows as its escape (``\\n``, ``\\u202e``); a ``<`` that would open a mention, a
+    channel or ``<!here>`` is followed by a word joiner, so it stays text. ``&``, ``<`` and ``>``
+    are escaped by the Slack renderer, as in all text (finding 6 of the security review)."""
+    return f"`{_inert(value, keep_lines=False)}`"
+
+
+def literal_block(text: str) -> str:
+    """:func:`literal` for several lines shown in a code block (a template diff): the same, but
+    its line ends are kept."""
+    return _inert(text, keep_lines=True)

@@ -17,7 +17,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from handlers import messages as msg
-from handlers.replies import Button, Item, Message, Reply, Table, Tone, mention, user_ref
+from handlers.replies import (
+    Button,
+    Item,
+    Message,
+    Reply,
+    Table,
+    Tone,
+    literal,
+    literal_block,
+    mention,
+    user_ref,
+)
 from runbooks.daemonset.repairing import plan_lines
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.commands import Outcome
@@ -92,17 +103,17 @@ def on_gate_message(run: Run, ref: str, *, channel: str | None, message_ts: str 
 
 
 def _asks(run: Run, gate: Gate) -> str:
-    ref, change = run.target.ref, "" if run.edits.empty else run.edits.summary()
+    ref, change = run.target.ref, "" if run.edits.empty else literal(run.edits.summary())
     if gate.kind is GateKind.REPAIR:
         what = msg.asks_repair(ref, repair_summary(run))
     elif gate.kind is GateKind.MIGRATION:
         what = msg.asks_migration(run.target.kind, ref, migration_summary(run))
     elif gate.kind is GateKind.CANARY and is_restart(run):
-        what = msg.asks_restart(run.node, ref, run.container, run.image)
+        what = msg.asks_restart(run.node, ref, run.container, literal(run.image))
     elif gate.kind is GateKind.CANARY:
-        what = msg.asks_canary(run.image, run.node, ref, run.container, change, bool(run.target.drain))
+        what = msg.asks_canary(literal(run.image), run.node, ref, run.container, change, bool(run.target.drain))
     elif gate.kind is GateKind.PROMOTION:
-        what = msg.asks_promotion(run.image, ref, run.node, "a restart" if is_restart(run) else change,
+        what = msg.asks_promotion(literal(run.image), ref, run.node, "a restart" if is_restart(run) else change,
                                   bool(run.target.drain))
     else:
         what = msg.asks_rollback(ref, run.id)
@@ -125,11 +136,12 @@ def thread_link(origin: Mapping[str, str]) -> str:
 def gate_message(run: Run, gate: Gate, *, self_approval: bool = False) -> Message:
     """A gate in the thread: who asks for what, until when, with Approve / Reject."""
     lines = [_asks(run, gate), msg.gate_expires(moment_text(gate.expires_at), self_approval)]
-    if gate.reason:
-        lines.insert(1, gate.reason)
+    if gate.reason:  # a rollback request's reason is typed by its requester (the engine's is its own)
+        typed = gate.kind is GateKind.ROLLBACK and gate.requested_by != ENGINE_ACTOR
+        lines.insert(1, literal(gate.reason) if typed else gate.reason)
     change = run.shown("template_diff") or ""
     if gate.kind is GateKind.CANARY and change:
-        lines.append(msg.template_diff(change))
+        lines.append(msg.template_diff(literal_block(change)))
     stage = run.shown("after_stage") or {}
     link = thread_link(stage.get("origin") or {})
     if gate.kind is GateKind.CANARY and link:
@@ -182,10 +194,10 @@ def _what_fields(run: Run) -> list[Item]:
                                              f"{run.target.cluster or 'the current context'}"),
                 Item(label="Change", value=migration_summary(run))]
     fields = [Item(label="Target", value=f"{run.target.ref} in {run.target.cluster or 'the current context'}"),
-              Item(label="Image", value=f"{run.image} (container {run.container})"),
+              Item(label="Image", value=f"{literal(run.image)} (container {run.container})"),
               Item(label="Canary node", value=run.node)]
     if not run.edits.empty:
-        fields.insert(2, Item(label="Change", value="a restart" if is_restart(run) else run.edits.summary()))
+        fields.insert(2, Item(label="Change", value="a restart" if is_restart(run) else literal(run.edits.summary())))
     return fields
 
 
@@ -244,7 +256,8 @@ def root_message(run: Run, *, self_approval: bool = False) -> Message:
     if run.gate is not None and run.gate.is_open:
         lines.insert(0, msg.waiting_for_approval(msg.request_name(run.gate.kind.value), moment_text(run.gate.expires_at)))
     if run.pause is not None:
-        lines.append(msg.paused_by(user_ref(run.pause.by), moment_text(run.pause.at), run.pause.reason, run.id))
+        reason = literal(run.pause.reason) if run.pause.reason else ""  # typed by whoever paused it
+        lines.append(msg.paused_by(user_ref(run.pause.by), moment_text(run.pause.at), reason, run.id))
     if run.reason:
         lines.append(run.reason)
     if run.shown("waiting_for") and run.shown("wait_in") == run.state.value:

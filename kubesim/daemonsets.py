@@ -22,6 +22,7 @@ from kubesim.revisions import HASH_LABEL, TEMPLATE_GENERATION, History, compute_
 from kubesim.selectors import node_affinity_matches, untolerated_taints
 from kubesim.simulation import Simulation
 from kubesim.store import WatchEvent
+from kubesim.validation import PRIORITY_CLASSES
 
 DAEMONSETS = ("apps", "daemonsets")
 PODS = ("", "pods")
@@ -59,7 +60,7 @@ def node_name_affinity(affinity: dict[str, Any] | None, node: str) -> dict[str, 
     return out
 
 
-PRIORITIES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+PRIORITIES = PRIORITY_CLASSES
 
 
 def admit_priority(spec: dict[str, Any]) -> None:
@@ -310,8 +311,10 @@ class DaemonSetController:
                              "conditions": [ps.condition("PodScheduled", True, now)]}
             try:
                 created = store.create(store.storage_type(PODS), pod)
-            except ApiError:
-                continue  # e.g. its namespace is terminating: admission refuses new pods
+            except ApiError as exc:  # admission refuses it: its namespace is terminating, an unknown PriorityClass
+                self.sim.record_event(ds, reason="FailedCreate", type="Warning", message=f"Error creating: {exc}",
+                                      component="daemonset-controller")
+                continue
             m = created["metadata"]
             self.sim.record_event(ds, reason="SuccessfulCreate", message=f"Created pod: {m['name']}", component="daemonset-controller")
             self.sim.record_event(created, reason="Scheduled", message=f"Successfully assigned {m['namespace']}/{m['name']} to {node}",

@@ -264,7 +264,7 @@ class Store:
             raise errors.invalid(
                 res, name, [("metadata.name", "Required value: name or generateName is required")]
             )
-        if len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name):
+        if len(name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(name):
             raise errors.invalid(
                 res,
                 name,
@@ -285,6 +285,7 @@ class Store:
         res = self.storage_type(res)
         obj = copy.deepcopy(obj)
         m = meta(obj)
+        shown = m.get("name") or m.get("generateName") or ""
         if not m.get("name") and m.get("generateName"):
             m["name"] = generate_name(m["generateName"])
         self._validate_name(res, m.get("name", ""))
@@ -323,6 +324,7 @@ class Store:
             obj.setdefault("spec", {"finalizers": ["kubernetes"]})
             obj["status"] = {"phase": "Active"}
         validation.prepare_for_create(res, obj)
+        validation.admit_priority_class(res, obj, shown)
         self.complete(res, obj)
         validation.validate(res, obj)
         if dry_run:

@@ -3,13 +3,21 @@ kinds kubesim checks (today: ``policy/v1`` PodDisruptionBudget).
 
 - ``prepare_for_create``: a PodDisruptionBudget starts with an empty status (its counts
   written as zeros), whatever the client sent, as ``PrepareForCreate`` does;
-- ``validate``: ``ValidatePodDisruptionBudgetSpec`` (``minAvailable`` and
+- ``validate``: a pod spec's (or a pod template's) user and group IDs in their securityContexts,
+  ``runAsUser``, ``runAsGroup`` and ``fsGroup``, between 0 and 2147483647 (``IsValidUserID``,
+  ``IsValidGroupID``: the API server refuses 9999999999 though the field is int64);
+  ``ValidatePodDisruptionBudgetSpec`` (``minAvailable`` and
   ``maxUnavailable`` not both set; each a non-negative integer or a percentage of at most
   100%; a valid label selector) on create and update, and the status counts non-negative on
   a status update. Refusals are the API server's 422 with its field errors, worded as
   ``k8s.io/apimachinery/pkg/util/validation/field`` renders them.
 
-The store calls both (controllers' own writes go through ``Store.mutate`` and are not checked,
+- ``admit_priority_class``: the Priority admission plugin's refusal of a pod whose
+  ``priorityClassName`` names no PriorityClass (403, ``pods "x" is forbidden: no PriorityClass
+  with name x was found``); a DaemonSet or Deployment naming one is stored all the same, and
+  its controller's pods are refused (a ``FailedCreate`` event), as on a real cluster.
+
+The store calls them (controllers' own writes go through ``Store.mutate`` and are not checked,
 as a real controller's writes are trusted to be valid).
 """
 
@@ -30,6 +38,13 @@ _STATUS_COUNTS = ("disruptionsAllowed", "currentHealthy", "desiredHealthy", "exp
 _POLICIES = ("AlwaysAllow", "IfHealthyBudget")
 
 Cause = tuple[str, str, str]
+PODS = ("", "pods")
+POD_SPECS = (PODS, ("apps", "daemonsets"), ("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets"),
+             ("batch", "jobs"))
+"""The kinds whose pod spec (a pod's own, or its template's) kubesim validates."""
+MAX_ID = 2**31 - 1
+PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+"""The PriorityClasses every cluster has (the API server creates them); kubesim serves no other."""
 
 
 def prepare_for_create(res: ResourceType, obj: dict[str, Any]) -> None:
@@ -39,6 +54,11 @@ def prepare_for_create(res: ResourceType, obj: dict[str, Any]) -> None:
 
 def validate(res: ResourceType, obj: dict[str, Any], *, subresource: str | None = None) -> None:
     """Raise the API server's 422 when ``obj`` (as it would be stored) is invalid."""
+    if subresource is None and res.group_resource in POD_SPECS:
+        causes = _pod_spec_ids((obj.get("spec") or {}), "spec") if res.group_resource == PODS else \
+            _pod_spec_ids(((obj.get("spec") or {}).get("template") or {}).get("spec") or {}, "spec.template.spec")
+        if causes:
+            raise errors.invalid_object(res, (obj.get("metadata") or {}).get("name") or "", causes)
     if res.group_resource != PDBS:
         return
     causes = _pdb_status(obj.get("status") or {}) if subresource == "status" else _pdb_spec(obj.get("spec") or {})
@@ -62,7 +82,7 @@ def _int_or_percent(value: Any, field: str) -> list[Cause]:
         if value < 0:
             return [(field, "FieldValueInvalid", f"Invalid value: {value}: must be greater than or equal to 0")]
         return []
-    if not _PERCENT.match(value):
+    if not _PERCENT.fullmatch(value):
         return [(field, "FieldValueInvalid", f"Invalid value: {_int_or_string(value)}: {_PERCENT_MSG}")]
     if int(value[:-1]) > 100:
         return [(field, "FieldValueInvalid", f"Invalid value: {_int_or_string(value)}: must not be greater than 100%")]
@@ -108,3 +128,36 @@ def _pdb_spec(spec: dict[str, Any]) -> list[Cause]:
 def _pdb_status(status: dict[str, Any]) -> list[Cause]:
     return [(f"status.{key}", "FieldValueInvalid", f"Invalid value: {status[key]}: must be greater than or equal to 0")
             for key in _STATUS_COUNTS if isinstance(status.get(key), int) and status[key] < 0]
+
+
+def _ids(context: dict[str, Any], field: str, keys: tuple[str, ...]) -> list[Cause]:
+    causes: list[Cause] = []
+    for key in keys:
+        value = context.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= MAX_ID:
+            causes.append((f"{field}.{key}", "FieldValueInvalid",
+                           f"Invalid value: {value}: must be between 0 and {MAX_ID}, inclusive"))
+    return causes
+
+
+def _pod_spec_ids(spec: dict[str, Any], field: str) -> list[Cause]:
+    """``ValidatePodSecurityContext`` and ``ValidateSecurityContext``: the IDs of the pod's
+    securityContext, then of each container's, init containers first (the API server's order)."""
+    causes = _ids(spec.get("securityContext") or {}, f"{field}.securityContext", ("runAsUser", "runAsGroup", "fsGroup"))
+    for kind in ("initContainers", "containers"):
+        for index, container in enumerate(spec.get(kind) or []):
+            if isinstance(container, dict):
+                causes += _ids(container.get("securityContext") or {}, f"{field}.{kind}[{index}].securityContext",
+                               ("runAsUser", "runAsGroup"))
+    return causes
+
+
+def admit_priority_class(res: ResourceType, obj: dict[str, Any], name: str) -> None:
+    """The Priority admission plugin on a pod's create: its ``priorityClassName`` must name a
+    PriorityClass; ``name`` is how the refusal names the pod (its ``generateName`` when the
+    name is generated, as ``NewForbidden`` does)."""
+    if res.group_resource != PODS:
+        return
+    wanted = (obj.get("spec") or {}).get("priorityClassName")
+    if wanted and wanted not in PRIORITY_CLASSES:
+        raise errors.forbidden(res, name, f"no PriorityClass with name {wanted} was found")

@@ -22,7 +22,7 @@ _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 def duration_seconds(text: str) -> float:
     """``30m`` -> 1800.0; ``ValueError`` for anything but ``<number><s|m|h|d>``."""
-    match = DURATION.match(text.strip())
+    match = DURATION.fullmatch(text.strip())
     if not match:
         raise ValueError(f"{text!r} is not a duration: use e.g. 90s, 30m, 24h or 2d")
     return float(match.group(1)) * _SECONDS[match.group(2)]
@@ -52,7 +52,7 @@ SLASH_COMMAND = re.compile(r"^/[a-z0-9_-]{1,31}$")
 
 def _ids(values: list[str], pattern: re.Pattern[str], what: str) -> list[str]:
     for value in values:
-        if not pattern.match(value):
+        if not pattern.fullmatch(value):
             raise ValueError(f"{value!r} is not a Slack {what} ID (e.g. {pattern.pattern[2]}0123ABCD; no spaces)")
     return values
 
@@ -83,7 +83,7 @@ class Wave(Strict):
     @classmethod
     def _nodes(cls, value: object) -> str:
         text = str(value).strip()
-        match = WAVE_SIZE.match(text)
+        match = WAVE_SIZE.fullmatch(text)
         if isinstance(value, bool) or not match or (match.group(2) and int(match.group(1)) > 100):
             raise ValueError(f"{value!r} is not a wave size: use a node count (e.g. 1, 10) or a percentage "
                              "up to 100% (e.g. 5%)")
@@ -142,7 +142,7 @@ class Window(Strict):
     @field_validator("hours")
     @classmethod
     def _hours(cls, value: str) -> str:
-        match = HOURS.match(value.strip())
+        match = HOURS.fullmatch(value.strip())
         if not match or match.group(1, 2) == match.group(3, 4) or (match.group(3) == "24" and match.group(4) != "00"):
             raise ValueError(f"{value!r} is not a span of hours: use HH:MM-HH:MM, e.g. 09:00-17:00 (22:00-02:00 "
                              "runs past midnight)")
@@ -162,7 +162,7 @@ class Window(Strict):
     @property
     def minutes(self) -> tuple[int, int]:
         """``(start, length)`` in minutes from midnight."""
-        start_h, start_m, end_h, end_m = (int(x) for x in HOURS.match(self.hours).groups())  # type: ignore[union-attr]
+        start_h, start_m, end_h, end_m = (int(x) for x in HOURS.fullmatch(self.hours).groups())  # type: ignore[union-attr]
         start, end = start_h * 60 + start_m, end_h * 60 + end_m
         return start, (end - start) % (24 * 60) or 24 * 60
 
@@ -284,7 +284,7 @@ class Target(Strict):
     @classmethod
     def _spread(cls, values: list[str]) -> list[str]:
         for value in values:
-            if not LABEL_KEY.match(value):
+            if not LABEL_KEY.fullmatch(value):
                 raise ValueError(f"{value!r} is not a node label key (e.g. topology.kubernetes.io/zone)")
         if len(set(values)) != len(values):
             raise ValueError("a spread label is listed twice")
@@ -299,8 +299,8 @@ class Target(Strict):
         for value in values:
             kind, sep, rest = value.partition("/")
             name, _, container = rest.partition(":")
-            if not sep or kind.lower() not in ("daemonset", "deployment") or not DNS1123_SUBDOMAIN.match(name) \
-                    or (container and not DNS1123_LABEL.match(container)):
+            if not sep or kind.lower() not in ("daemonset", "deployment") or not DNS1123_SUBDOMAIN.fullmatch(name) \
+                    or (container and not DNS1123_LABEL.fullmatch(container)):
                 raise ValueError(f"{value!r} is not a workload: use daemonset/<name> or deployment/<name>, "
                                  "optionally :<container>")
             if (kind.lower(), name) in seen:
@@ -339,7 +339,7 @@ class Target(Strict):
     @classmethod
     def parse(cls, text: str) -> Target:
         namespace, sep, name = text.strip().partition("/")
-        if not sep or not DNS1123_LABEL.match(namespace) or not DNS1123_SUBDOMAIN.match(name):
+        if not sep or not DNS1123_LABEL.fullmatch(namespace) or not DNS1123_SUBDOMAIN.fullmatch(name):
             raise ValueError(
                 f"{text!r} is not a target: use <namespace>/<daemonset>, e.g. "
                 "kube-system/nvidia-device-plugin-daemonset"
@@ -399,7 +399,7 @@ class Oncall(Strict):
     @field_validator("mention")
     @classmethod
     def _mention(cls, value: str | None) -> str | None:
-        if value is not None and not (USER_ID.match(value) or GROUP_ID.match(value)):
+        if value is not None and not (USER_ID.fullmatch(value) or GROUP_ID.fullmatch(value)):
             raise ValueError(f"{value!r} is not a Slack user or user group ID (U…, W… or S…; not @name)")
         return value
 
@@ -442,7 +442,7 @@ class SmokeTest(Strict):
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
-        if not DNS1123_LABEL.match(value):
+        if not DNS1123_LABEL.fullmatch(value):
             raise ValueError(f"{value!r} is not a namespace name: at most 63 lower-case letters, digits and '-'")
         return value
 
@@ -520,14 +520,14 @@ class TokenIdentity(Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not IDENTITY_NAME.match(value):
+        if not IDENTITY_NAME.fullmatch(value):
             raise ValueError(f"{value!r} is not an identity name: lower-case letters, digits, '.', '_' and '-'")
         return value
 
     @field_validator("sha256")
     @classmethod
     def _digest(cls, value: str) -> str:
-        if not SHA256_HEX.match(value):
+        if not SHA256_HEX.fullmatch(value):
             raise ValueError("not a SHA-256: 64 lower-case hex digits (printf %s \"$TOKEN\" | sha256sum)")
         return value
 
@@ -549,7 +549,7 @@ class Identities(Strict):
     @classmethod
     def _accounts(cls, value: dict[str, str]) -> dict[str, str]:
         for account, user in value.items():
-            if not ACCOUNT.match(account):
+            if not ACCOUNT.fullmatch(account):
                 raise ValueError(f"{account!r} is not an OS account name (optionally @host)")
             _ids([user], USER_ID, "user")
         return value
@@ -604,7 +604,7 @@ class InventoryPolicy(Strict):
     @classmethod
     def _limit(cls, value: object) -> str:
         text = str(value).strip()
-        if isinstance(value, bool) or not WAVE_SIZE.match(text) or (text.endswith("%") and int(text[:-1]) > 100):
+        if isinstance(value, bool) or not WAVE_SIZE.fullmatch(text) or (text.endswith("%") and int(text[:-1]) > 100):
             raise ValueError(f"{value!r} is not a count (e.g. 1) or a percentage up to 100% (e.g. 10%)")
         return text
 
@@ -625,7 +625,7 @@ class Migrations(Strict):
     @classmethod
     def _names(cls, values: list[str]) -> list[str]:
         for value in values:
-            if not DNS1123_LABEL.match(value):
+            if not DNS1123_LABEL.fullmatch(value):
                 raise ValueError(f"{value!r} is not a namespace name (a DNS-1123 label)")
         return values
 
@@ -667,7 +667,7 @@ class Policy(Strict):
     def _resources(cls, values: list[str]) -> list[str]:
         for value in values:
             domain, sep, name = value.partition("/")
-            if not sep or not DNS1123_SUBDOMAIN.match(domain) or not name:
+            if not sep or not DNS1123_SUBDOMAIN.fullmatch(domain) or not name:
                 raise ValueError(f"{value!r} is not an extended resource name: use e.g. nvidia.com/gpu")
         return values
 
@@ -682,7 +682,7 @@ class Policy(Strict):
     @field_validator("slash_command")
     @classmethod
     def _command(cls, value: str) -> str:
-        if not SLASH_COMMAND.match(value):
+        if not SLASH_COMMAND.fullmatch(value):
             raise ValueError(f"{value!r} is not a slash command: use / and a lower-case word, e.g. /upgrade")
         return value
 

@@ -25,6 +25,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runbooks.validation import unsafe_character
+
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 QUANTITY = re.compile(r"^[+]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[mkMGTPE]|u|n)?$")
 RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -90,26 +92,36 @@ class Edits(BaseModel):
     @classmethod
     def _env(cls, values: dict[str, str | None]) -> dict[str, str | None]:
         for name, value in values.items():
-            if not ENV_NAME.match(name) or name in (".", ".."):
+            if not ENV_NAME.fullmatch(name) or name in (".", ".."):
                 raise ValueError(f"{name!r} is not an environment variable name")
             if value is not None and len(value) > 4096:
                 raise ValueError(f"the value of {name} is longer than 4096 characters")
+            if value is not None and (found := unsafe_character(value)):
+                raise ValueError(f"the value of {name} holds {found}: a value is one line of plain text")
+        return values
+
+    @field_validator("args")
+    @classmethod
+    def _args(cls, values: list[str] | None) -> list[str] | None:
+        for value in values or []:
+            if found := unsafe_character(value):
+                raise ValueError(f"an argument holds {found}: each is one line of plain text")
         return values
 
     @field_validator("limits", "requests")
     @classmethod
     def _quantities(cls, values: dict[str, str]) -> dict[str, str]:
         for name, value in values.items():
-            if not RESOURCE_NAME.match(name):
+            if not RESOURCE_NAME.fullmatch(name):
                 raise ValueError(f"{name!r} is not a resource name (e.g. cpu, memory)")
-            if not QUANTITY.match(value):
+            if not QUANTITY.fullmatch(value):
                 raise ValueError(f"{value!r} is not a quantity for {name} (e.g. 200m, 512Mi, 1)")
         return values
 
     @field_validator("priority")
     @classmethod
     def _priority(cls, value: str | None) -> str | None:
-        if value and not CLASS_NAME.match(value):
+        if value and not CLASS_NAME.fullmatch(value):
             raise ValueError(f"{value!r} is not a PriorityClass name (e.g. system-node-critical)")
         return value
 
@@ -195,9 +207,9 @@ def parse_toleration(text: str) -> Toleration:
     key, sep, value = rest.partition("=")
     if effect and effect not in EFFECTS:
         raise ValueError(f"{effect!r} is not a taint effect ({', '.join(EFFECTS)})")
-    if not key or not RESOURCE_NAME.match(key):
+    if not key or not RESOURCE_NAME.fullmatch(key):
         raise ValueError(f"toleration {text!r}: use key[=value][:Effect], e.g. nvidia.com/gpu:NoSchedule")
-    if value and not LABEL_VALUE.match(value):
+    if value and not LABEL_VALUE.fullmatch(value):
         raise ValueError(f"toleration {text!r}: {value!r} is not a taint value (letters, digits, -, _ and ., "
                          "at most 63)")
     return Toleration(key=key, operator="Equal" if sep else "Exists", value=value, effect=effect)
@@ -234,7 +246,7 @@ def _typed(name: str, value: str, kind: type, what: str) -> Any:
         return int(value)
     if kind is list:
         caps = [v for v in value.split("+") if v]
-        bad = [c for c in caps if not CAPABILITY.match(c)]
+        bad = [c for c in caps if not CAPABILITY.fullmatch(c)]
         if bad or not caps:
             raise ValueError(f"{what}: {name} takes capabilities joined by + (e.g. ALL, or NET_ADMIN+SYS_ADMIN)")
         return caps

@@ -9,6 +9,7 @@ distribution grammar (``[registry[:port]/]repository[:tag][@sha256:<64 hex>]``, 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 
 from runbooks.policy import DNS1123_LABEL, DNS1123_SUBDOMAIN, Target
@@ -28,7 +29,7 @@ MAX_NAME = 255
 
 def _kubernetes_name(value: str, what: str, pattern: re.Pattern[str], rule: str) -> str:
     text = value.strip()
-    if not pattern.match(text):
+    if not pattern.fullmatch(text):
         raise ValueError(f"{what} {value!r} is not a valid Kubernetes name: {rule}")
     return text
 
@@ -59,7 +60,7 @@ def image_reference(value: str) -> str:
     """``registry/repository:tag`` or ``…@sha256:<digest>``; a tag or a digest is required,
     since an untagged image means ``:latest`` and cannot be rolled back to reliably."""
     text = value.strip()
-    match = IMAGE_REFERENCE.match(text)
+    match = IMAGE_REFERENCE.fullmatch(text)
     if match is None:
         raise ValueError(
             f"image {value!r} is not a valid image reference: use registry/repository:tag or "
@@ -86,3 +87,19 @@ def target(value: str, known: Sequence[str] | None = None) -> Target:
     if known and str(parsed) not in known:
         raise ValueError(f"{parsed} is not a target of the policy: use one of {', '.join(known)}")
     return parsed
+
+
+INVISIBLE_LAYOUT = frozenset("\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+"""Characters that change how a line reads without being seen: the line and paragraph
+separators, the bidi embeddings, overrides and isolates, and the bidi marks."""
+
+
+def unsafe_character(text: str) -> str | None:
+    """The first character of ``text`` that a typed value may not hold, as ``U+XXXX``: a control
+    character (Unicode category Cc: ``\\n``, ``\\r``, ``\\t``, ESC, DEL, C1…) or one of
+    :data:`INVISIBLE_LAYOUT`; None when there is none. A value shown to an approver is one line
+    that reads as it is stored."""
+    for char in text:
+        if char in INVISIBLE_LAYOUT or unicodedata.category(char) == "Cc":
+            return f"U+{ord(char):04X}"
+    return None

@@ -18,7 +18,7 @@ from typing import Any
 
 from bot.text import table as pad_table
 from handlers import messages as msg
-from handlers.replies import SUMMARY_SEPARATOR, Button, Message, Reply, Table
+from handlers.replies import BACKTICK_STAND_IN, SUMMARY_SEPARATOR, Button, Message, Reply, Table
 
 Block = dict[str, Any]
 Payload = dict[str, Any]
@@ -79,7 +79,8 @@ def _sections(text: str, limit: int = MAX_SECTION) -> list[Block]:
 
 
 def _table(table: Table) -> list[Block]:
-    lines = [escape(line) for line in pad_table(table.header, table.rows, indent="")]
+    # a table is plain text in a code block: a typed backtick must not close the block (finding 6)
+    lines = [escape(line).replace("`", BACKTICK_STAND_IN) for line in pad_table(table.header, table.rows, indent="")]
     fence = "```"
     blocks = [_section(f"{fence}\n{piece}\n{fence}") for piece in chunks("\n".join(lines), MAX_SECTION - 8)]
     if table.note:
@@ -130,10 +131,10 @@ def usage_blocks(usage: Sequence[str], *, prefix: str) -> list[Block]:
 
 
 def fallback_text(message: Message) -> str:
-    """The notification text (``text``) that goes with the blocks."""
+    """The notification text (``text``) that goes with the blocks, escaped as they are."""
     head = message.title or ""
     first = message.text.split("\n", 1)[0] if message.text else ""
-    return cut(": ".join(p for p in (head, first) if p) or " ", MAX_FALLBACK)
+    return cut(escape(": ".join(p for p in (head, first) if p)) or " ", MAX_FALLBACK)
 
 
 def _payloads(blocks: list[Block], text: str) -> list[Payload]:

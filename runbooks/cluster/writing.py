@@ -68,13 +68,16 @@ class Writes:
             query=_dry(dry_run),
         )
 
-    def create(self, resource: Resource, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
-        """Create one object; ``Conflict`` if one of that name exists."""
+    def create(self, resource: Resource, body: dict[str, Any], *, namespace: str | None = None,
+               dry_run: bool = False) -> dict[str, Any]:
+        """Create one object; ``Conflict`` if one of that name exists. With ``dry_run`` the server
+        admits and validates it as the create, and stores nothing."""
         name = (body.get("metadata") or {}).get("name") or (body.get("metadata") or {}).get("generateName")
         action = Action("create", resource.qualified, namespace, name)
         return self.write_json(
             "POST", resource.path(namespace), action=action,
             body={"apiVersion": resource.api_version, "kind": resource.kind, **body}, content_type="application/json",
+            query=_dry(dry_run),
         )
 
     def delete(

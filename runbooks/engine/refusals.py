@@ -166,3 +166,8 @@ def not_paused(run: Run) -> str:
 
 def not_monitoring(run: Run) -> str:
     return f"run {run.id} is {run.state.value}: only a run in monitoring can be closed"
+
+
+def server_refuses(ref: str, reason: str) -> str:
+    """The API server refused a request's change in its dry run (finding 9 of the security review)."""
+    return f"the API server refuses this change of {ref} (a dry run; nothing was written): {' '.join(reason.split())}"

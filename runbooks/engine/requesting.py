@@ -4,18 +4,21 @@
 names, image reference, a target the policy lists). :func:`resolve` then reads the
 cluster once: the kubeconfig context the target lives in (so the one-active-run lock is
 per real cluster, not per "current context"), the DaemonSet, its container (``container=``
-may be left out when there is one), and the node. Both raise :class:`InvalidRequest`
+may be left out when there is one), and the node. A change of the template is planned
+(:func:`planned_change`) and asked of the API server as dry runs (:func:`refused_by_server`),
+so its own refusals come before any approver is asked. Each raises :class:`InvalidRequest`
 with the reason; nothing is stored.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
-from runbooks import templates, validation
-from runbooks.cluster.resources import DAEMONSETS, NODES
-from runbooks.engine.refusals import Refused
+from runbooks import errors, templates, validation
+from runbooks.cluster.resources import DAEMONSETS, NODES, PODS
+from runbooks.engine.refusals import Refused, server_refuses
 from runbooks.errors import NotFound
 from runbooks.policy import Policy
 from runbooks.templates import Edits, same
@@ -114,4 +117,46 @@ def planned_change(cluster: Any, run: Any, edits: Edits) -> tuple[str, str, dict
     if same(wanted, template):
         raise InvalidRequest(f"{run.target.ref} already has {edits.summary()}"
                              + (f" and runs {image}" if image == current else "") + ": nothing to change")
+    refused_by_server(cluster, run, wanted)
     return image, templates.diff(template, wanted), template
+
+
+def canary_pod(run: Any, template: dict[str, Any]) -> dict[str, Any]:
+    """A pod as the DaemonSet's controller would make it from ``template`` for the canary node
+    (unpinned while the node is ``auto``): what the dry run of :func:`refused_by_server` sends."""
+    meta = template.get("metadata") or {}
+    spec = copy.deepcopy(template.get("spec") or {})
+    if run.node and run.node != AUTO_NODE:
+        spec["nodeName"] = run.node
+    pod_meta: dict[str, Any] = {"generateName": f"{run.target.name}-", "namespace": run.target.namespace,
+                                "labels": dict(meta.get("labels") or {})}
+    if meta.get("annotations"):
+        pod_meta["annotations"] = dict(meta["annotations"])
+    return {"metadata": pod_meta, "spec": spec}
+
+
+def refused_by_server(cluster: Any, run: Any, wanted: dict[str, Any]) -> None:
+    """The API server's own refusals of a change, asked for at request time (``dryRun=All``), so
+    no approver is asked to approve what the server will refuse (finding 9 of the security review):
+
+    - the DaemonSet with ``wanted`` as its template, as the canary will patch it: its validation
+      (a ``runAsUser`` outside 0..2147483647 is a 422);
+    - a pod made from ``wanted`` for the canary node, created as a dry run: the admission chain a
+      DaemonSet's pods go through and the DaemonSet does not (the Priority plugin refuses a pod
+      whose ``priorityClassName`` names no PriorityClass, while the DaemonSet is stored; also
+      PodSecurity, quotas, webhooks). Its RBAC is ``create`` on pods in the target's namespace,
+      used for nothing but this dry run.
+
+    :class:`InvalidRequest` names the server's reason; a 403 of RBAC (the bot may not ask) and
+    any other cluster error go up as they are."""
+    target = run.target
+    body = [{"op": "replace", "path": "/spec/template", "value": wanted}]
+    try:
+        cluster.patch(DAEMONSETS, target.name, body, namespace=target.namespace, patch_type="json", dry_run=True)
+        cluster.create(PODS, canary_pod(run, wanted), namespace=target.namespace, dry_run=True)
+    except errors.InvalidRequest as exc:
+        raise InvalidRequest(server_refuses(target.ref, exc.detail or str(exc))) from exc
+    except errors.Forbidden as exc:
+        if " cannot " in exc.detail or not exc.detail:  # RBAC: "User ... cannot create resource ..."
+            raise
+        raise InvalidRequest(server_refuses(target.ref, exc.detail)) from exc

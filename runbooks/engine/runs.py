@@ -163,7 +163,7 @@ def new_run_id() -> str:
 
 
 def is_run_id(text: str) -> bool:
-    return bool(_RUN_ID.match(text))
+    return bool(_RUN_ID.fullmatch(text))
 
 
 class Part(BaseModel):

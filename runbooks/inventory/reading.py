@@ -53,7 +53,7 @@ def _meta(obj: Obj) -> Obj:
 
 def quantity(value: Any) -> int:
     """A resource quantity as a whole number (extended resources are whole numbers)."""
-    match = _QUANTITY.match(str(value).strip())
+    match = _QUANTITY.fullmatch(str(value).strip())
     if not match or match.group(2) not in _SUFFIXES:
         return 0
     try:
@@ -107,7 +107,7 @@ def human_duration(delta: dt.timedelta) -> str:
 # ----------------------------------------------------------------------------- nodes
 def has_gpu_hardware(labels: dict[str, str]) -> bool:
     return any(
-        value == "true" and any(p.match(key) for p in GPU_HARDWARE_LABELS) for key, value in labels.items()
+        value == "true" and any(p.fullmatch(key) for p in GPU_HARDWARE_LABELS) for key, value in labels.items()
     )
 
 

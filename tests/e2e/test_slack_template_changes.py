@@ -28,7 +28,7 @@ def test_an_env_change_then_a_restart_from_slack(run_bot: RunBot) -> None:
     bot = run_bot
     run_id, root_ts, text = _request_of(bot, f"canary {TARGET} node=gpu-node1 env=PASS_DEVICE_SPECS=true "
                                               "toleration=example.com/maintenance:NoSchedule", 1)
-    assert "with env PASS_DEVICE_SPECS=true; toleration example.com/maintenance:NoSchedule added" in text
+    assert "with `env PASS_DEVICE_SPECS=true; toleration example.com/maintenance:NoSchedule added`" in text
     assert "+    - name: PASS_DEVICE_SPECS" in text and "```" in text
     gate_ts, value = bot.slack.gate(root_ts)
     bot.slack.click("approve", value, user="U0CAT", message_ts=gate_ts, thread_ts=root_ts)

@@ -86,8 +86,8 @@ def test_the_inventorys_fail_on_init_error_fix_goes_through_canary_verify_and_pr
     assert run.image == OLD  # no image=: the container keeps its own
     assert run.gate is not None
     text = gate_message(run, run.gate).text
-    assert "with env FAIL_ON_INIT_ERROR=true; limits memory=256Mi" in text
-    assert ("Change", "env FAIL_ON_INIT_ERROR=true; limits memory=256Mi") in [
+    assert "with `env FAIL_ON_INIT_ERROR=true; limits memory=256Mi`" in text
+    assert ("Change", "`env FAIL_ON_INIT_ERROR=true; limits memory=256Mi`") in [
         (f.label, f.value) for f in root_message(run).fields]  # the root message says it too
     assert "-      value: 'false'\n+      value: 'true'" in text and "+      limits:\n+        memory: 256Mi" in text
     engine.approve(run.id, actor=BOB)
@@ -142,7 +142,7 @@ def test_restart_replaces_one_node_first_then_the_rest_with_the_same_image(sim: 
     run = engine.request_restart(actor=ALICE, target=args.target, node=args.node).run
     assert run.image == OLD and run.gate is not None
     text = gate_message(run, run.gate).text
-    assert "asks to restart the plugin on gpu-node2 first" in text and OLD + " kept" in text
+    assert "asks to restart the plugin on gpu-node2 first" in text and f"`{OLD}` kept" in text
     assert "+    kubectl.kubernetes.io/restartedAt: " in text
     engine.approve(run.id, actor=BOB)
     run = engine.advance(run.id)

@@ -605,6 +605,8 @@ def not_this_message(run_id: str) -> str:
 def too_many_long_reads(running: int, verbs: str) -> str:
     return (f"I am busy: {running} long read(s) ({verbs}) are running, as many as run at once so that "
             "short commands and requests stay answered; nothing was started, try again in a minute")
+
+
 def unsafe_character(argument: str, character: str) -> str:
     """A word of a command holds a control, line-separator or bidi character (``U+202E``)."""
     return (f"{argument} holds {character}, a control, line-separator or bidi character: "

@@ -166,3 +166,8 @@ def not_paused(run: Run) -> str:
 
 def not_monitoring(run: Run) -> str:
     return f"run {run.id} is {run.state.value}: only a run in monitoring can be closed"
+
+
+def request_not_opened(kind: str, detail: str) -> str:
+    return (f"its {kind} request could not be opened ({detail}); nothing was changed, and the target is free "
+            "for another request")

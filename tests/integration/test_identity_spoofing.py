@@ -14,6 +14,7 @@ named like a Slack ID (``U0LEAD``) then acted as that Slack ID.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pwd
@@ -27,17 +28,16 @@ from bot.shell.identity import IdentityRefused, resolve
 from kubesim import KubeSim
 from runbooks.policy import Policy
 from tests.integration.test_run_cli import NEW, TARGET, UPGRADEBOT, bot, refused
-from tests.support import shell_identities
 
 ME = pwd.getpwuid(os.geteuid()).pw_name
-LEAD = pwd.getpwuid(1)  # an account of this machine that is not ours: it plays the approver's
-IDENTITIES, TOKENS = shell_identities("U0ALICE")
+LEAD = next(p for p in pwd.getpwall() if p.pw_uid != os.geteuid())  # not us: it plays the approver's account
+ALICE_TOKEN = "test-token-alice-spoofing"
 
 
 def _can_unshare() -> bool:
-    if shutil.which("unshare") is None:
+    if shutil.which("unshare") is None or os.geteuid() == LEAD.pw_uid:
         return False
-    probe = subprocess.run(["unshare", "-Ur", "-u", "sh", "-c", "hostname bastion-1 && exec unshare --map-user=1 true"],
+    probe = subprocess.run(["unshare", "-Ur", "-u", "sh", "-c", f"hostname bastion-1 && exec unshare --map-user={LEAD.pw_uid} true"],
                            capture_output=True, timeout=30)
     return probe.returncode == 0
 
@@ -69,10 +69,11 @@ def test_finding2_an_approval_from_a_user_namespace_is_refused(shell: dict[str, 
     """The review's reproduction: ``hostname bastion-1`` in a UTS namespace, then the CLI run as
     the approver's uid mapped in a user namespace. The approval is refused in one line and the
     gate keeps no decision; the requester's own audit line names no host."""
+    digest = hashlib.sha256(ALICE_TOKEN.encode()).hexdigest()
     env = with_policy(shell, tmp_path, f"identities: {{accounts: {{{LEAD.pw_name}: U0LEAD}}, "
-                                       f"{IDENTITIES.split(': ', 1)[1].strip()[1:-1]}}}\n"
+                                       f"tokens: [{{name: u0alice, sha256: {digest}, user: U0ALICE}}]}}\n"
                                        "shell: {approvals: true}\n")
-    proc = bot({**env, "UPGRADEBOT_TOKEN": TOKENS["U0ALICE"]}, "canary", TARGET, f"image={NEW}", "node=gpu-node1",
+    proc = bot({**env, "UPGRADEBOT_TOKEN": ALICE_TOKEN}, "canary", TARGET, f"image={NEW}", "node=gpu-node1",
                "--json")
     assert proc.returncode == 0, proc.stderr
     run_id = json.loads(proc.stdout)["id"]

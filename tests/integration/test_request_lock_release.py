@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from runbooks.engine.runs import RunState
-from tests.engine_support import ALICE, make_engine, policy, request
+from runbooks.engine.runs import Run, RunState, Target, new_run_id
+from tests.engine_support import ALICE, IMAGE, make_engine, policy, request
 
 
 def test_finding8_a_request_whose_gate_cannot_open_ends_failed_and_frees_the_target(redis_url: str) -> None:
@@ -29,3 +29,22 @@ def test_finding8_a_request_whose_gate_cannot_open_ends_failed_and_frees_the_tar
     assert engine.store.lock_holder(run.target.key) is None
     again = make_engine(redis_url, pol=sound)
     assert request(again, ALICE).state is RunState.AWAITING_APPROVAL
+
+
+def test_finding8_a_resumed_requested_run_whose_gate_cannot_open_frees_the_target(redis_url: str) -> None:
+    """A run left ``requested`` (its process died before the request was opened) is opened on
+    resume by the same path: an error there fails it and frees the target, as at request time."""
+    sound = policy()
+    broken = sound.model_copy(update={"approvers": sound.approvers.model_copy(update={"expire_after": "999999999d"})})
+    engine = make_engine(redis_url, pol=broken)
+    now = engine.clock.now()
+    left = Run(id=new_run_id(), target=Target(cluster="prod", namespace="kube-system",
+                                              name="nvidia-device-plugin-daemonset"),
+               image=IMAGE, container="plugin", node="gpu-node1", requester="U0ALICE", created_at=now, updated_at=now)
+    engine.store.create(left)
+    assert engine.store.lock_holder(left.target.key) == left.id
+    with pytest.raises(OverflowError):
+        engine.resume()
+    run = engine.get(left.id)
+    assert run.state is RunState.FAILED and "could not be opened" in run.reason
+    assert engine.store.lock_holder(left.target.key) is None

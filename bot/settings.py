@@ -15,27 +15,8 @@ import yaml
 from pydantic import AliasChoices, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot import policy_file
 from runbooks.policy import Policy
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a mapping that gives a key twice (where the later one
-    would silently win: a second ``approvers:`` emptying the first)."""
-
-
-def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[object, object]:
-    seen: dict[object, int] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        line = key_node.start_mark.line + 1
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"{key!r} is given twice (lines {seen[key]} and {line})", key_node.start_mark)
-        seen[key] = line
-    return loader.construct_mapping(node, deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
 
 
 class SettingsError(ValueError):
@@ -131,9 +112,9 @@ class Settings(BaseSettings):
         if self.config_file is None:
             return Policy()
         try:
-            data = yaml.load(self.config_file.read_text(), Loader=_UniqueKeyLoader) or {}  # a SafeLoader
-        except OSError as exc:
-            raise SettingsError(f"cannot read UPGRADEBOT_CONFIG {self.config_file}: {exc.strerror}") from exc
+            data = policy_file.load(self.config_file) or {}  # bounded, a SafeLoader (bot/policy_file.py)
+        except policy_file.PolicyFileError as exc:
+            raise SettingsError(str(exc)) from exc
         except yaml.YAMLError as exc:
             raise SettingsError(f"UPGRADEBOT_CONFIG {self.config_file} is not valid YAML: {_one_line(exc)}") from exc
         if not isinstance(data, dict):

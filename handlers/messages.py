@@ -207,6 +207,34 @@ def warning_auth_test_failed(reason: str) -> str:
     return f"Slack auth.test failed ({reason}): /readyz answers 503 until it succeeds"
 
 
+def policy_unreadable(path: str, reason: str) -> str:
+    return f"cannot read UPGRADEBOT_CONFIG {path}: {reason}"
+
+
+def policy_not_regular(path: str) -> str:
+    return f"UPGRADEBOT_CONFIG {path} is not a regular file (a FIFO, a device, a directory): name the policy's YAML file"
+
+
+def policy_too_large(path: str, mib: int) -> str:
+    return f"UPGRADEBOT_CONFIG {path} is larger than {mib} MiB: a policy is a few kilobytes, is this the right file?"
+
+
+def policy_not_utf8(path: str, offset: int) -> str:
+    return f"UPGRADEBOT_CONFIG {path} is not UTF-8 (byte {offset}): save it as UTF-8"
+
+
+def policy_too_deep(path: str, depth: int) -> str:
+    return f"UPGRADEBOT_CONFIG {path} is nested deeper than {depth} levels: a policy needs about six"
+
+
+def policy_too_many_values(path: str, limit: int) -> str:
+    return (f"UPGRADEBOT_CONFIG {path} holds more than {limit} values once its aliases are expanded: "
+            "use fewer anchors and aliases")
+
+
+POLICY_KEY_NOT_PLAIN = "a key must be a plain value (a word or a number), not a list or a mapping"
+
+
 # ------------------------------------------------------------------ the shell (one line each, on stderr)
 PROG = "upgradebot"
 SHELL_INTERRUPTED = f"{PROG}: interrupted"
@@ -293,6 +321,22 @@ def repair_plan(deleted: list[str], listed: list[str], limit: int = 8) -> str:
     if listed:
         text += f"; listed only, left as they are: {some(listed)}"
     return text
+
+
+def identity_in_user_namespace(account: str) -> str:
+    return (f"the OS account {account} is seen from inside a user namespace, where any user may take any uid: "
+            "it is no identity; run upgradebot outside the namespace, or use a CI token (UPGRADEBOT_TOKEN); "
+            "nothing was done")
+
+
+def identity_named_like_slack(account: str) -> str:
+    return (f"the OS account {account} looks like a Slack ID, and the policy maps no identities: an account's "
+            "name is never taken as a Slack user; ask an operator to map it in identities.accounts; nothing was done")
+
+
+def identity_unmapped(account: str) -> str:
+    return (f"the OS account {account} has no identity in the policy (identities.accounts): ask an operator to "
+            "map it to your Slack user ID; nothing was done")
 
 
 # ------------------------------------------------------------------ a run's thread: one checklist per step

@@ -71,7 +71,7 @@ class Caller:
 
     ``user`` is who the surface vouches for: Slack's user id, or from the shell the
     identity the policy maps the OS account (or CI token) to; ``account`` is that OS
-    account or CI identity with the host (``alice@bastion-1``), for the audit trail."""
+    account or CI identity (``alice``, ``ci:release``), for the audit trail."""
 
     user: str
     channel: str | None = None

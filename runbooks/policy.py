@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from runbooks.policy_checks import LONGEST_SECONDS, account_without_host, distinct, within_ceiling
+
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
@@ -29,15 +31,15 @@ def duration_seconds(text: str) -> float:
 
 
 def _duration(value: str) -> str:
-    duration_seconds(value)
-    return value
+    """A policy's duration: ``<number><s|m|h|d>``, at most a year (``policy_checks.LONGEST``)."""
+    return within_ceiling(value, duration_seconds(value))
 
 
 def _at_least(minimum: str) -> Callable[[str], str]:
     """A validator: a duration no shorter than ``minimum`` (shorter ones are never what was meant)."""
 
     def check(value: str) -> str:
-        if duration_seconds(value) < duration_seconds(minimum):
+        if duration_seconds(_duration(value)) < duration_seconds(minimum):
             raise ValueError(f"{value!r} is too short: use at least {minimum}")
         return value
 
@@ -357,12 +359,12 @@ class Principals(Strict):
     @field_validator("users")
     @classmethod
     def _users(cls, values: list[str]) -> list[str]:
-        return _ids(values, USER_ID, "user")
+        return distinct(_ids(values, USER_ID, "user"))
 
     @field_validator("usergroups")
     @classmethod
     def _groups(cls, values: list[str]) -> list[str]:
-        return _ids(values, GROUP_ID, "user group")
+        return distinct(_ids(values, GROUP_ID, "user group"))
 
 
 class Approvers(Principals):
@@ -433,8 +435,8 @@ class SmokeTest(Strict):
     command: list[str] | str | None = None
     expect: str = "Test PASSED"
     namespace: str = "upgradebot-smoke"
-    timeout: Annotated[float, Field(gt=0)] = 120.0
-    """Seconds the pod may take to finish."""
+    timeout: Annotated[float, Field(gt=0, le=LONGEST_SECONDS)] = 120.0
+    """Seconds the pod may take to finish (at most a year, as every duration of the policy)."""
     gpus: Annotated[int, Field(ge=1)] = 1
     device_class: str | None = None
     """For a DRA driver: the device class its claim asks for (default: the class naming the driver)."""
@@ -542,7 +544,7 @@ class Identities(Strict):
     policy maps the invoking OS account, or the CI job's token, to."""
 
     accounts: dict[str, str] = Field(default_factory=dict)
-    """OS account (``alice``, or ``alice@bastion-1`` for one host only) -> Slack user ID."""
+    """OS account (``alice``) -> Slack user ID; ``alice@bastion-1`` is refused (a host name is not an identity)."""
     tokens: list[TokenIdentity] = Field(default_factory=list)
 
     @field_validator("accounts")
@@ -550,7 +552,8 @@ class Identities(Strict):
     def _accounts(cls, value: dict[str, str]) -> dict[str, str]:
         for account, user in value.items():
             if not ACCOUNT.fullmatch(account):
-                raise ValueError(f"{account!r} is not an OS account name (optionally @host)")
+                raise ValueError(f"{account!r} is not an OS account name")
+            account_without_host(account)
             _ids([user], USER_ID, "user")
         return value
 
@@ -653,6 +656,13 @@ class Policy(Strict):
     migrations: Migrations = Field(default_factory=Migrations)
     gpu_resources: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu"])
     """Extended resources the inventory reports and checks per node."""
+
+    @model_validator(mode="after")
+    def _shell_approvals_need_identities(self) -> Policy:
+        if self.shell.approvals and self.identities.empty:
+            raise ValueError("shell.approvals needs identities (identities.accounts or identities.tokens): without "
+                             "them an OS account's name would be its identity")
+        return self
 
     @model_validator(mode="after")
     def _stages_need_reports(self) -> Policy:

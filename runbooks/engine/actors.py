@@ -3,8 +3,8 @@
 An :class:`Actor` is a person as a front end vouches for them: the user id (Slack's, or
 the one the policy's ``identities`` maps a shell account to), the policy groups the front
 end found them in, the surface (``slack``, ``shell``, ``console``, ``demo``) and, from a
-shell, the OS account or CI identity and the host (``alice@bastion-1``,
-``ci:release@runner-7``). Lines the engine writes by itself have the surface ``engine``.
+shell, the OS account or CI identity (``alice``, ``ci:release``; never a host, which is not
+verified). Lines the engine writes by itself have the surface ``engine``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class Actor:
     groups: frozenset[str] = field(default_factory=frozenset)
     surface: str = ""
     account: str = ""
-    """The shell's OS account or CI identity, with the host (``alice@bastion-1``); else empty."""
+    """The shell's OS account or CI identity (``alice``, ``ci:release``); else empty."""
 
     @property
     def local(self) -> bool:

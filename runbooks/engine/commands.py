@@ -235,7 +235,7 @@ class Engine:
                                        f"{run.target.cluster or 'the current context'}" + (f"; {chosen}" if chosen else "")
                                 + (f"; {queued}" if queued else ""))
         self._create(run, line)
-        return Outcome(self.writer.retrying(run.id, lambda fresh: self.gates.open_canary(fresh, actor)))
+        return Outcome(self.gates.open_first(run.id, actor))
 
     def request_migration(
         self, *, actor: Actor, namespace: str, name: str, kind: str | None = None, device_class: str | None = None,
@@ -307,7 +307,7 @@ class Engine:
         line = self.writer.step("requested", kind="transition", actor=actor,
                                 detail=f"{what(run)} in {run.target.cluster or 'the current context'}: {summary}")
         self._create(run, line)
-        return Outcome(self.writer.retrying(run.id, lambda fresh: self.gates.open_canary(fresh, actor)))
+        return Outcome(self.gates.open_first(run.id, actor))
 
     def request_restart(
         self, *, actor: Actor, target: str, node: str, container: str | None = None, cluster: str | None = None,

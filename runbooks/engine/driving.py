@@ -205,7 +205,7 @@ class Driver:
                     if run.state in TERMINAL or not self.needs_work(run):
                         return run
                     if run.state is S.REQUESTED:
-                        self.writer.retrying(run_id, self._open_canary)
+                        self.gates.open_first(run_id)
                         continue
                     if run.state is S.MONITORING:
                         self.writer.retrying(run_id, lambda r: self._finish(r, lease))
@@ -261,9 +261,6 @@ class Driver:
                                             "wait_in": run.state.value})
 
     # ------------------------------------------------------------ transitions
-    def _open_canary(self, run: Run) -> Run:
-        return self.gates.open_canary(run) if run.state is S.REQUESTED else run
-
     def _roll_back_overdue(self, run: Run, lease: Lease) -> Run:
         if run.state is not S.HALTED or not self._halt_overdue(run):
             return run

@@ -21,9 +21,11 @@ from collections.abc import Sequence
 
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.approving import Actor, Verdict, is_expired, open_gate
-from runbooks.engine.refusals import moment_text
+from runbooks.engine.refusals import moment_text, request_not_opened
 from runbooks.engine.runs import Gate, GateKind, Run, RunKind, RunState, Step
+from runbooks.engine.store import StoreUnavailable
 from runbooks.engine.transitioning import Writer
+from runbooks.errors import shorten
 from runbooks.policy import Policy
 
 S = RunState
@@ -59,6 +61,27 @@ class Gates:
         kind = {RunKind.MIGRATION: GateKind.MIGRATION, RunKind.REPAIR: GateKind.REPAIR}.get(run.kind, GateKind.CANARY)
         gate = self.new(kind, requested_by=run.requester, reason=(run.progress.get("after_stage") or {}).get("text", ""))
         return self.writer.transition(run, S.AWAITING_APPROVAL, gate=gate, steps=self._opened(gate, by))
+
+    def open_first(self, run_id: str, by: Actor | None = None) -> Run:
+        """A ``requested`` run with its first request opened (:meth:`open_canary`); unchanged in any
+        other state. Any error but the store's (a run left ``requested`` is opened on the next
+        resume) fails the run, which releases its target's lock, and is raised: a run whose
+        request cannot be opened never holds its target (finding 8 of the security review)."""
+        try:
+            return self.writer.retrying(run_id, lambda run: self.open_canary(run, by) if run.state is S.REQUESTED
+                                        else run)
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            detail = f"{type(exc).__name__}: {shorten(str(exc))}" if str(exc) else type(exc).__name__
+            self.writer.retrying(run_id, lambda run: self._unopened(run, detail))
+            raise
+
+    def _unopened(self, run: Run, detail: str) -> Run:
+        if run.state is not S.REQUESTED:
+            return run
+        kind = "canary" if run.kind is RunKind.UPGRADE else run.kind.value
+        return self.writer.transition(run, S.FAILED, reason=request_not_opened(kind, detail))
 
     def open_promotion(self, run: Run, *, steps: Sequence[Step] = (), lease_owner: str | None = None,
                        wave: int = 0, reason: str = "") -> Run:

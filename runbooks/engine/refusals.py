@@ -171,3 +171,8 @@ def not_monitoring(run: Run) -> str:
 def server_refuses(ref: str, reason: str) -> str:
     """The API server refused a request's change in its dry run (finding 9 of the security review)."""
     return f"the API server refuses this change of {ref} (a dry run; nothing was written): {' '.join(reason.split())}"
+
+
+def request_not_opened(kind: str, detail: str) -> str:
+    return (f"its {kind} request could not be opened ({detail}); nothing was changed, and the target is free "
+            "for another request")

@@ -258,7 +258,7 @@ class Step(BaseModel):
     surface: str = ""
     """Where the actor acted from (``slack``, ``shell``…); empty: the engine wrote it."""
     account: str = ""
-    """From a shell: the OS account or CI identity and the host (``alice@bastion-1``)."""
+    """From a shell: the OS account or CI identity (``alice``, ``ci:release``)."""
     at: dt.datetime
 
 

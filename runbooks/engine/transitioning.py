@@ -70,7 +70,7 @@ class RunMoved(Exception):
 
 def audit_entry(run: Run, step: Step) -> dict[str, Any]:
     """A step as the store's audit streams keep it: what, when, by whom, from which surface
-    (and from a shell, which OS account or CI identity on which host)."""
+    (and from a shell, which OS account or CI identity)."""
     return {
         "run": run.id,
         "at": step.at.isoformat(),

@@ -85,13 +85,13 @@ def test_approvals_from_a_shell_need_the_policys_leave(redis_url: str, surface: 
     assert engine.get(run.id).gate.is_open  # type: ignore[union-attr]
     engine.decide(run.id, actor=from_shell, approve=False)  # a rejection stops a change: allowed
 
-    allowed = make_engine(redis_url, pol=policy(shell={"approvals": True}))
+    allowed = make_engine(redis_url, pol=policy(shell={"approvals": True}, identities={"accounts": {"bob": "U0BOB"}}))
     run = request(allowed, target="kube-system/other")
     assert allowed.decide(run.id, actor=from_shell, approve=True).run.gate.outcome == "approved"  # type: ignore[union-attr]
 
 
 def test_every_audit_line_records_surface_identity_and_account(redis_url: str) -> None:
-    engine = make_engine(redis_url, pol=policy(shell={"approvals": True}))
+    engine = make_engine(redis_url, pol=policy(shell={"approvals": True}, identities={"accounts": {"bob": "U0BOB"}}))
     alice = Actor("U0ALICE", surface="shell", account="alice@bastion-1")
     run = request(engine, alice)
     engine.decide(run.id, actor=Actor("U0BOB", surface="slack"), approve=True)

@@ -48,10 +48,10 @@ def inv(mixed: KubeSim, inventory_of: Callable[..., Inventory]) -> Inventory:
     return inventory_of(mixed)
 
 
-def shell(sim: KubeSim, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def shell(kubeconfig: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``upgradebot inventory ARGS`` as a pipeline runs it (KUBECONFIG, no policy)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT"))}
-    env.update(HOME=str(home), KUBECONFIG=str(sim.kubeconfig))
+    env.update(HOME=str(home), KUBECONFIG=str(kubeconfig))
     return subprocess.run([UPGRADEBOT, "inventory", *args], capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -86,7 +86,7 @@ def test_hardware_classes_group_product_driver_branch_and_runtime(inv: Inventory
 def test_json_carries_the_node_stack_and_classes(mixed: KubeSim, tmp_path: Path) -> None:
     """``inventory --json`` gains per node os_image, kernel, runtime, driver, cuda, gpu_product
     (null when unknown) and the hardware classes with their nodes."""
-    proc = shell(mixed, tmp_path, "--json")
+    proc = shell(mixed.kubeconfig, tmp_path, "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     nodes = {n["name"]: n for n in data["nodes"]}
@@ -103,7 +103,7 @@ def test_json_carries_the_node_stack_and_classes(mixed: KubeSim, tmp_path: Path)
 def test_text_lists_driver_cuda_kernel_runtime_per_class(mixed: KubeSim, tmp_path: Path) -> None:
     """The shell's text shows one row per class with its driver, CUDA, runtime, kernel and nodes,
     each node's stack, and says plainly that gpu-node5's stack is unknown."""
-    proc = shell(mixed, tmp_path)
+    proc = shell(mixed.kubeconfig, tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = [" ".join(line.split()) for line in proc.stdout.splitlines()]
     assert "GPU stack: 3 hardware class(es), 1 GPU node(s) with no GPU Feature Discovery labels" in lines
@@ -157,3 +157,22 @@ def test_baseline_records_the_classes_of_the_plugin_nodes(inv: Inventory) -> Non
     assert Baseline.model_validate_json(baseline.model_dump_json()) == baseline
     stack = json.dumps([c.model_dump(mode="json") for c in baseline.hardware_classes])
     assert len(stack) < 1500, len(stack)
+
+
+def test_kubesim_serve_gpu_mixed_then_inventory_json(tmp_path: Path) -> None:
+    """From a shell: ``python -m kubesim serve --scenario gpu-mixed --k8s-version 1.27``, then
+    ``upgradebot inventory --json`` on its kubeconfig lists the three classes."""
+    kubeconfig = tmp_path / "kubeconfig"
+    served = subprocess.Popen(
+        [sys.executable, "-m", "kubesim", "serve", "--port", "0", "--scenario", "gpu-mixed", "--k8s-version", "1.27",
+         "--kubeconfig", str(kubeconfig)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert served.stdout is not None and served.stdout.readline().startswith("https://127.0.0.1:")
+        proc = shell(kubeconfig, tmp_path, "--json")
+    finally:
+        served.terminate()
+        assert served.wait(timeout=30) == 0
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["kubernetes"]["version"].startswith("v1.27.")
+    assert {c["name"]: c["nodes"] for c in data["hardware_classes"]} == {k: v[-1] for k, v in CLASSES.items()}

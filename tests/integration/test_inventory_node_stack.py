@@ -176,3 +176,18 @@ def test_kubesim_serve_gpu_mixed_then_inventory_json(tmp_path: Path) -> None:
     data = json.loads(proc.stdout)
     assert data["kubernetes"]["version"].startswith("v1.27.")
     assert {c["name"]: c["nodes"] for c in data["hardware_classes"]} == {k: v[-1] for k, v in CLASSES.items()}
+
+
+def test_the_canary_run_records_the_classes_in_its_baseline() -> None:
+    """A canary run on gpu-mixed saves, in its progress (as the store keeps it), a baseline with
+    the hardware classes of the plugin's nodes: drivers, CUDA and node names per class."""
+    from runbooks.daemonset.steps import DaemonSetSteps
+    from tests.integration.stepkit import SPEED, harness
+
+    with KubeSim(scenario="gpu-mixed", k8s_version="1.32", speed=SPEED) as sim:
+        h = harness(sim, node="gpu-node3")
+        result = DaemonSetSteps().canary(h.ctx)
+    assert result.ok, result.reason
+    saved = h.run.progress["baseline"]["hardware_classes"]
+    assert {c["name"]: (c["drivers"], c["cuda"], c["nodes"]) for c in saved} == {
+        name: (drivers, cuda, nodes) for name, (drivers, cuda, _k, _r, nodes) in CLASSES.items()}

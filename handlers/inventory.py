@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from handlers import node_stack
 from handlers.arguments import split_pairs
 from handlers.replies import Item, Message, Reply, Table
 from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps
@@ -155,12 +156,13 @@ def summarize(inv: Inventory) -> Reply:
         Item(label="Kubernetes", value=inv.kubernetes.version),
         Item(label="DynamicResourceAllocation", value=dra.feature_gate + (f" ({dra.stage})" if dra.stage else "")),
         Item(label="Nodes", value=f"{len(inv.nodes)} ({gpu_nodes} with GPU hardware, {not_ready} not ready)"),
+        node_stack.summary_item(inv),
         Item(label="Plugin DaemonSets", value=", ".join(d.ref for d in inv.daemonsets) or "none found"),
         Item(label="resource.k8s.io", value=", ".join(dra.served_versions) or "not served"),
         Item(label="Taken", value=f"{inv.taken_at:%Y-%m-%d %H:%M:%S %Z} from {inv.server}"),
     ]
     thread = [_findings(inv)] if inv.findings else []
-    thread += [_nodes(inv), *(_daemonset(d) for d in inv.daemonsets)]
+    thread += [_nodes(inv), *node_stack.messages(inv), *(_daemonset(d) for d in inv.daemonsets)]
     thread += [m for m in (_dra(inv),) if m is not None]
     if inv.notes:
         thread.append(Message(title="Notes", text="\n".join(inv.notes)))

@@ -23,6 +23,15 @@ published), so nothing churns at start.
   ``nvidia-device-plugin-legacy``, without a nodeSelector (it runs on ``cpu-node1`` too) and
   with its socket directory on the wrong hostPath (``/var/lib/kubelet/plugins``), advertising
   ``nvidia.com/gpu`` on the same nodes; no DRA driver.
+- ``gpu-mixed``: mixed hardware, ``gpu-node1..5`` (8 GPUs each) and ``cpu-node1``, with
+  gpu-small's DaemonSets and DRA class: ``gpu-node1``/``gpu-node2`` are A100 nodes on driver
+  535 (CUDA 12.2, Ubuntu 22.04, containerd 1.7), ``gpu-node3``/``gpu-node4`` H100 nodes on
+  driver 550 (CUDA 12.4, Ubuntu 24.04, containerd 2.0), and ``gpu-node5`` a GPU node without
+  GPU Feature Discovery labels (its product, driver and CUDA are unknown; Rocky Linux 9);
+  ``trainer-0`` on ``gpu-node1`` and ``trainer-1`` on ``gpu-node3`` use 4 GPUs each.
+
+The GPU nodes of ``gpu-small`` and ``gpu-unsafe`` carry GFD's labels of an A100 node on
+driver 535 (:mod:`kubesim.hardware`); ``gpu-large``'s carry none (kept light at 5000 nodes).
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ from kubesim.fixtures import (
     settle_daemonset,
     workload_pod,
 )
+from kubesim.hardware import A100_535, H100_550, Stack, equip
 from kubesim.kubelets import KubeletController
 from kubesim.namespaces import NamespaceController
 from kubesim.nodestatus import UnschedulableTaints
@@ -56,7 +66,7 @@ from kubesim.scheduling import Scheduler
 from kubesim.simulation import Simulation
 from kubesim.statefulsets import StatefulSetController
 
-SCENARIOS = ("gpu-small", "gpu-large", "gpu-unsafe")
+SCENARIOS = ("gpu-small", "gpu-large", "gpu-unsafe", "gpu-mixed")
 GPUS_PER_NODE = 8
 NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "dra-example-driver", "ml-team")
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.14.2"
@@ -192,10 +202,19 @@ def _base(b: _Builder, gpu_nodes: list[tuple[str, int]], kubelet: KubeletControl
                 b.add(dra.SLICES, obj)
 
 
+def _equip(b: _Builder, stacks: dict[str, Stack | None]) -> None:
+    """GFD labels and nodeInfo of the named nodes (:func:`kubesim.hardware.equip`)."""
+    for node in b.objects[("", "nodes")]:
+        name = node["metadata"]["name"]
+        if name in stacks:
+            equip(node, stacks[name], gpus=GPUS_PER_NODE, labelled_at=b.started)
+
+
 def _gpu_small(b: _Builder, kubelet: KubeletController) -> None:
     minor = b.sim.minor
     gpu_nodes = [(f"gpu-node{i}", i) for i in (1, 2, 3)]
     _base(b, gpu_nodes, kubelet)
+    _equip(b, dict.fromkeys((name for name, _ in gpu_nodes), A100_535))
     b.add(("", "nodes"), make_node("cpu-node1", 4, minor, gpus=0, created=b.created))
     for i, (node, index) in enumerate(gpu_nodes[:2]):
         b.add(("", "pods"), workload_pod("ml-team", f"trainer-{i}", node, index, b.slot(index),
@@ -234,9 +253,30 @@ def _gpu_unsafe(b: _Builder, kubelet: KubeletController) -> None:
             node["spec"]["taints"] = [dict(MAINTENANCE_TAINT)]
     cpu = ("cpu-node1", 4)
     b.add(("", "nodes"), make_node(cpu[0], cpu[1], minor, gpus=0, created=b.created))
+    _equip(b, dict.fromkeys((name for name, _ in gpu_nodes), A100_535))
     b.daemonset(device_plugin_daemonset(b.created, hardened=False, max_unavailable=2), gpu_nodes[:2])
     b.daemonset(device_plugin_daemonset(b.created, name="nvidia-device-plugin-legacy", gpu_nodes_only=False,
                                         host_path="/var/lib/kubelet/plugins"), [*gpu_nodes[:2], cpu])
+
+
+MIXED_STACKS: dict[str, Stack | None] = {
+    "gpu-node1": A100_535, "gpu-node2": A100_535, "gpu-node3": H100_550, "gpu-node4": H100_550, "gpu-node5": None,
+}
+"""gpu-mixed's GPU nodes and their stacks (None: no GFD labels)."""
+
+
+def _gpu_mixed(b: _Builder, kubelet: KubeletController) -> None:
+    """Two GPU products on two driver branches and two runtimes, and a GPU node GFD never
+    labelled (see the module's docstring)."""
+    minor = b.sim.minor
+    gpu_nodes = [(name, int(name.removeprefix("gpu-node"))) for name in MIXED_STACKS]
+    _base(b, gpu_nodes, kubelet)
+    b.add(("", "nodes"), make_node("cpu-node1", len(gpu_nodes) + 1, minor, gpus=0, created=b.created))
+    _equip(b, MIXED_STACKS)
+    for i, (node, index) in enumerate((gpu_nodes[0], gpu_nodes[2])):
+        b.add(("", "pods"), workload_pod("ml-team", f"trainer-{i}", node, index, b.slot(index),
+                                         "registry.example.com/ml/trainer:2.1.0", b.started, minor, gpus=4,
+                                         labels={"app": "trainer"}))
 
 
 def _gpu_large(b: _Builder, kubelet: KubeletController, count: int) -> None:
@@ -272,6 +312,8 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
         _gpu_small(b, kubelet)
     elif scenario == "gpu-unsafe":
         _gpu_unsafe(b, kubelet)
+    elif scenario == "gpu-mixed":
+        _gpu_mixed(b, kubelet)
     else:
         _gpu_large(b, kubelet, 5000 if nodes is None else nodes)
     b.load()

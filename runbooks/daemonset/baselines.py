@@ -3,7 +3,9 @@
 Purely data: :func:`baseline_from` reduces an :class:`~runbooks.inventory.Inventory`
 (taken by the canary's pre-checks) to what verify and rollback compare against, per node
 of the plugin DaemonSet: GPU capacity and allocatable, the plugin pod (name, uid,
-restarts, images, registration) and, for DRA drivers, the devices of its ResourceSlices.
+restarts, images, registration) and, for DRA drivers, the devices of its ResourceSlices;
+and the hardware classes of those nodes (GPU product, driver branch, runtime, with their
+driver, CUDA, kernel and OS versions and node names: a few short strings, not per node).
 It is stored in the run's progress, so it serializes losslessly.
 """
 
@@ -14,7 +16,8 @@ from collections import defaultdict
 
 from pydantic import Field
 
-from runbooks.inventory.models import Inventory, Model, PluginKind
+from runbooks.inventory.models import HardwareClass, Inventory, Model, PluginKind
+from runbooks.inventory.stacks import hardware_classes
 
 
 class NodeBaseline(Model):
@@ -40,9 +43,14 @@ class Baseline(Model):
     revision_hash: str | None = None
     nodes: dict[str, NodeBaseline] = Field(default_factory=dict, description="every node the DaemonSet runs on")
     claims_allocated: list[str] = Field(default_factory=list, description="namespace/name of allocated claims of its drivers")
+    hardware_classes: list[HardwareClass] = Field(default_factory=list, description="the hardware classes of its nodes")
 
     def node(self, name: str) -> NodeBaseline | None:
         return self.nodes.get(name)
+
+    def class_of(self, node: str) -> HardwareClass | None:
+        """The hardware class ``node`` was in when the baseline was taken."""
+        return next((c for c in self.hardware_classes if node in c.nodes), None)
 
 
 def baseline_from(inventory: Inventory, ref: str) -> Baseline:
@@ -77,4 +85,5 @@ def baseline_from(inventory: Inventory, ref: str) -> Baseline:
         taken_at=inventory.taken_at, daemonset=ref, kind=ds.kind, drivers=list(ds.drivers),
         gpu_resources=list(inventory.gpu_resources), images=dict(ds.images),
         revision_hash=ds.current_revision_hash, nodes=dict(sorted(per_node.items())), claims_allocated=claims,
+        hardware_classes=hardware_classes(n for n in inventory.nodes if n.name in per_node),
     )

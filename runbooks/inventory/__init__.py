@@ -2,7 +2,8 @@
 
 ``models`` holds the pydantic models (the baseline later steps diff against);
 ``reading`` reduces API JSON to them (pure); ``plugins`` recognises plugin DaemonSets and
-reads their registration from logs; ``findings`` judges (pure); ``taking`` runs it all
+reads their registration from logs; ``stacks`` reads a node's driver, CUDA, OS and runtime
+and groups GPU nodes into hardware classes (pure); ``findings`` judges (pure); ``taking`` runs it all
 through a :class:`~runbooks.cluster.Cluster`.
 """
 
@@ -11,6 +12,7 @@ from runbooks.inventory.models import (
     DeviceClass,
     DraInfo,
     Finding,
+    HardwareClass,
     Inventory,
     KubernetesInfo,
     Node,
@@ -26,6 +28,7 @@ __all__ = [
     "DeviceClass",
     "DraInfo",
     "Finding",
+    "HardwareClass",
     "Inventory",
     "KubernetesInfo",
     "Node",

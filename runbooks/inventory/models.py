@@ -54,11 +54,35 @@ class Node(Model):
     in_use: dict[str, int] = Field(default_factory=dict, description="GPU extended resources requested by the "
                                    "node's pods that have not finished")
     devices_in_use: int = Field(0, description="DRA devices allocated to claims on the node")
+    os_image: str | None = Field(None, description="status.nodeInfo.osImage; None: unknown")
+    kernel: str | None = Field(None, description="status.nodeInfo.kernelVersion; None: unknown")
+    runtime: str | None = Field(None, description="status.nodeInfo.containerRuntimeVersion; None: unknown")
+    gpu_product: str | None = Field(None, description="GFD's nvidia.com/gpu.product; None: not labelled")
+    gpu_family: str | None = Field(None, description="GFD's nvidia.com/gpu.family; None: not labelled")
+    gpu_count: int | None = Field(None, description="GFD's nvidia.com/gpu.count; None: not labelled")
+    driver: str | None = Field(None, description="NVIDIA driver version from GFD's labels; None: not labelled")
+    cuda: str | None = Field(None, description="CUDA version from GFD's labels; None: not labelled")
 
     @property
     def busy(self) -> int:
         """Devices in use on the node, of every kind."""
         return sum(self.in_use.values()) + self.devices_in_use
+
+
+class HardwareClass(Model):
+    """GPU nodes of one GPU product, driver branch and runtime branch (see ``stacks``)."""
+
+    name: str = Field(description="product / driver branch / runtime, e.g. "
+                      "NVIDIA-A100-SXM4-80GB / driver 535 / containerd 1.7")
+    gpu_product: str | None = None
+    driver_branch: str | None = Field(None, description="the driver's major version, e.g. 535")
+    runtime: str | None = Field(None, description="runtime name and minor, e.g. containerd 1.7")
+    drivers: list[str] = Field(default_factory=list, description="driver versions of its nodes")
+    cuda: list[str] = Field(default_factory=list, description="CUDA versions of its nodes")
+    kernels: list[str] = Field(default_factory=list)
+    os_images: list[str] = Field(default_factory=list)
+    kubelets: list[str] = Field(default_factory=list)
+    nodes: list[str] = Field(default_factory=list)
 
 
 class PluginPod(Model):
@@ -171,6 +195,8 @@ class Inventory(Model):
     kubernetes: KubernetesInfo
     dra: DraInfo
     nodes: list[Node] = Field(default_factory=list)
+    hardware_classes: list[HardwareClass] = Field(default_factory=list, description="GPU nodes by product, "
+                                                  "driver branch and runtime ('classes' is the DRA DeviceClasses)")
     daemonsets: list[DaemonSet] = Field(default_factory=list)
     classes: list[DeviceClass] = Field(default_factory=list)
     slices: list[ResourceSlice] = Field(default_factory=list)

@@ -25,6 +25,7 @@ from runbooks.inventory.models import (
     ResourceSlice,
     Taint,
 )
+from runbooks.inventory.stacks import stack_fields
 
 Obj = dict[str, Any]
 
@@ -129,6 +130,7 @@ def node_from(obj: Obj, gpu_resources: tuple[str, ...]) -> Node:
         capacity={r: quantity(capacity[r]) for r in gpu_resources if r in capacity},
         allocatable={r: quantity(allocatable[r]) for r in gpu_resources if r in allocatable},
         kubelet_version=(status.get("nodeInfo") or {}).get("kubeletVersion", ""),
+        **stack_fields(labels, status.get("nodeInfo") or {}),
     )
 
 

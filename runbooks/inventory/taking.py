@@ -22,7 +22,7 @@ from runbooks.cluster.resources import (
     DraApis,
     Resource,
 )
-from runbooks.inventory import plugins, reading
+from runbooks.inventory import plugins, reading, stacks
 from runbooks.inventory.findings import all_findings
 from runbooks.inventory.models import (
     DaemonSet,
@@ -94,7 +94,7 @@ def take_inventory(
         taken_at=taken_at, context=cluster.context, server=cluster.server, gpu_resources=list(resources),
         kubernetes=KubernetesInfo(version=version.git_version, minor=version.minor, platform=version.platform),
         dra=dra, nodes=nodes, daemonsets=daemonsets, classes=classes, slices=slices, claims=claims,
-        findings=findings, notes=notes,
+        hardware_classes=stacks.hardware_classes(nodes), findings=findings, notes=notes,
     )
 
 

@@ -29,6 +29,13 @@ older one is dropped unrun. A lane holding ``backlog`` messages takes no more
 (:meth:`Jobs.submit` answers False and the front end says it is busy); the depth is read
 at most twice a second, and counted up by the front end's own submissions in between.
 
+A worker decodes each stored message on its own (:func:`_decode`: JSON that dramatiq wrote
+for the lane's actor, ``[kind, payload]``, nothing more): one that is not (whoever can write
+to Redis can put anything there) is moved to :data:`DEAD_LETTERS` with one log line and
+``on_dead_letter`` (the metric), and the messages fetched with it run. A consumer thread
+survives any error (logged, restarted); each lane's consumer notes in :data:`CONSUMERS`
+that it looks for work, which ``serve``'s readiness reads (:meth:`Jobs.check_consumers`).
+
 Submissions are written by group commit (:class:`GroupCommit`): one request thread
 writes its message at once; those that arrive while it waits on Redis go together in the
 next pipeline, each thread answering Slack only once its own message is stored. Fifty
@@ -39,6 +46,7 @@ two thirds Redis round trips).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 import time
@@ -46,9 +54,13 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 import dramatiq
-from dramatiq.brokers.redis import RedisBroker
-from dramatiq.common import current_millis
+from dramatiq.broker import MessageProxy
+from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
+from dramatiq.common import compute_backoff, current_millis, q_name
+from dramatiq.errors import ConnectionClosed
+from dramatiq.message import Message
 from dramatiq.middleware import AgeLimit
+from dramatiq.worker import ConsumerThread
 
 from bot.storage.layout import PREFIX
 from bot.storage.redis_store import REDIS_ERRORS, raw_client, unreachable
@@ -66,9 +78,57 @@ MAINTENANCE_CHANCE = 50_000
 """Per million broker commands: how often one also requeues a dead worker's messages (dramatiq's default is 1,000)."""
 BACKLOG = 2_000
 DEPTH_EVERY = 0.5
+DEAD_LETTERS = NAMESPACE + ":dead"
+"""Jobs a worker could not decode, newest last (JSON: lane, id, reason, at, the first
+:data:`DEAD_DATA_MAX` characters of the entry): read them with ``LRANGE``; at most :data:`DEAD_KEEP`."""
+DEAD_KEEP = 1_000
+DEAD_DATA_MAX = 64 * 1024
+MAX_JOB_BYTES = 1024 * 1024
+"""A stored job above this is not decoded (the front end takes no body above 1 MiB)."""
+CONSUMERS = NAMESPACE + ":__consumers__"
+"""When a consumer of each lane last looked for work (Redis's clock, ms): readiness of the lanes."""
+CONSUMER_BEAT = 1.0
+CONSUMER_STALE_MS = 10_000
 
 Handler = Callable[[str, str, dict[str, Any]], None]
 """``handler(lane, kind, payload)``: runs one message in a worker."""
+DeadLetter = Callable[[str, str], None]
+"""``on_dead_letter(lane, reason)``: told of each job moved to :data:`DEAD_LETTERS` (the metric)."""
+FIELDS = frozenset({"queue_name", "actor_name", "args", "kwargs", "options", "message_id", "message_timestamp"})
+
+_FETCH = """
+redis.call("zadd", KEYS[1], ARGV[1], ARGV[2])
+local out = {}
+for i = 1, tonumber(ARGV[3]) do
+    local id = redis.call("lpop", KEYS[2])
+    if not id then break end
+    redis.call("sadd", KEYS[4], id)
+    out[#out + 1] = id
+    out[#out + 1] = redis.call("hget", KEYS[3], id)
+end
+return out
+"""
+"""dramatiq's ``fetch`` (heartbeat, pop, into the acks set, the data) answering each id with its
+data (``false``: an id without data), so an entry that cannot be decoded can be named and moved."""
+_BEAT = """
+redis.replicate_commands()
+local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if ARGV[1] ~= "" then redis.call("zadd", KEYS[1], now, ARGV[1]) end
+local out = {now}
+for i = 2, #ARGV do out[#out + 1] = redis.call("zscore", KEYS[1], ARGV[i]) end
+return out
+"""
+"""With a lane in ARGV[1]: its consumer looked for work now; then Redis's time and the last look
+of each lane in ARGV[2:] (one clock, Redis's, for every machine)."""
+
+
+class Poisoned(Exception):
+    """A stored job that is not one this bot queued; its argument is the reason (a metric label)."""
+
+
+class ConsumerDown(Exception):
+    """No consumer took from a lane lately (readiness)."""
 
 
 class _Entry:
@@ -148,6 +208,56 @@ class _Broker(RedisBroker):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self._commit = GroupCommit(self._write)
+        self._fetch = self.client.register_script(_FETCH)
+        self._beat = self.client.register_script(_BEAT)
+        self.on_dead_letter: DeadLetter | None = None
+
+    def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> _Consumer:
+        return _Consumer(self, queue_name, prefetch, timeout)
+
+    def fetch(self, queue_name: str, prefetch: int) -> list[tuple[str, bytes | None]]:
+        """Up to ``prefetch`` messages of ``queue_name``, each id with its data (None: none stored)."""
+        if self._should_do_maintenance("fetch"):  # dramatiq's upkeep, as its own fetch would do it
+            self.scripts["dispatch"](keys=[self.namespace], args=[
+                "fetch", current_millis(), queue_name, self.broker_id, self.heartbeat_timeout,
+                self.dead_message_ttl, 1, self._max_unpack_size(), 0])
+        queue = f"{self.namespace}:{queue_name}"
+        found = self._fetch(keys=[f"{self.namespace}:__heartbeats__", queue, f"{queue}.msgs",
+                                  f"{self.namespace}:__acks__.{self.broker_id}.{queue_name}"],
+                            args=[current_millis(), self.broker_id, prefetch])
+        return [(_text(found[i]), found[i + 1]) for i in range(0, len(found), 2)]
+
+    def beat(self, lane: str = "", *, lanes: Collection[str] = ()) -> tuple[int, list[float | None]]:
+        """Note that a consumer of ``lane`` looks for work; Redis's time (ms) and the last look of each of ``lanes``."""
+        now, *seen = self._beat(keys=[CONSUMERS], args=[lane, *lanes])
+        return int(now), [None if s is None else float(s) for s in seen]
+
+    def admit(self, queue_name: str, message_id: str, data: bytes | None) -> Message[Any] | None:
+        """The message stored as ``data``, or None once it is moved to :data:`DEAD_LETTERS` (one log
+        line, without its content; ``on_dead_letter`` told): never an exception for a bad entry."""
+        try:
+            return _decode(queue_name, message_id, data)
+        except Exception as exc:
+            reason = str(exc) if isinstance(exc, Poisoned) else "error"
+        lane = q_name(queue_name)
+        log.error("job %s on the %s lane cannot be decoded (%s): moved to the dead-letter list %s",
+                  message_id[:80], lane, reason, DEAD_LETTERS)
+        record = {"lane": lane, "id": message_id, "reason": reason, "at": time.time(),
+                  "data": None if data is None else data[:DEAD_DATA_MAX].decode("utf-8", "backslashreplace")[
+                      :DEAD_DATA_MAX]}
+        queue = f"{self.namespace}:{queue_name}"
+        pipe = self.client.pipeline(transaction=True)
+        pipe.rpush(DEAD_LETTERS, json.dumps(record))
+        pipe.ltrim(DEAD_LETTERS, -DEAD_KEEP, -1)
+        pipe.srem(f"{self.namespace}:__acks__.{self.broker_id}.{queue_name}", message_id)
+        pipe.hdel(f"{queue}.msgs", message_id)
+        pipe.execute()
+        if self.on_dead_letter is not None:
+            try:
+                self.on_dead_letter(lane, reason)
+            except Exception:  # a metric must not stop the consumer
+                log.exception("counting a dead-lettered job failed")
+        return None
 
     def do_enqueue(self, queue_name: str, message_id: str, data: bytes) -> None:
         self._commit.submit((queue_name, message_id, data))
@@ -172,6 +282,118 @@ class _Broker(RedisBroker):
         pipe.execute()
 
 
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _decode(queue_name: str, message_id: str, data: bytes | None) -> Message[Any]:
+    """The message this bot queued as ``data`` on ``queue_name`` (``Poisoned`` with the reason if it
+    is not one: it must be JSON dramatiq would have written for this lane's actor, ``[kind, payload]``
+    with no options of its own; its Redis id is the one it was fetched by)."""
+    if data is None:
+        raise Poisoned("no_data")
+    if len(data) > MAX_JOB_BYTES:
+        raise Poisoned("too_large")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Poisoned("not_utf8") from None
+    try:
+        fields = json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        raise Poisoned("not_json") from None
+    if not isinstance(fields, dict) or set(fields) != FIELDS:
+        raise Poisoned("bad_shape")
+    args, options, stamp = fields["args"], fields["options"], fields["message_timestamp"]
+    if (fields["queue_name"] != queue_name or fields["actor_name"] != f"upgradebot_{queue_name}"
+            or not isinstance(args, list) or len(args) != 2 or not isinstance(args[0], str)
+            or not isinstance(args[1], dict) or fields["kwargs"] != {} or not isinstance(options, dict)
+            or set(options) - {"redis_message_id"} or not isinstance(fields["message_id"], str)
+            or not isinstance(stamp, int) or isinstance(stamp, bool)):
+        raise Poisoned("bad_shape")
+    return Message(queue_name=queue_name, actor_name=fields["actor_name"], args=tuple(args), kwargs={},
+                   options={"redis_message_id": message_id}, message_id=fields["message_id"],
+                   message_timestamp=stamp)
+
+
+class _Consumer(_RedisConsumer):
+    """dramatiq's Redis consumer, each message fetched with its id and decoded on its own: one that
+    cannot be is dead-lettered (:meth:`_Broker.admit`) and the others go on; the lane's heartbeat
+    (:data:`CONSUMERS`) is noted every :data:`CONSUMER_BEAT` seconds, busy or idle; what it fetched
+    and did not hand over goes back on the queue when it closes (a connection lost, a restart)."""
+
+    broker: _Broker
+
+    def __init__(self, broker: _Broker, queue_name: str, prefetch: int, timeout: int) -> None:
+        super().__init__(broker, queue_name, prefetch, timeout)
+        self.message_cache: list[tuple[str, bytes | None]] = []
+        self._beaten = 0.0
+
+    def __next__(self) -> MessageProxy | None:
+        try:
+            if time.monotonic() - self._beaten >= CONSUMER_BEAT and not self.queue_name.endswith(".DQ"):
+                self.broker.beat(self.queue_name)
+                self._beaten = time.monotonic()
+            while self.message_cache:
+                message_id, data = self.message_cache.pop(0)
+                message = self.broker.admit(self.queue_name, message_id, data)
+                if message is not None:
+                    self.misses = 0
+                    self.queued_message_ids.add(message.message_id)
+                    return MessageProxy(message)
+            if self.outstanding_message_count < self.prefetch:
+                self.message_cache = self.broker.fetch(self.queue_name, self.prefetch - self.outstanding_message_count)
+            if not self.message_cache:
+                self.misses, backoff_ms = compute_backoff(self.misses, max_backoff=self.timeout)
+                time.sleep(backoff_ms / 1000)
+            return None
+        except REDIS_ERRORS as exc:
+            raise ConnectionClosed(exc) from None
+
+    def requeue(self, messages: Any) -> None:
+        ids = [m.options.get("redis_message_id") for m in messages]
+        if any(ids):
+            self.broker.do_requeue(self.queue_name, *(i for i in ids if i))
+
+    def close(self) -> None:
+        cached, self.message_cache = self.message_cache, []
+        if cached:
+            with contextlib.suppress(Exception):  # else they go back when this worker's heartbeat is old
+                self.broker.do_requeue(self.queue_name, *(message_id for message_id, _ in cached))
+
+
+class _ConsumerThread(ConsumerThread):
+    """dramatiq's consumer thread, which an error while closing its consumer used to end for good:
+    any error is logged in one line and the consumer restarted a second later, until stopped."""
+
+    def run(self) -> None:
+        while True:
+            try:
+                super().run()
+                return
+            except Exception as exc:
+                log.error("the consumer of %s failed (%s): restarting it", self.queue_name, type(exc).__name__)
+                self.consumer = None
+            if not self.running:
+                return
+            time.sleep(1.0)
+
+
+class _Worker(dramatiq.Worker):
+    def _add_consumer(self, queue_name: str, *, delay: bool = False) -> None:
+        if queue_name in self.consumers or (self.consumer_whitelist and q_name(queue_name) not in
+                                            self.consumer_whitelist):
+            return
+        consumer = self.consumers[queue_name] = _ConsumerThread(
+            broker=self.broker, queue_name=queue_name, prefetch=self.delay_prefetch if delay else self.queue_prefetch,
+            work_queue=self.work_queue, worker_timeout=self.worker_timeout)
+        consumer.start()
+
+
 class JobsUnavailable(StoreUnavailable):
     """The queue's Redis does not answer; nothing was queued."""
 
@@ -189,6 +411,16 @@ class Jobs:
                                              queue_name=lane, priority=0, options={}) for lane in LANES}
         self._worker: dramatiq.Worker | None = None
         self._depths: dict[str, tuple[float, int]] = {}
+        self.consumer_stale_ms = CONSUMER_STALE_MS
+
+    @property
+    def on_dead_letter(self) -> DeadLetter | None:
+        """Told ``(lane, reason)`` of each job a consumer of this process dead-lettered."""
+        return self.broker.on_dead_letter
+
+    @on_dead_letter.setter
+    def on_dead_letter(self, value: DeadLetter | None) -> None:
+        self.broker.on_dead_letter = value
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Jobs:
@@ -248,8 +480,27 @@ class Jobs:
         if unknown or not lanes:
             raise ValueError(f"lanes are {', '.join(LANES)}; not {', '.join(sorted(unknown)) or 'none'}")
         self._handler = handler
-        self._worker = dramatiq.Worker(self.broker, queues=set(lanes), worker_threads=threads, worker_timeout=250)
+        self._worker = _Worker(self.broker, queues=set(lanes), worker_threads=threads, worker_timeout=250)
         self._worker.start()
+
+    def dead_lanes(self) -> list[str]:
+        """The lanes this process consumes whose consumer thread is no longer running."""
+        if self._worker is None:
+            return []
+        return sorted({q_name(name) for name, thread in self._worker.consumers.items() if not thread.is_alive()})
+
+    def check_consumers(self, lanes: Collection[str] = LANES) -> None:
+        """Readiness: a consumer of each of ``lanes`` looked for work in the last
+        ``consumer_stale_ms`` (by Redis's clock; ``ConsumerDown`` names the lanes none did)."""
+        names = list(lanes)
+        try:
+            now, seen = self.broker.beat(lanes=names)
+        except REDIS_ERRORS as exc:
+            raise self._unavailable(exc) from exc
+        down = [lane for lane, last in zip(names, seen, strict=True) if last is None or now - last > self.consumer_stale_ms]
+        if down:
+            raise ConsumerDown(f"no consumer took from the {', '.join(down)} lane(s) in the last "
+                               f"{self.consumer_stale_ms / 1000:.0f} s")
 
     def stop(self, timeout: float = 30.0) -> None:
         """Take no more messages; wait up to ``timeout`` for those running (the rest go back on the queue)."""

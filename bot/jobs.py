@@ -29,7 +29,7 @@ older one is dropped unrun. A lane holding ``backlog`` messages takes no more
 (:meth:`Jobs.submit` answers False and the front end says it is busy); the depth is read
 at most twice a second, and counted up by the front end's own submissions in between.
 
-A worker decodes each stored message on its own (:func:`_decode`: JSON that dramatiq wrote
+A worker decodes each stored message on its own (:func:`bot.job_intake.decode`: JSON that dramatiq wrote
 for the lane's actor, ``[kind, payload]``, nothing more): one that is not (whoever can write
 to Redis can put anything there) is moved to :data:`DEAD_LETTERS` with one log line and
 ``on_dead_letter`` (the metric), and the messages fetched with it run. A consumer thread
@@ -54,16 +54,20 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 import dramatiq
-from dramatiq.broker import MessageProxy
-from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
-from dramatiq.common import compute_backoff, current_millis, q_name
-from dramatiq.errors import ConnectionClosed
+from dramatiq.brokers.redis import RedisBroker
+from dramatiq.common import current_millis, q_name
 from dramatiq.message import Message
 from dramatiq.middleware import AgeLimit
-from dramatiq.worker import ConsumerThread
 
+from bot.job_intake import BEAT, FETCH, Consumer, Poisoned, Worker, decode, text_of
 from bot.storage.layout import PREFIX
-from bot.storage.redis_store import REDIS_ERRORS, raw_client, unreachable
+from bot.storage.redis_store import (
+    REDIS_ERRORS,
+    REDIS_TIMEOUT,
+    NoScriptError,
+    raw_client,
+    unreachable,
+)
 from runbooks.engine.store import StoreUnavailable
 
 log = logging.getLogger("upgradebot.jobs")
@@ -83,48 +87,35 @@ DEAD_LETTERS = NAMESPACE + ":dead"
 :data:`DEAD_DATA_MAX` characters of the entry): read them with ``LRANGE``; at most :data:`DEAD_KEEP`."""
 DEAD_KEEP = 1_000
 DEAD_DATA_MAX = 64 * 1024
-MAX_JOB_BYTES = 1024 * 1024
-"""A stored job above this is not decoded (the front end takes no body above 1 MiB)."""
 CONSUMERS = NAMESPACE + ":__consumers__"
 """When a consumer of each lane last looked for work (Redis's clock, ms): readiness of the lanes."""
-CONSUMER_BEAT = 1.0
 CONSUMER_STALE_MS = 10_000
+ACK_DEADLINE = 2.0
+"""Seconds ``serve``'s front end gives a submission (Slack wants its ack within 3): each Redis call
+waits at most half of it, and a write is not applied by a Redis that runs it later than
+:data:`WRITE_SHARE` of that half after it was sent."""
+WRITE_SHARE = 0.75
 
 Handler = Callable[[str, str, dict[str, Any]], None]
 """``handler(lane, kind, payload)``: runs one message in a worker."""
 DeadLetter = Callable[[str, str], None]
 """``on_dead_letter(lane, reason)``: told of each job moved to :data:`DEAD_LETTERS` (the metric)."""
-FIELDS = frozenset({"queue_name", "actor_name", "args", "kwargs", "options", "message_id", "message_timestamp"})
-
-_FETCH = """
-redis.call("zadd", KEYS[1], ARGV[1], ARGV[2])
-local out = {}
-for i = 1, tonumber(ARGV[3]) do
-    local id = redis.call("lpop", KEYS[2])
-    if not id then break end
-    redis.call("sadd", KEYS[4], id)
-    out[#out + 1] = id
-    out[#out + 1] = redis.call("hget", KEYS[3], id)
-end
-return out
-"""
-"""dramatiq's ``fetch`` (heartbeat, pop, into the acks set, the data) answering each id with its
-data (``false``: an id without data), so an entry that cannot be decoded can be named and moved."""
-_BEAT = """
+_ENQUEUE_BY = """
 redis.replicate_commands()
 local t = redis.call("time")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if ARGV[1] ~= "" then redis.call("zadd", KEYS[1], now, ARGV[1]) end
-local out = {now}
-for i = 2, #ARGV do out[#out + 1] = redis.call("zscore", KEYS[1], ARGV[i]) end
-return out
+if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[1]) then
+    return 0
+end
+for i = 2, #ARGV, 3 do
+    local queue = KEYS[tonumber(ARGV[i])]
+    redis.call("hset", queue .. ".msgs", ARGV[i + 1], ARGV[i + 2])
+    redis.call("rpush", queue, ARGV[i + 1])
+end
+return 1
 """
-"""With a lane in ARGV[1]: its consumer looked for work now; then Redis's time and the last look
-of each lane in ARGV[2:] (one clock, Redis's, for every machine)."""
-
-
-class Poisoned(Exception):
-    """A stored job that is not one this bot queued; its argument is the reason (a metric label)."""
+"""dramatiq's enqueue (the message in ``<queue>.msgs``, then its id on the queue) for a batch
+(ARGV: the time after which it is not stored, ms by Redis's clock; then lane index, id, data
+for each message), stored only if Redis runs it before that time."""
 
 
 class ConsumerDown(Exception):
@@ -132,15 +123,19 @@ class ConsumerDown(Exception):
 
 
 class _Entry:
-    __slots__ = ("done", "error", "item", "lead")
+    __slots__ = ("deadline", "done", "error", "item", "lead")
 
-    def __init__(self, item: Any) -> None:
-        self.item, self.lead = item, False
+    def __init__(self, item: Any, deadline: float | None) -> None:
+        self.item, self.lead, self.deadline = item, False, deadline
         self.done = threading.Lock()
         """Held until the entry is written or its thread is to lead: released once, by whoever
         wrote it (a bare lock as a one-shot signal: cheaper than an Event's condition)."""
         self.done.acquire()
         self.error: BaseException | None = None
+
+
+class Expired(Exception):
+    """A submission whose deadline came before it could be written (nothing of it was stored)."""
 
 
 class GroupCommit:
@@ -150,36 +145,57 @@ class GroupCommit:
     flight joins the next one, written by the first of them). An error of ``write`` is
     raised in every thread whose item it held; a write that fails part-way (Redis gone in
     the middle of a pipeline) may have stored some of them, as a single write whose answer
-    is lost may have."""
+    is lost may have. ``write`` answering False stored none of them (``Expired``).
 
-    def __init__(self, write: Callable[[list[Any]], None]) -> None:
+    A submission with a ``deadline`` (``time.monotonic()``) goes into a write only if the write
+    can end before it (``write_time``: the longest a write waits on Redis); one that cannot
+    leaves the queue of submitters at once with ``Expired``, so a thread never waits past its
+    deadline by more than one write it is already part of."""
+
+    def __init__(self, write: Callable[[list[Any]], bool | None], *, write_time: float = 0.0) -> None:
         self._write = write
+        self.write_time = write_time
         self._lock = threading.Lock()
         self._pending: list[_Entry] = []
         self._writing = False
 
-    def submit(self, item: Any) -> None:
-        entry = _Entry(item)
+    def submit(self, item: Any, *, deadline: float | None = None) -> None:
+        entry = _Entry(item, deadline)
         with self._lock:
             self._pending.append(entry)
             lead = not self._writing
             self._writing = True
         if not lead:
-            entry.done.acquire()
+            if deadline is None:
+                entry.done.acquire()
+            elif not entry.done.acquire(timeout=max(0.0, deadline - self.write_time - time.monotonic())):
+                with self._lock:
+                    if not entry.lead and entry in self._pending:  # no write took it yet: it never will
+                        self._pending.remove(entry)
+                        raise Expired()
+                entry.done.acquire()  # in a write already (it ends within write_time), or to lead
             if not entry.lead:
                 if entry.error is not None:
                     raise entry.error
                 return
         with self._lock:
-            batch, self._pending = self._pending, []
+            now = time.monotonic()
+            batch, late = [], []
+            for e in self._pending:
+                (late if e.deadline is not None and e.deadline - now < self.write_time else batch).append(e)
+            self._pending = []
         error: BaseException | None = None
         try:
-            self._write([e.item for e in batch])
+            if batch and self._write([e.item for e in batch]) is False:
+                error = Expired()
         except BaseException as exc:  # every waiter hears it; this thread raises it below
             error = exc
+        for e in late:
+            e.error = Expired()
         for e in batch:
+            e.error = error
+        for e in (*batch, *late):
             if e is not entry:
-                e.error = error
                 e.done.release()
         with self._lock:
             if self._pending:  # the first who came meanwhile writes the next batch
@@ -188,8 +204,8 @@ class GroupCommit:
                 nxt.done.release()
             else:
                 self._writing = False
-        if error is not None:
-            raise error
+        if entry.error is not None:
+            raise entry.error
 
 
 class _Broker(RedisBroker):
@@ -205,15 +221,19 @@ class _Broker(RedisBroker):
     arguments ``RedisBroker._dispatch`` gives it (dramatiq 2.x: pinned below 3 in
     pyproject). The keys, the script and the consumers are dramatiq's own."""
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, *, write_time: float = 0.0, **options: Any) -> None:
         super().__init__(**options)
-        self._commit = GroupCommit(self._write)
-        self._fetch = self.client.register_script(_FETCH)
-        self._beat = self.client.register_script(_BEAT)
+        self._commit = GroupCommit(self._write, write_time=write_time)
+        self._enqueue_by = self.client.register_script(_ENQUEUE_BY)
+        self._deadline = threading.local()
+        self.clock_offset = 0.0
+        """Redis's clock minus this machine's, in seconds (measured by :meth:`Jobs.ping`)."""
+        self._fetch = self.client.register_script(FETCH)
+        self._beat = self.client.register_script(BEAT)
         self.on_dead_letter: DeadLetter | None = None
 
-    def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> _Consumer:
-        return _Consumer(self, queue_name, prefetch, timeout)
+    def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> Consumer:
+        return Consumer(self, queue_name, prefetch, timeout)
 
     def fetch(self, queue_name: str, prefetch: int) -> list[tuple[str, bytes | None]]:
         """Up to ``prefetch`` messages of ``queue_name``, each id with its data (None: none stored)."""
@@ -225,7 +245,7 @@ class _Broker(RedisBroker):
         found = self._fetch(keys=[f"{self.namespace}:__heartbeats__", queue, f"{queue}.msgs",
                                   f"{self.namespace}:__acks__.{self.broker_id}.{queue_name}"],
                             args=[current_millis(), self.broker_id, prefetch])
-        return [(_text(found[i]), found[i + 1]) for i in range(0, len(found), 2)]
+        return [(text_of(found[i]), found[i + 1]) for i in range(0, len(found), 2)]
 
     def beat(self, lane: str = "", *, lanes: Collection[str] = ()) -> tuple[int, list[float | None]]:
         """Note that a consumer of ``lane`` looks for work; Redis's time (ms) and the last look of each of ``lanes``."""
@@ -236,7 +256,7 @@ class _Broker(RedisBroker):
         """The message stored as ``data``, or None once it is moved to :data:`DEAD_LETTERS` (one log
         line, without its content; ``on_dead_letter`` told): never an exception for a bad entry."""
         try:
-            return _decode(queue_name, message_id, data)
+            return decode(queue_name, message_id, data)
         except Exception as exc:
             reason = str(exc) if isinstance(exc, Poisoned) else "error"
         lane = q_name(queue_name)
@@ -259,10 +279,20 @@ class _Broker(RedisBroker):
                 log.exception("counting a dead-lettered job failed")
         return None
 
-    def do_enqueue(self, queue_name: str, message_id: str, data: bytes) -> None:
-        self._commit.submit((queue_name, message_id, data))
+    def enqueue_by(self, message: Message[Any], deadline: float | None) -> None:
+        """``enqueue(message)``, given up (``Expired``) when it cannot be stored by ``deadline``."""
+        self._deadline.value = deadline
+        try:
+            self.enqueue(message)
+        finally:
+            self._deadline.value = None
 
-    def _write(self, items: list[tuple[str, str, bytes]]) -> None:
+    def do_enqueue(self, queue_name: str, message_id: str, data: bytes) -> None:
+        self._commit.submit((queue_name, message_id, data), deadline=getattr(self._deadline, "value", None))
+
+    def _write(self, items: list[tuple[str, str, bytes]]) -> bool | None:
+        if self._commit.write_time:
+            return self._write_by(items)
         if self._should_do_maintenance("enqueue"):
             queue_name, message_id, data = items[0]
             self.scripts["dispatch"](keys=[self.namespace], args=[
@@ -280,132 +310,55 @@ class _Broker(RedisBroker):
             pipe.hset(f"{queue}.msgs", mapping=dict(messages))
             pipe.rpush(queue, *(message_id for message_id, _ in messages))
         pipe.execute()
+        return None
 
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _decode(queue_name: str, message_id: str, data: bytes | None) -> Message[Any]:
-    """The message this bot queued as ``data`` on ``queue_name`` (``Poisoned`` with the reason if it
-    is not one: it must be JSON dramatiq would have written for this lane's actor, ``[kind, payload]``
-    with no options of its own; its Redis id is the one it was fetched by)."""
-    if data is None:
-        raise Poisoned("no_data")
-    if len(data) > MAX_JOB_BYTES:
-        raise Poisoned("too_large")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise Poisoned("not_utf8") from None
-    try:
-        fields = json.loads(text, parse_constant=_refuse_constant)
-    except (ValueError, RecursionError):
-        raise Poisoned("not_json") from None
-    if not isinstance(fields, dict) or set(fields) != FIELDS:
-        raise Poisoned("bad_shape")
-    args, options, stamp = fields["args"], fields["options"], fields["message_timestamp"]
-    if (fields["queue_name"] != queue_name or fields["actor_name"] != f"upgradebot_{queue_name}"
-            or not isinstance(args, list) or len(args) != 2 or not isinstance(args[0], str)
-            or not isinstance(args[1], dict) or fields["kwargs"] != {} or not isinstance(options, dict)
-            or set(options) - {"redis_message_id"} or not isinstance(fields["message_id"], str)
-            or not isinstance(stamp, int) or isinstance(stamp, bool)):
-        raise Poisoned("bad_shape")
-    return Message(queue_name=queue_name, actor_name=fields["actor_name"], args=tuple(args), kwargs={},
-                   options={"redis_message_id": message_id}, message_id=fields["message_id"],
-                   message_timestamp=stamp)
-
-
-class _Consumer(_RedisConsumer):
-    """dramatiq's Redis consumer, each message fetched with its id and decoded on its own: one that
-    cannot be is dead-lettered (:meth:`_Broker.admit`) and the others go on; the lane's heartbeat
-    (:data:`CONSUMERS`) is noted every :data:`CONSUMER_BEAT` seconds, busy or idle; what it fetched
-    and did not hand over goes back on the queue when it closes (a connection lost, a restart)."""
-
-    broker: _Broker
-
-    def __init__(self, broker: _Broker, queue_name: str, prefetch: int, timeout: int) -> None:
-        super().__init__(broker, queue_name, prefetch, timeout)
-        self.message_cache: list[tuple[str, bytes | None]] = []
-        self._beaten = 0.0
-
-    def __next__(self) -> MessageProxy | None:
-        try:
-            if time.monotonic() - self._beaten >= CONSUMER_BEAT and not self.queue_name.endswith(".DQ"):
-                self.broker.beat(self.queue_name)
-                self._beaten = time.monotonic()
-            while self.message_cache:
-                message_id, data = self.message_cache.pop(0)
-                message = self.broker.admit(self.queue_name, message_id, data)
-                if message is not None:
-                    self.misses = 0
-                    self.queued_message_ids.add(message.message_id)
-                    return MessageProxy(message)
-            if self.outstanding_message_count < self.prefetch:
-                self.message_cache = self.broker.fetch(self.queue_name, self.prefetch - self.outstanding_message_count)
-            if not self.message_cache:
-                self.misses, backoff_ms = compute_backoff(self.misses, max_backoff=self.timeout)
-                time.sleep(backoff_ms / 1000)
-            return None
-        except REDIS_ERRORS as exc:
-            raise ConnectionClosed(exc) from None
-
-    def requeue(self, messages: Any) -> None:
-        ids = [m.options.get("redis_message_id") for m in messages]
-        if any(ids):
-            self.broker.do_requeue(self.queue_name, *(i for i in ids if i))
-
-    def close(self) -> None:
-        cached, self.message_cache = self.message_cache, []
-        if cached:
-            with contextlib.suppress(Exception):  # else they go back when this worker's heartbeat is old
-                self.broker.do_requeue(self.queue_name, *(message_id for message_id, _ in cached))
-
-
-class _ConsumerThread(ConsumerThread):
-    """dramatiq's consumer thread, which an error while closing its consumer used to end for good:
-    any error is logged in one line and the consumer restarted a second later, until stopped."""
-
-    def run(self) -> None:
-        while True:
-            try:
-                super().run()
-                return
-            except Exception as exc:
-                log.error("the consumer of %s failed (%s): restarting it", self.queue_name, type(exc).__name__)
-                self.consumer = None
-            if not self.running:
-                return
-            time.sleep(1.0)
-
-
-class _Worker(dramatiq.Worker):
-    def _add_consumer(self, queue_name: str, *, delay: bool = False) -> None:
-        if queue_name in self.consumers or (self.consumer_whitelist and q_name(queue_name) not in
-                                            self.consumer_whitelist):
-            return
-        consumer = self.consumers[queue_name] = _ConsumerThread(
-            broker=self.broker, queue_name=queue_name, prefetch=self.delay_prefetch if delay else self.queue_prefetch,
-            work_queue=self.work_queue, worker_timeout=self.worker_timeout)
-        consumer.start()
+    def _write_by(self, items: list[tuple[str, str, bytes]]) -> bool:
+        """The batch stored by :data:`_ENQUEUE_BY` only if Redis runs it within :data:`WRITE_SHARE` of
+        ``write_time`` from now (by Redis's clock): a write this process gave up on (its answer not
+        back in ``write_time``) is not applied when a stopped Redis resumes. The upkeep, when due,
+        in the same round trip. False: not stored."""
+        queues = sorted({queue_name for queue_name, _, _ in items})
+        expires = int((time.time() + self.clock_offset + WRITE_SHARE * self._commit.write_time) * 1000)
+        args: list[Any] = [expires]
+        for queue_name, message_id, data in items:
+            args += [queues.index(queue_name) + 1, message_id, data]
+        calls: list[tuple[Any, list[str], list[Any]]] = []
+        if self._should_do_maintenance("enqueue"):
+            calls.append((self.scripts["dispatch"], [self.namespace], [
+                "fetch", current_millis(), queues[0], self.broker_id, self.heartbeat_timeout,
+                self.dead_message_ttl, 1, self._max_unpack_size(), 0]))
+        calls.append((self._enqueue_by, [f"{self.namespace}:{q}" for q in queues], args))
+        pipe = self.client.pipeline(transaction=False)
+        for script, keys, argv in calls:
+            pipe.evalsha(script.sha, len(keys), *keys, *argv)
+        results = pipe.execute(raise_on_error=False)
+        for n, ((script, keys, argv), result) in enumerate(zip(calls, results, strict=True)):
+            if isinstance(result, NoScriptError):  # Redis restarted: loaded and run again, that one alone
+                results[n] = result = script(keys=keys, args=argv)
+            if isinstance(result, Exception):
+                raise result
+        return bool(results[-1])
 
 
 class JobsUnavailable(StoreUnavailable):
     """The queue's Redis does not answer; nothing was queued."""
 
 
+class JobsBusy(JobsUnavailable):
+    """The queue's Redis did not answer within the submission's deadline; nothing was queued."""
+
+
 class Jobs:
     """The lanes on one Redis: :meth:`submit` on the front end, :meth:`consume` in a worker."""
 
     def __init__(self, client: Any, *, url: str = "", backlog: int = BACKLOG, heartbeat_ms: int = HEARTBEAT_MS,
-                 max_age_ms: int = MAX_AGE_MS) -> None:
-        self.url, self.backlog = url, backlog
+                 max_age_ms: int = MAX_AGE_MS, deadline: float | None = None) -> None:
+        """``deadline``: seconds a :meth:`submit` may take (``serve``'s front end: :data:`ACK_DEADLINE`;
+        ``client`` then waits on Redis at most half of it, as :meth:`from_url` builds it)."""
+        self.url, self.backlog, self.deadline = url, backlog, deadline
         self.broker = _Broker(client=client, namespace=NAMESPACE, middleware=[AgeLimit(max_age=max_age_ms)],
-                              heartbeat_timeout=heartbeat_ms, maintenance_chance=MAINTENANCE_CHANCE)
+                              heartbeat_timeout=heartbeat_ms, maintenance_chance=MAINTENANCE_CHANCE,
+                              write_time=deadline / 2 if deadline else 0.0)
         self._handler: Handler | None = None
         self._actors = {lane: dramatiq.Actor(self._runner(lane), broker=self.broker, actor_name=f"upgradebot_{lane}",
                                              queue_name=lane, priority=0, options={}) for lane in LANES}
@@ -425,7 +378,8 @@ class Jobs:
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Jobs:
         """The lanes on the Redis at ``url``, checked to answer (``JobsUnavailable`` if not)."""
-        jobs = cls(raw_client(url), url=url, **options)
+        deadline = options.get("deadline")
+        jobs = cls(raw_client(url, timeout=deadline / 2 if deadline else None), url=url, **options)
         jobs.ping()
         return jobs
 
@@ -433,20 +387,32 @@ class Jobs:
         return JobsUnavailable(f"the job queue: {unreachable(self.url, exc)}")
 
     def ping(self) -> None:
+        """Redis answers (``JobsUnavailable`` if not); its clock's offset from this machine's is noted."""
         try:
-            self.broker.client.ping()
+            before = time.time()
+            seconds, micros = self.broker.client.time()
+            after = time.time()
         except REDIS_ERRORS as exc:
             raise self._unavailable(exc) from exc
+        self.broker.clock_offset = seconds + micros / 1e6 - (before + after) / 2
 
     def submit(self, lane: str, kind: str, payload: dict[str, Any]) -> bool:
         """Queue ``kind`` with ``payload`` (JSON) on ``lane``; False when the lane is full,
+        ``JobsBusy`` when Redis did not store it within :attr:`deadline` (nor will it later),
         ``JobsUnavailable`` when Redis does not answer."""
+        until = None if self.deadline is None else time.monotonic() + self.deadline
         try:
             if self._depth(lane) >= self.backlog:
                 return False
-            self._actors[lane].send(kind, {**payload, "queued_at": time.time()})
+            self.broker.enqueue_by(self._actors[lane].message(kind, {**payload, "queued_at": time.time()}), until)
             read_at, depth = self._depths.get(lane, (0.0, 0))
             self._depths[lane] = (read_at, depth + 1)  # approximate under races: re-read twice a second
+        except Expired:
+            raise JobsBusy(f"the job queue: Redis did not store it within {self.deadline:.1f} s") from None
+        except REDIS_TIMEOUT as exc:
+            if self.deadline is None:
+                raise self._unavailable(exc) from exc
+            raise JobsBusy(f"the job queue: Redis did not answer within {self.deadline / 2:.1f} s") from None
         except REDIS_ERRORS as exc:
             raise self._unavailable(exc) from exc
         return True
@@ -480,7 +446,7 @@ class Jobs:
         if unknown or not lanes:
             raise ValueError(f"lanes are {', '.join(LANES)}; not {', '.join(sorted(unknown)) or 'none'}")
         self._handler = handler
-        self._worker = _Worker(self.broker, queues=set(lanes), worker_threads=threads, worker_timeout=250)
+        self._worker = Worker(self.broker, queues=set(lanes), worker_threads=threads, worker_timeout=250)
         self._worker.start()
 
     def dead_lanes(self) -> list[str]:

@@ -32,7 +32,7 @@ from slack_bolt import App
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
 from bot import logs
-from bot.jobs import Jobs, JobsUnavailable
+from bot.jobs import ACK_DEADLINE, Jobs, JobsUnavailable
 from bot.processes import DEFAULT_GROUPS, WorkerProcesses
 from bot.runtime import Runtime, connector, open_store
 from bot.settings import Settings, SettingsError
@@ -297,7 +297,7 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
         store = open_store(settings)
         try:
             check_durable(store, allow_volatile=allow_volatile)
-            jobs = Jobs.from_url(store.url)
+            jobs = Jobs.from_url(store.url, deadline=ACK_DEADLINE)  # Slack's acks wait on it: 2 s at most
         except SettingsError:
             store.close()
             raise

@@ -94,7 +94,7 @@ ACK_DEADLINE = 2.0
 """Seconds ``serve``'s front end gives a submission (Slack wants its ack within 3): each Redis call
 waits at most half of it, and a write is not applied by a Redis that runs it later than
 :data:`WRITE_SHARE` of that half after it was sent."""
-WRITE_SHARE = 0.75
+WRITE_SHARE = 0.5
 
 Handler = Callable[[str, str, dict[str, Any]], None]
 """``handler(lane, kind, payload)``: runs one message in a worker."""

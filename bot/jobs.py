@@ -180,7 +180,8 @@ class GroupCommit:
                 return
         with self._lock:
             now = time.monotonic()
-            batch, late = [], []
+            batch: list[_Entry] = []
+            late: list[_Entry] = []
             for e in self._pending:
                 (late if e.deadline is not None and e.deadline - now < self.write_time else batch).append(e)
             self._pending = []
@@ -300,7 +301,7 @@ class _Broker(RedisBroker):
                 self.dead_message_ttl, 1, self._max_unpack_size(), message_id, data])  # loads the script if Redis lost it
             items = items[1:]
             if not items:
-                return
+                return None
         lanes: dict[str, list[tuple[str, bytes]]] = {}
         for queue_name, message_id, data in items:
             lanes.setdefault(queue_name, []).append((message_id, data))

@@ -139,3 +139,34 @@ def test_an_undecodable_job_logs_one_bounded_line_without_its_content(lanes: Any
     assert len(lines) == 1 and bad in lines[0] and "commands" in lines[0], lines
     assert secret not in caplog.text and "s3cr3t" not in caplog.text
     assert all(len(r.getMessage()) < 300 for r in caplog.records)
+
+
+def test_an_error_escaping_the_consumer_loop_restarts_the_consumer_instead_of_ending_it(
+        lanes: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 5 of the security review: dramatiq's consumer thread ended for good when closing
+    its consumer raised (what the delayed entry without a Redis id did); any error out of its
+    loop is now logged and the consumer started again, and the lane's jobs still run."""
+    from bot.job_intake import Consumer
+
+    front, worker, _ = lanes
+    failures = iter([RuntimeError("fetch"), RuntimeError("close")])
+    fetch, close = Consumer.__next__, Consumer.close
+
+    def failing_next(self: Consumer) -> Any:
+        if next(failures, None) is not None:  # the first fails in the loop, the second in the close after it
+            raise KeyError("redis_message_id")
+        return fetch(self)
+
+    def failing_close(self: Consumer) -> None:
+        close(self)
+        raise KeyError("redis_message_id")
+
+    monkeypatch.setattr(Consumer, "__next__", failing_next)
+    monkeypatch.setattr(Consumer, "close", failing_close)
+    seen: list[Any] = []
+    worker.consume(lambda lane, kind, payload: seen.append(payload["n"]), lanes={"commands"}, threads=1)
+    time.sleep(0.5)
+    assert worker.dead_lanes() == [], "the consumer thread outlived the error"
+    monkeypatch.setattr(Consumer, "close", close)
+    assert front.submit("commands", "command", {"n": 1})
+    eventually(lambda: seen == [1], "a job taken after the restart", timeout=15)

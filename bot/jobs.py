@@ -29,6 +29,13 @@ older one is dropped unrun. A lane holding ``backlog`` messages takes no more
 (:meth:`Jobs.submit` answers False and the front end says it is busy); the depth is read
 at most twice a second, and counted up by the front end's own submissions in between.
 
+A worker decodes each stored message on its own (:func:`bot.job_intake.decode`: JSON that dramatiq wrote
+for the lane's actor, ``[kind, payload]``, nothing more): one that is not (whoever can write
+to Redis can put anything there) is moved to :data:`DEAD_LETTERS` with one log line and
+``on_dead_letter`` (the metric), and the messages fetched with it run. A consumer thread
+survives any error (logged, restarted); each lane's consumer notes in :data:`CONSUMERS`
+that it looks for work, which ``serve``'s readiness reads (:meth:`Jobs.check_consumers`).
+
 Submissions are written by group commit (:class:`GroupCommit`): one request thread
 writes its message at once; those that arrive while it waits on Redis go together in the
 next pipeline, each thread answering Slack only once its own message is stored. Fifty
@@ -39,6 +46,7 @@ two thirds Redis round trips).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 import time
@@ -47,11 +55,19 @@ from typing import Any
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
-from dramatiq.common import current_millis
+from dramatiq.common import current_millis, q_name
+from dramatiq.message import Message
 from dramatiq.middleware import AgeLimit
 
+from bot.job_intake import BEAT, FETCH, Consumer, Poisoned, Worker, decode, text_of
 from bot.storage.layout import PREFIX
-from bot.storage.redis_store import REDIS_ERRORS, raw_client, unreachable
+from bot.storage.redis_store import (
+    REDIS_ERRORS,
+    REDIS_TIMEOUT,
+    NoScriptError,
+    raw_client,
+    unreachable,
+)
 from runbooks.engine.store import StoreUnavailable
 
 log = logging.getLogger("upgradebot.jobs")
@@ -66,21 +82,60 @@ MAINTENANCE_CHANCE = 50_000
 """Per million broker commands: how often one also requeues a dead worker's messages (dramatiq's default is 1,000)."""
 BACKLOG = 2_000
 DEPTH_EVERY = 0.5
+DEAD_LETTERS = NAMESPACE + ":dead"
+"""Jobs a worker could not decode, newest last (JSON: lane, id, reason, at, the first
+:data:`DEAD_DATA_MAX` characters of the entry): read them with ``LRANGE``; at most :data:`DEAD_KEEP`."""
+DEAD_KEEP = 1_000
+DEAD_DATA_MAX = 64 * 1024
+CONSUMERS = NAMESPACE + ":__consumers__"
+"""When a consumer of each lane last looked for work (Redis's clock, ms): readiness of the lanes."""
+CONSUMER_STALE_MS = 10_000
+ACK_DEADLINE = 2.0
+"""Seconds ``serve``'s front end gives a submission (Slack wants its ack within 3): each Redis call
+waits at most half of it, and a write is not applied by a Redis that runs it later than
+:data:`WRITE_SHARE` of that half after it was sent."""
+WRITE_SHARE = 0.5
 
 Handler = Callable[[str, str, dict[str, Any]], None]
 """``handler(lane, kind, payload)``: runs one message in a worker."""
+DeadLetter = Callable[[str, str], None]
+"""``on_dead_letter(lane, reason)``: told of each job moved to :data:`DEAD_LETTERS` (the metric)."""
+_ENQUEUE_BY = """
+redis.replicate_commands()
+local t = redis.call("time")
+if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[1]) then
+    return 0
+end
+for i = 2, #ARGV, 3 do
+    local queue = KEYS[tonumber(ARGV[i])]
+    redis.call("hset", queue .. ".msgs", ARGV[i + 1], ARGV[i + 2])
+    redis.call("rpush", queue, ARGV[i + 1])
+end
+return 1
+"""
+"""dramatiq's enqueue (the message in ``<queue>.msgs``, then its id on the queue) for a batch
+(ARGV: the time after which it is not stored, ms by Redis's clock; then lane index, id, data
+for each message), stored only if Redis runs it before that time."""
+
+
+class ConsumerDown(Exception):
+    """No consumer took from a lane lately (readiness)."""
 
 
 class _Entry:
-    __slots__ = ("done", "error", "item", "lead")
+    __slots__ = ("deadline", "done", "error", "item", "lead")
 
-    def __init__(self, item: Any) -> None:
-        self.item, self.lead = item, False
+    def __init__(self, item: Any, deadline: float | None) -> None:
+        self.item, self.lead, self.deadline = item, False, deadline
         self.done = threading.Lock()
         """Held until the entry is written or its thread is to lead: released once, by whoever
         wrote it (a bare lock as a one-shot signal: cheaper than an Event's condition)."""
         self.done.acquire()
         self.error: BaseException | None = None
+
+
+class Expired(Exception):
+    """A submission whose deadline came before it could be written (nothing of it was stored)."""
 
 
 class GroupCommit:
@@ -90,36 +145,58 @@ class GroupCommit:
     flight joins the next one, written by the first of them). An error of ``write`` is
     raised in every thread whose item it held; a write that fails part-way (Redis gone in
     the middle of a pipeline) may have stored some of them, as a single write whose answer
-    is lost may have."""
+    is lost may have. ``write`` answering False stored none of them (``Expired``).
 
-    def __init__(self, write: Callable[[list[Any]], None]) -> None:
+    A submission with a ``deadline`` (``time.monotonic()``) goes into a write only if the write
+    can end before it (``write_time``: the longest a write waits on Redis); one that cannot
+    leaves the queue of submitters at once with ``Expired``, so a thread never waits past its
+    deadline by more than one write it is already part of."""
+
+    def __init__(self, write: Callable[[list[Any]], bool | None], *, write_time: float = 0.0) -> None:
         self._write = write
+        self.write_time = write_time
         self._lock = threading.Lock()
         self._pending: list[_Entry] = []
         self._writing = False
 
-    def submit(self, item: Any) -> None:
-        entry = _Entry(item)
+    def submit(self, item: Any, *, deadline: float | None = None) -> None:
+        entry = _Entry(item, deadline)
         with self._lock:
             self._pending.append(entry)
             lead = not self._writing
             self._writing = True
         if not lead:
-            entry.done.acquire()
+            if deadline is None:
+                entry.done.acquire()
+            elif not entry.done.acquire(timeout=max(0.0, deadline - self.write_time - time.monotonic())):
+                with self._lock:
+                    if not entry.lead and entry in self._pending:  # no write took it yet: it never will
+                        self._pending.remove(entry)
+                        raise Expired()
+                entry.done.acquire()  # in a write already (it ends within write_time), or to lead
             if not entry.lead:
                 if entry.error is not None:
                     raise entry.error
                 return
         with self._lock:
-            batch, self._pending = self._pending, []
+            now = time.monotonic()
+            batch: list[_Entry] = []
+            late: list[_Entry] = []
+            for e in self._pending:
+                (late if e.deadline is not None and e.deadline - now < self.write_time else batch).append(e)
+            self._pending = []
         error: BaseException | None = None
         try:
-            self._write([e.item for e in batch])
+            if batch and self._write([e.item for e in batch]) is False:
+                error = Expired()
         except BaseException as exc:  # every waiter hears it; this thread raises it below
             error = exc
+        for e in late:
+            e.error = Expired()
         for e in batch:
+            e.error = error
+        for e in (*batch, *late):
             if e is not entry:
-                e.error = error
                 e.done.release()
         with self._lock:
             if self._pending:  # the first who came meanwhile writes the next batch
@@ -128,8 +205,8 @@ class GroupCommit:
                 nxt.done.release()
             else:
                 self._writing = False
-        if error is not None:
-            raise error
+        if entry.error is not None:
+            raise entry.error
 
 
 class _Broker(RedisBroker):
@@ -145,14 +222,78 @@ class _Broker(RedisBroker):
     arguments ``RedisBroker._dispatch`` gives it (dramatiq 2.x: pinned below 3 in
     pyproject). The keys, the script and the consumers are dramatiq's own."""
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, *, write_time: float = 0.0, **options: Any) -> None:
         super().__init__(**options)
-        self._commit = GroupCommit(self._write)
+        self._commit = GroupCommit(self._write, write_time=write_time)
+        self._enqueue_by = self.client.register_script(_ENQUEUE_BY)
+        self._deadline = threading.local()
+        self.clock_offset = 0.0
+        """Redis's clock minus this machine's, in seconds (measured by :meth:`Jobs.ping`)."""
+        self._fetch = self.client.register_script(FETCH)
+        self._beat = self.client.register_script(BEAT)
+        self.on_dead_letter: DeadLetter | None = None
+
+    def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> Consumer:
+        return Consumer(self, queue_name, prefetch, timeout)
+
+    def fetch(self, queue_name: str, prefetch: int) -> list[tuple[str, bytes | None]]:
+        """Up to ``prefetch`` messages of ``queue_name``, each id with its data (None: none stored)."""
+        if self._should_do_maintenance("fetch"):  # dramatiq's upkeep, as its own fetch would do it
+            self.scripts["dispatch"](keys=[self.namespace], args=[
+                "fetch", current_millis(), queue_name, self.broker_id, self.heartbeat_timeout,
+                self.dead_message_ttl, 1, self._max_unpack_size(), 0])
+        queue = f"{self.namespace}:{queue_name}"
+        found = self._fetch(keys=[f"{self.namespace}:__heartbeats__", queue, f"{queue}.msgs",
+                                  f"{self.namespace}:__acks__.{self.broker_id}.{queue_name}"],
+                            args=[current_millis(), self.broker_id, prefetch])
+        return [(text_of(found[i]), found[i + 1]) for i in range(0, len(found), 2)]
+
+    def beat(self, lane: str = "", *, lanes: Collection[str] = ()) -> tuple[int, list[float | None]]:
+        """Note that a consumer of ``lane`` looks for work; Redis's time (ms) and the last look of each of ``lanes``."""
+        now, *seen = self._beat(keys=[CONSUMERS], args=[lane, *lanes])
+        return int(now), [None if s is None else float(s) for s in seen]
+
+    def admit(self, queue_name: str, message_id: str, data: bytes | None) -> Message[Any] | None:
+        """The message stored as ``data``, or None once it is moved to :data:`DEAD_LETTERS` (one log
+        line, without its content; ``on_dead_letter`` told): never an exception for a bad entry."""
+        try:
+            return decode(queue_name, message_id, data)
+        except Exception as exc:
+            reason = str(exc) if isinstance(exc, Poisoned) else "error"
+        lane = q_name(queue_name)
+        log.error("job %s on the %s lane cannot be decoded (%s): moved to the dead-letter list %s",
+                  message_id[:80], lane, reason, DEAD_LETTERS)
+        record = {"lane": lane, "id": message_id, "reason": reason, "at": time.time(),
+                  "data": None if data is None else data[:DEAD_DATA_MAX].decode("utf-8", "backslashreplace")[
+                      :DEAD_DATA_MAX]}
+        queue = f"{self.namespace}:{queue_name}"
+        pipe = self.client.pipeline(transaction=True)
+        pipe.rpush(DEAD_LETTERS, json.dumps(record))
+        pipe.ltrim(DEAD_LETTERS, -DEAD_KEEP, -1)
+        pipe.srem(f"{self.namespace}:__acks__.{self.broker_id}.{queue_name}", message_id)
+        pipe.hdel(f"{queue}.msgs", message_id)
+        pipe.execute()
+        if self.on_dead_letter is not None:
+            try:
+                self.on_dead_letter(lane, reason)
+            except Exception:  # a metric must not stop the consumer
+                log.exception("counting a dead-lettered job failed")
+        return None
+
+    def enqueue_by(self, message: Message[Any], deadline: float | None) -> None:
+        """``enqueue(message)``, given up (``Expired``) when it cannot be stored by ``deadline``."""
+        self._deadline.value = deadline
+        try:
+            self.enqueue(message)
+        finally:
+            self._deadline.value = None
 
     def do_enqueue(self, queue_name: str, message_id: str, data: bytes) -> None:
-        self._commit.submit((queue_name, message_id, data))
+        self._commit.submit((queue_name, message_id, data), deadline=getattr(self._deadline, "value", None))
 
-    def _write(self, items: list[tuple[str, str, bytes]]) -> None:
+    def _write(self, items: list[tuple[str, str, bytes]]) -> bool | None:
+        if self._commit.write_time:
+            return self._write_by(items)
         if self._should_do_maintenance("enqueue"):
             queue_name, message_id, data = items[0]
             self.scripts["dispatch"](keys=[self.namespace], args=[
@@ -160,7 +301,7 @@ class _Broker(RedisBroker):
                 self.dead_message_ttl, 1, self._max_unpack_size(), message_id, data])  # loads the script if Redis lost it
             items = items[1:]
             if not items:
-                return
+                return None
         lanes: dict[str, list[tuple[str, bytes]]] = {}
         for queue_name, message_id, data in items:
             lanes.setdefault(queue_name, []).append((message_id, data))
@@ -170,30 +311,76 @@ class _Broker(RedisBroker):
             pipe.hset(f"{queue}.msgs", mapping=dict(messages))
             pipe.rpush(queue, *(message_id for message_id, _ in messages))
         pipe.execute()
+        return None
+
+    def _write_by(self, items: list[tuple[str, str, bytes]]) -> bool:
+        """The batch stored by :data:`_ENQUEUE_BY` only if Redis runs it within :data:`WRITE_SHARE` of
+        ``write_time`` from now (by Redis's clock): a write this process gave up on (its answer not
+        back in ``write_time``) is not applied when a stopped Redis resumes. The upkeep, when due,
+        in the same round trip. False: not stored."""
+        queues = sorted({queue_name for queue_name, _, _ in items})
+        expires = int((time.time() + self.clock_offset + WRITE_SHARE * self._commit.write_time) * 1000)
+        args: list[Any] = [expires]
+        for queue_name, message_id, data in items:
+            args += [queues.index(queue_name) + 1, message_id, data]
+        calls: list[tuple[Any, list[str], list[Any]]] = []
+        if self._should_do_maintenance("enqueue"):
+            calls.append((self.scripts["dispatch"], [self.namespace], [
+                "fetch", current_millis(), queues[0], self.broker_id, self.heartbeat_timeout,
+                self.dead_message_ttl, 1, self._max_unpack_size(), 0]))
+        calls.append((self._enqueue_by, [f"{self.namespace}:{q}" for q in queues], args))
+        pipe = self.client.pipeline(transaction=False)
+        for script, keys, argv in calls:
+            pipe.evalsha(script.sha, len(keys), *keys, *argv)
+        results = pipe.execute(raise_on_error=False)
+        for n, ((script, keys, argv), result) in enumerate(zip(calls, results, strict=True)):
+            if isinstance(result, NoScriptError):  # Redis restarted: loaded and run again, that one alone
+                results[n] = result = script(keys=keys, args=argv)
+            if isinstance(result, Exception):
+                raise result
+        return bool(results[-1])
 
 
 class JobsUnavailable(StoreUnavailable):
     """The queue's Redis does not answer; nothing was queued."""
 
 
+class JobsBusy(JobsUnavailable):
+    """The queue's Redis did not answer within the submission's deadline; nothing was queued."""
+
+
 class Jobs:
     """The lanes on one Redis: :meth:`submit` on the front end, :meth:`consume` in a worker."""
 
     def __init__(self, client: Any, *, url: str = "", backlog: int = BACKLOG, heartbeat_ms: int = HEARTBEAT_MS,
-                 max_age_ms: int = MAX_AGE_MS) -> None:
-        self.url, self.backlog = url, backlog
+                 max_age_ms: int = MAX_AGE_MS, deadline: float | None = None) -> None:
+        """``deadline``: seconds a :meth:`submit` may take (``serve``'s front end: :data:`ACK_DEADLINE`;
+        ``client`` then waits on Redis at most half of it, as :meth:`from_url` builds it)."""
+        self.url, self.backlog, self.deadline = url, backlog, deadline
         self.broker = _Broker(client=client, namespace=NAMESPACE, middleware=[AgeLimit(max_age=max_age_ms)],
-                              heartbeat_timeout=heartbeat_ms, maintenance_chance=MAINTENANCE_CHANCE)
+                              heartbeat_timeout=heartbeat_ms, maintenance_chance=MAINTENANCE_CHANCE,
+                              write_time=deadline / 2 if deadline else 0.0)
         self._handler: Handler | None = None
         self._actors = {lane: dramatiq.Actor(self._runner(lane), broker=self.broker, actor_name=f"upgradebot_{lane}",
                                              queue_name=lane, priority=0, options={}) for lane in LANES}
         self._worker: dramatiq.Worker | None = None
         self._depths: dict[str, tuple[float, int]] = {}
+        self.consumer_stale_ms = CONSUMER_STALE_MS
+
+    @property
+    def on_dead_letter(self) -> DeadLetter | None:
+        """Told ``(lane, reason)`` of each job a consumer of this process dead-lettered."""
+        return self.broker.on_dead_letter
+
+    @on_dead_letter.setter
+    def on_dead_letter(self, value: DeadLetter | None) -> None:
+        self.broker.on_dead_letter = value
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Jobs:
         """The lanes on the Redis at ``url``, checked to answer (``JobsUnavailable`` if not)."""
-        jobs = cls(raw_client(url), url=url, **options)
+        deadline = options.get("deadline")
+        jobs = cls(raw_client(url, timeout=deadline / 2 if deadline else None), url=url, **options)
         jobs.ping()
         return jobs
 
@@ -201,20 +388,32 @@ class Jobs:
         return JobsUnavailable(f"the job queue: {unreachable(self.url, exc)}")
 
     def ping(self) -> None:
+        """Redis answers (``JobsUnavailable`` if not); its clock's offset from this machine's is noted."""
         try:
-            self.broker.client.ping()
+            before = time.time()
+            seconds, micros = self.broker.client.time()
+            after = time.time()
         except REDIS_ERRORS as exc:
             raise self._unavailable(exc) from exc
+        self.broker.clock_offset = seconds + micros / 1e6 - (before + after) / 2
 
     def submit(self, lane: str, kind: str, payload: dict[str, Any]) -> bool:
         """Queue ``kind`` with ``payload`` (JSON) on ``lane``; False when the lane is full,
+        ``JobsBusy`` when Redis did not store it within :attr:`deadline` (nor will it later),
         ``JobsUnavailable`` when Redis does not answer."""
+        until = None if self.deadline is None else time.monotonic() + self.deadline
         try:
             if self._depth(lane) >= self.backlog:
                 return False
-            self._actors[lane].send(kind, {**payload, "queued_at": time.time()})
+            self.broker.enqueue_by(self._actors[lane].message(kind, {**payload, "queued_at": time.time()}), until)
             read_at, depth = self._depths.get(lane, (0.0, 0))
             self._depths[lane] = (read_at, depth + 1)  # approximate under races: re-read twice a second
+        except Expired:
+            raise JobsBusy(f"the job queue: Redis did not store it within {self.deadline:.1f} s") from None
+        except REDIS_TIMEOUT as exc:
+            if self.deadline is None:
+                raise self._unavailable(exc) from exc
+            raise JobsBusy(f"the job queue: Redis did not answer within {self.deadline / 2:.1f} s") from None
         except REDIS_ERRORS as exc:
             raise self._unavailable(exc) from exc
         return True
@@ -248,8 +447,27 @@ class Jobs:
         if unknown or not lanes:
             raise ValueError(f"lanes are {', '.join(LANES)}; not {', '.join(sorted(unknown)) or 'none'}")
         self._handler = handler
-        self._worker = dramatiq.Worker(self.broker, queues=set(lanes), worker_threads=threads, worker_timeout=250)
+        self._worker = Worker(self.broker, queues=set(lanes), worker_threads=threads, worker_timeout=250)
         self._worker.start()
+
+    def dead_lanes(self) -> list[str]:
+        """The lanes this process consumes whose consumer thread is no longer running."""
+        if self._worker is None:
+            return []
+        return sorted({q_name(name) for name, thread in self._worker.consumers.items() if not thread.is_alive()})
+
+    def check_consumers(self, lanes: Collection[str] = LANES) -> None:
+        """Readiness: a consumer of each of ``lanes`` looked for work in the last
+        ``consumer_stale_ms`` (by Redis's clock; ``ConsumerDown`` names the lanes none did)."""
+        names = list(lanes)
+        try:
+            now, seen = self.broker.beat(lanes=names)
+        except REDIS_ERRORS as exc:
+            raise self._unavailable(exc) from exc
+        down = [lane for lane, last in zip(names, seen, strict=True) if last is None or now - last > self.consumer_stale_ms]
+        if down:
+            raise ConsumerDown(f"no consumer took from the {', '.join(down)} lane(s) in the last "
+                               f"{self.consumer_stale_ms / 1000:.0f} s")
 
     def stop(self, timeout: float = 30.0) -> None:
         """Take no more messages; wait up to ``timeout`` for those running (the rest go back on the queue)."""

@@ -43,7 +43,7 @@ from slack_bolt.logger.messages import (
 from slack_sdk.errors import SlackClientError
 
 from bot import logs
-from bot.jobs import Jobs, JobsUnavailable, queued_for
+from bot.jobs import Jobs, JobsBusy, JobsUnavailable, queued_for
 from bot.settings import Settings
 from bot.slack.blocks import Payload, escape, render_message, render_reply
 from bot.slack.idempotency import Idempotency
@@ -218,6 +218,11 @@ class Listeners:
         kept = {k: v for k, v in body.items() if k not in NOT_QUEUED}
         try:
             queued = self.deps.jobs.submit(lane, kind, {"body": kept, "retry": retry})
+        except JobsBusy as exc:  # Redis slow or hung: answered within Slack's 3 s, nothing queued
+            log.warning("%s not queued: %s", kind, exc)
+            self.deps.metrics.commands.labels(verb="-", outcome="busy", surface="slack").inc()
+            self._later(respond, body, msg.BUSY)
+            return
         except JobsUnavailable as exc:
             log.warning("%s not queued: %s", kind, exc)
             self.deps.metrics.commands.labels(verb="-", outcome="store_unavailable", surface="slack").inc()

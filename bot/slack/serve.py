@@ -32,7 +32,7 @@ from slack_bolt import App
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
 from bot import logs
-from bot.jobs import Jobs, JobsUnavailable
+from bot.jobs import ACK_DEADLINE, Jobs, JobsUnavailable
 from bot.processes import DEFAULT_GROUPS, WorkerProcesses
 from bot.runtime import Runtime, connector, open_store
 from bot.settings import Settings, SettingsError
@@ -191,11 +191,13 @@ def build_front(settings: Settings, policy: Policy, *, store: RedisRunStore, job
     """``upgradebot serve``'s process: Slack's requests acked and queued, nothing run here.
 
     The verbs are known by name and lane only (the workers run them); readiness checks
-    Slack, Redis and the worker processes ``serve`` started; ``/metrics`` adds theirs."""
+    Slack, Redis, the worker processes ``serve`` started and that each lane has a live
+    consumer (:meth:`~bot.jobs.Jobs.check_consumers`); ``/metrics`` adds theirs."""
     verbs = chat_verbs(Deps(policy=policy, connect=connector(settings)))
     checks: dict[str, Check] = {"redis": jobs.ping}
     if workers is not None:
         checks["workers"] = workers.check
+        checks["consumers"] = jobs.check_consumers  # a worker that runs but takes nothing off a lane
     metrics = Metrics(workers_dir=workers.metrics_dir if workers is not None else None)
     return build_service(settings, policy, verbs=verbs, jobs=jobs, checks=checks, runs_by_state=runs_by_state(store),
                          metrics=metrics, readiness_cache=readiness_cache)
@@ -298,7 +300,7 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
         store = open_store(settings)
         try:
             check_durable(store, allow_volatile=allow_volatile)
-            jobs = Jobs.from_url(store.url)
+            jobs = Jobs.from_url(store.url, deadline=ACK_DEADLINE)  # Slack's acks wait on it: 2 s at most
         except SettingsError:
             store.close()
             raise

@@ -73,17 +73,26 @@ def work(settings: Settings, lanes: set[str], *, stop: threading.Event, drain: f
             listeners.run_job(lane, kind, payload)
 
     threads = settings.decision_workers if lanes == {"decisions"} else settings.workers
+    dead_lettered = service.metrics.jobs_dead_lettered
+    jobs.on_dead_letter = lambda lane, reason: dead_lettered.labels(lane=lane, reason=reason).inc()
     jobs.consume(handle, lanes=lanes, threads=threads)
     runtime.start(sweep=drives, reports=drives)
     log.info("worker taking %s on %d thread(s)", ", ".join(sorted(lanes)), threads)
-    stop.wait()
+    code = 0
+    while not stop.wait(1.0):
+        dead = jobs.dead_lanes()
+        if dead:  # its lane's heartbeat stops too: serve's /readyz names it until a new worker takes it
+            log.error("the consumer of the %s lane(s) is no longer running: this worker stops, to be started again",
+                      ", ".join(dead))
+            code = 1
+            break
     log.info("worker stopping: no more work taken, finishing what runs (up to %.0f s)", drain)
     started = time.monotonic()
     service.cancel.set()
     jobs.stop(timeout=drain)
     service.stop_workers(timeout=max(0.5, drain - (time.monotonic() - started)))
     runtime.stop(timeout=max(0.5, drain - (time.monotonic() - started)))
-    return 0
+    return code
 
 
 def _queue_advance(jobs: Jobs, run_id: str) -> None:

@@ -21,7 +21,9 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 import redis
+import redis.backoff
 import redis.cluster
+import redis.retry
 import redis.sentinel
 from pydantic_core import to_json
 
@@ -495,20 +497,27 @@ NoScriptError = redis.exceptions.NoScriptError
 """What a Redis client raises when the server cannot do what it was asked (for the job queue's callers)."""
 
 
-def raw_client(url: str) -> redis.Redis:
+REDIS_TIMEOUT = redis.TimeoutError
+"""What a client with a ``timeout`` raises when Redis did not answer in time."""
+
+
+def raw_client(url: str, *, timeout: float | None = None) -> redis.Redis:
     """A client for ``url`` answering bytes, not text (the job queue's broker decodes its own
-    messages); ``StoreUnavailable`` with the reason, the password left out, if it is not a URL we take."""
+    messages); ``StoreUnavailable`` with the reason, the password left out, if it is not a URL we take.
+    With ``timeout``: each connect and each answer waited for at most that long, never retried."""
     try:
-        return connect(url, decode=False)
+        return connect(url, decode=False, timeout=timeout)
     except ValueError as exc:
         raise StoreUnavailable(f"{_safe(url)!r} is not a Redis URL ({_reason(exc)})") from None
 
 
-def connect(url: str, *, decode: bool) -> redis.Redis:
+def connect(url: str, *, decode: bool, timeout: float | None = None) -> redis.Redis:
     """A client for ``url`` (not yet connected); ``ValueError`` when it is not one we take."""
     scheme, _, rest = url.partition("://")
+    timeouts = TIMEOUTS if timeout is None else {"socket_timeout": timeout, "socket_connect_timeout": timeout,
+                                                 "retry": redis.retry.Retry(redis.backoff.NoBackoff(), 0)}
     if scheme.lower() not in (*SENTINEL_SCHEMES, *CLUSTER_SCHEMES):
-        return redis.Redis.from_url(url, decode_responses=decode, **TIMEOUTS)
+        return redis.Redis.from_url(url, decode_responses=decode, **timeouts)
     creds, at, location = rest.rpartition("@")
     hosts, _, path = location.partition("/")
     user, _, password = creds.partition(":") if at else ("", "", "")
@@ -518,7 +527,7 @@ def connect(url: str, *, decode: bool) -> redis.Redis:
         if path.strip("/"):
             raise ValueError("a Redis Cluster has database 0 only: redis+cluster://host:port[,host:port]")
         nodes = [redis.cluster.ClusterNode(name, port) for name, port in _hosts(hosts, default_port=6379)]
-        return _ClusterClient(startup_nodes=nodes, decode_responses=decode, **auth, **TIMEOUTS)  # type: ignore[return-value]
+        return _ClusterClient(startup_nodes=nodes, decode_responses=decode, **auth, **timeouts)  # type: ignore[return-value]
     names = [part for part in path.split("/") if part]
     if not names:
         raise ValueError("name the master the Sentinels watch: redis+sentinel://host:26379/<master>[/<db>]")
@@ -526,7 +535,7 @@ def connect(url: str, *, decode: bool) -> redis.Redis:
         raise ValueError("after the master comes the database number only: …/<master>/0")
     sentinel = redis.sentinel.Sentinel(_hosts(hosts, default_port=26379), **TIMEOUTS)
     return sentinel.master_for(names[0], db=int(names[1]) if len(names) == 2 else 0, decode_responses=decode,
-                               **auth, **TIMEOUTS)
+                               **auth, **timeouts)
 
 
 def _hosts(text: str, *, default_port: int) -> list[tuple[str, int]]:

@@ -964,3 +964,150 @@ def test_long_reads_leave_threads_for_short_commands_and_requests(run_bot: RunBo
     assert not verified, "the verifies were still watching their window"
     eventually(lambda: bot.service.workers.pending == 2,  # the verifies that run: all but the 2 threads kept
                "only the two verifies left running (UPGRADEBOT_WORKERS=4)", timeout=10)
+
+
+def _poisoned_entry(r: random.Random, good: bytes) -> bytes | None:
+    """One generated entry a worker cannot take as a job (finding 5): random bytes, JSON that is
+    not a message, a good message mutated (a field dropped, added or of another type, another
+    actor or lane, options such as a delay), over the size limit, or an id without data (None)."""
+    shape = r.randrange(8)
+    if shape == 0:
+        return bytes(r.randrange(256) for _ in range(r.randrange(1, 200)))
+    if shape == 1:
+        return json.dumps(r.choice([None, 1, -1.5, "x", [], [1, "a"], {}, {"args": []}, True])).encode()
+    if shape == 2:
+        return None
+    if shape == 3:
+        return good[: r.randrange(1, len(good))]  # cut short
+    message = json.loads(good)
+    if shape == 4:
+        del message[r.choice(sorted(message))]
+    elif shape == 5:
+        message[r.choice(sorted(message))] = r.choice([None, [None], float("inf"), 7.5, {"a": 1}])  # each wrong
+    elif shape == 6:
+        message[r.choice(["actor_name", "queue_name"])] = r.choice(["os.system", "upgradebot_runs", "", "commands.DQ"])
+        message.setdefault("options", {})
+    else:
+        message["options"] = r.choice([{"eta": int(time.time() * 1000) + 3_600_000}, {"eta": "soon"}, {"retries": 9},
+                                       {"pipe_target": {}}, {"eta": 1e308}])
+    data = json.dumps(message).encode()
+    return data + b" " * (1024 * 1024) if r.random() < 0.03 else data
+
+
+@pytest.mark.timeout(120)
+def test_generated_undecodable_queue_entries_among_good_jobs(redis_url: str) -> None:
+    """Finding 5 of the security review, fuzzed: 300 generated undecodable entries written
+    straight into Redis between 120 good jobs on two lanes, consumed by one worker of 4
+    threads. Every good job runs exactly once, every bad entry is in the dead-letter list and
+    counted once, nothing stays in an acks set or a lane's hash, and every consumer is alive."""
+    from bot.jobs import DEAD_LETTERS, NAMESPACE, Jobs
+
+    r = random.Random(SEED + 5)
+    store = redis.Redis.from_url(redis_url)
+    store.flushdb()
+    front, worker = Jobs.from_url(redis_url), Jobs.from_url(redis_url)
+    dead: list[tuple[str, str]] = []
+    worker.on_dead_letter = lambda lane, reason: dead.append((lane, reason))
+    bad = 0
+    for n in range(120):
+        lane = r.choice(["commands", "decisions"])
+        assert front.submit(lane, "command", {"n": n})
+        for _ in range(r.choice([0, 2, 3, 5])):
+            if bad == 300:
+                break
+            good = next(v for k, v in store.hgetall(f"{NAMESPACE}:{lane}.msgs").items() if not k.startswith(b"fuzz-"))
+            data = _poisoned_entry(r, good)
+            message_id = f"fuzz-{bad}"
+            if data is not None:
+                store.hset(f"{NAMESPACE}:{lane}.msgs", message_id, data)
+            store.rpush(f"{NAMESPACE}:{lane}", message_id)
+            bad += 1
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def handle(lane: str, kind: str, payload: dict[str, Any]) -> None:
+        with lock:
+            seen.append(int(payload["n"]))
+
+    worker.consume(handle, lanes={"commands", "decisions"}, threads=4)
+    try:
+        eventually(lambda: len(seen) >= 120 and store.llen(DEAD_LETTERS) >= bad,
+                   "every good job run and every bad one dead-lettered", timeout=60)
+        eventually(lambda: all(store.hlen(f"{NAMESPACE}:{lane}.msgs") == 0 for lane in ("commands", "decisions"))
+                   and sum(store.scard(k) for k in store.scan_iter(f"{NAMESPACE}:__acks__.*")) == 0,
+                   "nothing left in a lane's hash or an acks set")
+        assert sorted(seen) == list(range(120)), "each good job exactly once"
+        assert store.llen(DEAD_LETTERS) == len(dead) == bad, (store.llen(DEAD_LETTERS), len(dead), bad)
+        assert worker.dead_lanes() == []
+    finally:
+        worker.stop(timeout=5)
+        store.close()
+
+
+@pytest.mark.timeout(120)
+def test_submissions_while_redis_hangs_at_random_are_answered_in_time_and_as_told() -> None:
+    """Finding 10 of the security review, fuzzed: 6 threads submit to the front end's queue
+    (deadline 2 s) while a dedicated Redis is stopped (SIGSTOP) and resumed at generated
+    moments for generated lengths. Every submission returns within Slack's 3 s, and the
+    queue holds exactly the submissions that were told they were queued: none told busy is
+    stored late when Redis resumes, none told queued is missing."""
+    import os
+    import signal
+
+    from bot.jobs import ACK_DEADLINE, NAMESPACE, Jobs, JobsBusy
+    from bot.storage.embedded import EmbeddedRedis
+
+    r = random.Random(SEED + 10)
+    with EmbeddedRedis() as server:
+        jobs = Jobs.from_url(server.url, deadline=ACK_DEADLINE)
+        pid = server._proc.pid  # type: ignore[union-attr]
+        told: dict[str, str] = {}
+        slow: list[str] = []
+        stop = threading.Event()
+        lock = threading.Lock()
+
+        def submitter(t: int) -> None:
+            n = 0
+            while not stop.is_set():
+                name = f"{t}-{n}"
+                n += 1
+                started = time.monotonic()
+                try:
+                    outcome = "queued" if jobs.submit("commands", "command", {"name": name}) else "full"
+                except JobsBusy:
+                    outcome = "busy"
+                took = time.monotonic() - started
+                with lock:
+                    told[name] = outcome
+                    if took >= 3.0:
+                        slow.append(f"{name} {outcome} in {took:.2f} s")
+                time.sleep(r.random() * 0.05)
+
+        threads = [threading.Thread(target=submitter, args=(t,)) for t in range(6)]
+        for t in threads:
+            t.start()
+        try:
+            for _ in range(3):
+                time.sleep(0.2 + r.random() * 0.6)
+                os.kill(pid, signal.SIGSTOP)
+                try:
+                    time.sleep(0.5 + r.random() * 2.5)
+                finally:
+                    os.kill(pid, signal.SIGCONT)
+            time.sleep(0.5)
+        finally:
+            stop.set()
+            os.kill(pid, signal.SIGCONT)
+            for t in threads:
+                t.join(timeout=30)
+        store = redis.Redis.from_url(server.url)
+        assert store.ping()
+        stored = {json.loads(m)["args"][1]["name"] for m in store.hvals(f"{NAMESPACE}:commands.msgs")}
+        queued = {name for name, outcome in told.items() if outcome == "queued"}
+        busy = {name for name, outcome in told.items() if outcome == "busy"}
+        assert not slow, slow
+        assert busy and queued, counted(list(told.values()))
+        assert stored == queued, (sorted(stored - queued)[:10], sorted(queued - stored)[:10])
+        assert store.llen(f"{NAMESPACE}:commands") == len(queued)
+        store.close()
+        jobs.stop(timeout=1)

@@ -188,3 +188,50 @@ def test_the_message_of_a_killed_worker_is_run_by_another(redis_url: str) -> Non
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_a_submission_past_its_deadline_leaves_the_queue_of_writers_and_is_never_written() -> None:
+    """Finding 10 of the security review (the group commit under a hanging Redis): while a write
+    hangs, those waiting behind it give up at their deadline (less the time a write may take)
+    with ``Expired`` and are not in the next write; one that still has time is; nothing deadlocks."""
+    from bot.jobs import Expired
+
+    calls: list[list[int]] = []
+    gate = threading.Event()
+
+    def write(items: list[int]) -> None:
+        calls.append(items)
+        if len(calls) == 1:
+            gate.wait(10)  # the first write hangs
+
+    commit = GroupCommit(write, write_time=0.2)
+    first = threading.Thread(target=commit.submit, args=(0,))
+    first.start()
+    while not calls:
+        time.sleep(0.01)
+    outcomes: dict[int, str] = {}
+
+    def submit(n: int, budget: float) -> None:
+        started = time.monotonic()
+        try:
+            commit.submit(n, deadline=started + budget)
+            outcomes[n] = "written"
+        except Expired:
+            outcomes[n] = f"expired after {time.monotonic() - started:.2f}"
+
+    short = [threading.Thread(target=submit, args=(n, 0.5)) for n in (1, 2)]
+    for t in short:
+        t.start()
+    for t in short:
+        t.join(5)
+    assert set(outcomes) == {1, 2} and all(o.startswith("expired") for o in outcomes.values()), outcomes
+    assert all(float(o.rsplit(" ", 1)[1]) < 0.5 for o in outcomes.values()), outcomes
+    patient = threading.Thread(target=submit, args=(3, 30.0))
+    patient.start()
+    time.sleep(0.1)
+    gate.set()
+    first.join(5)
+    patient.join(5)
+    assert outcomes[3] == "written" and calls == [[0], [3]], (outcomes, calls)
+    commit.submit(4, deadline=time.monotonic() + 5)
+    assert calls[-1] == [4]

@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(sim.url, flush=True)
     print(f"kubeconfig written to {sim.kubeconfig} (context {args.context})", flush=True)
+    print(f"dcgm-exporter targets (Prometheus http_sd): {sim.dcgm_url}/sim/v1/dcgm/targets", flush=True)
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())

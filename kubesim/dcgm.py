@@ -187,8 +187,8 @@ class DcgmExporters:
             if run.end is None and name not in running:
                 run.end = now
         for name, started in running.items():
-            run = runs.get(name)
-            if run is None or (run.end is not None and started > run.end):
+            latest = runs.get(name)
+            if latest is None or (latest.end is not None and started > latest.end):
                 runs[name] = XidRun(str(node), started)
                 self._node_runs.setdefault(str(node), []).append(runs[name])
         if deleted:

@@ -40,6 +40,8 @@ prometheus:
 	    [ -z "$$made" ] || $$sudo rm -f $$policy; \
 	    if [ -n "$$ok" ] && [ -d /run/systemd/system ]; then \
 	        $$sudo systemctl disable --now prometheus >>$(APT_LOG) 2>&1 || true; \
+	    elif [ -n "$$ok" ]; then \
+	        $$sudo update-rc.d prometheus disable >>$(APT_LOG) 2>&1 || true; \
 	    fi; \
 	    [ -n "$$ok" ] && command -v prometheus >/dev/null 2>&1 || { \
 	        echo "make prometheus: could not install Debian's prometheus package with apt-get (see $(APT_LOG)); install prometheus 2.42+ on PATH by hand" >&2; exit 2; }; \

@@ -16,8 +16,11 @@ simulated clock:
 
 - ``DCGM_FI_DEV_GPU_UTIL``: 0 on an idle GPU; a GPU of a running pod is busy, at a level
   seeded by the pod's namespace and name (55..90 %, a few points of wobble per simulated
-  minute); 0 for every pod of a node whose ``nvidia.com/gpu`` allocatable dropped to 0
-  (its device plugin gone): the workloads lost their GPUs.
+  minute). A pod's GPUs are those its ResourceClaims were allocated (device ``gpu-<i>`` is
+  GPU ``i``), then for ``nvidia.com/gpu`` the lowest free indexes, pods in creation order.
+  They read 0 once the workload lost them: the node's ``nvidia.com/gpu`` allocatable
+  dropped to 0 (its device plugin gone), or the claim's DRA driver is no longer registered
+  on the node.
 - ``DCGM_FI_DEV_XID_ERRORS`` (gauge): the value of the last XID the GPU raised, 0 before any;
   ``DCGM_EXP_XID_ERRORS_TOTAL{xid}`` (counter): how many the GPU raised since the exporter
   started. A device or DRA plugin whose image tag ends in ``-xid`` raises XID 79 (GPU has
@@ -41,6 +44,7 @@ from typing import Any
 
 from aiohttp import web
 
+from kubesim import dra
 from kubesim.clock import parse_time
 from kubesim.devices import container_kind
 from kubesim.podstatus import GPU, image_tag
@@ -171,7 +175,7 @@ class DcgmExporters:
         assert self.sim is not None
         meta = pod.get("metadata") or {}
         uid, node = str(meta.get("uid")), (pod.get("spec") or {}).get("nodeName")
-        if node and gpu_requests(pod):
+        if node and (gpu_requests(pod) or dra.pod_claim_refs(pod)):
             pods = self._gpu_pods.setdefault(node, {})
             if deleted:
                 pods.pop(uid, None)
@@ -247,8 +251,9 @@ class DcgmExporters:
                     add(XID_FALLEN_OFF_BUS, count, last)
         return seen
 
-    def _assignments(self, node: str, gpus: int) -> dict[int, tuple[str, str, str]]:
-        """GPU index -> (namespace, pod, container) for the running pods given GPUs on ``node``."""
+    def _assignments(self, node: str, gpus: int, *, plugin_gone: bool) -> dict[int, tuple[str, str, str, bool]]:
+        """GPU index -> (namespace, pod, container, still usable) for the running pods given GPUs
+        on ``node``: their claims' devices first, then ``nvidia.com/gpu`` on the lowest free indexes."""
         assert self.sim is not None
         pods = []
         for uid in self._gpu_pods.get(node, {}):
@@ -256,15 +261,38 @@ class DcgmExporters:
             if pod is not None and (pod.get("status") or {}).get("phase") == "Running":
                 meta = pod["metadata"]
                 pods.append((str(meta.get("creationTimestamp")), str(meta["namespace"]), str(meta["name"]), pod))
-        given: dict[int, tuple[str, str, str]] = {}
-        index = 0
-        for _, ns, name, pod in sorted(pods, key=lambda p: p[:3]):
+        pods.sort(key=lambda p: p[:3])
+        kubelet = self.sim.controllers.get("kubelet")
+        drivers: set[str] = kubelet.drivers_on(node) if kubelet is not None else set()
+        given: dict[int, tuple[str, str, str, bool]] = {}
+        for _, ns, name, pod in pods:
+            for index, driver, ctr in self._claimed(pod, node):
+                if 0 <= index < gpus and index not in given:
+                    given[index] = (ns, name, ctr, driver in drivers)
+        free = [i for i in range(gpus) if i not in given]
+        for _, ns, name, pod in pods:
             for ctr, count in gpu_requests(pod):
-                for _ in range(count):
-                    if index < gpus:
-                        given[index] = (ns, name, ctr)
-                    index += 1
+                taken, free = free[:count], free[count:]
+                for index in taken:
+                    given[index] = (ns, name, ctr, not plugin_gone)
         return given
+
+    def _claimed(self, pod: dict[str, Any], node: str) -> list[tuple[int, str, str]]:
+        """(GPU index, driver, container) of each device on ``node`` allocated to the pod's claims."""
+        assert self.sim is not None
+        ns = pod["metadata"]["namespace"]
+        users: dict[str, str] = {}
+        for ctr in (pod.get("spec") or {}).get("containers") or []:
+            for ref in (ctr.get("resources") or {}).get("claims") or []:
+                users.setdefault(str(ref.get("name")), str(ctr.get("name")))
+        out = []
+        for pod_claim, claim_name in dra.resolved_claim_names(pod, self.sim.minor).items():
+            claim = self.sim.store.get(dra.CLAIMS, ns, claim_name) if claim_name else None
+            for driver, pool, device in dra.allocated_devices(claim or {}):
+                index = device.removeprefix("gpu-")
+                if pool == node and index.isdigit():
+                    out.append((int(index), driver, users.get(pod_claim, "")))
+        return out
 
     def metrics_text(self, node: str) -> str | None:
         """The node's exporter page, or None for a node without GPUs (no exporter there)."""
@@ -276,7 +304,7 @@ class DcgmExporters:
         now = self.sim.clock.time()
         allocatable = str(((node_obj.get("status") or {}).get("allocatable") or {}).get(GPU, "0"))
         lost = allocatable in ("", "0")
-        given = self._assignments(node, gpus)
+        given = self._assignments(node, gpus, plugin_gone=lost)
         model = model_name(node_obj)
         rows: dict[str, list[str]] = {name: [] for name, _, _ in METRICS}
         for gpu in range(gpus):
@@ -286,9 +314,9 @@ class DcgmExporters:
             }
             util = 0
             if gpu in given:
-                ns, pod, ctr = given[gpu]
+                ns, pod, ctr, usable = given[gpu]
                 labels.update({"container": ctr, "namespace": ns, "pod": pod})
-                util = 0 if lost else utilisation(ns, pod, gpu, now)
+                util = utilisation(ns, pod, gpu, now) if usable else 0
             text = _labels(labels)
             xids = self.xids(node, gpu, now)
             last_code = max(xids, key=lambda code: xids[code][1]) if xids else 0

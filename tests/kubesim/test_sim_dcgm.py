@@ -95,7 +95,21 @@ def test_a_workloads_gpus_are_busy_at_a_seeded_level_and_idle_ones_at_zero() -> 
     first.advance(3600)
     later = values(one, "gpu-node1", "DCGM_FI_DEV_GPU_UTIL", pod="trainer-0")
     assert all(abs(a - b) <= 6 for a, b in zip(busy, later, strict=True)), (busy, later)
-    assert values(one, "gpu-node3", "DCGM_FI_DEV_GPU_UTIL") == [0.0] * 8
+    assert values(one, "gpu-node1", "DCGM_FI_DEV_GPU_UTIL")[4:] == [0.0] * 4
+
+
+def test_a_pod_using_a_dra_claim_is_busy_on_its_allocated_device_until_the_driver_goes() -> None:
+    """Issue 37 item 2: inference-0's ResourceClaim was allocated device gpu-0 on gpu-node3: GPU 0
+    there carries the pod's labels and a nonzero utilisation, the other seven are idle; once the
+    DRA driver's kubelet plugin is gone from the node, the pod reads 0."""
+    sim, exporters = with_exporters()
+    rows = [(labels, v) for n, labels, v in samples(exporters, "gpu-node3") if n == "DCGM_FI_DEV_GPU_UTIL"]
+    first = rows[0][0]
+    assert (first.get("pod"), first.get("namespace"), first.get("container")) == ("inference-0", "ml-team", "inference")
+    assert rows[0][1] > 0 and [v for _, v in rows[1:]] == [0.0] * 7
+    sim.store.delete(DAEMONSETS, "dra-example-driver", "dra-example-driver-kubeletplugin")
+    sim.advance(60)
+    assert values(exporters, "gpu-node3", "DCGM_FI_DEV_GPU_UTIL", pod="inference-0") == [0.0]
 
 
 def test_workloads_drop_to_zero_when_their_gpus_vanish() -> None:

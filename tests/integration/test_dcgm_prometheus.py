@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import json
 import ssl
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from typing import Any
 
+import pytest
+
 from kubesim import KubeSim
 from kubesim.certs import serving_cert
-from tests.prometheus_support import Prometheus
+from tests.prometheus_support import Prometheus, free_port
 from tests.support import Kubectl
 
 NS, DS = "kube-system", "nvidia-device-plugin-daemonset"
@@ -117,3 +121,31 @@ def test_the_generated_configuration_scrapes_every_second(prometheus: Prometheus
     assert prometheus.value("vector(1) + 1") == 2.0
     build = prometheus.api("/api/v1/status/buildinfo")
     assert tuple(int(p) for p in build["version"].split("+")[0].split(".")[:2]) >= (2, 42)
+
+
+def test_kubesim_serve_prints_where_prometheus_finds_the_exporters(tmp_path) -> None:
+    """Issue 37 item 2: ``python -m kubesim serve --dcgm-port P`` says, after the URL and the
+    kubeconfig, the HTTP SD URL on that port; it lists the GPU nodes and serves their pages."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kubesim", "serve", "--kubeconfig", str(tmp_path / "kubeconfig"),
+         "--dcgm-port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline().strip() for _ in range(3)]
+        url = f"http://127.0.0.1:{port}/sim/v1/dcgm/targets"
+        assert lines[2] == f"dcgm-exporter targets (Prometheus http_sd): {url}", lines
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            targets = json.loads(resp.read())
+        assert [t["labels"]["instance"] for t in targets] == list(GPU_NODES)
+        page = f"http://127.0.0.1:{port}{targets[0]['labels']['__metrics_path__']}"
+        with urllib.request.urlopen(page, timeout=30) as resp:
+            assert 'Hostname="gpu-node1"' in resp.read().decode()
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/sim/v1/dcgm/cpu-node1/metrics", timeout=30)
+        assert missing.value.code == 404
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0

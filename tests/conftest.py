@@ -59,7 +59,9 @@ def kubectl_for():
 
 @pytest.fixture(scope="session")
 def prometheus_server() -> Iterator[Prometheus]:
-    """One real Prometheus for the whole run (per xdist worker), started when first asked for."""
+    """One real Prometheus for the whole run (per xdist worker), started when first asked for.
+
+    Shared: a test that stops or breaks its Prometheus starts one of its own (``Prometheus()``)."""
     with Prometheus(scrape_interval="1s") as server:
         yield server
 

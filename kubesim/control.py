@@ -6,7 +6,10 @@
   ``{node}``; ``api-errors`` ``{count=1, code=500|429, delay=0, path?, retry_after=1}`` (the
   next ``count`` API requests fail, or answer after ``delay`` seconds when ``code`` is 0);
   ``compact`` (drop watch history: older watches and continue tokens get 410);
-  ``forbid`` ``{path, verb?}`` / ``allow`` (403 for a path prefix); ``feature-gate`` ``{name, enabled}``.
+  ``forbid`` ``{path, verb?}`` / ``allow`` (403 for a path prefix); ``feature-gate`` ``{name, enabled}``;
+  ``xid`` ``{node, code=79, gpu=0}`` / ``ecc`` ``{node, gpu=0, count=1}`` (a GPU's dcgm-exporter
+  shows the XID / double-bit ECC errors: :mod:`kubesim.dcgm`).
+- ``GET /sim/v1/dcgm`` tells where the dcgm-exporters listen and their HTTP SD URL.
 - ``POST /sim/v1/clock`` ``{"advance": "24h"}`` moves simulated time and fires what falls due;
   ``GET /sim/v1/clock`` tells the simulated now.
 - ``GET /sim/v1/requests`` lists the mutating API requests received (verb, path, time);
@@ -71,10 +74,17 @@ def apply_fault(sim: Simulation, fault: dict[str, Any]) -> str | None:
         sim.faults.forbidden.clear()
     elif kind == "feature-gate":
         sim.feature_gates[str(fault.get("name"))] = bool(fault.get("enabled"))
+    elif kind in ("xid", "ecc"):
+        exporters = sim.controllers.get("dcgm")
+        if exporters is None:
+            return "this simulation runs no dcgm-exporters"
+        problem: str | None = exporters.inject(fault)
+        if problem:
+            return problem
     else:
         return (
             f"unknown fault kind {kind!r}: use kubelet-restart, node-reboot, node-not-ready, node-ready, "
-            "api-errors, compact, forbid, allow or feature-gate"
+            "api-errors, compact, forbid, allow, feature-gate, xid or ecc"
         )
     sim.settle()
     return None
@@ -101,6 +111,9 @@ async def handle(sim: Simulation, request: web.Request) -> web.Response:
                 return _bad(str(exc))
             sim.advance(seconds)
         return _json({"now": sim.clock.now().isoformat().replace("+00:00", "Z")})
+    if path == "/sim/v1/dcgm" and request.method == "GET":
+        url = getattr(sim.controllers.get("dcgm"), "url", "")
+        return _json({"url": url, "targets": f"{url}/sim/v1/dcgm/targets" if url else ""})
     if path == "/sim/v1/requests":
         if request.method == "DELETE":
             sim.mutations.clear()

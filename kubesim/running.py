@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from kubesim import dcgm
 from kubesim.certs import serving_cert
 from kubesim.clock import parse_duration
 from kubesim.control import apply_fault
@@ -92,6 +93,7 @@ class KubeSim:
         kubeconfig: str | os.PathLike[str] | None = None,
         context: str = "kubesim",
         token: str | None = None,
+        dcgm_port: int = 0,
     ) -> None:
         self.scenario = scenario
         self.nodes = nodes
@@ -101,6 +103,10 @@ class KubeSim:
         self.port = port
         self.context = context
         self.token = token or secrets.token_urlsafe(24)
+        self.dcgm_port = dcgm_port
+        self.dcgm_url = ""
+        """``http://127.0.0.1:<port>``: the dcgm-exporters of the GPU nodes (:mod:`kubesim.dcgm`)."""
+        self._dcgm_runner: web.AppRunner | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if kubeconfig is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="kubesim-")
@@ -151,6 +157,10 @@ class KubeSim:
         sockets = getattr(site._server, "sockets", None) or []
         port = sockets[0].getsockname()[1] if sockets else self.port
         server.address = f"127.0.0.1:{port}"
+        exporters = dcgm.DcgmExporters()
+        self.sim.add_controller("dcgm", exporters)
+        self._dcgm_runner = await dcgm.serve(exporters, port=self.dcgm_port)
+        self.dcgm_url = exporters.url
         self._sim_task = asyncio.get_running_loop().create_task(self.sim.run())
         ready.set_result(f"https://127.0.0.1:{port}")
 
@@ -164,6 +174,8 @@ class KubeSim:
                 self._sim_task.cancel()
             if self._runner is not None:
                 await self._runner.cleanup()
+            if self._dcgm_runner is not None:
+                await self._dcgm_runner.cleanup()
 
         try:
             asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=30)

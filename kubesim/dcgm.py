@@ -1,0 +1,382 @@
+"""NVIDIA dcgm-exporter, simulated: GPU metrics per GPU node, driven by the simulation.
+
+Each GPU node's exporter is its own scrape target, as a dcgm-exporter DaemonSet pod per node
+is in a real cluster. They are served from ONE plain-HTTP listener on 127.0.0.1 (a cluster
+of thousands of nodes needs no thousands of ports), one path per node:
+
+- ``GET /sim/v1/dcgm/<node>/metrics``: the node's exporter, in the text exposition format;
+- ``GET /sim/v1/dcgm/targets``: every GPU node as a target in Prometheus' HTTP service
+  discovery format (``http_sd_configs``, Prometheus >= 2.28): the listener's address, the
+  node's path as ``__metrics_path__``, ``instance`` and ``node`` set to the node's name.
+
+Metric names, types, help and labels are dcgm-exporter's (``etc/default-counters.csv``):
+``gpu``, ``UUID``, ``pci_bus_id``, ``device``, ``modelName``, ``Hostname``, and
+``container``/``namespace``/``pod`` on a GPU a running pod was given. Values follow the
+simulated clock:
+
+- ``DCGM_FI_DEV_GPU_UTIL``: 0 on an idle GPU; a GPU of a running pod is busy, at a level
+  seeded by the pod's namespace and name (55..90 %, a few points of wobble per simulated
+  minute). A pod's GPUs are those its ResourceClaims were allocated (device ``gpu-<i>`` is
+  GPU ``i``), then for ``nvidia.com/gpu`` the lowest free indexes, pods in creation order.
+  They read 0 once the workload lost them: the node's ``nvidia.com/gpu`` allocatable
+  dropped to 0 (its device plugin gone), or the claim's DRA driver is no longer registered
+  on the node.
+- ``DCGM_FI_DEV_XID_ERRORS`` (gauge): the value of the last XID the GPU raised, 0 before any;
+  ``DCGM_EXP_XID_ERRORS_TOTAL{xid}`` (counter): how many the GPU raised since the exporter
+  started. A device or DRA plugin whose image tag ends in ``-xid`` raises XID 79 (GPU has
+  fallen off the bus) on GPU 0 of its node when its container starts and every
+  :data:`XID_EVERY` simulated seconds while it runs; ``POST /sim/v1/faults`` ``{"kind":
+  "xid", "node", "code"=79, "gpu"=0}`` raises one.
+- ``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`` (counter): double-bit volatile ECC errors, raised by
+  ``{"kind": "ecc", "node", "gpu"=0, "count"=1}``.
+- ``DCGM_FI_DEV_GPU_TEMP``: a few degrees above 30 when idle, warmer with utilisation.
+
+Prometheus stamps samples with its own (real) time: the values are what the exporter reads
+at the simulated "now" of the scrape, so a clock advanced by 24 h shows a day's XIDs at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from kubesim import dra
+from kubesim.clock import parse_time
+from kubesim.devices import container_kind
+from kubesim.podstatus import GPU, image_tag
+from kubesim.simulation import Simulation
+from kubesim.store import WatchEvent
+
+PODS = ("", "pods")
+NODES = ("", "nodes")
+PREFIX = "/sim/v1/dcgm"
+XID_TAG = "-xid"
+XID_FALLEN_OFF_BUS = 79
+XID_EVERY = 600.0
+"""Simulated seconds between two XIDs of a running ``-xid`` plugin."""
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+DEFAULT_MODEL = "NVIDIA A100-SXM4-80GB"
+
+METRICS = (
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
+    ("DCGM_EXP_XID_ERRORS_TOTAL", "counter", "Total XID errors observed since exporter start."),
+)
+
+
+@dataclass
+class XidRun:
+    """A running ``-xid`` plugin container: XIDs from ``start`` until ``end`` (open while running)."""
+
+    node: str
+    start: float
+    end: float | None = None
+
+    def raised(self, now: float) -> tuple[int, float]:
+        """(XIDs raised by ``now``, when the last one was), 0 before the container started."""
+        until = now if self.end is None else min(now, self.end)
+        if until < self.start:
+            return 0, 0.0
+        count = 1 + int((until - self.start) // XID_EVERY)
+        return count, self.start + (count - 1) * XID_EVERY
+
+
+def _seed(*parts: object) -> int:
+    """A stable number from ``parts`` (Python's ``hash`` changes with every process)."""
+    text = "/".join(str(p) for p in parts)
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
+def gpu_uuid(node: str, gpu: int) -> str:
+    digest = hashlib.blake2b(f"{node}/{gpu}".encode(), digest_size=16).hexdigest()
+    return f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+
+
+def model_name(node_obj: dict[str, Any]) -> str:
+    """The GPU's name as NVML says it: GFD's product label with its first dash a space again."""
+    product = ((node_obj.get("metadata") or {}).get("labels") or {}).get(PRODUCT_LABEL)
+    if not product:
+        return DEFAULT_MODEL
+    return product.replace("NVIDIA-", "NVIDIA ", 1)
+
+
+def utilisation(ns: str, pod: str, gpu: int, now: float) -> int:
+    """A running pod's GPU: busy at a level of its own, a few points up or down per minute."""
+    base = 55 + _seed(ns, pod) % 36
+    wobble = _seed(ns, pod, gpu, int(now // 60)) % 7 - 3
+    return max(1, min(100, int(base + wobble)))
+
+
+def gpu_requests(pod: dict[str, Any]) -> list[tuple[str, int]]:
+    """(container, GPUs) for each container of ``pod`` that asks for ``nvidia.com/gpu``."""
+    wanted = []
+    for ctr in (pod.get("spec") or {}).get("containers") or []:
+        resources = ctr.get("resources") or {}
+        amount = (resources.get("limits") or {}).get(GPU) or (resources.get("requests") or {}).get(GPU)
+        try:
+            count = int(str(amount or 0))
+        except ValueError:
+            count = 0
+        if count > 0:
+            wanted.append((str(ctr.get("name")), count))
+    return wanted
+
+
+def _xid_containers(pod: dict[str, Any]) -> dict[str, float]:
+    """Running plugin containers of ``pod`` whose image tag ends in ``-xid``: name -> started."""
+    images = {
+        c.get("name"): str(c.get("image") or "")
+        for c in (pod.get("spec") or {}).get("containers") or []
+    }
+    running: dict[str, float] = {}
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        image = images.get(status.get("name"), "")
+        if not image_tag(image).endswith(XID_TAG) or container_kind(image) == "generic":
+            continue
+        started = parse_time(((status.get("state") or {}).get("running") or {}).get("startedAt"))
+        if started is not None:
+            running[str(status.get("name"))] = started.timestamp()
+    return running
+
+
+class DcgmExporters:
+    """The exporters of every GPU node: XID and ECC history, and the metrics read from the store."""
+
+    def __init__(self) -> None:
+        self.sim: Simulation | None = None
+        self.url = ""
+        """``http://127.0.0.1:<port>`` once :func:`serve` listens."""
+        self._runs: dict[str, dict[str, XidRun]] = {}
+        """pod uid -> container -> its latest run (``-xid`` plugin containers)."""
+        self._node_runs: dict[str, list[XidRun]] = {}
+        self._gpu_pods: dict[str, dict[str, tuple[str, str]]] = {}
+        """node -> pod uid -> (namespace, name) of the pods there that ask for GPUs."""
+        self._injected: dict[tuple[str, int], list[tuple[float, int]]] = {}
+        self._ecc: dict[tuple[str, int], int] = {}
+
+    # ------------------------------------------------------------ the simulation
+    def start(self, sim: Simulation) -> None:
+        self.sim = sim
+        for pod in sim.store.iter(PODS):
+            self._observe(pod, deleted=False)
+        sim.store.subscribe(self._on_event)
+
+    def _on_event(self, res: Any, event: WatchEvent) -> None:
+        if res.group_resource == PODS:
+            self._observe(event.obj, deleted=event.type == "DELETED")
+
+    def _observe(self, pod: dict[str, Any], *, deleted: bool) -> None:
+        assert self.sim is not None
+        meta = pod.get("metadata") or {}
+        uid, node = str(meta.get("uid")), (pod.get("spec") or {}).get("nodeName")
+        if node and (gpu_requests(pod) or dra.pod_claim_refs(pod)):
+            pods = self._gpu_pods.setdefault(node, {})
+            if deleted:
+                pods.pop(uid, None)
+            else:
+                pods[uid] = (str(meta.get("namespace")), str(meta.get("name")))
+        running = {} if deleted or not node else _xid_containers(pod)
+        runs = self._runs.get(uid)
+        if runs is None and not running:
+            return
+        runs = self._runs.setdefault(uid, {})
+        now = self.sim.clock.time()
+        for name, run in runs.items():
+            if run.end is None and name not in running:
+                run.end = now
+        for name, started in running.items():
+            latest = runs.get(name)
+            if latest is None or (latest.end is not None and started > latest.end):
+                runs[name] = XidRun(str(node), started)
+                self._node_runs.setdefault(str(node), []).append(runs[name])
+        if deleted:
+            self._runs.pop(uid, None)
+
+    def gpus(self, node: str) -> int:
+        assert self.sim is not None
+        kubelet = self.sim.controllers.get("kubelet")
+        return int(getattr(kubelet, "gpus", {}).get(node, 0))
+
+    def gpu_nodes(self) -> list[str]:
+        assert self.sim is not None
+        names = (n["metadata"]["name"] for n in self.sim.store.iter(NODES))
+        return [name for name in names if self.gpus(name) > 0]
+
+    # ------------------------------------------------------------ faults
+    def inject(self, fault: dict[str, Any]) -> str | None:
+        """``xid`` ``{node, code=79, gpu=0}`` or ``ecc`` ``{node, gpu=0, count=1}``; a message if bad."""
+        assert self.sim is not None
+        node = fault.get("node")
+        if not node or self.sim.store.get(NODES, "", str(node)) is None:
+            return f"unknown node {node!r}"
+        count = self.gpus(str(node))
+        if not count:
+            return f"node {node!r} has no GPUs"
+        gpu, code, times = fault.get("gpu", 0), fault.get("code", XID_FALLEN_OFF_BUS), fault.get("count", 1)
+        if not isinstance(gpu, int) or isinstance(gpu, bool) or not 0 <= gpu < count:
+            return f"gpu must be an index from 0 to {count - 1}"
+        key, now = (str(node), gpu), self.sim.clock.time()
+        if fault["kind"] == "xid":
+            if not isinstance(code, int) or isinstance(code, bool) or not 1 <= code <= 999:
+                return "code must be an XID number from 1 to 999"
+            self._injected.setdefault(key, []).append((now, code))
+            return None
+        if not isinstance(times, int) or isinstance(times, bool) or not 1 <= times <= 1_000_000:
+            return "count must be a number from 1 to 1000000"
+        self._ecc[key] = self._ecc.get(key, 0) + times
+        return None
+
+    # ------------------------------------------------------------ reading
+    def xids(self, node: str, gpu: int, now: float) -> dict[int, tuple[int, float]]:
+        """XID code -> (how many the GPU raised by ``now``, when the last one was)."""
+        seen: dict[int, tuple[int, float]] = {}
+
+        def add(code: int, count: int, last: float) -> None:
+            before, when = seen.get(code, (0, 0.0))
+            seen[code] = (before + count, max(when, last))
+
+        for when, code in self._injected.get((node, gpu), ()):
+            if when <= now:
+                add(code, 1, when)
+        if gpu == 0:
+            for run in self._node_runs.get(node, ()):
+                count, last = run.raised(now)
+                if count:
+                    add(XID_FALLEN_OFF_BUS, count, last)
+        return seen
+
+    def _assignments(self, node: str, gpus: int, *, plugin_gone: bool) -> dict[int, tuple[str, str, str, bool]]:
+        """GPU index -> (namespace, pod, container, still usable) for the running pods given GPUs
+        on ``node``: their claims' devices first, then ``nvidia.com/gpu`` on the lowest free indexes."""
+        assert self.sim is not None
+        pods = []
+        for uid in self._gpu_pods.get(node, {}):
+            pod = self.sim.store.by_uid(uid)
+            if pod is not None and (pod.get("status") or {}).get("phase") == "Running":
+                meta = pod["metadata"]
+                pods.append((str(meta.get("creationTimestamp")), str(meta["namespace"]), str(meta["name"]), pod))
+        pods.sort(key=lambda p: p[:3])
+        kubelet = self.sim.controllers.get("kubelet")
+        drivers: set[str] = kubelet.drivers_on(node) if kubelet is not None else set()
+        given: dict[int, tuple[str, str, str, bool]] = {}
+        for _, ns, name, pod in pods:
+            for index, driver, ctr in self._claimed(pod, node):
+                if 0 <= index < gpus and index not in given:
+                    given[index] = (ns, name, ctr, driver in drivers)
+        free = [i for i in range(gpus) if i not in given]
+        for _, ns, name, pod in pods:
+            for ctr, count in gpu_requests(pod):
+                taken, free = free[:count], free[count:]
+                for index in taken:
+                    given[index] = (ns, name, ctr, not plugin_gone)
+        return given
+
+    def _claimed(self, pod: dict[str, Any], node: str) -> list[tuple[int, str, str]]:
+        """(GPU index, driver, container) of each device on ``node`` allocated to the pod's claims."""
+        assert self.sim is not None
+        ns = pod["metadata"]["namespace"]
+        users: dict[str, str] = {}
+        for ctr in (pod.get("spec") or {}).get("containers") or []:
+            for ref in (ctr.get("resources") or {}).get("claims") or []:
+                users.setdefault(str(ref.get("name")), str(ctr.get("name")))
+        out = []
+        for pod_claim, claim_name in dra.resolved_claim_names(pod, self.sim.minor).items():
+            claim = self.sim.store.get(dra.CLAIMS, ns, claim_name) if claim_name else None
+            for driver, pool, device in dra.allocated_devices(claim or {}):
+                index = device.removeprefix("gpu-")
+                if pool == node and index.isdigit():
+                    out.append((int(index), driver, users.get(pod_claim, "")))
+        return out
+
+    def metrics_text(self, node: str) -> str | None:
+        """The node's exporter page, or None for a node without GPUs (no exporter there)."""
+        assert self.sim is not None
+        node_obj = self.sim.store.get(NODES, "", node)
+        gpus = self.gpus(node)
+        if node_obj is None or not gpus:
+            return None
+        now = self.sim.clock.time()
+        allocatable = str(((node_obj.get("status") or {}).get("allocatable") or {}).get(GPU, "0"))
+        lost = allocatable in ("", "0")
+        given = self._assignments(node, gpus, plugin_gone=lost)
+        model = model_name(node_obj)
+        rows: dict[str, list[str]] = {name: [] for name, _, _ in METRICS}
+        for gpu in range(gpus):
+            labels = {
+                "gpu": str(gpu), "UUID": gpu_uuid(node, gpu), "pci_bus_id": f"00000000:{0x10 + gpu:02X}:00.0",
+                "device": f"nvidia{gpu}", "modelName": model, "Hostname": node,
+            }
+            util = 0
+            if gpu in given:
+                ns, pod, ctr, usable = given[gpu]
+                labels.update({"container": ctr, "namespace": ns, "pod": pod})
+                util = utilisation(ns, pod, gpu, now) if usable else 0
+            text = _labels(labels)
+            xids = self.xids(node, gpu, now)
+            last_code = max(xids, key=lambda code: xids[code][1]) if xids else 0
+            rows["DCGM_FI_DEV_GPU_TEMP"].append(f"{text} {31 + _seed(node, gpu) % 6 + util * 2 // 5}")
+            rows["DCGM_FI_DEV_GPU_UTIL"].append(f"{text} {util}")
+            rows["DCGM_FI_DEV_XID_ERRORS"].append(f"{text} {last_code}")
+            rows["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"].append(f"{text} {self._ecc.get((node, gpu), 0)}")
+            for code, (count, _) in sorted(xids.items()):
+                rows["DCGM_EXP_XID_ERRORS_TOTAL"].append(f"{_labels({**labels, 'xid': str(code)})} {count}")
+        out = []
+        for name, kind, help_text in METRICS:
+            out += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+            out += [f"{name}{row}" for row in rows[name]]
+        return "\n".join(out) + "\n"
+
+    def targets(self) -> list[dict[str, Any]]:
+        """Prometheus HTTP SD: one target per GPU node, all on this listener."""
+        address = self.url.removeprefix("http://")
+        return [
+            {
+                "targets": [address],
+                "labels": {"__metrics_path__": f"{PREFIX}/{node}/metrics", "instance": node, "node": node},
+            }
+            for node in self.gpu_nodes()
+        ]
+
+
+def _labels(labels: dict[str, str]) -> str:
+    def escape(value: str) -> str:
+        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+    return "{" + ",".join(f'{k}="{escape(v)}"' for k, v in labels.items()) + "}"
+
+
+def app(exporters: DcgmExporters) -> web.Application:
+    """The listener's routes (read-only, no authentication, as dcgm-exporter's port 9400)."""
+
+    async def targets(request: web.Request) -> web.Response:
+        return web.Response(text=json.dumps(exporters.targets()), content_type="application/json")
+
+    async def metrics(request: web.Request) -> web.Response:
+        text = exporters.metrics_text(request.match_info["node"])
+        if text is None:
+            return web.Response(status=404, text=f"no dcgm-exporter on node {request.match_info['node']!r}\n")
+        return web.Response(text=text, content_type="text/plain", charset="utf-8",
+                            headers={"Cache-Control": "no-store"})
+
+    application = web.Application()
+    application.router.add_get(f"{PREFIX}/targets", targets)
+    application.router.add_get(PREFIX + "/{node}/metrics", metrics)
+    return application
+
+
+async def serve(exporters: DcgmExporters, *, port: int = 0) -> web.AppRunner:
+    """Listen on 127.0.0.1:``port`` (0: a free one); sets ``exporters.url``. Clean up the runner to stop."""
+    runner = web.AppRunner(app(exporters), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    sockets = getattr(site._server, "sockets", None) or []
+    exporters.url = f"http://127.0.0.1:{sockets[0].getsockname()[1] if sockets else port}"
+    return runner
+

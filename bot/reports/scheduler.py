@@ -17,8 +17,8 @@ none. So a report that fell due while no bot ran fires as soon as a leader start
 report never needs a job that some process must read back (APScheduler's Redis job store
 unpickled its jobs: whoever could write to Redis ran code as the bot; versions before 0.9
 left it in ``{upgradebot}:scheduler:*``, which a new leader removes, logging it once).
-A failed post is tried again ``retry_after`` seconds later (kept in the leader's memory: a
-new leader tries at once).
+A failed post, or one whose destination another claim holds, is tried again ``retry_after``
+seconds later (kept in the leader's memory: a new leader tries at once).
 
 The clock is injected. ``serve`` runs :meth:`ReportScheduler.start`: a background loop that
 ticks and fires what is due every ``tick`` seconds (sooner when a report falls due first).
@@ -211,7 +211,9 @@ class ReportScheduler:
             if outcome == "lost":
                 self.token, self._held_until = 0, 0.0
                 self._lost()
-            elif outcome != "pending":
+            elif outcome == "pending":  # another claim holds a destination: look again later
+                self._retry[key] = self._due[key] = self.clock.now() + dt.timedelta(seconds=self.retry_after)
+            else:
                 self._due.pop(key, None)
             return outcome
 

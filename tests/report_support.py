@@ -103,7 +103,7 @@ class World:
 
 def world(redis_url: str, sim: KubeSim, pol: Policy, outlet: ReportOutlet, *, owner: str, clock: Clock | None = None,
           threaded: bool = False, connect: Callable[[str | None], Cluster] | None = None, **scheduler: Any) -> World:
-    """Own Redis connections, own APScheduler: what a second bot process would have
+    """Own Redis connections, own schedule: what a second bot process would have
     (``connect``: the clusters by context, default ``sim``'s own kubeconfig)."""
     store = RedisRunStore.from_url(redis_url)
     connect = connect or connector(sim)

@@ -186,8 +186,8 @@ def run_reports(runtime: Runtime, run_id: str, sim: KubeSim, *, say: Callable[[s
     after = runtime.policy.reports.after
     say(f"  (the reports are due {' and '.join(after)} after the promotion. The schedule is compressed: the demo "
         "moves kubesim's clock ahead, and the report scheduler reads that clock, so each report fires at once. "
-        "Only the clock is moved: the event collector reads kubesim's events over the Kubernetes API, the jobs "
-        "live in APScheduler's Redis job store, each report is claimed once in Redis.)")
+        "Only the clock is moved: the event collector reads kubesim's events over the Kubernetes API, the schedule "
+        "is recomputed from the runs in Redis, each post is claimed once in Redis with the leader's token.)")
     reports.scheduler.tick()
     reports.collectors.catch_up()
     sim.fault(kind="kubelet-restart", node=INCIDENT_NODE)

@@ -1,14 +1,18 @@
 """Posting a scheduled stability report exactly once: in the run's thread and to on-call.
 
-:meth:`ReportPoster.post_due` is what a fired report job calls. It claims the report's
-idempotency record in Redis (``{upgradebot}:report:<run>:<after>``, see
-:mod:`bot.storage.redis_store`): ``posted`` means another process (or an earlier life of this
-one) already did it, ``busy`` that another process is posting it right now. Holding the
-claim, it builds the report, posts it to each destination the record does not list yet
-(the run's thread, then the on-call channel mentioning ``oncall.mention``), records each
-message's ``ts`` as it goes, and marks the report posted. A crash between two posts
-resumes with the destination still missing; only a crash between Slack's answer and the
-record of it can repeat one message.
+:meth:`ReportPoster.post_due` is what the report scheduler's leader calls when a report is
+due, with its lease's fencing token. Its idempotency record in Redis
+(``{upgradebot}:report:<run>:<after>``, see :mod:`bot.storage.layout`) has, for each
+destination (``thread``, ``oncall``), a claim and, once posted, the message's ``ts``.
+Before each Slack call the poster claims that destination in one Lua script that also
+checks the token is still the lease's (:meth:`~bot.storage.redis_store.RedisRunStore.claim_report_post`):
+a process whose lease ran out (stopped, starved) finds its token stale and posts nothing
+more; a destination claimed or posted by another is left to it. After the call the ``ts``
+is recorded; when both are, the report is posted (``posted_at``). A post Slack refused
+gives its claim back (retried later). A claim never recorded (its holder died, or stopped,
+between the claim and the record) is taken over by a newer leader ``claim_grace`` after it
+was taken, and posted again: the one case where a message can repeat (docs/architecture.md,
+"Each report once").
 
 After the last report (``reports.after``) the run leaves ``monitoring`` for ``done`` and
 its target is free, unless someone asked for a rollback meanwhile (the request waits for
@@ -40,8 +44,9 @@ from runbooks.stability.reporting import due_times
 from runbooks.stability.reports import StabilityReport
 
 log = logging.getLogger("upgradebot.reports")
-Posted = Literal["posted", "already", "busy", "skipped"]
-CLAIM_TTL = dt.timedelta(minutes=5)
+Posted = Literal["posted", "already", "pending", "lost", "skipped"]
+WHERE = ("thread", "oncall")
+CLAIM_GRACE = dt.timedelta(minutes=10)
 
 
 class ReportOutlet(Protocol):
@@ -58,10 +63,14 @@ class ReportPoster:
     def __init__(
         self, *, store: RedisRunStore, engine: Engine, policy: Policy, connect: Callable[[str | None], Cluster],
         outlet: ReportOutlet, clock: Clock, owner: str, flush: Callable[[str], None] = lambda run_id: None,
+        claim_grace: dt.timedelta = CLAIM_GRACE,
     ) -> None:
-        """``flush(run_id)`` stores what the local collector holds before a report reads it."""
+        """``flush(run_id)`` stores what the local collector holds before a report reads it;
+        ``claim_grace``: how long (on ``clock``) a post claimed by an older leader and never
+        recorded is left to it before a newer leader posts it again."""
         self.store, self.engine, self.policy, self.connect = store, engine, policy, connect
         self.outlet, self.clock, self.owner, self.flush = outlet, clock, owner, flush
+        self.claim_grace = claim_grace
 
     def build(self, run: Run, due: str | None) -> StabilityReport:
         self.flush(run.id)
@@ -71,33 +80,55 @@ class ReportPoster:
     def posted(self, run_id: str, after: str) -> bool:
         return "posted_at" in self.store.report_record(run_id, after)
 
-    def post_due(self, run_id: str, after: str) -> Posted:
-        """Post the ``after`` report of ``run_id`` unless it was posted (or is being posted)."""
+    def post_due(self, run_id: str, after: str, *, token: int, lease: dt.timedelta) -> Posted:
+        """Post the ``after`` report of ``run_id`` where it is not posted yet, as the leader
+        holding fencing ``token`` (each claim renews the lease for ``lease``): ``posted`` (every
+        destination is now recorded), ``already``, ``pending`` (a destination another claim
+        holds), ``lost`` (the token is stale: nothing more posted) or ``skipped``."""
         run = self.engine.get(run_id)
         if run.state is not RunState.MONITORING:
             return "skipped"
-        claim = self.store.claim_report(run_id, after, self.owner, CLAIM_TTL)
-        if claim != "claimed":
-            return "already" if claim == "posted" else "busy"
-        try:
-            report = self.build(run, after)
-            record = self.store.report_record(run_id, after)
-            last = after == due_times(run, self.policy)[-1][0]
-            if "thread" not in record:
-                ts = self.outlet.to_thread(run, report_handler.present(report, last=last))
-                self.store.mark_report(run_id, after, self.owner, thread=ts or "-")
-            if "oncall" not in record:
-                lead = mention(self.policy.oncall.mention) if self.policy.oncall.mention else ""
-                ts = self.outlet.to_oncall(run, report_handler.present(report, lead=lead, last=last))
-                self.store.mark_report(run_id, after, self.owner, oncall=ts or "-")
-            self.store.mark_report(run_id, after, self.owner, done=True, verdict=report.verdict,
-                                   posted_at=self.clock.now().isoformat())
-        except BaseException:
-            self.store.release_report(run_id, after, self.owner)
-            raise
-        log.info("run %s: the %s report is posted (%s)", run_id, after, report.verdict)
+        if self.posted(run_id, after):
+            return "already"
+        last = after == due_times(run, self.policy)[-1][0]
+        report: StabilityReport | None = None
+        if not all(where in self.store.report_record(run_id, after) for where in WHERE):
+            report = self.build(run, after)  # before the claims: between a claim and its post, no more than needed
+        for where in WHERE:
+            claim = self.store.claim_report_post(run_id, after, where=where, owner=self.owner, token=token,
+                                                 now=self.clock.now(), grace=self.claim_grace, lease=lease)
+            if claim == "stale":
+                log.warning("run %s: %s no longer leads (token %d is stale): it posts nothing more of the %s "
+                            "report", run_id, self.owner, token, after)
+                return "lost"
+            if claim == "foreign":  # the record's key holds something else (logged once when read)
+                return "pending"
+            if claim not in ("claimed", "reclaimed"):
+                continue
+            if claim == "reclaimed":
+                log.warning("run %s: the %s report's post to %s was claimed by an older leader and never "
+                            "recorded; posting it again", run_id, after, where)
+            if report is None:  # recorded when we looked, its record since gone: build it now
+                report = self.build(run, after)
+            try:
+                ts = self._post(where, run, report, last=last)
+            except BaseException:
+                self.store.release_report_post(run_id, after, where=where, owner=self.owner, token=token)
+                raise
+            self.store.record_report_post(run_id, after, where=where, ts=ts or "-", verdict=report.verdict)
+        record = self.store.report_record(run_id, after)
+        if not all(where in record for where in WHERE):
+            return "pending"
+        self.store.finish_report(run_id, after, posted_at=self.clock.now().isoformat())
+        log.info("run %s: the %s report is posted (%s)", run_id, after, record.get("verdict", "?"))
         self.finish_if_last(run_id)
         return "posted"
+
+    def _post(self, where: str, run: Run, report: StabilityReport, *, last: bool) -> str | None:
+        if where == "thread":
+            return self.outlet.to_thread(run, report_handler.present(report, last=last))
+        lead = mention(self.policy.oncall.mention) if self.policy.oncall.mention else ""
+        return self.outlet.to_oncall(run, report_handler.present(report, lead=lead, last=last))
 
     def finish_if_last(self, run_id: str) -> bool:
         """monitoring -> done once every scheduled report is posted and the last is stable; a last

@@ -1,24 +1,30 @@
-"""The stability reports' schedule: APScheduler 3 with its Redis job store, one leader.
+"""The stability reports' schedule: derived from the runs, kept by one leader, nothing pickled.
 
-APScheduler 3 cannot share a job store between running schedulers, so with several bot
-processes only the one holding the leader lease (``{upgradebot}:leader`` in Redis, renewed
-every ``tick``, lost after ``lease_ttl`` without renewal) runs its scheduler; the others
-keep theirs paused and take over when the lease expires. The leader also runs the event
-collectors (:mod:`bot.reports.collector`), whose writes are fenced by the same lease.
+With several bot processes only the one holding the leader lease (``{upgradebot}:leader``
+in Redis, renewed every ``tick``, lost after ``lease_ttl`` without renewal) schedules and
+posts reports; the others take over when the lease expires. Each new holder gets a larger
+fencing token (``{upgradebot}:leader:epoch``), which every report post is claimed with
+(:mod:`bot.reports.posting`): a leader that was stopped past its lease posts nothing more.
+The leader also runs the event collectors (:mod:`bot.reports.collector`), whose writes
+are fenced by the same lease. A process believes it leads (:attr:`ReportScheduler.leading`)
+only until ``lease_ttl`` after it asked for the lease, on its own monotonic clock, so two
+processes never both believe it.
 
-Each tick the leader *reconciles*: every run in ``monitoring`` gets one job per report
-offset (``reports.after``), due that long after the promotion, id ``report:<run>:<after>``,
-unless the report is posted; jobs of runs that left monitoring are removed. The jobs live
-in Redis (``{upgradebot}:scheduler:*``), with ``misfire_grace_time=None``: a report that fell
-due while no bot ran fires as soon as a leader starts. A job only names the report
-(:func:`report_due`); the process that fires it posts it through the
-:class:`~bot.reports.posting.ReportPoster`, whose idempotency record makes it exactly once
-whatever fires twice. A failed post is scheduled again ``retry_after`` seconds later.
+The schedule is not stored: each tick the leader *reconciles*, recomputing it from the runs
+in Redis. Every run in ``monitoring`` has one report per offset (``reports.after``), due that
+long after its promotion, unless the report is posted; a run that left monitoring has
+none. So a report that fell due while no bot ran fires as soon as a leader starts, and a
+report never needs a job that some process must read back (APScheduler's Redis job store
+unpickled its jobs: whoever could write to Redis ran code as the bot; versions before 0.9
+left it in ``{upgradebot}:scheduler:*``, which a new leader removes, logging it once).
+A failed post, or one whose destination another claim holds, is tried again ``retry_after``
+seconds later (kept in the leader's memory: a new leader tries at once).
 
-The clock is injected. ``serve`` runs :meth:`ReportScheduler.start` (a background leader
-loop; APScheduler fires jobs on the wall clock). The demo and the tests fake the clock
-instead (:class:`runbooks.engine.clocks.ClusterClock` over kubesim) and drive it: :meth:`tick`
-then :meth:`run_due` fire, synchronously, every job due on that clock.
+The clock is injected. ``serve`` runs :meth:`ReportScheduler.start`: a background loop that
+ticks and fires what is due every ``tick`` seconds (sooner when a report falls due first).
+The demo and the tests fake the clock instead (:class:`runbooks.engine.clocks.ClusterClock`
+over kubesim) and drive it: :meth:`run_due` ticks, then fires, synchronously, every report
+due on that clock.
 """
 
 from __future__ import annotations
@@ -28,18 +34,16 @@ import logging
 import os
 import socket
 import threading
+import time
 from typing import Any
-
-from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent
-from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.jobstores.base import JobLookupError
-from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot.reports.collector import Collectors
 from bot.reports.posting import ReportPoster
+from bot.storage.layout import Keys
 from bot.storage.redis_store import RedisRunStore
 from runbooks.engine.leasing import owner_id
-from runbooks.engine.runs import RunState
+from runbooks.engine.refusals import Refused
+from runbooks.engine.runs import Run, RunState
 from runbooks.engine.steps import Clock
 from runbooks.engine.store import StoreUnavailable
 from runbooks.policy import Policy
@@ -47,33 +51,12 @@ from runbooks.stability.reporting import due_times
 
 log = logging.getLogger("upgradebot.scheduler")
 PREFIX = "report:"
-
-
-def report_due(run_id: str, after: str) -> tuple[str, str]:
-    """The job APScheduler keeps and fires: it names the report; the firing process posts it."""
-    return run_id, after
+Report = tuple[str, str]
+"""``(run id, after)``: one scheduled report."""
 
 
 def job_id(run_id: str, after: str) -> str:
     return f"{PREFIX}{run_id}:{after}"
-
-
-class SharedStoreScheduler(BackgroundScheduler):
-    """APScheduler whose loop survives a job that another process already ran and removed.
-
-    Several bot processes share the Redis job store; while leadership changes hands, two
-    of them may look at the same due job for a moment. The loser's removal then raises
-    ``JobLookupError`` inside APScheduler's own thread, which would end that thread and
-    silently stop this process from ever firing reports. Posting is idempotent (the report
-    record is claimed first), so the job simply counts as handled and the loop goes on.
-    """
-
-    def _process_jobs(self) -> float | None:
-        try:
-            return super()._process_jobs()
-        except JobLookupError as exc:
-            log.info("a report job was already handled by another process (%s); looking again", exc)
-            return 1.0
 
 
 class ReportScheduler:
@@ -85,26 +68,27 @@ class ReportScheduler:
         self.store, self.poster, self.policy, self.clock, self.collectors = store, poster, policy, clock, collectors
         self.owner = owner or owner_id(socket.gethostname(), os.getpid())
         self.lease_ttl, self.tick_every, self.retry_after = lease_ttl, tick, retry_after
-        self.leading = False
+        self.token = 0
+        """The lease's fencing token as last granted to us (0: not leading)."""
         self.automatic = False
-        self.scheduler = SharedStoreScheduler(
-            jobstores={"default": store.job_store()}, executors={"default": ThreadPoolExecutor(2)},
-            job_defaults={"coalesce": True, "misfire_grace_time": None, "max_instances": 1}, timezone=dt.UTC,
-        )
-        self.scheduler.add_listener(self._on_job, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
+        self._held_until = 0.0
+        self._due: dict[Report, dt.datetime] = {}
+        self._retry: dict[Report, dt.datetime] = {}
+        self._unreadable: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._tick_lock = threading.Lock()
+        self._tick_lock = threading.RLock()
+
+    @property
+    def leading(self) -> bool:
+        """Whether this process holds the lease, as far as it can know: granted, and not yet
+        ``lease_ttl`` past the moment it asked (a process stopped longer knows it lost it)."""
+        return self.token > 0 and time.monotonic() < self._held_until
 
     # ------------------------------------------------------------- lifecycle
-    def _open(self) -> None:
-        if not self.scheduler.running:
-            self.scheduler.start(paused=True)  # jobs can be added and read; none fires until resumed
-
     def start(self) -> ReportScheduler:
-        """``serve``: the leader loop in the background; APScheduler fires jobs on the wall clock."""
+        """``serve``: the leader loop in the background."""
         self.automatic = True
-        self._open()
         self._thread = threading.Thread(target=self._loop, name="report-scheduler", daemon=True)
         self._thread.start()
         return self
@@ -112,108 +96,129 @@ class ReportScheduler:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                self.tick()
+                self.run_due()
             except Exception:  # Redis or the cluster failing for a moment: the next tick tries again
                 log.exception("the report scheduler's tick failed")
-            self._stop.wait(self.tick_every)
+            self._stop.wait(self._next_wait())
+
+    def _next_wait(self) -> float:
+        with self._tick_lock:
+            first = min(self._due.values(), default=None)
+        if first is None:
+            return self.tick_every
+        return min(self.tick_every, max(0.05, (first - self.clock.now()).total_seconds()))
 
     def stop(self) -> None:
-        """Stop the loop, the collectors and APScheduler; give the lease up for the next leader."""
+        """Stop the loop and the collectors; give the lease up for the next leader."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
         if self.collectors is not None:
             self.collectors.stop_all()
-        if self.scheduler.running:
-            self.scheduler.shutdown(wait=True)
-        if self.leading:
+        if self.token:
             self.store.release_leader(self.owner)
-        self.leading = False
+        self.token, self._held_until = 0, 0.0
 
     # ---------------------------------------------------------------- a round
     def tick(self) -> bool:
-        """Take or renew the lease; as leader reconcile the jobs and the collectors. Whether we lead."""
+        """Take or renew the lease; as leader reconcile the schedule and the collectors. Whether we lead."""
         with self._tick_lock:
-            self._open()
+            asked = time.monotonic()
             try:
-                leading = self.store.acquire_leader(self.owner, dt.timedelta(seconds=self.lease_ttl))
+                token = self.store.acquire_leader(self.owner, dt.timedelta(seconds=self.lease_ttl))
             except StoreUnavailable:
                 log.warning("%s cannot reach Redis: not leading until it can", self.owner)
-                leading = False
-            if leading and not self.leading:
-                log.info("%s leads the report scheduler and the event collectors", self.owner)
-            if not leading and self.leading:
-                log.warning("%s lost the report scheduler's lease", self.owner)
-                self.scheduler.pause()
-                if self.collectors is not None:
-                    self.collectors.stop_all()
-            self.leading = leading
-            if not leading:
+                token = 0
+            if token and token != self.token:
+                log.info("%s leads the report scheduler and the event collectors (token %d)", self.owner, token)
+                self._drop_retired()
+            if not token and self.token:
+                self._lost()
+            self.token, self._held_until = token, (asked + self.lease_ttl if token else 0.0)
+            if not token:
                 return False
             self.reconcile()
             if self.collectors is not None:
                 self.collectors.sync()
-            if self.automatic:
-                self.scheduler.resume()
-                self.scheduler.wakeup()
             return True
 
+    def _lost(self) -> None:
+        log.warning("%s lost the report scheduler's lease", self.owner)
+        self._due.clear()
+        self._retry.clear()
+        if self.collectors is not None:
+            self.collectors.stop_all()
+
+    def _drop_retired(self) -> None:
+        dropped = self.store.drop_retired_schedule()
+        if dropped:
+            log.warning("removed %s and %s (%d keys): the job store of an older version, never read "
+                        "(its jobs were pickled code)", Keys.scheduler_jobs, Keys.scheduler_times, dropped)
+
     def reconcile(self) -> None:
-        """One job per report not yet posted of every run in monitoring; no job for other runs."""
-        monitoring = {r.id: r for r in self.store.list_runs(active_only=True, limit=10_000)
-                      if r.state is RunState.MONITORING}
-        for job in self.scheduler.get_jobs():
-            if job.id.startswith(PREFIX) and job.args[0] not in monitoring:
-                self.scheduler.remove_job(job.id)
-        for run in monitoring.values():
-            pending = [(after, due) for after, due in due_times(run, self.policy) if not self.poster.posted(run.id, after)]
+        """The schedule, recomputed from the runs: each report not yet posted of every run in
+        monitoring (a failed one at its retry time); nothing for other runs."""
+        monitoring = [r for r in self.store.list_runs(active_only=True, limit=10_000) if r.state is RunState.MONITORING]
+        due: dict[Report, dt.datetime] = {}
+        for run in monitoring:
+            pending = [(after, when) for after, when in self._due_times(run) if not self.poster.posted(run.id, after)]
             if not pending:
                 self.poster.finish_if_last(run.id)
-            for after, due in pending:
-                if self.scheduler.get_job(job_id(run.id, after)) is None:
-                    self._add(run.id, after, due)
+            for after, when in pending:
+                due[(run.id, after)] = max(when, self._retry.get((run.id, after), when))
+        with self._tick_lock:
+            self._retry = {key: when for key, when in self._retry.items() if key in due}
+            self._due = due
 
-    def _add(self, run_id: str, after: str, when: dt.datetime) -> None:
-        self.scheduler.add_job(report_due, trigger="date", run_date=when, args=[run_id, after],
-                               id=job_id(run_id, after), name=f"{after} report of {run_id}", replace_existing=True)
+    def _due_times(self, run: Run) -> list[tuple[str, dt.datetime]]:
+        try:
+            return due_times(run, self.policy)
+        except (Refused, ValueError, KeyError, TypeError) as exc:  # a run stored without its promotion time
+            if run.id not in self._unreadable:
+                self._unreadable.add(run.id)
+                log.warning("run %s: no report can be scheduled (%s); skipped", run.id, type(exc).__name__)
+            return []
 
     # ----------------------------------------------------------------- firing
     def run_due(self) -> list[tuple[str, str, str]]:
-        """Fire, here and now, every job due on the injected clock (the demo, the tests): as
-        leader only. ``(run, after, outcome)`` for each."""
-        if not self.tick():
-            return []
-        now = self.clock.now()
-        if self.collectors is not None:
-            self.collectors.catch_up()
-        due = sorted((j for j in self.scheduler.get_jobs() if j.next_run_time is not None and j.next_run_time <= now),
-                     key=lambda j: j.next_run_time)
-        fired = []
-        for job in due:
-            self.scheduler.remove_job(job.id)
-            run_id, after = job.args
-            fired.append((run_id, after, self.fire(run_id, after)))
-        return fired
-
-    def _on_job(self, event: JobExecutionEvent) -> None:
-        if not event.job_id.startswith(PREFIX):
-            return
-        if event.exception is not None:
-            log.error("job %s failed: %s", event.job_id, event.exception)
-            return
-        run_id, after = event.retval
-        self.fire(run_id, after)
+        """Tick, then fire every report due on the injected clock, here and now, as leader only.
+        ``(run, after, outcome)`` for each."""
+        with self._tick_lock:
+            if not self.tick():
+                return []
+            now = self.clock.now()
+            due = sorted((when, key) for key, when in self._due.items() if when <= now)
+            if due and self.collectors is not None:
+                self.collectors.catch_up()
+            fired = []
+            for _, (run_id, after) in due:
+                if not self.token:
+                    break
+                fired.append((run_id, after, self.fire(run_id, after)))
+            return fired
 
     def fire(self, run_id: str, after: str) -> str:
-        """Post the report (once); on failure, schedule it again ``retry_after`` seconds later."""
-        try:
-            outcome: str = self.poster.post_due(run_id, after)
-        except Exception as exc:
-            log.exception("run %s: the %s report failed; retrying in %.0fs", run_id, after, self.retry_after)
-            self._add(run_id, after, self.clock.now() + dt.timedelta(seconds=self.retry_after))
-            return f"failed: {type(exc).__name__}"
-        return outcome
+        """Post the report (once); on failure, try again ``retry_after`` seconds later."""
+        key = (run_id, after)
+        with self._tick_lock:
+            try:
+                outcome: str = self.poster.post_due(run_id, after, token=self.token,
+                                                    lease=dt.timedelta(seconds=self.lease_ttl))
+            except Exception as exc:
+                log.exception("run %s: the %s report failed; retrying in %.0fs", run_id, after, self.retry_after)
+                self._retry[key] = self._due[key] = self.clock.now() + dt.timedelta(seconds=self.retry_after)
+                return f"failed: {type(exc).__name__}"
+            if outcome == "lost":
+                self.token, self._held_until = 0, 0.0
+                self._lost()
+            elif outcome == "pending":  # another claim holds a destination: look again later
+                self._retry[key] = self._due[key] = self.clock.now() + dt.timedelta(seconds=self.retry_after)
+            else:
+                self._due.pop(key, None)
+            return outcome
 
     def jobs(self) -> list[dict[str, Any]]:
-        """The scheduled report jobs: id and when each is due (for status and tests)."""
-        return [{"id": j.id, "due": j.next_run_time} for j in self.scheduler.get_jobs()]
+        """The scheduled reports: id and when each is due (for status and tests)."""
+        with self._tick_lock:
+            return [{"id": job_id(run_id, after), "due": when}
+                    for (run_id, after), when in sorted(self._due.items(), key=lambda item: item[1])]

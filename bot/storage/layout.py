@@ -19,14 +19,17 @@ Lua script and transaction touches one node and a managed Redis Cluster can hold
     {upgradebot}:once:<key>          string  idempotency claims (PX ttl)
     {upgradebot}:leader              string  owner id of the process running the report scheduler
                                            and the event collectors (PX ttl)
-    {upgradebot}:scheduler:jobs      hash    APScheduler's RedisJobStore: job id -> pickled job
-    {upgradebot}:scheduler:times     zset    APScheduler's RedisJobStore: job id by next run time
+    {upgradebot}:leader:epoch        string  the leader lease's fencing token: a number, one more at
+                                           each new holder (never less)
+    {upgradebot}:scheduler:jobs      (retired: APScheduler's pickled jobs before 0.9; never read,
+    {upgradebot}:scheduler:times      removed by the report scheduler's leader, logged)
     {upgradebot}:events:<id>         hash    a run's event collection: rv, tally (JSON), since,
                                            flushed_at, relists, watching
     {upgradebot}:events:<id>:seen    hash    event uid -> occurrences already counted (dedupe)
-    {upgradebot}:report:<id>:<after> hash    a posted report: thread, oncall (message ts),
-                                           verdict, posted_at (the idempotency record)
-    {upgradebot}:report:<id>:<after>:claim  string  owner id of the process posting it (PX ttl)
+    {upgradebot}:report:<id>:<after> hash    a report's idempotency record: <where>:claim ("<token>
+                                           <ms> <owner>", taken before each post), <where> (the
+                                           message's ts once posted; where: thread, oncall),
+                                           verdict, posted_at (every post recorded)
     {upgradebot}:quota:user:<id>     zset    slots of the long commands a user has running: a
     {upgradebot}:quota:channel:<id>  zset    token each, scored by when its lease ends (renewed while
                                            it runs; ``bot.workers.Quotas``)
@@ -65,8 +68,10 @@ class Keys:
     active = PREFIX + "runs:active"
     audit = PREFIX + "audit"
     leader = PREFIX + "leader"
+    leader_epoch = PREFIX + "leader:epoch"
     scheduler_jobs = PREFIX + "scheduler:jobs"
     scheduler_times = PREFIX + "scheduler:times"
+    """APScheduler's job store before 0.9 (pickled jobs): never read, only removed."""
     run = _Key("run:{0}")
     lock = _Key("lock:{0}")
     lease = _Key("lease:{0}")
@@ -75,7 +80,6 @@ class Keys:
     events = _Key("events:{0}")
     seen = _Key("events:{0}:seen")
     report = _Key("report:{0}:{1}")
-    report_claim = _Key("report:{0}:{1}:claim")
     quota = _Key("quota:{0}:{1}")
 
 
@@ -200,24 +204,79 @@ for _ = 1, n do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]); i = i + 2 end
 return 1
 """
 
-# KEYS: report, claim; ARGV: owner, ttl ms
-CLAIM_REPORT = """
-if redis.call('HEXISTS', KEYS[1], 'posted_at') == 1 then return 'posted' end
-local holder = redis.call('GET', KEYS[2])
-if holder and holder ~= ARGV[1] then return 'busy' end
-redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
-return 'claimed'
+# A key of ours holds a value of another type (written by something else): read as absent.
+STRING_OF = """
+local function string_of(key)
+  local kind = redis.call('TYPE', key).ok
+  if kind == 'none' then return nil, false end
+  if kind ~= 'string' then return nil, true end
+  return redis.call('GET', key), false
+end
 """
 
-# KEYS: report, claim; ARGV: owner, done (1|0), keep ms, field/value pairs...
-MARK_REPORT = """
-if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
-for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-if ARGV[2] == '1' then
-  redis.call('DEL', KEYS[2])
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+# KEYS: leader, epoch; ARGV: owner, ttl ms
+# Returns {token, note}: token 0 when another process holds the lease, else the fencing token
+# (the epoch: one more than the last holder's whenever the holder changes); note names a
+# key that held something foreign ('epoch', 'leader'), read as absent and overwritten.
+ACQUIRE_LEADER = STRING_OF + """
+local holder, odd_holder = string_of(KEYS[1])
+local raw, odd_epoch = string_of(KEYS[2])
+local epoch = tonumber(raw)
+local note = ''
+if odd_epoch or (raw and (not epoch or epoch < 0 or epoch > 2^50 or epoch ~= math.floor(epoch))) then
+  epoch = nil
+  note = 'epoch'
 end
-return 1
+if holder == ARGV[1] and epoch then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {epoch, note}
+end
+if holder and holder ~= ARGV[1] and redis.call('PTTL', KEYS[1]) >= 0 then return {0, note} end
+if odd_holder or (holder and holder ~= ARGV[1]) then note = note .. ' leader' end
+epoch = (epoch or 0) + 1
+redis.call('SET', KEYS[2], epoch)
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {epoch, note}
+"""
+
+# KEYS: leader, epoch, report; ARGV: owner, token, where, now ms, grace ms, lease ttl ms
+# The claim on posting the report to <where>, taken with the leader's fencing token in the
+# same script that checks it: 'stale' (the lease or its token is no longer ours: post
+# nothing), 'posted' (<where> is recorded), 'pending' (claimed by this or a newer token, or
+# by an older one less than grace ago: its holder may still post), 'foreign' (the record is
+# not a hash), 'claimed' (ours to post now) or 'reclaimed' (ours: an older leader's claim,
+# never recorded, taken over after grace). A claim renews the lease.
+CLAIM_REPORT_POST = STRING_OF + """
+local holder = string_of(KEYS[1])
+local epoch = string_of(KEYS[2])
+if holder ~= ARGV[1] or epoch ~= ARGV[2] then return 'stale' end
+local kind = redis.call('TYPE', KEYS[3]).ok
+if kind ~= 'hash' and kind ~= 'none' then return 'foreign' end
+if redis.call('HEXISTS', KEYS[3], ARGV[3]) == 1 then return 'posted' end
+local claim = redis.call('HGET', KEYS[3], ARGV[3] .. ':claim')
+local outcome = 'claimed'
+if claim then
+  local token, at = string.match(claim, '^(%d+) (%d+) ')
+  token, at = tonumber(token), tonumber(at)
+  if token and at and (token >= tonumber(ARGV[2]) or at + tonumber(ARGV[5]) > tonumber(ARGV[4])) then
+    return 'pending'
+  end
+  outcome = 'reclaimed'
+end
+redis.call('HSET', KEYS[3], ARGV[3] .. ':claim', ARGV[2] .. ' ' .. ARGV[4] .. ' ' .. ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+return outcome
+"""
+
+# KEYS: report; ARGV: where, token, owner
+# A post that failed (Slack answered, nothing was posted) gives its claim back.
+RELEASE_REPORT_POST = """
+if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
+local claim = redis.call('HGET', KEYS[1], ARGV[1] .. ':claim')
+if not claim or string.match(claim, '^(%d+) ') ~= ARGV[2] or string.sub(claim, -#ARGV[3] - 1) ~= ' ' .. ARGV[3] then
+  return 0
+end
+return redis.call('HDEL', KEYS[1], ARGV[1] .. ':claim')
 """
 
 

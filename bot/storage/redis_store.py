@@ -13,6 +13,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import json
+import logging
 import threading
 import time
 import urllib.parse
@@ -29,13 +30,14 @@ from pydantic_core import to_json
 
 from bot.storage.layout import (
     ACQUIRE,
-    CLAIM_REPORT,
+    ACQUIRE_LEADER,
+    CLAIM_REPORT_POST,
     CREATE,
     GLOBAL_AUDIT_MAXLEN,
-    MARK_REPORT,
     OLD_PREFIX,
     PREFIX,
     RELEASE,
+    RELEASE_REPORT_POST,
     RENEW_SLOT,
     SAVE,
     SAVE_COLLECTION,
@@ -49,6 +51,7 @@ from runbooks.errors import redact_url, scrub
 from runbooks.stability.collecting import Collected
 from runbooks.stability.tallying import Tally
 
+log = logging.getLogger("upgradebot.store")
 
 def _flatten(entries: Sequence[dict[str, Any]]) -> list[str]:
     """Audit entries as the scripts read them: count, then (field count, fields...) each."""
@@ -79,8 +82,11 @@ class RedisRunStore:
         self._take_over = client.register_script(TAKE_OVER)
         self._release = client.register_script(RELEASE)
         self._save_collection = client.register_script(SAVE_COLLECTION)
-        self._claim_report = client.register_script(CLAIM_REPORT)
-        self._mark_report = client.register_script(MARK_REPORT)
+        self._acquire_leader = client.register_script(ACQUIRE_LEADER)
+        self._claim_report_post = client.register_script(CLAIM_REPORT_POST)
+        self._release_report_post = client.register_script(RELEASE_REPORT_POST)
+        self._skipped: set[str] = set()
+        """Keys holding something that is not ours, already logged (each is logged once)."""
         self._take_slot = client.register_script(TAKE_SLOT)
         self._renew_slot = client.register_script(RENEW_SLOT)
         self._known = _KnownParts()
@@ -222,10 +228,18 @@ class RedisRunStore:
                     pipe.hgetall(Keys.run(str(run_id)))
                 else:
                     pipe.hget(Keys.run(str(run_id)), "json")
-            return [d for d in pipe.execute() if d]
+            return list(zip(ids, pipe.execute(raise_on_error=False), strict=True))
 
-        found = self._do(read)
-        runs = [self._whole(d) if whole else Run.model_validate_json(d) for d in found if not whole or d.get("json")]
+        runs = []
+        for run_id, data in self._do(read):
+            if not data:
+                continue
+            try:
+                if isinstance(data, Exception):
+                    raise data
+                runs.append(self._whole(data) if whole else Run.model_validate_json(data))
+            except (ValueError, KeyError, redis.ResponseError) as exc:  # ValidationError is a ValueError
+                self.skipped(Keys.run(str(run_id)), f"not a run ({type(exc).__name__})")
         runs.sort(key=lambda r: r.created_at, reverse=True)
         return runs[:limit]
 
@@ -274,9 +288,15 @@ class RedisRunStore:
         return bool(self._do(lambda: self.client.set(Keys.once(key), "1", nx=True, px=_ms(ttl))))
 
     # ------------------------------------------- the reports' leader, collections, reports
-    def acquire_leader(self, owner: str, ttl: dt.timedelta) -> bool:
-        """Take (or renew) the lease of the one process that schedules reports and collects events."""
-        return bool(self._call_int(self._acquire, [Keys.leader], [owner, _ms(ttl)]))
+    def acquire_leader(self, owner: str, ttl: dt.timedelta) -> int:
+        """Take (or renew) the lease of the one process that schedules reports and collects
+        events: its fencing token (a number that grows with each new holder), 0 when another
+        process holds it. A foreign value in the lease or its token is logged and overwritten."""
+        token, note = self._do(lambda: self._acquire_leader(keys=[Keys.leader, Keys.leader_epoch],
+                                                            args=[owner, _ms(ttl)]))
+        for key in str(note).split():
+            self.skipped(Keys.leader_epoch if key == "epoch" else Keys.leader, "not a lease of ours; replaced")
+        return int(token)
 
     def release_leader(self, owner: str) -> None:
         self._call_int(self._release, [Keys.leader], [owner])
@@ -285,17 +305,16 @@ class RedisRunStore:
         holder: str | None = self._do(lambda: self.client.get(Keys.leader))
         return holder
 
-    def job_store(self) -> Any:
-        """APScheduler's ``RedisJobStore`` on this Redis (its own connections: it pickles bytes)."""
-        from apscheduler.jobstores.redis import RedisJobStore
+    def drop_retired_schedule(self) -> int:
+        """Remove APScheduler's job store of versions before 0.9 (pickled jobs, never read now):
+        how many of its two keys there were."""
+        return int(self._do(lambda: self.client.delete(Keys.scheduler_jobs, Keys.scheduler_times)))
 
-        client = connect(self.url, decode=False)
-        if isinstance(client, _ClusterClient):  # the job store builds a plain client: give it ours instead
-            jobs = RedisJobStore(jobs_key=Keys.scheduler_jobs, run_times_key=Keys.scheduler_times)
-            jobs.redis = client
-            return jobs
-        return RedisJobStore(jobs_key=Keys.scheduler_jobs, run_times_key=Keys.scheduler_times,
-                             connection_pool=client.connection_pool)
+    def skipped(self, key: str, why: str) -> None:
+        """Log, once per key and store, an entry that is not ours (it is skipped, never run)."""
+        if key not in self._skipped:
+            self._skipped.add(key)
+            log.warning("skipped %s in Redis: %s", key, why)
 
     def load_collection(self, run_id: str) -> Collected:
         def read() -> tuple[dict[str, str], dict[str, str]]:
@@ -342,25 +361,36 @@ class RedisRunStore:
         self._do(end)
 
     def report_record(self, run_id: str, after: str) -> dict[str, str]:
-        record: dict[str, str] = self._do(lambda: self.client.hgetall(Keys.report(run_id, after)))
+        """The report's idempotency record (empty, logged once, when the key holds something else)."""
+        try:
+            record: dict[str, str] = self._do(lambda: self.client.hgetall(Keys.report(run_id, after)))
+        except redis.ResponseError as exc:
+            self.skipped(Keys.report(run_id, after), f"not a report record ({_reason(exc)})")
+            return {}
         return record
 
-    def claim_report(self, run_id: str, after: str, owner: str, ttl: dt.timedelta) -> str:
-        """``posted`` (nothing to do), ``busy`` (another process posts it) or ``claimed`` (ours to post)."""
-        keys = [Keys.report(run_id, after), Keys.report_claim(run_id, after)]
-        return str(self._do(lambda: self._claim_report(keys=keys, args=[owner, _ms(ttl)])))
+    def claim_report_post(self, run_id: str, after: str, *, where: str, owner: str, token: int,
+                          now: dt.datetime, grace: dt.timedelta, lease: dt.timedelta) -> str:
+        """Claim posting the ``after`` report to ``where`` with the leader's fencing token, in
+        the script that checks the token (:data:`~bot.storage.layout.CLAIM_REPORT_POST`):
+        ``claimed``/``reclaimed`` (post it), ``posted``, ``pending``, ``stale`` or ``foreign``."""
+        keys = [Keys.leader, Keys.leader_epoch, Keys.report(run_id, after)]
+        args: list[str | int] = [owner, str(token), where, int(now.timestamp() * 1000), _ms(grace), _ms(lease)]
+        return str(self._do(lambda: self._claim_report_post(keys=keys, args=args)))
 
-    def mark_report(self, run_id: str, after: str, owner: str, *, done: bool = False,
-                    keep: dt.timedelta = dt.timedelta(days=90), **fields: str) -> bool:
-        """Record what was posted (``thread=<ts>``...) while our claim holds; ``done`` ends the claim."""
-        args: list[Any] = [owner, "1" if done else "0", _ms(keep)]
-        for key, value in fields.items():
-            args += [key, value]
-        keys = [Keys.report(run_id, after), Keys.report_claim(run_id, after)]
-        return bool(self._call_int(self._mark_report, keys, args))
+    def release_report_post(self, run_id: str, after: str, *, where: str, owner: str, token: int) -> None:
+        """Give back our claim on ``where`` (the post failed: Slack answered, nothing posted)."""
+        self._call_int(self._release_report_post, [Keys.report(run_id, after)], [where, str(token), owner])
 
-    def release_report(self, run_id: str, after: str, owner: str) -> None:
-        self._call_int(self._release, [Keys.report_claim(run_id, after)], [owner])
+    def record_report_post(self, run_id: str, after: str, *, where: str, ts: str, verdict: str) -> None:
+        """``where`` was posted (message ``ts``): a fact, recorded whoever holds the lease now."""
+        self._do(lambda: self.client.hsetnx(Keys.report(run_id, after), where, ts)
+                 + self.client.hsetnx(Keys.report(run_id, after), "verdict", verdict))
+
+    def finish_report(self, run_id: str, after: str, *, posted_at: str, keep: dt.timedelta = dt.timedelta(days=90)) -> None:
+        """Every post of the report is recorded: it is posted (kept ``keep``)."""
+        self._do(lambda: self.client.hsetnx(Keys.report(run_id, after), "posted_at", posted_at)
+                 + self.client.pexpire(Keys.report(run_id, after), _ms(keep)))
 
     # ------------------------------------------------------- quotas (slots with leases)
     def take_slot(self, sets: Sequence[tuple[str, str, int]], token: str, lease: float) -> int:
@@ -415,6 +445,9 @@ def _entry(entry_id: str, fields: dict[str, str]) -> dict[str, Any]:
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 TIMEOUTS: dict[str, Any] = {"socket_timeout": 10, "socket_connect_timeout": 5}
+DECODE: dict[str, Any] = {"encoding_errors": "replace"}
+"""A decoding client reads bytes that are not UTF-8 (not ours) as U+FFFD: the entry then fails to
+parse and is skipped, instead of failing the whole read."""
 
 
 PART = "part:"
@@ -517,7 +550,7 @@ def connect(url: str, *, decode: bool, timeout: float | None = None) -> redis.Re
     timeouts = TIMEOUTS if timeout is None else {"socket_timeout": timeout, "socket_connect_timeout": timeout,
                                                  "retry": redis.retry.Retry(redis.backoff.NoBackoff(), 0)}
     if scheme.lower() not in (*SENTINEL_SCHEMES, *CLUSTER_SCHEMES):
-        return redis.Redis.from_url(url, decode_responses=decode, **timeouts)
+        return redis.Redis.from_url(url, decode_responses=decode, **(DECODE if decode else {}), **timeouts)
     creds, at, location = rest.rpartition("@")
     hosts, _, path = location.partition("/")
     user, _, password = creds.partition(":") if at else ("", "", "")
@@ -527,7 +560,8 @@ def connect(url: str, *, decode: bool, timeout: float | None = None) -> redis.Re
         if path.strip("/"):
             raise ValueError("a Redis Cluster has database 0 only: redis+cluster://host:port[,host:port]")
         nodes = [redis.cluster.ClusterNode(name, port) for name, port in _hosts(hosts, default_port=6379)]
-        return _ClusterClient(startup_nodes=nodes, decode_responses=decode, **auth, **timeouts)  # type: ignore[return-value]
+        return _ClusterClient(startup_nodes=nodes, decode_responses=decode, **(DECODE if decode else {}),  # type: ignore[return-value]
+                              **auth, **timeouts)
     names = [part for part in path.split("/") if part]
     if not names:
         raise ValueError("name the master the Sentinels watch: redis+sentinel://host:26379/<master>[/<db>]")
@@ -535,7 +569,7 @@ def connect(url: str, *, decode: bool, timeout: float | None = None) -> redis.Re
         raise ValueError("after the master comes the database number only: …/<master>/0")
     sentinel = redis.sentinel.Sentinel(_hosts(hosts, default_port=26379), **TIMEOUTS)
     return sentinel.master_for(names[0], db=int(names[1]) if len(names) == 2 else 0, decode_responses=decode,
-                               **auth, **timeouts)
+                               **(DECODE if decode else {}), **auth, **timeouts)
 
 
 def _hosts(text: str, *, default_port: int) -> list[tuple[str, int]]:
@@ -549,7 +583,7 @@ def _hosts(text: str, *, default_port: int) -> list[tuple[str, int]]:
 
 
 class _ClusterClient(redis.cluster.RedisCluster):
-    """RedisCluster as APScheduler's job store uses a client: its pipelines are transactions
+    """RedisCluster as a plain client's users expect it: its pipelines are transactions
     (every key of ours is in one slot) and it has a ``connection_pool`` to disconnect."""
 
     def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:

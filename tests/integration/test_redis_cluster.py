@@ -3,7 +3,7 @@
 A real three-node cluster (``redis-server --cluster-enabled yes``, the slots split three
 ways): every key of the bot is in one slot (the ``{upgradebot}`` hash tag), so each Lua
 script and transaction runs on one node, and the whole store works on it: runs with their
-lock and audit, leases, claims, event collections, report claims, APScheduler's jobs.
+lock and audit, leases, claims, event collections, report claims, the leader's fencing token.
 """
 
 from __future__ import annotations
@@ -81,19 +81,12 @@ def test_the_whole_store_works_on_a_cluster(cluster_url: str) -> None:
     store.save_collection(run.id, owner="bot-a", rv="42", tally=Tally(), seen={"uid-1": 1}, gone=set(),
                           info={"since": "now"})
     assert store.load_collection(run.id).rv == "42"
-    assert store.claim_report(run.id, "24h", "bot-a", dt.timedelta(seconds=30)) == "claimed"
+    assert store.claim_report_post(run.id, "24h", where="thread", owner="bot-a", token=1, now=dt.datetime.now(dt.UTC),
+                                   grace=dt.timedelta(minutes=10), lease=dt.timedelta(seconds=30)) == "claimed"
+    store.record_report_post(run.id, "24h", where="thread", ts="1.0", verdict="stable")
+    assert store.report_record(run.id, "24h")["thread"] == "1.0"
     assert store.persistence() == "the append-only file"
-    from apscheduler.schedulers.background import BackgroundScheduler
-
-    scheduler = BackgroundScheduler(jobstores={"default": store.job_store()}, timezone="UTC")
-    scheduler.start(paused=True)  # the jobs are stored (pickled, in a transaction), none runs
-    try:
-        scheduler.add_job(print, "date", run_date=dt.datetime(2099, 1, 1, tzinfo=dt.UTC), id="report-r-1-24h")
-        assert [job.id for job in scheduler.get_jobs()] == ["report-r-1-24h"]
-        scheduler.remove_job("report-r-1-24h")
-        assert scheduler.get_jobs() == []
-    finally:
-        scheduler.shutdown(wait=False)
+    assert store.drop_retired_schedule() == 0
     assert store.migrate_keys() == 0
     store.close()
 

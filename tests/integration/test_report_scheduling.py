@@ -1,8 +1,8 @@
-"""The report schedule: APScheduler 3 on Redis, one leader among bot processes, each report once.
+"""The report schedule: derived from the runs in Redis, one leader among bot processes, each report once.
 
 Two report schedulers here are two bot processes as far as Redis can tell: each has its own
-connections, its own APScheduler with its own Redis job store, its own owner id. Slack is
-the fake Slack server, which records every call.
+connections, its own schedule, its own owner id. Slack is the fake Slack server, which
+records every call.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_two_bot_processes_post_each_report_once_and_the_survivor_takes_over(
 def test_a_report_due_while_no_bot_ran_is_posted_once_when_one_starts(
     sim: KubeSim, redis_url: str, slack: FakeSlack
 ) -> None:
-    """The job is scheduled, every bot stops before it is due; a bot started later posts it, once."""
+    """The report is scheduled, every bot stops before it is due; a bot started later posts it, once."""
     first = bot_process(redis_url, sim, slack, "bot-a", "2s")
     run = monitoring_run(first.store, sim)
     first.scheduler.start()

@@ -180,7 +180,7 @@ def test_every_key_hashes_to_one_cluster_slot(redis_url: str) -> None:
     keys = [Keys.runs, Keys.active, Keys.audit, Keys.leader, Keys.scheduler_jobs, Keys.scheduler_times,
             Keys.run("r-1"), Keys.lock("prod/kube-system/x"), Keys.lease("r-1"), Keys.run_audit("r-1"),
             Keys.once("slack:command:abc"), Keys.events("r-1"), Keys.seen("r-1"), Keys.report("r-1", "24h"),
-            Keys.report_claim("r-1", "24h")]
+            Keys.leader_epoch]
     assert {key_slot(key.encode()) for key in keys} == {key_slot(b"upgradebot")}
 
 

@@ -207,6 +207,24 @@ def warning_auth_test_failed(reason: str) -> str:
     return f"Slack auth.test failed ({reason}): /readyz answers 503 until it succeeds"
 
 
+def error_secret_empty(variable: str) -> str:
+    return f"{variable} is set but empty: give it its value from the Slack app's settings, or unset it"
+
+
+def error_secret_malformed(variable: str, shape: str) -> str:
+    """A Slack secret or token of the wrong shape; its value is never shown."""
+    return f"{variable} is not {shape}: copy it again from the Slack app's settings"
+
+
+BOT_TOKEN_SHAPE = "a bot token (xoxb- then letters, digits and dashes)"
+SIGNING_SECRET_SHAPE = ("a signing secret (16 to 256 letters, digits, - or _, not a token; Slack's is 32 hex "
+                        "digits, on the app's Basic Information page)")
+
+
+def error_kubeconfig_unusable(reason: str) -> str:
+    return f"kubeconfig unusable: {reason}"
+
+
 # ------------------------------------------------------------------ the shell (one line each, on stderr)
 PROG = "upgradebot"
 SHELL_INTERRUPTED = f"{PROG}: interrupted"

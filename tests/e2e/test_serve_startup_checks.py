@@ -13,7 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.settings import SettingsError
+from bot.slack.http import Readiness, WebApp
+from bot.slack.metrics import Metrics
+from bot.slack.serve import build_service
 from kubesim import KubeSim
+from tests.e2e.harness import POLICY, settings_for
 from tests.e2e.test_serve_process import SERVE, environment, served
 from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get, post, slash_command
 
@@ -131,3 +136,22 @@ def test_finding_1_a_valid_secret_still_refuses_unsigned_requests(cluster: KubeS
         err = bot.stop()
     assert bot.proc.returncode == 0, err
     assert BOT_TOKEN not in err and SIGNING_SECRET not in err
+
+
+@pytest.mark.parametrize("secret", [None, ""], ids=["none", "empty"])
+def test_finding_1_the_slack_endpoint_cannot_be_built_without_a_signing_secret(secret: str | None) -> None:
+    """Finding 1 of the security review, defence in depth: the HTTP front once took a missing or
+    empty secret as "check no signature". Its Slack endpoint now cannot be built without one
+    (the probes alone, as on --metrics-port, need none)."""
+    readiness, metrics = Readiness({}), Metrics()
+    with pytest.raises(SettingsError, match="SLACK_SIGNING_SECRET"):
+        WebApp(slack=lambda environ, start_response: [], readiness=readiness, metrics=metrics, signing_secret=secret)
+    probes = WebApp(slack=None, readiness=readiness, metrics=metrics)
+    assert probes.secret == b""
+
+
+def test_finding_1_an_empty_signing_secret_is_refused_where_the_front_is_built(cluster: KubeSim) -> None:
+    """Finding 1 of the security review: build_service (what serve and every worker build) refuses
+    a signing secret that is set but empty, as serve does at start."""
+    with FakeSlack() as fake, pytest.raises(SettingsError, match="SLACK_SIGNING_SECRET is set but empty"):
+        build_service(settings_for(fake, cluster, SLACK_SIGNING_SECRET=""), POLICY)

@@ -211,14 +211,11 @@ def error_secret_empty(variable: str) -> str:
     return f"{variable} is set but empty: give it its value from the Slack app's settings, or unset it"
 
 
-def error_secret_malformed(variable: str, shape: str) -> str:
-    """A Slack secret or token of the wrong shape; its value is never shown."""
-    return f"{variable} is not {shape}: copy it again from the Slack app's settings"
-
-
-BOT_TOKEN_SHAPE = "a bot token (xoxb- then letters, digits and dashes)"
-SIGNING_SECRET_SHAPE = ("a signing secret (16 to 256 letters, digits, - or _, not a token; Slack's is 32 hex "
-                        "digits, on the app's Basic Information page)")
+ERROR_BOT_TOKEN_MALFORMED = ("SLACK_BOT_TOKEN is not a bot token (xoxb- then letters, digits and dashes): copy it "
+                             "again from the app's OAuth & Permissions page")
+ERROR_SIGNING_SECRET_MALFORMED = ("SLACK_SIGNING_SECRET is not a signing secret (16 to 256 letters, digits, - or _, "
+                                  "not a token; Slack's is 32 hex digits): copy it again from the app's Basic "
+                                  "Information page")
 
 
 def error_kubeconfig_unusable(reason: str) -> str:

@@ -44,13 +44,13 @@ def check_slack_secrets(settings: Settings, *, serving: bool) -> str:
     if bot is None:
         raise SettingsError(msg.ERROR_TOKEN_REQUIRED)
     if not BOT_TOKEN.fullmatch(bot):
-        raise SettingsError(msg.error_secret_malformed("SLACK_BOT_TOKEN", msg.BOT_TOKEN_SHAPE))
+        raise SettingsError(msg.ERROR_BOT_TOKEN_MALFORMED)
     app = _value(settings, "SLACK_APP_TOKEN")
     if app is not None and not APP_TOKEN.fullmatch(app):
         raise SettingsError(msg.ERROR_APP_TOKEN_INVALID)
     secret = _value(settings, "SLACK_SIGNING_SECRET")
     if secret is not None and (not SIGNING_SECRET.fullmatch(secret) or secret.startswith(TOKEN_PREFIXES)):
-        raise SettingsError(msg.error_secret_malformed("SLACK_SIGNING_SECRET", msg.SIGNING_SECRET_SHAPE))
+        raise SettingsError(msg.ERROR_SIGNING_SECRET_MALFORMED)
     if serving and app is None and secret is None:
         raise SettingsError(msg.ERROR_SIGNING_SECRET_REQUIRED)
     return app or ""

@@ -138,3 +138,27 @@ def configure_logging(*, level: str = "INFO", form: str = "text", secrets: Seque
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+
+
+class _ShellFormatter(logging.Formatter):
+    """The shell's log lines: the message alone, on one line, without a traceback (finding 13
+    of the security review: a step's unexpected error printed 21 lines at the terminal)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return _cut(" ".join(record.getMessage().split()))
+
+
+def configure_shell_logging(*, level: str, secrets: Sequence[str] = (), stream: TextIO | None = None) -> None:
+    """The shell, the console and the demo: WARNING and worse as one line each on ``stream``
+    (stderr), secrets masked; ``LOG_LEVEL=DEBUG`` shows everything, tracebacks included.
+    Nothing is done when the root logger already has a handler (a test runner, a program
+    embedding the CLI): Python's last-resort handler, which prints tracebacks, is never used."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(stream or sys.stderr)
+    debug = level == "DEBUG"
+    handler.setFormatter(logging.Formatter(TEXT_FORMAT) if debug else _ShellFormatter())
+    handler.addFilter(SecretFilter(secrets))
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if debug else max(logging.WARNING, logging.getLevelName(level)))

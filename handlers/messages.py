@@ -233,6 +233,19 @@ def policy_too_many_values(path: str, limit: int) -> str:
 
 
 POLICY_KEY_NOT_PLAIN = "a key must be a plain value (a word or a number), not a list or a mapping"
+def error_secret_empty(variable: str) -> str:
+    return f"{variable} is set but empty: give it its value from the Slack app's settings, or unset it"
+
+
+ERROR_BOT_TOKEN_MALFORMED = ("SLACK_BOT_TOKEN is not a bot token (xoxb- then letters, digits and dashes): copy it "
+                             "again from the app's OAuth & Permissions page")
+ERROR_SIGNING_SECRET_MALFORMED = ("SLACK_SIGNING_SECRET is not a signing secret (16 to 256 letters, digits, - or _, "
+                                  "not a token; Slack's is 32 hex digits): copy it again from the app's Basic "
+                                  "Information page")
+
+
+def error_kubeconfig_unusable(reason: str) -> str:
+    return f"kubeconfig unusable: {reason}"
 
 
 # ------------------------------------------------------------------ the shell (one line each, on stderr)

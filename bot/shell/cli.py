@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn, TextIO
 
-from bot import console, runtime
+from bot import console, logs, runtime
 from bot.settings import Settings, SettingsError, load_settings
 from bot.shell.identity import IdentityRefused, ShellIdentity, check_as, resolve
 from bot.shell.output import ShellObserver, print_result
@@ -219,10 +219,13 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     try:
         args = build_parser().parse_args(argv)
         process = PROCESSES.get(args.verb)
+        settings = load_settings()
+        if args.verb not in ("serve", "worker"):  # those write log lines of their own (bot.logs)
+            logs.configure_shell_logging(level=settings.log_level, secrets=secrets_of(settings), stream=err)
         if process is not None:
-            return process.run(args, load_settings(), out)
+            return process.run(args, settings, out)
         command = next(c for c in VERBS if c.name == args.verb)
-        return run_command(command, args, load_settings(), out)
+        return run_command(command, args, settings, out)
     except UsageError as exc:
         err.write(msg.shell_error(exc.reason) + "\n" + msg.shell_usage(exc.usage) + "\n")
     except (ClusterError, SettingsError, Refused, StoreUnavailable, StepPaused, RedisUnavailable,
@@ -234,3 +237,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     except Exception as exc:  # a bug: one line for the user, never a traceback (and nothing more is done)
         err.write(msg.shell_error(msg.shell_internal_error(type(exc).__name__, scrub(shorten(str(exc))))) + "\n")
     return EXIT_USAGE
+
+
+def secrets_of(settings: Settings) -> list[str]:
+    """What a shell log line must never show: the CI identity token and the Slack secrets."""
+    values = (settings.identity_token, settings.slack_bot_token, settings.slack_signing_secret, settings.slack_app_token)
+    return [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]

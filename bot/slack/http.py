@@ -35,7 +35,9 @@ from waitress import wasyncore
 from waitress.channel import HTTPChannel
 from waitress.task import WSGITask
 
+from bot.settings import SettingsError
 from bot.slack.metrics import Metrics
+from handlers import messages as msg
 from runbooks.errors import scrub, shorten
 
 log = logging.getLogger("upgradebot.web")
@@ -103,11 +105,14 @@ class WebApp:
                  slack_path: str = "/slack/events", signing_secret: str | None = None,
                  max_body: int = MAX_BODY, clock: Callable[[], float] = time.time, with_metrics: bool = True,
                  take: Take | None = None) -> None:
-        """``with_metrics`` False: ``/metrics`` is served on a port of its own (404 here)."""
+        """``with_metrics`` False: ``/metrics`` is served on a port of its own (404 here). With
+        ``slack`` (the endpoint) a ``signing_secret`` is required: there is no unsigned mode."""
         self.slack, self.readiness, self.metrics, self.slack_path = slack, readiness, metrics, slack_path
         self.take = take
         self.with_metrics = with_metrics
-        self.secret = signing_secret.encode() if signing_secret else None
+        if slack is not None and not signing_secret:  # never an endpoint that takes unsigned requests
+            raise SettingsError(msg.ERROR_SIGNING_SECRET_REQUIRED)
+        self.secret = (signing_secret or "").encode()
         self.max_body, self.clock = max_body, clock
         self._warned_at = -WARN_EVERY
 
@@ -175,21 +180,21 @@ class WebApp:
             return _refuse("413 Request Entity Too Large", f"a body of {length} bytes (at most {self.max_body})"), {}
         body = environ["wsgi.input"].read(length) if length else b""
         timestamp = str(environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP", ""))
-        if self.secret is not None and not self._signed(body, timestamp, str(environ.get("HTTP_X_SLACK_SIGNATURE", ""))):
+        if not self._signed(body, timestamp, str(environ.get("HTTP_X_SLACK_SIGNATURE", ""))):
             return _refuse("401 Unauthorized", "no valid Slack signature for this body and a fresh timestamp"), {}
         form = _shape(body, str(environ.get("CONTENT_TYPE", "")))
         if form.problem:
             return _refuse("400 Bad Request", form.problem), {}
         if form.rewritten is not None:  # re-encoded for Bolt's parser, and signed again as Slack would
             body = form.rewritten
-            if self.secret is not None:
-                environ["HTTP_X_SLACK_SIGNATURE"] = _signature(self.secret, timestamp, body)
+            environ["HTTP_X_SLACK_SIGNATURE"] = _signature(self.secret, timestamp, body)
         environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(body), str(len(body))
         return None, form.body
 
     def _signed(self, body: bytes, timestamp: str, signature: str) -> bool:
         """Slack's v0 signature of ``body`` at ``timestamp``, no more than :data:`MAX_AGE` away."""
-        assert self.secret is not None
+        if not self.secret:
+            return False
         if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 12) or not signature.isascii():
             return False
         if abs(self.clock() - int(timestamp)) > MAX_AGE:

@@ -42,6 +42,7 @@ from bot.slack.idempotency import Idempotency, InMemoryIdempotency
 from bot.slack.metrics import Metrics, RunsByState, StepTimer, runs_by_state
 from bot.slack.pacing import Pacer
 from bot.slack.socket_mode import SocketMode
+from bot.slack.startup import check_clusters, check_slack_secrets
 from bot.slack.threads import SlackOutlet, SlackThreads
 from bot.slack.web import SlackWeb, UsergroupDirectory, error_code, make_client
 from bot.storage.redis_store import RedisRunStore
@@ -160,8 +161,8 @@ def build_service(
     ``metrics``, ``web`` and ``directory`` may be built by the caller (the runtime's
     wiring shares them with the run threads, :func:`build_slack_service`). With ``jobs`` the
     listeners only queue: worker processes run the requests (:func:`build_front`)."""
-    if settings.slack_bot_token is None or not settings.slack_bot_token.get_secret_value():
-        raise SettingsError(msg.ERROR_TOKEN_REQUIRED)
+    check_slack_secrets(settings, serving=False)
+    assert settings.slack_bot_token is not None
     metrics = metrics or Metrics()
     metrics.set_runs_source(runs_by_state)
     web = web or SlackWeb(make_client(settings, metrics=metrics), metrics)
@@ -280,12 +281,11 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
     request on Redis, and ``UPGRADEBOT_WORKER_PROCESSES`` sets of worker processes that run
     them (:mod:`bot.processes`; each resumes unfinished runs at start and periodically).
     With ``service`` (and ``runtime``), everything in this process (tests)."""
-    app_token = settings.slack_app_token.get_secret_value() if settings.slack_app_token else ""
+    # before anything starts (a worker process, a port): the Slack secrets, the policy, the clusters
+    app_token = check_slack_secrets(settings, serving=True)
     socket_mode = bool(app_token)
-    if socket_mode and not app_token.startswith("xapp-"):
-        raise SettingsError(msg.ERROR_APP_TOKEN_INVALID)
-    if not socket_mode and settings.slack_signing_secret is None:
-        raise SettingsError(msg.ERROR_SIGNING_SECRET_REQUIRED)
+    policy = service.policy if service is not None else settings.policy()
+    cluster_check = check_clusters(settings, policy)
     if service is None and settings.config_file is None:
         log.warning(msg.SERVE_READ_ONLY)
         off = {c.name: msg.READ_ONLY_VERB for c in VERBS if c.chat and c.name != inventory.COMMAND.name}
@@ -296,7 +296,6 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
     if service is None:
         if not settings.redis_url and settings.in_pod:
             raise SettingsError(msg.ERROR_REDIS_URL_IN_POD)
-        policy = settings.policy()
         store = open_store(settings)
         try:
             check_durable(store, allow_volatile=allow_volatile)
@@ -310,6 +309,7 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
         if settings.worker_processes:
             workers = WorkerProcesses(DEFAULT_GROUPS * settings.worker_processes, drain=drain).start()
         service = build_front(settings, policy, store=store, jobs=jobs, workers=workers)
+    service.readiness.add("cluster", cluster_check)
     if runtime is not None:
         runtime.start()
     http = HttpServer(service.wsgi(with_slack=not socket_mode, with_metrics=metrics_port is None), host=host,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from handlers import messages as msg
+from handlers import startup_messages as startup_msg
 
 MAX_BYTES = 1 << 20
 """The largest policy file read: a policy is a few kilobytes."""
@@ -52,7 +52,7 @@ def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool 
     seen: dict[object, int] = {}
     for key_node, _ in node.value:
         if not isinstance(key_node, yaml.ScalarNode):
-            raise yaml.constructor.ConstructorError(None, None, msg.POLICY_KEY_NOT_PLAIN, key_node.start_mark)
+            raise yaml.constructor.ConstructorError(None, None, startup_msg.POLICY_KEY_NOT_PLAIN, key_node.start_mark)
         key = loader.construct_object(key_node, deep=deep)
         line = key_node.start_mark.line + 1
         if key in seen:
@@ -70,25 +70,25 @@ def read_text(path: Path) -> str:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
-        raise PolicyFileError(msg.policy_unreadable(str(path), exc.strerror or str(exc))) from exc
+        raise PolicyFileError(startup_msg.policy_unreadable(str(path), exc.strerror or str(exc))) from exc
     try:
         regular = stat.S_ISREG(os.fstat(fd).st_mode)
     except OSError:
         regular = False
     if not regular:
         os.close(fd)
-        raise PolicyFileError(msg.policy_not_regular(str(path)))
+        raise PolicyFileError(startup_msg.policy_not_regular(str(path)))
     try:
         with os.fdopen(fd, "rb") as file:
             data = file.read(MAX_BYTES + 1)
     except OSError as exc:
-        raise PolicyFileError(msg.policy_unreadable(str(path), exc.strerror or str(exc))) from exc
+        raise PolicyFileError(startup_msg.policy_unreadable(str(path), exc.strerror or str(exc))) from exc
     if len(data) > MAX_BYTES:
-        raise PolicyFileError(msg.policy_too_large(str(path), MAX_BYTES >> 20))
+        raise PolicyFileError(startup_msg.policy_too_large(str(path), MAX_BYTES >> 20))
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise PolicyFileError(msg.policy_not_utf8(str(path), exc.start)) from exc
+        raise PolicyFileError(startup_msg.policy_not_utf8(str(path), exc.start)) from exc
 
 
 def _depth(text: str) -> int:
@@ -122,14 +122,14 @@ def load(path: Path) -> object:
     for a file that is not one, ``yaml.YAMLError`` for one that is not valid YAML."""
     text = read_text(path)
     if _depth(text) > MAX_DEPTH:
-        raise PolicyFileError(msg.policy_too_deep(str(path), MAX_DEPTH))
+        raise PolicyFileError(startup_msg.policy_too_deep(str(path), MAX_DEPTH))
     loader = UniqueKeyLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return {}
         if _expanded_size(node) > MAX_VALUES:
-            raise PolicyFileError(msg.policy_too_many_values(str(path), MAX_VALUES))
+            raise PolicyFileError(startup_msg.policy_too_many_values(str(path), MAX_VALUES))
         return loader.construct_document(node)
     finally:
         loader.dispose()

@@ -37,7 +37,7 @@ from waitress.task import WSGITask
 
 from bot.settings import SettingsError
 from bot.slack.metrics import Metrics
-from handlers import messages as msg
+from handlers import startup_messages as startup_msg
 from runbooks.errors import scrub, shorten
 
 log = logging.getLogger("upgradebot.web")
@@ -59,11 +59,16 @@ Check = Callable[[], object]
 
 
 class Readiness:
-    """Named checks, run at most every ``cache_seconds`` (probes come often, Slack is remote)."""
+    """Named checks, run at most every ``cache_seconds`` (probes come often, Slack is remote).
+
+    A check added with ``required=False`` is *reported*: its result is in the answer, but it
+    never makes the process unready (a cluster outage is told to the people asking, in their
+    thread; taking every replica out of rotation would only turn that answer into a Slack error)."""
 
     def __init__(self, checks: Mapping[str, Check], *, cache_seconds: float = 5.0,
                  secrets: Iterable[str] = (), clock: Callable[[], float] = time.monotonic) -> None:
         self.checks = dict(checks)
+        self.reported: set[str] = set()
         self.mode = "full"
         """``read-only`` when ``serve`` started without a policy file (help and inventory only)."""
         self.cache_seconds = cache_seconds
@@ -72,9 +77,11 @@ class Readiness:
         self._last: tuple[float, bool, dict[str, str]] | None = None
         self._lock = threading.Lock()
 
-    def add(self, name: str, check: Check) -> None:
+    def add(self, name: str, check: Check, *, required: bool = True) -> None:
         with self._lock:
             self.checks[name] = check
+            if not required:
+                self.reported.add(name)
             self._last = None
 
     def check(self) -> tuple[bool, dict[str, str]]:
@@ -89,7 +96,7 @@ class Readiness:
                 except Exception as exc:
                     reason = shorten(scrub(f"{type(exc).__name__}: {exc}", *self._secrets), 200)
                     results[name] = f"failed: {reason}"
-            ready = all(v == "ok" for v in results.values())
+            ready = all(v == "ok" for name, v in results.items() if name not in self.reported)
             self._last = (self._clock(), ready, results)
             return ready, dict(results)
 
@@ -111,7 +118,7 @@ class WebApp:
         self.take = take
         self.with_metrics = with_metrics
         if slack is not None and not signing_secret:  # never an endpoint that takes unsigned requests
-            raise SettingsError(msg.ERROR_SIGNING_SECRET_REQUIRED)
+            raise SettingsError(startup_msg.ERROR_SIGNING_SECRET_REQUIRED)
         self.secret = (signing_secret or "").encode()
         self.max_body, self.clock = max_body, clock
         self._warned_at = -WARN_EVERY

@@ -49,6 +49,7 @@ from bot.storage.redis_store import RedisRunStore
 from bot.workers import Quotas, Workers, long_reads
 from handlers import inventory
 from handlers import messages as msg
+from handlers import startup_messages as startup_msg
 from handlers.access import Directory
 from handlers.clicks import Decisions, EngineDecisions
 from handlers.routing import Deps, Registry, Router, Verb, default_registry
@@ -261,13 +262,13 @@ def check_durable(store: RedisRunStore, *, allow_volatile: bool) -> None:
         kept = store.persistence()
     except StoreUnavailable as exc:
         if not allow_volatile:
-            raise SettingsError(msg.error_redis_persistence_unknown(str(exc))) from exc
+            raise SettingsError(startup_msg.error_redis_persistence_unknown(str(exc))) from exc
         log.warning("%s", exc)
         return
     if kept is None:
         if not allow_volatile:
-            raise SettingsError(msg.error_redis_volatile(url))
-        log.warning(msg.warning_redis_volatile(url))
+            raise SettingsError(startup_msg.error_redis_volatile(url))
+        log.warning(startup_msg.warning_redis_volatile(url))
     else:
         log.info("Redis at %s keeps its data in %s", url, kept)
 
@@ -295,7 +296,7 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
     store: RedisRunStore | None = None
     if service is None:
         if not settings.redis_url and settings.in_pod:
-            raise SettingsError(msg.ERROR_REDIS_URL_IN_POD)
+            raise SettingsError(startup_msg.ERROR_REDIS_URL_IN_POD)
         store = open_store(settings)
         try:
             check_durable(store, allow_volatile=allow_volatile)
@@ -309,7 +310,7 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
         if settings.worker_processes:
             workers = WorkerProcesses(DEFAULT_GROUPS * settings.worker_processes, drain=drain).start()
         service = build_front(settings, policy, store=store, jobs=jobs, workers=workers)
-    service.readiness.add("cluster", cluster_check)
+    service.readiness.add("cluster", cluster_check, required=False)  # reported: users are told, replicas stay
     if runtime is not None:
         runtime.start()
     http = HttpServer(service.wsgi(with_slack=not socket_mode, with_metrics=metrics_port is None), host=host,
@@ -323,7 +324,7 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
     try:
         service.identity.refresh(service.web)
     except Exception as exc:  # not fatal: readiness says so until Slack answers
-        log.warning(msg.warning_auth_test_failed(error_code(exc)))
+        log.warning(startup_msg.warning_auth_test_failed(error_code(exc)))
     handler = None
     if socket_mode:
         handler = SocketMode(service.app, app_token=app_token, metrics=service.metrics)
@@ -338,7 +339,7 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
                 workers.stop(timeout=5)
             if runtime is not None:
                 runtime.stop(timeout=1)
-            raise SettingsError(msg.error_socket_mode_failed(error_code(exc))) from exc
+            raise SettingsError(startup_msg.error_socket_mode_failed(error_code(exc))) from exc
         service.readiness.add("socket_mode", handler.check)
     stop.wait()
     log.info("stopping: no new requests, long reads cancelled, finishing the work in progress (up to %.0f s)", drain)

@@ -21,6 +21,7 @@ from bot.runtime import connector
 from bot.settings import Settings, SettingsError
 from bot.slack.http import Check
 from handlers import messages as msg
+from handlers import startup_messages as startup_msg
 from runbooks.cluster import Cluster
 from runbooks.cluster.retrying import RetryPolicy
 from runbooks.errors import ClusterConfigError, ClusterError
@@ -42,17 +43,17 @@ def check_slack_secrets(settings: Settings, *, serving: bool) -> str:
     a worker needs only the bot token."""
     bot = _value(settings, "SLACK_BOT_TOKEN")
     if bot is None:
-        raise SettingsError(msg.ERROR_TOKEN_REQUIRED)
+        raise SettingsError(startup_msg.ERROR_TOKEN_REQUIRED)
     if not BOT_TOKEN.fullmatch(bot):
-        raise SettingsError(msg.ERROR_BOT_TOKEN_MALFORMED)
+        raise SettingsError(startup_msg.ERROR_BOT_TOKEN_MALFORMED)
     app = _value(settings, "SLACK_APP_TOKEN")
     if app is not None and not APP_TOKEN.fullmatch(app):
-        raise SettingsError(msg.ERROR_APP_TOKEN_INVALID)
+        raise SettingsError(startup_msg.ERROR_APP_TOKEN_INVALID)
     secret = _value(settings, "SLACK_SIGNING_SECRET")
     if secret is not None and (not SIGNING_SECRET.fullmatch(secret) or secret.startswith(TOKEN_PREFIXES)):
-        raise SettingsError(msg.ERROR_SIGNING_SECRET_MALFORMED)
+        raise SettingsError(startup_msg.ERROR_SIGNING_SECRET_MALFORMED)
     if serving and app is None and secret is None:
-        raise SettingsError(msg.ERROR_SIGNING_SECRET_REQUIRED)
+        raise SettingsError(startup_msg.ERROR_SIGNING_SECRET_REQUIRED)
     return app or ""
 
 
@@ -64,7 +65,7 @@ def _value(settings: Settings, variable: str) -> str | None:
         return None
     value = field.get_secret_value()
     if not value.strip():
-        raise SettingsError(msg.error_secret_empty(variable))
+        raise SettingsError(startup_msg.error_secret_empty(variable))
     return value
 
 
@@ -85,7 +86,7 @@ def check_clusters(settings: Settings, policy: Policy) -> Check:
         try:
             connect(context).close()
         except ClusterError as exc:
-            raise SettingsError(msg.error_kubeconfig_unusable(str(exc))) from exc
+            raise SettingsError(startup_msg.error_kubeconfig_unusable(str(exc))) from exc
 
     def ping() -> None:
         for context in contexts:

@@ -32,7 +32,7 @@ from bot.processes import die_with_parent, lower_priority
 from bot.runtime import build_runtime
 from bot.settings import Settings, SettingsError
 from bot.slack.serve import build_slack_service, configure_logging, exit_leaving_work
-from handlers import messages as msg
+from handlers import startup_messages as startup_msg
 
 log = logging.getLogger("upgradebot.worker")
 
@@ -40,7 +40,7 @@ def lanes_of(text: str) -> set[str]:
     lanes = {part.strip() for part in text.split(",") if part.strip()}
     unknown = lanes - set(LANES)
     if not lanes or unknown:
-        raise SettingsError(msg.error_unknown_lanes(sorted(unknown), LANES))
+        raise SettingsError(startup_msg.error_unknown_lanes(sorted(unknown), LANES))
     return lanes
 
 
@@ -50,9 +50,9 @@ def work(settings: Settings, lanes: set[str], *, stop: threading.Event, drain: f
         die_with_parent(settings.worker_of)
         lower_priority(settings.worker_nice)
     if settings.config_file is None:
-        raise SettingsError(msg.WORKER_NEEDS_POLICY)
+        raise SettingsError(startup_msg.WORKER_NEEDS_POLICY)
     if not settings.redis_url and settings.in_pod:
-        raise SettingsError(msg.ERROR_REDIS_URL_IN_POD)
+        raise SettingsError(startup_msg.ERROR_REDIS_URL_IN_POD)
     runtime = build_runtime(settings, settings.policy())
     try:
         jobs = Jobs.from_url(runtime.store.url)

@@ -19,6 +19,7 @@ from bot.slack.metrics import Metrics
 from bot.slack.serve import build_service
 from kubesim import KubeSim
 from tests.e2e.harness import POLICY, settings_for
+from tests.e2e.runs_support import eventually
 from tests.e2e.test_serve_process import SERVE, environment, served
 from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get, post, slash_command
 
@@ -103,20 +104,21 @@ def test_finding_13_serve_refuses_a_kubeconfig_that_does_not_load(kubeconfig: st
 def test_finding_13_readyz_pings_the_cluster(cluster: KubeSim, tmp_path: Path, redis_url: str) -> None:
     """Finding 13 of the security review: /readyz never looked at the cluster. It now asks the
     API server's /version (a short timeout, cached like the other checks): ok against kubesim,
-    and 503 naming the cluster when the kubeconfig loads but its server does not answer."""
+    and "failed: …" naming the cluster when the kubeconfig loads but its server does not
+    answer. The cluster is reported, not required: the replica stays in rotation to tell
+    people the cluster does not answer (the workers' consumers are still required)."""
     with FakeSlack() as fake, served(environment(fake, cluster, tmp_path, redis_url)) as bot:
-        ready = get(bot.url + "/readyz")
-        assert ready.status == 200, ready.body
-        assert json.loads(ready.body)["checks"]["cluster"] == "ok"
+        ready = eventually(lambda: (a := get(bot.url + "/readyz")).status == 200 and a, "serve ready", timeout=60)
+        assert json.loads(ready.body)["checks"]["cluster"] == "ok"  # type: ignore[attr-defined]
         err = bot.stop()
     assert bot.proc.returncode == 0, err
 
     dead = tmp_path / "dead-kubeconfig"
     dead.write_text(cluster.kubeconfig.read_text().replace(cluster.url, "https://127.0.0.1:1"))
     with FakeSlack() as fake, served({**environment(fake, cluster, tmp_path, redis_url), "KUBECONFIG": str(dead)}) as bot:
-        answer = get(bot.url + "/readyz")
-        checks = json.loads(answer.body)["checks"]
-        assert answer.status == 503 and checks["cluster"].startswith("failed: "), checks
+        answer = eventually(lambda: (a := get(bot.url + "/readyz")).status == 200 and a, "serve ready", timeout=60)
+        checks = json.loads(answer.body)["checks"]  # type: ignore[attr-defined]
+        assert checks["cluster"].startswith("failed: "), checks
         assert checks["redis"] == "ok" and checks["slack"] == "ok", checks
         err = bot.stop()
     assert bot.proc.returncode == 0, err

@@ -1,0 +1,91 @@
+"""What a process says when its configuration cannot work: one line on stderr, then exit 2.
+
+The operator's surface, kept apart from :mod:`handlers.messages` (what the bot says to the
+people it serves): ``serve``'s and the workers' start-up errors (Slack secrets, Redis,
+kubeconfig) and the policy file's refusals, each naming what is wrong and where to fix it.
+"""
+
+from __future__ import annotations
+
+
+def error_redis_volatile(url: str) -> str:
+    return (f"Redis at {url} has no persistence (neither AOF nor RDB snapshots): a restart would lose every "
+            "run, with a DaemonSet possibly half-upgraded. Turn on appendonly (or save) in Redis, or pass "
+            "--allow-volatile-redis to run anyway")
+
+
+def warning_redis_volatile(url: str) -> str:
+    return f"Redis at {url} has no persistence (allowed by --allow-volatile-redis): a Redis restart loses every run"
+
+
+def error_redis_persistence_unknown(reason: str) -> str:
+    return f"{reason}: if it does persist (AOF or RDB), pass --allow-volatile-redis to run anyway"
+
+ERROR_TOKEN_REQUIRED = ("SLACK_BOT_TOKEN is not set: copy the Bot User OAuth Token (xoxb-…) from the app's "
+                        "OAuth & Permissions page")
+WORKER_NEEDS_POLICY = ("a worker needs the policy file (UPGRADEBOT_CONFIG): without one nobody is trusted to "
+                       "request or approve, and there is no work to take")
+
+
+def error_unknown_lanes(unknown: list[str], lanes: tuple[str, ...]) -> str:
+    named = f"unknown lane(s) {', '.join(unknown)}; " if unknown else "no lane named; "
+    return named + f"--lanes takes {', '.join(lanes)} (comma-separated)"
+
+
+ERROR_REDIS_URL_IN_POD = ("REDIS_URL is not set, and in a pod a Redis of the bot's own would lose every run when "
+                          "the pod moves: point REDIS_URL at a Redis that keeps its data (deploy/, docs/operations.md)")
+ERROR_SIGNING_SECRET_REQUIRED = ("SLACK_SIGNING_SECRET is not set: copy the Signing Secret from the app's Basic "
+                                 "Information page (or set SLACK_APP_TOKEN to use Socket Mode)")
+ERROR_APP_TOKEN_INVALID = "SLACK_APP_TOKEN must be an app-level token (xapp-…) with the connections:write scope"
+
+
+def error_socket_mode_failed(reason: str) -> str:
+    return (f"cannot open the Socket Mode connection ({reason}): check SLACK_APP_TOKEN "
+            "and that Socket Mode is enabled for the app")
+
+
+def warning_auth_test_failed(reason: str) -> str:
+    return f"Slack auth.test failed ({reason}): /readyz answers 503 until it succeeds"
+
+
+def policy_unreadable(path: str, reason: str) -> str:
+    return f"cannot read UPGRADEBOT_CONFIG {path}: {reason}"
+
+
+def policy_not_regular(path: str) -> str:
+    return f"UPGRADEBOT_CONFIG {path} is not a regular file (a FIFO, a device, a directory): name the policy's YAML file"
+
+
+def policy_too_large(path: str, mib: int) -> str:
+    return f"UPGRADEBOT_CONFIG {path} is larger than {mib} MiB: a policy is a few kilobytes, is this the right file?"
+
+
+def policy_not_utf8(path: str, offset: int) -> str:
+    return f"UPGRADEBOT_CONFIG {path} is not UTF-8 (byte {offset}): save it as UTF-8"
+
+
+def policy_too_deep(path: str, depth: int) -> str:
+    return f"UPGRADEBOT_CONFIG {path} is nested deeper than {depth} levels: a policy needs about six"
+
+
+def policy_too_many_values(path: str, limit: int) -> str:
+    return (f"UPGRADEBOT_CONFIG {path} holds more than {limit} values once its aliases are expanded: "
+            "use fewer anchors and aliases")
+
+
+POLICY_KEY_NOT_PLAIN = "a key must be a plain value (a word or a number), not a list or a mapping"
+
+
+def error_secret_empty(variable: str) -> str:
+    return f"{variable} is set but empty: give it its value from the Slack app's settings, or unset it"
+
+
+ERROR_BOT_TOKEN_MALFORMED = ("SLACK_BOT_TOKEN is not a bot token (xoxb- then letters, digits and dashes): copy it "
+                             "again from the app's OAuth & Permissions page")
+ERROR_SIGNING_SECRET_MALFORMED = ("SLACK_SIGNING_SECRET is not a signing secret (16 to 256 letters, digits, - or _, "
+                                  "not a token; Slack's is 32 hex digits): copy it again from the app's Basic "
+                                  "Information page")
+
+
+def error_kubeconfig_unusable(reason: str) -> str:
+    return f"kubeconfig unusable: {reason}"

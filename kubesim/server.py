@@ -32,6 +32,7 @@ from kubesim import (
     patching,
     rbac,
     selectors,
+    strategies,
     tables,
 )
 from kubesim.clock import parse_time, rfc3339
@@ -340,6 +341,7 @@ class ApiServer:
             obj = self.to_storage(res, body)
             self.check_namespace(target, obj)
             self.track(request, target, None, obj)
+            strategies.prepare_for_create(res, obj, minor=self.sim.minor, now=self.sim.clock.now())
             created = store.create(res, obj, dry_run=dry_run)
             return _warned(self.respond_object(request, target, created, status=201), warnings)
         if verb == "update":
@@ -623,6 +625,7 @@ class ApiServer:
         if stored is None:
             if target.sub:
                 raise errors.not_found(res, target.name or "")
+            strategies.prepare_for_create(res, obj, minor=self.sim.minor, now=self.sim.clock.now())
             created = store.create(res, obj, dry_run=dry_run)
             return self.respond_object(request, target, created, status=201)
         if _unchanged(stored, obj):

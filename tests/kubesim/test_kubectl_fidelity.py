@@ -1,0 +1,162 @@
+"""kubesim behaves as the API server where issue 35 found it did not, refereed by the real kubectl
+and the official client on 1.27, 1.32 and 1.34: the create strategies' fields, no-op writes,
+unique pod IPs, self reviews, CSIDrivers and the feature gates in ``/metrics``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from kubesim import KubeSim
+from tests.support import Kubectl
+
+pytestmark = pytest.mark.conformance
+
+RELEASES = ["1.27", "1.32", "1.34"]
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def sim(request: pytest.FixtureRequest) -> Iterator[KubeSim]:
+    with KubeSim(scenario="gpu-small", k8s_version=request.param, speed=5.0) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def kubectl(sim: KubeSim) -> Kubectl:
+    return Kubectl(sim.kubeconfig)
+
+
+@pytest.fixture(scope="module")
+def core(sim: KubeSim) -> client.CoreV1Api:
+    return client.CoreV1Api(config.new_client_from_config(config_file=str(sim.kubeconfig)))
+
+
+def minor(sim: KubeSim) -> int:
+    return sim.minor
+
+
+def pod(name: str, *, resources: dict[str, Any] | None = None, pod_resources: dict[str, Any] | None = None,
+        gates: bool = False, containers: int = 1) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [
+        {"name": f"c{i}", "image": "registry.example.com/app:1", "resources": resources or {}}
+        for i in range(containers)]}
+    if pod_resources is not None:
+        spec["resources"] = pod_resources
+    if gates:
+        spec["schedulingGates"] = [{"name": "example.com/wait"}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+# ------------------------------------------------------------------ item 1: create strategies
+@pytest.mark.parametrize(("name", "resources", "qos"), [
+    ("qos-besteffort", None, "BestEffort"),
+    ("qos-burstable", {"requests": {"cpu": "100m"}}, "Burstable"),
+    ("qos-guaranteed", {"limits": {"cpu": "1", "memory": "1Gi"}}, "Guaranteed"),
+    ("qos-gpu-only", {"limits": {"nvidia.com/gpu": "1"}}, "BestEffort"),
+    ("qos-zero", {"requests": {"cpu": "0"}, "limits": {"cpu": "0"}}, "BestEffort"),
+    ("qos-unequal", {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+     "Burstable"),
+])
+def test_pod_create_answer_has_pending_phase_and_qos_class(
+        core: client.CoreV1Api, kubectl: Kubectl, name: str, resources: dict[str, Any] | None, qos: str) -> None:
+    """Issue 35 item 1: the pod answered to create_namespaced_pod has the status the pod create strategy
+    sets (phase Pending, qosClass from requests and limits as Kubernetes computes it), not none."""
+    body = pod(name, resources=resources)
+    body["spec"]["nodeName"] = "no-such-node"  # stays Pending: no kubelet ever writes its status
+    body["status"] = {"phase": "Running", "podIP": "1.2.3.4"}  # a client's status is dropped
+    resp = core.create_namespaced_pod("default", body)
+    try:
+        assert resp.status is not None and resp.status.phase == "Pending"
+        assert resp.status.qos_class == qos
+        assert resp.status.pod_ip is None
+        assert kubectl("get", "pod", name, "-o", "jsonpath={.status.phase} {.status.qosClass}") == f"Pending {qos}"
+    finally:
+        core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+
+
+def test_pod_level_resources_decide_qos_from_1_34(sim: KubeSim, core: client.CoreV1Api) -> None:
+    """Issue 35 item 1: with PodLevelResources (beta, on by default from 1.34) the pod's own resources
+    decide its QoS class; before, they are dropped and the containers' decide."""
+    body = pod("qos-podlevel", pod_resources={"limits": {"cpu": "1", "memory": "1Gi"}}, containers=2)
+    body["spec"]["nodeName"] = "no-such-node"
+    resp = core.create_namespaced_pod("default", body)
+    try:
+        assert resp.status.qos_class == ("Guaranteed" if minor(sim) >= 34 else "BestEffort")
+    finally:
+        core.delete_namespaced_pod("qos-podlevel", "default", grace_period_seconds=0)
+
+
+def test_gated_pod_is_created_with_scheduling_gated_condition(core: client.CoreV1Api, kubectl: Kubectl) -> None:
+    """Issue 35 item 1: a pod with scheduling gates is created with PodScheduled False, reason SchedulingGated,
+    and kubectl shows it SchedulingGated."""
+    resp = core.create_namespaced_pod("default", pod("gated", gates=True))
+    try:
+        conditions = {c.type: c for c in resp.status.conditions or []}
+        assert conditions["PodScheduled"].status == "False"
+        assert conditions["PodScheduled"].reason == "SchedulingGated"
+        assert conditions["PodScheduled"].message == "Scheduling is blocked due to non-empty scheduling gates"
+        line = kubectl("get", "pod", "gated", "--no-headers").split()
+        assert line[2] == "SchedulingGated", line
+    finally:
+        core.delete_namespaced_pod("gated", "default", grace_period_seconds=0)
+
+
+def test_namespace_create_sets_phase_label_and_finalizer(core: client.CoreV1Api, kubectl: Kubectl) -> None:
+    """Issue 35 item 1: a namespace is created Active, labelled kubernetes.io/metadata.name with its name
+    (also when a client sends another value or updates the label away), with the kubernetes finalizer
+    added to a spec that lacks it."""
+    resp = core.create_namespace({"metadata": {"name": "strategy-ns", "labels": {"kubernetes.io/metadata.name": "x"}},
+                                  "spec": {"finalizers": ["example.com/keep"]}, "status": {"phase": "Terminating"}})
+    try:
+        assert resp.status.phase == "Active"
+        assert resp.metadata.labels == {"kubernetes.io/metadata.name": "strategy-ns"}
+        assert resp.spec.finalizers == ["example.com/keep", "kubernetes"]
+        kubectl("label", "namespace", "strategy-ns", "kubernetes.io/metadata.name-")
+        assert kubectl("get", "ns", "-l", "kubernetes.io/metadata.name=strategy-ns", "-o", "name") == \
+            "namespace/strategy-ns\n"
+        assert kubectl("get", "ns", "strategy-ns", "--no-headers").split()[1] == "Active"
+    finally:
+        core.delete_namespace("strategy-ns")
+
+
+def test_node_create_defaults_allocatable_to_capacity(core: client.CoreV1Api, kubectl: Kubectl) -> None:
+    """Issue 35 item 1: a node created with a capacity and no allocatable gets allocatable = capacity
+    (SetDefaults_NodeStatus); a node keeps the status its client sends (the node strategy allows it)."""
+    resp = core.create_node({"metadata": {"name": "strategy-node"},
+                             "status": {"capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+    try:
+        assert resp.status.capacity == {"cpu": "4", "memory": "8Gi", "pods": "110"}
+        assert resp.status.allocatable == resp.status.capacity
+        described = kubectl("describe", "node", "strategy-node")
+        assert "Allocatable:" in described and "8Gi" in described.split("Allocatable:")[1]
+    finally:
+        core.delete_node("strategy-node")
+
+
+def test_resource_claim_create_drops_status(sim: KubeSim, kubectl: Kubectl) -> None:
+    """Issue 35 item 1: a ResourceClaim is created with an empty status (what a client sends as the
+    allocation is dropped): kubectl shows it pending, not allocated."""
+    version = {27: "v1alpha2", 32: "v1beta1", 34: "v1"}[minor(sim)]
+    if minor(sim) == 27:
+        spec: dict[str, Any] = {"resourceClassName": "gpu.nvidia.com"}
+        allocation: dict[str, Any] = {"allocation": {"shareable": False}, "driverName": "gpu.nvidia.com"}
+    else:
+        spec = {"devices": {"requests": [{"name": "gpu", **(
+            {"exactly": {"deviceClassName": "gpu.nvidia.com"}} if minor(sim) >= 34
+            else {"deviceClassName": "gpu.nvidia.com"})}]}}
+        allocation = {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "gpu-node1", "device": "gpu-0"}]}}}
+    claim = {"apiVersion": f"resource.k8s.io/{version}", "kind": "ResourceClaim",
+             "metadata": {"name": "strategy-claim", "namespace": "default"}, "spec": spec, "status": allocation}
+    created = json.loads(kubectl("create", "-f", "-", "-o", "json", input=json.dumps(claim)))
+    try:
+        assert not created.get("status"), created.get("status")
+        head, row = kubectl("get", "resourceclaim", "strategy-claim").splitlines()
+        assert row.split()[head.split().index("STATE")] == "pending", (head, row)
+    finally:
+        kubectl("delete", "resourceclaim", "strategy-claim", "--wait=false")
+

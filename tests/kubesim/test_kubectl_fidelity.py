@@ -160,3 +160,44 @@ def test_resource_claim_create_drops_status(sim: KubeSim, kubectl: Kubectl) -> N
     finally:
         kubectl("delete", "resourceclaim", "strategy-claim", "--wait=false")
 
+
+# ------------------------------------------------------------------ item 2: no-op writes
+def _rv(kubectl: Kubectl, name: str) -> str:
+    return kubectl("get", "configmap", name, "-o", "jsonpath={.metadata.resourceVersion}")
+
+
+def test_noop_patch_update_and_apply_keep_resource_version(
+        core: client.CoreV1Api, kubectl: Kubectl) -> None:
+    """Issue 35 item 2: a repeated no-op kubectl patch prints 'patched (no change)'; a no-op patch, PUT
+    (kubectl replace) and server-side apply leave resourceVersion as it was and emit no watch event:
+    the first event a watch from before them sees is the next real change."""
+    kubectl("create", "-f", "-", input="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: noop}\ndata: {a: '1'}\n")
+    try:
+        patch = '{"metadata":{"labels":{"tier":"gpu"}}}'
+        assert kubectl("patch", "configmap", "noop", "-p", patch).strip() == "configmap/noop patched"
+        start = _rv(kubectl, "noop")
+        assert kubectl("patch", "configmap", "noop", "-p", patch).strip() == "configmap/noop patched (no change)"
+        assert kubectl("patch", "configmap", "noop", "--type=json", "-p",
+                       '[{"op":"replace","path":"/data/a","value":"1"}]').strip() == \
+            "configmap/noop patched (no change)"
+        live = kubectl("get", "configmap", "noop", "-o", "json")
+        kubectl("replace", "-f", "-", input=live)
+        core.replace_namespaced_config_map("noop", "default", json.loads(live))
+        applied = ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: noop, namespace: default}\n"
+                   "data: {b: '2'}\n")
+        kubectl("apply", "--server-side", "-f", "-", input=applied)
+        after_apply = _rv(kubectl, "noop")
+        assert after_apply != start
+        kubectl("apply", "--server-side", "-f", "-", input=applied)
+        assert kubectl("patch", "configmap", "noop", "-p", patch).strip() == "configmap/noop patched (no change)"
+        assert _rv(kubectl, "noop") == after_apply
+        kubectl("label", "configmap", "noop", "next=change")
+        from kubernetes import watch
+        seen = []
+        for event in watch.Watch().stream(core.list_namespaced_config_map, "default", resource_version=after_apply,
+                                          field_selector="metadata.name=noop", timeout_seconds=30):
+            seen.append((event["type"], dict(event["object"].metadata.labels or {})))
+            break
+        assert seen == [("MODIFIED", {"tier": "gpu", "next": "change"})]
+    finally:
+        kubectl("delete", "configmap", "noop")

@@ -49,6 +49,7 @@ from kubesim.fixtures import (
     settle_daemonset,
     workload_pod,
 )
+from kubesim.ipam import NodeIpam
 from kubesim.kubelets import KubeletController
 from kubesim.namespaces import NamespaceController
 from kubesim.nodestatus import UnschedulableTaints
@@ -282,6 +283,7 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
     sim.add_controller("statefulsets", StatefulSetController())
     sim.add_controller("disruption", DisruptionController())
     sim.add_controller("nodelifecycle", UnschedulableTaints())
+    sim.add_controller("nodeipam", NodeIpam())
     sim.add_controller("kubelet", kubelet)
     sim.add_controller("scheduler", Scheduler())
     sim.settle()

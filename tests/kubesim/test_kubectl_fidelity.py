@@ -201,3 +201,70 @@ def test_noop_patch_update_and_apply_keep_resource_version(
         assert seen == [("MODIFIED", {"tier": "gpu", "next": "change"})]
     finally:
         kubectl("delete", "configmap", "noop")
+
+
+# ------------------------------------------------------------------ item 3: pod IPs
+def _wait_for(predicate: Any, timeout: float = 60.0) -> Any:
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(0.2)
+    raise AssertionError("condition not met in time")
+
+
+def _ips_on(kubectl: Kubectl, node: str) -> dict[str, str] | None:
+    """pod name -> IP of every pod on ``node`` not on the host network; None while one has none."""
+    pods = kubectl.json("get", "pods", "-A", "--field-selector", f"spec.nodeName={node}")["items"]
+    out = {}
+    for p in pods:
+        if p["spec"].get("hostNetwork") or p["metadata"].get("deletionTimestamp"):
+            continue
+        ip = p.get("status", {}).get("podIP")
+        if not ip:
+            return None
+        out[f"{p['metadata']['namespace']}/{p['metadata']['name']}"] = ip
+    return out
+
+
+def test_pod_ips_are_distinct_and_inside_the_node_pod_cidr(core: client.CoreV1Api, kubectl: Kubectl) -> None:
+    """Issue 35 item 3: every node has a podCIDR of its own (a node created through the API gets one),
+    and the pods on a node get distinct IPs from it, also with the scenario's pods there and after pods
+    are deleted and others take their place (an address is released with its pod)."""
+    import ipaddress
+    nodes = kubectl.json("get", "nodes")["items"]
+    cidrs = {n["metadata"]["name"]: n["spec"].get("podCIDR") for n in nodes}
+    assert all(cidrs.values()) and len(set(cidrs.values())) == len(cidrs), cidrs
+    core.create_node({"metadata": {"name": "ipam-node"}})
+    try:
+        added = _wait_for(lambda: kubectl("get", "node", "ipam-node", "-o", "jsonpath={.spec.podCIDR}"))
+        assert added not in cidrs.values()
+        assert kubectl("get", "node", "ipam-node", "-o", "jsonpath={.spec.podCIDRs[0]}") == added
+    finally:
+        core.delete_node("ipam-node")
+    node = "gpu-node1"
+    names = [f"ipam-{i}" for i in range(40)]
+    for name in names:
+        body = pod(name)
+        body["spec"]["nodeName"] = node
+        core.create_namespaced_pod("default", body)
+    try:
+        for name in names[:10]:
+            core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+        for name in names[:10]:
+            _wait_for(lambda n=name: not kubectl("get", "pod", n, "--ignore-not-found", "-o", "name"))
+            body = pod(name)
+            body["spec"]["nodeName"] = node
+            core.create_namespaced_pod("default", body)
+        ips = _wait_for(lambda: (lambda got: got if got and all(f"default/{n}" in got for n in names) else None)(
+            _ips_on(kubectl, node)))
+        assert len(set(ips.values())) == len(ips), sorted(ips.items(), key=lambda kv: kv[1])
+        network = ipaddress.ip_network(cidrs[node])
+        assert all(ipaddress.ip_address(ip) in network for ip in ips.values()), (network, ips)
+        wide = kubectl("get", "pods", "-o", "wide", "--field-selector", f"spec.nodeName={node}")
+        assert ips["default/ipam-0"] in wide
+    finally:
+        for name in names:
+            core.delete_namespaced_pod(name, "default", grace_period_seconds=0)

@@ -243,6 +243,60 @@ def review(authorizer: Authorizer, user: User, spec: dict[str, Any]) -> dict[str
             "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
 
 
+CLUSTER_ADMIN: tuple[dict[str, Any], ...] = (
+    {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]},
+    {"verbs": ["*"], "nonResourceURLs": ["*"]},
+)
+"""The cluster-admin ClusterRole, bound to ``system:masters``."""
+
+
+def rules_review_namespace(body: bytes, content_type: str) -> str:
+    """A SelfSubjectRulesReview's ``spec.namespace``, from JSON or from kubectl's protobuf."""
+    try:
+        if content_type.startswith(protowire.PROTOBUF):
+            return protowire.text(protowire.message(protowire.unwrap(body), 2), 1)
+        data = json.loads(body or b"{}")
+        return str(((data.get("spec") or {}).get("namespace")) or "")
+    except (ValueError, TypeError, AttributeError, protowire.WireError) as exc:
+        raise errors.bad_request(f"the request body is not a valid SelfSubjectRulesReview: {exc}") from exc
+
+
+def rules_review(authorizer: Authorizer, user: User, namespace: str) -> dict[str, Any]:
+    """The answered SelfSubjectRulesReview: the rules of the user's bindings (cluster-wide, and the
+    namespace's) with what every authenticated user may do, resource and non-resource apart."""
+    rules = list(CLUSTER_ADMIN) if user.admin else []
+    rules += authorizer.rules(user, namespace)
+    resource_rules: list[dict[str, Any]] = []
+    non_resource_rules: list[dict[str, Any]] = []
+    for rule in rules:
+        if rule.get("nonResourceURLs"):
+            non_resource_rules.append({"verbs": list(rule.get("verbs") or []),
+                                       "nonResourceURLs": list(rule["nonResourceURLs"])})
+            continue
+        entry: dict[str, Any] = {"verbs": list(rule.get("verbs") or [])}
+        for key in ("apiGroups", "resources", "resourceNames"):
+            if rule.get(key):
+                entry[key] = list(rule[key])
+        resource_rules.append(entry)
+    return {"kind": "SelfSubjectRulesReview", "apiVersion": f"{AUTHORIZATION}/v1",
+            "metadata": {"creationTimestamp": None}, "spec": {"namespace": namespace} if namespace else {},
+            "status": {"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": False}}
+
+
+def self_subject_review(user: User, store: Store) -> dict[str, Any]:
+    """The answered SelfSubjectReview (``kubectl auth whoami``): the requester's user info; a
+    ServiceAccount's UID is the account's."""
+    info: dict[str, Any] = {"username": user.name, "groups": list(user.groups)}
+    prefix = "system:serviceaccount:"
+    if user.name.startswith(prefix):
+        namespace, _, name = user.name[len(prefix):].partition(":")
+        account = store.get(("", "serviceaccounts"), namespace, name)
+        if account is not None:
+            info["uid"] = account["metadata"]["uid"]
+    return {"kind": "SelfSubjectReview", "apiVersion": f"{AUTHENTICATION}/v1",
+            "metadata": {"creationTimestamp": None}, "status": {"userInfo": info}}
+
+
 def token_seconds(body: bytes, content_type: str) -> int:
     """``spec.expirationSeconds`` of a TokenRequest (JSON; protobuf: field 2 of the spec), default 1 h."""
     try:

@@ -90,7 +90,17 @@ def _core() -> list[ResourceType]:
         ResourceType(RBAC_GROUP, "v1", "RoleBinding", "rolebindings", True, has_spec=False),
         ResourceType("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", False,
                      verbs=("create",)),
+        ResourceType("authorization.k8s.io", "v1", "SelfSubjectRulesReview", "selfsubjectrulesreviews", False,
+                     verbs=("create",)),
     ]
+
+
+def _authentication(minor: int) -> list[ResourceType]:
+    """SelfSubjectReview: authentication.k8s.io/v1 from 1.28 (1.27's v1beta1 is a beta API, not served by default)."""
+    if minor < 28:
+        return []
+    return [ResourceType("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False,
+                         verbs=("create",), has_spec=False)]
 
 
 _Kind = tuple[str, str, bool, tuple[str, ...], tuple[str, ...]]
@@ -150,7 +160,7 @@ class ApiSurface:
     def for_release(cls, minor: int) -> ApiSurface:
         if minor not in SUPPORTED_MINORS:
             raise ValueError(f"Kubernetes 1.{minor} is not simulated (1.27 .. 1.34 are)")
-        return cls(minor, _core() + _dra_for(minor))
+        return cls(minor, _core() + _authentication(minor) + _dra_for(minor))
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
         for res in self.resources:

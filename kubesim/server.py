@@ -319,6 +319,11 @@ class ApiServer:
         if verb == "create" and res.kind == "SelfSubjectAccessReview":
             spec = rbac.review_spec(await request.read(), request.content_type)
             return json_response(rbac.review(self.authorizer, user or self.admin, spec), 201)
+        if verb == "create" and res.kind == "SelfSubjectRulesReview":
+            namespace = rbac.rules_review_namespace(await request.read(), request.content_type)
+            return json_response(rbac.rules_review(self.authorizer, user or self.admin, namespace), 201)
+        if verb == "create" and res.kind == "SelfSubjectReview":
+            return json_response(rbac.self_subject_review(user or self.admin, self.sim.store), 201)
         if verb == "create" and target.sub == "token" and res.kind == "ServiceAccount":
             return await self.token_request(request, target)
         if verb == "create" and target.sub == "eviction" and res.kind == "Pod" and target.name:

@@ -268,3 +268,81 @@ def test_pod_ips_are_distinct_and_inside_the_node_pod_cidr(core: client.CoreV1Ap
     finally:
         for name in names:
             core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+
+
+# ------------------------------------------------------------------ item 4: self reviews
+RBAC_OBJECTS = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: reviews}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: viewer, namespace: reviews}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: pod-reader, namespace: reviews}
+rules:
+- {apiGroups: [""], resources: [pods], verbs: [get, list, watch]}
+- {apiGroups: [apps], resources: [daemonsets], resourceNames: [agent], verbs: [patch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: viewer-reads-pods, namespace: reviews}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-reader}
+subjects:
+- {kind: ServiceAccount, name: viewer, namespace: reviews}
+"""
+
+
+@pytest.fixture(scope="module")
+def viewer_token(kubectl: Kubectl) -> str:
+    kubectl("apply", "-f", "-", input=RBAC_OBJECTS)
+    return kubectl("create", "token", "viewer", "-n", "reviews").strip()
+
+
+def _table(text: str) -> list[list[str]]:
+    import re
+    return [re.split(r"\s{2,}", line.strip()) for line in text.splitlines() if line.strip()]
+
+
+def test_auth_whoami_answers_from_1_28(sim: KubeSim, kubectl: Kubectl, viewer_token: str) -> None:
+    """Issue 35 item 4: kubectl auth whoami is answered by SelfSubjectReview (authentication.k8s.io/v1, served
+    from 1.28; 1.27 serves it only in v1beta1, off by default, so kubectl says the API is not enabled there):
+    the admin's name and groups; a ServiceAccount's name, the account's UID and its groups."""
+    if minor(sim) < 28:
+        proc = kubectl.run("auth", "whoami", check=False)
+        assert proc.returncode != 0
+        assert "the selfsubjectreviews API is not enabled in the cluster" in proc.stderr
+        assert "selfsubjectreviews" not in kubectl("api-resources", "--api-group=authentication.k8s.io")
+        return
+    assert "selfsubjectreviews" in kubectl("api-resources", "--api-group=authentication.k8s.io")
+    admin = dict((row[0], row[1]) for row in _table(kubectl("auth", "whoami"))[1:])
+    assert admin["Username"] == "system:serviceaccount:upgradebot:upgradebot"
+    assert admin["Groups"] == "[system:masters system:authenticated]"
+    rows = _table(kubectl("auth", "whoami", "--token", viewer_token))
+    assert rows[0] == ["ATTRIBUTE", "VALUE"]
+    viewer = dict((row[0], row[1]) for row in rows[1:])
+    assert viewer["Username"] == "system:serviceaccount:reviews:viewer"
+    assert viewer["UID"] == kubectl("get", "sa", "viewer", "-n", "reviews", "-o", "jsonpath={.metadata.uid}")
+    assert viewer["Groups"] == "[system:serviceaccounts system:serviceaccounts:reviews system:authenticated]"
+    as_json = json.loads(kubectl("auth", "whoami", "--token", viewer_token, "-o", "json"))
+    assert as_json["apiVersion"] == "authentication.k8s.io/v1" and as_json["kind"] == "SelfSubjectReview"
+
+
+def test_auth_can_i_list_answers_from_rbac(kubectl: Kubectl, viewer_token: str) -> None:
+    """Issue 35 item 4: kubectl auth can-i --list is answered by SelfSubjectRulesReview from kubesim's RBAC:
+    a ServiceAccount sees its Role's rules in the Role's namespace (not elsewhere) and what every
+    authenticated user may do; the admin sees every right."""
+    assert "selfsubjectrulesreviews" in kubectl("api-resources", "--api-group=authorization.k8s.io")
+    rows = _table(kubectl("auth", "can-i", "--list", "-n", "reviews", "--token", viewer_token))
+    assert rows[0] == ["Resources", "Non-Resource URLs", "Resource Names", "Verbs"]
+    assert ["pods", "[]", "[]", "[get list watch]"] in rows
+    assert ["daemonsets.apps", "[]", "[agent]", "[patch]"] in rows
+    assert ["selfsubjectaccessreviews.authorization.k8s.io", "[]", "[]", "[create]"] in rows
+    assert ["[/healthz]", "[]", "[get]"] in rows
+    elsewhere = _table(kubectl("auth", "can-i", "--list", "-n", "default", "--token", viewer_token))
+    assert not any(row[0] == "pods" for row in elsewhere)
+    admin = _table(kubectl("auth", "can-i", "--list"))
+    assert ["*.*", "[]", "[]", "[*]"] in admin and ["[*]", "[]", "[*]"] in admin

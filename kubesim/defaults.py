@@ -42,5 +42,19 @@ def node(obj: dict[str, Any]) -> None:
         status["allocatable"] = dict(status["capacity"])
 
 
+def csidriver(obj: dict[str, Any]) -> None:
+    """``SetDefaults_CSIDriver`` (SELinuxMountReadWriteOncePod is on in every simulated release)."""
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("attachRequired", True)
+    spec.setdefault("podInfoOnMount", False)
+    spec.setdefault("storageCapacity", False)
+    spec.setdefault("fsGroupPolicy", "ReadWriteOnceWithFSType")
+    if not spec.get("volumeLifecycleModes"):
+        spec["volumeLifecycleModes"] = ["Persistent"]
+    spec.setdefault("requiresRepublish", False)
+    spec.setdefault("seLinuxMount", False)
+
+
 DEFAULTERS: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
-    ("apps", "statefulsets"): statefulset, ("", "namespaces"): namespace, ("", "nodes"): node}
+    ("apps", "statefulsets"): statefulset, ("", "namespaces"): namespace, ("", "nodes"): node,
+    ("storage.k8s.io", "csidrivers"): csidriver}

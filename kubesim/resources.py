@@ -92,6 +92,7 @@ def _core() -> list[ResourceType]:
                      verbs=("create",)),
         ResourceType("authorization.k8s.io", "v1", "SelfSubjectRulesReview", "selfsubjectrulesreviews", False,
                      verbs=("create",)),
+        ResourceType("storage.k8s.io", "v1", "CSIDriver", "csidrivers", False),
     ]
 
 

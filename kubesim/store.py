@@ -37,7 +37,7 @@ _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _EMPTY: dict[Any, Any] = {}
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
-_NO_GENERATION = {"Pod", "Node", "Namespace", "Event", "ConfigMap", "ServiceAccount", "ControllerRevision"}
+_NO_GENERATION = {"Pod", "Node", "Namespace", "Event", "ConfigMap", "ServiceAccount", "ControllerRevision", "CSIDriver"}
 
 
 @dataclass(frozen=True)

@@ -346,3 +346,40 @@ def test_auth_can_i_list_answers_from_rbac(kubectl: Kubectl, viewer_token: str) 
     assert not any(row[0] == "pods" for row in elsewhere)
     admin = _table(kubectl("auth", "can-i", "--list"))
     assert ["*.*", "[]", "[]", "[*]"] in admin and ["[*]", "[]", "[*]"] in admin
+
+
+# ------------------------------------------------------------------ item 5: CSIDriver
+CSI_DRIVER = """
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: csi.example.com}
+spec:
+  podInfoOnMount: true
+  tokenRequests: [{audience: vault}, {audience: gcp}]
+  volumeLifecycleModes: [Persistent, Ephemeral]
+"""
+
+
+def test_csidrivers_are_served_empty_by_default(kubectl: Kubectl) -> None:
+    """Issue 35 item 5: storage.k8s.io/v1 CSIDrivers are served (discovery, list, get, create, delete), none at
+    first; kubectl get prints the API server's CSIDriver columns, and a driver is stored with its defaults."""
+    assert "csidrivers" in kubectl("api-resources", "--api-group=storage.k8s.io")
+    empty = kubectl.run("get", "csidrivers")
+    assert empty.stdout == "" and "No resources found" in empty.stderr
+    assert kubectl("create", "-f", "-", input=CSI_DRIVER).strip() == "csidriver.storage.k8s.io/csi.example.com created"
+    try:
+        head, row = kubectl("get", "csidrivers").splitlines()
+        assert head.split() == ["NAME", "ATTACHREQUIRED", "PODINFOONMOUNT", "STORAGECAPACITY", "TOKENREQUESTS",
+                                "REQUIRESREPUBLISH", "MODES", "AGE"]
+        assert row.split()[:7] == ["csi.example.com", "true", "true", "false", "vault,gcp", "false",
+                                   "Persistent,Ephemeral"]
+        stored = kubectl.json("get", "csidriver", "csi.example.com")
+        assert stored["spec"]["attachRequired"] is True
+        assert stored["spec"]["fsGroupPolicy"] == "ReadWriteOnceWithFSType"
+        assert stored["spec"]["requiresRepublish"] is False and stored["spec"]["storageCapacity"] is False
+        assert stored["spec"]["seLinuxMount"] is False
+        assert "generation" not in stored["metadata"]
+    finally:
+        assert kubectl("delete", "csidriver", "csi.example.com").strip() == \
+            'csidriver.storage.k8s.io "csi.example.com" deleted'
+    assert "No resources found" in kubectl.run("get", "csidrivers").stderr

@@ -205,11 +205,3 @@ def git_version(minor: int) -> str:
     patch = {27: 16, 28: 15, 29: 14, 30: 14, 31: 13, 32: 9, 33: 5, 34: 2}[minor]
     return f"v1.{minor}.{patch}"
 
-
-def dra_gate_stage(minor: int) -> str:
-    """The stage label of ``kubernetes_feature_enabled{name="DynamicResourceAllocation"}``."""
-    if minor <= 31:
-        return "ALPHA"
-    if minor <= 33:
-        return "BETA"
-    return ""

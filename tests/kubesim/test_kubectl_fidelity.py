@@ -383,3 +383,45 @@ def test_csidrivers_are_served_empty_by_default(kubectl: Kubectl) -> None:
         assert kubectl("delete", "csidriver", "csi.example.com").strip() == \
             'csidriver.storage.k8s.io "csi.example.com" deleted'
     assert "No resources found" in kubectl.run("get", "csidrivers").stderr
+
+
+# ------------------------------------------------------------------ item 6: feature gates in /metrics
+def _gates(kubectl: Kubectl) -> dict[str, tuple[str, int]]:
+    import re
+    out: dict[str, tuple[str, int]] = {}
+    for line in kubectl("get", "--raw", "/metrics").splitlines():
+        found = re.fullmatch(r'kubernetes_feature_enabled\{name="([A-Za-z0-9]+)",stage="([A-Z]*)"\} ([01])', line)
+        if line.startswith("kubernetes_feature_enabled{"):
+            assert found, line
+            assert found[1] not in out, line
+            out[found[1]] = (found[2], int(found[3]))
+    return out
+
+
+GPU_GATES = {
+    # gate: (1.27, 1.32, 1.34) as (stage, enabled), None where the release does not have it
+    "DynamicResourceAllocation": (("ALPHA", 1), ("BETA", 1), ("", 1)),  # the scenarios turn DRA on
+    "DRAControlPlaneController": (("ALPHA", 0), None, None),
+    "DRAAdminAccess": (None, ("ALPHA", 0), ("BETA", 1)),
+    "DRAResourceClaimDeviceStatus": (None, ("ALPHA", 0), ("BETA", 1)),
+    "DRAPrioritizedList": (None, None, ("BETA", 1)),
+    "DRAPartitionableDevices": (None, None, ("ALPHA", 0)),
+    "DRAConsumableCapacity": (None, None, ("ALPHA", 0)),
+    "DevicePluginCDIDevices": (None, ("", 1), ("", 1)),
+    "KubeletPodResourcesGet": (("ALPHA", 0), ("ALPHA", 0), ("ALPHA", 0)),
+    "KubeletPodResourcesDynamicResources": (("ALPHA", 0), ("ALPHA", 0), ("ALPHA", 0)),
+    "KubeletPodResourcesGetAllocatable": (("BETA", 1), None, None),
+    "PodLevelResources": (None, ("ALPHA", 0), ("BETA", 1)),
+    "WatchList": (("ALPHA", 0), ("BETA", 1), ("BETA", 0)),
+}
+
+
+def test_metrics_report_every_feature_gate_of_the_release(sim: KubeSim, kubectl: Kubectl) -> None:
+    """Issue 35 item 6: /metrics has a kubernetes_feature_enabled sample for every feature gate the release
+    registers (not 3), each with the stage and default of that release; the DRA and device-plugin gates
+    appear, graduate and go as in Kubernetes."""
+    gates = _gates(kubectl)
+    assert len(gates) >= 60, sorted(gates)
+    column = RELEASES.index(f"1.{minor(sim)}")
+    for name, per_release in GPU_GATES.items():
+        assert gates.get(name) == per_release[column], (name, gates.get(name))

@@ -43,6 +43,8 @@ DEFAULT_TOKEN_SECONDS = 3600
 class User:
     name: str
     groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """``user.Info``'s extra values (a ServiceAccount token's credential id)."""
 
     @property
     def admin(self) -> bool:
@@ -85,6 +87,7 @@ class Tokens:
 
     def __init__(self) -> None:
         self._accounts: dict[str, tuple[str, str]] = {}
+        self._jti: dict[str, str] = {}
 
     def mint(self, namespace: str, name: str, now: dt.datetime, seconds: int) -> tuple[str, dt.datetime]:
         expires = now + dt.timedelta(seconds=seconds)
@@ -96,6 +99,7 @@ class Tokens:
                   "exp": int(expires.timestamp()), "iat": int(now.timestamp()), "jti": secrets.token_hex(8)}
         token = f"{part({'alg': 'RS256', 'kid': 'kubesim'})}.{part(claims)}.{secrets.token_urlsafe(32)}"
         self._accounts[token] = (namespace, name)
+        self._jti[token] = str(claims["jti"])
         return token, expires
 
     def user(self, token: str, store: Store) -> User | None:
@@ -106,7 +110,11 @@ class Tokens:
         namespace, name = found
         if store.get(("", "serviceaccounts"), namespace, name) is None:
             return None
-        return service_account(namespace, name)
+        user = service_account(namespace, name)
+        if store.surface.minor >= 30:  # ServiceAccountTokenJTI (beta from 1.30): the token's id in extra
+            user = User(user.name, user.groups, (("authentication.kubernetes.io/credential-id",
+                                                  (f"JTI={self._jti[token]}",)),))
+        return user
 
 
 def _bound(subjects: Any, user: User, default_namespace: str) -> bool:
@@ -293,6 +301,8 @@ def self_subject_review(user: User, store: Store) -> dict[str, Any]:
         account = store.get(("", "serviceaccounts"), namespace, name)
         if account is not None:
             info["uid"] = account["metadata"]["uid"]
+    if user.extra:
+        info["extra"] = {key: list(values) for key, values in user.extra}
     return {"kind": "SelfSubjectReview", "apiVersion": f"{AUTHENTICATION}/v1",
             "metadata": {"creationTimestamp": None}, "status": {"userInfo": info}}
 

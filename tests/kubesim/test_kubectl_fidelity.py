@@ -310,7 +310,7 @@ def _table(text: str) -> list[list[str]]:
 def test_auth_whoami_answers_from_1_28(sim: KubeSim, kubectl: Kubectl, viewer_token: str) -> None:
     """Issue 35 item 4: kubectl auth whoami is answered by SelfSubjectReview (authentication.k8s.io/v1, served
     from 1.28; 1.27 serves it only in v1beta1, off by default, so kubectl says the API is not enabled there):
-    the admin's name and groups; a ServiceAccount's name, the account's UID and its groups."""
+    the admin's name and groups; a ServiceAccount's name, the account's UID, its groups and its token's id."""
     if minor(sim) < 28:
         proc = kubectl.run("auth", "whoami", check=False)
         assert proc.returncode != 0
@@ -329,6 +329,14 @@ def test_auth_whoami_answers_from_1_28(sim: KubeSim, kubectl: Kubectl, viewer_to
     assert viewer["Groups"] == "[system:serviceaccounts system:serviceaccounts:reviews system:authenticated]"
     as_json = json.loads(kubectl("auth", "whoami", "--token", viewer_token, "-o", "json"))
     assert as_json["apiVersion"] == "authentication.k8s.io/v1" and as_json["kind"] == "SelfSubjectReview"
+    jti = json.loads(_b64(viewer_token.split(".")[1]))["jti"]
+    # ServiceAccountTokenJTI (on from 1.30): the token's id is in the user's extra
+    assert viewer["Extra: authentication.kubernetes.io/credential-id"] == f"[JTI={jti}]"
+
+
+def _b64(text: str) -> bytes:
+    import base64
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def test_auth_can_i_list_answers_from_rbac(kubectl: Kubectl, viewer_token: str) -> None:

@@ -25,4 +25,36 @@ def statefulset(obj: dict[str, Any]) -> None:
             rolling.setdefault("partition", 0)
 
 
-DEFAULTERS: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {("apps", "statefulsets"): statefulset}
+def namespace(obj: dict[str, Any]) -> None:
+    """``SetDefaults_Namespace``: the ``kubernetes.io/metadata.name`` label is always the name."""
+    name = (obj.get("metadata") or {}).get("name")
+    if name:
+        metadata = obj.setdefault("metadata", {})
+        labels = metadata.get("labels") or {}
+        if labels.get("kubernetes.io/metadata.name") != name:
+            metadata["labels"] = {**labels, "kubernetes.io/metadata.name": name}
+
+
+def node(obj: dict[str, Any]) -> None:
+    """``SetDefaults_NodeStatus``: allocatable is the capacity when not set."""
+    status = obj.get("status")
+    if isinstance(status, dict) and status.get("capacity") and status.get("allocatable") is None:
+        status["allocatable"] = dict(status["capacity"])
+
+
+def csidriver(obj: dict[str, Any]) -> None:
+    """``SetDefaults_CSIDriver`` (SELinuxMountReadWriteOncePod is on in every simulated release)."""
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("attachRequired", True)
+    spec.setdefault("podInfoOnMount", False)
+    spec.setdefault("storageCapacity", False)
+    spec.setdefault("fsGroupPolicy", "ReadWriteOnceWithFSType")
+    if not spec.get("volumeLifecycleModes"):
+        spec["volumeLifecycleModes"] = ["Persistent"]
+    spec.setdefault("requiresRepublish", False)
+    spec.setdefault("seLinuxMount", False)
+
+
+DEFAULTERS: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
+    ("apps", "statefulsets"): statefulset, ("", "namespaces"): namespace, ("", "nodes"): node,
+    ("storage.k8s.io", "csidrivers"): csidriver}

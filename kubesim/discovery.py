@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim.resources import ApiSurface, ResourceType, dra_gate_stage, git_version
+from kubesim import featuregates
+from kubesim.resources import ApiSurface, ResourceType, git_version
 
 _NO_WATCH = ("create", "delete", "get", "list", "patch", "update")
 
@@ -108,13 +109,8 @@ def metrics_text(
         "and enablement of a k8s feature.",
         "# TYPE kubernetes_feature_enabled gauge",
     ]
-    gates = {
-        "DynamicResourceAllocation": dra_gate_stage(minor),
-        "APIListChunking": "" if minor >= 29 else "BETA",
-        "WatchList": "ALPHA" if minor < 32 else "BETA",
-    }
-    for name, stage in sorted(gates.items()):
-        enabled = feature_gates.get(name, name != "DynamicResourceAllocation" or minor >= 34)
+    for name, (stage, default) in featuregates.gates(minor).items():
+        enabled = feature_gates.get(name, default)
         lines.append(f'kubernetes_feature_enabled{{name="{name}",stage="{stage}"}} {int(enabled)}')
     lines += [
         "# HELP apiserver_storage_objects [STABLE] Number of stored objects at the time of last "

@@ -21,6 +21,7 @@ from kubesim import dra, pluginlogs
 from kubesim import podstatus as ps
 from kubesim.clock import rfc3339
 from kubesim.devices import NODES, DeviceRegistry, container_kind
+from kubesim.ipam import PodAddresses
 from kubesim.jobs import JobRunner, is_job
 from kubesim.nodestatus import NodeLifecycle
 from kubesim.plugins import PluginAgent
@@ -58,7 +59,7 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner):
         self._where: dict[str, tuple[str, str, str]] = {}  # uid -> (ns, name, node)
         self._rt: dict[str, PodRt] = {}
         self._dra_wait: dict[str, set[str]] = defaultdict(set)
-        self._ips: dict[str, int] = defaultdict(lambda: 10)
+        self.addresses = PodAddresses()
 
     # ------------------------------------------------------------------ start
     def start(self, sim: Simulation) -> None:
@@ -70,6 +71,9 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner):
             node = (pod.get("spec") or {}).get("nodeName")
             if node:
                 self._index(pod, node)
+                ip = (pod.get("status") or {}).get("podIP")
+                if ip and not pod["spec"].get("hostNetwork"):
+                    self.addresses.hold(node, ip, pod["metadata"]["uid"])
                 self._adopt(pod)
         for node in sim.store.iter(NODES):
             name = node["metadata"]["name"]
@@ -162,6 +166,7 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner):
         if where is None:
             return
         ns, name, node = where
+        self.addresses.release(uid)
         self._pods[node].discard(uid)
         self._dra_wait[node].discard(uid)
         if rt is not None:
@@ -260,7 +265,7 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner):
         if pod is None:
             return
         rt.stage = "sandbox"
-        rt.pod_ip = self._host_ip(rt.node) if pod["spec"].get("hostNetwork") else self._allocate_ip(rt.node)
+        rt.pod_ip = self._host_ip(rt.node) if pod["spec"].get("hostNetwork") else self._allocate_ip(rt.node, rt.uid)
         self._write(rt)
         for ctr in rt.ctrs.values():
             self._event(pod, "Pulling", f'Pulling image "{ctr.image}"', ctr=ctr.name)
@@ -378,14 +383,11 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner):
                 return addr["address"]
         return "10.0.0.1"
 
-    def _allocate_ip(self, node: str) -> str:
+    def _allocate_ip(self, node: str, uid: str) -> str | None:
         assert self.sim is not None
         obj = self.sim.store.get(NODES, "", node) or {}
-        cidr = (obj.get("spec") or {}).get("podCIDR") or "10.244.0.0/24"
-        base = cidr.split("/")[0].rsplit(".", 1)[0]
-        n = self._ips[node]
-        self._ips[node] = n + 1 if n < 250 else 10
-        return f"{base}.{n}"
+        cidr = (obj.get("spec") or {}).get("podCIDR")
+        return self.addresses.allocate(node, cidr, uid) if cidr else None
 
     def _write(self, rt: PodRt) -> None:
         """Render the pod's status from the runtime state and store it (if it changed)."""

@@ -191,20 +191,31 @@ def extended_requests(spec: dict[str, Any]) -> dict[str, int]:
 
 
 def qos_class(spec: dict[str, Any]) -> str:
-    containers = (spec.get("containers") or []) + (spec.get("initContainers") or [])
-    requests_seen = False
+    """``qos.GetPodQOS``: cpu and memory requests and limits (zero ones ignored) summed over the
+    containers and init containers, a missing request standing for its limit (defaulting); the
+    pod-level ``resources`` instead when the spec has them (only stored while PodLevelResources is on).
+    Guaranteed when every container limits both and the sums are equal, BestEffort when none is set."""
+    requests: dict[str, float] = {}
+    limits: dict[str, float] = {}
     guaranteed = True
-    for c in containers:
-        res = c.get("resources") or {}
-        limits, requests = res.get("limits") or {}, res.get("requests") or {}
+    pod_level = spec.get("resources")
+    holders = [pod_level] if pod_level else [
+        c.get("resources") or {} for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])]
+    for res in holders:
+        declared = res.get("limits") or {}
+        asked = {**declared, **(res.get("requests") or {})}
         for name in _COMPUTE:
-            if name in requests or name in limits:
-                requests_seen = True
-            if name not in limits or (name in requests and _quantity(requests[name]) != _quantity(limits[name])):
-                guaranteed = False
-    if not requests_seen:
+            if name in asked and _quantity(asked[name]) > 0:
+                requests[name] = requests.get(name, 0.0) + _quantity(asked[name])
+            if name in declared and _quantity(declared[name]) > 0:
+                limits[name] = limits.get(name, 0.0) + _quantity(declared[name])
+        if not all(name in declared and _quantity(declared[name]) > 0 for name in _COMPUTE):
+            guaranteed = False
+    if not requests and not limits:
         return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
+    if guaranteed and requests == limits:
+        return "Guaranteed"
+    return "Burstable"
 
 
 # ------------------------------------------------------------------ conditions

@@ -43,6 +43,8 @@ DEFAULT_TOKEN_SECONDS = 3600
 class User:
     name: str
     groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """``user.Info``'s extra values (a ServiceAccount token's credential id)."""
 
     @property
     def admin(self) -> bool:
@@ -85,6 +87,7 @@ class Tokens:
 
     def __init__(self) -> None:
         self._accounts: dict[str, tuple[str, str]] = {}
+        self._jti: dict[str, str] = {}
 
     def mint(self, namespace: str, name: str, now: dt.datetime, seconds: int) -> tuple[str, dt.datetime]:
         expires = now + dt.timedelta(seconds=seconds)
@@ -96,6 +99,7 @@ class Tokens:
                   "exp": int(expires.timestamp()), "iat": int(now.timestamp()), "jti": secrets.token_hex(8)}
         token = f"{part({'alg': 'RS256', 'kid': 'kubesim'})}.{part(claims)}.{secrets.token_urlsafe(32)}"
         self._accounts[token] = (namespace, name)
+        self._jti[token] = str(claims["jti"])
         return token, expires
 
     def user(self, token: str, store: Store) -> User | None:
@@ -106,7 +110,11 @@ class Tokens:
         namespace, name = found
         if store.get(("", "serviceaccounts"), namespace, name) is None:
             return None
-        return service_account(namespace, name)
+        user = service_account(namespace, name)
+        if store.surface.minor >= 30:  # ServiceAccountTokenJTI (beta from 1.30): the token's id in extra
+            user = User(user.name, user.groups, (("authentication.kubernetes.io/credential-id",
+                                                  (f"JTI={self._jti[token]}",)),))
+        return user
 
 
 def _bound(subjects: Any, user: User, default_namespace: str) -> bool:
@@ -241,6 +249,62 @@ def review(authorizer: Authorizer, user: User, spec: dict[str, Any]) -> dict[str
         status["reason"] = "kubesim RBAC: allowed"
     return {"kind": "SelfSubjectAccessReview", "apiVersion": f"{AUTHORIZATION}/v1",
             "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
+
+
+CLUSTER_ADMIN: tuple[dict[str, Any], ...] = (
+    {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]},
+    {"verbs": ["*"], "nonResourceURLs": ["*"]},
+)
+"""The cluster-admin ClusterRole, bound to ``system:masters``."""
+
+
+def rules_review_namespace(body: bytes, content_type: str) -> str:
+    """A SelfSubjectRulesReview's ``spec.namespace``, from JSON or from kubectl's protobuf."""
+    try:
+        if content_type.startswith(protowire.PROTOBUF):
+            return protowire.text(protowire.message(protowire.unwrap(body), 2), 1)
+        data = json.loads(body or b"{}")
+        return str(((data.get("spec") or {}).get("namespace")) or "")
+    except (ValueError, TypeError, AttributeError, protowire.WireError) as exc:
+        raise errors.bad_request(f"the request body is not a valid SelfSubjectRulesReview: {exc}") from exc
+
+
+def rules_review(authorizer: Authorizer, user: User, namespace: str) -> dict[str, Any]:
+    """The answered SelfSubjectRulesReview: the rules of the user's bindings (cluster-wide, and the
+    namespace's) with what every authenticated user may do, resource and non-resource apart."""
+    rules = list(CLUSTER_ADMIN) if user.admin else []
+    rules += authorizer.rules(user, namespace)
+    resource_rules: list[dict[str, Any]] = []
+    non_resource_rules: list[dict[str, Any]] = []
+    for rule in rules:
+        if rule.get("nonResourceURLs"):
+            non_resource_rules.append({"verbs": list(rule.get("verbs") or []),
+                                       "nonResourceURLs": list(rule["nonResourceURLs"])})
+            continue
+        entry: dict[str, Any] = {"verbs": list(rule.get("verbs") or [])}
+        for key in ("apiGroups", "resources", "resourceNames"):
+            if rule.get(key):
+                entry[key] = list(rule[key])
+        resource_rules.append(entry)
+    return {"kind": "SelfSubjectRulesReview", "apiVersion": f"{AUTHORIZATION}/v1",
+            "metadata": {"creationTimestamp": None}, "spec": {"namespace": namespace} if namespace else {},
+            "status": {"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": False}}
+
+
+def self_subject_review(user: User, store: Store) -> dict[str, Any]:
+    """The answered SelfSubjectReview (``kubectl auth whoami``): the requester's user info; a
+    ServiceAccount's UID is the account's."""
+    info: dict[str, Any] = {"username": user.name, "groups": list(user.groups)}
+    prefix = "system:serviceaccount:"
+    if user.name.startswith(prefix):
+        namespace, _, name = user.name[len(prefix):].partition(":")
+        account = store.get(("", "serviceaccounts"), namespace, name)
+        if account is not None:
+            info["uid"] = account["metadata"]["uid"]
+    if user.extra:
+        info["extra"] = {key: list(values) for key, values in user.extra}
+    return {"kind": "SelfSubjectReview", "apiVersion": f"{AUTHENTICATION}/v1",
+            "metadata": {"creationTimestamp": None}, "status": {"userInfo": info}}
 
 
 def token_seconds(body: bytes, content_type: str) -> int:

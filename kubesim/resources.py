@@ -90,7 +90,18 @@ def _core() -> list[ResourceType]:
         ResourceType(RBAC_GROUP, "v1", "RoleBinding", "rolebindings", True, has_spec=False),
         ResourceType("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", False,
                      verbs=("create",)),
+        ResourceType("authorization.k8s.io", "v1", "SelfSubjectRulesReview", "selfsubjectrulesreviews", False,
+                     verbs=("create",)),
+        ResourceType("storage.k8s.io", "v1", "CSIDriver", "csidrivers", False),
     ]
+
+
+def _authentication(minor: int) -> list[ResourceType]:
+    """SelfSubjectReview: authentication.k8s.io/v1 from 1.28 (1.27's v1beta1 is a beta API, not served by default)."""
+    if minor < 28:
+        return []
+    return [ResourceType("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False,
+                         verbs=("create",), has_spec=False)]
 
 
 _Kind = tuple[str, str, bool, tuple[str, ...], tuple[str, ...]]
@@ -150,7 +161,7 @@ class ApiSurface:
     def for_release(cls, minor: int) -> ApiSurface:
         if minor not in SUPPORTED_MINORS:
             raise ValueError(f"Kubernetes 1.{minor} is not simulated (1.27 .. 1.34 are)")
-        return cls(minor, _core() + _dra_for(minor))
+        return cls(minor, _core() + _authentication(minor) + _dra_for(minor))
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
         for res in self.resources:
@@ -194,11 +205,3 @@ def git_version(minor: int) -> str:
     patch = {27: 16, 28: 15, 29: 14, 30: 14, 31: 13, 32: 9, 33: 5, 34: 2}[minor]
     return f"v1.{minor}.{patch}"
 
-
-def dra_gate_stage(minor: int) -> str:
-    """The stage label of ``kubernetes_feature_enabled{name="DynamicResourceAllocation"}``."""
-    if minor <= 31:
-        return "ALPHA"
-    if minor <= 33:
-        return "BETA"
-    return ""

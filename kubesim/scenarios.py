@@ -41,7 +41,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kubesim import dra
+from kubesim import dra, ipam
 from kubesim.clock import rfc3339
 from kubesim.daemonsets import DaemonSetController
 from kubesim.deployments import DeploymentController, ReplicaSetController
@@ -324,6 +324,7 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
     sim.add_controller("statefulsets", StatefulSetController())
     sim.add_controller("disruption", DisruptionController())
     sim.add_controller("nodelifecycle", UnschedulableTaints())
+    sim.add_controller("nodeipam", ipam.NodeIpam())
     sim.add_controller("kubelet", kubelet)
     sim.add_controller("scheduler", Scheduler())
     sim.settle()

@@ -34,7 +34,7 @@ _UNRESOLVABLE = ("node(s) were unschedulable", "node(s) had untolerated taint", 
 def is_ours(pod: dict[str, Any]) -> bool:
     spec = pod.get("spec") or {}
     return not spec.get("nodeName") and (spec.get("schedulerName") or SCHEDULER) == SCHEDULER \
-        and not pod["metadata"].get("deletionTimestamp") and not ps.is_terminal(pod)
+        and not spec.get("schedulingGates") and not pod["metadata"].get("deletionTimestamp") and not ps.is_terminal(pod)
 
 
 class Scheduler:

@@ -32,6 +32,7 @@ from kubesim import (
     patching,
     rbac,
     selectors,
+    strategies,
     tables,
 )
 from kubesim.clock import parse_time, rfc3339
@@ -318,6 +319,11 @@ class ApiServer:
         if verb == "create" and res.kind == "SelfSubjectAccessReview":
             spec = rbac.review_spec(await request.read(), request.content_type)
             return json_response(rbac.review(self.authorizer, user or self.admin, spec), 201)
+        if verb == "create" and res.kind == "SelfSubjectRulesReview":
+            namespace = rbac.rules_review_namespace(await request.read(), request.content_type)
+            return json_response(rbac.rules_review(self.authorizer, user or self.admin, namespace), 201)
+        if verb == "create" and res.kind == "SelfSubjectReview":
+            return json_response(rbac.self_subject_review(user or self.admin, self.sim.store), 201)
         if verb == "create" and target.sub == "token" and res.kind == "ServiceAccount":
             return await self.token_request(request, target)
         if verb == "create" and target.sub == "eviction" and res.kind == "Pod" and target.name:
@@ -340,6 +346,7 @@ class ApiServer:
             obj = self.to_storage(res, body)
             self.check_namespace(target, obj)
             self.track(request, target, None, obj)
+            strategies.prepare_for_create(res, obj, minor=self.sim.minor, now=self.sim.clock.now())
             created = store.create(res, obj, dry_run=dry_run)
             return _warned(self.respond_object(request, target, created, status=201), warnings)
         if verb == "update":
@@ -623,6 +630,7 @@ class ApiServer:
         if stored is None:
             if target.sub:
                 raise errors.not_found(res, target.name or "")
+            strategies.prepare_for_create(res, obj, minor=self.sim.minor, now=self.sim.clock.now())
             created = store.create(res, obj, dry_run=dry_run)
             return self.respond_object(request, target, created, status=201)
         if _unchanged(stored, obj):

@@ -37,7 +37,7 @@ _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _EMPTY: dict[Any, Any] = {}
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
-_NO_GENERATION = {"Pod", "Node", "Namespace", "Event", "ConfigMap", "ServiceAccount", "ControllerRevision"}
+_NO_GENERATION = {"Pod", "Node", "Namespace", "Event", "ConfigMap", "ServiceAccount", "ControllerRevision", "CSIDriver"}
 
 
 @dataclass(frozen=True)
@@ -390,6 +390,8 @@ class Store:
                 nm.pop("namespace", None)
         new["apiVersion"], new["kind"] = res.api_version, res.kind
         validation.validate(res, new, subresource=subresource)
+        if unchanged_write(current, new):  # the API server skips a write that changes nothing
+            return current
         if dry_run:
             meta(new)["resourceVersion"] = cm["resourceVersion"]
             return new
@@ -585,3 +587,15 @@ def _spec_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
     return {k: v for k, v in old.items() if k not in skip} != {
         k: v for k, v in new.items() if k not in skip
     }
+
+
+def unchanged_write(current: dict[str, Any], new: dict[str, Any]) -> bool:
+    """A write that would store ``current`` again: equal but for the resourceVersion and the time
+    of managedFields entries (the field manager moves an entry's time only when its fields change,
+    and the API server stores nothing when the object's bytes are unchanged)."""
+    def comparable(obj: dict[str, Any]) -> dict[str, Any]:
+        m = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}
+        if "managedFields" in m:
+            m["managedFields"] = [{k: v for k, v in e.items() if k != "time"} for e in m["managedFields"] or []]
+        return {**obj, "metadata": m}
+    return comparable(current) == comparable(new)

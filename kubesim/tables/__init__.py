@@ -79,6 +79,7 @@ from kubesim.tables.formatting import (
     short_human_duration,
 )
 from kubesim.tables.policy import _POD_DISRUPTION_BUDGET_COLUMNS, _pod_disruption_budget_cells
+from kubesim.tables.storage import _CSI_DRIVER_COLUMNS, _csi_driver_cells
 
 __all__ = [
     "format_label_selector",
@@ -107,6 +108,7 @@ _PRINTERS: dict[str, _Printer] = {
     "statefulsets": _Printer(_STATEFULSET_COLUMNS, _statefulset_cells),
     "controllerrevisions": _Printer(_CONTROLLER_REVISION_COLUMNS, _controller_revision_cells),
     "poddisruptionbudgets": _Printer(_POD_DISRUPTION_BUDGET_COLUMNS, _pod_disruption_budget_cells),
+    "csidrivers": _Printer(_CSI_DRIVER_COLUMNS, _csi_driver_cells),
     "resourceclaims": _Printer(_RESOURCE_CLAIM_COLUMNS, _resource_claim_cells),
     "resourceclaimtemplates": _Printer(_NAME_AGE_COLUMNS, _name_age_cells),
     "deviceclasses": _Printer(_NAME_AGE_COLUMNS, _name_age_cells),

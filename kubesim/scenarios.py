@@ -34,6 +34,7 @@ from typing import Any
 
 from kubesim import dra
 from kubesim.clock import rfc3339
+from kubesim.crds import CrdController
 from kubesim.daemonsets import DaemonSetController
 from kubesim.deployments import DeploymentController, ReplicaSetController
 from kubesim.disruption import DisruptionController
@@ -49,6 +50,7 @@ from kubesim.fixtures import (
     settle_daemonset,
     workload_pod,
 )
+from kubesim.installkinds import BuiltinObjects
 from kubesim.kubelets import KubeletController
 from kubesim.namespaces import NamespaceController
 from kubesim.nodestatus import UnschedulableTaints
@@ -284,5 +286,7 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
     sim.add_controller("nodelifecycle", UnschedulableTaints())
     sim.add_controller("kubelet", kubelet)
     sim.add_controller("scheduler", Scheduler())
+    sim.add_controller("builtins", BuiltinObjects())
+    sim.add_controller("crds", CrdController())
     sim.settle()
     return sim

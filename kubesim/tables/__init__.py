@@ -78,6 +78,7 @@ from kubesim.tables.formatting import (
     human_duration,
     short_human_duration,
 )
+from kubesim.tables.install import PRINTERS as _INSTALL_PRINTERS
 from kubesim.tables.policy import _POD_DISRUPTION_BUDGET_COLUMNS, _pod_disruption_budget_cells
 
 __all__ = [
@@ -116,6 +117,7 @@ _PRINTERS: dict[str, _Printer] = {
         _POD_SCHEDULING_CONTEXT_COLUMNS, _pod_scheduling_context_cells
     ),
 }
+_PRINTERS.update({resource: _Printer(*printer) for resource, printer in _INSTALL_PRINTERS.items()})
 
 
 # Printers of a kube-apiserver that serves resource.k8s.io/v1alpha2 (v1.27 - v1.30).

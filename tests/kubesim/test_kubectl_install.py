@@ -1,0 +1,222 @@
+"""README's "Install in your cluster", step by step with the real kubectl against kubesim
+(issue 34, item 1): ``kubectl create namespace`` and ``create secret generic`` (protobuf
+bodies), ``apply -k`` of every overlay (and the ServiceMonitor component once its CRD is
+installed) with zero errors, ``get`` of each kind with the columns kubectl prints, and
+``rollout status``; a pod whose Secret is missing does not start until the Secret exists."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kubesim import KubeSim
+from tests.kubesim.test_kubectl import wait_for
+from tests.support import Kubectl
+
+pytestmark = pytest.mark.conformance
+ROOT = Path(__file__).resolve().parents[2]
+OVERLAYS = sorted(p for p in (ROOT / "deploy" / "overlays").iterdir() if (p / "kustomization.yaml").exists())
+SLACK_TOKEN = "xoxb-issue34-bot-token-never-logged"
+REDIS_PASSWORD = "issue34-redis-password-never-logged"
+SERVICE_MONITOR_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+    "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
+             "names": {"kind": "ServiceMonitor", "plural": "servicemonitors", "singular": "servicemonitor",
+                       "listKind": "ServiceMonitorList", "categories": ["prometheus-operator"]},
+             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+}
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[KubeSim]:
+    with KubeSim(scenario="gpu-small", k8s_version="1.32", speed=20.0) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def kubectl(sim: KubeSim) -> Kubectl:
+    return Kubectl(sim.kubeconfig)
+
+
+def _columns(kubectl: Kubectl, *args: str) -> list[str]:
+    """The header kubectl printed, one entry a column (columns are two or more spaces apart)."""
+    return re.split(r"\s{2,}", kubectl("get", *args).splitlines()[0].strip())
+
+
+def _apply_json(kubectl: Kubectl, *objs: dict) -> str:
+    return kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}))
+
+
+@pytest.fixture(scope="module")
+def installed(sim: KubeSim, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The README's steps 5 and 6, verbatim, for every overlay; what each ``apply -k`` printed."""
+    kubectl("create", "namespace", "upgradebot")
+    kubectl("-n", "upgradebot", "create", "secret", "generic", "upgradebot-slack",
+            f"--from-literal=bot-token={SLACK_TOKEN}", "--from-literal=app-token=xapp-issue34")
+    kubectl("-n", "upgradebot", "create", "secret", "generic", "upgradebot-redis",
+            f"--from-literal=password={REDIS_PASSWORD}")
+    out: dict[str, str] = {}
+    for overlay in OVERLAYS:
+        proc = kubectl.run("apply", "-k", str(overlay))
+        assert proc.returncode == 0 and "error" not in proc.stderr.lower(), proc.stderr
+        out[overlay.name] = proc.stdout
+    # The component, as README says to add it to an overlay, once the Prometheus Operator's CRD is there.
+    _apply_json(kubectl, SERVICE_MONITOR_CRD)
+    kubectl("wait", "--for=condition=established", "crd/servicemonitors.monitoring.coreos.com", "--timeout=30s")
+    overlay = tmp_path_factory.mktemp("overlay")
+    base = os.path.relpath(ROOT / "deploy" / "overlays" / "socket-mode", overlay)
+    component = os.path.relpath(ROOT / "deploy" / "components" / "servicemonitor", overlay)
+    (overlay / "kustomization.yaml").write_text(
+        f"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [{base}]\n"
+        f"components: [{component}]\n")
+    proc = kubectl.run("apply", "-k", str(overlay))
+    assert proc.returncode == 0 and "error" not in proc.stderr.lower(), proc.stderr
+    out["servicemonitor"] = proc.stdout
+    return out
+
+
+def test_install_steps_apply_every_overlay_and_roll_out(installed: dict[str, str], kubectl: Kubectl) -> None:
+    """Issue 34 item 1: every kind of every overlay is served (Service, NetworkPolicy, Ingress, the
+    ServiceMonitor of a CRD), and the bot and Redis roll out once both Secrets exist."""
+    assert {p.name for p in OVERLAYS} <= set(installed) and "socket-mode" in installed and "http-mode" in installed
+    for overlay in ("socket-mode", "http-mode"):
+        assert "service/upgradebot-redis " in installed[overlay]
+        assert "networkpolicy.networking.k8s.io/upgradebot " in installed[overlay]
+    assert "ingress.networking.k8s.io/upgradebot created" in installed["http-mode"]
+    assert "servicemonitor.monitoring.coreos.com/upgradebot created" in installed["servicemonitor"]
+    out = kubectl("-n", "upgradebot", "rollout", "status", "deployment/upgradebot", "--timeout=60s", timeout=90)
+    assert 'deployment "upgradebot" successfully rolled out' in out
+    kubectl("-n", "upgradebot", "rollout", "status", "statefulset/upgradebot-redis", "--timeout=60s", timeout=90)
+    monitor = kubectl.json("-n", "upgradebot", "get", "servicemonitor", "upgradebot")
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    resources = kubectl("api-resources", "--api-group=monitoring.coreos.com")
+    assert "servicemonitors" in resources and "ServiceMonitor" in resources
+
+
+def test_get_prints_each_kinds_columns(installed: dict[str, str], kubectl: Kubectl) -> None:
+    """``kubectl get`` of each kind the install writes prints the API server's printer columns."""
+    assert _columns(kubectl, "-n", "upgradebot", "secret") == ["NAME", "TYPE", "DATA", "AGE"]
+    secrets = kubectl("-n", "upgradebot", "get", "secret", "upgradebot-slack")
+    assert secrets.splitlines()[1].split()[:3] == ["upgradebot-slack", "Opaque", "2"]
+    assert _columns(kubectl, "-n", "upgradebot", "svc") == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]
+    redis = kubectl("-n", "upgradebot", "get", "svc", "upgradebot-redis").splitlines()[1].split()
+    assert redis[1] == "ClusterIP" and redis[2].startswith("10.9") and redis[3:5] == ["<none>", "6379/TCP"]
+    assert _columns(kubectl, "-n", "upgradebot", "netpol") == ["NAME", "POD-SELECTOR", "AGE"]
+    assert _columns(kubectl, "-n", "upgradebot", "ingress") == ["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"]
+    assert "upgradebot.example.com" in kubectl("-n", "upgradebot", "get", "ingress")
+    assert _columns(kubectl, "-n", "upgradebot", "cm")[:2] == ["NAME", "DATA"]
+    assert _columns(kubectl, "-n", "upgradebot", "sa")[:2] == ["NAME", "SECRETS"]
+    assert _columns(kubectl, "pc")[:3] == ["NAME", "VALUE", "GLOBAL-DEFAULT"]
+    names = {line.split()[0] for line in kubectl("get", "pc").splitlines()[1:]}
+    assert {"system-node-critical", "system-cluster-critical"} <= names
+    _apply_json(kubectl, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                          "metadata": {"name": "upgradebot-leader", "namespace": "upgradebot"},
+                          "spec": {"holderIdentity": "upgradebot-0", "leaseDurationSeconds": 15}})
+    assert _columns(kubectl, "-n", "upgradebot", "lease") == ["NAME", "HOLDER", "AGE"]
+    assert "upgradebot-0" in kubectl("-n", "upgradebot", "get", "lease")
+    assert _columns(kubectl, "crd") == ["NAME", "CREATED AT"]
+
+
+def test_service_cluster_ips_are_unique(installed: dict[str, str], kubectl: Kubectl) -> None:
+    """Each Service gets its own cluster IP from the service CIDR; one asked for that is taken is refused."""
+    services = kubectl.json("get", "svc", "-A")["items"]
+    ips = [s["spec"]["clusterIP"] for s in services]
+    assert len(ips) == len(set(ips)) >= 4
+    taken = kubectl.json("-n", "upgradebot", "get", "svc", "upgradebot-redis")["spec"]["clusterIP"]
+    proc = kubectl.run("apply", "-f", "-", check=False, input=json.dumps({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "copycat", "namespace": "upgradebot"},
+        "spec": {"clusterIP": taken, "ports": [{"port": 80}]}}))
+    assert proc.returncode != 0 and "provided IP is already allocated" in proc.stderr
+
+
+def test_secret_string_data_and_type_defaulted_values_never_logged(
+        installed: dict[str, str], sim: KubeSim, kubectl: Kubectl, caplog: pytest.LogCaptureFixture) -> None:
+    """``stringData`` is merged into ``data`` (base64) and never stored; ``type`` defaults to Opaque;
+    no Secret value appears in kubesim's request log or its logs."""
+    caplog.set_level(logging.DEBUG)
+    _apply_json(kubectl, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "mixed", "namespace": "upgradebot"},
+                          "data": {"a": "YQ=="}, "stringData": {"b": "issue34-string-data-value"}})
+    stored = kubectl.json("-n", "upgradebot", "get", "secret", "mixed")
+    assert stored["type"] == "Opaque" and "stringData" not in stored
+    assert stored["data"] == {"a": "YQ==", "b": "aXNzdWUzNC1zdHJpbmctZGF0YS12YWx1ZQ=="}
+    trail = json.dumps(sim.mutations()) + caplog.text + kubectl("get", "events", "-A", "-o", "json")
+    for value in (SLACK_TOKEN, REDIS_PASSWORD, "issue34-string-data-value"):
+        assert value not in trail
+
+
+def test_pod_with_missing_secret_stays_create_container_config_error(installed: dict[str, str],
+                                                                     kubectl: Kubectl) -> None:
+    """Issue 34 done-when: a pod referencing a missing Secret does not start on kubesim (its container
+    waits CreateContainerConfigError, ``rollout status`` times out) until the Secret is created."""
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "needs-secret", "namespace": "upgradebot"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "needs-secret"}},
+                 "template": {"metadata": {"labels": {"app": "needs-secret"}}, "spec": {"containers": [{
+                     "name": "app", "image": "registry.example.com/app:1.0",
+                     "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "late", "key": "token"}}},
+                             {"name": "MAYBE", "valueFrom": {"secretKeyRef": {
+                                 "name": "never", "key": "x", "optional": True}}}]}]}}}}
+    _apply_json(kubectl, deployment)
+    proc = kubectl.run("-n", "upgradebot", "rollout", "status", "deployment/needs-secret", "--timeout=5s",
+                       check=False, timeout=60)
+    assert proc.returncode != 0 and "timed out" in proc.stderr
+
+    def waiting() -> dict | None:
+        pods = kubectl.json("-n", "upgradebot", "get", "pods", "-l", "app=needs-secret")["items"]
+        states = [s["state"] for p in pods for s in (p.get("status") or {}).get("containerStatuses") or []]
+        return states[0].get("waiting") if states and "waiting" in states[0] else None
+
+    state = wait_for(lambda: (w := waiting()) and w.get("reason") == "CreateContainerConfigError" and w)
+    assert state["message"] == 'secret "late" not found'
+    assert "CreateContainerConfigError" in kubectl("-n", "upgradebot", "get", "pods", "-l", "app=needs-secret")
+    described = kubectl("-n", "upgradebot", "describe", "pod", "-l", "app=needs-secret")
+    assert "Reason:       CreateContainerConfigError" in described
+    assert 'Error: secret "late" not found' in described
+
+    kubectl("-n", "upgradebot", "create", "secret", "generic", "late", "--from-literal=token=t")
+    out = kubectl("-n", "upgradebot", "rollout", "status", "deployment/needs-secret", "--timeout=60s", timeout=90)
+    assert 'deployment "needs-secret" successfully rolled out' in out
+
+
+def test_pod_with_missing_config_map_volume_is_not_mounted(installed: dict[str, str], kubectl: Kubectl) -> None:
+    """A ConfigMap volume that does not exist holds the pod ContainerCreating with FailedMount, as a kubelet does."""
+    _apply_json(kubectl, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "needs-cm", "namespace": "upgradebot"},
+                          "spec": {"containers": [{"name": "app", "image": "registry.example.com/app:1.0"}],
+                                   "volumes": [{"name": "conf", "configMap": {"name": "later"}}]}})
+    events = lambda: kubectl("-n", "upgradebot", "get", "events", "--field-selector",  # noqa: E731
+                             "involvedObject.name=needs-cm")
+    wait_for(lambda: "FailedMount" in events())
+    assert 'MountVolume.SetUp failed for volume "conf" : configmap "later" not found' in events()
+    assert kubectl.json("-n", "upgradebot", "get", "pod", "needs-cm")["status"]["phase"] == "Pending"
+    kubectl("-n", "upgradebot", "create", "configmap", "later", "--from-literal=k=v")
+    kubectl("-n", "upgradebot", "wait", "--for=condition=Ready", "pod/needs-cm", "--timeout=60s", timeout=90)
+
+
+def test_user_priority_class_admits_pods(installed: dict[str, str], kubectl: Kubectl) -> None:
+    """A PriorityClass created with ``kubectl create priorityclass`` (protobuf) admits pods naming it,
+    with its value; a class that does not exist is refused by the Priority admission plugin."""
+    kubectl("create", "priorityclass", "issue34-high", "--value=4242", "--description=test")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "prio", "namespace": "upgradebot"},
+           "spec": {"priorityClassName": "issue34-high",
+                    "containers": [{"name": "app", "image": "registry.example.com/app:1.0"}]}}
+    _apply_json(kubectl, pod)
+    assert kubectl.json("-n", "upgradebot", "get", "pod", "prio")["spec"]["priority"] == 4242
+    pod["metadata"]["name"], pod["spec"]["priorityClassName"] = "prio-missing", "issue34-none"
+    proc = kubectl.run("apply", "-f", "-", check=False, input=json.dumps(pod))
+    assert proc.returncode != 0 and "no PriorityClass with name issue34-none was found" in proc.stderr
+
+
+def test_kubectl_create_sends_protobuf_for_config_kinds(installed: dict[str, str], kubectl: Kubectl) -> None:
+    """``kubectl create configmap`` and ``create serviceaccount`` (protobuf bodies) store what they say."""
+    kubectl("-n", "upgradebot", "create", "configmap", "proto-cm", "--from-literal=greeting=hello")
+    assert kubectl.json("-n", "upgradebot", "get", "cm", "proto-cm")["data"] == {"greeting": "hello"}
+    kubectl("-n", "upgradebot", "create", "serviceaccount", "proto-sa")
+    assert kubectl.json("-n", "upgradebot", "get", "sa", "proto-sa")["metadata"]["namespace"] == "upgradebot"

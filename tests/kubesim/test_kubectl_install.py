@@ -214,9 +214,46 @@ def test_user_priority_class_admits_pods(installed: dict[str, str], kubectl: Kub
     assert proc.returncode != 0 and "no PriorityClass with name issue34-none was found" in proc.stderr
 
 
-def test_kubectl_create_sends_protobuf_for_config_kinds(installed: dict[str, str], kubectl: Kubectl) -> None:
-    """``kubectl create configmap`` and ``create serviceaccount`` (protobuf bodies) store what they say."""
-    kubectl("-n", "upgradebot", "create", "configmap", "proto-cm", "--from-literal=greeting=hello")
-    assert kubectl.json("-n", "upgradebot", "get", "cm", "proto-cm")["data"] == {"greeting": "hello"}
-    kubectl("-n", "upgradebot", "create", "serviceaccount", "proto-sa")
-    assert kubectl.json("-n", "upgradebot", "get", "sa", "proto-sa")["metadata"]["namespace"] == "upgradebot"
+CREATES = [
+    ("-n", "proto", "create", "secret", "generic", "s1", "--from-literal=a=b", "--type=kubernetes.io/basic-auth"),
+    ("-n", "proto", "create", "secret", "docker-registry", "pull", "--docker-username=u", "--docker-password=p"),
+    ("-n", "proto", "create", "configmap", "c1", "--from-literal=a=b"),
+    ("-n", "proto", "create", "serviceaccount", "sa1"),
+    ("create", "priorityclass", "p1", "--value=7", "--description=hi", "--preemption-policy=Never"),
+    ("-n", "proto", "create", "service", "clusterip", "svc1", "--tcp=80:8080", "--tcp=443:https"),
+    ("-n", "proto", "create", "service", "nodeport", "np1", "--tcp=80:8080", "--node-port=30080"),
+    ("-n", "proto", "create", "deployment", "d1", "--image=registry.example.com/app:1", "--replicas=2", "--port=80"),
+    ("-n", "proto", "create", "role", "r1", "--verb=get", "--verb=list", "--resource=pods", "--resource-name=a"),
+    ("create", "clusterrole", "cr1", "--verb=get", "--resource=nodes"),
+    ("-n", "proto", "create", "rolebinding", "rb1", "--role=r1", "--serviceaccount=proto:sa1", "--user=bob"),
+    ("create", "clusterrolebinding", "crb1", "--clusterrole=cr1", "--group=g1"),
+    ("-n", "proto", "create", "pdb", "pdb1", "--selector=a=b", "--min-available=50%"),
+    ("-n", "proto", "create", "ingress", "i1", "--class=nginx", "--rule=foo.com/bar*=svc1:8080,tls=my-cert",
+     "--default-backend=defsvc:http"),
+]
+
+
+def _missing(sent: object, stored: object, path: str = "") -> list[str]:
+    """Where ``stored`` lacks a field of ``sent`` or holds another value."""
+    if isinstance(sent, dict):
+        if not isinstance(stored, dict):
+            return [path]
+        return [m for k, v in sent.items() if k not in ("creationTimestamp", "status")
+                for m in (_missing(v, stored[k], f"{path}.{k}") if k in stored else [f"{path}.{k}"])]
+    if isinstance(sent, list):
+        if not isinstance(stored, list) or len(sent) != len(stored):
+            return [path]
+        return [m for i, (a, b) in enumerate(zip(sent, stored, strict=True)) for m in _missing(a, b, f"{path}[{i}]")]
+    return [] if sent == stored else [f"{path}: {sent!r} != {stored!r}"]
+
+
+def test_kubectl_create_protobuf_bodies_store_what_dry_run_shows(installed: dict[str, str], kubectl: Kubectl) -> None:
+    """Issue 34 item 1: every ``kubectl create`` subcommand that sends protobuf is read field by field:
+    the stored object holds everything ``--dry-run=client -o json`` shows kubectl would send."""
+    kubectl("create", "namespace", "proto")
+    for args in CREATES:
+        sent = json.loads(kubectl(*args, "--dry-run=client", "-o", "json"))
+        kubectl(*args)
+        namespace = ["-n", "proto"] if args[0] == "-n" else []
+        stored = kubectl.json(*namespace, "get", sent["kind"].lower(), sent["metadata"]["name"])
+        assert _missing(sent, stored) == [], args

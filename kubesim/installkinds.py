@@ -6,6 +6,7 @@
   each port's protocol and ``targetPort``, the IP family fields), and a cluster IP from the
   service CIDR (``10.96.0.0/12``), unique among Services; one asked for must be free and
   in the range, or the create is refused as the IP allocator refuses it.
+- Jobs: their defaults and generated selector (:func:`kubesim.batchjobs.prepare_job`).
 - PriorityClasses: the API server's built-in ``system-node-critical`` and
   ``system-cluster-critical`` (:class:`BuiltinObjects` stores them, with the ``kubernetes``
   Service of ``default``); the Priority admission plugin resolves a pod's
@@ -19,7 +20,7 @@ import base64
 import ipaddress
 from typing import TYPE_CHECKING, Any
 
-from kubesim import errors, validation
+from kubesim import batchjobs, errors, validation
 from kubesim.resources import ResourceType
 
 if TYPE_CHECKING:
@@ -112,8 +113,10 @@ def admit(store: Store, res: ResourceType, obj: dict[str, Any], shown: str) -> N
     validation.admit_priority_class(res, obj, shown, known=lambda name: priority_value(store, name) is not None)
     if res.group_resource == validation.PODS and isinstance(obj.get("spec"), dict):
         wanted = obj["spec"].get("priorityClassName")
-        if wanted:
-            obj["spec"].setdefault("priority", priority_value(store, wanted))
+        if wanted and not obj["spec"].get("priority"):  # a controller's pod comes with 0: the class decides
+            obj["spec"]["priority"] = priority_value(store, wanted)
+    if res.group_resource == batchjobs.JOBS:
+        batchjobs.prepare_job(res, obj)
     if res.group_resource == SERVICES:
         service(obj)
         allocate_cluster_ip(store, res, obj)

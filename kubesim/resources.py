@@ -149,6 +149,7 @@ def _install_kinds() -> list[ResourceType]:
         ResourceType(net, "v1", "Ingress", "ingresses", True, ("ing",), ("status",)),
         ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",), has_spec=False),
         ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
+        ResourceType("batch", "v1", "Job", "jobs", True, (), ("status",), categories=("all",)),
     ]
 
 

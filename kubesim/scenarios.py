@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kubesim import dra
+from kubesim.batchjobs import JobController
 from kubesim.clock import rfc3339
 from kubesim.crds import CrdController
 from kubesim.daemonsets import DaemonSetController
@@ -288,5 +289,6 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
     sim.add_controller("scheduler", Scheduler())
     sim.add_controller("builtins", BuiltinObjects())
     sim.add_controller("crds", CrdController())
+    sim.add_controller("jobs", JobController())
     sim.settle()
     return sim

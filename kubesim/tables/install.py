@@ -7,7 +7,15 @@ import datetime as dt
 from typing import Any
 
 from kubesim.tables.columns import _AGE_COL, _NAME_COL, _col
-from kubesim.tables.formatting import _age, _meta, _name, format_label_selector, format_labels
+from kubesim.tables.formatting import (
+    _age,
+    _meta,
+    _name,
+    _parse_time,
+    format_label_selector,
+    format_labels,
+    human_duration,
+)
 
 _SECRET_COLUMNS = (
     _NAME_COL,
@@ -151,3 +159,44 @@ PRINTERS = {
     "leases": (_LEASE_COLUMNS, _lease_cells),
 }
 """``resource -> (columns, cells)``, registered with the other printers in :mod:`kubesim.tables`."""
+
+
+_JOB_COLUMNS = (
+    _NAME_COL,
+    _col("Status", "string", "Status of the job."),
+    _col("Completions", "string", "The desired number of successfully finished pods the job should be run with."),
+    _col("Duration", "string", "Time required to complete the job."),
+    _AGE_COL,
+    _col("Containers", "string", "Names of each container in the template.", priority=1),
+    _col("Images", "string", "Images referenced by each container in the template.", priority=1),
+    _col("Selector", "string", "Query over pods that should match the pod count.", priority=1),
+)
+
+
+def _job_status(job: dict) -> str:
+    conditions = {c.get("type") for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
+    for kind in ("Failed", "Complete", "Suspended", "FailureTarget", "SuccessCriteriaMet"):
+        if kind in conditions:
+            return kind
+    return "Running"
+
+
+def _job_cells(job: dict, now: dt.datetime) -> list:
+    """``printJob``: ``1/1``, or ``0/1 of 3`` for a parallel job without completions."""
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    succeeded = int(status.get("succeeded") or 0)
+    if spec.get("completions") is not None:
+        completions = f"{succeeded}/{spec['completions']}"
+    elif int(spec.get("parallelism") or 0) > 1:
+        completions = f"{succeeded}/1 of {spec['parallelism']}"
+    else:
+        completions = f"{succeeded}/1"
+    start, end = _parse_time(status.get("startTime")), _parse_time(status.get("completionTime"))
+    duration = "" if start is None else human_duration((end or now) - start)
+    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    return [_name(job), _job_status(job), completions, duration, _age(job, now),
+            ",".join(c.get("name", "") for c in containers), ",".join(c.get("image", "") for c in containers),
+            format_label_selector(spec.get("selector"))]
+
+
+PRINTERS["jobs"] = (_JOB_COLUMNS, _job_cells)

@@ -223,6 +223,7 @@ CREATES = [
     ("-n", "proto", "create", "service", "clusterip", "svc1", "--tcp=80:8080", "--tcp=443:https"),
     ("-n", "proto", "create", "service", "nodeport", "np1", "--tcp=80:8080", "--node-port=30080"),
     ("-n", "proto", "create", "deployment", "d1", "--image=registry.example.com/app:1", "--replicas=2", "--port=80"),
+    ("-n", "proto", "create", "job", "j1", "--image=registry.example.com/app:1", "--", "run", "--once"),
     ("-n", "proto", "create", "role", "r1", "--verb=get", "--verb=list", "--resource=pods", "--resource-name=a"),
     ("create", "clusterrole", "cr1", "--verb=get", "--resource=nodes"),
     ("-n", "proto", "create", "rolebinding", "rb1", "--role=r1", "--serviceaccount=proto:sa1", "--user=bob"),
@@ -252,8 +253,39 @@ def test_kubectl_create_protobuf_bodies_store_what_dry_run_shows(installed: dict
     the stored object holds everything ``--dry-run=client -o json`` shows kubectl would send."""
     kubectl("create", "namespace", "proto")
     for args in CREATES:
-        sent = json.loads(kubectl(*args, "--dry-run=client", "-o", "json"))
+        flags = args.index("--") if "--" in args else len(args)  # before a command for the container
+        sent = json.loads(kubectl(*args[:flags], "--dry-run=client", "-o", "json", *args[flags:]))
         kubectl(*args)
         namespace = ["-n", "proto"] if args[0] == "-n" else []
         stored = kubectl.json(*namespace, "get", sent["kind"].lower(), sent["metadata"]["name"])
         assert _missing(sent, stored) == [], args
+
+
+CUDA_SAMPLE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+
+
+def _job(name: str, **spec: object) -> dict:
+    container: dict = {"name": "sample", "image": CUDA_SAMPLE}
+    if spec.pop("gpu", True):
+        container["resources"] = {"limits": {"nvidia.com/gpu": 1}}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "upgradebot"},
+            "spec": {**spec, "template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}}
+
+
+def test_jobs_run_to_completion_or_their_backoff_limit(installed: dict[str, str], kubectl: Kubectl) -> None:
+    """batch/v1 Jobs are served with their controller: a CUDA sample given a GPU completes (``kubectl wait
+    --for=condition=complete``); one without a GPU fails past its backoffLimit; ``get jobs`` prints the
+    printer's columns; a template that may restart is refused."""
+    _apply_json(kubectl, _job("vectoradd"), _job("no-gpu", gpu=False, backoffLimit=1))
+    kubectl("-n", "upgradebot", "wait", "--for=condition=complete", "job/vectoradd", "--timeout=60s", timeout=90)
+    kubectl("-n", "upgradebot", "wait", "--for=condition=failed", "job/no-gpu", "--timeout=60s", timeout=90)
+    assert "Test PASSED" in kubectl("-n", "upgradebot", "logs", "job/vectoradd")
+    failed = kubectl.json("-n", "upgradebot", "get", "job", "no-gpu")
+    assert failed["status"]["failed"] == 2 and failed["status"]["conditions"][-1]["reason"] == "BackoffLimitExceeded"
+    assert _columns(kubectl, "-n", "upgradebot", "jobs") == ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]
+    rows = {line.split()[0]: line.split()[1:3] for line in kubectl("-n", "upgradebot", "get", "jobs").splitlines()[1:]}
+    assert rows["vectoradd"] == ["Complete", "1/1"] and rows["no-gpu"] == ["Failed", "0/1"]
+    bad = _job("restarts")
+    bad["spec"]["template"]["spec"]["restartPolicy"] = "Always"
+    proc = kubectl.run("apply", "-f", "-", check=False, input=json.dumps(bad))
+    assert proc.returncode != 0 and 'Unsupported value: "Always": supported values: "OnFailure", "Never"' in proc.stderr

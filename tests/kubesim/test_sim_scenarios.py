@@ -19,9 +19,10 @@ def test_unknown_scenario_names_the_known_ones():
 
 def test_controllers_are_registered_by_name():
     """The simulation runs the namespaces, workload, disruption, node lifecycle, kubelet and scheduler controllers,
-    the API server's built-in objects and the CRDs' kinds."""
+    the API server's built-in objects, the CRDs' kinds and Jobs."""
     assert set(small().controllers) == {"namespaces", "daemonsets", "deployments", "replicasets", "statefulsets",
-                                        "disruption", "nodelifecycle", "kubelet", "scheduler", "builtins", "crds"}
+                                        "disruption", "nodelifecycle", "kubelet", "scheduler", "builtins", "crds",
+                                        "jobs"}
 
 
 @pytest.mark.parametrize("minor", [27, 31, 34])

@@ -106,7 +106,7 @@ class ConfigRefs:
 
     def _env_blocked(self, rt: PodRt, ctr: Ctr, pod: dict[str, Any]) -> bool:
         """True (the container waiting, CreateContainerConfigError) while its environment cannot be made."""
-        container = next((c for c in pod["spec"].get("containers") or [] if c.get("name") == ctr.name), {})
+        container: dict[str, Any] = next((c for c in pod["spec"].get("containers") or [] if c.get("name") == ctr.name), {})
         why = env_error(self.sim.store, rt.ns, container)
         if why is None:
             ctr.config_error = None

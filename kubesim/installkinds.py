@@ -41,7 +41,7 @@ def secret(obj: dict[str, Any]) -> None:
         obj["type"] = "Opaque"
     plain = obj.pop("stringData", None)
     if isinstance(plain, dict) and plain:
-        data = obj.get("data") if isinstance(obj.get("data"), dict) else {}
+        data: dict[str, Any] = obj["data"] if isinstance(obj.get("data"), dict) else {}
         obj["data"] = {**data, **{str(k): base64.b64encode(str(v).encode()).decode() for k, v in plain.items()}}
 
 

@@ -289,3 +289,26 @@ def test_jobs_run_to_completion_or_their_backoff_limit(installed: dict[str, str]
     bad["spec"]["template"]["spec"]["restartPolicy"] = "Always"
     proc = kubectl.run("apply", "-f", "-", check=False, input=json.dumps(bad))
     assert proc.returncode != 0 and 'Unsupported value: "Always": supported values: "OnFailure", "Never"' in proc.stderr
+
+
+def test_crd_kinds_are_served_until_the_crd_is_deleted(installed: dict[str, str], kubectl: Kubectl) -> None:
+    """A CRD's kind is served once the CRD is Established (created, listed, short name, cluster scope for
+    its own CRD object) and is gone, objects and all, once the CRD is deleted."""
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "widgets.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"kind": "Widget", "plural": "widgets", "shortNames": ["wd"]},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                                  "schema": {"openAPIV3Schema": {"type": "object",
+                                                                 "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    _apply_json(kubectl, crd)
+    kubectl("wait", "--for=condition=established", "crd/widgets.example.com", "--timeout=30s")
+    status = kubectl.json("get", "crd", "widgets.example.com")["status"]
+    assert status["acceptedNames"]["listKind"] == "WidgetList" and status["storedVersions"] == ["v1"]
+    _apply_json(kubectl, {"apiVersion": "example.com/v1", "kind": "Widget",
+                          "metadata": {"name": "w1", "namespace": "upgradebot"}, "spec": {"size": 3}})
+    assert kubectl.json("-n", "upgradebot", "get", "wd", "w1")["spec"] == {"size": 3}
+    kubectl("delete", "crd", "widgets.example.com")
+    proc = kubectl.run("get", "--raw", "/apis/example.com/v1/namespaces/upgradebot/widgets/w1", check=False)
+    assert proc.returncode != 0 and "the server could not find the requested resource" in proc.stderr
+    assert "example.com" not in kubectl("get", "--raw", "/apis")

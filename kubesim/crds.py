@@ -6,16 +6,20 @@ can be created, read, listed, watched, patched and deleted under
 ``/apis/<group>/<version>/[namespaces/<ns>/]<plural>``, stored in the version marked
 ``storage``. The CRD's status then says so, as the apiextensions controllers write it:
 ``acceptedNames`` (``singular`` and ``listKind`` defaulted), the ``NamesAccepted`` and
-``Established`` conditions, ``storedVersions``. A CRD deleted takes its kinds off the
+``Established`` conditions, ``storedVersions``. ``kubectl get`` of the kind prints Name, then
+the storage version's ``additionalPrinterColumns`` (simple JSONPaths), or Age. A CRD deleted takes its kinds off the
 surface and its objects with them.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from kubesim.clock import rfc3339
+from kubesim.clock import parse_time, rfc3339
 from kubesim.resources import ResourceType
+from kubesim.tables import human_duration, register_printer
+from kubesim.tables.columns import _NAME_COL, _col
 
 if TYPE_CHECKING:
     from kubesim.simulation import Simulation
@@ -42,6 +46,31 @@ def served_types(crd: dict[str, Any]) -> list[ResourceType]:
             categories=tuple(names.get("categories") or ()),
         ))
     return out
+
+
+def _at(obj: Any, path: str) -> Any:
+    """A simple JSONPath (``.spec.replicas``) of an additionalPrinterColumn; None when absent."""
+    for part in [p for p in path.strip().lstrip("{").rstrip("}").split(".") if p]:
+        obj = obj.get(part) if isinstance(obj, dict) else None
+    return obj
+
+
+def printer(version: dict[str, Any]) -> tuple[tuple[dict[str, Any], ...], Any]:
+    """The apiextensions table convertor: Name, the version's additionalPrinterColumns (Age by default)."""
+    extra = [c for c in version.get("additionalPrinterColumns") or [] if isinstance(c, dict)] or [
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
+    columns = (_NAME_COL, *(_col(str(c.get("name")), str(c.get("type") or "string"), str(c.get("description") or ""),
+                                 fmt=str(c.get("format") or ""), priority=int(c.get("priority") or 0)) for c in extra))
+
+    def cells(obj: dict[str, Any], now: dt.datetime) -> list[Any]:
+        out: list[Any] = [obj["metadata"]["name"]]
+        for column in extra:
+            value = _at(obj, str(column.get("jsonPath") or ""))
+            when = parse_time(value) if column.get("type") == "date" and isinstance(value, str) else None
+            out.append(human_duration(now - when) if when is not None else value)
+        return out
+
+    return columns, cells
 
 
 def accepted_status(crd: dict[str, Any], now: str) -> dict[str, Any]:
@@ -97,6 +126,10 @@ class CrdController:
         fresh = [r for r in served_types(crd) if self.sim.surface.lookup(r.group, r.version, r.plural) is None]
         self._served[crd["metadata"]["name"]] = fresh
         resources.extend(fresh)
+        storage = next((v for v in (crd.get("spec") or {}).get("versions") or [] if isinstance(v, dict) and v.get("storage")),
+                       None)
+        if fresh and storage is not None:
+            register_printer(fresh[0].plural, *printer(storage))
 
     def _withdraw(self, crd: dict[str, Any]) -> None:
         assert self.sim is not None

@@ -218,3 +218,13 @@ def to_table(
         # the default convertor never allocates its rows slice, so no rows is "rows": null
         "rows": None if printer is None and not rows else rows,
     }
+
+
+def register_printer(resource: str, columns: tuple[dict, ...], cells: Callable[[dict, dt.datetime], list]) -> None:
+    """A printer for a resource served later (a CRD's kind: :mod:`kubesim.crds`); the built-ins stay."""
+    if resource not in _PRINTERS or resource in _REGISTERED:
+        _PRINTERS[resource] = _Printer(columns, cells)
+        _REGISTERED.add(resource)
+
+
+_REGISTERED: set[str] = set()

@@ -95,6 +95,7 @@ def test_install_steps_apply_every_overlay_and_roll_out(installed: dict[str, str
     out = kubectl("-n", "upgradebot", "rollout", "status", "deployment/upgradebot", "--timeout=60s", timeout=90)
     assert 'deployment "upgradebot" successfully rolled out' in out
     kubectl("-n", "upgradebot", "rollout", "status", "statefulset/upgradebot-redis", "--timeout=60s", timeout=90)
+    assert _columns(kubectl, "-n", "upgradebot", "servicemonitors") == ["NAME", "AGE"]
     monitor = kubectl.json("-n", "upgradebot", "get", "servicemonitor", "upgradebot")
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
     resources = kubectl("api-resources", "--api-group=monitoring.coreos.com")
@@ -292,13 +293,16 @@ def test_jobs_run_to_completion_or_their_backoff_limit(installed: dict[str, str]
 
 
 def test_crd_kinds_are_served_until_the_crd_is_deleted(installed: dict[str, str], kubectl: Kubectl) -> None:
-    """A CRD's kind is served once the CRD is Established (created, listed, short name, cluster scope for
-    its own CRD object) and is gone, objects and all, once the CRD is deleted."""
+    """A CRD's kind is served once the CRD is Established (created, read by its short name, listed with its
+    additionalPrinterColumns) and is gone, objects and all, once the CRD is deleted."""
     crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
            "metadata": {"name": "widgets.example.com"},
            "spec": {"group": "example.com", "scope": "Namespaced",
                     "names": {"kind": "Widget", "plural": "widgets", "shortNames": ["wd"]},
                     "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                                  "additionalPrinterColumns": [{"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                                                               {"name": "Age", "type": "date",
+                                                                "jsonPath": ".metadata.creationTimestamp"}],
                                   "schema": {"openAPIV3Schema": {"type": "object",
                                                                  "x-kubernetes-preserve-unknown-fields": True}}}]}}
     _apply_json(kubectl, crd)
@@ -308,6 +312,9 @@ def test_crd_kinds_are_served_until_the_crd_is_deleted(installed: dict[str, str]
     _apply_json(kubectl, {"apiVersion": "example.com/v1", "kind": "Widget",
                           "metadata": {"name": "w1", "namespace": "upgradebot"}, "spec": {"size": 3}})
     assert kubectl.json("-n", "upgradebot", "get", "wd", "w1")["spec"] == {"size": 3}
+    table = kubectl("-n", "upgradebot", "get", "widgets")
+    assert _columns(kubectl, "-n", "upgradebot", "widgets") == ["NAME", "SIZE", "AGE"]
+    assert table.splitlines()[1].split()[:2] == ["w1", "3"]
     kubectl("delete", "crd", "widgets.example.com")
     proc = kubectl.run("get", "--raw", "/apis/example.com/v1/namespaces/upgradebot/widgets/w1", check=False)
     assert proc.returncode != 0 and "the server could not find the requested resource" in proc.stderr

@@ -202,14 +202,22 @@ def test_pod_with_missing_config_map_volume_is_not_mounted(installed: dict[str, 
 
 
 def test_user_priority_class_admits_pods(installed: dict[str, str], kubectl: Kubectl) -> None:
-    """A PriorityClass created with ``kubectl create priorityclass`` (protobuf) admits pods naming it,
-    with its value; a class that does not exist is refused by the Priority admission plugin."""
+    """A PriorityClass created with ``kubectl create priorityclass`` (protobuf) admits pods naming it, a
+    pod's and a DaemonSet's, with its value; a class that does not exist is refused by the Priority admission."""
     kubectl("create", "priorityclass", "issue34-high", "--value=4242", "--description=test")
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "prio", "namespace": "upgradebot"},
            "spec": {"priorityClassName": "issue34-high",
                     "containers": [{"name": "app", "image": "registry.example.com/app:1.0"}]}}
     _apply_json(kubectl, pod)
     assert kubectl.json("-n", "upgradebot", "get", "pod", "prio")["spec"]["priority"] == 4242
+    daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "prio-ds", "namespace": "upgradebot"},
+                 "spec": {"selector": {"matchLabels": {"app": "prio-ds"}}, "template": {
+                     "metadata": {"labels": {"app": "prio-ds"}},
+                     "spec": {"priorityClassName": "issue34-high", "nodeSelector": {"kubernetes.io/hostname": "cpu-node1"},
+                              "containers": [{"name": "agent", "image": "registry.example.com/agent:1.0"}]}}}}
+    _apply_json(kubectl, daemonset)
+    pods = wait_for(lambda: kubectl.json("-n", "upgradebot", "get", "pods", "-l", "app=prio-ds")["items"])
+    assert [p["spec"]["priority"] for p in pods] == [4242]
     pod["metadata"]["name"], pod["spec"]["priorityClassName"] = "prio-missing", "issue34-none"
     proc = kubectl.run("apply", "-f", "-", check=False, input=json.dumps(pod))
     assert proc.returncode != 0 and "no PriorityClass with name issue34-none was found" in proc.stderr

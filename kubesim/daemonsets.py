@@ -13,11 +13,13 @@ from __future__ import annotations
 import copy
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from kubesim import podstatus as ps
 from kubesim.clock import parse_time, rfc3339
 from kubesim.errors import ApiError
+from kubesim.installkinds import priority_value
 from kubesim.revisions import HASH_LABEL, TEMPLATE_GENERATION, History, compute_hash
 from kubesim.selectors import node_affinity_matches, untolerated_taints
 from kubesim.simulation import Simulation
@@ -63,9 +65,10 @@ def node_name_affinity(affinity: dict[str, Any] | None, node: str) -> dict[str, 
 PRIORITIES = PRIORITY_CLASSES
 
 
-def admit_priority(spec: dict[str, Any]) -> None:
-    """The Priority admission plugin: resolve priorityClassName to a priority."""
-    spec.setdefault("priority", PRIORITIES.get(spec.get("priorityClassName") or "", 0))
+def admit_priority(spec: dict[str, Any], value_of: Callable[[str], int | None] = PRIORITIES.get) -> None:
+    """The Priority admission plugin: resolve priorityClassName to a priority (``value_of``: the
+    stored PriorityClasses', :func:`kubesim.installkinds.priority_value`; the built-ins by default)."""
+    spec.setdefault("priority", value_of(spec.get("priorityClassName") or "") or 0)
     spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
 
 
@@ -78,7 +81,8 @@ def template_generation(ds: dict[str, Any]) -> str:
     return (ds["metadata"].get("annotations") or {}).get(TEMPLATE_GENERATION) or str(ds["metadata"].get("generation", 1))
 
 
-def daemon_pod(ds: dict[str, Any], node: str, hash_: str) -> dict[str, Any]:
+def daemon_pod(ds: dict[str, Any], node: str, hash_: str,
+               value_of: Callable[[str], int | None] = PRIORITIES.get) -> dict[str, Any]:
     """A new daemon pod for ``node`` (no status; the scenarios add one for loaded pods)."""
     template = ds["spec"]["template"]
     tmeta = template.get("metadata") or {}
@@ -86,7 +90,7 @@ def daemon_pod(ds: dict[str, Any], node: str, hash_: str) -> dict[str, Any]:
     spec["nodeName"] = node
     spec["affinity"] = node_name_affinity(spec.get("affinity"), node)
     spec["tolerations"] = daemon_tolerations(spec)
-    admit_priority(spec)
+    admit_priority(spec, value_of)
     labels = {**(tmeta.get("labels") or {}), HASH_LABEL: hash_, GENERATION_LABEL: template_generation(ds)}
     meta: dict[str, Any] = {"generateName": ds["metadata"]["name"] + "-", "namespace": ds["metadata"]["namespace"],
                             "labels": labels, "ownerReferences": [owner_ref(ds)]}
@@ -305,7 +309,7 @@ class DaemonSetController:
                 continue
             self.sim.record_event(ds, reason="SuccessfulDelete", message=f"Deleted pod: {m['name']}", component="daemonset-controller")
         for node in create:
-            pod = daemon_pod(ds, node, hash_)
+            pod = daemon_pod(ds, node, hash_, lambda name: priority_value(store, name))
             now = rfc3339(self.sim.clock.now())
             pod["status"] = {"phase": "Pending", "qosClass": ps.qos_class(pod["spec"]),
                              "conditions": [ps.condition("PodScheduled", True, now)]}

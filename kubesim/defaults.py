@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kubesim import installkinds
+
 
 def statefulset(obj: dict[str, Any]) -> None:
     """``SetDefaults_StatefulSet``: replicas, podManagementPolicy, updateStrategy, revisionHistoryLimit."""
@@ -58,3 +60,4 @@ def csidriver(obj: dict[str, Any]) -> None:
 DEFAULTERS: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("apps", "statefulsets"): statefulset, ("", "namespaces"): namespace, ("", "nodes"): node,
     ("storage.k8s.io", "csidrivers"): csidriver}
+DEFAULTERS.update({("", "secrets"): installkinds.secret, ("", "services"): installkinds.service})

@@ -20,6 +20,7 @@ from typing import Any
 from kubesim import dra, pluginlogs
 from kubesim import podstatus as ps
 from kubesim.clock import rfc3339
+from kubesim.configrefs import ConfigRefs
 from kubesim.devices import NODES, DeviceRegistry, container_kind
 from kubesim.ipam import PodAddresses
 from kubesim.jobs import JobRunner, is_job
@@ -48,13 +49,14 @@ DRA_RETRY = 10.0
 ORPHAN_QUARANTINE = 40.0
 
 
-class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner):
+class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, ConfigRefs):
     """Kubelets for every node: pod lifecycles, plugin registrations, node faults."""
 
     def __init__(self) -> None:
         DeviceRegistry.__init__(self)
         NodeLifecycle.__init__(self)
         PluginAgent.__init__(self)
+        ConfigRefs.__init__(self)
         self._pods: dict[str, set[str]] = defaultdict(set)  # node -> pod uids
         self._where: dict[str, tuple[str, str, str]] = {}  # uid -> (ns, name, node)
         self._rt: dict[str, PodRt] = {}
@@ -130,6 +132,8 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner):
             self.not_ready.discard(name)
             assert self.sim is not None
             self.sim.call_later(ORPHAN_QUARANTINE, lambda: self._collect_orphans(name))
+        elif res.group == "" and res.plural in ("secrets", "configmaps") and ev.type != "DELETED":
+            self._config_written(ev.obj["metadata"].get("namespace", ""))
 
     def _collect_orphans(self, node: str) -> None:
         """PodGC: pods bound to a node that does not exist are deleted (after a 40 s quarantine)."""
@@ -224,7 +228,7 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner):
     def _prepare(self, rt: PodRt) -> None:
         """Prepare the pod's DRA claims (before the sandbox), then create the sandbox."""
         pod = self._pod(rt.uid)
-        if pod is None:
+        if pod is None or self._mount_blocked(rt, pod):
             return
         missing = self._unprepared_driver(pod, rt.node)
         if missing is not None:
@@ -277,7 +281,8 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner):
         if pod is None:
             return
         self._event(pod, "Pulled", ps.pulled_message(self.sim.minor, ctr.image, took), ctr=ctr.name)  # type: ignore[union-attr]
-        self._start_container(rt, ctr, pod)
+        if not self._env_blocked(rt, ctr, pod):
+            self._start_container(rt, ctr, pod)
 
     def _start_container(self, rt: PodRt, ctr: Ctr, pod: dict[str, Any]) -> None:
         assert self.sim is not None

@@ -36,6 +36,8 @@ class Ctr:
     """How a run-to-completion container exited (state ``terminated``)."""
     crash_reason: str | None = None
     """Why a container crashes other than its image tag says (a device plugin's bad config)."""
+    config_error: str | None = None
+    """Why the kubelet cannot create the container: a Secret or ConfigMap its environment reads is missing."""
 
     @property
     def ready(self) -> bool:
@@ -170,6 +172,8 @@ def container_status(ctr: Ctr, pod: dict[str, Any]) -> dict[str, Any]:
     elif ctr.state == "backoff":
         msg = ps.crashloop_message(ctr.backoff, ctr.name, pod)
         out["state"] = {"waiting": {"message": msg, "reason": "CrashLoopBackOff"}}
+    elif ctr.config_error:
+        out["state"] = {"waiting": {"message": ctr.config_error, "reason": "CreateContainerConfigError"}}
     else:
         out["state"] = {"waiting": {"reason": "ContainerCreating"}}
     return out

@@ -150,6 +150,20 @@ def _dra_for(minor: int) -> list[ResourceType]:
     return out
 
 
+def _install_kinds() -> list[ResourceType]:
+    """What an install touches besides workloads: Secrets, Services, network and scheduling kinds, Leases."""
+    net = "networking.k8s.io"
+    return [
+        ResourceType("", "v1", "Secret", "secrets", True, has_spec=False),
+        ResourceType("", "v1", "Service", "services", True, ("svc",), ("status",), categories=("all",)),
+        ResourceType(net, "v1", "NetworkPolicy", "networkpolicies", True, ("netpol",)),
+        ResourceType(net, "v1", "Ingress", "ingresses", True, ("ing",), ("status",)),
+        ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",), has_spec=False),
+        ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
+        ResourceType("batch", "v1", "Job", "jobs", True, (), ("status",), categories=("all",)),
+    ]
+
+
 @dataclass
 class ApiSurface:
     """Every resource one simulated release serves, indexed the ways requests need."""
@@ -161,7 +175,7 @@ class ApiSurface:
     def for_release(cls, minor: int) -> ApiSurface:
         if minor not in SUPPORTED_MINORS:
             raise ValueError(f"Kubernetes 1.{minor} is not simulated (1.27 .. 1.34 are)")
-        return cls(minor, _core() + _authentication(minor) + _dra_for(minor))
+        return cls(minor, _core() + _authentication(minor) + _install_kinds() + _dra_for(minor))
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
         for res in self.resources:

@@ -42,7 +42,9 @@ from collections.abc import Callable
 from typing import Any
 
 from kubesim import dra, ipam
+from kubesim.batchjobs import JobController
 from kubesim.clock import rfc3339
+from kubesim.crds import CrdController
 from kubesim.daemonsets import DaemonSetController
 from kubesim.deployments import DeploymentController, ReplicaSetController
 from kubesim.disruption import DisruptionController
@@ -59,6 +61,7 @@ from kubesim.fixtures import (
     workload_pod,
 )
 from kubesim.hardware import A100_535, H100_550, Stack, equip
+from kubesim.installkinds import BuiltinObjects
 from kubesim.kubelets import KubeletController
 from kubesim.namespaces import NamespaceController
 from kubesim.nodestatus import UnschedulableTaints
@@ -327,5 +330,8 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
     sim.add_controller("nodeipam", ipam.NodeIpam())
     sim.add_controller("kubelet", kubelet)
     sim.add_controller("scheduler", Scheduler())
+    sim.add_controller("builtins", BuiltinObjects())
+    sim.add_controller("crds", CrdController())
+    sim.add_controller("jobs", JobController())
     sim.settle()
     return sim

@@ -30,6 +30,8 @@ from kubesim import (
     eviction,
     openapi,
     patching,
+    protokinds,
+    protowire,
     rbac,
     selectors,
     strategies,
@@ -127,6 +129,8 @@ class ApiServer:
     async def _stamp_date(self, request: web.Request, response: web.StreamResponse) -> None:
         """``Date`` in simulated time, so clients can learn the server's "now"."""
         response.headers["Date"] = email.utils.format_datetime(self.sim.clock.now(), usegmt=True)
+        # As kube-apiserver's WithCacheControl: kubectl's HTTP cache must not serve discovery from before a CRD.
+        response.headers.setdefault("Cache-Control", "no-cache, private")
 
     # ------------------------------------------------------------ dispatch
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
@@ -334,7 +338,7 @@ class ApiServer:
             return self.apply(request, target, await request.read(), dry_run)
         if "force" in request.query and verb == "patch":
             raise _patch_options_invalid("force", "Forbidden", "may not be specified for non-apply patch")
-        body = await self.body(request) if request.method in ("POST", "PUT", "PATCH") else None
+        body = await self.body(request, res) if request.method in ("POST", "PUT", "PATCH") else None
         validation = field_validation(request)
         warnings: list[str] = []
         if verb in ("create", "update") and isinstance(body, dict) and not target.sub:
@@ -393,8 +397,10 @@ class ApiServer:
         token, expires = self.sim.tokens.mint(namespace, name, now, seconds)
         return json_response(rbac.token_request(namespace, name, token, now, expires, seconds), 201)
 
-    async def body(self, request: web.Request) -> Any:
+    async def body(self, request: web.Request, res: ResourceType | None = None) -> Any:
         raw = await request.read()
+        if res is not None and request.content_type == protowire.PROTOBUF:  # kubectl create's typed clients
+            return protokinds.decode(res.group, res.kind, raw)
         try:
             return json.loads(raw or b"{}")
         except ValueError as exc:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim import errors, schemas, validation
+from kubesim import errors, installkinds, schemas, validation
 from kubesim.clock import SimClock, rfc3339
 from kubesim.defaults import DEFAULTERS
 from kubesim.resources import ApiSurface, ResourceType
@@ -37,7 +37,8 @@ _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _EMPTY: dict[Any, Any] = {}
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
-_NO_GENERATION = {"Pod", "Node", "Namespace", "Event", "ConfigMap", "ServiceAccount", "ControllerRevision", "CSIDriver"}
+_NO_GENERATION = {"Pod", "Node", "Namespace", "Event", "ConfigMap", "ServiceAccount", "ControllerRevision",
+                  "CSIDriver", "Service", "Lease"}
 
 
 @dataclass(frozen=True)
@@ -324,7 +325,7 @@ class Store:
             obj.setdefault("spec", {"finalizers": ["kubernetes"]})
             obj["status"] = {"phase": "Active"}
         validation.prepare_for_create(res, obj)
-        validation.admit_priority_class(res, obj, shown)
+        installkinds.admit(self, res, obj, shown)
         self.complete(res, obj)
         validation.validate(res, obj)
         if dry_run:

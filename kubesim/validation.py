@@ -24,6 +24,7 @@ as a real controller's writes are trusted to be valid).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from kubesim import errors
@@ -44,7 +45,7 @@ POD_SPECS = (PODS, ("apps", "daemonsets"), ("apps", "deployments"), ("apps", "re
 """The kinds whose pod spec (a pod's own, or its template's) kubesim validates."""
 MAX_ID = 2**31 - 1
 PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
-"""The PriorityClasses every cluster has (the API server creates them); kubesim serves no other."""
+"""The PriorityClasses every cluster has (the API server creates them at start-up)."""
 
 
 def prepare_for_create(res: ResourceType, obj: dict[str, Any]) -> None:
@@ -152,12 +153,14 @@ def _pod_spec_ids(spec: dict[str, Any], field: str) -> list[Cause]:
     return causes
 
 
-def admit_priority_class(res: ResourceType, obj: dict[str, Any], name: str) -> None:
+def admit_priority_class(res: ResourceType, obj: dict[str, Any], name: str,
+                         known: Callable[[str], bool] = PRIORITY_CLASSES.__contains__) -> None:
     """The Priority admission plugin on a pod's create: its ``priorityClassName`` must name a
     PriorityClass; ``name`` is how the refusal names the pod (its ``generateName`` when the
-    name is generated, as ``NewForbidden`` does)."""
+    name is generated, as ``NewForbidden`` does); ``known`` says whether a PriorityClass exists
+    (the store's: :func:`kubesim.installkinds.priority_value`)."""
     if res.group_resource != PODS:
         return
     wanted = (obj.get("spec") or {}).get("priorityClassName")
-    if wanted and wanted not in PRIORITY_CLASSES:
+    if wanted and not known(wanted):
         raise errors.forbidden(res, name, f"no PriorityClass with name {wanted} was found")

@@ -78,6 +78,7 @@ from kubesim.tables.formatting import (
     human_duration,
     short_human_duration,
 )
+from kubesim.tables.install import PRINTERS as _INSTALL_PRINTERS
 from kubesim.tables.policy import _POD_DISRUPTION_BUDGET_COLUMNS, _pod_disruption_budget_cells
 from kubesim.tables.storage import _CSI_DRIVER_COLUMNS, _csi_driver_cells
 
@@ -118,6 +119,7 @@ _PRINTERS: dict[str, _Printer] = {
         _POD_SCHEDULING_CONTEXT_COLUMNS, _pod_scheduling_context_cells
     ),
 }
+_PRINTERS.update({resource: _Printer(*printer) for resource, printer in _INSTALL_PRINTERS.items()})
 
 
 # Printers of a kube-apiserver that serves resource.k8s.io/v1alpha2 (v1.27 - v1.30).
@@ -218,3 +220,13 @@ def to_table(
         # the default convertor never allocates its rows slice, so no rows is "rows": null
         "rows": None if printer is None and not rows else rows,
     }
+
+
+def register_printer(resource: str, columns: tuple[dict, ...], cells: Callable[[dict, dt.datetime], list]) -> None:
+    """A printer for a resource served later (a CRD's kind: :mod:`kubesim.crds`); the built-ins stay."""
+    if resource not in _PRINTERS or resource in _REGISTERED:
+        _PRINTERS[resource] = _Printer(columns, cells)
+        _REGISTERED.add(resource)
+
+
+_REGISTERED: set[str] = set()

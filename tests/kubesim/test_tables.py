@@ -177,16 +177,16 @@ def test_include_object_rejects_unknown_values() -> None:
 def test_default_convertor_for_other_resources() -> None:
     """Unknown resources get Name and a 'Created At' date column with RFC3339 cells."""
     obj = {"metadata": {"name": "cm", "creationTimestamp": "2026-11-30T09:00:00.250000+01:00"}}
-    table = to_table("configmaps", [obj], now=NOW)
+    table = to_table("customresourcedefinitions", [obj], now=NOW)
     assert columns(table) == [("Name", 0), ("Created At", 0)]
     assert table["columnDefinitions"][1]["type"] == "date"
     assert table["rows"][0]["cells"] == ["cm", "2026-11-30T08:00:00Z"]
-    assert cells("configmaps", {"metadata": {"name": "x"}}) == ["x", "0001-01-01T00:00:00Z"]
+    assert cells("customresourcedefinitions", {"metadata": {"name": "x"}}) == ["x", "0001-01-01T00:00:00Z"]
 
 
 def test_default_convertor_with_no_objects_has_null_rows() -> None:
     """The default convertor never allocates its rows, so an empty list gives rows: null."""
-    assert to_table("configmaps", [], now=NOW)["rows"] is None
+    assert to_table("customresourcedefinitions", [], now=NOW)["rows"] is None
     assert to_table("pods", [], now=NOW)["rows"] == []
 
 

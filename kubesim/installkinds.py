@@ -1,0 +1,150 @@
+"""What the API server does to the kinds an install writes besides its workloads.
+
+- Secrets: ``type`` defaults to ``Opaque``; ``stringData`` is merged into ``data`` (base64)
+  on every write and never stored, as the Secret's conversion does.
+- Services: the defaults of ``SetDefaults_Service`` (type ``ClusterIP``, ``sessionAffinity``,
+  each port's protocol and ``targetPort``, the IP family fields), and a cluster IP from the
+  service CIDR (``10.96.0.0/12``), unique among Services; one asked for must be free and
+  in the range, or the create is refused as the IP allocator refuses it.
+- Jobs: their defaults and generated selector (:func:`kubesim.batchjobs.prepare_job`).
+- PriorityClasses: the API server's built-in ``system-node-critical`` and
+  ``system-cluster-critical`` (:class:`BuiltinObjects` stores them, with the ``kubernetes``
+  Service of ``default``); the Priority admission plugin resolves a pod's
+  ``priorityClassName`` from the stored classes (:func:`priority_value`), so one a user
+  creates admits pods, and one that does not exist refuses them.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+from typing import TYPE_CHECKING, Any
+
+from kubesim import batchjobs, errors, validation
+from kubesim.resources import ResourceType
+
+if TYPE_CHECKING:
+    from kubesim.simulation import Simulation
+    from kubesim.store import Store
+
+SECRETS = ("", "secrets")
+SERVICES = ("", "services")
+PRIORITY_CLASSES = ("scheduling.k8s.io", "priorityclasses")
+SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")
+KUBERNETES_SERVICE_IP = "10.96.0.1"
+_BUILTIN_CLASS_DESCRIPTION = "Used for system critical pods that must not be moved from their current node."
+
+
+def secret(obj: dict[str, Any]) -> None:
+    """``SetDefaults_Secret`` and the v1 conversion: ``Opaque``, ``stringData`` folded into ``data``."""
+    if not obj.get("type"):
+        obj["type"] = "Opaque"
+    plain = obj.pop("stringData", None)
+    if isinstance(plain, dict) and plain:
+        data: dict[str, Any] = obj["data"] if isinstance(obj.get("data"), dict) else {}
+        obj["data"] = {**data, **{str(k): base64.b64encode(str(v).encode()).decode() for k, v in plain.items()}}
+
+
+def service(obj: dict[str, Any]) -> None:
+    """``SetDefaults_Service``: what ``kubectl get svc -o yaml`` shows that the client never sent."""
+    spec = obj.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    if spec["type"] != "ExternalName":
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    for port in spec.get("ports") or []:
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")
+            if "port" in port:
+                port.setdefault("targetPort", port["port"])
+    ip = spec.get("clusterIP")
+    if ip and ip != "None" and not spec.get("clusterIPs"):
+        spec["clusterIPs"] = [ip]
+    if ip and spec["type"] != "ExternalName":
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+    obj.setdefault("status", {}).setdefault("loadBalancer", {})
+
+
+def _taken(store: Store) -> set[str]:
+    return {str((s.get("spec") or {}).get("clusterIP")) for s in store.iter(SERVICES)}
+
+
+def allocate_cluster_ip(store: Store, res: ResourceType, obj: dict[str, Any]) -> None:
+    """A new Service's ``spec.clusterIP``: the one asked for if it is free, else the lowest free one."""
+    spec = obj.setdefault("spec", {})
+    if not isinstance(spec, dict) or spec.get("type") == "ExternalName" or spec.get("clusterIP") == "None":
+        return
+    taken = _taken(store)
+    wanted = spec.get("clusterIP")
+    name = (obj.get("metadata") or {}).get("name", "")
+    if wanted:
+        try:
+            inside = ipaddress.ip_address(wanted) in SERVICE_CIDR
+        except ValueError:
+            inside = False
+        why = None if inside else f"failed to allocate IP {wanted}: the provided IP ({wanted}) is not in the valid range. " \
+            f"The range of valid IPs is {SERVICE_CIDR}"
+        if inside and wanted in taken:
+            why = f"failed to allocate IP {wanted}: provided IP is already allocated"
+        if why:
+            raise errors.invalid(res, name, [("spec.clusterIPs", f'Invalid value: []string{{"{wanted}"}}: {why}')])
+        return
+    for address in SERVICE_CIDR.hosts():
+        if str(address) not in taken and str(address) != KUBERNETES_SERVICE_IP:
+            spec["clusterIP"] = str(address)
+            spec["clusterIPs"] = [str(address)]
+            return
+    raise errors.ApiError(500, "InternalError", "Internal error occurred: failed to allocate a serviceIP: range is full")
+
+
+def priority_value(store: Store, name: str) -> int | None:
+    """The value of the PriorityClass ``name`` as stored; the built-in classes always resolve."""
+    stored = store.get(PRIORITY_CLASSES, "", name)
+    if stored is not None:
+        return int(stored.get("value") or 0)
+    return validation.PRIORITY_CLASSES.get(name)
+
+
+def admit(store: Store, res: ResourceType, obj: dict[str, Any], shown: str) -> None:
+    """Admission of a create that reads other objects: a pod's PriorityClass, a Service's cluster IP."""
+    validation.admit_priority_class(res, obj, shown, known=lambda name: priority_value(store, name) is not None)
+    if res.group_resource == validation.PODS and isinstance(obj.get("spec"), dict):
+        wanted = obj["spec"].get("priorityClassName")
+        if wanted and not obj["spec"].get("priority"):  # a controller's pod comes with 0: the class decides
+            obj["spec"]["priority"] = priority_value(store, wanted)
+    if res.group_resource == batchjobs.JOBS:
+        batchjobs.prepare_job(res, obj)
+    if res.group_resource == SERVICES:
+        service(obj)
+        allocate_cluster_ip(store, res, obj)
+        service(obj)
+
+
+def builtin_priority_classes() -> list[dict[str, Any]]:
+    return [{"metadata": {"name": name}, "value": value, "description": _BUILTIN_CLASS_DESCRIPTION,
+             "preemptionPolicy": "PreemptLowerPriority"}
+            for name, value in validation.PRIORITY_CLASSES.items()]
+
+
+def kubernetes_service() -> dict[str, Any]:
+    """``default/kubernetes``: the API server's own Service, as every cluster has it."""
+    svc = {"metadata": {"name": "kubernetes", "namespace": "default",
+                        "labels": {"component": "apiserver", "provider": "kubernetes"}},
+           "spec": {"clusterIP": KUBERNETES_SERVICE_IP,
+                    "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]}}
+    service(svc)
+    return svc
+
+
+class BuiltinObjects:
+    """The objects the API server makes itself at start-up (PriorityClasses, the ``kubernetes`` Service)."""
+
+    def start(self, sim: Simulation) -> None:
+        store = sim.store
+        classes = [c for c in builtin_priority_classes() if store.get(PRIORITY_CLASSES, "", c["metadata"]["name"]) is None]
+        store.load(PRIORITY_CLASSES, classes)
+        if store.get(SERVICES, "default", "kubernetes") is None:
+            store.load(SERVICES, [kubernetes_service()])

@@ -93,7 +93,7 @@ def target_findings(inventory: Inventory, ref: str, node: str) -> list[Check]:
     mine = {f"daemonset/{ref}", f"node/{node}"}
     if ds is not None and ds.kind == "dra-kubelet-plugin":
         mine.add("cluster")
-        mine.update(f"{c.kind.lower()}/{c.name}" for c in inventory.classes if set(c.drivers) & set(ds.drivers))
+        mine.update(f"{c.kind.lower()}/{c.name}" for c in inventory.device_classes if set(c.drivers) & set(ds.drivers))
     fails = [f for f in inventory.findings if f.severity == "fail" and f.object in mine]
     if fails:
         return [failed("no-fail-finding", f"{f.message}: {f.next_step}", code=f.code, object=f.object) for f in fails]

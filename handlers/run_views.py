@@ -142,6 +142,9 @@ def gate_message(run: Run, gate: Gate, *, self_approval: bool = False) -> Messag
     change = run.shown("template_diff") or ""
     if gate.kind is GateKind.CANARY and change:
         lines.append(msg.template_diff(literal_block(change)))
+    warnings = run.shown("request_warnings") or []
+    if gate.kind is GateKind.CANARY and warnings:
+        lines.append(msg.request_warnings(warnings))
     stage = run.shown("after_stage") or {}
     link = thread_link(stage.get("origin") or {})
     if gate.kind is GateKind.CANARY and link:

@@ -19,12 +19,14 @@ from runbooks.cluster import Cluster
 from runbooks.cluster.resources import NODES
 from runbooks.daemonset.baselines import Baseline, baseline_from
 from runbooks.daemonset.observing import Snapshot, wait_for
-from runbooks.engine.recording import failed, passed
+from runbooks.engine.recording import failed, passed, warned
 from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, Clock, StepSettings
 from runbooks.errors import NotFound, plural
 from runbooks.inventory import Inventory, take_inventory
+from runbooks.inventory.compatibility import judge
 from runbooks.inventory.reading import node_from
+from runbooks.inventory.stacks import hardware_classes
 from runbooks.templates import same
 
 
@@ -100,12 +102,30 @@ def target_findings(inventory: Inventory, ref: str, node: str) -> list[Check]:
     return [passed("no-fail-finding", f"the inventory has no failing finding about {ref} or {node}")]
 
 
+def compatibility_checks(inventory: Inventory, run: Run, settings: StepSettings) -> list[Check]:
+    """The image against the compatibility matrix on the hardware classes of the nodes the
+    target's pods run on (every node a promotion reaches): a class whose driver is too old, or a
+    Kubernetes outside the row's range, fails; an unknown combination is a warning."""
+    ds = inventory.daemonset(run.target.ref)
+    on = {p.node for p in ds.pods} if ds is not None else set()
+    if run.node:
+        on.add(run.node)
+    classes = hardware_classes(n for n in inventory.nodes if n.name in on)
+    entry = settings.targets.get(run.target.ref)
+    override = entry.compatibility if entry is not None else None
+    verdicts = judge(run.image, classes, kubernetes=inventory.kubernetes.version,
+                     min_driver=override.min_driver if override else None, ignore=bool(override and override.ignore))
+    make = {"pass": passed, "fail": failed, "warn": warned}
+    return [make[v.status]("compatibility", v.detail, row=v.row, nodes=v.nodes) for v in verdicts]
+
+
 def request_checks(
     cluster: Cluster, snap: Snapshot, *, run: Run, settings: StepSettings,
 ) -> tuple[list[Check], Inventory | None]:
     """Everything knowable before anyone approves, read-only: a valid and new image, the
     container, a healthy DaemonSet, a Ready, schedulable GPU node with a Ready plugin pod, and
-    no failing inventory finding on the target. The inventory comes back for the baseline."""
+    no failing inventory finding on the target, and the image fits the compatibility matrix on
+    the target's hardware classes. The inventory comes back for the baseline."""
     checks: list[Check] = []
     try:
         validation.image_reference(run.image)
@@ -133,6 +153,8 @@ def request_checks(
     inventory = take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
                                registration=settings.registration)
     checks += target_findings(inventory, run.target.ref, run.node)
+    if run.image and run.image != snap.images.get(container or "", ""):
+        checks += compatibility_checks(inventory, run, settings)
     return checks, inventory
 
 

@@ -16,7 +16,17 @@ from bot.slack.serve import build_slack_service
 from kubesim import KubeSim
 from tests.e2e.conftest import RunBot
 from tests.e2e.harness import settings_for
-from tests.e2e.runs_support import POLICY, TARGET, SlackClient, buttons, eventually, posted_ts, roots, texts, thread
+from tests.e2e.runs_support import (
+    POLICY,
+    TARGET,
+    SlackClient,
+    buttons,
+    eventually,
+    posted_ts,
+    roots,
+    texts,
+    thread,
+)
 from tests.fakeslack import FakeSlack
 
 PLUGIN = "nvcr.io/nvidia/k8s-device-plugin"

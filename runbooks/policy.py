@@ -653,6 +653,15 @@ class Migrations(Strict):
         return values
 
 
+class CanaryPolicy(Strict):
+    """The canary (policy ``canary``)."""
+
+    per_class: bool = False
+    """Every hardware class (GPU product x driver branch x runtime) the target runs on needs its
+    own canary node before promotion: a request whose nodes leave a class out is refused, naming
+    the classes. False: one node may stand for the fleet (``node=auto`` still picks one per class)."""
+
+
 class Policy(Strict):
     """The whole policy file; every section optional (docs/policy.md lists the defaults)."""
 
@@ -674,6 +683,7 @@ class Policy(Strict):
     shell: Shell = Field(default_factory=Shell)
     limits: Limits = Field(default_factory=Limits)
     migrations: Migrations = Field(default_factory=Migrations)
+    canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
     gpu_resources: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu"])
     """Extended resources the inventory reports and checks per node."""
 

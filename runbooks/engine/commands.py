@@ -109,6 +109,7 @@ def step_settings_of(policy: Policy) -> StepSettings:
         unknown_blocks=policy.verify.unknown == "fail",
         registration=policy.registration,
         targets={str(t): t for t in policy.targets},
+        canary_per_class=policy.canary.per_class,
     )
 
 

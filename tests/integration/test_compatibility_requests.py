@@ -50,10 +50,17 @@ def mixed() -> Iterator[KubeSim]:
         yield sim
 
 
-def test_a_plugin_needing_a_newer_driver_is_refused_naming_the_row_and_the_nodes(mixed: KubeSim, redis_url: str) -> None:
+@pytest.mark.parametrize("k8s", ["1.27", "1.32", "1.34"])
+def test_a_plugin_needing_a_newer_driver_is_refused_naming_the_row_and_the_nodes(k8s: str, redis_url: str) -> None:
     """issue 36, item 2: a canary of the -driver550 build on gpu-node3 (itself on 550) is refused
     before any approver is asked: the row (device plugin v0.17.x, its README), the A100 class and
-    gpu-node1, gpu-node2 are named; the H100 nodes are not; no run is stored."""
+    gpu-node1, gpu-node2 are named; the H100 nodes are not; no run is stored (Kubernetes 1.27,
+    1.32 and 1.34)."""
+    with KubeSim(scenario="gpu-mixed", k8s_version=k8s, speed=4) as sim:
+        _refused_naming_the_a100_nodes(sim, redis_url)
+
+
+def _refused_naming_the_a100_nodes(mixed: KubeSim, redis_url: str) -> None:
     engine = kubesim_engine(mixed, redis_url, policy())
     with pytest.raises(Refused) as refused:
         engine.request_canary(actor=ALICE, target=TARGET, image=NEEDS_550, node="gpu-node3")
@@ -91,6 +98,26 @@ def test_the_policy_override_moves_the_minimum_or_turns_the_check_off(mixed: Kub
     run = engine.request_canary(actor=ALICE, target=TARGET, image=NEEDS_550, node="gpu-node3").run
     assert run.gate is not None and run.gate.is_open and "request_warnings" not in run.progress
     engine.reject(run.id, actor=BOB)
+
+
+def test_with_the_check_off_the_canary_on_the_older_driver_crash_loops_and_is_rolled_back(
+        mixed: KubeSim, redis_url: str) -> None:
+    """issue 36, items 2 and 6: what the refusal prevents. With compatibility.ignore the
+    -driver550 build is approved for a canary on gpu-node1 (driver 535): kubesim's plugin
+    crash-loops there, the canary fails naming gpu-node1 and the run is rolled back."""
+    from runbooks.cluster import Cluster
+    from runbooks.engine.clocks import ClusterClock
+
+    clock = ClusterClock(Cluster.from_kubeconfig(mixed.kubeconfig).server_time)
+    engine = kubesim_engine(mixed, redis_url, policy({"ignore": True}), clock=clock)
+    run = engine.request_canary(actor=ALICE, target=TARGET, image=NEEDS_550, node="gpu-node1").run
+    engine.approve(run.id, actor=BOB)
+    run = engine.advance(run.id)
+    assert run.state in (RunState.ROLLED_BACK, RunState.FAILED), (run.state, run.reason)
+    crash = [e for e in engine.audit(run.id) if e["name"] == "canary.no-crashloop"]
+    assert crash and crash[0]["status"] == "failed" and "on gpu-node1 is crash-looping" in crash[0]["detail"], crash
+    image = Kubectl(mixed.kubeconfig).json("get", "daemonset", DS, "-n", NS)["spec"]["template"]["spec"]["containers"][0]
+    assert image["image"] != NEEDS_550
 
 
 def test_the_shell_refuses_it_with_exit_2(mixed: KubeSim, redis_url: str, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from handlers.run_views import gate_message
 from kubesim import KubeSim
 from runbooks.cluster import Cluster
 from runbooks.engine.approving import Actor
@@ -62,6 +63,7 @@ def test_node_auto_picks_one_node_per_class_and_the_canary_replaces_each(mixed: 
     [requested] = [e for e in engine.audit(run.id) if e["name"] == "requested"]
     assert "node=auto chose one canary node per hardware class" in requested["detail"]
     assert all(f"{n} for {CLASS_OF[n]}" in requested["detail"] for n in run.canary_nodes), requested["detail"]
+    assert run.gate is not None and "gpu-node2, gpu-node4, gpu-node5" in gate_message(run, run.gate).text
     engine.approve(run.id, actor=BOB)
     run = engine.advance(run.id)
     assert run.state is S.AWAITING_PROMOTION, run.reason

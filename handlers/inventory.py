@@ -118,9 +118,9 @@ def _daemonset(ds: DaemonSet) -> Message:
 
 
 def _dra(inv: Inventory) -> Message | None:
-    if not (inv.classes or inv.slices or inv.claims):
+    if not (inv.device_classes or inv.slices or inv.claims):
         return None
-    lines = [f"{c.kind} {c.name}: driver {', '.join(c.drivers) or '?'}" for c in inv.classes]
+    lines = [f"{c.kind} {c.name}: driver {', '.join(c.drivers) or '?'}" for c in inv.device_classes]
     for driver in sorted({s.driver for s in inv.slices}):
         slices = [s for s in inv.slices if s.driver == driver]
         lines.append(f"ResourceSlices of {driver}: {len(slices)} on {len({s.node for s in slices})} node(s), "

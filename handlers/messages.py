@@ -586,3 +586,8 @@ def unsafe_character(argument: str, character: str) -> str:
     """A word of a command holds a control, line-separator or bidi character (``U+202E``)."""
     return (f"{argument} holds {character}, a control, line-separator or bidi character: "
             "type every value on one line, as plain text")
+
+
+def request_warnings(warnings: list[str]) -> str:
+    """What the request's checks could not vouch for (an unknown compatibility combination): shown, not refused."""
+    return "Warnings (not refused; judge before approving):\n" + "\n".join(f"- {w}" for w in warnings)

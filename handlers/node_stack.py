@@ -3,7 +3,7 @@ runtime, kubelet, GPU product and count, driver and CUDA. What a node does not s
 written ``unknown``, and GPU nodes without GPU Feature Discovery labels are named.
 
 Every surface shows these messages (shell text, Slack thread, console); ``--json`` carries
-the same facts as the inventory's ``nodes`` and ``hardware_classes``.
+the same facts as the inventory's ``nodes`` and ``classes``.
 """
 
 from __future__ import annotations
@@ -63,13 +63,13 @@ def unknown_nodes(inv: Inventory) -> list[str]:
 
 def classes_message(inv: Inventory) -> Message:
     """The hardware classes: per class the drivers, CUDA, runtime, kernels, OS images and nodes."""
-    classes = inv.hardware_classes[:MAX_ROWS]
+    classes = inv.classes[:MAX_ROWS]
     unknown = unknown_nodes(inv)
     text = no_gfd_sentence(unknown) if unknown else ("" if classes else no_gpu_nodes())
-    more = len(inv.hardware_classes) - len(classes)
+    more = len(inv.classes) - len(classes)
     table = Table(header=CLASS_HEADER, rows=[_class_row(c) for c in classes],
                   note=f"… {more} more classes" if more else "")
-    return Message(title=classes_title(len(inv.hardware_classes)), text=text, table=table if classes else None,
+    return Message(title=classes_title(len(inv.classes)), text=text, table=table if classes else None,
                    tone="warn" if unknown else "info")
 
 
@@ -92,7 +92,7 @@ def nodes_message(inv: Inventory) -> Message:
 def summary_item(inv: Inventory) -> Item:
     """One field of the summary: how many classes, and how many GPU nodes have an unknown stack."""
     unknown = len(unknown_nodes(inv))
-    value = f"{len(inv.hardware_classes)} hardware class(es)"
+    value = f"{len(inv.classes)} hardware class(es)"
     return Item(label="GPU stack", value=value + (f", {unknown} GPU node(s) with {NO_GFD}" if unknown else ""))
 
 

@@ -109,15 +109,20 @@ def _asks(run: Run, gate: Gate) -> str:
     elif gate.kind is GateKind.MIGRATION:
         what = msg.asks_migration(run.target.kind, ref, migration_summary(run))
     elif gate.kind is GateKind.CANARY and is_restart(run):
-        what = msg.asks_restart(run.node, ref, run.container, literal(run.image))
+        what = msg.asks_restart(canary_nodes_text(run), ref, run.container, literal(run.image))
     elif gate.kind is GateKind.CANARY:
-        what = msg.asks_canary(literal(run.image), run.node, ref, run.container, change, bool(run.target.drain))
+        what = msg.asks_canary(literal(run.image), canary_nodes_text(run), ref, run.container, change, bool(run.target.drain))
     elif gate.kind is GateKind.PROMOTION:
-        what = msg.asks_promotion(literal(run.image), ref, run.node, "a restart" if is_restart(run) else change,
+        what = msg.asks_promotion(literal(run.image), ref, canary_nodes_text(run), "a restart" if is_restart(run) else change,
                                   bool(run.target.drain))
     else:
         what = msg.asks_rollback(ref, run.id)
     return msg.gate_asks(_who(gate.requested_by), what)
+
+
+def canary_nodes_text(run: Run) -> str:
+    """The canary's node, or its nodes (one per hardware class) as ``gpu-node2, gpu-node4``."""
+    return ", ".join(run.canary_nodes) or run.node
 
 
 def is_restart(run: Run) -> bool:
@@ -142,6 +147,9 @@ def gate_message(run: Run, gate: Gate, *, self_approval: bool = False) -> Messag
     change = run.shown("template_diff") or ""
     if gate.kind is GateKind.CANARY and change:
         lines.append(msg.template_diff(literal_block(change)))
+    warnings = run.shown("request_warnings") or []
+    if gate.kind is GateKind.CANARY and warnings:
+        lines.append(msg.request_warnings(warnings))
     stage = run.shown("after_stage") or {}
     link = thread_link(stage.get("origin") or {})
     if gate.kind is GateKind.CANARY and link:
@@ -195,7 +203,7 @@ def _what_fields(run: Run) -> list[Item]:
                 Item(label="Change", value=migration_summary(run))]
     fields = [Item(label="Target", value=f"{run.target.ref} in {run.target.cluster or 'the current context'}"),
               Item(label="Image", value=f"{literal(run.image)} (container {run.container})"),
-              Item(label="Canary node", value=run.node)]
+              Item(label="Canary node", value=canary_nodes_text(run))]
     if not run.edits.empty:
         fields.insert(2, Item(label="Change", value="a restart" if is_restart(run) else literal(run.edits.summary())))
     return fields
@@ -226,17 +234,17 @@ def next_lines(run: Run, *, self_approval: bool = False) -> list[str]:
     if gate is not None:
         key = {GateKind.CANARY: "restart" if is_restart(run) else "canary", GateKind.PROMOTION: "promotion",
                GateKind.ROLLBACK: "rollback", GateKind.MIGRATION: "migration", GateKind.REPAIR: "repair"}[gate.kind]
-        return [msg.next_step(key, run.node), msg.approvers_act(user_ref(gate.requested_by), self_approval)]
+        return [msg.next_step(key, canary_nodes_text(run)), msg.approvers_act(user_ref(gate.requested_by), self_approval)]
     if run.state is S.HALTED:
-        return [msg.next_step("halted", run.node), msg.halted_act(run.id)]
+        return [msg.next_step("halted", canary_nodes_text(run)), msg.halted_act(run.id)]
     if run.state is S.MONITORING:
-        return [msg.next_step("monitoring", run.node), msg.reports_act(run.id)]
+        return [msg.next_step("monitoring", canary_nodes_text(run)), msg.reports_act(run.id)]
     if run.state not in WORKING:
         return []
     key = "applying" if run.state is S.APPLYING else run.state.value
     if run.kind is not RunKind.UPGRADE and run.state is S.VERIFYING:
         key = "verifying_change"
-    return [msg.next_step(key, run.node), msg.people_may_stop(run.id)]
+    return [msg.next_step(key, canary_nodes_text(run)), msg.people_may_stop(run.id)]
 
 
 def root_message(run: Run, *, self_approval: bool = False) -> Message:
@@ -413,7 +421,7 @@ def _rows(phase: str, groups: Mapping[str, Sequence[Step]], scope: str) -> list[
 def phase_heading(run: Run, phase: str) -> str:
     """The name of a step for people: ``Canary on gpu-node1``, ``Verify every node``."""
     title = msg.phase_title(phase, kind=run.kind.value)
-    return f"{title} on {run.node}" if phase == "canary" and run.node else title
+    return f"{title} on {canary_nodes_text(run)}" if phase == "canary" and run.node else title
 
 
 def phase_message(run: Run, phase: str, steps: Sequence[Step]) -> Message:

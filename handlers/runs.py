@@ -109,7 +109,7 @@ def parse_canary(words: Sequence[str]) -> CanaryArgs:
         validation.target(positional[0])
         if "image" in pairs:
             validation.image_reference(pairs["image"])
-        validation.node_name(pairs["node"])
+        validation.node_names(pairs["node"])
         if "container" in pairs:
             validation.container_name(pairs["container"])
     except ValueError as exc:

@@ -9,6 +9,12 @@ from typing import Any
 SOCKET = "/var/lib/kubelet/device-plugins/nvidia-gpu.sock"
 KUBELET_SOCKET = "/var/lib/kubelet/device-plugins/kubelet.sock"
 CRASH_MESSAGE = "failed to create device plugin socket: mkdir /var/lib/kubelet/device-plugins: permission denied"
+NVML_MISMATCH = ("error starting plugins: error getting plugins: failed to construct resource managers: "
+                 "nvml init failed: Driver/library version mismatch")
+"""The plugin's last line when NVML cannot initialise against the node's older driver: NVML's
+own wording of ``NVML_ERROR_LIB_RM_VERSION_MISMATCH`` (``nvmlErrorString``, which go-nvml
+uses once the library is loaded), wrapped as ``cmd/nvidia-device-plugin/main.go`` and
+``internal/plugin/factory.go`` (v0.17) wrap it, after factory.go's own error lines."""
 
 Lines = list[tuple[dt.datetime, str]]
 
@@ -153,7 +159,17 @@ def device_plugin_reregistered(container: dict[str, Any], start: dt.datetime) ->
 
 
 def crash(start: dt.datetime, reason: str | None = None) -> Lines:
-    """A crashing plugin's last words: its image's generic failure, or why its config did not load."""
+    """A crashing plugin's last words: its image's generic failure, why its config did not load,
+    or NVML failing on a driver older than its build needs (:data:`NVML_MISMATCH`)."""
+    if reason == NVML_MISMATCH:
+        return _at(start, [
+            ("E", "factory.go:93", "Failed to initialize NVML: Driver/library version mismatch."),
+            ("E", "factory.go:94", "If this is a GPU node, did you set the docker default runtime to `nvidia`?"),
+            ("E", "factory.go:95", "You can check the prerequisites at: https://github.com/NVIDIA/k8s-device-plugin#prerequisites"),
+            ("E", "factory.go:96", "You can learn how to set the runtime at: https://github.com/NVIDIA/k8s-device-plugin#quick-start"),
+            ("E", "factory.go:97", "If this is not a GPU node, you should set up a toleration or nodeSelector to only deploy this plugin on GPU nodes"),
+            ("E", "main.go:173", NVML_MISMATCH),
+        ])
     return _at(start, [("E", "main.go:123", reason or CRASH_MESSAGE)])
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubesim import pluginlogs
 from kubesim import podstatus as ps
 from kubesim.devices import container_kind
 
@@ -70,6 +71,8 @@ def new_runtime(pod: dict[str, Any], node: str, node_labels: Mapping[str, str] |
         mode, why = ps.behaviour(image, node_labels), None
         if kind == "device-plugin" and mode != "crash":
             why = ps.device_plugin_config_error(c)
+            if why is None and ps.driver_too_old(image, node_labels):
+                why = pluginlogs.NVML_MISMATCH
             mode = "crash" if why else mode
         rt.ctrs[c["name"]] = Ctr(c["name"], image, mode, kind, crash_reason=why)
     return rt

@@ -77,6 +77,21 @@ def behaviour(image: str, node_labels: Mapping[str, str] | None = None) -> str:
     return "healthy"
 
 
+_MIN_DRIVER = re.compile(r"-driver(\d+)$")
+"""A tag ending in ``-driver<branch>`` (``v0.17.0-driver550``): a build that needs that NVIDIA
+driver branch or newer."""
+
+
+def driver_too_old(image: str, node_labels: Mapping[str, str] | None) -> bool:
+    """Whether the image's ``-driver<branch>`` tag needs a newer driver than the node's, as GFD
+    labels it (``nvidia.com/cuda.driver-version.major``, else ``cuda.driver.major``). A node
+    without those labels is not judged: kubesim knows no driver there."""
+    found = _MIN_DRIVER.search(image_tag(image))
+    labels = node_labels or {}
+    major = labels.get("nvidia.com/cuda.driver-version.major") or labels.get("nvidia.com/cuda.driver.major") or ""
+    return found is not None and major.isdigit() and int(major) < int(found.group(1))
+
+
 MIG_STRATEGIES = ("none", "single", "mixed")
 DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
 

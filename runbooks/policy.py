@@ -193,6 +193,24 @@ class Drain(Strict):
         return _at_least("10s")(_duration(value))
 
 
+class CompatibilityOverride(Strict):
+    """The compatibility matrix overridden for one target (policy ``targets[].compatibility``):
+    ``min_driver`` replaces the matrix's minimum NVIDIA driver branch (also for an image the
+    matrix does not know); ``ignore: true`` skips the check for this target."""
+
+    min_driver: str | None = None
+    ignore: bool = False
+
+    @field_validator("min_driver", mode="before")
+    @classmethod
+    def _branch(cls, value: object) -> object:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if value is not None and not (isinstance(value, str) and value.isdigit()):
+            raise ValueError(f"min_driver {value!r} is not a driver branch (its major version, e.g. \"550\")")
+        return value
+
+
 class Target(Strict):
     """A DaemonSet the bot may upgrade: ``namespace/name``, and optionally the log line
     (a regular expression) that says its plugin registered with the kubelet."""
@@ -232,6 +250,8 @@ class Target(Strict):
             return None
         return value
 
+    compatibility: CompatibilityOverride | None = None
+    """The compatibility matrix overridden for this target (see :class:`CompatibilityOverride`)."""
     stages: list[str] = Field(default_factory=list)
     """Kubeconfig contexts in the order an image goes through them (``staging``, ``prod-eu``,
     ``prod-us``): a canary on one is requested only once the same image's run on the stage
@@ -633,6 +653,15 @@ class Migrations(Strict):
         return values
 
 
+class CanaryPolicy(Strict):
+    """The canary (policy ``canary``)."""
+
+    per_class: bool = False
+    """Every hardware class (GPU product x driver branch x runtime) the target runs on needs its
+    own canary node before promotion: a request whose nodes leave a class out is refused, naming
+    the classes. False: one node may stand for the fleet (``node=auto`` still picks one per class)."""
+
+
 class Policy(Strict):
     """The whole policy file; every section optional (docs/policy.md lists the defaults)."""
 
@@ -654,6 +683,7 @@ class Policy(Strict):
     shell: Shell = Field(default_factory=Shell)
     limits: Limits = Field(default_factory=Limits)
     migrations: Migrations = Field(default_factory=Migrations)
+    canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
     gpu_resources: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu"])
     """Extended resources the inventory reports and checks per node."""
 

@@ -52,6 +52,17 @@ def node_name(value: str) -> str:
     return dns1123_subdomain(value, "node")
 
 
+def node_names(value: str) -> str:
+    """``node=a,b``: one node name or several joined by commas (one canary node per hardware
+    class), each a node name, none twice; returned joined as given."""
+    names = value.split(",")
+    if len(names) > 1 and any(not n for n in names):
+        raise ValueError(f"node={value!r} has an empty name: join node names with single commas")
+    if len(set(names)) != len(names):
+        raise ValueError(f"node={value!r} names a node twice")
+    return ",".join(node_name(n) for n in names)
+
+
 def container_name(value: str) -> str:
     return dns1123_label(value, "container")
 

@@ -137,23 +137,25 @@ def _new_revision(ctx: StepContext) -> Revision | None:
 
 
 def _replace_canary_pod(ctx: StepContext, new: Revision, container: str) -> StepResult:
-    run, node = ctx.run, ctx.run.node
+    """The pod on each canary node (one per hardware class when the run names several) replaced,
+    then followed until every one is Ready, or one crash-loops, or ``ready_timeout`` passes."""
+    run, nodes = ctx.run, ctx.run.canary_nodes
     snap = observe(ctx.cluster, run.target.namespace, run.target.name)
-    pod = snap.pod_on(node)
-    if pod is not None and pod.revision_hash != new.hash:
-        problem = draining.drain_nodes(ctx, [node], step="canary.drain")
-        if problem:
-            check = failed("drain", problem, node)
-            return StepResult(ok=False, reason=f"canary on {node}: {problem}", checks=[check])
-        delete_pod(ctx, pod, step="canary.delete-pod", why=f"revision {pod.revision_hash} -> {new.hash}")
-    elif pod is None:
-        note(ctx, "canary.delete-pod", "info", f"no plugin pod on {node} yet: waiting for the controller to create one")
-    else:
-        note(ctx, "canary.delete-pod", "info", f"the pod on {node} already runs revision {new.hash}", pod=pod.name)
+    for node in nodes:
+        pod = snap.pod_on(node)
+        if pod is not None and pod.revision_hash != new.hash:
+            problem = draining.drain_nodes(ctx, [node], step="canary.drain")
+            if problem:
+                check = failed("drain", problem, node)
+                return StepResult(ok=False, reason=f"canary on {node}: {problem}", checks=[check])
+            delete_pod(ctx, pod, step="canary.delete-pod", why=f"revision {pod.revision_hash} -> {new.hash}")
+        elif pod is None:
+            note(ctx, "canary.delete-pod", "info", f"no plugin pod on {node} yet: waiting for the controller to create one")
+        else:
+            note(ctx, "canary.delete-pod", "info", f"the pod on {node} already runs revision {new.hash}", pod=pod.name)
     last: list[Snapshot] = [snap]
 
-    def settled() -> tuple[str, PluginPod] | None:
-        last[0] = current = observe(ctx.cluster, run.target.namespace, run.target.name)
+    def state(current: Snapshot, node: str) -> tuple[str, PluginPod] | None:
         p = current.pod_on(node)
         if p is None or p.deleting or p.revision_hash != new.hash:
             return None
@@ -163,27 +165,40 @@ def _replace_canary_pod(ctx: StepContext, new: Revision, container: str) -> Step
             return "crashloop", p
         return None
 
+    def settled() -> dict[str, tuple[str, PluginPod] | None] | None:
+        last[0] = current = observe(ctx.cluster, run.target.namespace, run.target.name)
+        states = {node: state(current, node) for node in nodes}
+        done = all(s is not None for s in states.values()) or any(s and s[0] == "crashloop" for s in states.values())
+        return states if done else None
+
     outcome = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval, probe=settled)
-    others = [n for n in last[0].nodes if n != node]
-    untouched = _others_on_old_revision(last[0], others, new)
-    if outcome is None:
-        current = last[0].pod_on(node)
-        state = f"{current.name} {current.phase}, ready={current.ready}" if current else "no pod"
-        checks = [failed("canary-pod-ready", f"the new pod on {node} was not Ready in {ctx.settings.ready_timeout:g}s "
-                         f"({state})", node), untouched]
-    elif outcome[0] == "crashloop":
-        p = outcome[1]
-        checks = [failed("no-crashloop", f"{p.name} on {node} is crash-looping ({p.waiting_reason or 'restarting'}, "
-                         f"{p.restarts} restart{'' if p.restarts == 1 else 's'})", node, pod=p.name, restarts=p.restarts),
-                  failed("canary-pod-ready", f"{p.name} on {node} never became Ready", node, pod=p.name), untouched]
-    else:
-        p = outcome[1]
-        checks = [passed("canary-pod-ready", f"{p.name} on {node} is Running and Ready with {run.image}", node,
-                         pod=p.name, revision=new.hash), untouched]
+    states = outcome or {node: state(last[0], node) for node in nodes}
+    checks: list[Check] = []
+    for node in nodes:
+        checks += _pod_checks(ctx, node, states.get(node), last[0], new)
+    others = [n for n in last[0].nodes if n not in nodes]
+    checks.append(_others_on_old_revision(last[0], others, new))
     note_checks(ctx, "canary", checks)
-    if outcome is None or outcome[0] != "ready":
-        draining.mark_failed(ctx, [node])
-    return result(checks, what=f"canary on {node}")
+    failing = [node for node in nodes if (states.get(node) or ("", None))[0] != "ready"]
+    if failing:
+        draining.mark_failed(ctx, failing)
+    return result(checks, what=f"canary on {', '.join(nodes)}")
+
+
+def _pod_checks(ctx: StepContext, node: str, outcome: tuple[str, PluginPod] | None, last: Snapshot,
+                new: Revision) -> list[Check]:
+    if outcome is None:
+        current = last.pod_on(node)
+        state = f"{current.name} {current.phase}, ready={current.ready}" if current else "no pod"
+        return [failed("canary-pod-ready", f"the new pod on {node} was not Ready in {ctx.settings.ready_timeout:g}s "
+                       f"({state})", node)]
+    p = outcome[1]
+    if outcome[0] == "crashloop":
+        return [failed("no-crashloop", f"{p.name} on {node} is crash-looping ({p.waiting_reason or 'restarting'}, "
+                       f"{p.restarts} restart{'' if p.restarts == 1 else 's'})", node, pod=p.name, restarts=p.restarts),
+                failed("canary-pod-ready", f"{p.name} on {node} never became Ready", node, pod=p.name)]
+    return [passed("canary-pod-ready", f"{p.name} on {node} is Running and Ready with {ctx.run.image}", node,
+                   pod=p.name, revision=new.hash)]
 
 
 def _others_on_old_revision(snap: Snapshot, others: list[str], new: Revision) -> Check:

@@ -19,12 +19,14 @@ from runbooks.cluster import Cluster
 from runbooks.cluster.resources import NODES
 from runbooks.daemonset.baselines import Baseline, baseline_from
 from runbooks.daemonset.observing import Snapshot, wait_for
-from runbooks.engine.recording import failed, passed
+from runbooks.engine.recording import failed, passed, warned
 from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, Clock, StepSettings
 from runbooks.errors import NotFound, plural
 from runbooks.inventory import Inventory, take_inventory
+from runbooks.inventory.compatibility import judge
 from runbooks.inventory.reading import node_from
+from runbooks.inventory.stacks import hardware_classes
 from runbooks.templates import same
 
 
@@ -87,17 +89,64 @@ def node_checks(cluster: Cluster, snap: Snapshot, node: str, gpu_resources: tupl
 
 
 def target_findings(inventory: Inventory, ref: str, node: str) -> list[Check]:
-    """The inventory's FAIL findings about this target: its DaemonSet, the canary node, and for a
-    DRA kubelet plugin the cluster-wide DRA findings and the classes of the drivers it serves."""
+    """The inventory's FAIL findings about this target: its DaemonSet, the canary nodes (``node``,
+    one or several joined by commas), and for a DRA kubelet plugin the cluster-wide DRA findings
+    and the classes of the drivers it serves."""
     ds = next((d for d in inventory.daemonsets if d.ref == ref), None)
-    mine = {f"daemonset/{ref}", f"node/{node}"}
+    mine = {f"daemonset/{ref}", *(f"node/{n}" for n in node.split(","))}
     if ds is not None and ds.kind == "dra-kubelet-plugin":
         mine.add("cluster")
-        mine.update(f"{c.kind.lower()}/{c.name}" for c in inventory.classes if set(c.drivers) & set(ds.drivers))
+        mine.update(f"{c.kind.lower()}/{c.name}" for c in inventory.device_classes if set(c.drivers) & set(ds.drivers))
     fails = [f for f in inventory.findings if f.severity == "fail" and f.object in mine]
     if fails:
         return [failed("no-fail-finding", f"{f.message}: {f.next_step}", code=f.code, object=f.object) for f in fails]
     return [passed("no-fail-finding", f"the inventory has no failing finding about {ref} or {node}")]
+
+
+def _plugin_nodes(inventory: Inventory, run: Run) -> set[str]:
+    """The nodes the target's pods run on (every node a promotion reaches), and the canary's."""
+    ds = inventory.daemonset(run.target.ref)
+    return {p.node for p in ds.pods} | set(run.canary_nodes) if ds is not None else set(run.canary_nodes)
+
+
+def class_checks(inventory: Inventory, run: Run, settings: StepSettings) -> list[Check]:
+    """One canary node per hardware class: two named nodes of one class fail (name one per class);
+    with ``canary.per_class`` a class of the target's nodes without a canary node fails, named."""
+    nodes = run.canary_nodes
+    classes = hardware_classes(n for n in inventory.nodes if n.name in _plugin_nodes(inventory, run))
+    of = {name: c.name for c in classes for name in c.nodes}
+    seen: dict[str, str] = {}
+    for node in nodes:
+        if node in of and of[node] in seen:
+            return [failed("canary-per-class", f"{seen[of[node]]} and {node} are both of class {of[node]}: name one "
+                           "canary node per hardware class (node=auto picks one in each)", classes=[of[node]])]
+        seen.setdefault(of.get(node, node), node)
+    if not classes:
+        return []
+    missing = [c for c in classes if not set(c.nodes) & set(nodes)]
+    if missing and settings.canary_per_class:
+        return [failed("canary-per-class", "canary.per_class: every hardware class needs its canary node before "
+                       "promotion, and " + "; ".join(f"{c.name} ({', '.join(c.nodes)})" for c in missing)
+                       + " has none: add one node of each to node=, or use node=auto", classes=[c.name for c in missing])]
+    covered = sorted({of[n] for n in nodes if n in of})
+    if missing:
+        return [passed("canary-per-class", f"the canary covers {plural(len(covered), 'hardware class', 'hardware classes')} of "
+                       f"{len(classes)} ({'; '.join(c.name for c in missing)} without a canary node)",
+                       classes=covered, without=[c.name for c in missing])]
+    return [passed("canary-per-class", f"the canary covers every hardware class ({len(classes)})", classes=covered)]
+
+
+def compatibility_checks(inventory: Inventory, run: Run, settings: StepSettings) -> list[Check]:
+    """The image against the compatibility matrix on the hardware classes of the nodes the
+    target's pods run on (every node a promotion reaches): a class whose driver is too old, or a
+    Kubernetes outside the row's range, fails; an unknown combination is a warning."""
+    classes = hardware_classes(n for n in inventory.nodes if n.name in _plugin_nodes(inventory, run))
+    entry = settings.targets.get(run.target.ref)
+    override = entry.compatibility if entry is not None else None
+    verdicts = judge(run.image, classes, kubernetes=inventory.kubernetes.version,
+                     min_driver=override.min_driver if override else None, ignore=bool(override and override.ignore))
+    make = {"pass": passed, "fail": failed, "warn": warned}
+    return [make[v.status]("compatibility", v.detail, row=v.row, nodes=v.nodes) for v in verdicts]
 
 
 def request_checks(
@@ -105,7 +154,8 @@ def request_checks(
 ) -> tuple[list[Check], Inventory | None]:
     """Everything knowable before anyone approves, read-only: a valid and new image, the
     container, a healthy DaemonSet, a Ready, schedulable GPU node with a Ready plugin pod, and
-    no failing inventory finding on the target. The inventory comes back for the baseline."""
+    no failing inventory finding on the target, and the image fits the compatibility matrix on
+    the target's hardware classes. The inventory comes back for the baseline."""
     checks: list[Check] = []
     try:
         validation.image_reference(run.image)
@@ -127,12 +177,16 @@ def request_checks(
         checks.append(passed("container-exists", f"container {container} runs {snap.images[container]}",
                              container=container, image=snap.images[container]))
     checks.append(daemonset_health(snap))
-    checks += node_checks(cluster, snap, run.node, tuple(settings.gpu_resources))
+    for node in run.canary_nodes:
+        checks += node_checks(cluster, snap, node, tuple(settings.gpu_resources))
     if any(c.status == "fail" for c in checks):
         return checks, None
     inventory = take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
                                registration=settings.registration)
     checks += target_findings(inventory, run.target.ref, run.node)
+    checks += class_checks(inventory, run, settings)
+    if run.image and run.image != snap.images.get(container or "", ""):
+        checks += compatibility_checks(inventory, run, settings)
     return checks, inventory
 
 

@@ -52,6 +52,7 @@ from runbooks.engine.steps import Check, StepContext, StepResult, StepSettings
 from runbooks.errors import NotFound, PermanentClusterError, plural
 from runbooks.inventory import take_inventory
 from runbooks.inventory.plugins import classify
+from runbooks.inventory.stacks import hardware_classes
 
 
 class DaemonSetSteps:
@@ -65,13 +66,16 @@ class DaemonSetSteps:
             return [failed("daemonset-exists", f"daemonset {run.target.ref} does not exist on {cluster.context}")]
         checks = preflight.request_checks(cluster, snap, run=run, settings=settings)[0]
         if run.target.drain and not any(c.status == "fail" for c in checks):
-            checks += draining.request_checks(cluster, run.node, dra=classify(snap.ds) == "dra-kubelet-plugin",
-                                              settings=settings)
+            for node in run.canary_nodes:
+                checks += draining.request_checks(cluster, node, dra=classify(snap.ds) == "dra-kubelet-plugin",
+                                                  settings=settings)
         return [*checks, *companions.request_checks(cluster, run, snap.images.get(run.container, ""))]
 
     def pick_node(self, cluster: Cluster, run: Run, settings: StepSettings) -> tuple[str, str]:
-        """``node=auto``: the Ready, schedulable GPU node whose plugin pod is Ready and that has the
-        fewest devices in use (GPUs its pods request, DRA devices allocated there); ties by name."""
+        """``node=auto``: in each hardware class of the target's nodes (GPU product x driver branch x
+        runtime), the Ready, schedulable GPU node whose plugin pod is Ready and that has the fewest
+        devices in use (GPUs its pods request, DRA devices allocated there); ties by name. Several
+        classes give several nodes, joined by commas, in the classes' order."""
         try:
             snap = observe(cluster, run.target.namespace, run.target.name)
         except NotFound as exc:
@@ -84,9 +88,20 @@ class DaemonSetSteps:
         if not candidates:
             raise Refused(f"node=auto found no Ready, schedulable GPU node with a Ready pod of {run.target.ref}: "
                           "`inventory` shows why; name the node")
-        best = candidates[0]
-        return best.name, (f"node=auto chose {best.name}: Ready, schedulable, its plugin pod Ready, "
-                           f"{plural(best.busy, 'device')} in use (the fewest of {plural(len(candidates), 'candidate')})")
+        on = {p.node for p in snap.pods}
+        classes = hardware_classes(n for n in found.nodes if n.name in on)
+        picked = [(c, best) for c in classes
+                  if (best := next((n for n in candidates if n.name in c.nodes), None)) is not None]
+        if len(picked) <= 1:
+            best = picked[0][1] if picked else candidates[0]
+            return best.name, (f"node=auto chose {best.name}: Ready, schedulable, its plugin pod Ready, "
+                               f"{plural(best.busy, 'device')} in use (the fewest of {plural(len(candidates), 'candidate')})")
+        left = [c.name for c in classes if c not in [hw for hw, _ in picked]]
+        chosen = "; ".join(f"{n.name} for {c.name} ({plural(n.busy, 'device')} in use)" for c, n in picked)
+        return ",".join(n.name for _, n in picked), (
+            f"node=auto chose one canary node per hardware class, each Ready, schedulable, its plugin pod Ready and "
+            f"the least busy of its class: {chosen}"
+            + (f"; no candidate in {', '.join(left)}" if left else ""))
 
     def canary(self, ctx: StepContext) -> StepResult:
         """canary_rolling: pre-checks, saved state, OnDelete, new image, the canary node's pod replaced and Ready."""
@@ -96,13 +111,13 @@ class DaemonSetSteps:
         """canary_verifying: the checks on the canary node, and that no other node changed."""
         result = _guarded(ctx, "verify_canary", verifying.verify_canary)
         if result.ok:
-            draining.uncordon(ctx, [ctx.run.node], step="verify_canary.uncordon")
+            draining.uncordon(ctx, ctx.run.canary_nodes, step="verify_canary.uncordon")
         else:
-            draining.mark_failed(ctx, [ctx.run.node])
+            draining.mark_failed(ctx, ctx.run.canary_nodes)
         target = waves.waves_of(ctx.settings, ctx.run.target.ref, drain=ctx.run.target.drain)
         if result.ok and target is not None and not ctx.run.progress.get("waves"):
             snap = observe(ctx.cluster, ctx.run.target.namespace, ctx.run.target.name)
-            planned = waves.plan(ctx.cluster, snap, canary=ctx.run.node, target=target, settings=ctx.settings)
+            planned = waves.plan(ctx.cluster, snap, canary=ctx.run.canary_nodes, target=target, settings=ctx.settings)
             ctx.run = ctx.save_progress({"waves": planned})
             note(ctx, "verify_canary.waves", "info", "the promotion goes in " + "; ".join(
                 f"wave {i}: {plural(len(w['nodes']), 'node')}" for i, w in enumerate(planned, start=1)),

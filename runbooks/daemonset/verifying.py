@@ -334,7 +334,7 @@ def verify_canary(ctx: StepContext) -> StepResult:
     run, progress = ctx.run, ctx.run.progress
     container = (progress.get("saved") or {}).get("container") or run.container or None
     outcome = verify(
-        ctx.cluster, run.target.ref, nodes=[run.node], baseline=_baseline(progress),
+        ctx.cluster, run.target.ref, nodes=run.canary_nodes, baseline=_baseline(progress),
         since=_moment(progress, "canary_started_at"), settings=ctx.settings, clock=ctx.clock,
         image=run.image, container=container, watches=ctx.watches,
     )

@@ -4,7 +4,9 @@ The plan is made once, when the canary has passed, and kept in ``run.progress.wa
 the promotion request shows it and a resumed run follows the same one):
 
 - the nodes are every node the DaemonSet runs on except the canary's;
-- their order is stable and spreads over failure domains: the policy's ``spread`` labels,
+- their order is stable and spreads over failure domains: the hardware class (GPU product x
+  driver branch x runtime) first, so the first wave holds a node of every class (it grows to
+  one per class if its size is smaller), then the policy's ``spread`` labels,
   widest first, are taken in turn (zone a, zone b, zone c, zone a...; within a zone, rack
   by rack), and where a choice remains the idlest node (fewest devices in use) comes first;
 - wave sizes are cumulative over those nodes (``1``, ``5%``, ``25%``, ``100%``; percentages
@@ -56,6 +58,7 @@ from runbooks.engine.steps import Again, Check, StepContext, StepResult, StepSet
 from runbooks.errors import plural
 from runbooks.inventory import take_inventory
 from runbooks.inventory.reading import parse_time
+from runbooks.inventory.stacks import class_of
 from runbooks.policy import Target, Wave, duration_seconds
 
 
@@ -89,12 +92,16 @@ def _interleave(candidates: list[Candidate], depth: int) -> list[Candidate]:
     return out
 
 
-def split(order: Sequence[str], waves: Sequence[Wave]) -> list[dict[str, Any]]:
-    """The waves' nodes from the ordered nodes: cumulative sizes, empty waves left out."""
+def split(order: Sequence[str], waves: Sequence[Wave], *, first_at_least: int = 0) -> list[dict[str, Any]]:
+    """The waves' nodes from the ordered nodes: cumulative sizes, empty waves left out; the first
+    wave takes at least ``first_at_least`` nodes (one of each hardware class, when the order
+    interleaves the classes first)."""
     planned: list[dict[str, Any]] = []
     reached = 0
     for i, wave in enumerate(waves):
         upto = len(order) if i == len(waves) - 1 else max(reached, wave.count(len(order)))
+        if not planned:
+            upto = min(len(order), max(upto, first_at_least))
         if upto <= reached:
             continue
         planned.append({"size": wave.nodes, "nodes": list(order[reached:upto]),
@@ -117,17 +124,23 @@ def waves_of(settings: StepSettings, ref: str, *, drain: bool = False) -> Target
     return base.model_copy(update={"waves": [Wave(nodes="100%")]})
 
 
-def plan(cluster: Cluster, snap: Snapshot, *, canary: str, target: Target, settings: StepSettings) -> list[dict[str, Any]]:
-    """The waves of the promotion of ``snap``'s DaemonSet (read-only)."""
+def plan(
+    cluster: Cluster, snap: Snapshot, *, canary: Sequence[str], target: Target, settings: StepSettings,
+) -> list[dict[str, Any]]:
+    """The waves of the promotion of ``snap``'s DaemonSet (read-only): the hardware class (GPU
+    product x driver branch x runtime) is the widest failure domain, before the policy's
+    ``spread`` labels, and the first wave holds a node of every class."""
     keys = list(target.spread)
     labels: dict[str, tuple[str, ...]] = {}
     for name, values in cluster.list_objects(NODES, project=lambda o: _domains(o, keys)):
         labels[name] = values
-    busy = {n.name: n.busy for n in take_inventory(cluster, targets=[str(target)], gpu_resources=settings.gpu_resources,
-                                                    log_budget=0).nodes}
-    nodes = [n for n in snap.nodes if n != canary]
-    order = order_nodes([Candidate(n, labels.get(n, ("",) * len(keys)), busy.get(n, 0)) for n in nodes])
-    return split(order, target.waves)
+    found = take_inventory(cluster, targets=[str(target)], gpu_resources=settings.gpu_resources, log_budget=0).nodes
+    busy = {n.name: n.busy for n in found}
+    hardware = {n.name: class_of(n) or "" for n in found}
+    nodes = [n for n in snap.nodes if n not in canary]
+    order = order_nodes([Candidate(n, (hardware.get(n, ""), *labels.get(n, ("",) * len(keys))), busy.get(n, 0))
+                         for n in nodes])
+    return split(order, target.waves, first_at_least=len({hardware.get(n, "") for n in nodes}))
 
 
 def _domains(obj: dict[str, Any], keys: Sequence[str]) -> tuple[str, tuple[str, ...]]:
@@ -160,7 +173,7 @@ def promote_in_waves(ctx: StepContext, snap: Snapshot, new: Revision) -> StepRes
     if not waves:
         if target is None:
             return StepResult(ok=False, reason="the run has no wave plan and the policy no longer gives waves")
-        waves = plan(ctx.cluster, snap, canary=run.node, target=target, settings=ctx.settings)
+        waves = plan(ctx.cluster, snap, canary=run.canary_nodes, target=target, settings=ctx.settings)
         ctx.run = ctx.save_progress({"waves": waves})
     done: dict[str, Any] = dict(run.progress.get("wave_done") or {})
     limit = at_once(saved["update_strategy"], len(snap.nodes))

@@ -109,6 +109,7 @@ def step_settings_of(policy: Policy) -> StepSettings:
         unknown_blocks=policy.verify.unknown == "fail",
         registration=policy.registration,
         targets={str(t): t for t in policy.targets},
+        canary_per_class=policy.canary.per_class,
     )
 
 
@@ -218,10 +219,13 @@ class Engine:
                     node, chosen = self.driver.steps.pick_node(handle, run, self.driver.settings)
                     run = run.model_copy(update={"node": node})
                 self._refuse_if_locked(run)
-                failing = [c for c in self.driver.steps.check_request(handle, run, self.driver.settings)
-                           if c.status == CheckStatus.FAIL]
+                checks = self.driver.steps.check_request(handle, run, self.driver.settings)
+                failing = [c for c in checks if c.status == CheckStatus.FAIL]
                 if failing:
                     raise Refused(refusals.request_checks_failed(run, [(c.name, c.detail) for c in failing]))
+                warnings = [f"{c.name}: {c.detail}" for c in checks if c.status == CheckStatus.WARN]
+                if warnings:
+                    run = run.model_copy(update={"progress": {**run.progress, "request_warnings": warnings}})
         if not run.container:
             raise Refused(f"name the container of {request.ref} to change: container=<name>")
         if not run.image:

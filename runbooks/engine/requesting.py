@@ -54,7 +54,7 @@ def check_request(
         return CanaryRequest(
             namespace=parsed.namespace, name=parsed.name,
             image=validation.image_reference(image) if image else "",
-            node=validation.node_name(node),
+            node=validation.node_names(node),
             container=validation.container_name(container) if container is not None else None,
             cluster=context_name(cluster) if cluster is not None else None,
         )
@@ -84,11 +84,11 @@ def resolve(cluster: Any, request: CanaryRequest) -> tuple[str, str]:
             f"there is no DaemonSet {request.ref} in cluster {cluster.context}: "
             "`inventory` lists the plugin DaemonSets"
         ) from exc
-    try:
-        if request.node != AUTO_NODE:
-            cluster.get(NODES, request.node)
-    except NotFound as exc:
-        raise InvalidRequest(f"there is no node {request.node} in cluster {cluster.context}: pick a GPU node from `inventory`") from exc
+    for node in request.node.split(",") if request.node != AUTO_NODE else []:
+        try:
+            cluster.get(NODES, node)
+        except NotFound as exc:
+            raise InvalidRequest(f"there is no node {node} in cluster {cluster.context}: pick a GPU node from `inventory`") from exc
     names = containers_of(daemonset)
     if request.container is None:
         if len(names) != 1:
@@ -127,7 +127,7 @@ def canary_pod(run: Any, template: dict[str, Any]) -> dict[str, Any]:
     meta = template.get("metadata") or {}
     spec = copy.deepcopy(template.get("spec") or {})
     if run.node and run.node != AUTO_NODE:
-        spec["nodeName"] = run.node
+        spec["nodeName"] = run.node.split(",")[0]
     pod_meta: dict[str, Any] = {"generateName": f"{run.target.name}-", "namespace": run.target.namespace,
                                 "labels": dict(meta.get("labels") or {})}
     if meta.get("annotations"):

@@ -315,6 +315,11 @@ class Run(BaseModel):
     def active(self) -> bool:
         return self.state in ACTIVE
 
+    @property
+    def canary_nodes(self) -> list[str]:
+        """The canary's nodes: ``node`` is one name or several joined by commas (one per hardware class)."""
+        return [n for n in self.node.split(",") if n]
+
     def shown(self, key: str) -> Any:
         """``progress[key]`` for a view: None when the run was read without its large values
         (the store's ``whole=False``) and this is one of them (a marker, :data:`APART`)."""

@@ -107,6 +107,8 @@ class StepSettings:
     (policy ``targets[].registration``); a target not listed uses its kind's default."""
     targets: dict[str, Target] = field(default_factory=dict)
     """The policy's entries for the targets, by ``namespace/name`` (waves, spread labels)."""
+    canary_per_class: bool = False
+    """Every hardware class needs its own canary node before promotion (policy ``canary.per_class``)."""
     log_budget: int = 200
     """Plugin logs verify reads at most (a sample covering every failure domain); the other
     nodes' registration is judged from the GPUs they advertise."""

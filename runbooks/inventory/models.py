@@ -195,10 +195,11 @@ class Inventory(Model):
     kubernetes: KubernetesInfo
     dra: DraInfo
     nodes: list[Node] = Field(default_factory=list)
-    hardware_classes: list[HardwareClass] = Field(default_factory=list, description="GPU nodes by product, "
-                                                  "driver branch and runtime ('classes' is the DRA DeviceClasses)")
+    classes: list[HardwareClass] = Field(default_factory=list, description="hardware classes: GPU nodes by "
+                                         "product, driver branch and runtime, with their nodes")
     daemonsets: list[DaemonSet] = Field(default_factory=list)
-    classes: list[DeviceClass] = Field(default_factory=list)
+    device_classes: list[DeviceClass] = Field(default_factory=list, description="DRA DeviceClasses "
+                                              "(ResourceClasses on older APIs)")
     slices: list[ResourceSlice] = Field(default_factory=list)
     claims: list[ResourceClaim] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)

@@ -93,8 +93,8 @@ def take_inventory(
     return Inventory(
         taken_at=taken_at, context=cluster.context, server=cluster.server, gpu_resources=list(resources),
         kubernetes=KubernetesInfo(version=version.git_version, minor=version.minor, platform=version.platform),
-        dra=dra, nodes=nodes, daemonsets=daemonsets, classes=classes, slices=slices, claims=claims,
-        hardware_classes=stacks.hardware_classes(nodes), findings=findings, notes=notes,
+        dra=dra, nodes=nodes, daemonsets=daemonsets, device_classes=classes, slices=slices, claims=claims,
+        classes=stacks.hardware_classes(nodes), findings=findings, notes=notes,
     )
 
 

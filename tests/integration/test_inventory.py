@@ -96,8 +96,8 @@ def test_classes_and_slices_match_kubectl(release_cluster: KubeSim, inv: Invento
     kubectl = kubectl_for(release_cluster)
     kind = "resourceclasses" if inv.kubernetes.minor <= 30 else "deviceclasses"
     classes = kubectl.json("get", kind)["items"]
-    assert sorted(c.name for c in inv.classes) == sorted(c["metadata"]["name"] for c in classes)
-    assert all(c.drivers == ["gpu.example.com"] for c in inv.classes)
+    assert sorted(c.name for c in inv.device_classes) == sorted(c["metadata"]["name"] for c in classes)
+    assert all(c.drivers == ["gpu.example.com"] for c in inv.device_classes)
     if inv.kubernetes.minor < 30:
         assert inv.slices == []
         return

@@ -76,10 +76,10 @@ def test_node_stack_is_what_kubectl_shows(mixed: KubeSim, inv: Inventory, kubect
 def test_hardware_classes_group_product_driver_branch_and_runtime(inv: Inventory) -> None:
     """Three classes: the A100s on 535 with containerd 1.7, the H100s on 550 with containerd 2.0,
     and the unlabelled GPU node on its own; the CPU node is in none."""
-    got = {c.name: (c.drivers, c.cuda, c.kernels, c.runtime, c.nodes) for c in inv.hardware_classes}
+    got = {c.name: (c.drivers, c.cuda, c.kernels, c.runtime, c.nodes) for c in inv.classes}
     assert got == CLASSES
-    assert [c.name for c in inv.hardware_classes] == [A100, H100, UNKNOWN]
-    assert all(c.kubelets == [inv.kubernetes.version] for c in inv.hardware_classes)
+    assert [c.name for c in inv.classes] == [A100, H100, UNKNOWN]
+    assert all(c.kubelets == [inv.kubernetes.version] for c in inv.classes)
     assert inv.findings == []
 
 
@@ -95,9 +95,9 @@ def test_json_carries_the_node_stack_and_classes(mixed: KubeSim, tmp_path: Path)
         "driver": "550.127.05", "cuda": "12.4", "gpu_product": "NVIDIA-H100-80GB-HBM3"}
     assert (nodes["gpu-node5"]["driver"], nodes["gpu-node5"]["cuda"], nodes["gpu-node5"]["gpu_product"]) == (None, None, None)
     assert nodes["gpu-node5"]["os_image"] == "Rocky Linux 9.4 (Blue Onyx)"
-    classes = {c["name"]: (c["drivers"], c["cuda"], c["kernels"], c["runtime"], c["nodes"]) for c in data["hardware_classes"]}
+    classes = {c["name"]: (c["drivers"], c["cuda"], c["kernels"], c["runtime"], c["nodes"]) for c in data["classes"]}
     assert classes == CLASSES
-    assert Inventory.model_validate_json(proc.stdout).hardware_classes  # lossless
+    assert Inventory.model_validate_json(proc.stdout).classes  # lossless
 
 
 def test_text_lists_driver_cuda_kernel_runtime_per_class(mixed: KubeSim, tmp_path: Path) -> None:
@@ -175,7 +175,7 @@ def test_kubesim_serve_gpu_mixed_then_inventory_json(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["kubernetes"]["version"].startswith("v1.27.")
-    assert {c["name"]: c["nodes"] for c in data["hardware_classes"]} == {k: v[-1] for k, v in CLASSES.items()}
+    assert {c["name"]: c["nodes"] for c in data["classes"]} == {k: v[-1] for k, v in CLASSES.items()}
 
 
 def test_the_canary_run_records_the_classes_in_its_baseline() -> None:

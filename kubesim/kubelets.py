@@ -21,7 +21,7 @@ from kubesim import dra, pluginlogs
 from kubesim import podstatus as ps
 from kubesim.clock import rfc3339
 from kubesim.devices import NODES, DeviceRegistry, container_kind
-from kubesim.jobs import JobRunner, is_job
+from kubesim.jobs import JobRunner, is_job, sleeps
 from kubesim.nodestatus import NodeLifecycle
 from kubesim.plugins import PluginAgent
 from kubesim.podruntime import (
@@ -288,7 +288,8 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner):
         self._event(pod, "Created", ps.created_message(minor, ctr.name), ctr=ctr.name)
         self._event(pod, "Started", ps.started_message(minor, ctr.name), ctr=ctr.name)
         self._touch_log(rt, ctr.name)
-        if is_job(ctr.image):
+        if is_job(ctr.image) and not sleeps(next(
+                (c for c in pod["spec"].get("containers") or [] if c["name"] == ctr.name), {})):
             self._run_job(rt, ctr, pod)
         elif ctr.mode == "crash":
             self._write_log(rt, ctr.name, pluginlogs.crash(now, ctr.crash_reason))

@@ -117,3 +117,19 @@ def test_kubectl_deletes_a_claim_under_a_running_pod_and_it_stays_terminating():
         while kubectl.run("get", "resourceclaim", name, "-n", "ml-team", check=False).returncode == 0:
             assert time.monotonic() < deadline, "the claim outlived its pod"
             sim.advance("2s")
+
+
+def test_a_cuda_sample_told_to_sleep_keeps_running():
+    """The DRA smoke test's holding pod (item 3 of issue 38): the CUDA sample image with ``command:
+    [sleep, infinity]`` runs that, not the sample, so it keeps running; without it the sample exits."""
+    sim = small(34)
+    image = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+    for name, command in (("sleeper", ["sleep", "infinity"]), ("sample", None)):
+        container: dict = {"name": "main", "image": image, "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        if command:
+            container["command"] = command
+        create(sim, PODS, {"metadata": {"name": name, "namespace": "ml-team"},
+                           "spec": {"restartPolicy": "Never", "containers": [container]}})
+    sim.advance(120)
+    assert get(sim, PODS, "ml-team", "sleeper")["status"]["phase"] == "Running"
+    assert get(sim, PODS, "ml-team", "sample")["status"]["phase"] == "Succeeded"

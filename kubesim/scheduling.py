@@ -11,6 +11,7 @@ Unschedulable pods are retried on cluster changes and every ``RETRY_SECONDS``.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -166,7 +167,7 @@ class Scheduler:
                 if uid in self.pending:
                     self.retry_soon()
                 elif uid:
-                    self.sim.enqueue(("make-claims", uid), lambda uid=uid: self._make_claims(uid))
+                    self.sim.enqueue(("make-claims", uid), functools.partial(self._make_claims, uid))
 
     def _claims(self, pod: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
         """The pod's ResourceClaims (creating them from templates), or a PreFilter message."""

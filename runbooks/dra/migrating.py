@@ -224,6 +224,12 @@ def migrate(cluster: Cluster, namespace: str, name: str, *, kind: str | None = N
         checked = objects[:-1]
         notes.append(f"a pod cannot be changed in place: delete {namespace}/{name} and create it again from this "
                      "spec (better, let a Deployment or Job own it); only the claim templates were dry-run")
+        owner = next((o for o in (workload.get("metadata") or {}).get("ownerReferences") or []
+                      if o.get("controller")), None)
+        if owner:
+            notes.append(f"{namespace}/{name} belongs to {owner.get('kind')} {owner.get('name')}, which would make "
+                         "its pod again beside this one: migrate the workload that owns it instead (the plan holds "
+                         "no owner reference)")
         pinned = (workload.get("spec") or {}).get("nodeName")
         if pinned:
             notes.append(f"its spec.nodeName {pinned} is now a required node affinity ({HOSTNAME} In [{pinned}]): "

@@ -116,3 +116,20 @@ def test_every_plan_applies_with_kubectl_server_side_and_its_pods_run_with_claim
     if kind == "Pod":
         pod = kubectl.json("get", "pod", "pinned", "-n", NS)
         assert pod["spec"]["nodeName"] == "gpu-node2"  # the affinity kept it on its node
+
+
+
+def test_a_pod_a_workload_owns_is_planned_with_a_note_to_migrate_its_owner(
+        sim: KubeSim, settle_until: Callable[..., None]) -> None:
+    """Item 2 of issue 38: the plan holds no owner reference, so a pod of a StatefulSet re-created from
+    it would run beside the one its owner makes again: the notes say to migrate the owner instead."""
+    kubectl = Kubectl(sim.kubeconfig)
+    scorer = json.loads(json.dumps(STATEFULSET).replace("ranker", "scorer"))
+    kubectl("apply", "-f", "-", input=json.dumps(scorer))
+    settle_until(sim, lambda: bool(kubectl("get", "pods", "-n", NS, "-l", "app=scorer", "-o", "name").strip()),
+                 step="2s")
+    with Cluster.from_kubeconfig(str(sim.kubeconfig)) as cluster:
+        result = migrate(cluster, NS, "scorer-0", kind="Pod")
+    assert "ownerReferences" not in result.objects[-1]["metadata"]
+    assert any("belongs to StatefulSet scorer" in n and "migrate the workload that owns it" in n
+               for n in result.notes), result.notes

@@ -186,6 +186,8 @@ class Scheduler:
                 pod = store.by_uid(pod["metadata"]["uid"]) or pod
             if claim is None:
                 return [], f'resourceclaim "{claim_name}" not found'
+            if claim["metadata"].get("deletionTimestamp"):  # held by its finalizer for the pods it serves
+                return [], f'resourceclaim "{claim["metadata"]["name"]}" is being deleted'
             claims.append(claim)
         return claims, None
 

@@ -133,3 +133,26 @@ def test_a_cuda_sample_told_to_sleep_keeps_running():
     sim.advance(120)
     assert get(sim, PODS, "ml-team", "sleeper")["status"]["phase"] == "Running"
     assert get(sim, PODS, "ml-team", "sample")["status"]["phase"] == "Succeeded"
+
+
+@pytest.mark.parametrize("minor", [31, 34])
+def test_a_claim_being_deleted_takes_no_new_pod(minor):
+    """Item 3 of issue 38: a shared claim deleted while a pod uses it stays for that pod, but the
+    scheduler gives it to no other pod (``resourceclaim "<name>" is being deleted``)."""
+    sim = small(minor)
+    create(sim, dra.CLAIMS, {"metadata": {"name": "team-gpu", "namespace": "ml-team"}, "spec": dra.claim_spec(minor)})
+    first = _pod(minor, "first")
+    first["spec"]["resourceClaims"] = [dra.pod_claim_ref(minor, "gpu", claim="team-gpu")]
+    create(sim, PODS, first)
+    sim.advance(5)
+    assert get(sim, PODS, "ml-team", "first")["status"]["phase"] == "Running"
+    sim.store.delete(dra.CLAIMS, "ml-team", "team-gpu")
+    second = _pod(minor, "second")
+    second["spec"]["resourceClaims"] = [dra.pod_claim_ref(minor, "gpu", claim="team-gpu")]
+    create(sim, PODS, second)
+    sim.advance(5)
+    assert get(sim, PODS, "ml-team", "second")["status"]["phase"] == "Pending"
+    [event] = events(sim, reason="FailedScheduling", name="second")
+    assert 'resourceclaim "team-gpu" is being deleted' in event["message"]
+    assert get(sim, PODS, "ml-team", "first")["status"]["phase"] == "Running"
+    assert get(sim, dra.CLAIMS, "ml-team", "team-gpu")["metadata"]["deletionTimestamp"]

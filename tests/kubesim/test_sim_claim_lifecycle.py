@@ -156,3 +156,19 @@ def test_a_claim_being_deleted_takes_no_new_pod(minor):
     assert 'resourceclaim "team-gpu" is being deleted' in event["message"]
     assert get(sim, PODS, "ml-team", "first")["status"]["phase"] == "Running"
     assert get(sim, dra.CLAIMS, "ml-team", "team-gpu")["metadata"]["deletionTimestamp"]
+
+
+@pytest.mark.parametrize("minor", [27, 34])
+def test_the_scenarios_allocated_claim_is_protected_like_any_other(minor):
+    """gpu-small's ``shared-gpu`` is allocated and reserved for ``inference-0``: it carries the
+    finalizer the allocator sets (a classic driver's own up to 1.29), so deleting it leaves it
+    Terminating while ``inference-0`` runs."""
+    sim = small(minor)
+    sim.store.delete(dra.CLAIMS, "ml-team", "shared-gpu")
+    sim.advance(5)
+    claim = get(sim, dra.CLAIMS, "ml-team", "shared-gpu")
+    assert claim["metadata"]["finalizers"] == [dra.claim_finalizer(minor, dra.DRIVER)]
+    assert claim["metadata"]["deletionTimestamp"] and dra.reserved_uids(claim)
+    sim.store.delete(PODS, "ml-team", "inference-0")
+    sim.advance(5)
+    assert get(sim, dra.CLAIMS, "ml-team", "shared-gpu") is None

@@ -117,7 +117,7 @@ def summarize(result: Preflight) -> Reply:
         text = f"Nothing in the DRA objects checked stops an upgrade to {result.target}."
     fields = [
         Item(label="Cluster", value=f"{result.context} ({result.current})"),
-        Item(label="Upgrade", value=path),
+        Item(label="Upgrade", value=path if result.steps else f"none: the cluster runs {result.target}"),
         Item(label="Checked", value=f"{result.checked} object(s): DRA objects, workloads using claims, manifests"),
         Item(label="Taken", value=f"{result.taken_at:%Y-%m-%d %H:%M:%S %Z} from {result.server}"),
     ]

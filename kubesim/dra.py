@@ -21,6 +21,10 @@ TEMPLATES = ("resource.k8s.io", "resourceclaimtemplates")
 SLICES = ("resource.k8s.io", "resourceslices")
 RESOURCE_CLASSES = ("resource.k8s.io", "resourceclasses")
 DEVICE_CLASSES = ("resource.k8s.io", "deviceclasses")
+BUILTIN_FINALIZER = "resource.kubernetes.io/delete-protection"
+"""Set on a claim before the scheduler allocates it (structured parameters, 1.30 on); the
+resourceclaim controller removes it once the claim is neither reserved nor allocated, so a claim
+deleted while a pod uses it stays, with a deletionTimestamp, until the pod is gone."""
 _CEL_DRIVER = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
 
 
@@ -292,3 +296,21 @@ def resolved_claim_names(pod: dict[str, Any], minor: int) -> dict[str, str | Non
             else:
                 out[name] = statuses.get(name)
     return out
+
+
+# ------------------------------------------------------------------ protection
+def claim_finalizer(minor: int, driver: str) -> str:
+    """The finalizer an allocated claim carries: the scheduler's (1.30 on), else the classic DRA
+    driver controller's own (``<driver>/deletion-protection``)."""
+    return BUILTIN_FINALIZER if minor >= 30 else f"{driver}/deletion-protection"
+
+
+def unreserved_message(minor: int, pod: dict[str, Any], claim: dict[str, Any]) -> str:
+    """The kubelet's FailedPrepareDynamicResources message for a claim not reserved for the pod
+    (a pod created with ``spec.nodeName`` skips the scheduler, which allocates and reserves)."""
+    p, c = pod["metadata"], claim["metadata"]
+    if minor >= 33:
+        why = f"pod {p['name']} ({p['uid']}) is not allowed to use ResourceClaim {c['name']} ({c['uid']})"
+    else:
+        why = f"pod {p['name']}({p['uid']}) is not allowed to use resource claim {c['name']}({c['uid']})"
+    return f"Failed to prepare dynamic resources: {why}"

@@ -7,6 +7,7 @@ so scheduled and admitted on a node whose device plugin advertises GPUs, or a DR
 the container uses allocated a device), 1 when it got none or its tag ends in ``-crash`` (or in
 ``-crash-on-<word>`` and its node is labelled ``kubesim.io/crash=<word>``). With
 ``restartPolicy: Never`` the pod then Succeeds or Fails; otherwise a failed run restarts as a crashing container does.
+Told to ``sleep`` (its command), it keeps running instead (:func:`sleeps`).
 
 A mixin for :class:`kubesim.kubelets.KubeletController`.
 """
@@ -28,6 +29,15 @@ DRIVER_MISMATCH = "CUDA driver version is insufficient for CUDA runtime version"
 
 def is_job(image: str) -> bool:
     return CUDA_SAMPLE in image
+
+
+def sleeps(container: dict[str, Any]) -> bool:
+    """A container told to ``sleep`` (``command: [sleep, infinity]`` or ``sh -c "sleep ..."``)
+    runs that instead of its image's program: it keeps running."""
+    words = [str(w) for w in (container.get("command") or [])]
+    if words[:2] == ["sh", "-c"] and len(words) > 2:
+        words = words[2].split()
+    return bool(words) and words[0].rsplit("/", 1)[-1] == "sleep"
 
 
 def gpus_of(container: dict[str, Any]) -> int:

@@ -23,7 +23,7 @@ from kubesim.clock import rfc3339
 from kubesim.configrefs import ConfigRefs
 from kubesim.devices import NODES, DeviceRegistry, container_kind
 from kubesim.ipam import PodAddresses
-from kubesim.jobs import JobRunner, is_job
+from kubesim.jobs import JobRunner, is_job, sleeps
 from kubesim.nodestatus import NodeLifecycle
 from kubesim.plugins import PluginAgent
 from kubesim.podruntime import (
@@ -234,24 +234,28 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, C
         if missing is not None:
             self._dra_wait[rt.node].add(rt.uid)
             if missing:
-                assert self.sim is not None
-                self._event(pod, "FailedPrepareDynamicResources", dra_prepare_message(self.sim.minor, missing), "Warning")
+                self._event(pod, "FailedPrepareDynamicResources", missing, "Warning")
             self._later(rt, DRA_RETRY, lambda: self._prepare(rt) if rt.stage == "preparing" else None)
             return
         self._dra_wait[rt.node].discard(rt.uid)
         self._later(rt, SANDBOX_DELAY, lambda: self._sandbox(rt))
 
     def _unprepared_driver(self, pod: dict[str, Any], node: str) -> str | None:
-        """None when every claim can be prepared; a driver name (or "" to wait) otherwise."""
+        """None when every claim can be prepared; why not otherwise ("" to wait for the claim to be made).
+
+        A claim not reserved for the pod (a pod created with ``spec.nodeName`` skipped the
+        scheduler, which allocates and reserves) fails every retry, as the kubelet does."""
         assert self.sim is not None
         ns = pod["metadata"].get("namespace", "")
         for claim_name in dra.resolved_claim_names(pod, self.sim.minor).values():
             claim = self.sim.store.get(dra.CLAIMS, ns, claim_name) if claim_name else None
-            if claim is None or pod["metadata"]["uid"] not in dra.reserved_uids(claim):
+            if claim is None:
                 return ""
+            if pod["metadata"]["uid"] not in dra.reserved_uids(claim):
+                return dra.unreserved_message(self.sim.minor, pod, claim)
             for driver in sorted(dra.claim_drivers(claim)):
                 if driver not in self.drivers_on(node):
-                    return driver
+                    return dra_prepare_message(self.sim.minor, driver)
         return None
 
     def _dra_registration_changed(self, node: str, driver: str) -> None:
@@ -294,7 +298,8 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, C
         self._event(pod, "Created", ps.created_message(minor, ctr.name), ctr=ctr.name)
         self._event(pod, "Started", ps.started_message(minor, ctr.name), ctr=ctr.name)
         self._touch_log(rt, ctr.name)
-        if is_job(ctr.image):
+        if is_job(ctr.image) and not sleeps(next(
+                (c for c in pod["spec"].get("containers") or [] if c["name"] == ctr.name), {})):
             self._run_job(rt, ctr, pod)
         elif ctr.mode == "crash":
             self._write_log(rt, ctr.name, pluginlogs.crash(now, ctr.crash_reason))

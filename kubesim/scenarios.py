@@ -229,7 +229,8 @@ def _gpu_small(b: _Builder, kubelet: KubeletController) -> None:
     b.add(("", "pods"), workload_pod("ml-team", "inference-0", node, index, b.slot(index),
                                      "registry.example.com/ml/inference:1.4.0", b.started, minor,
                                      labels={"app": "inference"}, claims=[ref], uid=pod_uid))
-    shared = {"metadata": {"name": "shared-gpu", "namespace": "ml-team", "creationTimestamp": b.created},
+    shared = {"metadata": {"name": "shared-gpu", "namespace": "ml-team", "creationTimestamp": b.created,
+                           "finalizers": [dra.claim_finalizer(minor, dra.DRIVER)]},  # allocated: protected
               "spec": dra.claim_spec(minor)}
     shared["status"] = {**dra.allocation_status(minor, node, [("gpu" if minor > 30 else "", dra.DRIVER, "gpu-0")]),
                         "reservedFor": [{"resource": "pods", "name": "inference-0", "uid": pod_uid}]}

@@ -11,6 +11,7 @@ Unschedulable pods are retried on cluster changes and every ``RETRY_SECONDS``.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -88,11 +89,15 @@ class Scheduler:
             was_pending = uid in self.pending
             had_node = uid in self._where
             self._track(ev.obj)
+            if uid not in self.pending and self._claims_missing(ev.obj):
+                self.sim.enqueue(("make-claims", uid), lambda: self._make_claims(uid))  # type: ignore[union-attr]
             if ps.is_terminal(ev.obj) and had_node:
                 self._release_claims(ev.obj)
                 self.retry_soon()
             if uid in self.pending and not was_pending:
                 self._enqueue(uid)
+        elif res.group == "resource.k8s.io" and res.plural == "resourceclaims" and ev.type == "DELETED":
+            self._claim_gone(ev.obj)
         elif self.pending and (
             (res.group == "" and res.plural == "nodes" and self._node_changed(ev))
             or (res.group == "resource.k8s.io" and res.plural in ("resourceslices", "resourceclaims", "deviceclasses", "resourceclasses"))
@@ -135,6 +140,35 @@ class Scheduler:
         self.sim.call_later(RETRY_SECONDS, tick)
 
     # ------------------------------------------------------------------ claims
+    def _claims_missing(self, pod: dict[str, Any]) -> bool:
+        """A live pod naming a template whose claim is not there (the resourceclaim controller's work,
+        for every pod: one created with ``spec.nodeName`` gets its claims too, never allocated)."""
+        assert self.sim is not None
+        if pod["metadata"].get("deletionTimestamp") or ps.is_terminal(pod):
+            return False
+        names = dra.resolved_claim_names(pod, self.sim.minor)
+        ns = pod["metadata"]["namespace"]
+        return any(template and not (names.get(pod_claim) and self.sim.store.get(dra.CLAIMS, ns, names[pod_claim] or ""))
+                   for pod_claim, _, template in dra.pod_claim_refs(pod))
+
+    def _make_claims(self, uid: str) -> None:
+        assert self.sim is not None
+        pod = self.sim.store.by_uid(uid)
+        if pod is not None and self._claims_missing(pod):
+            self._claims(pod)
+
+    def _claim_gone(self, claim: dict[str, Any]) -> None:
+        """A generated claim removed while its pod lives is made again (the resourceclaim controller's
+        "perhaps it was deleted accidentally"); one still reserved never goes: its finalizer holds it."""
+        assert self.sim is not None
+        for owner in claim["metadata"].get("ownerReferences") or []:
+            if owner.get("kind") == "Pod" and owner.get("controller"):
+                uid = owner.get("uid", "")
+                if uid in self.pending:
+                    self.retry_soon()
+                elif uid:
+                    self.sim.enqueue(("make-claims", uid), functools.partial(self._make_claims, uid))
+
     def _claims(self, pod: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
         """The pod's ResourceClaims (creating them from templates), or a PreFilter message."""
         assert self.sim is not None
@@ -152,6 +186,8 @@ class Scheduler:
                 pod = store.by_uid(pod["metadata"]["uid"]) or pod
             if claim is None:
                 return [], f'resourceclaim "{claim_name}" not found'
+            if claim["metadata"].get("deletionTimestamp"):  # held by its finalizer for the pods it serves
+                return [], f'resourceclaim "{claim["metadata"]["name"]}" is being deleted'
             claims.append(claim)
         return claims, None
 
@@ -340,8 +376,16 @@ class Scheduler:
     def _allocate(self, claim: dict[str, Any], node: str, results: list[tuple[str, str, str]]) -> None:
         assert self.sim is not None
         fields = dra.allocation_status(self.sim.minor, node, results)
+        guard = dra.claim_finalizer(self.sim.minor, results[0][1] if results else dra.DRIVER)
         m = claim["metadata"]
-        self.sim.store.mutate(dra.CLAIMS, m["namespace"], m["name"], lambda obj: obj.setdefault("status", {}).update(fields))
+
+        def allocate(obj: dict[str, Any]) -> None:
+            finalizers = obj["metadata"].setdefault("finalizers", [])
+            if guard not in finalizers:
+                finalizers.append(guard)  # set before the allocation, as the scheduler does
+            obj.setdefault("status", {}).update(fields)
+
+        self.sim.store.mutate(dra.CLAIMS, m["namespace"], m["name"], allocate)
 
     def _reserve(self, claim: dict[str, Any], pod: dict[str, Any]) -> None:
         assert self.sim is not None
@@ -364,6 +408,7 @@ class Scheduler:
 
     def _release(self, uid: str, ns: str) -> None:
         assert self.sim is not None
+        minor = self.sim.minor
         for claim in list(self.sim.store.iter(dra.CLAIMS, ns)):
             if uid not in dra.reserved_uids(claim):
                 continue
@@ -372,8 +417,14 @@ class Scheduler:
                 st = obj.setdefault("status", {})
                 st["reservedFor"] = [r for r in st.get("reservedFor") or [] if r.get("uid") != uid]
                 if not st["reservedFor"]:
+                    guards = {dra.claim_finalizer(minor, d) for d in dra.claim_drivers(obj) or {dra.DRIVER}}
                     for key in ("reservedFor", "allocation", "driverName"):
                         st.pop(key, None)
+                    left = [f for f in obj["metadata"].get("finalizers") or [] if f not in guards]
+                    if left:  # deallocated: the protection goes, and a deleted claim with it
+                        obj["metadata"]["finalizers"] = left
+                    else:
+                        obj["metadata"].pop("finalizers", None)
                 if not st:
                     obj.pop("status", None)
 

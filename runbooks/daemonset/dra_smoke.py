@@ -6,9 +6,12 @@ upgrade guide: in the smoke test's namespace it creates a ResourceClaimTemplate 
 version the cluster serves (each version's request shape), asking one device of the
 driver's device class, and a pod that uses it, pinned to the node under test and asking
 no extended resource. It checks that the claim was allocated a device of the driver on
-that node, that the pod logged ``expect`` (``Test PASSED``), then deletes the pod and
-the claim and checks the device is free again (the guide's negative test). Everything it
-made is deleted whatever happened. The template and pod are named
+that node, that the pod logged ``expect`` (``Test PASSED``). Then the guide's negative test: a
+second pod (``<name>-hold``, the same image told to ``sleep``) holds a claim of the same
+template, the claim is deleted under it, and the check says what it saw (the pod kept
+running; the claim stayed Terminating while reserved, was not made again, and went once the
+pod was gone). Last it deletes the pod and its claim and checks the device is free again.
+Everything it made is deleted whatever happened. The template and pod are named
 ``gpu-smoke-test-<6 hex>``, as the engine's scope allows in that namespace.
 """
 
@@ -159,13 +162,97 @@ def _run(cluster: Cluster, spec: dict[str, Any], *, namespace: str, name: str, c
     if not (phase == "Succeeded" and expect in log):
         said = "without logging" if expect not in log else "although it logged"
         return failed("smoke-test", f"the DRA smoke-test pod {phase} on {node} {said} {expect!r}", scope, **evidence)
+    seen = _claim_deleted_under_a_running_pod(cluster, spec, namespace=namespace, name=name, claims=claims,
+                                               node=node, made=made, clock=clock, interval=interval, timeout=timeout)
+    evidence["negative"] = seen
+    if seen["problem"]:
+        return failed("smoke-test", f"the negative test (a claim deleted under a running pod): {seen['problem']}",
+                      scope, **evidence)
     released = _release(cluster, namespace, name, claims, devices, made, clock=clock, interval=interval)
     if released:
         return failed("smoke-test", f"{released} still allocated {RELEASE_SECONDS:g}s after the smoke test's claim "
                       "was deleted", scope, **evidence)
     shown = ", ".join(d[2] or d[0] for d in devices)
     return passed("smoke-test", f"{spec['image']} got {shown} of {device_class} through a claim on {node}, logged "
-                  f"{expect!r}, and the device was free again once the claim was deleted", scope, **evidence)
+                  f"{expect!r}, and the device was free again once the claim was deleted; a claim deleted under a "
+                  f"running pod: {seen['said']}", scope, **evidence)
+
+
+def _claim_deleted_under_a_running_pod(cluster: Cluster, spec: dict[str, Any], *, namespace: str, name: str,
+                                       claims: Resource, node: str | None, made: list[tuple[Resource, str]],
+                                       clock: Clock, interval: float, timeout: float) -> dict[str, Any]:
+    """The guide's negative test: a pod holding a claim of the same template (told to ``sleep``, so it
+    keeps running) has its claim deleted. Kubernetes keeps the claim, ``deletionTimestamp``-ed, while
+    it is reserved (its ``delete-protection`` finalizer), makes the pod no other one, and removes it
+    once the pod is gone. What was seen is reported: ``said`` (one line) and ``problem`` ("" unless
+    the pod stopped or the claim outlived its pod)."""
+    hold = f"{name}-hold"
+    body = pod_body({**spec, "command": ["sleep", "infinity"]}, name=hold, node=node, template=name,
+                    v1alpha2=claims.version == "v1alpha2")
+    cluster.create(PODS, body, namespace=namespace)
+    made.append((PODS, hold))
+    out: dict[str, Any] = {"pod": hold, "claim": None, "said": "", "problem": ""}
+
+    def holding() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        pod = cluster.get(PODS, hold, namespace)
+        claim = _claim_of(cluster, pod, claims, namespace)
+        if (pod.get("status") or {}).get("phase") != "Running" or claim is None:
+            return None
+        return (pod, claim) if pod["metadata"]["uid"] in _reserved(claim) and allocated(claim) else None
+
+    held = wait_for(clock, timeout=timeout, interval=interval, probe=holding)
+    if held is None:
+        out["problem"] = f"the pod {hold} did not run with an allocated claim in {timeout:g}s"
+        return out
+    pod, claim = held
+    uid, claim_name = pod["metadata"]["uid"], claim["metadata"]["name"]
+    out["claim"] = claim_name
+    made.insert(0, (claims, claim_name))
+    cluster.delete(claims, claim_name, namespace=namespace)
+
+    def after_delete() -> dict[str, Any] | None:
+        try:
+            live = cluster.get(claims, claim_name, namespace)
+        except NotFound:
+            return {}
+        return live if live["metadata"].get("deletionTimestamp") else None
+
+    live = wait_for(clock, timeout=RELEASE_SECONDS, interval=interval, probe=after_delete) or {}
+    phase = (cluster.get(PODS, hold, namespace).get("status") or {}).get("phase")
+    others = sorted(c["metadata"]["name"] for c in cluster.list_objects(claims)
+                    if c["metadata"]["name"] != claim_name and c["metadata"].get("namespace") == namespace
+                    and any(o.get("uid") == uid for o in c["metadata"].get("ownerReferences") or []))
+    seen = ["pod kept running" if phase == "Running" else f"the pod stopped ({phase})"]
+    if not live:
+        seen.append("the claim was removed at once, though reserved (no delete protection)")
+    elif uid in _reserved(live):
+        seen.append("claim stayed Terminating while reserved")
+    else:
+        seen.append("claim stayed Terminating, no longer reserved")
+    made[:0] = [(claims, other) for other in others]
+    with contextlib.suppress(NotFound):
+        cluster.delete(PODS, hold, namespace=namespace, grace_seconds=0)
+
+    def gone() -> bool | None:
+        try:
+            cluster.get(claims, claim_name, namespace)
+        except NotFound:
+            return True
+        return None
+
+    removed = bool(wait_for(clock, timeout=RELEASE_SECONDS, interval=interval, probe=gone))
+    if live:
+        seen.append("removed after the pod" if removed else f"still there {RELEASE_SECONDS:g}s after the pod was "
+                    "deleted")
+    seen.append(f"a new claim was made for the pod ({', '.join(others)})" if others else "no new claim was made")
+    out["said"] = "; ".join(seen)
+    if phase != "Running" or not removed:
+        out["problem"] = out["said"]
+    return out
+
+
+def _reserved(claim: dict[str, Any]) -> list[str]:
+    return [str(r.get("uid", "")) for r in (claim.get("status") or {}).get("reservedFor") or []]
 
 
 def _release(cluster: Cluster, namespace: str, name: str, claims: Resource, devices: list[tuple[str, str, str]],

@@ -9,6 +9,12 @@ taken out of the container and the claim named instead (``resources.claims`` and
 pod's ``resourceClaims``, with ``source`` up to 1.30). The plan goes through a server-side
 dry run (``dryRun=All``) of every object in it, and the server's answers are reported as
 given. Applying it, as an approved run, is not this module's: it only says what would change.
+
+The plan applies as printed (``kubectl apply --server-side -f``): what the server set on the live
+object is left out (uid, resourceVersion, status, managedFields, owner references, the stale
+``last-applied-configuration`` and the Deployment's revision annotation, a Job's generated
+selector), and a pod's ``spec.nodeName`` becomes a required node affinity on the node's hostname,
+because a pod created with a node name skips the scheduler, the only one that allocates claims.
 """
 
 from __future__ import annotations
@@ -28,7 +34,15 @@ from runbooks.engine.refusals import Refused
 from runbooks.errors import NotFound
 from runbooks.inventory.reading import class_from, container_requests
 
-SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink")
+SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink",
+                 "deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences")
+"""Metadata the server (or a controller) writes: a plan to apply holds none of it."""
+SERVER_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration", "deployment.kubernetes.io/revision")
+"""Annotations written for the live object: the last client-side apply (stale once the plan changes
+the object) and the Deployment controller's revision."""
+JOB_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name")
+"""What the API server adds to a Job's selector and pod template (unless ``manualSelector``)."""
+HOSTNAME = "kubernetes.io/hostname"
 
 
 class MigrationError(Refused):
@@ -84,6 +98,39 @@ def _without(container: dict[str, Any], resource: str, claim: str) -> dict[str, 
     return out
 
 
+def _without_server_fields(obj: dict[str, Any], kind: str) -> None:
+    """Drop what the server set on the live object, so the plan applies as a new object would."""
+    meta = obj.setdefault("metadata", {})
+    for field in SERVER_FIELDS:
+        meta.pop(field, None)
+    annotations = meta.get("annotations") or {}
+    for key in SERVER_ANNOTATIONS:
+        annotations.pop(key, None)
+    if not annotations:
+        meta.pop("annotations", None)
+    obj.pop("status", None)
+    spec = obj.get("spec") or {}
+    if kind == "Job" and not spec.get("manualSelector"):
+        spec.pop("selector", None)
+        labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        for key in JOB_LABELS:
+            labels.pop(key, None)
+
+
+def _to_the_scheduler(pod_spec: dict[str, Any]) -> None:
+    """A pod pinned with ``spec.nodeName`` skips the scheduler, which is what allocates claims: the
+    node becomes a required node affinity on its hostname (ANDed into every existing term)."""
+    node = pod_spec.pop("nodeName", None)
+    if not node:
+        return
+    pin = {"key": HOSTNAME, "operator": "In", "values": [node]}
+    required = (pod_spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+                .setdefault("requiredDuringSchedulingIgnoredDuringExecution", {}))
+    terms = required.get("nodeSelectorTerms") or [{}]
+    required["nodeSelectorTerms"] = [{**t, "matchExpressions": [*(t.get("matchExpressions") or []), pin]}
+                                     for t in terms]
+
+
 def plan(workload: dict[str, Any], kind: str, *, version: str, device_class: str,
          resources: Sequence[str]) -> tuple[list[ClaimPlan], list[dict[str, Any]]]:
     """The claims and the objects (templates, then the workload) that replace the extended resources."""
@@ -111,10 +158,9 @@ def plan(workload: dict[str, Any], kind: str, *, version: str, device_class: str
     mine = {c.claim for c in claims}
     spec["resourceClaims"] = [*(c for c in spec.get("resourceClaims") or [] if c.get("name") not in mine),
                               *(pod_claim(c.claim, c.template, source=version == "v1alpha2") for c in claims)]
-    new_meta = new.setdefault("metadata", {})
-    for field in SERVER_FIELDS:
-        new_meta.pop(field, None)
-    new.pop("status", None)
+    _without_server_fields(new, kind)
+    if kind == "Pod":
+        _to_the_scheduler(spec)
     templates = [{
         "apiVersion": f"resource.k8s.io/{version}", "kind": "ResourceClaimTemplate",
         "metadata": {"name": c.template, "namespace": namespace,
@@ -178,6 +224,19 @@ def migrate(cluster: Cluster, namespace: str, name: str, *, kind: str | None = N
         checked = objects[:-1]
         notes.append(f"a pod cannot be changed in place: delete {namespace}/{name} and create it again from this "
                      "spec (better, let a Deployment or Job own it); only the claim templates were dry-run")
+        owner = next((o for o in (workload.get("metadata") or {}).get("ownerReferences") or []
+                      if o.get("controller")), None)
+        if owner:
+            notes.append(f"{namespace}/{name} belongs to {owner.get('kind')} {owner.get('name')}, which would make "
+                         "its pod again beside this one: migrate the workload that owns it instead (the plan holds "
+                         "no owner reference)")
+        pinned = (workload.get("spec") or {}).get("nodeName")
+        if pinned:
+            notes.append(f"its spec.nodeName {pinned} is now a required node affinity ({HOSTNAME} In [{pinned}]): "
+                         "a pod with spec.nodeName skips the scheduler, and only the scheduler allocates claims")
+    if kind == "Job":
+        notes.append(f"a Job's pod template cannot change: delete {namespace}/{name} and create it again from this "
+                     "plan; its generated selector and labels were left out for the server to make again")
     runs = [answer for obj in checked
             if (answer := dry_run(cluster, discovered, Manifest("migration", obj))) is not None]
     return Migration(context=cluster.context, kind=kind, namespace=namespace, name=name, version=version,

@@ -7,7 +7,9 @@ a ``resource.k8s.io`` version or kind it does not serve, a version it serves onl
 enabled or warns about, a pod field it removed, and what each upgrade step on the way
 requires of objects already stored. Each finding names the object, the problem, the fix
 and its source. Manifests the cluster serves today also go through a server-side dry run
-(``dryRun=All``: nothing is written), whose answer is reported as the server gave it.
+(``dryRun=All``: nothing is written), whose answer is reported as the server gave it. A
+cluster already at the target (a staging cluster upgraded first) is no refusal: there is no
+step to check, and its manifests are checked against it and dry-run there.
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ class Manifest:
 
 
 class PreflightError(Refused):
-    """The request cannot be checked (a target that is not newer than the cluster)."""
+    """The request cannot be checked (a target older than the cluster: Kubernetes is not downgraded)."""
 
 
 # ------------------------------------------------------------------- checks
@@ -265,9 +267,10 @@ def preflight(cluster: Cluster, target: int, manifests: Sequence[Manifest] = (),
     """Check the cluster's DRA objects and ``manifests`` against Kubernetes 1.``target``."""
     version = cluster.version()
     current = version.minor
-    if target <= current:
-        raise PreflightError(f"the cluster already runs {version.git_version}: preflight checks an upgrade to a "
-                             f"newer release (target=1.{current + 1} or later)")
+    if target < current:
+        raise PreflightError(f"the cluster already runs {version.git_version}, newer than 1.{target}: Kubernetes "
+                             "is not downgraded (with DRA objects stored, a downgrade is not supported); give "
+                             f"target=1.{current} to check manifests against this cluster, or a newer release")
     steps = releases.steps_between(current, target)
     stored = _dra_objects(cluster)
     workloads = _workloads(cluster)
@@ -288,6 +291,10 @@ def preflight(cluster: Cluster, target: int, manifests: Sequence[Manifest] = (),
         notes.insert(0, PreflightNote(release=f"1.{target}", text=f"the control plane is upgraded one minor release "
                                       f"at a time: {path}; every step was checked",
                                       source="https://kubernetes.io/releases/version-skew-policy/"))
+    if not steps:
+        notes.insert(0, PreflightNote(release=f"1.{target}", text=f"the cluster already runs 1.{target}: nothing to "
+                                      f"upgrade; the manifests were checked against 1.{target} and dry-run on this "
+                                      "cluster (a staging cluster upgraded first)", source=""))
     if target > releases.LAST:
         notes.append(PreflightNote(release=f"1.{target}", text=f"upgradebot knows DRA changes up to "
                                    f"1.{releases.LAST}; what later releases change was not checked", source=""))

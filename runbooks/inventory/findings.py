@@ -136,10 +136,21 @@ def class_findings(classes: Sequence[DeviceClass], daemonsets: Sequence[DaemonSe
                     severity="fail", code="class-without-plugin", object=f"{cls.kind.lower()}/{cls.name}",
                     message=f"{cls.kind} {cls.name} hands out devices of {driver}, but no kubelet plugin "
                     f"of {driver} is running: claims of this class cannot be prepared on any node",
-                    next_step=f"find the driver's kubelet-plugin DaemonSet (kubectl get ds -A) and repair or "
-                    f"deploy it; until then new pods using {cls.name} stay Pending",
+                    next_step=_class_advice(cls, driver, running),
                 ))
     return out
+
+
+def _class_advice(cls: DeviceClass, driver: str, running: set[str]) -> str:
+    """Repair or deploy the driver; when other drivers run, the class may name the wrong one: then the
+    class is what to fix, deleted and created again (its selectors are not edited under claims)."""
+    plugin = (f"find the driver's kubelet-plugin DaemonSet (kubectl get ds -A) and repair or deploy it; until then "
+              f"new pods using {cls.name} stay Pending")
+    if not running:
+        return plugin
+    return (f"the running kubelet plugins serve {', '.join(sorted(running))}: if {cls.name} misspells one, recreate "
+            f"the class naming it (kubectl delete {cls.kind.lower()} {cls.name}, then apply it fixed; pods already "
+            f"running keep their devices); else {plugin}")
 
 
 def claim_findings(claims: Sequence[ResourceClaim]) -> list[Finding]:

@@ -142,10 +142,55 @@ def sim133() -> Iterator[KubeSim]:
         yield sim
 
 
-def test_a_target_that_is_not_newer_is_refused(sim133: KubeSim, tmp_path: Path) -> None:
-    proc = run("preflight", "target=1.33", env={"KUBECONFIG": str(sim133.kubeconfig)}, home=tmp_path)
+def test_an_older_target_is_refused_kubernetes_is_not_downgraded(sim133: KubeSim, tmp_path: Path) -> None:
+    """Item 5 of issue 38: a target older than the cluster gets one line: no downgrade, and how to check
+    manifests against this cluster instead."""
+    proc = run("preflight", "target=1.32", env={"KUBECONFIG": str(sim133.kubeconfig)}, home=tmp_path)
     assert_one_line_reason(proc, lines=1)
-    assert "the cluster already runs v1.33.5" in proc.stderr
+    assert "the cluster already runs v1.33.5, newer than 1.32: Kubernetes is not downgraded" in proc.stderr
+    assert "give target=1.33 to check manifests against this cluster" in proc.stderr
+
+
+def test_a_cluster_already_at_the_target_dry_runs_the_manifests(sim133: KubeSim, tmp_path: Path) -> None:
+    """Item 5 of issue 38: a staging cluster upgraded first (already at the target) is no refusal:
+    no step is checked, the manifests are checked against the target and dry-run on the cluster,
+    and the server's refusal fails the verdict."""
+    clean_dir = tmp_path / "clean"
+    clean_dir.mkdir()
+    good = clean(33)
+    (clean_dir / "all.yaml").write_text(yaml.safe_dump_all(good))
+    env = {"KUBECONFIG": str(sim133.kubeconfig)}
+    ok = run("preflight", "target=1.33", "-f", str(clean_dir), "--json", env=env, home=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    data = json.loads(ok.stdout)
+    assert data["steps"] == [] and data["current_minor"] == data["target_minor"] == 33
+    assert [(d["subject"], d["accepted"]) for d in data["dry_runs"]] == [
+        ("DeviceClass gpu.example.com", True), ("ResourceClaimTemplate ml-team/gpu-template", True),
+        ("Pod ml-team/new-shape", True)]
+    assert data["notes"][0]["text"].startswith("the cluster already runs 1.33: nothing to upgrade")
+    text = run("preflight", "target=1.33", "-f", str(clean_dir), env=env, home=tmp_path)
+    assert text.returncode == 0 and "none: the cluster runs 1.33" in text.stdout, text.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**good[0], "metadata": {"name": "Bad_Name"}}))
+    refused = run("preflight", "target=1.33", "-f", str(bad), "--json", env=env, home=tmp_path)
+    assert refused.returncode == 1, refused.stderr
+    [answer] = json.loads(refused.stdout)["dry_runs"]
+    assert not answer["accepted"] and 'DeviceClass "Bad_Name" is invalid' in answer["answer"]
+
+
+@pytest.mark.parametrize(("current", "target", "older"), [(31, 32, "1.31"), (34, 35, "1.33")])
+def test_the_no_downgrade_notes_come_with_the_steps_that_change_the_storage_version(
+        current: int, target: int, older: str) -> None:
+    """Item 5 of issue 38: an upgrade through 1.32 (storage v1beta1) or 1.35 (storage v1) says a
+    downgrade with DRA objects is not supported, with its source; an upgrade through neither does not."""
+    with KubeSim(scenario="gpu-small", k8s_version=f"1.{current}") as sim, \
+            Cluster.from_kubeconfig(str(sim.kubeconfig)) as cluster:
+        result = preflight(cluster, target)
+        quiet = preflight(cluster, current)
+    [note] = [n for n in result.notes if "downgrading" in n.text]
+    assert note.release == f"1.{target}" and f"downgrading to {older} with DRA objects is not supported" in note.text
+    assert note.source.startswith("https://github.com/kubernetes/kubernetes/pull/")
+    assert not [n for n in quiet.notes if "downgrading" in n.text]
 
 
 def test_shell_reads_manifests_with_f_and_exits_by_verdict(sim133: KubeSim, tmp_path: Path) -> None:

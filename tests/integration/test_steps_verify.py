@@ -193,6 +193,9 @@ def test_dra_smoke_test_passes_on_a_healthy_driver_and_a_noalloc_driver_is_caugh
         assert result.ok, result.reason
         smoke = next(c for c in result.checks if c.name == "smoke-test")
         assert "got " in smoke.detail and "through a claim on gpu-node1" in smoke.detail, smoke.detail
+        # item 3 of issue 38: the guide's negative test, a claim deleted under a running pod
+        assert ("a claim deleted under a running pod: pod kept running; claim stayed Terminating while reserved; "
+                "removed after the pod; no new claim was made") in smoke.detail, smoke.detail
         assert smoke.evidence["device_class"] == "gpu.example.com" and smoke.evidence["cleaned_up"] is True
         assert _statuses(result)["dra-new-claims"] == "pass"
         assert STEPS.rollback(h.ctx).ok

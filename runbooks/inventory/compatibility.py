@@ -66,7 +66,7 @@ class Row(BaseModel):
     @field_validator("kubernetes_min", "kubernetes_max")
     @classmethod
     def _k8s(cls, value: str | None) -> str | None:
-        if value is not None and not _K8S.match(value):
+        if value is not None and not _K8S.fullmatch(value):
             raise ValueError(f"{value!r} is not a Kubernetes minor version (1.NN)")
         return value
 
@@ -82,7 +82,7 @@ class Row(BaseModel):
         return f"{self.component} {self.release}"
 
     def matches(self, repository: str, tag: str) -> bool:
-        return repository in self.repositories and re.match(self.tags, tag) is not None
+        return repository in self.repositories and re.fullmatch(self.tags, tag) is not None
 
 
 MATRIX: list[Row] = [Row.model_validate(row) for row in ROWS]

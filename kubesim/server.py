@@ -435,6 +435,9 @@ class ApiServer:
         return conversion.convert(body, res, storage)
 
     def from_storage(self, res: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        heartbeats = self.sim.controllers.get("nodeheartbeats") if res.plural == "leases" else None
+        if heartbeats is not None:  # a node's Lease carries its kubelet's last renewal (kubesim.heartbeats)
+            obj = heartbeats.view(obj)
         storage = self.sim.store.storage_type(res)
         if storage.version == res.version:
             return obj

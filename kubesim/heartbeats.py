@@ -45,7 +45,7 @@ MONITOR_PERIOD = 5.0
 
 
 def grace_period(minor: int) -> float:
-    """``--node-monitor-grace-period``: 40 s, 50 s from 1.32 (kubernetes#125355)."""
+    """``--node-monitor-grace-period``: 40 s, 50 s from 1.32 (kubernetes#126287)."""
     return 50.0 if minor >= 32 else 40.0
 
 

@@ -28,6 +28,7 @@ from kubesim import (
     discovery,
     errors,
     eviction,
+    execstream,
     openapi,
     patching,
     protokinds,
@@ -313,6 +314,8 @@ class ApiServer:
             raise errors.bad_request(f"Invalid dry run value: {request.query['dryRun']}")
         if verb == "watch":
             return await serve_watch(self, request, target)
+        if target.sub == "exec" and target.name:  # kubectl exec over WebSocket (kubesim.execstream)
+            return await execstream.serve(self.sim, request, target.namespace or "", target.name)
         if verb == "list":
             return self.list(request, target)
         if verb == "get":

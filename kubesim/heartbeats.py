@@ -102,6 +102,9 @@ class NodeHeartbeats:
         elif ev.type == "DELETED":
             self.started.pop(name, None)
             self.stopped.pop(name, None)
+            kubelet = self.sim.controllers.get("kubelet")
+            if kubelet is not None:
+                kubelet.marked_unknown.discard(name)
 
     def _create_lease(self, name: str) -> None:
         store = self.sim.store
@@ -137,6 +140,9 @@ class NodeHeartbeats:
         last = self.renewed(node)
         self.stopped[node] = self.sim.clock.time() if last is None else last
         gen = self._generation[node] = self._generation.get(node, 0) + 1
+        kubelet = self.sim.controllers.get("kubelet")
+        if kubelet is not None:
+            kubelet.stop_posting(node)
         due = self.stopped[node] + grace_period(self.sim.minor)
         due = math.ceil(due / MONITOR_PERIOD) * MONITOR_PERIOD
         self.sim.call_at(due, lambda: self._monitor(node, gen))

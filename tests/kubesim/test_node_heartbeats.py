@@ -147,3 +147,20 @@ def test_a_kubelet_back_within_the_grace_leaves_the_node_alone() -> None:
     assert condition(get(s, NODES, "", "gpu-node1") or {}, "Ready")["status"] == "True"  # type: ignore[index]
     assert events(s, reason="NodeNotReady") == [] and events(s, reason="TaintManagerEviction") == []
     assert len(s.store.list(LEASES, "kube-node-lease")) == len(s.store.list(NODES))
+
+
+def test_a_kubelet_that_stopped_posting_holds_its_writes_within_the_grace() -> None:
+    """issue 35 item 3: from the moment its heartbeat stops (before the node lifecycle controller
+    notices), the kubelet posts nothing: a pod deleted on its node stays Terminating; once the
+    kubelet is back (within the grace) the pod goes, and the node was never marked."""
+    s = build(scenario="gpu-small", minor=31)
+    assert apply_fault(s, {"kind": "node-not-ready", "node": "gpu-node1"}) is None
+    s.advance(5.0)
+    s.store.delete(PODS, "ml-team", "trainer-0")
+    s.advance(20.0)
+    held = get(s, PODS, "ml-team", "trainer-0")
+    assert held is not None and held["metadata"].get("deletionTimestamp")
+    assert apply_fault(s, {"kind": "node-ready", "node": "gpu-node1"}) is None
+    s.advance(2.0)
+    assert get(s, PODS, "ml-team", "trainer-0") is None
+    assert events(s, reason="NodeNotReady") == [] and events(s, reason="NodeReady") == []

@@ -2,7 +2,9 @@
 
 - ``POST /sim/v1/faults`` with ``{"kind": ...}``:
   ``kubelet-restart`` ``{node}``; ``node-reboot`` ``{node}`` (a kubelet restart after which no
-  container survived: pods asking for a device plugin's resource fail admission); ``node-not-ready`` ``{node, duration?}``; ``node-ready``
+  container survived: pods asking for a device plugin's resource fail admission); ``node-not-ready`` ``{node, duration?}`` (the kubelet
+  stops renewing its Lease: the node goes Unknown with the unreachable taints after the node
+  lifecycle controller's grace, 40 s, 50 s from 1.32); ``node-ready``
   ``{node}``; ``api-errors`` ``{count=1, code=500|429, delay=0, path?, retry_after=1}`` (the
   next ``count`` API requests fail, or answer after ``delay`` seconds when ``code`` is 0);
   ``compact`` (drop watch history: older watches and continue tokens get 410);
@@ -48,9 +50,7 @@ def apply_fault(sim: Simulation, fault: dict[str, Any]) -> str | None:
         if kind in ("kubelet-restart", "node-reboot"):
             kubelet.restart_kubelet(node, reboot=kind == "node-reboot")
         else:
-            kubelet.set_node_ready(node, kind == "node-ready")
-            if kind == "node-not-ready" and fault.get("duration"):
-                sim.call_later(parse_duration(fault["duration"]), lambda: kubelet.set_node_ready(node, True))
+            _heartbeat(sim, node, stop=kind == "node-not-ready", duration=fault.get("duration"))
     elif kind == "api-errors":
         code = int(fault.get("code", 500))
         if code not in (0, 429, 500, 503):
@@ -88,6 +88,22 @@ def apply_fault(sim: Simulation, fault: dict[str, Any]) -> str | None:
         )
     sim.settle()
     return None
+
+
+def _heartbeat(sim: Simulation, node: str, *, stop: bool, duration: str | None) -> None:
+    """``node-not-ready``: the node's kubelet stops renewing its Lease (for ``duration``); the node
+    lifecycle controller marks the node after its grace period (:mod:`kubesim.heartbeats`).
+    ``node-ready``: the kubelet renews and posts Ready again."""
+    beats = sim.controllers.get("nodeheartbeats")
+    kubelet = sim.controllers["kubelet"]
+    if beats is None:  # a simulation without heartbeats: the node controller's verdict at once
+        kubelet.set_node_ready(node, not stop)
+    elif not stop:
+        beats.resume(node)
+    else:
+        beats.stop(node)
+        if duration:
+            sim.call_later(parse_duration(duration), lambda: beats.resume(node))
 
 
 async def handle(sim: Simulation, request: web.Request) -> web.Response:

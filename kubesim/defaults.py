@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kubesim import installkinds
+from kubesim import classicdra, installkinds
 
 
 def statefulset(obj: dict[str, Any]) -> None:
@@ -61,3 +61,4 @@ DEFAULTERS: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("apps", "statefulsets"): statefulset, ("", "namespaces"): namespace, ("", "nodes"): node,
     ("storage.k8s.io", "csidrivers"): csidriver}
 DEFAULTERS.update({("", "secrets"): installkinds.secret, ("", "services"): installkinds.service})
+DEFAULTERS.update(classicdra.DEFAULTERS)  # allocationMode of v1alpha2 claims

@@ -70,8 +70,9 @@ def _resource_entries(res: ResourceType) -> list[dict[str, Any]]:
     out = [main]
     for sub in res.subresources:
         verbs = {"status": ["get", "patch", "update"], "log": ["get"], "eviction": ["create"],
-                 "scale": ["get", "patch", "update"], "token": ["create"]}[sub]
-        kind = {"log": "Pod", "eviction": "Eviction", "scale": "Scale", "token": "TokenRequest"}.get(sub, res.kind)
+                 "scale": ["get", "patch", "update"], "token": ["create"], "exec": ["create", "get"]}[sub]
+        kind = {"log": "Pod", "eviction": "Eviction", "scale": "Scale", "token": "TokenRequest",
+                "exec": "PodExecOptions"}.get(sub, res.kind)
         entry: dict[str, Any] = {
             "name": f"{res.plural}/{sub}", "singularName": "", "namespaced": res.namespaced,
             "kind": kind, "verbs": verbs,

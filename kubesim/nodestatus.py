@@ -3,7 +3,8 @@
 ``set_node_ready(node, False)`` plays the node lifecycle controller: every condition goes
 Unknown ("Kubelet stopped posting node status."), the ``node.kubernetes.io/unreachable``
 taints are added, ``NodeNotReady`` events recorded and the node's pods marked not ready.
-The kubelet side of a node that does not report holds its writes until the node is back.
+The kubelet side of a node that does not report (``stop_posting``: from the moment its heartbeat
+stops) holds its writes until the node is back.
 
 :class:`UnschedulableTaints` is that controller's NoSchedule tainting pass for cordons: a
 node with ``spec.unschedulable`` (``kubectl cordon``) gets the
@@ -54,6 +55,9 @@ class NodeLifecycle:
 
     def __init__(self) -> None:
         self.not_ready: set[str] = set()
+        """Nodes whose kubelet does not post (its writes wait in ``deferred``)."""
+        self.marked_unknown: set[str] = set()
+        """Nodes the node lifecycle controller marked Unknown."""
         self.deferred: dict[str, set[str]] = defaultdict(set)
 
     def restart_kubelet(self, node: str, *, reboot: bool = False) -> None:
@@ -92,6 +96,11 @@ class NodeLifecycle:
             sim.record_event(pod, reason="UnexpectedAdmissionError", message=message, type="Warning",
                              component="kubelet", host=node)
 
+    def stop_posting(self, node: str) -> None:
+        """The kubelet stops posting (its heartbeat stopped): its writes wait until it is back."""
+        if self.sim.store.get(NODES, "", node) is not None:
+            self.not_ready.add(node)
+
     def set_node_ready(self, node: str, ready: bool) -> None:
         """Make a node stop (False) or resume (True) posting its status."""
         sim = self.sim
@@ -99,9 +108,10 @@ class NodeLifecycle:
             return
         now = rfc3339(sim.clock.now())
         if not ready:
-            if node in self.not_ready:
+            if node in self.marked_unknown:
                 return
             self.not_ready.add(node)
+            self.marked_unknown.add(node)
             sim.store.mutate(NODES, "", node, lambda obj: _mark_unknown(obj, now))
             sim.record_event(node_ref(node), reason="NodeNotReady", message=f"Node {node} status is now: NodeNotReady",
                              component="node-controller")
@@ -117,9 +127,11 @@ class NodeLifecycle:
         if node not in self.not_ready:
             return
         self.not_ready.discard(node)
-        sim.store.mutate(NODES, "", node, lambda obj: _mark_ready(obj, now))
-        sim.record_event(node_ref(node), reason="NodeReady", message=f"Node {node} status is now: NodeReady",
-                         component="kubelet", host=node)
+        if node in self.marked_unknown:  # a kubelet back within the grace changed nothing the controller saw
+            self.marked_unknown.discard(node)
+            sim.store.mutate(NODES, "", node, lambda obj: _mark_ready(obj, now))
+            sim.record_event(node_ref(node), reason="NodeReady", message=f"Node {node} status is now: NodeReady",
+                             component="kubelet", host=node)
         for uid in list(self._pods.get(node, ())):  # type: ignore[attr-defined]
             rt = self._rt.get(uid)  # type: ignore[attr-defined]
             if rt is not None:

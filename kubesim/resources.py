@@ -55,7 +55,7 @@ def _core() -> list[ResourceType]:
         ResourceType("", "v1", "Namespace", "namespaces", False, ("ns",), ("status",)),
         ResourceType("", "v1", "Node", "nodes", False, ("no",), ("status",)),
         ResourceType(
-            "", "v1", "Pod", "pods", True, ("po",), ("status", "log", "eviction"),
+            "", "v1", "Pod", "pods", True, ("po",), ("status", "log", "eviction", "exec"),
             categories=("all",),
         ),
         ResourceType("", "v1", "Event", "events", True, ("ev",), has_spec=False),

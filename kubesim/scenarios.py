@@ -61,6 +61,7 @@ from kubesim.fixtures import (
     workload_pod,
 )
 from kubesim.hardware import A100_535, H100_550, Stack, equip
+from kubesim.heartbeats import NodeHeartbeats
 from kubesim.installkinds import BuiltinObjects
 from kubesim.kubelets import KubeletController
 from kubesim.namespaces import NamespaceController
@@ -330,6 +331,7 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
     sim.add_controller("nodelifecycle", UnschedulableTaints())
     sim.add_controller("nodeipam", ipam.NodeIpam())
     sim.add_controller("kubelet", kubelet)
+    sim.add_controller("nodeheartbeats", NodeHeartbeats())
     sim.add_controller("scheduler", Scheduler())
     sim.add_controller("builtins", BuiltinObjects())
     sim.add_controller("crds", CrdController())

@@ -15,7 +15,7 @@ import functools
 from collections import Counter, defaultdict
 from typing import Any
 
-from kubesim import dra
+from kubesim import classicdra, dra
 from kubesim import podstatus as ps
 from kubesim.clock import rfc3339
 from kubesim.errors import ApiError
@@ -303,6 +303,8 @@ class Scheduler:
         # NodeResourcesFit's LeastAllocated spreads GPU pods: most free GPUs first, then by name.
         best = min(feasible, key=lambda item: (-self._free(item[0]), item[0]["metadata"]["name"]))
         node_name = best[0]["metadata"]["name"]
+        if classicdra.waits_for_consumer(claims):
+            classicdra.scheduling_context(self.sim, pod, node=node_name, potential=[n["metadata"]["name"] for n, _ in feasible])
         for claim, results in best[1]:
             self._allocate(claim, node_name, results)
         for claim in claims:

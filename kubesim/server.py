@@ -28,6 +28,7 @@ from kubesim import (
     discovery,
     errors,
     eviction,
+    execstream,
     openapi,
     patching,
     protokinds,
@@ -313,6 +314,8 @@ class ApiServer:
             raise errors.bad_request(f"Invalid dry run value: {request.query['dryRun']}")
         if verb == "watch":
             return await serve_watch(self, request, target)
+        if target.sub == "exec" and target.name:  # kubectl exec over WebSocket (kubesim.execstream)
+            return await execstream.serve(self.sim, request, target.namespace or "", target.name)
         if verb == "list":
             return self.list(request, target)
         if verb == "get":
@@ -435,6 +438,9 @@ class ApiServer:
         return conversion.convert(body, res, storage)
 
     def from_storage(self, res: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        heartbeats = self.sim.controllers.get("nodeheartbeats") if res.plural == "leases" else None
+        if heartbeats is not None:  # a node's Lease carries its kubelet's last renewal (kubesim.heartbeats)
+            obj = heartbeats.view(obj)
         storage = self.sim.store.storage_type(res)
         if storage.version == res.version:
             return obj

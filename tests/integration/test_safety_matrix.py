@@ -113,6 +113,7 @@ def gpu_less_node(w: World) -> str:
 
 def not_ready_node(w: World) -> str:
     w.sim.fault(kind="node-not-ready", node="gpu-node2")
+    w.sim.advance("50s")  # the node lifecycle controller's grace on the stopped heartbeat
     return refused(w, "is not Ready", node="gpu-node2")
 
 

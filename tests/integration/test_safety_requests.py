@@ -62,6 +62,7 @@ def test_a_node_that_cannot_take_the_canary_is_refused_at_request_time(sim: Kube
     engine = engine_on(sim, redis_url)
     refused_with_nothing_sent(sim, engine, "cpu-node1 has no GPU hardware", node="cpu-node1")
     sim.fault(kind="node-not-ready", node="gpu-node2")
+    sim.advance("50s")  # the node lifecycle controller's grace on the stopped heartbeat
     refused_with_nothing_sent(sim, engine, "gpu-node2 is not Ready", node="gpu-node2")
     Kubectl(sim.kubeconfig).run("cordon", "gpu-node3")
     refused_with_nothing_sent(sim, engine, "gpu-node3 is cordoned", node="gpu-node3")

@@ -45,6 +45,7 @@ def test_warnings_expired_from_the_cluster_still_show_in_the_report(sim: KubeSim
         assert w.scheduler.tick() and w.collectors.runs == [run.id]
         wait_until(lambda: w.store.load_collection(run.id).rv != "")
         sim.fault(kind="node-not-ready", node="gpu-node2", duration="5m")
+        sim.advance("50s")  # the node lifecycle controller's grace on the stopped heartbeat
         wait_until(lambda: counted(w.store, run.id, "NodeNotReady") >= 2)
         sim.advance("2h")
         assert in_cluster(sim, "NodeNotReady") == [], "the API server forgot them"

@@ -171,7 +171,7 @@ def test_events_expire_after_the_event_ttl() -> None:
     with KubeSim(scenario="gpu-small", k8s_version="1.31", event_ttl="1h") as s:
         core, _ = apis(s)
         s.fault(kind="node-not-ready", node="gpu-node2")
-        s.advance("1s")
+        s.advance("50s")  # the node lifecycle controller's grace on the stopped heartbeat
         reasons = {e.reason for e in core.list_event_for_all_namespaces().items}
         assert "NodeNotReady" in reasons
         s.fault(kind="node-ready", node="gpu-node2")

@@ -128,12 +128,13 @@ def _metrics(axes: Axes, report: StabilityReport) -> None:
         counts = [by_node[node].get(h, 0.0) for h in hours]
         axes.bar([_x(h) + HOUR / 2 for h in hours], counts, width=HOUR * 0.85, bottom=bottom, label=f"{node} errors")
         bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
-    util = [n for n in view.nodes if n.util_before is not None and n.util_now is not None][:MAX_NODE_LINES]
+    util = [(n.node, n.util_before, n.util_now) for n in view.nodes
+            if n.util_before is not None and n.util_now is not None][:MAX_NODE_LINES]
     if util:
         twin = axes.twinx()
-        for n in util:
-            twin.plot([_x(report.window_start), _x(report.window_end)], [n.util_before, n.util_now], marker="o",
-                      markersize=3, linestyle=":", label=f"{n.node} util %")
+        for node, before, now in util:
+            twin.plot([_x(report.window_start), _x(report.window_end)], [before or 0.0, now or 0.0], marker="o",
+                      markersize=3, linestyle=":", label=f"{node} util %")
         twin.set_ylim(0, 110)
         twin.set_ylabel("utilisation %")
         twin.legend(fontsize=7, loc="upper right", ncols=2)

@@ -69,10 +69,13 @@ def record_baseline(source: MetricSource, specs: Sequence[MetricCheckSpec], node
 
 
 def _show(value: float, unit: str) -> str:
+    """``3 XIDs``, ``1 XID``, ``40% workload GPU utilisation`` (units are given in the plural)."""
     text = f"{value:g}"
     if not unit:
         return text
-    return f"{text}{unit}" if unit.startswith("%") else f"{text} {unit}"
+    if unit.startswith("%"):
+        return f"{text}{unit}"
+    return f"{text} {unit[:-1] if value == 1 and unit.endswith('s') else unit}"
 
 
 @dataclass

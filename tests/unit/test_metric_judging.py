@@ -45,7 +45,7 @@ def test_a_new_xid_fails_naming_the_node_and_the_count() -> None:
     """Issue 37 item 3: XIDs above the node's count before the run fail, naming node and value."""
     check = watch(Answers({"gpu-node1": 0, "gpu-node2": 3}), before={"gpu-node1": 0, "gpu-node2": 1}).checks()[0]
     assert check.status is CheckStatus.FAIL and check.scope == "gpu-node2"
-    assert check.detail.startswith("gpu-node2: 3 XIDs (before the run 1 XIDs): not result <= baseline"), check.detail
+    assert check.detail.startswith("gpu-node2: 3 XIDs (before the run 1 XID): not result <= baseline"), check.detail
 
 
 def test_the_failure_limit_tolerates_that_many_failed_measurements() -> None:

@@ -111,3 +111,15 @@ def test_conditions_compare_with_numbers_or_the_baseline() -> None:
     assert Condition.parse("result == 0").bound(None) == 0
     assert Condition.parse("result <= baseline").bound(None) is None
     assert PrometheusPolicy(url="https://prom.monitoring.svc:9090/").url == "https://prom.monitoring.svc:9090"
+
+
+def test_outside_a_run_the_values_at_the_windows_start_are_the_baseline() -> None:
+    """Issue 37 item 3: ``upgradebot verify`` (no run, no recorded values) compares each node with
+    its own value when the window began: an XID during the window fails, none passes."""
+    grew = MetricWatch(Answers({"gpu-node1": 2}, {"gpu-node1": 3}), [XID], ["gpu-node1"], window=30,
+                       scope="all nodes", baseline=None, elapsed=lambda: 0.0)
+    verdict = grew.checks()[0]
+    assert verdict.status is CheckStatus.FAIL and verdict.detail.startswith("gpu-node1: 3 XIDs (before the run 2 XIDs)")
+    same = MetricWatch(Answers({"gpu-node1": 2}), [XID], ["gpu-node1"], window=30, scope="all nodes", baseline=None,
+                       elapsed=lambda: 0.0)
+    assert same.checks()[0].status is CheckStatus.PASS

@@ -1,7 +1,8 @@
 """The chart of a stability report: a small PNG, drawn headless from what the report holds.
 
-Two panels over the report's window: the events that matter per hour, stacked by reason
-(from the collector's tally), and the allocatable GPUs (each node when there are few, the
+Two panels over the report's window (three with a Prometheus: new XID/ECC errors per hour by
+node and each node's workload utilisation before -> now, in the middle): the events that
+matter per hour, stacked by reason (from the collector's tally), and the allocatable GPUs (each node when there are few, the
 lowest ones and the total otherwise), at the baseline, hourly as sampled, and now. Nothing
 here reads the cluster: :func:`report_chart` takes the report and returns PNG bytes, or
 None when there is nothing to draw. matplotlib is imported on first use (commands that draw
@@ -36,7 +37,7 @@ def _x(moment: dt.datetime) -> float:
 
 def report_chart(report: StabilityReport) -> bytes | None:
     """The report's chart as PNG bytes (800 x 500), or None with nothing to draw."""
-    if not report.hourly and not report.gpu_samples:
+    if not report.hourly and not report.gpu_samples and not report.metrics:
         return None
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.dates import DateFormatter, HourLocator
@@ -45,13 +46,16 @@ def report_chart(report: StabilityReport) -> bytes | None:
 
     figure = Figure(figsize=(WIDTH, HEIGHT), dpi=DPI, layout="constrained")
     FigureCanvasAgg(figure)
-    events, gpus = figure.subplots(2, 1, sharex=True)
+    panels = figure.subplots(3 if report.metrics else 2, 1, sharex=True)
+    events, gpus = panels[0], panels[-1]
     _events(events, report)
     _gpus(gpus, report)
+    if report.metrics:
+        _metrics(panels[1], report)
     hours = max(1.0, (report.window_end - report.window_start).total_seconds() / 3600)
     gpus.xaxis.set_major_locator(HourLocator(interval=max(1, round(hours / 6))))
     gpus.xaxis.set_major_formatter(DateFormatter("%d %b %H:%M"))
-    for axes in (events, gpus):
+    for axes in panels:
         axes.yaxis.set_major_locator(MaxNLocator(integer=True))
         axes.set_ylim(0, axes.get_ylim()[1] * 1.2 + 0.5)  # room above the highest bar and line
     gpus.set_xlim(_x(report.window_start), max(_x(report.window_end), _x(report.window_start) + HOUR))
@@ -105,3 +109,37 @@ def _gpus(axes: Axes, report: StabilityReport) -> None:
                   label=node)
     if nodes:
         axes.legend(fontsize=7, loc="lower left", ncols=4)
+
+
+def _metrics(axes: Axes, report: StabilityReport) -> None:
+    """New XID + ECC errors per hour stacked by node (bars), each node's workload GPU
+    utilisation before the run and now (a line from the window's start to its end, right axis)."""
+    view = report.metrics
+    assert view is not None
+    axes.set_title("GPU metrics (Prometheus): new XID/ECC errors per hour by node; utilisation before -> now",
+                   fontsize=9, loc="left")
+    axes.set_ylabel("errors")
+    by_node: dict[str, dict[dt.datetime, float]] = defaultdict(dict)
+    for h in view.hours:
+        by_node[h.node][h.hour] = by_node[h.node].get(h.hour, 0) + h.xid + h.ecc
+    hours = sorted({h for counts in by_node.values() for h in counts})
+    bottom = [0.0] * len(hours)
+    for node in sorted(by_node):
+        counts = [by_node[node].get(h, 0.0) for h in hours]
+        axes.bar([_x(h) + HOUR / 2 for h in hours], counts, width=HOUR * 0.85, bottom=bottom, label=f"{node} errors")
+        bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
+    util = [(n.node, n.util_before, n.util_now) for n in view.nodes
+            if n.util_before is not None and n.util_now is not None][:MAX_NODE_LINES]
+    if util:
+        twin = axes.twinx()
+        for node, before, now in util:
+            twin.plot([_x(report.window_start), _x(report.window_end)], [before or 0.0, now or 0.0], marker="o",
+                      markersize=3, linestyle=":", label=f"{node} util %")
+        twin.set_ylim(0, 110)
+        twin.set_ylabel("utilisation %")
+        twin.legend(fontsize=7, loc="upper right", ncols=2)
+    if by_node:
+        axes.legend(fontsize=7, loc="upper left", ncols=3)
+    elif not util:
+        axes.text(0.5, 0.5, f"not read: {view.error}" if view.error else "no errors", transform=axes.transAxes,
+                  ha="center", va="center", color="grey")

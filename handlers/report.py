@@ -87,6 +87,7 @@ def present(report: StabilityReport, *, lead: str = "", last: bool = False) -> R
         Item(label="GPUs below baseline", value=", ".join(drops) or "none"),
         Item(label="Claims pending", value=", ".join(p.claim + (" (before)" if p.pre_existing else "")
                                                       for p in report.claims_pending) or "none"),
+        *_metric_fields(report),
     ]
     table = None
     if report.events:
@@ -120,6 +121,7 @@ def _thread(report: StabilityReport) -> list[Message]:
         header.append("devices before/now")
         rows = [r + ["-"] * (len(header) - len(r)) for r in rows]
     items = [Message(title="Nodes against the baseline (capacity/allocatable)", table=Table(header=header, rows=rows))]
+    items += _metric_items(report)
     samples = [f"{e.reason}: {s}" for e in report.events for s in e.samples]
     if samples:
         items.append(Message(title="Sample messages", text="\n".join(samples[:15])))
@@ -131,6 +133,41 @@ def _thread(report: StabilityReport) -> list[Message]:
         notes.append(f"claims no longer allocated: {', '.join(report.claims_lost)}")
     if notes:
         items.append(Message(title="How this report was made", text="\n".join(notes)))
+    return items
+
+
+def _num(value: float | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value:g}{unit}"
+
+
+def _metric_fields(report: StabilityReport) -> list[Item]:
+    """XID/ECC errors since the promotion and utilisation before/now, from Prometheus."""
+    view = report.metrics
+    if view is None:
+        return []
+    if view.error:
+        return [Item(label="GPU metrics", value=f"not read: {view.error}")]
+    xid = sum(max(0.0, (n.xid_now or 0) - (n.xid_start or 0)) for n in view.nodes if n.xid_start is not None)
+    ecc = sum(max(0.0, (n.ecc_now or 0) - (n.ecc_start or 0)) for n in view.nodes if n.ecc_start is not None)
+    util = [n for n in view.nodes if n.util_before is not None or n.util_now is not None]
+    return [Item(label="New XID / ECC errors", value=f"{xid:g} / {ecc:g}"),
+            Item(label="GPU utilisation before -> now",
+                 value=", ".join(f"{n.node} {_num(n.util_before, '%')} -> {_num(n.util_now, '%')}" for n in util[:5])
+                 or "no workload on the GPUs")]
+
+
+def _metric_items(report: StabilityReport) -> list[Message]:
+    view = report.metrics
+    if view is None or not view.nodes:
+        return []
+    rows = [[n.node, f"{_num(n.xid_start)} -> {_num(n.xid_now)}", f"{_num(n.ecc_start)} -> {_num(n.ecc_now)}",
+             f"{_num(n.util_before, '%')} -> {_num(n.util_now, '%')}"] for n in view.nodes]
+    items = [Message(title="GPU metrics per node (Prometheus): XIDs and ECC errors at the promotion -> now, "
+                           "workload utilisation before the run -> now",
+                     table=Table(header=["node", "XIDs", "ECC errors", "utilisation"], rows=rows))]
+    if view.hours:
+        items.append(Message(title="New XID / ECC errors per node and hour", text="\n".join(
+            f"{moment_text(h.hour)} {h.node}: {h.xid:g} XID, {h.ecc:g} ECC" for h in view.hours[:24])))
     return items
 
 

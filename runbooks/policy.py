@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from runbooks.metrics.spec import MetricCheckSpec, PrometheusPolicy
 from runbooks.policy_checks import LONGEST_SECONDS, account_without_host, distinct, within_ceiling
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -636,6 +637,9 @@ class Verify(Strict):
     unknown: Literal["fail", "warn"] = "fail"
     """A check that could not be made (a 403, a timeout): ``fail`` blocks the step like a
     failed check; ``warn`` lets it pass, still shown as unknown with the reason."""
+    metrics: list[MetricCheckSpec] | None = None
+    """Metric checks read from ``prometheus`` (``runbooks.metrics.spec``); not given: the built-in
+    XID, ECC and GPU-utilisation checks; ``[]``: none. Without ``prometheus`` none run."""
 
 
 class Migrations(Strict):
@@ -684,6 +688,8 @@ class Policy(Strict):
     limits: Limits = Field(default_factory=Limits)
     migrations: Migrations = Field(default_factory=Migrations)
     canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
+    prometheus: PrometheusPolicy | None = None
+    """Where verify's metric checks and the reports' metric view read (``{url, bearer_token_file}``)."""
     gpu_resources: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu"])
     """Extended resources the inventory reports and checks per node."""
 

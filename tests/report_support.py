@@ -30,6 +30,7 @@ from runbooks.engine.runs import Run, RunState, Target, new_run_id
 from runbooks.engine.steps import Clock
 from runbooks.inventory import take_inventory
 from runbooks.policy import Policy
+from runbooks.stability.reporting import metric_sampler
 
 NS, DS = "kube-system", "nvidia-device-plugin-daemonset"
 TARGET = f"{NS}/{DS}"
@@ -56,14 +57,16 @@ def connector(sim: KubeSim) -> Callable[[str | None], Cluster]:
 
 
 def monitoring_run(store: RedisRunStore, sim: KubeSim, *, promoted: dt.datetime | None = None,
-                   origin: dict[str, str] | None = None) -> Run:
-    """A run of the plugin DaemonSet in ``monitoring``, promoted at ``promoted`` (default: now, server time)."""
+                   origin: dict[str, str] | None = None, metrics: dict[str, Any] | None = None) -> Run:
+    """A run of the plugin DaemonSet in ``monitoring``, promoted at ``promoted`` (default: now, server time);
+    ``metrics``: its ``metrics_before``/``metrics_promoted``, as the canary and promote steps record them."""
     with connector(sim)(None) as cluster:
         base = baseline_from(take_inventory(cluster, targets=[TARGET]), TARGET)
         now = cluster.server_time()
     run = Run(id=new_run_id(), target=Target(cluster="kubesim", namespace=NS, name=DS), image=OLD, container=CTR,
               node="gpu-node1", requester="U0ALICE", state=RunState.MONITORING, created_at=now, updated_at=now,
-              progress={"baseline": base.model_dump(mode="json"), "promote_started_at": (promoted or now).isoformat()},
+              progress={"baseline": base.model_dump(mode="json"), "promote_started_at": (promoted or now).isoformat(),
+                        **(metrics or {})},
               origin=origin if origin is not None else {"surface": "slack", "channel": "C0OPS", "ts": "1700000000.000100"})
     return store.create(run)
 
@@ -110,7 +113,7 @@ def world(redis_url: str, sim: KubeSim, pol: Policy, outlet: ReportOutlet, *, ow
     clock = clock or ClusterClock(connect(None).server_time)
     engine = Engine(store=store, steps=DaemonSetSteps(), policy=pol, connect=connect)
     collectors = Collectors(store=store, connect=connect, owner=owner, clock=clock, threaded=threaded,
-                            flush_every=0.2, watch_timeout=5, retry_delay=0.5)
+                            flush_every=0.2, watch_timeout=5, retry_delay=0.5, metrics=metric_sampler(pol))
     poster = ReportPoster(store=store, engine=engine, policy=pol, connect=connect, outlet=outlet, clock=clock,
                           owner=owner, flush=collectors.flush)
     sched = ReportScheduler(store=store, poster=poster, policy=pol, clock=clock, collectors=collectors, owner=owner,

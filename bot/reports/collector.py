@@ -45,8 +45,11 @@ class Collectors:
     def __init__(
         self, *, store: RedisRunStore, connect: Callable[[str | None], Cluster], owner: str, clock: Clock,
         threaded: bool = True, flush_every: float = 2.0, watch_timeout: int = 60, retry_delay: float = 5.0,
+        metrics: Callable[[list[str]], dict[str, dict[str, float]]] | None = None,
     ) -> None:
         self.store, self.connect, self.owner, self.clock, self.threaded = store, connect, owner, clock, threaded
+        self.metrics = metrics
+        """The metric view's hourly sample (policy ``prometheus``; ``reporting.metric_sampler``)."""
         self.flush_every, self.watch_timeout, self.retry_delay = flush_every, watch_timeout, retry_delay
         self._running: dict[str, _Running] = {}
         self._lock = threading.Lock()
@@ -77,7 +80,8 @@ class Collectors:
             return
         collector = Collector(run_id=run_id, scope=scope, cluster=cluster, store=self.store, owner=self.owner,
                               flush_every=self.flush_every, watch_timeout=self.watch_timeout,
-                              retry_delay=self.retry_delay, now_stamp=lambda: stamp_of(self.clock.now()))
+                              retry_delay=self.retry_delay, now_stamp=lambda: stamp_of(self.clock.now()),
+                              metrics=self.metrics)
         thread = None
         if self.threaded:
             thread = threading.Thread(target=self._watch, args=(run_id, collector), name=f"events-{run_id}", daemon=True)

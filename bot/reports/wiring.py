@@ -32,6 +32,7 @@ from runbooks.engine.leasing import owner_id
 from runbooks.engine.runs import Run
 from runbooks.engine.steps import Clock
 from runbooks.policy import Policy
+from runbooks.stability.reporting import metric_sampler
 
 log = logging.getLogger("upgradebot.reports")
 
@@ -66,7 +67,8 @@ class Reports:
         self.automatic = isinstance(clock, SystemClock)
         owner = owner_id(socket.gethostname(), os.getpid())
         self.outlets = Outlets()
-        self.collectors = Collectors(store=store, connect=connect, owner=owner, clock=clock, threaded=self.automatic)
+        self.collectors = Collectors(store=store, connect=connect, owner=owner, clock=clock, threaded=self.automatic,
+                                     metrics=metric_sampler(policy))
         self.poster = ReportPoster(store=store, engine=engine, policy=policy, connect=connect, outlet=self.outlets,
                                    clock=clock, owner=owner, flush=self.collectors.flush)
         self.scheduler = ReportScheduler(store=store, poster=self.poster, policy=policy, clock=clock,

@@ -30,6 +30,7 @@ from typing import Any
 from runbooks import templates
 from runbooks.daemonset import checks as judge
 from runbooks.daemonset import companions, draining
+from runbooks.daemonset.metric_checks import metrics_before
 from runbooks.daemonset.observing import Revision, Snapshot, observe, wait_for
 from runbooks.daemonset.patching import ON_DELETE, delete_pod, set_image, set_strategy, set_template
 from runbooks.daemonset.preflight import canary_prechecks, resolve_container
@@ -95,6 +96,7 @@ def canary(ctx: StepContext) -> StepResult:
         ctx.run = ctx.save_progress({
             "saved": saved, "baseline": baseline.model_dump(mode="json"),
             "canary_started_at": ctx.cluster.server_time().isoformat(),
+            **metrics_before(ctx.settings, list(baseline.nodes), at=ctx.clock.now()),
         })
         note(ctx, "canary.saved", "info", f"saved the template, strategy {saved['update_strategy'].get('type')} and "
              f"revision {(saved['revision'] or {}).get('number')} before changing anything",

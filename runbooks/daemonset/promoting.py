@@ -16,6 +16,7 @@ from runbooks.daemonset import companions, waves
 from runbooks.daemonset.canarying import changed_template
 from runbooks.daemonset.checks import listing
 from runbooks.daemonset.following import follow_rollout, replace_node_by_node
+from runbooks.daemonset.metric_checks import metrics_before
 from runbooks.daemonset.observing import observe, wait_for
 from runbooks.daemonset.patching import set_strategy
 from runbooks.engine.recording import failed, note, note_checks, passed
@@ -30,7 +31,10 @@ def promote(ctx: StepContext) -> StepResult:
     if not saved:
         return StepResult(ok=False, reason="the run has no canary state (saved template and strategy): run the canary first")
     if "promote_started_at" not in run.progress:
-        ctx.run = ctx.save_progress({"promote_started_at": ctx.cluster.server_time().isoformat()})
+        nodes = list((run.progress.get("baseline") or {}).get("nodes") or {})
+        recorded = metrics_before(ctx.settings, nodes, at=ctx.clock.now()).get("metrics_before")
+        ctx.run = ctx.save_progress({"promote_started_at": ctx.cluster.server_time().isoformat(),
+                                     **({"metrics_promoted": recorded} if recorded else {})})
     target = run.target
     snap = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval,
                     probe=lambda: s if (s := observe(ctx.cluster, target.namespace, target.name)).settled else None)

@@ -22,7 +22,7 @@ from runbooks.cluster import Cluster
 from runbooks.cluster.informing import ClusterWatches, Informer, held_informer
 from runbooks.cluster.resources import NODES
 from runbooks.daemonset import checks as judge
-from runbooks.daemonset import companions
+from runbooks.daemonset import companions, metric_checks
 from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.dra_smoke import dra_smoke_test
 from runbooks.daemonset.events import WATCHED, Event, event_checks
@@ -64,6 +64,7 @@ def verify(
     container: str | None = None,
     others: Sequence[str] | None = None,
     watches: ClusterWatches | None = None,
+    metrics_before: dict[str, Any] | None = None,
 ) -> StepResult:
     """The checks on ``nodes`` (default: every node the DaemonSet ``namespace/name`` runs on).
 
@@ -75,7 +76,9 @@ def verify(
     ``watches``: the process's watch cache of this cluster (a run's), whose nodes the
     window samples and whose events and DRA objects its end reads
     (:mod:`runbooks.daemonset.watched`); without it the window keeps a node cache of its own
-    and lists the rest once at its end.
+    and lists the rest once at its end. With a ``prometheus`` in ``settings`` the metric checks
+    are measured over the window, against ``metrics_before`` (a run's; default: the values
+    at the window's start).
     """
     clock = clock or SystemClock()
     namespace, _, name = target.partition("/")
@@ -96,10 +99,14 @@ def verify(
     with NodeSampler(cluster, scope, resources, lowest, watches=watches) as sampler, \
             EndReads(cluster, reasons, dra=dra, watches=watches) as reads:
         final = sampler.sample()
+        metrics = metric_checks.watch(settings, scope, scope=judge.scope_of(scope, everywhere),
+                                      baseline=metrics_before, clock=clock)
         end_at = clock.now() + dt.timedelta(seconds=window)
         while (left := (end_at - clock.now()).total_seconds()) > 0:
             clock.sleep(min(settings.poll_interval, left))
             final = sampler.sample()
+            if metrics is not None:
+                metrics.tick()
         end = observe(cluster, namespace, name)
         events = _or_forbidden(reads.events)
         dra_objects = _or_forbidden(lambda: (reads.slices(), reads.claims(since))) if dra else None
@@ -135,6 +142,8 @@ def verify(
         checks.append(unknown("events", f"cannot read events, so new warnings were not looked for: {events}", where))
     else:
         checks += event_checks(events, since=since, nodes=scope, scope=where, gpu_resources=resources, dra=dra)
+    if metrics is not None:
+        checks += metrics.checks()
     if settings.smoke_test:
         on = scope[0] if len(scope) == 1 and not everywhere else None
         if dra:  # a DRA driver's devices come through a claim, never through an extended resource
@@ -336,7 +345,7 @@ def verify_canary(ctx: StepContext) -> StepResult:
     outcome = verify(
         ctx.cluster, run.target.ref, nodes=run.canary_nodes, baseline=_baseline(progress),
         since=_moment(progress, "canary_started_at"), settings=ctx.settings, clock=ctx.clock,
-        image=run.image, container=container, watches=ctx.watches,
+        image=run.image, container=container, watches=ctx.watches, metrics_before=progress.get("metrics_before"),
     )
     outcome = _with_parts(outcome, companions.verify(ctx, before_only=True))
     note_checks(ctx, "verify_canary", outcome.checks)
@@ -350,7 +359,7 @@ def verify_all(ctx: StepContext) -> StepResult:
     outcome = verify(
         ctx.cluster, run.target.ref, baseline=_baseline(progress),
         since=_moment(progress, "promote_started_at", "canary_started_at"), settings=ctx.settings, clock=ctx.clock,
-        image=run.image, container=container, watches=ctx.watches,
+        image=run.image, container=container, watches=ctx.watches, metrics_before=progress.get("metrics_before"),
     )
     outcome = _with_parts(outcome, companions.verify(ctx))
     note_checks(ctx, "verify_all", outcome.checks)

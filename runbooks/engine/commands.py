@@ -61,6 +61,7 @@ from runbooks.engine.steps import ChangeSteps, CheckStatus, Clock, Steps, StepSe
 from runbooks.engine.store import LeaseLost, LockHeld, RunStore
 from runbooks.engine.transitioning import Observer, SilentObserver, Writer, audit_entry
 from runbooks.errors import ClusterError, shorten
+from runbooks.metrics.spec import DEFAULT_CHECKS
 from runbooks.policy import Policy, duration_seconds
 from runbooks.templates import RESTARTED_AT, Edits
 
@@ -110,6 +111,8 @@ def step_settings_of(policy: Policy) -> StepSettings:
         registration=policy.registration,
         targets={str(t): t for t in policy.targets},
         canary_per_class=policy.canary.per_class,
+        metric_checks=tuple(DEFAULT_CHECKS if policy.verify.metrics is None else policy.verify.metrics),
+        prometheus=policy.prometheus,
     )
 
 

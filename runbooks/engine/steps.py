@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, Field
 
 from runbooks.engine.runs import Run, Step
+from runbooks.metrics.spec import MetricCheckSpec, PrometheusPolicy
 from runbooks.policy import Target
 
 if TYPE_CHECKING:
@@ -112,6 +113,10 @@ class StepSettings:
     log_budget: int = 200
     """Plugin logs verify reads at most (a sample covering every failure domain); the other
     nodes' registration is judged from the GPUs they advertise."""
+    metric_checks: tuple[MetricCheckSpec, ...] = ()
+    """Policy ``verify.metrics`` (or the built-in checks), run when ``prometheus`` is set."""
+    prometheus: PrometheusPolicy | None = None
+    """Policy ``prometheus``: where the metric checks read."""
 
 
 @dataclass

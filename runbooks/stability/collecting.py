@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from runbooks.cluster.resources import EVENTS, NODES
 from runbooks.errors import ClusterError, ListExpired, TemporaryClusterError, shorten
 from runbooks.inventory.reading import quantity
+from runbooks.metrics import MetricsUnavailable
 from runbooks.stability.tallying import Scope, Tally, occurrences
 
 log = logging.getLogger(__name__)
@@ -126,10 +127,12 @@ class Collector:
         self, *, run_id: str, scope: Scope, cluster: Any, store: CollectionStore, owner: str,
         flush_every: float = 2.0, watch_timeout: int = 60, retry_delay: float = 5.0,
         monotonic: Callable[[], float] = time.monotonic, now_stamp: Callable[[], str] | None = None,
+        metrics: Callable[[list[str]], dict[str, dict[str, float]]] | None = None,
     ) -> None:
         self.run_id, self.cluster, self.store, self.owner = run_id, cluster, store, owner
         self.flush_every, self.watch_timeout, self.retry_delay = flush_every, watch_timeout, retry_delay
         self.monotonic = monotonic
+        self.metrics = metrics
         self.now_stamp = now_stamp or (lambda: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()))
         stored = store.load_collection(run_id)
         self.counting = Counting(scope, stored.tally, stored.seen)
@@ -220,6 +223,20 @@ class Collector:
                 allocatable[name] = sum(quantity(values.get(r, 0)) for r in scope.gpu_resources)
         with self._lock:
             self.counting.tally.sample(stamp, allocatable)
+        self._sample_metrics(stamp, sorted(scope.nodes))
+
+    def _sample_metrics(self, stamp: str, nodes: list[str]) -> None:
+        """The metric view's values this hour (``metrics``: the policy's Prometheus); not
+        answering is only logged (the report reads the values now, and says so)."""
+        if self.metrics is None:
+            return
+        try:
+            values = self.metrics(nodes)
+        except MetricsUnavailable as exc:
+            log.warning("run %s: metrics: %s; the metric sample of this hour is skipped", self.run_id, exc)
+            return
+        with self._lock:
+            self.counting.tally.sample_metrics(stamp, values)
 
     def _watch(self, timeout_seconds: int | None = None) -> None:
         timeout = timeout_seconds if timeout_seconds is not None else self.watch_timeout

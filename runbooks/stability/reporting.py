@@ -9,14 +9,18 @@ server's clock; the reports are due at :func:`due_times` after it (``reports.aft
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 
 from runbooks.cluster import Cluster
 from runbooks.daemonset.baselines import Baseline
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import Run, RunState
 from runbooks.inventory.reading import human_duration, parse_time
+from runbooks.metrics import MetricsUnavailable
+from runbooks.metrics.prometheus import client_of
 from runbooks.policy import Policy, duration_seconds
 from runbooks.stability import judging
+from runbooks.stability.metric_view import metric_findings, sample, view_of
 from runbooks.stability.reading import ClusterNow, read_now
 from runbooks.stability.reports import (
     Collection,
@@ -24,6 +28,7 @@ from runbooks.stability.reports import (
     EventSummary,
     GpuSample,
     HourCount,
+    MetricView,
     StabilityReport,
 )
 from runbooks.stability.tallying import (
@@ -133,6 +138,7 @@ def collection_of(tally: Tally | None, info: dict[str, str]) -> Collection:
 
 def build_report(
     run: Run, *, now: ClusterNow, tally: Tally | None, info: dict[str, str], policy: Policy, due: str | None = None,
+    metrics: MetricView | None = None,
 ) -> StabilityReport:
     baseline = baseline_of(run)
     events = event_summaries(tally or Tally())
@@ -141,6 +147,7 @@ def build_report(
     pending = judging.pending_claims(baseline, now, older_than=duration_seconds(policy.reports.claims_pending_after))
     lost = judging.lost_claims(baseline, now)
     found = judging.findings(baseline, now, events=events, drops=drops, restarted=restarted, pending=pending, lost=lost)
+    found += metric_findings(metrics)
     notes = list(now.notes)
     collection = collection_of(tally, info)
     if tally is None:
@@ -158,7 +165,7 @@ def build_report(
         verdict=judging.verdict_of(found), findings=found, events=events, collection=collection,
         restarts=restarted, capacity_drops=drops, claims_pending=pending, nodes=judging.comparisons(baseline, now),
         claims_lost=lost, notes=notes, hourly=hourly_counts(tally or Tally(), promoted_at(run)),
-        gpu_samples=gpu_samples(baseline, tally, now, promoted_at(run)),
+        gpu_samples=gpu_samples(baseline, tally, now, promoted_at(run)), metrics=metrics,
     )
 
 
@@ -167,4 +174,26 @@ def report_of(
 ) -> StabilityReport:
     """The report of ``run`` now: its collected events and the cluster's state."""
     check_reportable(run)
-    return build_report(run, now=read_now(cluster, baseline_of(run)), tally=tally, info=info, policy=policy, due=due)
+    baseline = baseline_of(run)
+    return build_report(run, now=read_now(cluster, baseline), tally=tally, info=info, policy=policy, due=due,
+                        metrics=metrics_now(run, list(baseline.nodes), tally=tally, policy=policy))
+
+
+def metrics_now(run: Run, nodes: list[str], *, tally: Tally | None, policy: Policy) -> MetricView | None:
+    """The metric view of ``run`` (None without ``prometheus`` in the policy): Prometheus asked now."""
+    source = client_of(policy.prometheus)
+    if source is None:
+        return None
+    try:
+        now, error = sample(source, nodes), ""
+    except MetricsUnavailable as exc:
+        now, error = None, str(exc)
+    return view_of(run.progress, nodes=nodes, hourly=tally.metrics if tally else {}, now=now, error=error)
+
+
+def metric_sampler(policy: Policy) -> Callable[[list[str]], dict[str, dict[str, float]]] | None:
+    """What the collector samples each hour for the metric view (None without ``prometheus``)."""
+    source = client_of(policy.prometheus)
+    if source is None:
+        return None
+    return lambda nodes: sample(source, nodes)

@@ -115,6 +115,37 @@ class GpuSample(Model):
     allocatable: int
 
 
+class MetricNode(Model):
+    """One GPU node in the metric view: XIDs and double-bit ECC errors at the promotion and now,
+    the workloads' mean GPU utilisation (%) before the run and now (None: no series)."""
+
+    node: str
+    xid_start: float | None = None
+    xid_now: float | None = None
+    ecc_start: float | None = None
+    ecc_now: float | None = None
+    util_before: float | None = None
+    util_now: float | None = None
+
+
+class MetricHour(Model):
+    """New XIDs and ECC errors on one node in one hour of monitoring (the chart's marks)."""
+
+    hour: dt.datetime
+    node: str
+    xid: float = 0
+    ecc: float = 0
+
+
+class MetricView(Model):
+    """The report's metric view (policy ``prometheus``), from Prometheus."""
+
+    nodes: list[MetricNode] = Field(default_factory=list)
+    hours: list[MetricHour] = Field(default_factory=list, description="hours with new errors only")
+    error: str = Field("", description="why Prometheus gave no values now")
+    recorded: bool = Field(False, description="values were recorded before the run or at the promotion")
+
+
 class StabilityReport(Model):
     run_id: str
     target: str = Field(description="namespace/name of the DaemonSet")
@@ -138,6 +169,8 @@ class StabilityReport(Model):
     gpu_samples: list[GpuSample] = Field(
         default_factory=list, description="allocatable GPUs over the window: at the baseline, hourly as collected, "
         "and now (the lowest nodes when there are many; the total under node '')")
+    metrics: MetricView | None = Field(None, description="XID/ECC per node and hour, utilisation before and now "
+                                       "(policy prometheus); None without one")
 
     @property
     def stable(self) -> bool:

@@ -206,6 +206,9 @@ class Tally:
     """Occurrences of reasons beyond :data:`MAX_REASONS`."""
     gpus: dict[str, dict[str, int]] = field(default_factory=dict)
     """By hour: allocatable GPUs of the :data:`MAX_KEYS` lowest GPU nodes, and their total under :data:`TOTAL`."""
+    metrics: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    """By hour: the metric view's values (XIDs, ECC errors, utilisation) per check and node, read
+    from Prometheus as the hour's GPU sample is taken (the simulated or real hour of the cluster)."""
 
     def sample(self, stamp: str, allocatable: dict[str, int]) -> None:
         """The GPU nodes' allocatable GPUs at ``stamp`` (the hour's first sample is kept)."""
@@ -217,6 +220,20 @@ class Tally:
 
     def sampled(self, stamp: str) -> bool:
         return hour_of(stamp) in self.gpus
+
+    def sample_metrics(self, stamp: str, values: dict[str, dict[str, float]]) -> None:
+        """The metric view's values at ``stamp`` (per check, per node; the hour's first kept):
+        counts keep their :data:`MAX_KEYS` largest nodes, utilisation its lowest."""
+        hour = hour_of(stamp)
+        if not hour or hour in self.metrics:
+            return
+        kept: dict[str, dict[str, float]] = {}
+        for check, by_node in values.items():
+            low = check.endswith("utilisation")
+            ranked = sorted(by_node.items(), key=lambda kv: (kv[1] if low else -kv[1], kv[0]))[:MAX_KEYS]
+            kept[check] = dict(ranked)
+        self.metrics[hour] = kept
+        _keep_last(self.metrics)
 
     def add(self, seen: Seen, by: int, *, new: bool) -> None:
         if by <= 0:
@@ -236,10 +253,12 @@ class Tally:
 
     def to_dict(self) -> dict[str, Any]:
         return {"reasons": {k: v.to_dict() for k, v in self.reasons.items()}, "events": self.events, "other": self.other,
-                "gpus": self.gpus}
+                "gpus": self.gpus, "metrics": self.metrics}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Tally:
         reasons = {k: ReasonTally(**v) for k, v in (data.get("reasons") or {}).items()}
         return cls(reasons=reasons, events=int(data.get("events") or 0), other=int(data.get("other") or 0),
-                   gpus={h: {k: int(v) for k, v in n.items()} for h, n in (data.get("gpus") or {}).items()})
+                   gpus={h: {k: int(v) for k, v in n.items()} for h, n in (data.get("gpus") or {}).items()},
+                   metrics={h: {c: {n: float(v) for n, v in by.items()} for c, by in checks.items()}
+                            for h, checks in (data.get("metrics") or {}).items()})

@@ -3,20 +3,28 @@
 Thin: parse, connect, run the runbook (:mod:`runbooks.dra.claims`), return its model.
 :func:`summarize` shows one row per broken claim: where it is, why it is broken, and the fix.
 Exit 1 when one is broken, so a script can tell.
+
+``cleanup-claims [cluster=<context>]`` opens a cleanup run (:mod:`runbooks.dra.claim_cleanup`):
+the claims ``claims`` would list as deletable, stored with the run as read, waiting for an
+approver; once approved each is deleted only if it is still as listed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
 from handlers.arguments import split_pairs
 from handlers.replies import Item, Message, Reply, Table
 from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps
+from handlers.run_views import requested_reply
+from handlers.runs import failed_unless_done, outcome_json
 from runbooks.dra.claims import ClaimsReport, broken_claims
+from runbooks.engine.commands import Outcome
 
 USAGE = "claims [cluster=<context>]"
+CLEANUP_USAGE = "cleanup-claims [cluster=<context>]"
 MAX_ROWS = 40
 
 
@@ -26,9 +34,15 @@ class ClaimsRequest(BaseModel):
     cluster: str | None = None
 
 
-def parse(words: Sequence[str]) -> ClaimsRequest:
-    _, pairs = split_pairs(words, allowed=("cluster",), usage=USAGE, max_positional=0)
-    return ClaimsRequest(cluster=pairs.get("cluster"))
+def _parser(usage: str) -> Callable[[Sequence[str]], ClaimsRequest]:
+    def parse(words: Sequence[str]) -> ClaimsRequest:
+        _, pairs = split_pairs(words, allowed=("cluster",), usage=usage, max_positional=0)
+        return ClaimsRequest(cluster=pairs.get("cluster"))
+
+    return parse
+
+
+parse = _parser(USAGE)
 
 
 def handle(request: ClaimsRequest, deps: Deps, caller: Caller) -> ClaimsReport:
@@ -61,3 +75,14 @@ def summarize(result: ClaimsReport) -> Reply:
 COMMAND = Command("claims", USAGE, "broken ResourceClaims cluster-wide, each with why and the fix (read-only)", parse,
                   handle, summarize, lane="long",
                   exit_code=lambda result: EXIT_FAILED if result.broken else EXIT_OK)
+
+
+def cleanup(args: ClaimsRequest, deps: Deps, caller: Caller) -> Outcome:
+    """A cleanup run waiting at its request; nothing is deleted before an approver approves."""
+    return deps.engine.request_cleanup(actor=deps.actor(caller), cluster=args.cluster,
+                                       origin={"surface": caller.surface, "channel": caller.channel or ""})
+
+
+CLEANUP_COMMAND = Command("cleanup-claims", CLEANUP_USAGE, "request a run deleting the broken ResourceClaims `claims` "
+                          "lists, each only as listed (approved)", _parser(CLEANUP_USAGE), cleanup, requested_reply,
+                          mutating=True, acts=True, lane="long", exit_code=failed_unless_done, to_json=outcome_json)

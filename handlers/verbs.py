@@ -12,7 +12,8 @@ from handlers import claims, inventory, migrate, preflight, report, runs, verify
 from handlers.routing import Command, Deps, Verb
 
 VERBS: tuple[Command, ...] = (inventory.COMMAND, *runs.COMMANDS, verify.COMMAND, report.COMMAND, preflight.COMMAND,
-                              migrate.COMMAND, migrate.APPLY_COMMAND, claims.COMMAND)
+                              migrate.COMMAND, migrate.APPLY_COMMAND, claims.COMMAND,
+                              claims.CLEANUP_COMMAND)
 
 
 def chat_verbs(deps: Deps) -> list[Verb]:

@@ -67,6 +67,8 @@ from runbooks.templates import RESTARTED_AT, Edits
 S = RunState
 MIGRATED_KINDS = tuple(WORKLOADS)
 """The kinds a migration may name (the steps say which of them a run applies)."""
+CLUSTER_WIDE = "cluster-wide"
+"""The namespace part of a cleanup run's target: its claims are anywhere in the cluster."""
 ROLLBACK_FROM = frozenset({S.CANARY_ROLLING, S.CANARY_VERIFYING, S.AWAITING_PROMOTION, S.PROMOTING,
                            S.VERIFYING, S.MONITORING, S.HALTED, S.FAILED})
 """States a rollback may be requested in: the cluster may have changed, the run is not rolling back."""
@@ -295,6 +297,20 @@ class Engine:
                     target=Target(cluster=context or "", namespace=parsed.namespace, name=parsed.name),
                     image="", container="", node="", origin=origin or {})
         return self._request_change(actor, draft, lambda run: f"repair of {run.target.ref}")
+
+    def request_cleanup(self, *, actor: Actor, cluster: str | None = None,
+                        origin: dict[str, str] | None = None) -> Outcome:
+        """A new cleanup run waiting at its request: the broken ResourceClaims listed now (read-only,
+        with the uid and resourceVersion each was read at) and stored with the run; once approved,
+        each is deleted only as it was listed. Refused when none can be deleted."""
+        check_requester(self.policy, actor)
+        if self.connect is None:
+            raise Refused("a cleanup is planned from the cluster, and this engine has none")
+        now, context = self.clock.now(), context_name(cluster) if cluster is not None else None
+        draft = Run(id=new_run_id(), kind=RunKind.CLEANUP, requester=actor.user, created_at=now, updated_at=now,
+                    target=Target(cluster=context or "", namespace=CLUSTER_WIDE, name="resourceclaims",
+                                  kind="ResourceClaim"), image="", container="", node="", origin=origin or {})
+        return self._request_change(actor, draft, lambda run: "cleanup of broken ResourceClaims")
 
     def _request_change(self, actor: Actor, draft: Run, what: Callable[[Run], str]) -> Outcome:
         """A run of a change kind, planned by its steps from the cluster (read-only), checked, stored

@@ -59,7 +59,7 @@ from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Lease, Leases
 from runbooks.engine.refusals import Refused, moment_text
 from runbooks.engine.runs import CHANGE_KINDS, TERMINAL, WORKING, Run, RunKind, RunState, Step
-from runbooks.engine.scoping import SMOKE_NAMESPACE, ScopedCluster
+from runbooks.engine.scoping import SMOKE_NAMESPACE, ScopedCluster, cleanup_deletions
 from runbooks.engine.steps import Again, ChangeSteps, StepContext, StepResult, Steps, StepSettings
 from runbooks.engine.store import LeaseLost, StoreUnavailable
 from runbooks.engine.transitioning import RunMoved, Writer
@@ -88,6 +88,7 @@ ON_SUCCESS_OF: dict[RunKind, dict[RunState, RunState]] = {
     RunKind.UPGRADE: ON_SUCCESS,
     RunKind.MIGRATION: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
     RunKind.REPAIR: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
+    RunKind.CLEANUP: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
 }
 """A migration is done once verified: there is nothing to promote and no plugin to monitor."""
 LABEL: dict[RunState, str] = {
@@ -100,6 +101,8 @@ KIND_LABEL: dict[RunKind, dict[RunState, str]] = {
     RunKind.MIGRATION: {S.VERIFYING: "the migration's verification", S.ROLLING_BACK: "the migration's rollback"},
     RunKind.REPAIR: {S.APPLYING: "the repair", S.VERIFYING: "the repair's verification",
                      S.ROLLING_BACK: "the repair's rollback"},
+    RunKind.CLEANUP: {S.APPLYING: "the claims' cleanup", S.VERIFYING: "the cleanup's verification",
+                      S.ROLLING_BACK: "the cleanup's rollback"},
 }
 
 
@@ -377,6 +380,9 @@ class Driver:
         if run.kind is RunKind.REPAIR:  # only the pods its approved request lists
             scratch = None
             deletions = tuple(PODS.path(p["namespace"], p["name"]) for p in run.change.get("delete") or [])
+        if run.kind is RunKind.CLEANUP:  # only the claims its approved request lists
+            scratch = None
+            deletions = cleanup_deletions(run)
         scoped = ScopedCluster(cluster, run.target, scratch=scratch, templates=templates,
                                deletions=deletions) if cluster is not None else None
         ctx = StepContext(cluster=scoped, run=run, save_progress=lambda update: run,
@@ -448,6 +454,10 @@ class Driver:
             return self.writer.transition(run, S.FAILED, steps=lines, lease_owner=owner,
                                           reason=f"{why}; a repair has nothing to roll back (`repair` again once "
                                                  "the plugin and the workloads are healthy)")
+        if run.kind is RunKind.CLEANUP:  # a deleted claim cannot be put back
+            return self.writer.transition(run, S.FAILED, steps=lines, lease_owner=owner,
+                                          reason=f"{why}; a cleanup has nothing to roll back (`claims` shows what "
+                                                 "is left)")
         if self.policy.rollback.automatic:
             return self.writer.transition(run, S.ROLLING_BACK, steps=lines, lease_owner=owner,
                                           reason=f"{why}; rolling back automatically")

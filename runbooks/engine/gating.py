@@ -58,7 +58,8 @@ class Gates:
     def open_canary(self, run: Run, by: Actor | None = None) -> Run:
         """requested -> awaiting_approval, with the canary request (a migration or a repair: its
         own request; ``by``: who asked for it)."""
-        kind = {RunKind.MIGRATION: GateKind.MIGRATION, RunKind.REPAIR: GateKind.REPAIR}.get(run.kind, GateKind.CANARY)
+        kind = {RunKind.MIGRATION: GateKind.MIGRATION, RunKind.REPAIR: GateKind.REPAIR,
+                RunKind.CLEANUP: GateKind.CLEANUP}.get(run.kind, GateKind.CANARY)
         gate = self.new(kind, requested_by=run.requester, reason=(run.progress.get("after_stage") or {}).get("text", ""))
         return self.writer.transition(run, S.AWAITING_APPROVAL, gate=gate, steps=self._opened(gate, by))
 
@@ -134,7 +135,7 @@ class Gates:
         how = f"{gate.outcome} by {who}" if who else f"{gate.outcome} at {moment_text(gate.expires_at)}"
         was = how if gate.outcome == "expired" else f"was {how}"  # "expired at 10:30 UTC", "was rejected by U1"
         w = self.writer
-        if gate.kind in (GateKind.CANARY, GateKind.MIGRATION, GateKind.REPAIR):
+        if gate.kind in (GateKind.CANARY, GateKind.MIGRATION, GateKind.REPAIR, GateKind.CLEANUP):
             if gate.outcome == "approved":
                 first = S.CANARY_ROLLING if gate.kind is GateKind.CANARY else S.APPLYING
                 return w.transition(run, first, actor=actor, gate=gate, steps=steps)

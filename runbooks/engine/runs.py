@@ -115,9 +115,11 @@ class RunKind(enum.StrEnum):
     REPAIR = "repair"
     """The workload pods a plugin's outage left stuck on its nodes, deleted so their controllers
     recreate them: apply, verify."""
+    CLEANUP = "cleanup"
+    """The broken ResourceClaims listed at request time, deleted as listed: apply, verify."""
 
 
-CHANGE_KINDS = frozenset({RunKind.MIGRATION, RunKind.REPAIR})
+CHANGE_KINDS = frozenset({RunKind.MIGRATION, RunKind.REPAIR, RunKind.CLEANUP})
 """The runs that apply one change planned at request time (their steps are ``ChangeSteps``)."""
 
 
@@ -216,6 +218,7 @@ class GateKind(enum.StrEnum):
     CANARY = "canary"
     MIGRATION = "migration"
     REPAIR = "repair"
+    CLEANUP = "cleanup"
     PROMOTION = "promotion"
     ROLLBACK = "rollback"
 

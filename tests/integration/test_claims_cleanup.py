@@ -138,3 +138,37 @@ def test_the_cleanup_example_lets_the_bot_delete_the_claims_with_zero_403s(redis
         engine.decide(run.id, actor=BOB, approve=True, kind=GateKind.CLEANUP)
         assert engine.advance(run.id).state is RunState.DONE
         assert bot.refusals() == before
+
+
+def test_shell_cleanup_claims_approved_by_another_person(redis_url: str, tmp_path: Path) -> None:
+    """From the shell, as a pipeline runs it: ``claims`` lists, ``cleanup-claims`` opens the run
+    (nothing deleted), the requester's own approval is refused, ``approve <run> cleanup`` by an
+    approver deletes the listed claims and ``claims`` then lists only the terminating one."""
+    import json
+    import os
+    import subprocess
+
+    from tests.integration.test_run_cli import POLICY, TOKENS, UPGRADEBOT
+
+    def bot(*args: str, who: str = "U0ALICE") -> subprocess.CompletedProcess[str]:
+        return subprocess.run([UPGRADEBOT, *args], capture_output=True, text=True, timeout=120,
+                              env={**env, "UPGRADEBOT_TOKEN": TOKENS[who]})
+
+    with KubeSim(scenario="dra-broken-claims", k8s_version="1.32", speed=20.0) as broken:
+        (tmp_path / "policy.yaml").write_text(POLICY)
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT", "REDIS"))},
+               "HOME": str(tmp_path), "KUBECONFIG": str(broken.kubeconfig), "REDIS_URL": redis_url,
+               "UPGRADEBOT_CONFIG": str(tmp_path / "policy.yaml")}
+        proc = bot("cleanup-claims", "--json")
+        assert proc.returncode == 0, proc.stderr
+        run = json.loads(proc.stdout)
+        assert (run["kind"], run["state"], run["gate"]["kind"]) == ("cleanup", "awaiting_approval", "cleanup")
+        start = len(broken.mutations())
+        mine = bot("approve", run["id"], "cleanup")
+        assert mine.returncode == 2 and "another approver must approve it" in mine.stderr, mine.stderr
+        assert broken.mutations()[start:] == []
+        proc = bot("approve", run["id"], "cleanup", who="U0BOB")
+        assert proc.returncode == 0, proc.stderr
+        assert f"{run['id']} done" in proc.stdout, proc.stdout
+        left = json.loads(bot("claims", "--json").stdout)["broken"]
+        assert [(b["name"], b["reason"]) for b in left] == [("stuck-gpu", "terminating-stuck")]

@@ -115,6 +115,8 @@ def _asks(run: Run, gate: Gate) -> str:
         what = msg.asks_restart(canary_nodes_text(run), ref, run.container, literal(run.image))
     elif gate.kind is GateKind.CANARY:
         what = msg.asks_canary(literal(run.image), canary_nodes_text(run), ref, run.container, change, bool(run.target.drain))
+    elif gate.kind is GateKind.PROMOTION and run.kind is RunKind.MIGRATION:
+        what = msg.asks_switch(run.target.kind, ref, str((run.change.get("canary") or {}).get("name", "")))
     elif gate.kind is GateKind.PROMOTION:
         what = msg.asks_promotion(literal(run.image), ref, canary_nodes_text(run), "a restart" if is_restart(run) else change,
                                   bool(run.target.drain))
@@ -241,6 +243,8 @@ def next_lines(run: Run, *, self_approval: bool = False) -> list[str]:
         key = {GateKind.CANARY: "restart" if is_restart(run) else "canary", GateKind.PROMOTION: "promotion",
                GateKind.ROLLBACK: "rollback", GateKind.MIGRATION: "migration", GateKind.REPAIR: "repair",
                GateKind.CLEANUP: "cleanup"}[gate.kind]
+        if run.kind is RunKind.MIGRATION and run.change.get("canary"):
+            key = "switch" if gate.kind is GateKind.PROMOTION else "migration_canary" if key == "migration" else key
         return [msg.next_step(key, canary_nodes_text(run)), msg.approvers_act(user_ref(gate.requested_by), self_approval)]
     if run.state is S.HALTED:
         return [msg.next_step("halted", canary_nodes_text(run)), msg.halted_act(run.id)]

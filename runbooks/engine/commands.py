@@ -245,9 +245,10 @@ class Engine:
 
     def request_migration(
         self, *, actor: Actor, namespace: str, name: str, kind: str | None = None, device_class: str | None = None,
-        cluster: str | None = None, origin: dict[str, str] | None = None,
+        cluster: str | None = None, origin: dict[str, str] | None = None, canary: str | None = None,
     ) -> Outcome:
-        """A new migration run waiting at its migration request.
+        """A new migration run waiting at its migration request (with ``canary``, ``<n>`` or ``<p>%``
+        replicas: a duplicate of the workload runs the plan first, and the switch waits for its approval).
 
         The change is planned now, read-only, and stored with the run (``run.change``): the
         approvers approve exactly what ``apply`` writes. Refused before anything is stored when
@@ -272,7 +273,7 @@ class Engine:
         draft = Run(id=new_run_id(), kind=RunKind.MIGRATION, requester=actor.user, created_at=now, updated_at=now,
                     target=Target(cluster=context or "", namespace=namespace, name=name, kind=kind or ""),
                     image="", container="", node="", origin=origin or {},
-                    change={"device_class": device_class} if device_class else {})
+                    change={k: v for k, v in (("device_class", device_class), ("canary_ask", canary)) if v})
         return self._request_change(actor, draft, lambda run: f"migration of {run.target.kind} {run.target.ref}")
 
     def request_repair(

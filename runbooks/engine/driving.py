@@ -86,7 +86,8 @@ ON_SUCCESS: dict[RunState, RunState] = {
 }
 ON_SUCCESS_OF: dict[RunKind, dict[RunState, RunState]] = {
     RunKind.UPGRADE: ON_SUCCESS,
-    RunKind.MIGRATION: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
+    RunKind.MIGRATION: {S.CANARY_ROLLING: S.CANARY_VERIFYING, S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE,
+                        S.ROLLING_BACK: S.ROLLED_BACK},
     RunKind.REPAIR: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
     RunKind.CLEANUP: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
 }
@@ -98,7 +99,9 @@ LABEL: dict[RunState, str] = {
     S.ROLLING_BACK: "the rollback",
 }
 KIND_LABEL: dict[RunKind, dict[RunState, str]] = {
-    RunKind.MIGRATION: {S.VERIFYING: "the migration's verification", S.ROLLING_BACK: "the migration's rollback"},
+    RunKind.MIGRATION: {S.VERIFYING: "the migration's verification", S.ROLLING_BACK: "the migration's rollback",
+                        S.CANARY_ROLLING: "the migration canary", S.CANARY_VERIFYING: "the migration canary's "
+                        "verification"},
     RunKind.REPAIR: {S.APPLYING: "the repair", S.VERIFYING: "the repair's verification",
                      S.ROLLING_BACK: "the repair's rollback"},
     RunKind.CLEANUP: {S.APPLYING: "the claims' cleanup", S.VERIFYING: "the cleanup's verification",
@@ -374,16 +377,18 @@ class Driver:
                    if self.settings.smoke_test else None)
         templates: tuple[str, ...] = ()
         deletions: tuple[str, ...] | None = None
+        own: tuple[str, ...] = ()
         if run.kind is RunKind.MIGRATION:  # the migration's approved templates; no smoke test
             scratch = None
             templates = tuple(str((o.get("metadata") or {}).get("name")) for o in run.change.get("templates") or [])
+            own = (str(run.change["canary"]["name"]),) if run.change.get("canary") else ()
         if run.kind is RunKind.REPAIR:  # only the pods its approved request lists
             scratch = None
             deletions = tuple(PODS.path(p["namespace"], p["name"]) for p in run.change.get("delete") or [])
         if run.kind is RunKind.CLEANUP:  # only the claims its approved request lists
             scratch = None
             deletions = cleanup_deletions(run)
-        scoped = ScopedCluster(cluster, run.target, scratch=scratch, templates=templates,
+        scoped = ScopedCluster(cluster, run.target, scratch=scratch, templates=templates, own=own,
                                deletions=deletions) if cluster is not None else None
         ctx = StepContext(cluster=scoped, run=run, save_progress=lambda update: run,
                           record=lambda step: None, clock=self.writer.clock, settings=self.settings,
@@ -439,7 +444,7 @@ class Driver:
         if result.ok and result.again is not None:
             return self._again(run, state, result.again, lines[:-1], lease)
         if result.ok:
-            if state is S.CANARY_VERIFYING and run.kind is RunKind.UPGRADE:
+            if state is S.CANARY_VERIFYING and run.kind in (RunKind.UPGRADE, RunKind.MIGRATION):
                 return self.gates.open_promotion(run, steps=lines, lease_owner=owner)
             if state is S.ROLLING_BACK and result.reason:  # what the rollback found (e.g. nothing to undo)
                 reason = f"{run.reason}; {result.reason}" if run.reason else result.reason

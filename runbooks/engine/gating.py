@@ -137,7 +137,7 @@ class Gates:
         w = self.writer
         if gate.kind in (GateKind.CANARY, GateKind.MIGRATION, GateKind.REPAIR, GateKind.CLEANUP):
             if gate.outcome == "approved":
-                first = S.CANARY_ROLLING if gate.kind is GateKind.CANARY else S.APPLYING
+                first = S.CANARY_ROLLING if gate.kind is GateKind.CANARY or run.change.get("canary") else S.APPLYING
                 return w.transition(run, first, actor=actor, gate=gate, steps=steps)
             end = S.EXPIRED if gate.outcome == "expired" else S.REJECTED
             return w.transition(run, end, actor=actor, gate=gate, steps=steps,
@@ -145,7 +145,8 @@ class Gates:
         if gate.kind is GateKind.PROMOTION:
             if gate.outcome == "approved":
                 progress = {**run.progress, "approved_wave": gate.wave} if gate.wave else None
-                return w.transition(run, S.PROMOTING, actor=actor, gate=gate, steps=steps, progress=progress)
+                switch = S.APPLYING if run.kind is RunKind.MIGRATION else S.PROMOTING  # a migration canary's switch
+                return w.transition(run, switch, actor=actor, gate=gate, steps=steps, progress=progress)
             if gate.wave > 1:
                 return w.transition(run, S.ROLLING_BACK, actor=actor, gate=gate, steps=steps,
                                     reason=f"the request for wave {gate.wave} {was}: rolling back every node "

@@ -89,15 +89,19 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
 }
 MIGRATION_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     S.REQUESTED: frozenset({S.AWAITING_APPROVAL}),
-    S.AWAITING_APPROVAL: frozenset({S.APPLYING, S.REJECTED, S.EXPIRED}),
+    S.AWAITING_APPROVAL: frozenset({S.APPLYING, S.CANARY_ROLLING, S.REJECTED, S.EXPIRED}),
+    S.CANARY_ROLLING: frozenset({S.CANARY_VERIFYING, S.ROLLING_BACK, S.HALTED}),  # a migration canary's duplicate
+    S.CANARY_VERIFYING: frozenset({S.AWAITING_PROMOTION, S.ROLLING_BACK, S.HALTED}),
+    S.AWAITING_PROMOTION: frozenset({S.APPLYING, S.ROLLING_BACK}),  # the switch request
     S.APPLYING: frozenset({S.VERIFYING, S.ROLLING_BACK, S.HALTED}),
     S.VERIFYING: frozenset({S.DONE, S.ROLLING_BACK, S.HALTED}),
     S.ROLLING_BACK: frozenset({S.ROLLED_BACK, S.HALTED}),
-    S.HALTED: frozenset({S.APPLYING, S.VERIFYING, S.ROLLING_BACK}),
-    S.FAILED: frozenset({S.APPLYING, S.VERIFYING, S.ROLLING_BACK}),
+    S.HALTED: frozenset({S.CANARY_ROLLING, S.CANARY_VERIFYING, S.APPLYING, S.VERIFYING, S.ROLLING_BACK}),
+    S.FAILED: frozenset({S.CANARY_ROLLING, S.CANARY_VERIFYING, S.APPLYING, S.VERIFYING, S.ROLLING_BACK}),
     **{end: frozenset() for end in (S.DONE, S.ROLLED_BACK, S.REJECTED, S.EXPIRED)},
 }
-"""A migration's table: no canary, no promotion, no monitoring; the states it never enters are absent."""
+"""A change's table: no promotion, no monitoring; a migration with ``canary=`` runs its duplicate
+(canary states) and waits at the switch request (``awaiting_promotion``) before it applies."""
 REOPENABLE: frozenset[RunState] = frozenset({S.FAILED})
 """Ended states a run may leave again: a failed run (stored by an older version, whose cluster
 may be half-changed) may be resumed or rolled back; it takes its target's lock again."""

@@ -40,10 +40,13 @@ class ScopedCluster(Writes):
     smoke test's pods, none when the policy asks for no smoke test)."""
 
     def __init__(self, cluster: Any, target: Target, *, scratch: str | None = None,
-                 templates: tuple[str, ...] = (), deletions: tuple[str, ...] | None = None) -> None:
+                 templates: tuple[str, ...] = (), deletions: tuple[str, ...] | None = None,
+                 own: tuple[str, ...] = ()) -> None:
         """``templates``: a migration's ResourceClaimTemplates (its approved change names them);
-        ``deletions``: a repair's pods (their paths), the only writes it may make."""
+        ``deletions``: a repair's pods (their paths), the only writes it may make; ``own``: the
+        workloads of the target's kind the run creates and deletes (a migration canary's duplicate)."""
         self._cluster, self._target, self._scratch, self._templates = cluster, target, scratch, templates
+        self._own = own
         self._deletions = deletions
 
     def __getattr__(self, name: str) -> Any:
@@ -122,6 +125,11 @@ class ScopedCluster(Writes):
         workload = WORKLOADS.get(self._target.kind)
         if workload is not None and path == workload.path(ns, name):
             return method in ("PUT", "PATCH")
+        if workload is not None and self._own:  # the run's own duplicate: created, deleted, nothing else
+            if method == "POST" and path == workload.path(ns):
+                return str(((body or {}).get("metadata") or {}).get("name", "")) in self._own
+            if any(path == workload.path(ns, own) for own in self._own):
+                return method == "DELETE"
         parts = path.split("/")
         prefix = f"/apis/{DRA_GROUP}/"
         if not path.startswith(prefix) or len(parts) < 7 or parts[4:7] != ["namespaces", ns, "resourceclaimtemplates"]:

@@ -75,7 +75,7 @@ class MigrationSteps:
         for obj in plan.objects[:-1]:
             labels = {**(obj["metadata"].get("labels") or {}), RUN_LABEL: run.id}
             templates.append({**obj, "metadata": {**obj["metadata"], "labels": labels}})
-        change = {
+        change: dict[str, Any] = {
             "version": plan.version, "device_class": plan.device_class,
             "claims": [c.model_dump() for c in plan.claims], "templates": templates,
             "template": template_of(plan.objects[-1]), "from_template": template_of(workload),
@@ -283,9 +283,9 @@ class MigrationSteps:
         saved = (run.progress.get("saved") or {}).get("template")
         gone = canaries.delete_duplicate(ctx, "rollback")
         if saved is None and (gone is not None or run.progress.get("created")):  # a canary: the original untouched
-            checks = [c for c in (gone, self._delete_templates(ctx)) if c is not None]
-            note_checks(ctx, "rollback", checks)
-            outcome = result(checks, what=f"rollback of the migration canary of {target.kind} {target.ref}")
+            cleaned = [c for c in (gone, self._delete_templates(ctx)) if c is not None]
+            note_checks(ctx, "rollback", cleaned)
+            outcome = result(cleaned, what=f"rollback of the migration canary of {target.kind} {target.ref}")
             return outcome.model_copy(update={"reason": f"{target.kind} {target.ref} was never changed; the canary and "
                                                         "its templates are deleted"}) if outcome.ok else outcome
         if saved is None:

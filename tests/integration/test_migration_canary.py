@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from bot.storage.redis_store import RedisRunStore
+from handlers.run_views import gate_message, root_message
 from kubesim import KubeSim
 from runbooks.cluster import Cluster
 from runbooks.daemonset.steps import DaemonSetSteps
@@ -87,6 +88,8 @@ def test_a_canary_is_verified_then_the_switch_approved_migrates_the_original(sim
     assert claim["status"]["allocation"] and claim["status"]["reservedFor"][0]["uid"] == pods[0]["metadata"]["uid"]
     verify = next(e for e in engine.audit(run.id) if e["name"] == "verify_canary.claims-allocated")
     assert verify["status"] == "ok", verify
+    root, request = root_message(waiting), gate_message(waiting, waiting.gate)
+    assert "the workload itself is migrated" in root.text and "canaried-upgradebot-canary" in request.text
 
     engine.decide(run.id, actor=BOB, approve=True, kind=GateKind.PROMOTION)
     done = engine.advance(run.id)
@@ -152,3 +155,18 @@ def test_a_statefulset_canary_then_switch(sim: KubeSim, redis_url: str) -> None:
     pods = kubectl.json("get", "pods", "-n", "ml-team", "-l", "app=ordered")["items"]
     assert sorted(p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")) == [
         "ordered-0", "ordered-1"]
+
+
+def test_canary_values_are_checked_before_anything_is_asked() -> None:
+    """``canary=`` takes replicas or a percentage on ``apply-migration`` only; anything else is a
+    one-line usage error (issue 38 item 1)."""
+    from handlers.arguments import UsageError
+    from handlers.migrate import APPLY_COMMAND, COMMAND
+
+    assert APPLY_COMMAND.parse(["ml-team/trainer", "canary=2"]).canary == "2"
+    assert APPLY_COMMAND.parse(["ml-team/trainer", "canary=25%"]).canary == "25%"
+    for bad in ("0", "-1", "0%", "150%", "two", "2.5", "%"):
+        with pytest.raises(UsageError, match="is not a number of replicas"):
+            APPLY_COMMAND.parse(["ml-team/trainer", f"canary={bad}"])
+    with pytest.raises(UsageError):
+        COMMAND.parse(["ml-team/trainer", "canary=2"])

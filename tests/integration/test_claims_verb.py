@@ -82,3 +82,29 @@ def test_shell_claims_prints_reasons_and_exits_1(sim: KubeSim, tmp_path: Path) -
     assert {(b["namespace"], b["name"]) for b in json.loads(data.stdout)["broken"]} == set(PLANTED)
     bad = subprocess.run([UPGRADEBOT, "claims", "everything"], capture_output=True, text=True, env=env, timeout=60)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_console_claims_and_a_cleanup_request(sim: KubeSim, redis_url: str, tmp_path: Path) -> None:
+    """In the console as a person types it: ``claims`` lists the broken claims with their fixes,
+    ``cleanup-claims`` opens a request showing what it would delete, and nothing is deleted."""
+    import pwd
+    import sys
+
+    import yaml
+
+    policy = tmp_path / "policy.yaml"
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    policy.write_text(yaml.safe_dump({"approvers": {"users": ["U0ALICE", "U0BOB"]}, "reports": {"after": []},
+                                      "identities": {"accounts": {me: "U0ALICE"}}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT", "SLACK", "REDIS"))}
+    env.update(HOME=str(tmp_path), KUBECONFIG=str(sim.kubeconfig), REDIS_URL=redis_url, UPGRADEBOT_CONFIG=str(policy))
+    before = _claims(Kubectl(sim.kubeconfig))
+    proc = subprocess.run([sys.executable, "-m", "bot", "console"], input="claims\ncleanup-claims\n/quit\n",
+                          text=True, capture_output=True, timeout=90, env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "4 broken ResourceClaim(s); 3 of them `cleanup-claims` would delete" in out, out
+    assert "ml-team/orphaned-gpu" in out and "kubectl patch resourceclaim stuck-gpu" in out
+    assert "clean up the broken ResourceClaims of kubesim: delete 3 broken ResourceClaims as listed" in out, out
+    assert "[1] Approve  [2] Reject" in out
+    assert _claims(Kubectl(sim.kubeconfig)) == before

@@ -37,6 +37,7 @@ from runbooks.cluster import Cluster
 from runbooks.cluster.informing import Watches
 from runbooks.daemonset.repairing import RepairSteps
 from runbooks.daemonset.steps import DaemonSetSteps
+from runbooks.dra.claim_cleanup import ClaimCleanupSteps
 from runbooks.dra.migration_run import MigrationSteps
 from runbooks.engine.clocks import StoppableClock, SystemClock
 from runbooks.engine.commands import Engine
@@ -109,7 +110,8 @@ def build_engine(settings: Settings, policy: Policy, *, store: RedisRunStore, co
     watch cache its steps share; nobody is woken until the caller sets ``wake``."""
     return Engine(store=store, steps=DaemonSetSteps(), policy=policy, connect=connect, clock=clock or SystemClock(),
                   observer=observer, owner_dead=local_owner_dead, checkpoint=killer(settings.test_kill_at, parent=settings.worker_of),
-                  kinds={RunKind.MIGRATION: MigrationSteps(), RunKind.REPAIR: RepairSteps()}, watches=Watches(connect))
+                  kinds={RunKind.MIGRATION: MigrationSteps(), RunKind.REPAIR: RepairSteps(),
+                         RunKind.CLEANUP: ClaimCleanupSteps()}, watches=Watches(connect))
 
 
 class Observers:

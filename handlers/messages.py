@@ -461,6 +461,10 @@ NEXT = {
     "restart": "Next: once approved, the plugin restarts on the canary node {node} first",
     "migration": "Next: once approved, the migration is applied and the workload rolled out",
     "repair": "Next: once approved, the stuck pods are deleted so their controllers recreate them",
+    "cleanup": "Next: once approved, each listed claim is deleted if it is still as listed",
+    "migration_canary": "Next: once approved, a duplicate of the workload runs the plan first; the switch waits for "
+                        "its own approval",
+    "switch": "Next: once approved, the workload itself is migrated, verified, and the canary deleted",
     "rollback": "Next: once approved, the saved template is put back on every node",
     "canary_rolling": "Next: the canary on {node} is verified, then a promotion request opens",
     "canary_verifying": "Next: if every check passes a promotion request opens; if one fails the canary is rolled back",
@@ -506,6 +510,15 @@ def state_label(state: str, *, halted_gate: bool = False) -> str:
 # ------------------------------------------------------------------ what a request asks, and a run's titles
 def asks_repair(ref: str, summary: str) -> str:
     return f"repair the workloads on the nodes of {ref}: {summary}"
+
+
+def asks_cleanup(cluster: str, summary: str) -> str:
+    return f"clean up the broken ResourceClaims of {cluster}: {summary}"
+
+
+def asks_switch(kind: str, ref: str, canary: str) -> str:
+    return (f"switch {kind} {ref} to DRA: its canary {canary} runs the plan with allocated claims; once approved the "
+            "workload is migrated as planned")
 
 
 def asks_migration(kind: str, ref: str, summary: str) -> str:

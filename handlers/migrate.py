@@ -13,6 +13,7 @@ stored with the run and waiting for an approver; once approved it is applied, ve
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 import yaml
@@ -29,7 +30,8 @@ from runbooks.engine.commands import Outcome
 from runbooks.errors import shorten
 
 USAGE = "migrate <namespace>/[<kind>/]<workload> [class=<device class>] [cluster=<context>]"
-APPLY_USAGE = "apply-migration <namespace>/[<kind>/]<workload> [class=<device class>] [cluster=<context>]"
+APPLY_USAGE = ("apply-migration <namespace>/[<kind>/]<workload> [class=<device class>] [canary=<n>|<p>%] "
+               "[cluster=<context>]")
 KINDS = {k.lower(): k for k in WORKLOADS}
 LONG_CHARS = 2900
 """A plan longer than this (what one Slack section holds, in a code block) is attached as a
@@ -44,11 +46,18 @@ class MigrateRequest(BaseModel):
     kind: str | None = None
     device_class: str | None = None
     cluster: str | None = None
+    canary: str | None = None
+    """``apply-migration`` only: replicas of a duplicate that runs the plan before the switch (``2``, ``25%``)."""
 
 
 def _parser(usage: str) -> Callable[[Sequence[str]], MigrateRequest]:
     def parse(words: Sequence[str]) -> MigrateRequest:
-        positional, pairs = split_pairs(words, allowed=("class", "cluster"), usage=usage, max_positional=1)
+        keys = ("class", "cluster", "canary") if usage == APPLY_USAGE else ("class", "cluster")
+        positional, pairs = split_pairs(words, allowed=keys, usage=usage, max_positional=1)
+        canary = pairs.get("canary")
+        if canary is not None and not re.fullmatch(r"[1-9][0-9]{0,3}|(100|[1-9][0-9]?)%", canary):
+            raise UsageError(f"canary={canary} is not a number of replicas (canary=2) or a percentage of the "
+                             "workload's (canary=25%)", usage)
         if not positional:
             raise UsageError("which workload? give <namespace>/<name> (or <namespace>/<kind>/<name>)", usage)
         parts = positional[0].split("/")
@@ -66,7 +75,7 @@ def _parser(usage: str) -> Callable[[Sequence[str]], MigrateRequest]:
         except ValueError as exc:
             raise UsageError(str(exc), usage) from None
         return MigrateRequest(namespace=namespace, name=name, kind=kind, device_class=pairs.get("class"),
-                              cluster=pairs.get("cluster"))
+                              cluster=pairs.get("cluster"), canary=canary)
 
     return parse
 
@@ -121,7 +130,7 @@ def request(args: MigrateRequest, deps: Deps, caller: Caller) -> Outcome:
     """A migration run waiting at its migration request; nothing changes before an approver approves."""
     return deps.engine.request_migration(
         actor=deps.actor(caller), namespace=args.namespace, name=args.name, kind=args.kind,
-        device_class=args.device_class, cluster=args.cluster,
+        device_class=args.device_class, cluster=args.cluster, canary=args.canary,
         origin={"surface": caller.surface, "channel": caller.channel or ""})
 
 

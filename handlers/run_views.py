@@ -30,6 +30,7 @@ from handlers.replies import (
     user_ref,
 )
 from runbooks.daemonset.repairing import plan_lines
+from runbooks.dra.claim_cleanup import plan_text
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.commands import Outcome
 from runbooks.engine.driving import STEP_OF
@@ -106,12 +107,16 @@ def _asks(run: Run, gate: Gate) -> str:
     ref, change = run.target.ref, "" if run.edits.empty else literal(run.edits.summary())
     if gate.kind is GateKind.REPAIR:
         what = msg.asks_repair(ref, repair_summary(run))
+    elif gate.kind is GateKind.CLEANUP:
+        what = msg.asks_cleanup(run.target.cluster or "the current context", plan_text(run.change))
     elif gate.kind is GateKind.MIGRATION:
         what = msg.asks_migration(run.target.kind, ref, migration_summary(run))
     elif gate.kind is GateKind.CANARY and is_restart(run):
         what = msg.asks_restart(canary_nodes_text(run), ref, run.container, literal(run.image))
     elif gate.kind is GateKind.CANARY:
         what = msg.asks_canary(literal(run.image), canary_nodes_text(run), ref, run.container, change, bool(run.target.drain))
+    elif gate.kind is GateKind.PROMOTION and run.kind is RunKind.MIGRATION:
+        what = msg.asks_switch(run.target.kind, ref, str((run.change.get("canary") or {}).get("name", "")))
     elif gate.kind is GateKind.PROMOTION:
         what = msg.asks_promotion(literal(run.image), ref, canary_nodes_text(run), "a restart" if is_restart(run) else change,
                                   bool(run.target.drain))
@@ -197,6 +202,9 @@ def _what_fields(run: Run) -> list[Item]:
     if run.kind is RunKind.REPAIR:
         return [Item(label="Target", value=f"{run.target.ref} in {run.target.cluster or 'the current context'}"),
                 Item(label="Stuck pods", value=repair_summary(run))]
+    if run.kind is RunKind.CLEANUP:
+        return [Item(label="Cluster", value=run.target.cluster or "the current context"),
+                Item(label="Broken claims", value=plan_text(run.change))]
     if run.kind is RunKind.MIGRATION:
         return [Item(label="Workload", value=f"{run.target.kind} {run.target.ref} in "
                                              f"{run.target.cluster or 'the current context'}"),
@@ -233,7 +241,10 @@ def next_lines(run: Run, *, self_approval: bool = False) -> list[str]:
     gate = run.gate if run.gate is not None and run.gate.is_open else None
     if gate is not None:
         key = {GateKind.CANARY: "restart" if is_restart(run) else "canary", GateKind.PROMOTION: "promotion",
-               GateKind.ROLLBACK: "rollback", GateKind.MIGRATION: "migration", GateKind.REPAIR: "repair"}[gate.kind]
+               GateKind.ROLLBACK: "rollback", GateKind.MIGRATION: "migration", GateKind.REPAIR: "repair",
+               GateKind.CLEANUP: "cleanup"}[gate.kind]
+        if run.kind is RunKind.MIGRATION and run.change.get("canary"):
+            key = "switch" if gate.kind is GateKind.PROMOTION else "migration_canary" if key == "migration" else key
         return [msg.next_step(key, canary_nodes_text(run)), msg.approvers_act(user_ref(gate.requested_by), self_approval)]
     if run.state is S.HALTED:
         return [msg.next_step("halted", canary_nodes_text(run)), msg.halted_act(run.id)]
@@ -518,7 +529,8 @@ def status_reply(found: Run | Sequence[Run]) -> Reply:
 def runs_reply(runs: Sequence[Run], *, title: str = "Runs", notes: Mapping[str, str] | None = None) -> Reply:
     """A table of runs, newest first; ``notes`` by run id (why ``resume`` left one waiting)."""
     rows = [[r.id, r.state.value, r.target.ref, r.image.rsplit("/", 1)[-1] if r.kind is RunKind.UPGRADE
-             else "repair" if r.kind is RunKind.REPAIR else f"migration ({r.target.kind})", r.node or "-",
+             else r.kind.value if r.kind in (RunKind.REPAIR, RunKind.CLEANUP) else f"migration ({r.target.kind})",
+             r.node or "-",
              r.requester, moment_text(r.updated_at)] for r in runs]
     table = Table(header=["ID", "STATE", "TARGET", "IMAGE", "NODE", "REQUESTER", "UPDATED"], rows=rows)
     text = "\n".join(f"{run}: {note}" for run, note in (notes or {}).items())

@@ -207,8 +207,8 @@ def repair(args: RepairArgs, deps: Deps, caller: Caller) -> Outcome:
 
 # ------------------------------------------------------------------ decisions and requests
 GATES = {kind.value: kind for kind in GateKind}
-APPROVE_USAGE = "approve <run> <canary|migration|repair|promotion|rollback>"
-REJECT_USAGE = "reject <run> <canary|migration|repair|promotion|rollback>"
+APPROVE_USAGE = "approve <run> <canary|migration|repair|cleanup|promotion|rollback>"
+REJECT_USAGE = "reject <run> <canary|migration|repair|cleanup|promotion|rollback>"
 
 
 class DecisionArgs(BaseModel):
@@ -226,10 +226,10 @@ def _decision(usage: str) -> Any:
         run = run_id(positional[:1], usage=usage)[0]
         if len(positional) < 2:
             raise UsageError(f"which request of {run}? name it: {usage.split(' <run> ')[0]} {run} promotion "
-                             "(or canary, migration, repair, rollback), as `status` shows", usage)
+                             "(or canary, migration, repair, cleanup, rollback), as `status` shows", usage)
         gate = GATES.get(positional[1].lower())
         if gate is None:
-            raise UsageError(f"{positional[1]!r} is not a request: canary, migration, repair, promotion or rollback",
+            raise UsageError(f"{positional[1]!r} is not a request: canary, migration, repair, cleanup, promotion or rollback",
                              usage)
         return DecisionArgs(run=run, gate=gate)
 

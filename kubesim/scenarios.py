@@ -29,6 +29,7 @@ published), so nothing churns at start.
   driver 550 (CUDA 12.4, Ubuntu 24.04, containerd 2.0), and ``gpu-node5`` a GPU node without
   GPU Feature Discovery labels (its product, driver and CUDA are unknown; Rocky Linux 9);
   ``trainer-0`` on ``gpu-node1`` and ``trainer-1`` on ``gpu-node3`` use 4 GPUs each.
+- ``dra-broken-claims``: gpu-small plus broken ResourceClaims in ``ml-team`` (:func:`_broken_claims`).
 
 The GPU nodes of ``gpu-small`` and ``gpu-unsafe`` carry GFD's labels of an A100 node on
 driver 535 (:mod:`kubesim.hardware`); ``gpu-large``'s carry none (kept light at 5000 nodes).
@@ -70,7 +71,7 @@ from kubesim.scheduling import Scheduler
 from kubesim.simulation import Simulation
 from kubesim.statefulsets import StatefulSetController
 
-SCENARIOS = ("gpu-small", "gpu-large", "gpu-unsafe", "gpu-mixed")
+SCENARIOS = ("gpu-small", "gpu-large", "gpu-unsafe", "gpu-mixed", "dra-broken-claims")
 GPUS_PER_NODE = 8
 NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "dra-example-driver", "ml-team")
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.14.2"
@@ -299,6 +300,27 @@ def _gpu_large(b: _Builder, kubelet: KubeletController, count: int) -> None:
                                              b.started, minor, gpus=1, labels={"app": "worker"}))
 
 
+def _broken_claims(b: _Builder) -> None:
+    """gpu-small plus, in ml-team, the claims left broken by what happened to their holders:
+    ``orphaned-gpu`` allocated on gpu-node1 and reserved for a pod ``batch-7`` that no longer
+    exists; ``stranded-gpu`` allocated on cpu-node1, where the driver publishes no slice;
+    ``stuck-gpu`` deleted an hour ago, allocated on gpu-node2 and reserved for nobody, held by
+    its finalizer (gpu-small's ``pending-gpu``, pending with no pod, is broken too)."""
+    minor = b.sim.minor
+    gone = rfc3339(b.started + dt.timedelta(hours=23))
+
+    def claim(name: str, node: str, device: str, **extra: Any) -> dict[str, Any]:
+        meta = {"name": name, "namespace": "ml-team", "creationTimestamp": b.created,
+                "finalizers": [dra.claim_finalizer(minor, dra.DRIVER)], **extra.pop("meta", {})}
+        status = {**dra.allocation_status(minor, node, [("gpu" if minor > 30 else "", dra.DRIVER, device)]), **extra}
+        return b.add(dra.CLAIMS, {"metadata": meta, "spec": dra.claim_spec(minor), "status": status})
+
+    claim("orphaned-gpu", "gpu-node1", "gpu-7",
+          reservedFor=[{"resource": "pods", "name": "batch-7", "uid": str(uuid.uuid4())}])
+    claim("stranded-gpu", "cpu-node1", "gpu-0")
+    claim("stuck-gpu", "gpu-node2", "gpu-7", meta={"deletionTimestamp": gone, "deletionGracePeriodSeconds": 0})
+
+
 def _k8s_tag(minor: int) -> str:
     from kubesim.resources import git_version
 
@@ -319,6 +341,9 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
         _gpu_unsafe(b, kubelet)
     elif scenario == "gpu-mixed":
         _gpu_mixed(b, kubelet)
+    elif scenario == "dra-broken-claims":
+        _gpu_small(b, kubelet)
+        _broken_claims(b)
     else:
         _gpu_large(b, kubelet, 5000 if nodes is None else nodes)
     b.load()

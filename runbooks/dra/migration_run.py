@@ -37,10 +37,11 @@ from runbooks.cluster import Cluster
 from runbooks.cluster.resources import PODS, REPLICASETS, WORKLOADS, Resource
 from runbooks.daemonset.dra_smoke import allocated
 from runbooks.daemonset.smoke_testing import pending_reason
+from runbooks.dra import migration_canary as canaries
 from runbooks.dra.migrating import MigrationError, find_workload, migrate
 from runbooks.engine.recording import failed, note, note_checks, passed, result
 from runbooks.engine.runs import Run
-from runbooks.engine.steps import Check, StepContext, StepResult, StepSettings
+from runbooks.engine.steps import Check, CheckStatus, StepContext, StepResult, StepSettings
 from runbooks.errors import ClusterError, NotFound, plural, shorten
 from runbooks.inventory.reading import container_requests
 from runbooks.rollouts import template_of
@@ -74,17 +75,22 @@ class MigrationSteps:
         for obj in plan.objects[:-1]:
             labels = {**(obj["metadata"].get("labels") or {}), RUN_LABEL: run.id}
             templates.append({**obj, "metadata": {**obj["metadata"], "labels": labels}})
-        change = {
+        change: dict[str, Any] = {
             "version": plan.version, "device_class": plan.device_class,
             "claims": [c.model_dump() for c in plan.claims], "templates": templates,
             "template": template_of(plan.objects[-1]), "from_template": template_of(workload),
         }
+        change.update(canaries.plan_if_asked(run.model_copy(update={"target": target.model_copy(update={"kind": kind})}),
+                                             workload, change["template"]))
         planned = run.model_copy(update={
             "target": target.model_copy(update={"kind": kind, "cluster": cluster.context}), "change": change})
         summary = "; ".join(f"{c.container}: {c.resource} {c.count} -> claim {c.claim} (ResourceClaimTemplate "
                             f"{c.template})" for c in plan.claims)
+        canary = change.get("canary")
+        first = (f"; first a canary: {kind} {target.namespace}/{canary['name']} with {canary['replicas']} replica(s) "
+                 "runs the plan, then the switch waits for its approval" if canary else "")
         return planned, f"{summary}, {plan.device_class} devices in resource.k8s.io/{plan.version}; the server " \
-                        "accepted every object in a dry run"
+                        f"accepted every object in a dry run{first}"
 
     def check_request(self, cluster: Cluster, run: Run, settings: StepSettings) -> list[Check]:
         """Each template name free (or this run's), and the workload as planned."""
@@ -102,7 +108,7 @@ class MigrationSteps:
             note_checks(ctx, "apply", [check])
             return result([check], what="the migration")
         current, change = template_of(workload), run.change
-        if "saved" not in run.progress:
+        if "saved" not in ctx.run.progress:
             if not same(current, change["from_template"]):
                 check = failed("workload-unchanged", f"the pod template of {target.kind} {target.ref} changed since "
                                "the migration was planned and approved: nothing was applied; request it again")
@@ -112,28 +118,11 @@ class MigrationSteps:
                 "saved": {"template": current, "generation": workload["metadata"].get("generation")},
                 "applied_at": ctx.cluster.server_time().isoformat()})
         checks: list[Check] = []
-        templates = _resource(ctx.cluster, change["version"])
-        created = list(ctx.run.progress.get("created") or [])
-        for obj in change.get("templates") or []:
-            name = obj["metadata"]["name"]
-            blocked = self._template_free(ctx.cluster, ctx.run, obj)
-            if blocked is not None:
-                note_checks(ctx, "apply", [blocked])
-                return result([blocked], what="the migration")
-            try:
-                ctx.cluster.get(templates, name, target.namespace)
-                continue  # made by this run before a restart
-            except NotFound:
-                pass
-            if name not in created:
-                created.append(name)
-                ctx.run = ctx.save_progress({"created": created})
-            ctx.cluster.create(templates, {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")},
-                               namespace=target.namespace)
-            note(ctx, "apply.template", "ok", f"created ResourceClaimTemplate {target.namespace}/{name}",
-                 kind="mutation")
-        checks.append(passed("claim-templates", f"ResourceClaimTemplate(s) {', '.join(created) or 'none new'} in "
-                             f"{target.namespace}", target.ref))
+        made = self._create_templates(ctx, "apply")
+        if made.status == CheckStatus.FAIL:
+            note_checks(ctx, "apply", [made])
+            return result([made], what="the migration")
+        checks.append(made)
         saved = ctx.run.progress["saved"]["template"]
         if same(current, change["template"]):
             note(ctx, "apply.workload", "info", f"{target.kind} {target.ref} already has the migrated pod template")
@@ -146,6 +135,53 @@ class MigrationSteps:
                  "instead of the extended resource", kind="mutation")
         checks.append(passed("workload-changed", f"{target.kind} {target.ref} has the migrated pod template", target.ref))
         return result(checks, what="the migration")
+
+    def _create_templates(self, ctx: StepContext, step: str) -> Check:
+        """The plan's ResourceClaimTemplates created (each name saved first; one made before a restart kept)."""
+        run, target = ctx.run, ctx.run.target
+        templates = _resource(ctx.cluster, run.change["version"])
+        created = list(run.progress.get("created") or [])
+        for obj in run.change.get("templates") or []:
+            name = obj["metadata"]["name"]
+            blocked = self._template_free(ctx.cluster, ctx.run, obj)
+            if blocked is not None:
+                return blocked
+            try:
+                ctx.cluster.get(templates, name, target.namespace)
+                continue  # made by this run before a restart (or by its canary)
+            except NotFound:
+                pass
+            if name not in created:
+                created.append(name)
+                ctx.run = ctx.save_progress({"created": created})
+            ctx.cluster.create(templates, {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")},
+                               namespace=target.namespace)
+            note(ctx, f"{step}.template", "ok", f"created ResourceClaimTemplate {target.namespace}/{name}",
+                 kind="mutation")
+        return passed("claim-templates", f"ResourceClaimTemplate(s) {', '.join(created) or 'none new'} in "
+                      f"{target.namespace}", target.ref)
+
+    # ------------------------------------------------------------------ canary
+    def canary(self, ctx: StepContext) -> StepResult:
+        """The plan's templates, then the duplicate running the plan; the original untouched."""
+        checks = [self._create_templates(ctx, "canary")]
+        if checks[0].status != CheckStatus.FAIL:
+            checks.append(canaries.create_duplicate(ctx))
+        note_checks(ctx, "canary", checks)
+        return result(checks, what="the migration canary")
+
+    def verify_canary(self, ctx: StepContext) -> StepResult:
+        """The duplicate rolled out, its pods Running and Ready with their claims allocated and reserved."""
+        run = ctx.run
+        checks = [canaries.follow_duplicate(ctx)]
+        pods = self._pods(ctx.cluster, run, name=run.change["canary"]["name"])
+        checks.append(self._claims_allocated(ctx.cluster, run, pods))
+        note_checks(ctx, "verify_canary", checks)
+        outcome = result(checks, what=f"the migration canary of {run.target.kind} {run.target.ref}")
+        if outcome.ok:
+            return outcome.model_copy(update={"reason": f"the canary's {plural(len(pods), 'pod')} run with allocated "
+                                                        "claims: the switch waits for its approval"})
+        return outcome
 
     # ------------------------------------------------------------------ verify
     def verify_all(self, ctx: StepContext) -> StepResult:
@@ -165,6 +201,10 @@ class MigrationSteps:
         checks.append(self._claims_allocated(ctx.cluster, run, new))
         outcome = result(checks, what=f"the migration of {target.kind} {target.ref}")
         note_checks(ctx, "verify", checks)
+        if outcome.ok and run.change.get("canary"):  # switched and verified: the duplicate is done with
+            gone = canaries.delete_duplicate(ctx, "verify")
+            if gone is not None:
+                note_checks(ctx, "verify", [gone])
         if outcome.ok:
             return outcome.model_copy(update={"reason": f"{plural(len(new), 'pod')} of {target.ref} run with allocated claims"})
         return outcome
@@ -186,10 +226,10 @@ class MigrationSteps:
         return failed("rollout", f"{what} did not roll out ({rollouts.counts(last)}): {why}", target.ref)
 
     @staticmethod
-    def _pods(cluster: Cluster, run: Run) -> list[dict[str, Any]]:
-        """The workload's live pods, by owner (a label match alone may catch others')."""
+    def _pods(cluster: Cluster, run: Run, *, name: str | None = None) -> list[dict[str, Any]]:
+        """The workload's (or its canary's, ``name``) live pods, by owner (a label match alone may catch others')."""
         namespace = run.target.namespace
-        workload = cluster.get(WORKLOADS[run.target.kind], run.target.name, namespace)
+        workload = cluster.get(WORKLOADS[run.target.kind], name or run.target.name, namespace)
         match = ((workload.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
         selector = ",".join(f"{k}={v}" for k, v in sorted(match.items())) or None
         owners = {workload["metadata"]["uid"]}  # a StatefulSet owns its pods
@@ -241,6 +281,13 @@ class MigrationSteps:
     def rollback(self, ctx: StepContext) -> StepResult:
         run, target = ctx.run, ctx.run.target
         saved = (run.progress.get("saved") or {}).get("template")
+        gone = canaries.delete_duplicate(ctx, "rollback")
+        if saved is None and (gone is not None or run.progress.get("created")):  # a canary: the original untouched
+            cleaned = [c for c in (gone, self._delete_templates(ctx)) if c is not None]
+            note_checks(ctx, "rollback", cleaned)
+            outcome = result(cleaned, what=f"rollback of the migration canary of {target.kind} {target.ref}")
+            return outcome.model_copy(update={"reason": f"{target.kind} {target.ref} was never changed; the canary and "
+                                                        "its templates are deleted"}) if outcome.ok else outcome
         if saved is None:
             check = passed("nothing-to-roll-back", f"the run changed nothing on {target.kind} {target.ref} (it stopped "
                            "before its first change, which it saves the pod template for first)", target.ref)
@@ -272,6 +319,8 @@ class MigrationSteps:
             return StepResult(ok=False, reason=reason)
         checks.append(self._follow(ctx, want=saved))
         checks.append(self._delete_templates(ctx))
+        if gone is not None:
+            checks.append(gone)
         note_checks(ctx, "rollback", checks)
         return result(checks, what=f"rollback of {target.kind} {target.ref}")
 

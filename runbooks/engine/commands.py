@@ -68,6 +68,8 @@ from runbooks.templates import RESTARTED_AT, Edits
 S = RunState
 MIGRATED_KINDS = tuple(WORKLOADS)
 """The kinds a migration may name (the steps say which of them a run applies)."""
+CLUSTER_WIDE = "cluster-wide"
+"""The namespace part of a cleanup run's target: its claims are anywhere in the cluster."""
 ROLLBACK_FROM = frozenset({S.CANARY_ROLLING, S.CANARY_VERIFYING, S.AWAITING_PROMOTION, S.PROMOTING,
                            S.VERIFYING, S.MONITORING, S.HALTED, S.FAILED})
 """States a rollback may be requested in: the cluster may have changed, the run is not rolling back."""
@@ -246,9 +248,10 @@ class Engine:
 
     def request_migration(
         self, *, actor: Actor, namespace: str, name: str, kind: str | None = None, device_class: str | None = None,
-        cluster: str | None = None, origin: dict[str, str] | None = None,
+        cluster: str | None = None, origin: dict[str, str] | None = None, canary: str | None = None,
     ) -> Outcome:
-        """A new migration run waiting at its migration request.
+        """A new migration run waiting at its migration request (with ``canary``, ``<n>`` or ``<p>%``
+        replicas: a duplicate of the workload runs the plan first, and the switch waits for its approval).
 
         The change is planned now, read-only, and stored with the run (``run.change``): the
         approvers approve exactly what ``apply`` writes. Refused before anything is stored when
@@ -273,7 +276,7 @@ class Engine:
         draft = Run(id=new_run_id(), kind=RunKind.MIGRATION, requester=actor.user, created_at=now, updated_at=now,
                     target=Target(cluster=context or "", namespace=namespace, name=name, kind=kind or ""),
                     image="", container="", node="", origin=origin or {},
-                    change={"device_class": device_class} if device_class else {})
+                    change={k: v for k, v in (("device_class", device_class), ("canary_ask", canary)) if v})
         return self._request_change(actor, draft, lambda run: f"migration of {run.target.kind} {run.target.ref}")
 
     def request_repair(
@@ -298,6 +301,20 @@ class Engine:
                     target=Target(cluster=context or "", namespace=parsed.namespace, name=parsed.name),
                     image="", container="", node="", origin=origin or {})
         return self._request_change(actor, draft, lambda run: f"repair of {run.target.ref}")
+
+    def request_cleanup(self, *, actor: Actor, cluster: str | None = None,
+                        origin: dict[str, str] | None = None) -> Outcome:
+        """A new cleanup run waiting at its request: the broken ResourceClaims listed now (read-only,
+        with the uid and resourceVersion each was read at) and stored with the run; once approved,
+        each is deleted only as it was listed. Refused when none can be deleted."""
+        check_requester(self.policy, actor)
+        if self.connect is None:
+            raise Refused("a cleanup is planned from the cluster, and this engine has none")
+        now, context = self.clock.now(), context_name(cluster) if cluster is not None else None
+        draft = Run(id=new_run_id(), kind=RunKind.CLEANUP, requester=actor.user, created_at=now, updated_at=now,
+                    target=Target(cluster=context or "", namespace=CLUSTER_WIDE, name="resourceclaims",
+                                  kind="ResourceClaim"), image="", container="", node="", origin=origin or {})
+        return self._request_change(actor, draft, lambda run: "cleanup of broken ResourceClaims")
 
     def _request_change(self, actor: Actor, draft: Run, what: Callable[[Run], str]) -> Outcome:
         """A run of a change kind, planned by its steps from the cluster (read-only), checked, stored

@@ -59,7 +59,7 @@ from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Lease, Leases
 from runbooks.engine.refusals import Refused, moment_text
 from runbooks.engine.runs import CHANGE_KINDS, TERMINAL, WORKING, Run, RunKind, RunState, Step
-from runbooks.engine.scoping import SMOKE_NAMESPACE, ScopedCluster
+from runbooks.engine.scoping import SMOKE_NAMESPACE, ScopedCluster, cleanup_deletions
 from runbooks.engine.steps import Again, ChangeSteps, StepContext, StepResult, Steps, StepSettings
 from runbooks.engine.store import LeaseLost, StoreUnavailable
 from runbooks.engine.transitioning import RunMoved, Writer
@@ -86,8 +86,10 @@ ON_SUCCESS: dict[RunState, RunState] = {
 }
 ON_SUCCESS_OF: dict[RunKind, dict[RunState, RunState]] = {
     RunKind.UPGRADE: ON_SUCCESS,
-    RunKind.MIGRATION: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
+    RunKind.MIGRATION: {S.CANARY_ROLLING: S.CANARY_VERIFYING, S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE,
+                        S.ROLLING_BACK: S.ROLLED_BACK},
     RunKind.REPAIR: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
+    RunKind.CLEANUP: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
 }
 """A migration is done once verified: there is nothing to promote and no plugin to monitor."""
 LABEL: dict[RunState, str] = {
@@ -97,9 +99,13 @@ LABEL: dict[RunState, str] = {
     S.ROLLING_BACK: "the rollback",
 }
 KIND_LABEL: dict[RunKind, dict[RunState, str]] = {
-    RunKind.MIGRATION: {S.VERIFYING: "the migration's verification", S.ROLLING_BACK: "the migration's rollback"},
+    RunKind.MIGRATION: {S.VERIFYING: "the migration's verification", S.ROLLING_BACK: "the migration's rollback",
+                        S.CANARY_ROLLING: "the migration canary", S.CANARY_VERIFYING: "the migration canary's "
+                        "verification"},
     RunKind.REPAIR: {S.APPLYING: "the repair", S.VERIFYING: "the repair's verification",
                      S.ROLLING_BACK: "the repair's rollback"},
+    RunKind.CLEANUP: {S.APPLYING: "the claims' cleanup", S.VERIFYING: "the cleanup's verification",
+                      S.ROLLING_BACK: "the cleanup's rollback"},
 }
 
 
@@ -371,13 +377,18 @@ class Driver:
                    if self.settings.smoke_test else None)
         templates: tuple[str, ...] = ()
         deletions: tuple[str, ...] | None = None
+        own: tuple[str, ...] = ()
         if run.kind is RunKind.MIGRATION:  # the migration's approved templates; no smoke test
             scratch = None
             templates = tuple(str((o.get("metadata") or {}).get("name")) for o in run.change.get("templates") or [])
+            own = (str(run.change["canary"]["name"]),) if run.change.get("canary") else ()
         if run.kind is RunKind.REPAIR:  # only the pods its approved request lists
             scratch = None
             deletions = tuple(PODS.path(p["namespace"], p["name"]) for p in run.change.get("delete") or [])
-        scoped = ScopedCluster(cluster, run.target, scratch=scratch, templates=templates,
+        if run.kind is RunKind.CLEANUP:  # only the claims its approved request lists
+            scratch = None
+            deletions = cleanup_deletions(run)
+        scoped = ScopedCluster(cluster, run.target, scratch=scratch, templates=templates, own=own,
                                deletions=deletions) if cluster is not None else None
         ctx = StepContext(cluster=scoped, run=run, save_progress=lambda update: run,
                           record=lambda step: None, clock=self.writer.clock, settings=self.settings,
@@ -433,7 +444,7 @@ class Driver:
         if result.ok and result.again is not None:
             return self._again(run, state, result.again, lines[:-1], lease)
         if result.ok:
-            if state is S.CANARY_VERIFYING and run.kind is RunKind.UPGRADE:
+            if state is S.CANARY_VERIFYING and run.kind in (RunKind.UPGRADE, RunKind.MIGRATION):
                 return self.gates.open_promotion(run, steps=lines, lease_owner=owner)
             if state is S.ROLLING_BACK and result.reason:  # what the rollback found (e.g. nothing to undo)
                 reason = f"{run.reason}; {result.reason}" if run.reason else result.reason
@@ -448,6 +459,10 @@ class Driver:
             return self.writer.transition(run, S.FAILED, steps=lines, lease_owner=owner,
                                           reason=f"{why}; a repair has nothing to roll back (`repair` again once "
                                                  "the plugin and the workloads are healthy)")
+        if run.kind is RunKind.CLEANUP:  # a deleted claim cannot be put back
+            return self.writer.transition(run, S.FAILED, steps=lines, lease_owner=owner,
+                                          reason=f"{why}; a cleanup has nothing to roll back (`claims` shows what "
+                                                 "is left)")
         if self.policy.rollback.automatic:
             return self.writer.transition(run, S.ROLLING_BACK, steps=lines, lease_owner=owner,
                                           reason=f"{why}; rolling back automatically")

@@ -58,7 +58,8 @@ class Gates:
     def open_canary(self, run: Run, by: Actor | None = None) -> Run:
         """requested -> awaiting_approval, with the canary request (a migration or a repair: its
         own request; ``by``: who asked for it)."""
-        kind = {RunKind.MIGRATION: GateKind.MIGRATION, RunKind.REPAIR: GateKind.REPAIR}.get(run.kind, GateKind.CANARY)
+        kind = {RunKind.MIGRATION: GateKind.MIGRATION, RunKind.REPAIR: GateKind.REPAIR,
+                RunKind.CLEANUP: GateKind.CLEANUP}.get(run.kind, GateKind.CANARY)
         gate = self.new(kind, requested_by=run.requester, reason=(run.progress.get("after_stage") or {}).get("text", ""))
         return self.writer.transition(run, S.AWAITING_APPROVAL, gate=gate, steps=self._opened(gate, by))
 
@@ -134,9 +135,9 @@ class Gates:
         how = f"{gate.outcome} by {who}" if who else f"{gate.outcome} at {moment_text(gate.expires_at)}"
         was = how if gate.outcome == "expired" else f"was {how}"  # "expired at 10:30 UTC", "was rejected by U1"
         w = self.writer
-        if gate.kind in (GateKind.CANARY, GateKind.MIGRATION, GateKind.REPAIR):
+        if gate.kind in (GateKind.CANARY, GateKind.MIGRATION, GateKind.REPAIR, GateKind.CLEANUP):
             if gate.outcome == "approved":
-                first = S.CANARY_ROLLING if gate.kind is GateKind.CANARY else S.APPLYING
+                first = S.CANARY_ROLLING if gate.kind is GateKind.CANARY or run.change.get("canary") else S.APPLYING
                 return w.transition(run, first, actor=actor, gate=gate, steps=steps)
             end = S.EXPIRED if gate.outcome == "expired" else S.REJECTED
             return w.transition(run, end, actor=actor, gate=gate, steps=steps,
@@ -144,7 +145,8 @@ class Gates:
         if gate.kind is GateKind.PROMOTION:
             if gate.outcome == "approved":
                 progress = {**run.progress, "approved_wave": gate.wave} if gate.wave else None
-                return w.transition(run, S.PROMOTING, actor=actor, gate=gate, steps=steps, progress=progress)
+                switch = S.APPLYING if run.kind is RunKind.MIGRATION else S.PROMOTING  # a migration canary's switch
+                return w.transition(run, switch, actor=actor, gate=gate, steps=steps, progress=progress)
             if gate.wave > 1:
                 return w.transition(run, S.ROLLING_BACK, actor=actor, gate=gate, steps=steps,
                                     reason=f"the request for wave {gate.wave} {was}: rolling back every node "

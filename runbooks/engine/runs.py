@@ -89,15 +89,19 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
 }
 MIGRATION_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     S.REQUESTED: frozenset({S.AWAITING_APPROVAL}),
-    S.AWAITING_APPROVAL: frozenset({S.APPLYING, S.REJECTED, S.EXPIRED}),
+    S.AWAITING_APPROVAL: frozenset({S.APPLYING, S.CANARY_ROLLING, S.REJECTED, S.EXPIRED}),
+    S.CANARY_ROLLING: frozenset({S.CANARY_VERIFYING, S.ROLLING_BACK, S.HALTED}),  # a migration canary's duplicate
+    S.CANARY_VERIFYING: frozenset({S.AWAITING_PROMOTION, S.ROLLING_BACK, S.HALTED}),
+    S.AWAITING_PROMOTION: frozenset({S.APPLYING, S.ROLLING_BACK}),  # the switch request
     S.APPLYING: frozenset({S.VERIFYING, S.ROLLING_BACK, S.HALTED}),
     S.VERIFYING: frozenset({S.DONE, S.ROLLING_BACK, S.HALTED}),
     S.ROLLING_BACK: frozenset({S.ROLLED_BACK, S.HALTED}),
-    S.HALTED: frozenset({S.APPLYING, S.VERIFYING, S.ROLLING_BACK}),
-    S.FAILED: frozenset({S.APPLYING, S.VERIFYING, S.ROLLING_BACK}),
+    S.HALTED: frozenset({S.CANARY_ROLLING, S.CANARY_VERIFYING, S.APPLYING, S.VERIFYING, S.ROLLING_BACK}),
+    S.FAILED: frozenset({S.CANARY_ROLLING, S.CANARY_VERIFYING, S.APPLYING, S.VERIFYING, S.ROLLING_BACK}),
     **{end: frozenset() for end in (S.DONE, S.ROLLED_BACK, S.REJECTED, S.EXPIRED)},
 }
-"""A migration's table: no canary, no promotion, no monitoring; the states it never enters are absent."""
+"""A change's table: no promotion, no monitoring; a migration with ``canary=`` runs its duplicate
+(canary states) and waits at the switch request (``awaiting_promotion``) before it applies."""
 REOPENABLE: frozenset[RunState] = frozenset({S.FAILED})
 """Ended states a run may leave again: a failed run (stored by an older version, whose cluster
 may be half-changed) may be resumed or rolled back; it takes its target's lock again."""
@@ -115,9 +119,11 @@ class RunKind(enum.StrEnum):
     REPAIR = "repair"
     """The workload pods a plugin's outage left stuck on its nodes, deleted so their controllers
     recreate them: apply, verify."""
+    CLEANUP = "cleanup"
+    """The broken ResourceClaims listed at request time, deleted as listed: apply, verify."""
 
 
-CHANGE_KINDS = frozenset({RunKind.MIGRATION, RunKind.REPAIR})
+CHANGE_KINDS = frozenset({RunKind.MIGRATION, RunKind.REPAIR, RunKind.CLEANUP})
 """The runs that apply one change planned at request time (their steps are ``ChangeSteps``)."""
 
 
@@ -216,6 +222,7 @@ class GateKind(enum.StrEnum):
     CANARY = "canary"
     MIGRATION = "migration"
     REPAIR = "repair"
+    CLEANUP = "cleanup"
     PROMOTION = "promotion"
     ROLLBACK = "rollback"
 

@@ -11,7 +11,7 @@ migration run may replace or patch its one workload and create and delete the
 ResourceClaimTemplates its approved change names, in the workload's namespace. Any other
 write raises :class:`OutOfScope` before it is sent: a bug in a step halts the run instead
 of touching another object. A repair run may delete the pods its approved request lists,
-and nothing else.
+and nothing else; a cleanup run the ResourceClaims its approved request lists.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from runbooks.cluster.resources import DAEMONSETS, DEPLOYMENTS, DRA_GROUP, NODES, PODS, WORKLOADS
 from runbooks.cluster.writing import Query, Writes
-from runbooks.engine.runs import Target
+from runbooks.engine.runs import Run, Target
 from runbooks.errors import Action, NotFound
 
 SMOKE_NAMESPACE = "upgradebot-smoke"
@@ -40,10 +40,13 @@ class ScopedCluster(Writes):
     smoke test's pods, none when the policy asks for no smoke test)."""
 
     def __init__(self, cluster: Any, target: Target, *, scratch: str | None = None,
-                 templates: tuple[str, ...] = (), deletions: tuple[str, ...] | None = None) -> None:
+                 templates: tuple[str, ...] = (), deletions: tuple[str, ...] | None = None,
+                 own: tuple[str, ...] = ()) -> None:
         """``templates``: a migration's ResourceClaimTemplates (its approved change names them);
-        ``deletions``: a repair's pods (their paths), the only writes it may make."""
+        ``deletions``: a repair's pods (their paths), the only writes it may make; ``own``: the
+        workloads of the target's kind the run creates and deletes (a migration canary's duplicate)."""
         self._cluster, self._target, self._scratch, self._templates = cluster, target, scratch, templates
+        self._own = own
         self._deletions = deletions
 
     def __getattr__(self, name: str) -> Any:
@@ -55,8 +58,8 @@ class ScopedCluster(Writes):
     ) -> dict[str, Any]:
         if self._deletions is not None:
             if method != "DELETE" or path not in self._deletions:
-                raise OutOfScope(f"a step of the repair of {self._target.ref} tried to {method} {path}: only the "
-                                 "pods its approved request lists may be deleted; nothing was sent")
+                raise OutOfScope(f"a step of the run on {self._target.ref} tried to {method} {path}: only the "
+                                 "objects its approved request lists may be deleted; nothing was sent")
         elif not self._allowed(method, path, body):
             what = ("the DaemonSet itself, its pods and the smoke test's pods" + (
                         ", the cordon of its nodes and evictions from cordoned nodes" if self._target.drain else "")
@@ -122,6 +125,11 @@ class ScopedCluster(Writes):
         workload = WORKLOADS.get(self._target.kind)
         if workload is not None and path == workload.path(ns, name):
             return method in ("PUT", "PATCH")
+        if workload is not None and self._own:  # the run's own duplicate: created, deleted, nothing else
+            if method == "POST" and path == workload.path(ns):
+                return str(((body or {}).get("metadata") or {}).get("name", "")) in self._own
+            if any(path == workload.path(ns, own) for own in self._own):
+                return method == "DELETE"
         parts = path.split("/")
         prefix = f"/apis/{DRA_GROUP}/"
         if not path.startswith(prefix) or len(parts) < 7 or parts[4:7] != ["namespaces", ns, "resourceclaimtemplates"]:
@@ -141,3 +149,10 @@ class ScopedCluster(Writes):
             for plural in ("resourceclaimtemplates", "resourceclaims"):
                 out.append(f"/apis/{DRA_GROUP}/{version}/namespaces/{scratch}/{plural}")
         return out
+
+
+def cleanup_deletions(run: Run) -> tuple[str, ...]:
+    """The paths of the ResourceClaims a cleanup run's approved request lists: its only writes."""
+    version = str(run.change.get("version") or "")
+    return tuple(f"/apis/{DRA_GROUP}/{version}/namespaces/{c['namespace']}/resourceclaims/{c['name']}"
+                 for c in run.change.get("delete") or [])

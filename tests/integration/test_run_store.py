@@ -54,16 +54,19 @@ def test_table_is_the_only_judge(current: RunState, wanted: RunState) -> None:
 
 @given(st.sampled_from(list(RunState)), st.sampled_from(list(RunState)))
 def test_a_migration_has_its_own_table(current: RunState, wanted: RunState) -> None:
-    """A migration run follows MIGRATION_TRANSITIONS: never a canary, promotion or monitoring
-    state; an upgrade never enters ``applying``."""
+    """A migration run follows MIGRATION_TRANSITIONS: never a promotion or monitoring state; its
+    canary states only with ``canary=`` (issue 38 item 1), whose switch request leads to
+    ``applying`` or a rollback; an upgrade never enters ``applying``."""
     table = MIGRATION_TRANSITIONS
     expected = current in table and (wanted in table[current] or (wanted is S.FAILED and current in ACTIVE))
     assert allowed(current, wanted, RunKind.MIGRATION) is expected
-    never = {S.CANARY_ROLLING, S.CANARY_VERIFYING, S.AWAITING_PROMOTION, S.PROMOTING, S.MONITORING}
+    never = {S.PROMOTING, S.MONITORING}
     if wanted in never:
         assert not allowed(current, wanted, RunKind.MIGRATION)
     if wanted is S.APPLYING:
         assert not allowed(current, wanted, RunKind.UPGRADE)
+    if current is S.AWAITING_PROMOTION and allowed(current, wanted, RunKind.MIGRATION):
+        assert wanted in (S.APPLYING, S.ROLLING_BACK, S.FAILED)
     if current is S.VERIFYING and wanted is S.DONE:
         assert allowed(current, wanted, RunKind.MIGRATION) and not allowed(current, wanted, RunKind.UPGRADE)
 

@@ -86,3 +86,48 @@ def test_a_dra_smoke_test_may_make_its_claim_template_and_claim_there_only() -> 
         with pytest.raises(OutOfScope):
             refused()
     assert len(inner.sent) == 3
+
+
+def test_a_migration_canary_may_create_and_delete_only_its_duplicate() -> None:
+    """Issue 38 item 1: a migration run with a canary may create its one duplicate (by name) and
+    delete it; patching it, or creating or deleting another Deployment, is refused unsent."""
+    from runbooks.cluster.resources import DEPLOYMENTS
+
+    target = Target(cluster="prod", namespace="ml-team", name="trainer", kind="Deployment")
+    inner = Recorder()
+    scoped = ScopedCluster(inner, target, own=("trainer-upgradebot-canary",))
+    scoped.create(DEPLOYMENTS, {"metadata": {"name": "trainer-upgradebot-canary"}}, namespace="ml-team")
+    scoped.delete(DEPLOYMENTS, "trainer-upgradebot-canary", namespace="ml-team", uid="u1")
+    assert [m for m, _ in inner.sent] == ["POST", "DELETE"]
+    for write in (lambda: scoped.create(DEPLOYMENTS, {"metadata": {"name": "other"}}, namespace="ml-team"),
+                  lambda: scoped.patch(DEPLOYMENTS, "trainer-upgradebot-canary", {}, namespace="ml-team"),
+                  lambda: scoped.delete(DEPLOYMENTS, "trainer", namespace="ml-team"),
+                  lambda: scoped.delete(DEPLOYMENTS, "other", namespace="ml-team")):
+        with pytest.raises(OutOfScope, match="nothing was sent"):
+            write()
+    assert len(inner.sent) == 2
+
+
+def test_a_cleanup_may_delete_only_the_claims_it_listed() -> None:
+    """Issue 38 item 4: a cleanup run deletes the claims of its approved list and nothing else."""
+    import datetime as dt
+
+    from runbooks.cluster.resources import Resource
+    from runbooks.engine.runs import Run, RunKind
+    from runbooks.engine.scoping import cleanup_deletions
+
+    claims = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
+    target = Target(cluster="prod", namespace="cluster-wide", name="resourceclaims", kind="ResourceClaim")
+    now = dt.datetime.now(dt.UTC)
+    run = Run(id="r-cleanup1", kind=RunKind.CLEANUP, requester="U0ALICE", created_at=now, updated_at=now,
+              target=target, image="", container="", node="",
+              change={"version": "v1", "delete": [{"namespace": "ml-team", "name": "stale"}]})
+    inner = Recorder()
+    scoped = ScopedCluster(inner, target, deletions=cleanup_deletions(run))
+    scoped.delete(claims, "stale", namespace="ml-team", uid="u1", resource_version="7")
+    for write in (lambda: scoped.delete(claims, "shared-gpu", namespace="ml-team"),
+                  lambda: scoped.delete(claims, "stale", namespace="other"),
+                  lambda: scoped.patch(claims, "stale", {}, namespace="ml-team")):
+        with pytest.raises(OutOfScope, match="nothing was sent"):
+            write()
+    assert inner.sent == [("DELETE", "/apis/resource.k8s.io/v1/namespaces/ml-team/resourceclaims/stale")]

@@ -8,11 +8,11 @@ subcommand per row. A new verb is a :class:`~handlers.routing.Command` next to i
 
 from __future__ import annotations
 
-from handlers import inventory, migrate, preflight, report, runs, verify
+from handlers import inventory, migrate, preflight, rbac, report, runs, verify
 from handlers.routing import Command, Deps, Verb
 
 VERBS: tuple[Command, ...] = (inventory.COMMAND, *runs.COMMANDS, verify.COMMAND, report.COMMAND, preflight.COMMAND,
-                              migrate.COMMAND, migrate.APPLY_COMMAND)
+                              migrate.COMMAND, migrate.APPLY_COMMAND, rbac.COMMAND)
 
 
 def chat_verbs(deps: Deps) -> list[Verb]:

@@ -100,7 +100,7 @@ def test_forbidden_names_verb_resource_and_where_to_grant() -> None:
     assert str(error) == (
         "the bot's ServiceAccount (system:serviceaccount:upgradebot:upgradebot) may not list daemonsets.apps "
         'in namespace kube-system: its RBAC lacks the rule {apiGroups: ["apps"], resources: [daemonsets], '
-        "verbs: [list]} in its ClusterRole (deploy/base; docs/operations.md#rbac lists every rule), "
+        "verbs: [list]} in its ClusterRole (`upgradebot rbac` prints every rule the policy needs; docs/operations.md#rbac explains them), "
         "or use a kubeconfig context that may"
     )
 

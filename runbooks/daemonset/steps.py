@@ -46,10 +46,10 @@ from runbooks.daemonset import (
 )
 from runbooks.daemonset.observing import observe
 from runbooks.daemonset.patching import StrategyChanged
-from runbooks.engine.scoping import SMOKE_NAMESPACE
 from runbooks.engine.recording import failed, note
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import Run
+from runbooks.engine.scoping import SMOKE_NAMESPACE
 from runbooks.engine.steps import Check, StepContext, StepResult, StepSettings
 from runbooks.errors import NotFound, PermanentClusterError, plural
 from runbooks.inventory import take_inventory

@@ -100,7 +100,8 @@ def test_forbidden_names_verb_resource_and_where_to_grant() -> None:
     assert str(error) == (
         "the bot's ServiceAccount (system:serviceaccount:upgradebot:upgradebot) may not list daemonsets.apps "
         'in namespace kube-system: its RBAC lacks the rule {apiGroups: ["apps"], resources: [daemonsets], '
-        "verbs: [list]} in its ClusterRole (`upgradebot rbac` prints every rule the policy needs; docs/operations.md#rbac explains them), "
+        "verbs: [list]} in its ClusterRole (`upgradebot rbac` prints every rule the policy needs; "
+        "docs/operations.md#rbac explains them), "
         "or use a kubeconfig context that may"
     )
 
@@ -112,7 +113,7 @@ def test_forbidden_names_verb_resource_and_where_to_grant() -> None:
     (Action("delete", "pods", "kube-system", "nvidia-device-plugin-daemonset-x7k2p"),
      '{apiGroups: [""], resources: [pods], verbs: [delete]}', "a Role of namespace kube-system"),
     (Action("get", "pods/log", "kube-system", "p"), '{apiGroups: [""], resources: [pods/log], verbs: [get]}',
-     "its ClusterRole"),
+     "a Role of namespace kube-system"),  # issue 34: read in the targets' and smoke test's namespaces only
     (Action("list", "resourceslices.resource.k8s.io"),
      '{apiGroups: ["resource.k8s.io"], resources: [resourceslices], verbs: [list]}', "its ClusterRole"),
     (Action("get", "/metrics"), "{nonResourceURLs: [/metrics], verbs: [get]}", "its ClusterRole"),
@@ -120,7 +121,7 @@ def test_forbidden_names_verb_resource_and_where_to_grant() -> None:
 def test_a_refusal_names_the_missing_rule_and_where_it_goes(action: Action, rule: str, where: str) -> None:
     error = error_for_status(403, _status('forbidden: User "system:serviceaccount:upgradebot:upgradebot"', 403),
                              {}, action=action, context="prod")
-    assert f"its RBAC lacks the rule {rule} in {where} (deploy/base;" in str(error)
+    assert f"its RBAC lacks the rule {rule} in {where} (`upgradebot rbac`" in str(error)
 
 
 def test_statuses_map_to_the_hierarchy_and_bodies_are_cut() -> None:

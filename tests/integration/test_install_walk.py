@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,19 +21,26 @@ from bot.shell.cli import main
 from bot.storage.redis_store import RedisRunStore
 from handlers import inventory, verify
 from kubesim import KubeSim
+from runbooks.daemonset.repairing import RepairSteps
 from runbooks.daemonset.steps import DaemonSetSteps
+from runbooks.dra.migration_run import MigrationSteps
+from runbooks.dra.preflight import preflight
 from runbooks.engine.commands import Engine
 from runbooks.engine.refusals import Refused
-from runbooks.engine.runs import RunState
+from runbooks.engine.runs import RunKind, RunState
 from runbooks.policy import Policy
+from tests.integration.test_drain_kubesim import apply, cordoned, trainer
 from tests.integration.test_install_rbac import ALICE, BOB, NEW, TARGET, Installed
+from tests.integration.test_migration_run import deployment
 from tests.support import Kubectl
 
 DRA_TARGET = "dra-example-driver/dra-example-driver-kubeletplugin"
 DRA_NEW = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0"
 POLICY_DOC = {
     "approvers": {"users": ["U0BOB"]},
-    "targets": [TARGET, DRA_TARGET],
+    "targets": [{"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset", "drain": {"timeout": "60s"}},
+                DRA_TARGET],
+    "migrations": {"namespaces": ["ml-team"]},
     "reports": {"after": ["24h"]},
     "steps": {"observe_window": "1s", "poll_interval": "0.2s", "ready_timeout": "120s", "settle_window": "1s",
               "smoke_test": {"image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0", "timeout": 120,
@@ -72,7 +80,13 @@ def as_bot(sim: KubeSim, tmp_path: Path) -> Installed:
 
 
 def engine_as(bot: Installed, redis_url: str) -> Engine:
-    return Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=POLICY, connect=bot.connect)
+    return Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=POLICY, connect=bot.connect,
+                  kinds={RunKind.MIGRATION: MigrationSteps(), RunKind.REPAIR: RepairSteps()})
+
+
+def approved(engine: Engine, run_id: str) -> RunState:
+    engine.decide(run_id, actor=BOB, approve=True)
+    return engine.advance(run_id).state
 
 
 def test_without_the_dra_watches_a_dra_canary_is_refused_before_approval_naming_the_rule(
@@ -95,8 +109,11 @@ def test_without_the_dra_watches_a_dra_canary_is_refused_before_approval_naming_
     said = str(refused.value)
     assert re.search(r'lacks the rule \{apiGroups: \["resource.k8s.io"\], resources: \[resourceslices\], '
                      r"verbs: \[watch\]\} in its ClusterRole", said), said
-    assert engine.request_canary(actor=ALICE, target=TARGET, image=NEW, node="gpu-node1").run.gate is not None
     assert bot.refusals() == before
+    Kubectl(sim.kubeconfig)("apply", "-f", "-", input=rbac_output(tmp_path, monkeypatch))
+    run = engine.request_canary(actor=ALICE, target=DRA_TARGET, image=DRA_NEW, node="gpu-node1").run
+    assert run.gate is not None and run.gate.is_open
+    engine.decide(run.id, actor=ALICE, approve=False)
 
 
 def test_the_rbac_output_applied_lets_every_verb_run_with_zero_403s(
@@ -105,9 +122,17 @@ def test_the_rbac_output_applied_lets_every_verb_run_with_zero_403s(
     the bot's ServiceAccount, inventory, verify of both targets, a device plugin's canary,
     promotion and rollback, and a DRA driver's canary (its watches of claims and slices) run
     without one 403 from the API server."""
+    admin = Kubectl(sim.kubeconfig)
+    bare = [p["metadata"]["name"] for p in admin.json("get", "pods", "-n", "ml-team")["items"]
+            if not p["metadata"].get("ownerReferences")]  # a drain would refuse them (they would be lost)
+    if bare:
+        admin("delete", "pods", *bare, "-n", "ml-team", "--wait=false")
+    apply(admin, trainer("trainer-3", "gpu-node3"), deployment("trainer", 1))
+    for name in ("trainer-3", "trainer"):
+        admin("rollout", "status", f"deployment/{name}", "-n", "ml-team", "--timeout=60s", timeout=90)
     text = rbac_output(tmp_path, monkeypatch)
-    applied = Kubectl(sim.kubeconfig)("apply", "-f", "-", input=text)
-    assert "role.rbac.authorization.k8s.io/upgradebot-upgrade created" in applied or "configured" in applied, applied
+    applied = admin("apply", "-f", "-", input=text)
+    assert "upgradebot-upgrade" in applied and "upgradebot-drain" in applied, applied
     roles = [o for o in yaml.safe_load_all(text) if o["kind"] == "Role" and o["metadata"]["name"] == "upgradebot-upgrade"]
     assert {r["metadata"]["namespace"] for r in roles} == {"kube-system", "dra-example-driver"}
     bot = as_bot(sim, tmp_path)
@@ -115,24 +140,38 @@ def test_the_rbac_output_applied_lets_every_verb_run_with_zero_403s(
 
     found = inventory.handle(inventory.InventoryRequest(), connect=bot.connect, policy=POLICY)
     assert not [f for f in found.findings if "may not" in f.model_dump_json()], found.findings
+    with bot.connect() as cluster:
+        checked_upgrade = preflight(cluster, 33)
+    assert "may not" not in checked_upgrade.model_dump_json(), checked_upgrade
     for target in (TARGET, DRA_TARGET):
         checked = verify.handle(verify.VerifyRequest(target=target), connect=bot.connect, policy=POLICY)
         assert checked.ok, [(c.name, c.status, c.detail) for c in checked.checks if c.status != "pass"]
 
     engine = engine_as(bot, redis_url)
-    run = engine.request_canary(actor=ALICE, target=TARGET, image=NEW, node="gpu-node1").run
-    engine.decide(run.id, actor=BOB, approve=True)
-    run = engine.advance(run.id)
-    assert run.state is RunState.AWAITING_PROMOTION, run.reason
-    engine.decide(run.id, actor=BOB, approve=True)
-    run = engine.advance(run.id)
-    assert run.state is RunState.MONITORING, run.reason
+    run = engine.request_canary(actor=ALICE, target=TARGET, image=NEW, node="gpu-node3").run
+    assert approved(engine, run.id) is RunState.AWAITING_PROMOTION, engine.get(run.id).reason
+    assert {e["evidence"]["pod"].split("/")[0] for e in engine.audit(run.id)
+            if e["name"] == "canary.drain.evict" and e["status"] == "ok"} == {"ml-team"}
+    assert approved(engine, run.id) is RunState.MONITORING, engine.get(run.id).reason
     engine.rollback(run.id, actor=ALICE, reason="the install walk rolls back")
-    engine.decide(run.id, actor=BOB, approve=True)
-    assert engine.advance(run.id).state is RunState.ROLLED_BACK
+    assert approved(engine, run.id) is RunState.ROLLED_BACK, engine.get(run.id).reason
+    assert cordoned(admin) == set()
 
     dra = engine.request_canary(actor=ALICE, target=DRA_TARGET, image=DRA_NEW, node="gpu-node1").run
-    engine.decide(dra.id, actor=BOB, approve=True)
-    dra = engine.advance(dra.id)
-    assert dra.state is RunState.AWAITING_PROMOTION, dra.reason
+    assert approved(engine, dra.id) is RunState.AWAITING_PROMOTION, engine.get(dra.id).reason
+    assert approved(engine, dra.id) is RunState.MONITORING, engine.get(dra.id).reason
+
+    migration = engine.request_migration(actor=ALICE, namespace="ml-team", name="trainer").run
+    assert approved(engine, migration.id) is RunState.DONE, engine.get(migration.id).reason
+
+    apply(admin, trainer("trainer-a", "gpu-node1"))  # after a node reboot its pod is stuck: a repair deletes it
+    admin("rollout", "status", "deployment/trainer-a", "-n", "ml-team", "--timeout=60s", timeout=90)
+    sim.fault(kind="node-reboot", node="gpu-node1")
+    admin("rollout", "status", "deployment/trainer-a", "-n", "ml-team", "--timeout=60s", timeout=90)
+    for _ in range(200):
+        if admin.json("get", "node", "gpu-node1")["status"]["allocatable"].get("nvidia.com/gpu") == "8":
+            break
+        time.sleep(0.05)
+    repair = engine.request_repair(actor=ALICE, target=TARGET).run
+    assert approved(engine, repair.id) is RunState.DONE, engine.get(repair.id).reason
     assert bot.refusals() == before

@@ -11,8 +11,9 @@ from __future__ import annotations
 import io
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -28,6 +29,7 @@ from runbooks.dra.preflight import preflight
 from runbooks.engine.commands import Engine
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import RunKind, RunState
+from runbooks.errors import ClusterError
 from runbooks.policy import Policy
 from tests.integration.test_drain_kubesim import apply, cordoned, trainer
 from tests.integration.test_install_rbac import ALICE, BOB, NEW, TARGET, Installed
@@ -175,3 +177,48 @@ def test_the_rbac_output_applied_lets_every_verb_run_with_zero_403s(
     repair = engine.request_repair(actor=ALICE, target=TARGET).run
     assert approved(engine, repair.id) is RunState.DONE, engine.get(repair.id).reason
     assert bot.refusals() == before
+
+
+def _said(call: Callable[[], Any]) -> str:
+    try:
+        result = call()
+    except (ClusterError, Refused) as exc:
+        return str(exc)
+    return result.model_dump_json() if hasattr(result, "model_dump_json") else str(result)
+
+
+def test_without_the_rbac_output_each_verb_is_refused_at_request_time_naming_the_rule(
+        sim: KubeSim, redis_url: str, tmp_path: Path) -> None:
+    """Issue 34 done-when: a ServiceAccount none of ``upgradebot rbac``'s output is bound to gets, for
+    inventory, preflight, verify, a device plugin's and a DRA driver's canary, apply-migration and
+    repair, an answer naming a missing rule (``its RBAC lacks the rule {...} in ...``), and no run
+    is stored: nothing waits for an approver."""
+    admin = Kubectl(sim.kubeconfig)
+    admin("create", "serviceaccount", "nobody", "-n", "upgradebot")
+    token = admin("create", "token", "nobody", "-n", "upgradebot").strip()
+    config = yaml.safe_load(Path(sim.kubeconfig).read_text())
+    config["users"][0]["user"] = {"token": token}
+    path = tmp_path / "nobody.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    bot = Installed(sim, admin, path)
+    engine = engine_as(bot, redis_url)
+    stored = len(engine.store.list_runs(limit=1000))
+
+    def upgrade_check() -> Any:
+        with bot.connect() as cluster:
+            return preflight(cluster, 33)
+
+    verbs: dict[str, Callable[[], Any]] = {
+        "inventory": lambda: inventory.handle(inventory.InventoryRequest(), connect=bot.connect, policy=POLICY),
+        "preflight": upgrade_check,
+        "verify": lambda: verify.handle(verify.VerifyRequest(target=TARGET), connect=bot.connect, policy=POLICY),
+        "canary": lambda: engine.request_canary(actor=ALICE, target=TARGET, image=NEW, node="gpu-node3"),
+        "dra canary": lambda: engine.request_canary(actor=ALICE, target=DRA_TARGET, image=DRA_NEW, node="gpu-node1"),
+        "apply-migration": lambda: engine.request_migration(actor=ALICE, namespace="ml-team", name="trainer"),
+        "repair": lambda: engine.request_repair(actor=ALICE, target=TARGET),
+    }
+    rule = re.compile(r"may not \w+ .*its RBAC lacks the rule \{(apiGroups|nonResourceURLs): .*\} in "
+                      r"(its ClusterRole|a Role of namespace [a-z0-9-]+)")
+    unnamed = {verb: said[:300] for verb, call in verbs.items() if not rule.search(said := _said(call))}
+    assert unnamed == {}, unnamed
+    assert len(engine.store.list_runs(limit=1000)) == stored

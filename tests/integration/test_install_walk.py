@@ -2,7 +2,7 @@
 ServiceAccount needs, and without it a request is refused before approval naming the rule
 (issue 34, items 2 and 3, first done-when line).
 
-One cluster for the module; the bot acts with a token ``kubectl create token`` minted for its
+One cluster for the module, installed as README says; the bot acts with a token ``kubectl create token`` minted for its
 ServiceAccount; the 403s are counted from kubesim's ``apiserver_request_total{code="403"}``.
 """
 
@@ -49,15 +49,25 @@ POLICY_DOC = {
                              "namespace": "upgradebot-smoke"}},
 }
 POLICY = Policy.model_validate(POLICY_DOC)
+OVERLAYS = sorted(p for p in (Path(__file__).resolve().parents[2] / "deploy" / "overlays").iterdir()
+                  if (p / "kustomization.yaml").exists())
 
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[KubeSim]:
+    """kubesim with README's "Install in your cluster" done as written, with the real kubectl: the
+    namespace, both Secrets, ``apply -k`` of each overlay (zero errors), the rollouts."""
     with KubeSim(scenario="gpu-small", k8s_version="1.32", speed=20) as served:
         admin = Kubectl(served.kubeconfig)
         admin("create", "namespace", "upgradebot")
-        admin("create", "namespace", "upgradebot-smoke")
-        admin("create", "serviceaccount", "upgradebot", "-n", "upgradebot")
+        admin("-n", "upgradebot", "create", "secret", "generic", "upgradebot-slack",
+              "--from-literal=bot-token=xoxb-walk", "--from-literal=app-token=xapp-walk")
+        admin("-n", "upgradebot", "create", "secret", "generic", "upgradebot-redis", "--from-literal=password=walk")
+        for overlay in OVERLAYS:
+            proc = admin.run("apply", "-k", str(overlay))
+            assert proc.returncode == 0 and "error" not in proc.stderr.lower(), proc.stderr
+        admin("-n", "upgradebot", "rollout", "status", "deployment/upgradebot", "--timeout=60s", timeout=90)
+        admin("-n", "upgradebot", "rollout", "status", "statefulset/upgradebot-redis", "--timeout=60s", timeout=90)
         yield served
 
 
@@ -162,6 +172,8 @@ def test_the_rbac_output_applied_lets_every_verb_run_with_zero_403s(
     dra = engine.request_canary(actor=ALICE, target=DRA_TARGET, image=DRA_NEW, node="gpu-node1").run
     assert approved(engine, dra.id) is RunState.AWAITING_PROMOTION, engine.get(dra.id).reason
     assert approved(engine, dra.id) is RunState.MONITORING, engine.get(dra.id).reason
+    engine.rollback(dra.id, actor=ALICE, reason="the install walk rolls the DRA driver back")
+    assert approved(engine, dra.id) is RunState.ROLLED_BACK, engine.get(dra.id).reason
 
     migration = engine.request_migration(actor=ALICE, namespace="ml-team", name="trainer").run
     assert approved(engine, migration.id) is RunState.DONE, engine.get(migration.id).reason

@@ -113,7 +113,7 @@ def test_forbidden_names_verb_resource_and_where_to_grant() -> None:
     (Action("delete", "pods", "kube-system", "nvidia-device-plugin-daemonset-x7k2p"),
      '{apiGroups: [""], resources: [pods], verbs: [delete]}', "a Role of namespace kube-system"),
     (Action("get", "pods/log", "kube-system", "p"), '{apiGroups: [""], resources: [pods/log], verbs: [get]}',
-     "a Role of namespace kube-system"),  # issue 34: read in the targets' and smoke test's namespaces only
+     "its ClusterRole"),
     (Action("list", "resourceslices.resource.k8s.io"),
      '{apiGroups: ["resource.k8s.io"], resources: [resourceslices], verbs: [list]}', "its ClusterRole"),
     (Action("get", "/metrics"), "{nonResourceURLs: [/metrics], verbs: [get]}", "its ClusterRole"),

@@ -169,12 +169,12 @@ def run_actions(*, namespace: str, name: str, dra: bool, drain: bool, smoke_name
     ds = "daemonsets.apps"
     out = [Action("patch", ds, namespace, name), Action("get", ds, namespace, name), Action("watch", ds, namespace),
            Action("list", "controllerrevisions.apps", namespace), Action("watch", "controllerrevisions.apps", namespace),
-           Action("create", "pods", namespace), Action("delete", "pods", namespace),
+           Action("create", "pods", namespace), Action("delete", "pods", namespace), Action("get", "pods/log", namespace),
            Action("list", "pods"), Action("watch", "pods"), Action("list", "nodes"), Action("watch", "nodes"),
            Action("list", "events"), Action("watch", "events")]
     out += [Action(verb, "deployments.apps", namespace, workload) for workload in workloads for verb in ("get", "patch")]
     if dra:
-        out += [Action(verb, f"{plural}.{'resource.k8s.io'}") for plural in ("resourceslices", "resourceclaims")
+        out += [Action(verb, f"{plural}.{R}") for plural in ("resourceslices", "resourceclaims")
                 for verb in ("list", "watch")]
     if drain:
         out += [Action("patch", "nodes"), Action("create", "pods/eviction")]
@@ -182,6 +182,6 @@ def run_actions(*, namespace: str, name: str, dra: bool, drain: bool, smoke_name
         out += [Action(verb, "pods", smoke_namespace) for verb in ("create", "get", "delete")]
         out.append(Action("get", "pods/log", smoke_namespace))
         if dra:
-            out += [Action(verb, "resourceclaimtemplates.resource.k8s.io", smoke_namespace) for verb in ("create", "delete")]
-            out += [Action(verb, "resourceclaims.resource.k8s.io", smoke_namespace) for verb in ("get", "delete")]
+            out += [Action(verb, f"resourceclaimtemplates.{R}", smoke_namespace) for verb in ("create", "delete")]
+            out += [Action(verb, f"resourceclaims.{R}", smoke_namespace) for verb in ("get", "delete")]
     return out

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from runbooks.cluster.permissions import RULES
+from runbooks.cluster.permissions import RULES, rule_for, run_actions
 from runbooks.cluster.wrapping import missing_rule
 from runbooks.errors import Action
 from runbooks.policy import Policy
@@ -60,3 +60,12 @@ def test_a_refusal_names_the_rule_and_the_role_the_table_puts_it_in() -> None:
     assert missing_rule(Action("create", "pods/eviction", "ml-team", "p")) == (
         '{apiGroups: [""], resources: [pods/eviction], verbs: [create]}', "its ClusterRole")
     assert all("*" not in str(rule) for rule in RULES)
+
+
+def test_every_rule_a_request_checks_is_one_the_table_grants() -> None:
+    """Issue 34 item 2: the access reviews asked before approval (a draining DRA driver with a
+    companion and a smoke test: every rule a canary can ask) are each granted by a rule of the
+    table, so ``upgradebot rbac``'s output answers every one of them."""
+    asked = run_actions(namespace="gpu", name="plugin", dra=True, drain=True, smoke_namespace="upgradebot-smoke",
+                        workloads=["controller"])
+    assert [a for a in asked if rule_for(a) is None] == []

@@ -8,12 +8,12 @@ subcommand per row. A new verb is a :class:`~handlers.routing.Command` next to i
 
 from __future__ import annotations
 
-from handlers import claims, inventory, migrate, preflight, report, runs, verify
+from handlers import claims, inventory, migrate, preflight, rbac, report, runs, verify
 from handlers.routing import Command, Deps, Verb
 
 VERBS: tuple[Command, ...] = (inventory.COMMAND, *runs.COMMANDS, verify.COMMAND, report.COMMAND, preflight.COMMAND,
                               migrate.COMMAND, migrate.APPLY_COMMAND, claims.COMMAND,
-                              claims.CLEANUP_COMMAND)
+                              claims.CLEANUP_COMMAND, rbac.COMMAND)
 
 
 def chat_verbs(deps: Deps) -> list[Verb]:

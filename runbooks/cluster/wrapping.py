@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from runbooks.cluster.permissions import rule_for, split
 from runbooks.errors import (
     Action,
     ClusterError,
@@ -28,7 +29,7 @@ from runbooks.errors import (
     shorten,
 )
 
-RBAC_HOME = "deploy/base; docs/operations.md#rbac lists every rule"
+RBAC_HOME = "`upgradebot rbac` prints every rule the policy needs; docs/operations.md#rbac explains them"
 """Where the bot's RBAC is kept and explained (named in every 403 sentence)."""
 READS = frozenset({"get", "list", "watch"})
 _USER = re.compile(r'User "([^"]+)"')
@@ -87,15 +88,18 @@ def who(message: str) -> str:
 
 
 def missing_rule(action: Action) -> tuple[str, str]:
-    """The RBAC rule that would allow ``action``, as YAML flow, and where it belongs."""
+    """The RBAC rule that would allow ``action``, as YAML flow, and where it belongs: looked up in
+    the bot's RBAC table (:data:`runbooks.cluster.permissions.RULES`), which says whether it is a
+    cluster-wide grant or one of a namespace, and whether it names the object."""
     if action.resource.startswith("/"):
         return f"{{nonResourceURLs: [{action.resource}], verbs: [{action.verb}]}}", "its ClusterRole"
-    base, _, sub = action.resource.partition("/")
-    plural, _, group = base.partition(".")
-    resource = f"{plural}/{sub}" if sub else plural
-    names = f", resourceNames: [{action.name}]" if action.name and plural == "daemonsets" and not sub else ""
+    group, resource = split(action.resource)
+    granted = rule_for(action)
+    named = granted.names if granted is not None else ""
+    names = f", resourceNames: [{action.name}]" if action.name and named else ""
     rule = f'{{apiGroups: ["{group}"], resources: [{resource}], verbs: [{action.verb}]{names}}}'
-    if action.namespace and action.verb not in READS:
+    namespaced = granted.scope not in ("cluster", "drain") if granted is not None else action.verb not in READS
+    if action.namespace and namespaced:
         return rule, f"a Role of namespace {action.namespace}"
     return rule, "its ClusterRole"
 

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from runbooks.cluster import Cluster
+from runbooks.cluster import Cluster, permissions
+from runbooks.cluster.wrapping import forbidden_sentence
 from runbooks.daemonset import (
     canarying,
     companions,
@@ -48,6 +49,7 @@ from runbooks.daemonset.patching import StrategyChanged
 from runbooks.engine.recording import failed, note
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import Run
+from runbooks.engine.scoping import SMOKE_NAMESPACE
 from runbooks.engine.steps import Check, StepContext, StepResult, StepSettings
 from runbooks.errors import NotFound, PermanentClusterError, plural
 from runbooks.inventory import take_inventory
@@ -64,10 +66,18 @@ class DaemonSetSteps:
             snap = observe(cluster, run.target.namespace, run.target.name)
         except NotFound:
             return [failed("daemonset-exists", f"daemonset {run.target.ref} does not exist on {cluster.context}")]
+        dra = classify(snap.ds) == "dra-kubelet-plugin"
+        smoke = settings.smoke_test
+        refused = permissions.refused_rule(cluster, permissions.run_actions(
+            namespace=run.target.namespace, name=run.target.name, dra=dra, drain=run.target.drain,
+            smoke_namespace=str(smoke.get("namespace") or SMOKE_NAMESPACE) if smoke else None,
+            workloads=[p.name for p in run.target.parts if p.kind == "Deployment"]))
+        if refused is not None:  # issue 34: refused before an approver is asked, naming the rule
+            return [failed("rbac", forbidden_sentence(refused, ""))]
         checks = preflight.request_checks(cluster, snap, run=run, settings=settings)[0]
         if run.target.drain and not any(c.status == "fail" for c in checks):
             for node in run.canary_nodes:
-                checks += draining.request_checks(cluster, node, dra=classify(snap.ds) == "dra-kubelet-plugin",
+                checks += draining.request_checks(cluster, node, dra=dra,
                                                   settings=settings)
         return [*checks, *companions.request_checks(cluster, run, snap.images.get(run.container, ""))]
 

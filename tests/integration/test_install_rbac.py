@@ -58,6 +58,16 @@ def rendered_rbac(overlay: str = "socket-mode") -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(text) if doc and doc["kind"] in RBAC_KINDS]
 
 
+def with_dra_target(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The objects and the Role (with its binding) ``upgradebot rbac`` prints for the DRA driver's
+    namespace, as an install whose policy also names the DRA driver adds (issue 34: a target's
+    DaemonSet is read in its own namespace only)."""
+    from runbooks.rbac_manifests import manifests
+
+    policy = Policy.model_validate({"approvers": {"users": ["U0BOB"]}, "targets": [DRA_TARGET]})
+    return [*objects, *(o for o in manifests(policy) if o["metadata"].get("namespace") == "dra-example-driver")]
+
+
 @dataclass
 class Installed:
     sim: KubeSim
@@ -107,7 +117,7 @@ def test_the_rendered_rbac_runs_every_runbook_with_zero_403s(sim: KubeSim, redis
     for role in (o for o in objects if o["kind"] in ("Role", "ClusterRole")):
         for rule in role["rules"]:
             assert "*" not in str(rule), (role["metadata"]["name"], rule)
-    bot = install(sim, tmp_path, objects)
+    bot = install(sim, tmp_path, with_dra_target(objects))
 
     found = inventory.handle(inventory.InventoryRequest(), connect=bot.connect, policy=POLICY)
     assert not [f for f in found.findings if "may not" in f.model_dump_json()], found.findings
@@ -166,9 +176,25 @@ def _stops_dra_verify(bot: Installed, redis_url: str) -> str:
     return " ".join(f"{c.name}: {c.detail}" for c in result.checks if c.status != "pass")
 
 
+def _stops_preflight(bot: Installed, redis_url: str) -> str:
+    from runbooks.dra.preflight import preflight
+
+    try:
+        with bot.connect() as cluster:
+            return preflight(cluster, 33).model_dump_json()
+    except ClusterError as exc:
+        return str(exc)
+
+
 def _stops_canary(bot: Installed, redis_url: str) -> str:
+    """Refused when requested (issue 34: the rules a run uses are asked before approval), or failed."""
+    from runbooks.engine.refusals import Refused
+
     engine = engine_as(bot, redis_url)
-    run = engine.request_canary(actor=ALICE, target=TARGET, image=NEW, node="gpu-node1").run
+    try:
+        run = engine.request_canary(actor=ALICE, target=TARGET, image=NEW, node="gpu-node1").run
+    except (Refused, ClusterError) as exc:
+        return str(exc)
     engine.decide(run.id, actor=BOB, approve=True)
     run = engine.advance(run.id)
     assert run.state is not RunState.AWAITING_PROMOTION, "the canary went on without the rule"
@@ -181,11 +207,14 @@ NEEDED_BY: dict[tuple[str, str], Callable[[Installed, str], str]] = {
     ("upgradebot-read", "pods/log"): _stops_verify,
     ("upgradebot-read", "daemonsets"): _stops_inventory,
     ("upgradebot-read", "controllerrevisions"): _stops_inventory,
+    ("upgradebot-read", "deployments"): _stops_preflight,
     ("upgradebot-read", "events"): _stops_verify,
     ("upgradebot-read", "deviceclasses"): _stops_inventory,
+    ("upgradebot-read", "resourceslices"): _stops_inventory,
     ("upgradebot-read", "/metrics"): _stops_inventory,
     ("upgradebot-upgrade", "daemonsets"): _stops_canary,
     ("upgradebot-upgrade", "pods"): _stops_canary,
+    ("upgradebot-upgrade", "controllerrevisions"): _stops_canary,
     ("upgradebot-smoke-test", "pods"): _stops_verify,
     ("upgradebot-smoke-test", "resourceclaimtemplates"): _stops_dra_verify,
     ("upgradebot-smoke-test", "resourceclaims"): _stops_dra_verify,
@@ -211,7 +240,7 @@ def test_without_any_one_rule_its_runbook_stops_naming_it(sim: KubeSim, redis_ur
     for obj in objects:
         if obj["kind"] in ("Role", "ClusterRole") and obj["metadata"]["name"] == role:
             del obj["rules"][index]
-    said = runbook(install(sim, tmp_path, objects), redis_url)
+    said = runbook(install(sim, tmp_path, with_dra_target(objects)), redis_url)
     if "nonResourceURLs" in rule:
         wanted = re.escape(f"{{nonResourceURLs: [{rule['nonResourceURLs'][0]}], verbs: [") + r"(\w+)\]"
     else:

@@ -100,7 +100,8 @@ def test_forbidden_names_verb_resource_and_where_to_grant() -> None:
     assert str(error) == (
         "the bot's ServiceAccount (system:serviceaccount:upgradebot:upgradebot) may not list daemonsets.apps "
         'in namespace kube-system: its RBAC lacks the rule {apiGroups: ["apps"], resources: [daemonsets], '
-        "verbs: [list]} in its ClusterRole (deploy/base; docs/operations.md#rbac lists every rule), "
+        "verbs: [list]} in its ClusterRole (`upgradebot rbac` prints every rule the policy needs; "
+        "docs/operations.md#rbac explains them), "
         "or use a kubeconfig context that may"
     )
 
@@ -120,7 +121,7 @@ def test_forbidden_names_verb_resource_and_where_to_grant() -> None:
 def test_a_refusal_names_the_missing_rule_and_where_it_goes(action: Action, rule: str, where: str) -> None:
     error = error_for_status(403, _status('forbidden: User "system:serviceaccount:upgradebot:upgradebot"', 403),
                              {}, action=action, context="prod")
-    assert f"its RBAC lacks the rule {rule} in {where} (deploy/base;" in str(error)
+    assert f"its RBAC lacks the rule {rule} in {where} (`upgradebot rbac`" in str(error)
 
 
 def test_statuses_map_to_the_hierarchy_and_bodies_are_cut() -> None:

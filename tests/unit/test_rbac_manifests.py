@@ -1,0 +1,71 @@
+"""The RBAC in ``deploy/`` is exactly what ``upgradebot rbac`` prints for the example policy, so
+every rule there comes from the one table the runbooks name a missing rule from (issue 34,
+items 2 and 3): nothing hand-written beside it, nothing missing from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from runbooks.cluster.permissions import RULES, rule_for, run_actions
+from runbooks.cluster.wrapping import missing_rule
+from runbooks.errors import Action
+from runbooks.policy import Policy
+from runbooks.rbac_manifests import manifests
+from tests.support import kustomize
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLES = ("Role", "ClusterRole")
+
+
+def _rules(objects: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
+    return {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"], tuple(r.get("apiGroups", ())),
+             tuple(r.get("resources") or r.get("nonResourceURLs")), tuple(r["verbs"]), tuple(r.get("resourceNames", ())))
+            for o in objects if o and o["kind"] in ROLES for r in o["rules"]}
+
+
+def _bindings(objects: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {(o["kind"], o["metadata"].get("namespace", ""), o["roleRef"]["name"])
+            for o in objects if o and o["kind"].endswith("Binding")}
+
+
+def test_deploy_holds_exactly_the_rules_upgradebot_rbac_prints_for_its_policy() -> None:
+    """Issue 34 item 3: the socket-mode overlay's RBAC and the drain, migration and repair examples
+    are, rule for rule and binding for binding, ``upgradebot rbac`` for deploy/base/policy.yaml
+    with its target draining and ml-team under migrations.namespaces."""
+    doc = yaml.safe_load((ROOT / "deploy" / "base" / "policy.yaml").read_text())
+    doc["targets"] = [{**Policy.model_validate(doc).targets[0].model_dump(exclude_defaults=True), "drain": {}}]
+    doc["migrations"] = {"namespaces": ["ml-team"]}
+    generated = manifests(Policy.model_validate(doc))
+    deployed = list(yaml.safe_load_all(kustomize(ROOT / "deploy" / "overlays" / "socket-mode")))
+    for example in ("drain", "migrations", "repair"):
+        deployed += list(yaml.safe_load_all((ROOT / "deploy" / "examples" / f"{example}.yaml").read_text()))
+    assert _rules(deployed) - _rules(generated) == set(), "rules in deploy/ that the table does not give"
+    assert _rules(generated) - _rules(deployed) == set(), "rules the table gives that deploy/ lacks"
+    assert _bindings(deployed) == _bindings(generated)
+
+
+def test_a_refusal_names_the_rule_and_the_role_the_table_puts_it_in() -> None:
+    """Issue 34 item 2: a 403 names the table's rule, in a namespace's Role where the table grants
+    it per namespace (a target's DaemonSet patch with its name), in the ClusterRole otherwise."""
+    assert missing_rule(Action("watch", "resourceslices.resource.k8s.io")) == (
+        '{apiGroups: ["resource.k8s.io"], resources: [resourceslices], verbs: [watch]}', "its ClusterRole")
+    assert missing_rule(Action("get", "daemonsets.apps", "gpu", "plugin")) == (
+        '{apiGroups: ["apps"], resources: [daemonsets], verbs: [get]}', "a Role of namespace gpu")
+    assert missing_rule(Action("patch", "daemonsets.apps", "gpu", "plugin")) == (
+        '{apiGroups: ["apps"], resources: [daemonsets], verbs: [patch], resourceNames: [plugin]}',
+        "a Role of namespace gpu")
+    assert missing_rule(Action("create", "pods/eviction", "ml-team", "p")) == (
+        '{apiGroups: [""], resources: [pods/eviction], verbs: [create]}', "its ClusterRole")
+    assert all("*" not in str(rule) for rule in RULES)
+
+
+def test_every_rule_a_request_checks_is_one_the_table_grants() -> None:
+    """Issue 34 item 2: the access reviews asked before approval (a draining DRA driver with a
+    companion and a smoke test: every rule a canary can ask) are each granted by a rule of the
+    table, so ``upgradebot rbac``'s output answers every one of them."""
+    asked = run_actions(namespace="gpu", name="plugin", dra=True, drain=True, smoke_namespace="upgradebot-smoke",
+                        workloads=["controller"])
+    assert [a for a in asked if rule_for(a) is None] == []

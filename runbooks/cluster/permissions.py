@@ -96,6 +96,8 @@ RULES: tuple[Rule, ...] = (
     # ------------------------------------------------------------ migrations.namespaces
     Rule("migration", "apps", ("deployments", "statefulsets"), ("get", "patch"), "migrate, apply-migration",
          "dra/migrating.py, dra/migration_run.py, dra/preflight.py dry_run"),
+    Rule("migration", "apps", ("deployments", "statefulsets"), ("create", "delete"), "apply-migration canary=",
+         "dra/migration_canary.py (the duplicate, created and deleted by name)"),
     Rule("migration", "batch", ("jobs",), ("get",), "migrate", "dra/migrating.py"),
     Rule("migration", "", ("pods",), ("get",), "migrate, apply-migration", "dra/migrating.py"),
     Rule("migration", "apps", ("replicasets",), ("list",), "apply-migration", "dra/migration_run.py verify"),

@@ -662,6 +662,13 @@ class CanaryPolicy(Strict):
     the classes. False: one node may stand for the fleet (``node=auto`` still picks one per class)."""
 
 
+class ImagesPolicy(Strict):
+    """The images a request may name (policy ``images``)."""
+
+    allow_latest: bool = False
+    """Accept an explicit ``:latest`` tag (an untagged image is refused either way)."""
+
+
 class Policy(Strict):
     """The whole policy file; every section optional (docs/policy.md lists the defaults)."""
 
@@ -684,6 +691,7 @@ class Policy(Strict):
     limits: Limits = Field(default_factory=Limits)
     migrations: Migrations = Field(default_factory=Migrations)
     canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
+    images: ImagesPolicy = Field(default_factory=ImagesPolicy)
     gpu_resources: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu"])
     """Extended resources the inventory reports and checks per node."""
 

@@ -12,10 +12,14 @@ registry's message: waiting longer does not make a tag exist.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from runbooks.cluster import Cluster
+from runbooks.cluster.resources import PODS
+from runbooks.daemonset.observing import Snapshot
+from runbooks.engine.steps import Check, CheckStatus
 from runbooks.errors import ClusterError, scrub, shorten
 
 TAIL_LINES = 40
@@ -134,3 +138,37 @@ def summary(evidence: dict[str, Any]) -> str:
     elif evidence.get("log_tail"):
         parts.append(f"last log line: {shorten(evidence['log_tail'][-1], 200)}")
     return "; ".join(parts)
+
+
+EVIDENCED = ("no-crashloop", "restarts-stable", "pods-ready")
+"""The checks of verify that a failed plugin container makes fail, in the order evidence is attached."""
+
+
+def attach(cluster: Cluster, snap: Snapshot, checks: list[Check], *, scope: Sequence[str],
+           container: str | None) -> list[Check]:
+    """``checks`` with the evidence of the first failing plugin pod in ``scope`` (restarted,
+    crash-looping or unable to pull its image) added to the first of :data:`EVIDENCED` that
+    failed or could not be made: one pod's previous log is read, whatever the fleet's size."""
+    target = next((c for name in EVIDENCED for c in checks
+                   if c.name == name and c.status in (CheckStatus.FAIL, CheckStatus.UNKNOWN)), None)
+    if target is None:
+        return checks
+    pod = next((p for n in scope if (p := snap.pod_on(n)) is not None and not p.deleting
+                and (p.restarts or p.crashloop or p.waiting_reason in PULL_ERRORS)), None)
+    if pod is None:
+        return checks
+    try:
+        raw = cluster.get(PODS, pod.name, snap.meta.get("namespace"))
+    except ClusterError:
+        return checks
+    pulling = pull_failure(raw)
+    if pulling:
+        found: dict[str, Any] = {"pod": pod.name, "container": pulling[0], "reason": pulling[1], "message": pulling[2]}
+        said = f"{pod.name} cannot pull its image: {pulling[1]}: {pulling[2]}"
+    else:
+        names = [str(c.get("name")) for c in (raw.get("spec") or {}).get("containers") or []]
+        found = {"pod": pod.name, **gather(cluster, raw, container or (names[0] if names else ""))}
+        said = f"{pod.name}: {summary(found)}" if summary(found) else ""
+    detail = f"{target.detail}; {said}" if said else target.detail
+    return [c.model_copy(update={"detail": detail, "evidence": {**c.evidence, **found}}) if c is target else c
+            for c in checks]

@@ -22,7 +22,7 @@ from runbooks.cluster import Cluster
 from runbooks.cluster.informing import ClusterWatches, Informer, held_informer
 from runbooks.cluster.resources import NODES
 from runbooks.daemonset import checks as judge
-from runbooks.daemonset import companions
+from runbooks.daemonset import companions, evidence
 from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.dra_smoke import dra_smoke_test
 from runbooks.daemonset.events import WATCHED, Event, event_checks
@@ -115,6 +115,7 @@ def verify(
                       budget=settings.log_budget),
         judge.gpu_capacity(scope, final, lowest, baseline, resources, everywhere=everywhere),
     ]
+    checks = evidence.attach(cluster, end, checks, scope=scope, container=container)
     if not everywhere:
         if others is None:
             others = [n for n in (baseline.nodes if baseline else end.nodes) if n not in scope]

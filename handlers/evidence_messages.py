@@ -30,4 +30,4 @@ def signature(name: str, line: str, meaning: str, fix: str) -> str:
 
 def resolved_digest(pod: str, digest: str) -> str:
     """The digest the runtime pulled for a pod that runs (its ``imageID``)."""
-    return f"{pod} runs {digest}"
+    return f"{pod} pulled {digest} (the digest its image resolved to)"

@@ -214,8 +214,8 @@ def _pod_checks(ctx: StepContext, node: str, outcome: tuple[str, PluginPod] | No
                 failed("canary-pod-ready", f"{p.name} on {node} never became Ready", node, pod=p.name)]
     raw = _raw_pod(ctx, p)
     digest = evidence.image_id(raw, ctx.run.progress["saved"]["container"]) if raw else ""
-    return [passed("canary-pod-ready", f"{p.name} on {node} is Running and Ready with {ctx.run.image}"
-                   f"{' (' + digest + ')' if digest else ''}", node, pod=p.name, revision=new.hash, image_id=digest)]
+    return [passed("canary-pod-ready", f"{p.name} on {node} is Running and Ready with {ctx.run.image}", node,
+                   pod=p.name, revision=new.hash, image_id=digest)]
 
 
 def _raw_pod(ctx: StepContext, pod: PluginPod) -> dict[str, Any] | None:

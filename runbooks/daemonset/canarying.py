@@ -28,7 +28,6 @@ from __future__ import annotations
 from typing import Any
 
 from runbooks import templates
-from runbooks.cluster.resources import PODS
 from runbooks.daemonset import checks as judge
 from runbooks.daemonset import companions, draining, evidence
 from runbooks.daemonset.observing import Revision, Snapshot, observe, wait_for
@@ -37,7 +36,7 @@ from runbooks.daemonset.preflight import canary_prechecks, resolve_container
 from runbooks.engine.recording import failed, note, note_checks, passed, result
 from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, StepContext, StepResult
-from runbooks.errors import NotFound, plural
+from runbooks.errors import ClusterError, NotFound, plural
 from runbooks.inventory import PluginPod
 from runbooks.templates import same
 
@@ -220,8 +219,8 @@ def _pod_checks(ctx: StepContext, node: str, outcome: tuple[str, PluginPod] | No
 
 def _raw_pod(ctx: StepContext, pod: PluginPod) -> dict[str, Any] | None:
     try:
-        return ctx.cluster.get(PODS, pod.name, ctx.run.target.namespace)
-    except NotFound:
+        return evidence.read_pod(ctx.cluster, ctx.run.target.namespace, pod.name)
+    except ClusterError:
         return None
 
 

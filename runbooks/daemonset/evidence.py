@@ -91,6 +91,12 @@ def pull_failure(pod: dict[str, Any]) -> tuple[str, str, str] | None:
     return None
 
 
+def read_pod(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
+    """One pod, listed by name (the bot may list and watch pods, not get them); None if gone."""
+    found = cluster.list_objects(PODS, namespace=namespace, field_selector=f"metadata.name={name}")
+    return found[0] if found else None
+
+
 def image_id(pod: dict[str, Any], container: str) -> str:
     """The digest the runtime resolved for ``container`` (``status.containerStatuses[].imageID``)."""
     return str(_status(pod, container).get("imageID") or "")
@@ -158,8 +164,10 @@ def attach(cluster: Cluster, snap: Snapshot, checks: list[Check], *, scope: Sequ
     if pod is None:
         return checks
     try:
-        raw = cluster.get(PODS, pod.name, snap.meta.get("namespace"))
+        raw = read_pod(cluster, str(snap.meta.get("namespace") or ""), pod.name)
     except ClusterError:
+        return checks
+    if raw is None:
         return checks
     pulling = pull_failure(raw)
     if pulling:

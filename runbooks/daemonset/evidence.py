@@ -65,10 +65,15 @@ SIGNATURES: tuple[Signature, ...] = (
 
 
 def matches(lines: list[str]) -> list[dict[str, str]]:
-    """Each signature found in ``lines``, once, with the first line that shows it."""
+    """Each signature found in ``lines``, once, with the first line that shows it; a line an
+    earlier (more specific) signature explains is not matched again (NVML's ``Failed to
+    initialize NVML: Driver/library version mismatch`` is a driver mismatch, not a missing NVML)."""
     found = []
+    explained: set[int] = set()
     for sig in SIGNATURES:
-        line = next((ln for ln in lines if sig.pattern.search(ln)), None)
+        hits = [i for i, ln in enumerate(lines) if i not in explained and sig.pattern.search(ln)]
+        explained.update(hits)
+        line = lines[hits[0]] if hits else None
         if line is not None:
             found.append({"signature": sig.name, "line": shorten(line.strip(), 300), "meaning": sig.meaning,
                           "fix": sig.fix})

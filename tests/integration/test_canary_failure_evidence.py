@@ -87,7 +87,7 @@ def test_a_crash_looping_canary_shows_its_previous_log_and_the_signatures_fix(k8
     assert any("nvml init failed: Driver/library version mismatch" in line for line in evidence["log_tail"])
     assert len(evidence["log_tail"]) <= 40 and len("\n".join(evidence["log_tail"]).encode()) <= 4096
     names = [s["signature"] for s in evidence["signatures"]]
-    assert names[0] == "driver-mismatch", names
+    assert names == ["driver-mismatch"], names
     assert "use a plugin build for the node's driver branch" in crash["detail"], crash["detail"]
     thread = _canary_thread(run, audit)
     assert "Last log lines of" in thread and "previous run, exit code 1, Error" in thread, thread

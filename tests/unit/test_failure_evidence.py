@@ -63,3 +63,11 @@ def test_known_signatures_are_matched_with_meaning_and_fix(line: str, name: str)
     assert found and found[0]["signature"] == name, found
     assert found[0]["line"] == line and found[0]["meaning"] and found[0]["fix"]
     assert evidence.matches(["I1203 server.go:125] Registered device plugin for 'nvidia.com/gpu' with Kubelet"]) == []
+
+
+def test_a_driver_mismatch_is_not_also_called_a_missing_nvml() -> None:
+    """Issue 36 item 4: NVML's ``Failed to initialize NVML: Driver/library version mismatch.``
+    is the driver-mismatch signature only; its fix is not the toolkit's."""
+    lines = ["E1203 factory.go:93] Failed to initialize NVML: Driver/library version mismatch.",
+             "E1203 main.go:173] error starting plugins: … nvml init failed: Driver/library version mismatch"]
+    assert [m["signature"] for m in evidence.matches(lines)] == ["driver-mismatch"]

@@ -474,14 +474,20 @@ def _failure_evidence(steps: Sequence[Step]) -> list[str]:
             continue
         last = ev.get("last_state") or {}
         said = evmsg.last_state(str(last.get("reason") or ""), last.get("exit_code")) if last else ""
-        tail = [shorten(str(line), 200) for line in ev.get("log_tail") or []][-evmsg.SHOWN_LINES:]
+        tail = [_unfenced(shorten(str(line), 200)) for line in ev.get("log_tail") or []][-evmsg.SHOWN_LINES:]
         if tail:
             lines += [evmsg.previous_log(pod, str(ev.get("container") or ""), said), "```", *tail, "```"]
         elif ev.get("log_problem"):
             lines.append(evmsg.log_unread(pod, str(ev["log_problem"])))
-        lines += [evmsg.signature(str(s.get("signature")), str(s.get("line")), str(s.get("meaning")), str(s.get("fix")))
+        lines += [evmsg.signature(str(s.get("signature")), _unfenced(str(s.get("line"))), str(s.get("meaning")),
+                                  str(s.get("fix")))
                   for s in ev.get("signatures") or [] if isinstance(s, dict)]
     return lines
+
+
+def _unfenced(line: str) -> str:
+    """A log line shown in a code span or block: its backticks cannot close it."""
+    return line.replace("`", "'")
 
 
 def details_of(value: str) -> tuple[str, str] | None:

@@ -691,9 +691,10 @@ class Policy(Strict):
     limits: Limits = Field(default_factory=Limits)
     migrations: Migrations = Field(default_factory=Migrations)
     canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
-    images: ImagesPolicy = Field(default_factory=ImagesPolicy)
     gpu_resources: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu"])
     """Extended resources the inventory reports and checks per node."""
+    images: ImagesPolicy = Field(default_factory=ImagesPolicy)
+    """Which image references a request may name (``images.allow_latest``)."""
 
     @model_validator(mode="after")
     def _shell_approvals_need_identities(self) -> Policy:

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import runbooks.daemonset.evidence as failure
 from runbooks import templates
 from runbooks.daemonset import checks as judge
-from runbooks.daemonset import companions, draining, evidence
+from runbooks.daemonset import companions, draining
 from runbooks.daemonset.observing import Revision, Snapshot, observe, wait_for
 from runbooks.daemonset.patching import ON_DELETE, delete_pod, set_image, set_strategy, set_template
 from runbooks.daemonset.preflight import canary_prechecks, resolve_container
@@ -161,7 +162,7 @@ def _replace_canary_pod(ctx: StepContext, new: Revision, container: str) -> Step
             return None
         if p.phase == "Running" and p.ready and p.images.get(container) == run.image:
             return "ready", p
-        if p.waiting_reason in evidence.PULL_ERRORS:
+        if p.waiting_reason in failure.PULL_ERRORS:
             return "pull", p
         if p.crashloop or (p.restarts >= 2 and not p.ready):
             return "crashloop", p
@@ -194,32 +195,32 @@ def _pod_checks(ctx: StepContext, node: str, outcome: tuple[str, PluginPod] | No
         current = last.pod_on(node)
         state = f"{current.name} {current.phase}, ready={current.ready}" if current else "no pod"
         found = _evidence(ctx, current) if current is not None and current.restarts else {}
-        said = f"; {evidence.summary(found)}" if found and evidence.summary(found) else ""
+        said = f"; {failure.summary(found)}" if found and failure.summary(found) else ""
         return [failed("canary-pod-ready", f"the new pod on {node} was not Ready in {ctx.settings.ready_timeout:g}s "
                        f"({state}){said}", node, **found)]
     p = outcome[1]
     if outcome[0] == "pull":
         raw = _raw_pod(ctx, p)
-        _, reason, message = (evidence.pull_failure(raw) if raw else None) or ("", p.waiting_reason or "", "")
+        _, reason, message = (failure.pull_failure(raw) if raw else None) or ("", p.waiting_reason or "", "")
         return [failed("image-pull", f"{p.name} on {node} cannot pull {ctx.run.image}: {reason}"
                        f"{': ' + message if message else ''}", node, pod=p.name, reason=reason, message=message),
                 failed("canary-pod-ready", f"{p.name} on {node} never became Ready", node, pod=p.name)]
     if outcome[0] == "crashloop":
         found = _evidence(ctx, p)
-        said = evidence.summary(found)
+        said = failure.summary(found)
         return [failed("no-crashloop", f"{p.name} on {node} is crash-looping ({p.waiting_reason or 'restarting'}, "
                        f"{p.restarts} restart{'' if p.restarts == 1 else 's'}){'; ' + said if said else ''}", node,
                        pod=p.name, restarts=p.restarts, **found),
                 failed("canary-pod-ready", f"{p.name} on {node} never became Ready", node, pod=p.name)]
     raw = _raw_pod(ctx, p)
-    digest = evidence.image_id(raw, ctx.run.progress["saved"]["container"]) if raw else ""
+    digest = failure.image_id(raw, ctx.run.progress["saved"]["container"]) if raw else ""
     return [passed("canary-pod-ready", f"{p.name} on {node} is Running and Ready with {ctx.run.image}", node,
                    pod=p.name, revision=new.hash, image_id=digest)]
 
 
 def _raw_pod(ctx: StepContext, pod: PluginPod) -> dict[str, Any] | None:
     try:
-        return evidence.read_pod(ctx.cluster, ctx.run.target.namespace, pod.name)
+        return failure.read_pod(ctx.cluster, ctx.run.target.namespace, pod.name)
     except ClusterError:
         return None
 
@@ -227,7 +228,7 @@ def _raw_pod(ctx: StepContext, pod: PluginPod) -> dict[str, Any] | None:
 def _evidence(ctx: StepContext, pod: PluginPod) -> dict[str, Any]:
     """The failed container's last state, ``--previous`` log tail and known signatures."""
     raw = _raw_pod(ctx, pod)
-    return evidence.gather(ctx.cluster, raw, ctx.run.progress["saved"]["container"]) if raw else {}
+    return failure.gather(ctx.cluster, raw, ctx.run.progress["saved"]["container"]) if raw else {}
 
 
 def _others_on_old_revision(snap: Snapshot, others: list[str], new: Revision) -> Check:

@@ -44,6 +44,8 @@ SANDBOX_DELAY = 0.5
 PULL_SECONDS = 1.2
 SLOW_PULL_SECONDS = 180.0
 CRASH_AFTER = 1.0
+PULL_ERROR_SECONDS = 2.0
+"""How long ErrImagePull shows before the pod's next sync turns it into ImagePullBackOff."""
 TERMINATION_DELAY = 1.0
 DRA_RETRY = 10.0
 ORPHAN_QUARANTINE = 40.0
@@ -278,7 +280,44 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, C
         for ctr in rt.ctrs.values():
             self._event(pod, "Pulling", f'Pulling image "{ctr.image}"', ctr=ctr.name)
             took = SLOW_PULL_SECONDS if ctr.mode == "slow" else PULL_SECONDS
-            self._later(rt, took, lambda c=ctr, t=took: self._pulled(rt, c, t))
+            if ps.pull_error(ctr.image):
+                self._later(rt, PULL_SECONDS, lambda c=ctr: self._pull_failed(rt, c))
+            else:
+                self._later(rt, took, lambda c=ctr, t=took: self._pulled(rt, c, t))
+
+    def _pull_failed(self, rt: PodRt, ctr: Ctr) -> None:
+        """The registry refused the image: ErrImagePull, then ImagePullBackOff until the back-off
+        (10 s doubling to 300 s, as the kubelet's image back-off) lets it pull again."""
+        pod = self._pod(rt.uid)
+        error = ps.pull_error(ctr.image)
+        if pod is None or error is None:
+            return
+        assert self.sim is not None
+        self._event(pod, "Failed", f'Failed to pull image "{ctr.image}": {error}', "Warning", ctr=ctr.name)
+        self._event(pod, "Failed", "Error: ErrImagePull", "Warning", ctr=ctr.name)
+        ctr.pull_waiting = {"message": error, "reason": "ErrImagePull"}
+        ctr.backoff = min(ctr.backoff * 2, BACKOFF_MAX) if ctr.backoff else BACKOFF_START
+        self._write(rt)
+        self._later(rt, PULL_ERROR_SECONDS, lambda: self._pull_backoff(rt, ctr, error))
+
+    def _pull_backoff(self, rt: PodRt, ctr: Ctr, error: str) -> None:
+        pod = self._pod(rt.uid)
+        if pod is None:
+            return
+        assert self.sim is not None
+        self._event(pod, "BackOff", f'Back-off pulling image "{ctr.image}"', ctr=ctr.name)
+        self._event(pod, "Failed", "Error: ImagePullBackOff", "Warning", ctr=ctr.name)
+        ctr.pull_waiting = {"message": ps.pull_backoff_message(self.sim.minor, ctr.image, error),
+                            "reason": "ImagePullBackOff"}
+        self._write(rt)
+        self._later(rt, ctr.backoff, lambda: self._pull_again(rt, ctr))
+
+    def _pull_again(self, rt: PodRt, ctr: Ctr) -> None:
+        pod = self._pod(rt.uid)
+        if pod is None:
+            return
+        self._event(pod, "Pulling", f'Pulling image "{ctr.image}"', ctr=ctr.name)
+        self._later(rt, PULL_SECONDS, lambda: self._pull_failed(rt, ctr))
 
     def _pulled(self, rt: PodRt, ctr: Ctr, took: float) -> None:
         pod = self._pod(rt.uid)

@@ -39,6 +39,8 @@ class Ctr:
     """Why a container crashes other than its image tag says (a device plugin's bad config)."""
     config_error: str | None = None
     """Why the kubelet cannot create the container: a Secret or ConfigMap its environment reads is missing."""
+    pull_waiting: dict[str, str] | None = None
+    """The waiting state of a container whose image cannot be pulled (ErrImagePull, ImagePullBackOff)."""
 
     @property
     def ready(self) -> bool:
@@ -175,6 +177,8 @@ def container_status(ctr: Ctr, pod: dict[str, Any]) -> dict[str, Any]:
     elif ctr.state == "backoff":
         msg = ps.crashloop_message(ctr.backoff, ctr.name, pod)
         out["state"] = {"waiting": {"message": msg, "reason": "CrashLoopBackOff"}}
+    elif ctr.pull_waiting:
+        out["state"] = {"waiting": dict(ctr.pull_waiting)}
     elif ctr.config_error:
         out["state"] = {"waiting": {"message": ctr.config_error, "reason": "CreateContainerConfigError"}}
     else:

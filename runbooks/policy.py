@@ -666,6 +666,13 @@ class CanaryPolicy(Strict):
     the classes. False: one node may stand for the fleet (``node=auto`` still picks one per class)."""
 
 
+class ImagesPolicy(Strict):
+    """The images a request may name (policy ``images``)."""
+
+    allow_latest: bool = False
+    """Accept an explicit ``:latest`` tag (an untagged image is refused either way)."""
+
+
 class Policy(Strict):
     """The whole policy file; every section optional (docs/policy.md lists the defaults)."""
 
@@ -692,6 +699,8 @@ class Policy(Strict):
     """Where verify's metric checks and the reports' metric view read (``{url, bearer_token_file}``)."""
     gpu_resources: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu"])
     """Extended resources the inventory reports and checks per node."""
+    images: ImagesPolicy = Field(default_factory=ImagesPolicy)
+    """Which image references a request may name (``images.allow_latest``)."""
 
     @model_validator(mode="after")
     def _shell_approvals_need_identities(self) -> Policy:

@@ -67,9 +67,11 @@ def container_name(value: str) -> str:
     return dns1123_label(value, "container")
 
 
-def image_reference(value: str) -> str:
+def image_reference(value: str, *, allow_latest: bool = True) -> str:
     """``registry/repository:tag`` or ``…@sha256:<digest>``; a tag or a digest is required,
-    since an untagged image means ``:latest`` and cannot be rolled back to reliably."""
+    since an untagged image means ``:latest`` and cannot be rolled back to reliably; with
+    ``allow_latest`` false (the policy's ``images.allow_latest``), an explicit ``:latest`` tag
+    without a digest is refused too."""
     text = value.strip()
     match = IMAGE_REFERENCE.fullmatch(text)
     if match is None:
@@ -87,6 +89,11 @@ def image_reference(value: str) -> str:
         raise ValueError(
             f"image {value!r} has no tag or digest: name the version, e.g. {text}:v0.17.0 "
             "(an implicit :latest cannot be rolled back to reliably)"
+        )
+    if not allow_latest and match.group("tag") == "latest" and not match.group("digest"):
+        raise ValueError(
+            f"image {value!r} is tagged latest, which names whatever was pushed last: name the version "
+            "(e.g. :v0.17.0) or a digest; the policy's images.allow_latest: true accepts it"
         )
     return text
 

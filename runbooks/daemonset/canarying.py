@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import runbooks.daemonset.evidence as failure
 from runbooks import templates
 from runbooks.daemonset import checks as judge
 from runbooks.daemonset import companions, draining
@@ -37,7 +38,7 @@ from runbooks.daemonset.preflight import canary_prechecks, resolve_container
 from runbooks.engine.recording import failed, note, note_checks, passed, result
 from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, StepContext, StepResult
-from runbooks.errors import NotFound, plural
+from runbooks.errors import ClusterError, NotFound, plural
 from runbooks.inventory import PluginPod
 from runbooks.templates import same
 
@@ -163,6 +164,8 @@ def _replace_canary_pod(ctx: StepContext, new: Revision, container: str) -> Step
             return None
         if p.phase == "Running" and p.ready and p.images.get(container) == run.image:
             return "ready", p
+        if p.waiting_reason in failure.PULL_ERRORS:
+            return "pull", p
         if p.crashloop or (p.restarts >= 2 and not p.ready):
             return "crashloop", p
         return None
@@ -170,7 +173,8 @@ def _replace_canary_pod(ctx: StepContext, new: Revision, container: str) -> Step
     def settled() -> dict[str, tuple[str, PluginPod] | None] | None:
         last[0] = current = observe(ctx.cluster, run.target.namespace, run.target.name)
         states = {node: state(current, node) for node in nodes}
-        done = all(s is not None for s in states.values()) or any(s and s[0] == "crashloop" for s in states.values())
+        done = all(s is not None for s in states.values()) or any(
+            s and s[0] in ("crashloop", "pull") for s in states.values())
         return states if done else None
 
     outcome = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval, probe=settled)
@@ -192,15 +196,41 @@ def _pod_checks(ctx: StepContext, node: str, outcome: tuple[str, PluginPod] | No
     if outcome is None:
         current = last.pod_on(node)
         state = f"{current.name} {current.phase}, ready={current.ready}" if current else "no pod"
+        found = _evidence(ctx, current) if current is not None and current.restarts else {}
+        said = f"; {failure.summary(found)}" if found and failure.summary(found) else ""
         return [failed("canary-pod-ready", f"the new pod on {node} was not Ready in {ctx.settings.ready_timeout:g}s "
-                       f"({state})", node)]
+                       f"({state}){said}", node, **found)]
     p = outcome[1]
-    if outcome[0] == "crashloop":
-        return [failed("no-crashloop", f"{p.name} on {node} is crash-looping ({p.waiting_reason or 'restarting'}, "
-                       f"{p.restarts} restart{'' if p.restarts == 1 else 's'})", node, pod=p.name, restarts=p.restarts),
+    if outcome[0] == "pull":
+        raw = _raw_pod(ctx, p)
+        _, reason, message = (failure.pull_failure(raw) if raw else None) or ("", p.waiting_reason or "", "")
+        return [failed("image-pull", f"{p.name} on {node} cannot pull {ctx.run.image}: {reason}"
+                       f"{': ' + message if message else ''}", node, pod=p.name, reason=reason, message=message),
                 failed("canary-pod-ready", f"{p.name} on {node} never became Ready", node, pod=p.name)]
+    if outcome[0] == "crashloop":
+        found = _evidence(ctx, p)
+        said = failure.summary(found)
+        return [failed("no-crashloop", f"{p.name} on {node} is crash-looping ({p.waiting_reason or 'restarting'}, "
+                       f"{p.restarts} restart{'' if p.restarts == 1 else 's'}){'; ' + said if said else ''}", node,
+                       pod=p.name, restarts=p.restarts, **found),
+                failed("canary-pod-ready", f"{p.name} on {node} never became Ready", node, pod=p.name)]
+    raw = _raw_pod(ctx, p)
+    digest = failure.image_id(raw, ctx.run.progress["saved"]["container"]) if raw else ""
     return [passed("canary-pod-ready", f"{p.name} on {node} is Running and Ready with {ctx.run.image}", node,
-                   pod=p.name, revision=new.hash)]
+                   pod=p.name, revision=new.hash, image_id=digest)]
+
+
+def _raw_pod(ctx: StepContext, pod: PluginPod) -> dict[str, Any] | None:
+    try:
+        return failure.read_pod(ctx.cluster, ctx.run.target.namespace, pod.name)
+    except ClusterError:
+        return None
+
+
+def _evidence(ctx: StepContext, pod: PluginPod) -> dict[str, Any]:
+    """The failed container's last state, ``--previous`` log tail and known signatures."""
+    raw = _raw_pod(ctx, pod)
+    return failure.gather(ctx.cluster, raw, ctx.run.progress["saved"]["container"]) if raw else {}
 
 
 def _others_on_old_revision(snap: Snapshot, others: list[str], new: Revision) -> Check:

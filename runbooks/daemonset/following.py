@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from runbooks.daemonset.checks import listing
+from runbooks.daemonset.evidence import PULL_ERRORS
 from runbooks.daemonset.observing import Following, Snapshot, daemonset_done, wait_for
 from runbooks.daemonset.patching import delete_pod, delete_pods
 from runbooks.engine.recording import note
@@ -40,6 +41,18 @@ class Outcome:
 
 def _crashlooping(snap: Snapshot, revision_hash: str) -> list[str]:
     return [p.node for p in snap.pods if p.revision_hash == revision_hash and not p.deleting and p.crashloop]
+
+
+def _pull_failing(snap: Snapshot, revision_hash: str) -> list[str]:
+    """Nodes whose new pod cannot pull its image (ErrImagePull, ImagePullBackOff, InvalidImageName):
+    waiting longer does not make a tag exist."""
+    return [p.node for p in snap.pods if p.revision_hash == revision_hash and not p.deleting
+            and p.waiting_reason in PULL_ERRORS]
+
+
+def _pull_problem(snap: Snapshot, nodes: list[str]) -> str:
+    reason = next((p.waiting_reason for n in nodes if (p := snap.pod_on(n)) is not None and p.waiting_reason), "")
+    return f"the new pods on {listing(nodes)} cannot pull their image ({reason})"
 
 
 def _ready(ctx: StepContext, step: str, nodes: list[str], revision_hash: str) -> None:
@@ -97,6 +110,9 @@ def _follow_rollout(ctx: StepContext, following: Following, revision_hash: str, 
         looping = _crashlooping(snap, revision_hash)
         if looping:
             return Outcome(snap, behind, f"the new pods on {listing(looping)} are crash-looping")
+        pulling = _pull_failing(snap, revision_hash)
+        if pulling:
+            return Outcome(snap, behind, _pull_problem(snap, pulling), failing=pulling)
         if clock.now() - moved_at > dt.timedelta(seconds=settings.ready_timeout):
             return Outcome(snap, behind, f"no node moved for {settings.ready_timeout:g}s")
         following.wait(clock, settings.poll_interval)
@@ -120,11 +136,14 @@ def _replace_node_by_node(ctx: StepContext, following: Following, revision_hash:
 
         def ready(node: str = node) -> Snapshot | None:
             current = following.snapshot()
-            return current if node not in current.behind(revision_hash, [node]) or _crashlooping(current, revision_hash) else None
+            return current if node not in current.behind(revision_hash, [node]) or _crashlooping(current, revision_hash) \
+                or _pull_failing(current, revision_hash) else None
 
         current = wait_for(ctx.clock, timeout=settings.ready_timeout, interval=settings.poll_interval, probe=ready,
                            pause=lambda seconds: following.wait(ctx.clock, seconds))
         snap = current or following.snapshot()
+        if current is not None and _pull_failing(current, revision_hash):
+            return Outcome(snap, snap.behind(revision_hash), _pull_problem(current, [node]), failing=[node])
         if current is None or _crashlooping(current, revision_hash):
             why = "is crash-looping" if current is not None else f"was not Ready in {settings.ready_timeout:g}s"
             return Outcome(snap, snap.behind(revision_hash), f"the new pod on {node} {why}")
@@ -179,6 +198,9 @@ def _replace_nodes(ctx: StepContext, following: Following, nodes: list[str], rev
         looping = [n for n in _crashlooping(snap, revision_hash) if n in wanted]
         if looping:
             return Outcome(snap, behind, f"the new pods on {listing(looping)} are crash-looping", failing=looping)
+        pulling = [n for n in _pull_failing(snap, revision_hash) if n in wanted]
+        if pulling:
+            return Outcome(snap, behind, _pull_problem(snap, pulling), failing=pulling)
         old = [n for n in behind if (p := snap.pod_on(n)) is not None and not p.deleting and p.revision_hash != revision_hash
                and n not in deleted]
         replacing = set(old)

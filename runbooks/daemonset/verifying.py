@@ -26,6 +26,7 @@ from runbooks.daemonset import companions, metric_checks
 from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.dra_smoke import dra_smoke_test
 from runbooks.daemonset.events import WATCHED, Event, event_checks
+from runbooks.daemonset.evidence import attach as attach_evidence
 from runbooks.daemonset.observing import Snapshot, observe
 from runbooks.daemonset.smoke_testing import smoke_test
 from runbooks.daemonset.watched import EndReads
@@ -122,6 +123,7 @@ def verify(
                       budget=settings.log_budget),
         judge.gpu_capacity(scope, final, lowest, baseline, resources, everywhere=everywhere),
     ]
+    checks = attach_evidence(cluster, end, checks, scope=scope, container=container)
     if not everywhere:
         if others is None:
             others = [n for n in (baseline.nodes if baseline else end.nodes) if n not in scope]

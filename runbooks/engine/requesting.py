@@ -53,7 +53,7 @@ def check_request(
         parsed = validation.target(target, policy.target_refs)
         return CanaryRequest(
             namespace=parsed.namespace, name=parsed.name,
-            image=validation.image_reference(image) if image else "",
+            image=validation.image_reference(image, allow_latest=policy.images.allow_latest) if image else "",
             node=validation.node_names(node),
             container=validation.container_name(container) if container is not None else None,
             cluster=context_name(cluster) if cluster is not None else None,

@@ -7,6 +7,7 @@ exit 1; ``warn`` findings are worth reading first; ``info`` ones say what is unk
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -228,3 +229,61 @@ def all_findings(
     ]
     order = {"fail": 0, "warn": 1, "info": 2}
     return sorted(found, key=lambda f: order[f.severity])
+
+
+def by_severity(found: Sequence[Finding]) -> list[Finding]:
+    """The findings, the most severe first (the order within a severity kept)."""
+    order = {"fail": 0, "warn": 1, "info": 2}
+    return sorted(found, key=lambda f: order[f.severity])
+
+
+_MISSING_CLAIM = re.compile(r'(resourceclaim|resourceclaimtemplate) "([^"]+)" not found')
+
+
+def stuck_claim_findings(
+    *, waiting: Sequence[tuple[str, str, str, Sequence[str]]], claims: Sequence[ResourceClaim],
+    slices: Sequence[ResourceSlice] | None, claims_served: bool,
+) -> list[Finding]:
+    """Pods Pending on a ResourceClaim or ResourceClaimTemplate that does not exist (the
+    scheduler's ``resourceclaim "my-gpu" not found``, or a claim the pod names and the cluster
+    lacks), and claims allocated on a node where their driver publishes no ResourceSlice any
+    more (``slices`` None: the cluster serves no slices, nothing judged). ``waiting``: the
+    Pending pods as (namespace, name, the scheduler's message, the claims they name)."""
+    if not claims_served:
+        return []
+    out: list[Finding] = []
+    existing = {(c.namespace, c.name) for c in claims}
+    for ns, pod, said, named in waiting:
+        found = _MISSING_CLAIM.search(said)
+        if found:
+            kind, name = found.group(1), found.group(2)
+        else:
+            name = next((n for n in named if (ns, n) not in existing), "")
+            kind = "resourceclaim"
+        if not name:
+            continue
+        what = "ResourceClaimTemplate" if kind == "resourceclaimtemplate" else "ResourceClaim"
+        field = "resourceClaimTemplateName" if what == "ResourceClaimTemplate" else "resourceClaimName"
+        out.append(Finding(
+            severity="warn", code="claim-missing", object=f"pod/{ns}/{pod}",
+            message=f"pod {ns}/{pod} is Pending on {what} {name!r}, which does not exist in {ns}"
+            + (f" (the scheduler: {kind} \"{name}\" not found)" if found else ""),
+            next_step=f"create the {what} {name} in {ns} (kubectl -n {ns} get {kind}s lists those there), or fix "
+            f"the pod's spec.resourceClaims[].{field}; the pod is scheduled once it exists",
+        ))
+    if slices is None:
+        return out
+    served = {(s.node, s.driver) for s in slices}
+    for c in claims:
+        gone = sorted(d for d in c.drivers if c.node and (c.node, d) not in served)
+        if c.state.startswith("allocated") and gone:
+            users = _listing(c.reserved_for) or "no pod"
+            out.append(Finding(
+                severity="warn", code="claim-driver-gone", object=f"resourceclaim/{c.namespace}/{c.name}",
+                message=f"ResourceClaim {c.namespace}/{c.name} is allocated on {c.node} to {', '.join(gone)}, which "
+                f"publishes no ResourceSlice there any more (used by {users}): a pod using it cannot start there again",
+                next_step=f"repair or redeploy the kubelet plugin of {', '.join(gone)} on {c.node} (kubectl get ds -A); "
+                f"if it was removed on purpose, delete the pods using the claim and then the claim (kubectl -n "
+                f"{c.namespace} delete resourceclaim {c.name}) so that new ones are allocated where the driver runs",
+            ))
+    return out

@@ -23,7 +23,7 @@ from runbooks.cluster.resources import (
     Resource,
 )
 from runbooks.inventory import plugins, reading, stacks
-from runbooks.inventory.findings import all_findings
+from runbooks.inventory.findings import all_findings, by_severity, stuck_claim_findings
 from runbooks.inventory.models import (
     DaemonSet,
     DeviceClass,
@@ -85,11 +85,15 @@ def take_inventory(
         feature_gate=gate, stage=stage, served_versions=apis.served_versions, kinds=apis.kinds,
         read_versions={kind: res.version for kind, res in apis.chosen.items()},
     )
-    findings = all_findings(
+    findings = by_severity(all_findings(
         dra=dra, nodes=nodes, daemonsets=daemonsets, classes=classes, slices=slices, claims=claims,
         gpu_resources=resources, missing_targets=selection.missing_targets, max_unavailable=max_unavailable,
         every_plugin=not targets,
-    )
+    ) + stuck_claim_findings(
+        waiting=[(p.namespace, p.name, p.unschedulable, p.claims) for p in pods if p.phase == PENDING],
+        claims=claims, slices=slices if "ResourceSlice" in apis.chosen else None,
+        claims_served="ResourceClaim" in apis.chosen,
+    ))
     return Inventory(
         taken_at=taken_at, context=cluster.context, server=cluster.server, gpu_resources=list(resources),
         kubernetes=KubernetesInfo(version=version.git_version, minor=version.minor, platform=version.platform),
@@ -220,17 +224,22 @@ class PodUse:
     node: str
     requests: dict[str, int]
     claims: list[str]
+    unschedulable: str = ""
+    """The scheduler's message while the pod is not scheduled (PodScheduled False)."""
 
 
 def pod_use(obj: Obj, resources: tuple[str, ...]) -> PodUse | None:
     """What a pod uses (GPUs of ``resources`` it requests, claims it names); None if neither."""
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     requests, claims = reading.requested(spec, resources), reading.claims_of_pod(obj)
-    if not (requests or claims):
-        return None  # page by page, only the pods that matter are kept
+    if not (requests or claims or spec.get("resourceClaims")):
+        return None  # page by page, only the pods that matter are kept (a template's pod too)
+    status = obj.get("status") or {}
+    unscheduled = next((str(c.get("message") or "") for c in status.get("conditions") or []
+                        if c.get("type") == "PodScheduled" and c.get("status") == "False"), "")
     return PodUse(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
-                  phase=(obj.get("status") or {}).get("phase", ""), node=str(spec.get("nodeName") or ""),
-                  requests=requests, claims=claims)
+                  phase=status.get("phase", ""), node=str(spec.get("nodeName") or ""),
+                  requests=requests, claims=claims, unschedulable=unscheduled)
 
 
 PENDING = "Pending"

@@ -262,3 +262,20 @@ def test_verify_judges_every_node_with_a_log_sample_covering_every_zone() -> Non
         "sim-zone-a": (14, 2), "sim-zone-b": (13, 2), "sim-zone-c": (13, 2)}
     assert "found on 6 nodes; the other 34 nodes advertise nvidia.com/gpu" in check.detail
     assert "covering all 3 failure domains" in check.detail
+
+
+def test_a_failed_verify_carries_the_crashed_containers_evidence(sim: KubeSim) -> None:
+    """Issue 36 item 4: verify of a crash-looping canary (-crash) attaches to its failed
+    crash check the pod's last state, its --previous log tail and the socket-permission
+    signature with its fix; the other failed checks carry none (one log read)."""
+    h = harness(sim, image=NEW + "-crash")
+    STEPS.canary(h.ctx)
+    result = STEPS.verify_canary(h.ctx)
+    with_tail = [c for c in result.checks if "log_tail" in c.evidence]
+    assert [c.name for c in with_tail] == ["no-crashloop"], [c.name for c in result.failed]
+    found = with_tail[0].evidence
+    assert found["last_state"]["exit_code"] == 1
+    assert any("mkdir /var/lib/kubelet/device-plugins: permission denied" in ln for ln in found["log_tail"])
+    assert [s["signature"] for s in found["signatures"]] == ["socket-permission"]
+    assert "mount /var/lib/kubelet/device-plugins as a hostPath" in with_tail[0].detail
+    assert STEPS.rollback(h.ctx).ok

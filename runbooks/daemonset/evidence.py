@@ -1,0 +1,187 @@
+"""The failure's own words (issue 36, item 4): what a failed plugin container left behind.
+
+For a pod whose container failed, :func:`gather` reads the container's last state (reason,
+exit code) from the pod's status, the tail of its ``--previous`` log (bounded:
+:data:`TAIL_LINES` lines, :data:`TAIL_BYTES` bytes; secrets scrubbed) through the adapter,
+and matches its lines against :data:`SIGNATURES`, the known failures of GPU device plugins,
+each with what it means and the fix. :func:`pull_failure` names a container whose image
+cannot be pulled (``ErrImagePull``, ``ImagePullBackOff``, ``InvalidImageName``) with the
+registry's message: waiting longer does not make a tag exist.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from runbooks.cluster import Cluster
+from runbooks.cluster.resources import PODS
+from runbooks.daemonset.observing import Snapshot
+from runbooks.engine.steps import Check, CheckStatus
+from runbooks.errors import ClusterError, scrub, shorten
+
+TAIL_LINES = 40
+TAIL_BYTES = 4096
+PULL_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
+_PEM_BEGIN, _PEM_END = re.compile(r"-----BEGIN [A-Z ]+-----"), re.compile(r"-----END [A-Z ]+-----")
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A known failure: a pattern of its log line, what it means and the fix."""
+
+    name: str
+    pattern: re.Pattern[str]
+    meaning: str
+    fix: str
+
+
+SIGNATURES: tuple[Signature, ...] = (
+    Signature("driver-mismatch", re.compile(r"Driver/library version mismatch", re.I),
+              "the plugin's NVML does not match the node's kernel driver (a build for a newer driver branch, "
+              "or a driver upgraded without a reboot)",
+              "use a plugin build for the node's driver branch, or upgrade the driver (and reboot) first"),
+    Signature("nvml-missing", re.compile(r"could not load NVML library|Failed to initialize NVML|"
+                                         r"libnvidia-ml\.so\.1: cannot open shared object file", re.I),
+              "the plugin cannot load NVML: the NVIDIA driver or container toolkit is not visible in the container",
+              "install the NVIDIA Container Toolkit and make nvidia the default runtime (or set runtimeClassName), "
+              "or keep the plugin off nodes without GPUs"),
+    Signature("socket-permission", re.compile(r"/var/lib/kubelet/device-plugins[^\s]*:? .*permission denied|"
+                                              r"permission denied.*/var/lib/kubelet/device-plugins", re.I),
+              "the plugin may not create its socket in /var/lib/kubelet/device-plugins (or reach kubelet.sock)",
+              "mount /var/lib/kubelet/device-plugins as a hostPath and run the container privileged or as root "
+              "(check SELinux/AppArmor)"),
+    Signature("device-open", re.compile(r"failed to open device|/dev/nvidia\S*: (no such file|permission denied)",
+                                        re.I),
+              "the plugin cannot open a GPU device node (/dev/nvidia*)",
+              "check the driver is loaded on the node (nvidia-smi) and the device nodes exist; with a device "
+              "list strategy of volume-mounts or CDI, check the runtime's configuration"),
+    Signature("config", re.compile(r"unable to load config", re.I),
+              "the plugin's configuration (flags, environment or config file) is invalid",
+              "correct the option the line names, or roll back to the previous template"),
+)
+
+
+def matches(lines: list[str]) -> list[dict[str, str]]:
+    """Each signature found in ``lines``, once, with the first line that shows it; a line an
+    earlier (more specific) signature explains is not matched again (NVML's ``Failed to
+    initialize NVML: Driver/library version mismatch`` is a driver mismatch, not a missing NVML)."""
+    found = []
+    explained: set[int] = set()
+    for sig in SIGNATURES:
+        hits = [i for i, ln in enumerate(lines) if i not in explained and sig.pattern.search(ln)]
+        explained.update(hits)
+        line = lines[hits[0]] if hits else None
+        if line is not None:
+            found.append({"signature": sig.name, "line": shorten(line.strip(), 300), "meaning": sig.meaning,
+                          "fix": sig.fix})
+    return found
+
+
+def _status(pod: dict[str, Any], container: str) -> dict[str, Any]:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == container:
+            return dict(status)
+    return {}
+
+
+def pull_failure(pod: dict[str, Any]) -> tuple[str, str, str] | None:
+    """(container, reason, registry's message) of the first container whose image cannot be pulled."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in PULL_ERRORS:
+            return str(status.get("name") or ""), str(waiting["reason"]), scrub(str(waiting.get("message") or ""))
+    return None
+
+
+def read_pod(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
+    """One pod, listed by name (the bot may list and watch pods, not get them); None if gone."""
+    found = cluster.list_objects(PODS, namespace=namespace, field_selector=f"metadata.name={name}")
+    return found[0] if found else None
+
+
+def image_id(pod: dict[str, Any], container: str) -> str:
+    """The digest the runtime resolved for ``container`` (``status.containerStatuses[].imageID``)."""
+    return str(_status(pod, container).get("imageID") or "")
+
+
+def tail(text: str, *, lines: int = TAIL_LINES, limit: int = TAIL_BYTES) -> list[str]:
+    """The last ``lines`` lines of ``text``, at most ``limit`` bytes of them, secrets scrubbed."""
+    kept = scrub(text).splitlines()[-lines:]
+    end = next((i for i, ln in enumerate(kept) if _PEM_END.search(ln)), None)
+    if end is not None and not any(_PEM_BEGIN.search(ln) for ln in kept[:end]):
+        kept = ["<redacted>", *kept[end + 1:]]  # the tail began inside a PEM block: its start was cut off
+    while kept and len("\n".join(kept).encode()) > limit:
+        kept = kept[1:] if len(kept) > 1 else [kept[0].encode()[-limit:].decode("utf-8", "ignore")]
+    return kept
+
+
+def gather(cluster: Cluster, pod: dict[str, Any], container: str) -> dict[str, Any]:
+    """The evidence of a failed container: ``last_state``, ``log_tail``, ``signatures`` (and
+    ``log_problem`` when the previous log could not be read)."""
+    meta, status = pod.get("metadata") or {}, _status(pod, container)
+    term = (status.get("lastState") or {}).get("terminated") or {}
+    out: dict[str, Any] = {"container": container}
+    if term:
+        out["last_state"] = {"reason": term.get("reason") or "", "exit_code": term.get("exitCode")}
+    try:
+        text = cluster.pod_log(meta.get("namespace", ""), meta.get("name", ""), container=container,
+                               tail_lines=TAIL_LINES, previous=True)
+    except ClusterError as exc:
+        out["log_problem"] = shorten(scrub(str(exc)), 200)
+        text = ""
+    out["log_tail"] = tail(text)
+    out["signatures"] = matches(out["log_tail"])
+    return out
+
+
+def summary(evidence: dict[str, Any]) -> str:
+    """One sentence: the last state and the first known signature's meaning and fix."""
+    parts = []
+    last = evidence.get("last_state")
+    if last:
+        parts.append(f"last exit {last.get('reason') or 'unknown'} (code {last.get('exit_code')})")
+    sigs = evidence.get("signatures") or []
+    if sigs:
+        parts.append(f"{sigs[0]['meaning']}: {sigs[0]['fix']}")
+    elif evidence.get("log_tail"):
+        parts.append(f"last log line: {shorten(evidence['log_tail'][-1], 200)}")
+    return "; ".join(parts)
+
+
+EVIDENCED = ("no-crashloop", "restarts-stable", "pods-ready")
+"""The checks of verify that a failed plugin container makes fail, in the order evidence is attached."""
+
+
+def attach(cluster: Cluster, snap: Snapshot, checks: list[Check], *, scope: Sequence[str],
+           container: str | None) -> list[Check]:
+    """``checks`` with the evidence of the first failing plugin pod in ``scope`` (restarted,
+    crash-looping or unable to pull its image) added to the first of :data:`EVIDENCED` that
+    failed or could not be made: one pod's previous log is read, whatever the fleet's size."""
+    target = next((c for name in EVIDENCED for c in checks
+                   if c.name == name and c.status in (CheckStatus.FAIL, CheckStatus.UNKNOWN)), None)
+    if target is None:
+        return checks
+    pod = next((p for n in scope if (p := snap.pod_on(n)) is not None and not p.deleting
+                and (p.restarts or p.crashloop or p.waiting_reason in PULL_ERRORS)), None)
+    if pod is None:
+        return checks
+    try:
+        raw = read_pod(cluster, str(snap.meta.get("namespace") or ""), pod.name)
+    except ClusterError:
+        return checks
+    if raw is None:
+        return checks
+    pulling = pull_failure(raw)
+    if pulling:
+        found: dict[str, Any] = {"pod": pod.name, "container": pulling[0], "reason": pulling[1], "message": pulling[2]}
+        said = f"{pod.name} cannot pull its image: {pulling[1]}: {pulling[2]}"
+    else:
+        names = [str(c.get("name")) for c in (raw.get("spec") or {}).get("containers") or []]
+        found = {"pod": pod.name, **gather(cluster, raw, container or (names[0] if names else ""))}
+        said = f"{pod.name}: {summary(found)}" if summary(found) else ""
+    detail = f"{target.detail}; {said}" if said else target.detail
+    return [c.model_copy(update={"detail": detail, "evidence": {**c.evidence, **found}}) if c is target else c
+            for c in checks]

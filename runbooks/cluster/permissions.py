@@ -61,7 +61,8 @@ RULES: tuple[Rule, ...] = (
     Rule("cluster", "apps", ("controllerrevisions",), ("list",), "inventory, canary, promote, rollback",
          "inventory/taking.py (each plugin's current revision, wherever it runs), daemonset/observing.py"),
     Rule("cluster", "", ("pods/log",), ("get",), "inventory, verify, canary, promote",
-         "inventory/taking.py (each plugin's registration line, wherever it runs), daemonset/smoke_testing.py"),
+         "inventory/taking.py (each plugin's registration line, wherever it runs), daemonset/smoke_testing.py, "
+         "daemonset/evidence.py (a failed container's previous log)"),
     Rule("cluster", "apps", ("deployments",), ("list",), "preflight", "dra/preflight.py (the DRA drivers' controllers)"),
     Rule("cluster", "", ("events",), ("list", "watch"), "verify, canary, promote, stability reports",
          "daemonset/events.py, stability/collecting.py"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kubesim import installkinds
+from kubesim import admission, installkinds
 
 
 def statefulset(obj: dict[str, Any]) -> None:
@@ -61,3 +61,16 @@ DEFAULTERS: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("apps", "statefulsets"): statefulset, ("", "namespaces"): namespace, ("", "nodes"): node,
     ("storage.k8s.io", "csidrivers"): csidriver}
 DEFAULTERS.update({("", "secrets"): installkinds.secret, ("", "services"): installkinds.service})
+
+
+def _with_template(first: Callable[[dict[str, Any]], None] | None) -> Callable[[dict[str, Any]], None]:
+    """The kind's own defaulter (if any), then ``SetDefaults_PodSpec`` on its pod template."""
+    def default(obj: dict[str, Any]) -> None:
+        if first is not None:
+            first(obj)
+        admission.default_template(obj)
+    return default
+
+
+DEFAULTERS[("", "pods")] = admission.default_pod
+DEFAULTERS.update({kind: _with_template(DEFAULTERS.get(kind)) for kind in admission.TEMPLATED})

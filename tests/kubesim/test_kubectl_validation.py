@@ -190,3 +190,32 @@ def test_workload_template_defaulted_but_not_admitted(kubectl: Kubectl) -> None:
             assert absent not in spec, absent
     finally:
         kubectl("delete", "ds", "tmpl", "--wait=false")
+
+
+def test_every_namespace_has_the_root_ca_the_token_volume_projects(sim: KubeSim, kubectl: Kubectl) -> None:
+    """Issue 35 item 2: the kube-root-ca.crt ConfigMap the token volume projects is in every namespace, a new
+    one too, with the cluster's CA (the one in the kubeconfig), so a created pod's volumes mount and it runs."""
+    import base64
+
+    import yaml
+    ca = base64.b64decode(yaml.safe_load(sim.kubeconfig.read_text())["clusters"][0]["cluster"][
+        "certificate-authority-data"]).decode()
+    kubectl("create", "namespace", "rootca")
+    try:
+        for ns in ("default", "kube-system", "rootca"):
+            _wait(lambda n=ns: kubectl.run("get", "configmap", "kube-root-ca.crt", "-n", n, check=False).returncode == 0)
+            assert kubectl("get", "configmap", "kube-root-ca.crt", "-n", ns, "-o", r"jsonpath={.data.ca\.crt}") == ca
+        body = pod("runs", [ctr("app")], nodeName="gpu-node1")
+        body["metadata"]["namespace"] = "rootca"
+        kubectl("create", "-f", "-", input=json.dumps(body))
+        _wait(lambda: kubectl("get", "pod", "runs", "-n", "rootca", "-o", "jsonpath={.status.phase}") == "Running")
+    finally:
+        kubectl("delete", "namespace", "rootca", "--wait=false")
+
+
+def _wait(predicate: Any, timeout: float = 60.0) -> None:
+    import time
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.2)

@@ -10,7 +10,8 @@
   ``resources.claims[]`` a declared ``spec.resourceClaims`` entry;
 - a DaemonSet, Deployment, ReplicaSet or StatefulSet whose selector does not select its template's
   labels (``spec.template.metadata.labels: Invalid value: map[string]string{…}: `selector` does not
-  match template `labels```);
+  match template `labels```); a StatefulSet's template is checked for its labels only, as
+  ``ValidatePodTemplateSpecForStatefulSet`` does;
 - ``resource.k8s.io``: a ResourceClass's ``driverName`` (1.27) and a ResourceSlice's ``spec.driver``
   a DNS-1123 subdomain once lower-cased (``ValidateCSIDriverName``); each DeviceClass selector has a
   ``cel`` expression;
@@ -158,7 +159,7 @@ def _selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, s
     return parsed.matches(labels)
 
 
-def _workload(spec: Mapping[str, Any]) -> list[Cause]:
+def _workload(spec: Mapping[str, Any], *, statefulset: bool) -> list[Cause]:
     template = spec.get("template") or {}
     labels = (template.get("metadata") or {}).get("labels")
     causes: list[Cause] = []
@@ -167,15 +168,19 @@ def _workload(spec: Mapping[str, Any]) -> list[Cause]:
         causes.append(("spec.template.metadata.labels", "FieldValueInvalid",
                        f"Invalid value: {go_map(labels)}: {SELECTOR_MISMATCH}"))
     causes += _labels(template.get("metadata") or {}, "spec.template.metadata.labels")
+    if statefulset:  # ValidatePodTemplateSpecForStatefulSet leaves the pod spec out (its mounts may
+        return causes  # name volumeClaimTemplates, which are no volumes of the template)
     return causes + _containers(template.get("spec") or {}, "spec.template.spec")
 
 
 def _dra(res: ResourceType, obj: Mapping[str, Any]) -> list[Cause]:
     if res.plural == "resourceclasses":
         return driver_name(obj.get("driverName"), "driverName")
-    if res.plural == "resourceslices":
-        spec = obj.get("spec") or {}
-        return driver_name(spec.get("driver"), "spec.driver") if isinstance(spec, dict) else []
+    if res.plural == "resourceslices":  # spec.driver from v1alpha3 (1.31), driverName before
+        spec = obj.get("spec")
+        if isinstance(spec, dict) and "driver" in spec:
+            return driver_name(spec["driver"], "spec.driver")
+        return driver_name(obj["driverName"], "driverName") if "driverName" in obj else []
     if res.plural == "deviceclasses":
         return [(f"spec.selectors[{i}].cel", "FieldValueRequired", "Required value")
                 for i, sel in enumerate((obj.get("spec") or {}).get("selectors") or [])
@@ -196,7 +201,7 @@ def causes(res: ResourceType, obj: Mapping[str, Any], *, old: Mapping[str, Any] 
     if res.group_resource == PODS:
         found += _containers(spec, "spec")
     elif res.group_resource in WORKLOADS:
-        found += _workload(spec)
+        found += _workload(spec, statefulset=res.plural == "statefulsets")
     elif res.group == "resource.k8s.io":
         found += _dra(res, obj)
     if old is not None and res.group_resource in IMMUTABLE_SELECTORS:

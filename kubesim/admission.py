@@ -26,7 +26,6 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 TOKEN_SECONDS = 3607
 TOLERATION_SECONDS = 300

@@ -122,7 +122,7 @@ def _labels(metadata: Mapping[str, Any], field: str) -> list[Cause]:
 def _containers(spec: Mapping[str, Any], field: str) -> list[Cause]:
     """``validateContainers`` then ``validateInitContainers``: names, mounts and claims."""
     volumes = {v.get("name") for v in spec.get("volumes") or [] if isinstance(v, dict)}
-    claims = sorted({c.get("name") for c in spec.get("resourceClaims") or [] if isinstance(c, dict) and c.get("name")})
+    claims = sorted({str(c["name"]) for c in spec.get("resourceClaims") or [] if isinstance(c, dict) and c.get("name")})
     causes: list[Cause] = []
     seen: set[str] = set()
     for kind in ("containers", "initContainers"):
@@ -197,7 +197,8 @@ def causes(res: ResourceType, obj: Mapping[str, Any], *, old: Mapping[str, Any] 
     if rule is not None and name and not rule[0].fullmatch(name):
         found.append(_invalid("metadata.name", name, rule[1]))
     found += _labels(metadata, "metadata.labels")
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    raw = obj.get("spec")
+    spec: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
     if res.group_resource == PODS:
         found += _containers(spec, "spec")
     elif res.group_resource in WORKLOADS:

@@ -64,8 +64,8 @@ from kubesim.hardware import A100_535, H100_550, Stack, equip
 from kubesim.installkinds import BuiltinObjects
 from kubesim.kubelets import KubeletController
 from kubesim.namespaces import NamespaceController
-from kubesim.rootca import RootCAPublisher
 from kubesim.nodestatus import UnschedulableTaints
+from kubesim.rootca import RootCAPublisher
 from kubesim.scheduling import Scheduler
 from kubesim.simulation import Simulation
 from kubesim.statefulsets import StatefulSetController

@@ -128,6 +128,25 @@ def test_dra_driver_names_and_class_selectors(sim: KubeSim, kubectl: Kubectl) ->
     assert refusal(kubectl, dc) == 'The DeviceClass "no-cel" is invalid: spec.selectors[0].cel: Required value'
 
 
+def test_statefulset_pods_mount_their_claim_templates(kubectl: Kubectl) -> None:
+    """Issue 35 item 1: a StatefulSet whose container mounts a volumeClaimTemplate is valid, and its pod gets
+    the claim's volume (claimName <template>-<pod>) as the StatefulSet controller adds it, so the pod passes
+    the pod validation that refuses a mount naming no volume."""
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web", "namespace": "default"},
+           "spec": {"selector": {"matchLabels": {"app": "web"}}, "serviceName": "web", "template": {
+               "metadata": {"labels": {"app": "web"}},
+               "spec": {"containers": [ctr("app", volumeMounts=[{"name": "data", "mountPath": "/data"}])]}},
+               "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                   "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}}
+    kubectl("create", "-f", "-", input=json.dumps(sts))
+    try:
+        _wait(lambda: kubectl.run("get", "pod", "web-0", check=False).returncode == 0)
+        volumes = kubectl.json("get", "pod", "web-0")["spec"]["volumes"]
+        assert volumes[0] == {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}}
+    finally:
+        kubectl("delete", "sts", "web", "--wait=false")
+
+
 # ------------------------------------------------------------------ item 2: admission defaults
 def test_created_pod_gets_admission_defaults(kubectl: Kubectl) -> None:
     """Issue 35 item 2: a pod created with only a container gets SetDefaults_PodSpec's fields, the

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kubesim import classicdra, installkinds
+from kubesim import admission, classicdra, installkinds
 
 
 def statefulset(obj: dict[str, Any]) -> None:
@@ -62,3 +62,16 @@ DEFAULTERS: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("storage.k8s.io", "csidrivers"): csidriver}
 DEFAULTERS.update({("", "secrets"): installkinds.secret, ("", "services"): installkinds.service})
 DEFAULTERS.update(classicdra.DEFAULTERS)  # allocationMode of v1alpha2 claims
+
+
+def _with_template(first: Callable[[dict[str, Any]], None] | None) -> Callable[[dict[str, Any]], None]:
+    """The kind's own defaulter (if any), then ``SetDefaults_PodSpec`` on its pod template."""
+    def default(obj: dict[str, Any]) -> None:
+        if first is not None:
+            first(obj)
+        admission.default_template(obj)
+    return default
+
+
+DEFAULTERS[("", "pods")] = admission.default_pod
+DEFAULTERS.update({kind: _with_template(DEFAULTERS.get(kind)) for kind in admission.TEMPLATED})

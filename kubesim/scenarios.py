@@ -67,6 +67,7 @@ from kubesim.installkinds import BuiltinObjects
 from kubesim.kubelets import KubeletController
 from kubesim.namespaces import NamespaceController
 from kubesim.nodestatus import UnschedulableTaints
+from kubesim.rootca import RootCAPublisher
 from kubesim.scheduling import Scheduler
 from kubesim.simulation import Simulation
 from kubesim.statefulsets import StatefulSetController
@@ -348,6 +349,7 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
         _gpu_large(b, kubelet, 5000 if nodes is None else nodes)
     b.load()
     sim.add_controller("namespaces", NamespaceController())
+    sim.add_controller("root-ca-cert-publisher", RootCAPublisher())
     sim.add_controller("daemonsets", DaemonSetController())
     sim.add_controller("deployments", DeploymentController())
     sim.add_controller("replicasets", ReplicaSetController())

@@ -181,6 +181,11 @@ class StatefulSetController:
             spec.setdefault("subdomain", sts["spec"]["serviceName"])
         spec.setdefault("schedulerName", "default-scheduler")
         spec.setdefault("priority", 0)
+        claims = [c["metadata"]["name"] for c in sts["spec"].get("volumeClaimTemplates") or []
+                  if isinstance(c, dict) and (c.get("metadata") or {}).get("name")]
+        if claims:  # updateStorage: a volume per claim template (its PVC), before the template's own
+            spec["volumes"] = [{"name": c, "persistentVolumeClaim": {"claimName": f"{c}-{name}"}} for c in claims] + [
+                v for v in spec.get("volumes") or [] if v.get("name") not in claims]
         labels = {**(tmeta.get("labels") or {}), HASH_LABEL: revision["metadata"]["name"], NAME_LABEL: name}
         if self.sim.minor >= 28:
             labels[INDEX_LABEL] = str(index)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim import errors, installkinds, schemas, validation
+from kubesim import apivalidation, errors, installkinds, schemas, validation
 from kubesim.clock import SimClock, rfc3339
 from kubesim.defaults import DEFAULTERS
 from kubesim.resources import ApiSurface, ResourceType
@@ -272,9 +272,7 @@ class Store:
                 [
                     (
                         "metadata.name",
-                        f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist '
-                        "of lower case alphanumeric characters, '-' or '.', and must start and "
-                        "end with an alphanumeric character",
+                        f'Invalid value: "{name}": {apivalidation.SUBDOMAIN_MSG}',
                     )
                 ],
             )
@@ -390,7 +388,7 @@ class Store:
             else:
                 nm.pop("namespace", None)
         new["apiVersion"], new["kind"] = res.api_version, res.kind
-        validation.validate(res, new, subresource=subresource)
+        validation.validate(res, new, subresource=subresource, old=current)
         if unchanged_write(current, new):  # the API server skips a write that changes nothing
             return current
         if dry_run:

@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from kubesim import errors
+from kubesim import apivalidation, errors
 from kubesim.resources import ResourceType
 from kubesim.selectors import SelectorError, label_selector_from_spec
 
@@ -53,11 +53,15 @@ def prepare_for_create(res: ResourceType, obj: dict[str, Any]) -> None:
         obj["status"] = {}
 
 
-def validate(res: ResourceType, obj: dict[str, Any], *, subresource: str | None = None) -> None:
-    """Raise the API server's 422 when ``obj`` (as it would be stored) is invalid."""
-    if subresource is None and res.group_resource in POD_SPECS:
-        causes = _pod_spec_ids((obj.get("spec") or {}), "spec") if res.group_resource == PODS else \
-            _pod_spec_ids(((obj.get("spec") or {}).get("template") or {}).get("spec") or {}, "spec.template.spec")
+def validate(res: ResourceType, obj: dict[str, Any], *, subresource: str | None = None,
+             old: dict[str, Any] | None = None) -> None:
+    """Raise the API server's 422 when ``obj`` (as it would be stored; ``old`` the stored one on an
+    update) is invalid."""
+    if subresource is None:
+        causes = apivalidation.causes(res, obj, old=old)
+        if res.group_resource in POD_SPECS:
+            causes += _pod_spec_ids((obj.get("spec") or {}), "spec") if res.group_resource == PODS else \
+                _pod_spec_ids(((obj.get("spec") or {}).get("template") or {}).get("spec") or {}, "spec.template.spec")
         if causes:
             raise errors.invalid_object(res, (obj.get("metadata") or {}).get("name") or "", causes)
     if res.group_resource != PDBS:

@@ -68,7 +68,7 @@ Found with worker processes: a worker starting while another serves posted a sec
 request message for a gate the other was posting at that moment."""
 NOTICE_THREADS, NOTICE_BACKLOG = 2, 512
 """Threads (and queued answers) that tell people the bot is busy or over a quota; beyond, the
-answer is dropped and counted (``upgradebot_commands_total{outcome="unanswered"}``)."""
+answer is sent on the request's own thread (its ack waits for it), never dropped."""
 
 
 def secrets_of(settings: Settings) -> list[str]:

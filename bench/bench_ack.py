@@ -21,7 +21,13 @@ these cores, during the bot's bursts only (the bare app sends none). Two scenari
 busy channel). The bare app only acks. Prints p50/p99/max of each, the ratio, and how
 every command was answered (nobody should be told the bot is busy below 200 at once).
 
-``python -m bench.bench_ack [--rounds 20] [--concurrency 1 50 200] [--verb help --verb inventory] [--nodes 5000] [--idle]``
+With ``--read-only`` the bot is ``serve`` without a policy file (no promotion: it answers
+help and inventory in its own process) and a burst passes when every command is answered,
+its inventory or told the bot is busy, and ``upgradebot_commands_total{outcome="unanswered"}``
+is 0 (issue 40, item 5: ``--read-only --verb inventory --concurrency 50 200 --rounds 30``
+sends 7,500).
+
+``python -m bench.bench_ack [--rounds 20] [--concurrency 1 50 200] [--verb help --verb inventory] [--nodes 5000] [--idle] [--read-only]``
 """
 
 from __future__ import annotations
@@ -181,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=16, help="HTTP threads of both servers")
     parser.add_argument("--nodes", type=int, default=5000, help="GPU nodes of the kubesim gpu-large cluster")
     parser.add_argument("--idle", action="store_true", help="no promotion running while the commands arrive")
+    parser.add_argument("--read-only", action="store_true",
+                        help="serve without a policy file (implies --idle): every command must be answered")
     parser.add_argument("--kubesim-nice", type=int, default=10,
                         help="niceness of kubesim (default 10: it stands for an API server on machines of its own, "
                              "so it yields these cores to the servers measured, as the bot's workers do; 0: an equal share)")
@@ -214,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
                "UPGRADEBOT_HTTP_THREADS": str(args.threads), "PYTHONPATH": os.getcwd()}
         policy = Path(tmp) / "policy.yaml"
         policy.write_text(json.dumps(POLICY))
-        env["UPGRADEBOT_CONFIG"] = str(policy)
+        if not args.read_only:
+            env["UPGRADEBOT_CONFIG"] = str(policy)
         procs: list[subprocess.Popen[str]] = []
         try:
             niced = ["nice", "-n", str(args.kubesim_nice)] if args.kubesim_nice else []
@@ -232,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.slack_nice:
                 os.nice(args.slack_nice)  # the children keep their own priority
             store = RedisRunStore.from_url(redis_server.url)
-            run_id = None if args.idle else promotion_running(fake, bot_url, store, args.nodes)
+            run_id = None if args.idle or args.read_only else promotion_running(fake, bot_url, store, args.nodes)
             worst = 0
             for verb in args.verb:
                 for concurrency in args.concurrency:
@@ -330,8 +339,22 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
           f"ephemeral, {limited} refused by the user's quota of long commands (one user sends them all), "
           f"{busy} told the bot is busy (target: none below 200 at once), "
           f"{commands - posted - ephemeral} still waiting for a worker")
+    if args.read_only:
+        unanswered = unanswered_count(bot_url)
+        print(f"  unanswered (upgradebot_commands_total{{outcome=\"unanswered\"}}, since serve started): {unanswered:g}")
+        return 1 if late > 0 or unanswered > 0 or posted + ephemeral < commands else 0
     missed = late > 0 or (concurrency > 1 and ratio > 1.5) or (concurrency < 200 and busy > 0)
     return 1 if missed else 0
+
+
+def unanswered_count(bot_url: str) -> float:
+    """The bot's ``upgradebot_commands_total{outcome="unanswered"}`` (0 when never counted)."""
+    import urllib.request
+
+    with urllib.request.urlopen(bot_url + "/metrics", timeout=10) as answer:
+        lines = answer.read().decode().splitlines()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines
+               if line.startswith("upgradebot_commands_total{") and 'outcome="unanswered"' in line)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import pytest
 from bot.storage.embedded import EmbeddedRedis
 from kubesim import KubeSim
 from tests.prometheus_support import Prometheus
+from tests.starving import Starvation
 from tests.support import Kubectl
 
 
@@ -72,3 +73,14 @@ def prometheus(prometheus_server: Prometheus) -> Iterator[Prometheus]:
     prometheus_server.clear()
     yield prometheus_server
     prometheus_server.clear()
+
+
+@pytest.fixture
+def starvation() -> Iterator[Starvation]:
+    """Stops chosen processes past their lease and resumes them (:mod:`tests.starving`);
+    every process still stopped is resumed when the test ends (issue 40, item 2)."""
+    starving = Starvation()
+    try:
+        yield starving
+    finally:
+        starving.release()

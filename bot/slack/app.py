@@ -318,13 +318,14 @@ class Listeners:
             self._quota_done(body)
 
     def _later(self, respond: Respond, body: dict[str, Any], text: str) -> None:
-        """Say ``text`` from the notice pool, so the ack is not held up; a full pool drops it (counted)."""
+        """Say ``text`` from the notice pool, so the ack is not held up; when the pool is full,
+        on this thread (the request's own: its ack waits for it), so no answer is ever dropped
+        (issue 40, item 5: a burst of busy answers in read-only ``serve`` overflowed the pool)."""
         notices = self.deps.notices
         if notices is None:
             threading.Thread(target=self._say, args=(respond, body, text), daemon=True).start()
         elif not notices.submit(self._say, respond, body, text):
-            self.deps.metrics.commands.labels(verb="-", outcome="unanswered", surface="slack").inc()
-            log.warning("too many answers waiting to be sent: one was dropped")
+            self._say(respond, body, text)
 
     def _claimed(self, kind: str, body: dict[str, Any], retry: str | None, respond: Respond) -> bool:
         """Whether this delivery is the first; a Redis that does not answer is said, never silent."""

@@ -68,7 +68,7 @@ Found with worker processes: a worker starting while another serves posted a sec
 request message for a gate the other was posting at that moment."""
 NOTICE_THREADS, NOTICE_BACKLOG = 2, 512
 """Threads (and queued answers) that tell people the bot is busy or over a quota; beyond, the
-answer is dropped and counted (``upgradebot_commands_total{outcome="unanswered"}``)."""
+answer is sent on the request's own thread (its ack waits for it), never dropped."""
 
 
 def secrets_of(settings: Settings) -> list[str]:
@@ -194,12 +194,14 @@ def build_front(settings: Settings, policy: Policy, *, store: RedisRunStore, job
 
     The verbs are known by name and lane only (the workers run them); readiness checks
     Slack, Redis, the worker processes ``serve`` started and that each lane has a live
-    consumer (:meth:`~bot.jobs.Jobs.check_consumers`); ``/metrics`` adds theirs."""
+    consumer (:meth:`~bot.jobs.Jobs.check_consumers`), also with ``UPGRADEBOT_WORKER_PROCESSES=0``
+    (the workers run elsewhere); ``/metrics`` adds theirs."""
     verbs = chat_verbs(Deps(policy=policy, connect=connector(settings)))
     checks: dict[str, Check] = {"redis": jobs.ping}
     if workers is not None:
         checks["workers"] = workers.check
-        checks["consumers"] = jobs.check_consumers  # a worker that runs but takes nothing off a lane
+    # not ready until each lane's consumer has beaten once, serve's own workers or outside ones
+    checks["consumers"] = jobs.check_consumers
     metrics = Metrics(workers_dir=workers.metrics_dir if workers is not None else None)
     return build_service(settings, policy, verbs=verbs, jobs=jobs, checks=checks, runs_by_state=runs_by_state(store),
                          metrics=metrics, readiness_cache=readiness_cache)

@@ -389,7 +389,7 @@ class Driver:
             scratch = None
             deletions = cleanup_deletions(run)
         scoped = ScopedCluster(cluster, run.target, scratch=scratch, templates=templates, own=own,
-                               deletions=deletions) if cluster is not None else None
+                               deletions=deletions, fence=lease.fence) if cluster is not None else None
         ctx = StepContext(cluster=scoped, run=run, save_progress=lambda update: run,
                           record=lambda step: None, clock=self.writer.clock, settings=self.settings,
                           paused=lambda: self.writer.get(run.id).pause is not None,

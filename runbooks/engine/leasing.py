@@ -3,7 +3,9 @@
 A lease is a key in the store holding the worker's owner id with a time to live. The
 worker renews it from a background thread every third of the TTL while it works, and
 passes its owner id with every write (the store refuses the write once the lease is
-someone else's: :class:`runbooks.engine.store.LeaseLost`). A worker that dies stops renewing;
+someone else's: :class:`runbooks.engine.store.LeaseLost`). Each cluster mutation of a step is
+fenced the same way (:meth:`Lease.fence`, called by the step's scoped cluster right before
+it sends the write): a worker whose lease was lost stops before its next effect. A worker that dies stops renewing;
 another takes the run over when the lease expires — or at once when ``owner_dead`` can
 tell the holder is gone (the shell checks whether a process id on this host still
 lives, so ``upgradebot resume`` right after a crash does not wait for the TTL).
@@ -54,11 +56,23 @@ class Lease:
         if self.lost.is_set():
             raise LeaseLost(self.run_id, self.owner, self.store.lease_owner(self.run_id))
 
+    def fence(self) -> None:
+        """Right before a cluster mutation: ``LeaseLost`` unless the lease is still this worker's.
+
+        The store checks the holder and renews the lease in one atomic step (a take-over from
+        this owner to itself; the owner id, random per process, is the fencing token), so a
+        process stopped past its lease — whose renewing thread has not yet noticed — sends
+        nothing once another worker holds the run, or once the lease ran out."""
+        self.check()
+        if not self.store.take_over_lease(self.run_id, self.owner, self.owner, self.ttl):
+            self.lost.set()
+            raise LeaseLost(self.run_id, self.owner, self.store.lease_owner(self.run_id))
+
     def _renew(self) -> None:
         interval = max(0.05, self.ttl.total_seconds() / 3)
         while not self._stop.wait(interval):
-            try:
-                if not self.store.acquire_lease(self.run_id, self.owner, self.ttl):
+            try:  # renewed only while still ours: a lease that ran out is lost, never taken again here
+                if not self.store.take_over_lease(self.run_id, self.owner, self.owner, self.ttl):
                     self.lost.set()
                     return
             except Exception:  # a store hiccup: try again next interval, the TTL covers it

@@ -16,6 +16,7 @@ and nothing else; a cleanup run the ResourceClaims its approved request lists.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from runbooks.cluster.resources import DAEMONSETS, DEPLOYMENTS, DRA_GROUP, NODES, PODS, WORKLOADS
@@ -41,13 +42,15 @@ class ScopedCluster(Writes):
 
     def __init__(self, cluster: Any, target: Target, *, scratch: str | None = None,
                  templates: tuple[str, ...] = (), deletions: tuple[str, ...] | None = None,
-                 own: tuple[str, ...] = ()) -> None:
+                 own: tuple[str, ...] = (), fence: Callable[[], None] = lambda: None) -> None:
         """``templates``: a migration's ResourceClaimTemplates (its approved change names them);
         ``deletions``: a repair's pods (their paths), the only writes it may make; ``own``: the
-        workloads of the target's kind the run creates and deletes (a migration canary's duplicate)."""
+        workloads of the target's kind the run creates and deletes (a migration canary's duplicate);
+        ``fence`` is called right before each write is sent and raises when the run is no longer
+        this worker's (:meth:`runbooks.engine.leasing.Lease.fence`): nothing is sent then."""
         self._cluster, self._target, self._scratch, self._templates = cluster, target, scratch, templates
         self._own = own
-        self._deletions = deletions
+        self._deletions, self._fence = deletions, fence
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cluster, name)
@@ -67,6 +70,7 @@ class ScopedCluster(Writes):
                     else f"the {self._target.kind} itself and the ResourceClaimTemplates of its approved change")
             raise OutOfScope(f"a step of the run on {self._target.ref} tried to {method} {path}: only "
                              f"{what} may change; nothing was sent")
+        self._fence()
         result: dict[str, Any] = self._cluster.write_json(method, path, action=action, body=body,
                                                           content_type=content_type, query=query)
         return result

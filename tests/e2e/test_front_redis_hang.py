@@ -21,8 +21,8 @@ from kubesim import KubeSim
 from tests.e2e.harness import USERGROUPS
 from tests.e2e.runs_support import SlackClient, eventually
 from tests.e2e.test_serve_restart import start
-from tests.e2e.test_serve_workers import environment
-from tests.fakeslack import FakeSlack, get
+from tests.e2e.test_serve_workers import environment, front_answers
+from tests.fakeslack import FakeSlack
 from tests.support import reap
 
 
@@ -44,7 +44,7 @@ def test_a_hanging_redis_gets_a_busy_answer_within_slacks_3_seconds_and_nothing_
         serve, url = start(env, log)
         redis_pid = redis_server._proc.pid  # type: ignore[union-attr]
         try:
-            eventually(lambda: get(url + "/readyz").status == 200, "ready: Slack and Redis answer")
+            eventually(lambda: front_answers(url), "Slack and Redis answer (no worker: no consumer)")
             client = SlackClient(url, fake)
             assert client.command("help", user="U0ANA").status == 200
             assert queued_texts(redis_server.url) == ["help"]

@@ -55,3 +55,32 @@ def test_a_dead_consumer_turns_readyz_not_ready_naming_its_lane(redis_url: str) 
             service.stop_workers(timeout=5)
             processes.stop(timeout=1)
             store.close()
+
+
+def test_readyz_with_outside_workers_waits_for_their_first_heartbeat(redis_url: str) -> None:
+    """Issue 40, item 4 (readiness that means ready): a front end with no worker processes of its
+    own (``UPGRADEBOT_WORKER_PROCESSES=0``, the workers run elsewhere) answers /readyz 503 naming
+    the lanes until a worker's consumers have beaten once through Redis, then 200."""
+    raw_client(redis_url).flushdb()
+    with FakeSlack() as fake:
+        settings = Settings(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET, SLACK_APP_TOKEN=None,
+                            SLACK_API_URL=fake.api_url, REDIS_URL=redis_url, UPGRADEBOT_CONFIG=None,
+                            UPGRADEBOT_WORKER_PROCESSES=0)
+        store = RedisRunStore.from_url(redis_url)
+        service = build_front(settings, POLICY, store=store, jobs=Jobs.from_url(redis_url), workers=None,
+                              readiness_cache=0)
+        http = HttpServer(service.wsgi(), port=0, threads=2).start()
+        worker = Jobs.from_url(redis_url)
+        try:
+            answer = get(http.url + "/readyz")
+            checks = json.loads(answer.body)["checks"]
+            assert answer.status == 503 and all(lane in checks["consumers"] for lane in LANES), checks
+            assert "workers" not in checks, "no worker processes of its own to check"
+            worker.consume(lambda lane, kind, payload: None, lanes=set(LANES), threads=1)
+            eventually(lambda: get(http.url + "/readyz").status == 200, "ready once the outside worker has beaten")
+            assert json.loads(get(http.url + "/readyz").body)["checks"]["consumers"] == "ok"
+        finally:
+            worker.stop(timeout=5)
+            http.stop(timeout=5)
+            service.stop_workers(timeout=5)
+            store.close()

@@ -10,7 +10,6 @@ once to on-call.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from kubesim import KubeSim
 from runbooks.engine.runs import RunState
 from tests.fakeslack import FakeSlack
 from tests.report_support import monitoring_run, wait_until
+from tests.starving import Starvation
 
 LEASE = "2"
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,17 +38,18 @@ def sim() -> Iterator[KubeSim]:
 
 
 class StoppingSlack(FakeSlack):
-    """The fake Slack, which stops the process given to :meth:`stop_at` when its first
-    message starting with ``text`` arrives (the message lands; the poster has not yet read
-    Slack's answer, let alone recorded it)."""
+    """The fake Slack, which stops the process given to :meth:`stop_at` (through the test's
+    :class:`~tests.starving.Starvation`) when its first message starting with ``text``
+    arrives (the message lands; the poster has not yet read Slack's answer, let alone
+    recorded it)."""
 
-    def stop_at(self, text: str, pid: int) -> None:
-        self._stop_text, self._stop_pid, self.stopped = text, pid, False
+    def stop_at(self, text: str, pid: int, starvation: Starvation) -> None:
+        self._stop_text, self._stop_pid, self._starvation, self.stopped = text, pid, starvation, False
 
     def answer(self, method: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
         if (method == "chat.postMessage" and not getattr(self, "stopped", True)
                 and str(body.get("text", "")).startswith(self._stop_text)):
-            os.kill(self._stop_pid, signal.SIGSTOP)
+            self._starvation.stop(self._stop_pid)
             self.stopped = True
         return super().answer(method, body, headers)
 
@@ -69,7 +70,7 @@ def posted(slack: FakeSlack, after: str) -> list[str]:
 
 
 def test_a_leader_stopped_past_its_lease_mid_post_does_not_post_again_when_resumed(
-    sim: KubeSim, redis_url: str, tmp_path: Path
+    sim: KubeSim, redis_url: str, tmp_path: Path, starvation: Starvation
 ) -> None:
     """Issue 40 item 1 (starvation): replica A leads; its 1 h report reaches Slack's thread and A is
     SIGSTOPped there, past its 2 s lease; B takes the lease (a newer fencing token) and posts
@@ -85,12 +86,12 @@ def test_a_leader_stopped_past_its_lease_mid_post_does_not_post_again_when_resum
             procs.append(a)
             wait_until(lambda: store.leader() == "bot-a")
             procs.append(replica(redis_url, sim, slack, "bot-b", tmp_path / "b.log", "1h", "2h"))
-            slack.stop_at("Stability report (1h)", a.pid)
+            slack.stop_at("Stability report (1h)", a.pid, starvation)
             sim.advance("1h")
-            wait_until(lambda: slack.stopped, timeout=60)
-            wait_until(lambda: store.leader() == "bot-b", timeout=60)  # A's lease ran out while it was stopped
-            wait_until(lambda: "oncall" in posted(slack, "1h"), timeout=60)
-            a.send_signal(signal.SIGCONT)
+            starvation.wait_stopped(a.pid, timeout=60)
+            # A's lease ran out while it was stopped: B leads and posted what A had not claimed
+            starvation.resume_when(a.pid, lambda: store.leader() == "bot-b" and "oncall" in posted(slack, "1h"),
+                                   timeout=60)
             wait_until(lambda: store.report_record(run.id, "1h").get("posted_at"), timeout=60)
             sim.advance("1h")
             wait_until(lambda: store.get(run.id).state is RunState.DONE, timeout=60)  # type: ignore[union-attr]

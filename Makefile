@@ -11,7 +11,7 @@ TOOLS  ?= .venv-tools
 # subprocess, so two share CI's two cores well; PYTEST_ARGS replaces it
 PYTEST_ARGS ?= -n 2
 
-.PHONY: test test-under-load demo lint bench clean install image manifests prometheus
+.PHONY: test test-under-load demo lint bench clean install image manifests prometheus lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -86,8 +86,24 @@ image:
 	@engine=$$(command -v docker || command -v podman) || { echo "make image: neither docker nor podman is installed" >&2; exit 2; }; \
 	$$engine build -f deploy/Dockerfile -t $(IMAGE) .
 
+# The image's lock (deploy/requirements.lock): pyproject.toml's runtime dependencies and its
+# build backend, each at the newest version allowed, with the sha256 of every file PyPI has
+# for it (any platform), for `pip install --require-hashes` in deploy/Dockerfile. Resolved
+# on this Python (the image's minor version) against PyPI alone: no local index or wheel
+# directory from pip's configuration. `make test` checks it (tests/integration/test_image_lock.py).
+LOCKTOOLS ?= .venv-lock
+$(LOCKTOOLS)/bin/pip-compile:
+	$(PYTHON) -m venv $(LOCKTOOLS)
+	$(LOCKTOOLS)/bin/python -m pip install --quiet --upgrade pip
+	$(LOCKTOOLS)/bin/python -m pip install --quiet 'pip-tools>=7.4,<8'
+
+lock: $(LOCKTOOLS)/bin/pip-compile
+	PIP_CONFIG_FILE=/dev/null CUSTOM_COMPILE_COMMAND="make lock" $(LOCKTOOLS)/bin/pip-compile --quiet --upgrade \
+	    --generate-hashes --allow-unsafe --all-build-deps --strip-extras --no-emit-index-url --no-emit-find-links \
+	    --output-file deploy/requirements.lock pyproject.toml
+
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) $(TOOLS) build .pytest_cache
+	rm -rf $(VENV) $(TOOLS) $(LOCKTOOLS) build .pytest_cache

@@ -604,3 +604,5 @@ def unsafe_character(argument: str, character: str) -> str:
 def request_warnings(warnings: list[str]) -> str:
     """What the request's checks could not vouch for (an unknown compatibility combination): shown, not refused."""
     return "Warnings (not refused; judge before approving):\n" + "\n".join(f"- {w}" for w in warnings)
+
+CHART_NOT_INSTALLED = "No chart: this installation has no matplotlib (the `upgradebot[charts]` extra); the report above is complete without it."

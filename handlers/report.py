@@ -100,6 +100,9 @@ def present(report: StabilityReport, *, lead: str = "", last: bool = False) -> R
     files, thread = [], _thread(report)
     try:
         png = report_chart(report)
+    except ModuleNotFoundError:  # the [charts] extra is not installed (the image): the text is the report
+        thread.append(Message(title=msg.CHART_NOT_INSTALLED))
+        png = None
     except Exception as exc:  # the text says it all; a chart that cannot be drawn is noted, never fatal
         log.warning("the chart of %s could not be drawn: %s", report.run_id, type(exc).__name__)
         thread.append(Message(title=msg.CHART_FAILED))

@@ -45,7 +45,7 @@ def error_socket_mode_failed(reason: str) -> str:
 
 
 def warning_auth_test_failed(reason: str) -> str:
-    return f"Slack auth.test failed ({reason}): /readyz answers 503 until it succeeds"
+    return f"Slack auth.test failed ({reason}): /readyz reports it (the replica stays ready) until it succeeds"
 
 
 def policy_unreadable(path: str, reason: str) -> str:

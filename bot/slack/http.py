@@ -9,7 +9,8 @@ listeners, with a job queue) may queue it and have it acked here; anything it do
 take goes to Bolt's WSGI adapter. Anything raised on the way is a 500 whose body is one line
 (``internal error``), logged as one line naming the exception's type and where it was raised.
 ``GET /healthz`` says the process answers; ``GET /readyz`` runs the readiness checks
-(Slack ``auth.test``, the run store's ping, …: callables plugged in by the wiring);
+(the run store's ping, the workers, …: callables plugged in by the wiring; Slack's ``auth.test``
+and the cluster are *reported*, listed under ``reported``, never making the process unready);
 ``GET /metrics`` is the Prometheus exposition. :class:`HttpServer` runs the WSGI app on
 waitress (a production WSGI server: a thread pool behind one asyncore loop) and stops
 it gracefully: no new connections, requests in flight answered, then closed.
@@ -161,7 +162,8 @@ class WebApp:
             return _answer(start_response, "200 OK", b"ok\n")
         if path == "/readyz":
             ready, results = self.readiness.check()
-            body = json.dumps({"ready": ready, "checks": results, "mode": self.readiness.mode},
+            body = json.dumps({"ready": ready, "checks": results, "mode": self.readiness.mode,
+                               "reported": sorted(self.readiness.reported)},
                               sort_keys=True).encode() + b"\n"
             return _answer(start_response, "200 OK" if ready else "503 Service Unavailable", body, "application/json")
         if path == "/metrics" and self.with_metrics:

@@ -142,6 +142,10 @@ class Metrics:
         self.socket_connected = prometheus_client.Gauge(
             "upgradebot_socket_mode_connected", "1 while a Socket Mode connection is up", registry=self.registry,
         )
+        self.slack_up = prometheus_client.Gauge(
+            "upgradebot_slack_up", "1 when Slack's auth.test last answered (readiness reports it, never fails on it)",
+            registry=self.registry,
+        )
         self.jobs_dead_lettered = prometheus_client.Counter(
             "upgradebot_jobs_dead_lettered", "Queued jobs a worker could not decode, moved to the dead-letter list, "
             "by lane and reason", ["lane", "reason"], registry=self.registry,

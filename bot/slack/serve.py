@@ -180,8 +180,9 @@ def build_service(
                      workers=workers, metrics=metrics, decision_workers=decision_workers, quotas=quotas,
                      notices=notices, decisions=decisions, jobs=jobs)
     app, listeners = build_app(settings, policy, deps, identity=identity)
-    readiness = Readiness({"slack": lambda: identity.refresh(web), **(checks or {})},
+    readiness = Readiness({"slack": slack_check(identity, web, metrics), **(checks or {})},
                           cache_seconds=readiness_cache, secrets=secrets_of(settings))
+    readiness.reported.add("slack")  # reported: a Slack outage takes no replica out of rotation
     return Service(settings=settings, policy=policy, metrics=metrics, web=web, identity=identity,
                    directory=directory, registry=registry, router=router, workers=workers,
                    decision_workers=decision_workers, app=app, readiness=readiness,
@@ -324,8 +325,8 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
               + ("" if socket_mode else "/slack/events") + "\n")
     out.flush()
     try:
-        service.identity.refresh(service.web)
-    except Exception as exc:  # not fatal: readiness says so until Slack answers
+        slack_check(service.identity, service.web, service.metrics)()
+    except Exception as exc:  # not fatal: /readyz and upgradebot_slack_up report it until Slack answers
         log.warning(startup_msg.warning_auth_test_failed(error_code(exc)))
     handler = None
     if socket_mode:
@@ -342,7 +343,7 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
             if runtime is not None:
                 runtime.stop(timeout=1)
             raise SettingsError(startup_msg.error_socket_mode_failed(error_code(exc))) from exc
-        service.readiness.add("socket_mode", handler.check)
+        service.readiness.add("socket_mode", handler.check, required=False)  # Slack's side: reported, never unready
     stop.wait()
     log.info("stopping: no new requests, long reads cancelled, finishing the work in progress (up to %.0f s)", drain)
     http.stop_accepting()
@@ -386,3 +387,18 @@ def exit_leaving_work(code: int, out: TextIO) -> int:
         out.flush()
         os._exit(code)
     return code
+
+
+def slack_check(identity: BotIdentity, web: SlackWeb, metrics: Metrics) -> Check:
+    """``/readyz``'s ``slack`` check (auth.test), reported only: a Slack outage takes no replica
+    out of rotation (issue 34 item 5); ``upgradebot_slack_up`` says what the last check saw."""
+
+    def check() -> None:
+        try:
+            identity.refresh(web)
+        except Exception:
+            metrics.slack_up.set(0)
+            raise
+        metrics.slack_up.set(1)
+
+    return check

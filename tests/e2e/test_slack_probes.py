@@ -21,8 +21,11 @@ def test_healthz(bot: Bot) -> None:
     assert get(bot.url + "/healthz").status == 200
 
 
-def test_readyz_follows_slack_and_plugged_checks(fake_slack: FakeSlack, cluster: KubeSim, redis_url: str) -> None:
-    """/readyz is 200 when auth.test and a plugged Redis ping pass, 503 with the reason when one fails."""
+def test_readyz_reports_slack_and_follows_plugged_checks(fake_slack: FakeSlack, cluster: KubeSim,
+                                                         redis_url: str) -> None:
+    """/readyz is 200 when auth.test and a plugged Redis ping pass; a failed auth.test is reported
+    (the slack check failed with its reason, ``upgradebot_slack_up`` 0) yet /readyz stays 200, so a
+    Slack outage takes no replica out of rotation (issue 34 item 5); a failed Redis ping is 503."""
     import redis
     from redis.backoff import NoBackoff
     from redis.retry import Retry
@@ -34,9 +37,13 @@ def test_readyz_follows_slack_and_plugged_checks(fake_slack: FakeSlack, cluster:
     try:
         ready = get(http.url + "/readyz")
         assert ready.status == 200 and json.loads(ready.body)["checks"] == {"redis": "ok", "slack": "ok"}
+        assert "upgradebot_slack_up 1.0" in get(http.url + "/metrics").body.decode()
         fake_slack.auth_ok = False
-        not_ready = json.loads(get(http.url + "/readyz").body)
-        assert not_ready["ready"] is False and "account_inactive" in not_ready["checks"]["slack"]
+        slack_down = get(http.url + "/readyz")
+        answer_down = json.loads(slack_down.body)
+        assert slack_down.status == 200 and answer_down["ready"] is True, answer_down
+        assert "account_inactive" in answer_down["checks"]["slack"] and answer_down["reported"] == ["slack"]
+        assert "upgradebot_slack_up 0.0" in get(http.url + "/metrics").body.decode()
         fake_slack.auth_ok = True
         service.readiness.add("redis", down.ping)
         answer = get(http.url + "/readyz")

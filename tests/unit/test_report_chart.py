@@ -10,6 +10,7 @@ import zlib
 import pytest
 
 from handlers import charts
+from handlers import messages as msg
 from handlers import report as report_handler
 from runbooks.stability.reporting import build_report
 from runbooks.stability.tallying import MAX_HOURS, TOTAL, Seen, Tally
@@ -116,4 +117,18 @@ def test_a_chart_that_cannot_be_drawn_is_noted_and_the_report_stays_whole(monkey
     report = build_report(run(), now=now(), tally=a_tally(), info={}, policy=POLICY)
     reply = report_handler.present(report)
     assert reply.files == [] and "could not be drawn" in (reply.thread[-1].title or "")
+    assert reply.title == "Stability report of r-judge001: DEGRADED" and reply.fields and "BackOff" in str(reply.table)
+
+
+def test_without_matplotlib_the_report_is_its_text_and_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34 item 4: charts are the optional ``[charts]`` extra (the image ships without
+    matplotlib); where it is not installed the report is whole, with no file and a note saying
+    why, and nothing is logged as a failure."""
+    import sys
+
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")] + ["matplotlib"]:
+        monkeypatch.setitem(sys.modules, name, None)  # an import of it raises ModuleNotFoundError, as when absent
+    report = build_report(run(), now=now(), tally=a_tally(), info={}, policy=POLICY)
+    reply = report_handler.present(report)
+    assert reply.files == [] and reply.thread[-1].title == msg.CHART_NOT_INSTALLED
     assert reply.title == "Stability report of r-judge001: DEGRADED" and reply.fields and "BackOff" in str(reply.table)

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,18 +52,40 @@ def _columns(kubectl: Kubectl, *args: str) -> list[str]:
     return re.split(r"\s{2,}", kubectl("get", *args).splitlines()[0].strip())
 
 
+def readme_install_commands() -> list[list[str]]:
+    """The kubectl commands of README's "Create the namespace and the two Secrets" step, as
+    written there (continuation lines joined, comments dropped), with the placeholders filled:
+    the test runs what a reader would paste, so the README and the test cannot drift apart."""
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"Create the namespace and the two Secrets.*?```sh\n(.*?)```", readme, re.S)
+    assert block, "README has no shell block under 'Create the namespace and the two Secrets'"
+    text = block.group(1).replace("\\\n", " ")
+    filled = {"xoxb-…": SLACK_TOKEN, "xapp-…": "xapp-issue34", '"$(openssl rand -hex 24)"': REDIS_PASSWORD}
+    commands = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        for placeholder, value in filled.items():
+            line = line.replace(placeholder, value)
+        if line:
+            words = shlex.split(line)
+            assert words[0] == "kubectl", line
+            commands.append(words[1:])
+    return commands
+
+
 def _apply_json(kubectl: Kubectl, *objs: dict) -> str:
     return kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}))
 
 
 @pytest.fixture(scope="module")
 def installed(sim: KubeSim, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The README's steps 5 and 6, verbatim, for every overlay; what each ``apply -k`` printed."""
-    kubectl("create", "namespace", "upgradebot")
-    kubectl("-n", "upgradebot", "create", "secret", "generic", "upgradebot-slack",
-            f"--from-literal=bot-token={SLACK_TOKEN}", "--from-literal=app-token=xapp-issue34")
-    kubectl("-n", "upgradebot", "create", "secret", "generic", "upgradebot-redis",
-            f"--from-literal=password={REDIS_PASSWORD}")
+    """The README's steps 5 and 6, verbatim (step 5 read from the README itself), for every
+    overlay; what each ``apply -k`` printed."""
+    commands = readme_install_commands()
+    assert [c[:2] for c in commands] == [["create", "namespace"], ["-n", "upgradebot"], ["-n", "upgradebot"]], commands
+    for command in commands:
+        kubectl(*command)
+    assert "kubectl apply -k deploy/overlays/socket-mode" in (ROOT / "README.md").read_text()
     out: dict[str, str] = {}
     for overlay in OVERLAYS:
         proc = kubectl.run("apply", "-k", str(overlay))

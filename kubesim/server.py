@@ -47,6 +47,9 @@ from kubesim.watching import end_watches, serve_watch
 SERVICE_ACCOUNT = "system:serviceaccount:upgradebot:upgradebot"
 PUBLIC_PATHS = ("/healthz", "/readyz", "/livez", "/version")
 MUTATING = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+REVIEWS = frozenset({"selfsubjectaccessreviews", "selfsubjectrulesreviews", "selfsubjectreviews"})
+"""Created and answered, never stored: asking the API server a question changes nothing, so a
+review is not in the log of mutating requests (``/sim/v1/requests``)."""
 APPLY_PATCH = "application/apply-patch+yaml"
 PATCH_TYPES = (
     "application/json-patch+json",
@@ -225,7 +228,7 @@ class ApiServer:
             raise
         finally:
             self.request_counts[(verb, target.res.plural, code)] += 1
-            if method in MUTATING:
+            if method in MUTATING and target.res.plural not in REVIEWS:
                 self.sim.mutations.append(
                     {
                         "verb": verb,

@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from kubesim import KubeSim
+from tests.e2e.runs_support import eventually
 from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get, post, slash_command
 from tests.support import free_ports
 
@@ -67,8 +68,9 @@ def test_serve_answers_and_stops_on_sigterm(cluster: KubeSim, tmp_path: Path, re
         body = slash_command("help", response_url=fake.response_url())
         assert post(url + "/slack/events", body).status == 200
         (answer,) = fake.wait_for("response_url")
-        assert "/upgrade inventory" in answer.body["blocks"][-1]["text"]["text"]
-        assert get(url + "/readyz").status == 200
+        assert any("/upgrade inventory" in block["text"]["text"] for block in answer.body["blocks"] if "text" in block)
+        # ready once each lane's consumer has beaten (a worker may still be starting)
+        eventually(lambda: get(url + "/readyz").status == 200, "serve ready", timeout=60)
         err = bot.stop()
     assert bot.proc.returncode == 0, err
     assert "stopping" in err and BOT_TOKEN not in err and SIGNING_SECRET not in err

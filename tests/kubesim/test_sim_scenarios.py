@@ -18,11 +18,11 @@ def test_unknown_scenario_names_the_known_ones():
 
 
 def test_controllers_are_registered_by_name():
-    """The simulation runs the namespaces, root CA publisher, workload, disruption, node lifecycle, node IPAM, kubelet and scheduler
-    controllers, the API server's built-in objects, the CRDs' kinds and Jobs."""
+    """The simulation runs the namespaces, root CA publisher, workload, disruption, node lifecycle, node IPAM,
+    node heartbeat, kubelet and scheduler controllers, the API server's built-in objects, the CRDs' kinds and Jobs."""
     assert set(small().controllers) == {"namespaces", "daemonsets", "deployments", "replicasets", "statefulsets",
                                         "disruption", "nodelifecycle", "nodeipam", "kubelet", "scheduler", "builtins",
-                                        "crds", "jobs", "root-ca-cert-publisher"}
+                                        "crds", "jobs", "root-ca-cert-publisher", "nodeheartbeats"}
 
 
 @pytest.mark.parametrize("minor", [27, 31, 34])

@@ -1,11 +1,36 @@
-"""Helpers shared by the in-process kubesim controller tests (no HTTP)."""
+"""Helpers shared by the in-process kubesim controller tests (no HTTP), and the per-release
+clusters of the kubectl conformance modules (:func:`per_release`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
+from kubesim import KubeSim
 from kubesim.scenarios import build
 from kubesim.simulation import Simulation
+from tests.support import Kubectl
+
+RELEASES = ["1.27", "1.32", "1.34"]
+"""The releases a conformance module checks each behaviour on, as the real kubectl sees it."""
+
+
+def per_release() -> tuple[Any, Any]:
+    """A conformance module's ``sim`` and ``kubectl`` fixtures (``sim, kubectl = per_release()``):
+    one gpu-small kubesim per release of :data:`RELEASES`, shared by the module's tests."""
+
+    @pytest.fixture(scope="module", params=RELEASES, name="sim")
+    def sim(request: pytest.FixtureRequest) -> Iterator[KubeSim]:
+        with KubeSim(scenario="gpu-small", k8s_version=request.param, speed=5.0) as s:
+            yield s
+
+    @pytest.fixture(scope="module", name="kubectl")
+    def kubectl(sim: KubeSim) -> Kubectl:
+        return Kubectl(sim.kubeconfig)
+
+    return sim, kubectl
 
 PODS = ("", "pods")
 NODES = ("", "nodes")

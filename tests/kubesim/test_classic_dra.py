@@ -6,13 +6,13 @@ its template."""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from kubesim import KubeSim
+from tests.kubesim.test_kubectl import wait_for
 from tests.support import Kubectl
 
 pytestmark = pytest.mark.conformance
@@ -28,16 +28,6 @@ def kubectl() -> Iterator[Kubectl]:
 
 def apply(kubectl: Kubectl, *objs: dict[str, Any]) -> None:
     kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}))
-
-
-def eventually(probe: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"never saw {what}")
 
 
 def template(name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -76,8 +66,8 @@ def test_the_scheduler_makes_a_pod_scheduling_context(kubectl: Kubectl) -> None:
     named as the pod and owned by it, with the chosen node as ``selectedNode`` among the
     ``potentialNodes``; the pod is bound to that node."""
     apply(kubectl, template("tmpl-ctx", {"resourceClassName": CLASS}), claim_pod("ctx-pod", "tmpl-ctx"))
-    pod = eventually(lambda: (lambda p: p if p["spec"].get("nodeName") else None)(kubectl.json("get", "pod", "ctx-pod")),
-                     "the pod bound")
+    pod = wait_for(lambda: (lambda p: p if p["spec"].get("nodeName") else None)(kubectl.json("get", "pod", "ctx-pod")),
+                   60.0, what="the pod bound")
     ctx = kubectl.json("get", "podschedulingcontexts", "ctx-pod")
     assert ctx["apiVersion"] == "resource.k8s.io/v1alpha2"
     assert ctx["spec"]["selectedNode"] == pod["spec"]["nodeName"]
@@ -92,7 +82,7 @@ def test_a_pinned_pod_gets_its_claim_from_the_template(kubectl: Kubectl) -> None
     """issue 35 item 5: a pod created with ``spec.nodeName`` bypasses the scheduler, yet the
     resourceclaim controller makes its claim (``<pod>-<claim>`` on 1.27) from the template."""
     apply(kubectl, template("tmpl-pinned", {"resourceClassName": CLASS}), claim_pod("pinned", "tmpl-pinned", "gpu-node1"))
-    claim = eventually(lambda: json.loads(kubectl.run("get", "resourceclaim", "pinned-gpu", "-o", "json", check=False).stdout
-                                          or "null"), "the claim")
+    claim = wait_for(lambda: json.loads(kubectl.run("get", "resourceclaim", "pinned-gpu", "-o", "json", check=False).stdout
+                                        or "null"), 60.0, what="the claim")
     assert claim["spec"]["allocationMode"] == "WaitForFirstConsumer"
     assert claim["metadata"]["ownerReferences"][0]["name"] == "pinned"

@@ -32,14 +32,14 @@ def kubectl(sim: KubeSim) -> Kubectl:
     return Kubectl(sim.kubeconfig)
 
 
-def wait_for(predicate, timeout: float = 30.0, every: float = 0.2):
+def wait_for(predicate, timeout: float = 30.0, every: float = 0.2, *, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         result = predicate()
         if result:
             return result
         time.sleep(every)
-    raise AssertionError("condition not met in time")
+    raise AssertionError(f"{what} not met in time")
 
 
 def header(text: str) -> list[str]:

@@ -7,28 +7,18 @@ from __future__ import annotations
 
 import re
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
 
 from kubesim import KubeSim
+from tests.kubesim._simkit import per_release
 from tests.support import Kubectl
 
 pytestmark = pytest.mark.conformance
 
-RELEASES = ["1.27", "1.32", "1.34"]
 DEVICE_PLUGIN = "ds/nvidia-device-plugin-daemonset"
 
-
-@pytest.fixture(scope="module", params=RELEASES)
-def sim(request: pytest.FixtureRequest) -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version=request.param, speed=5.0) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def kubectl(sim: KubeSim) -> Kubectl:
-    return Kubectl(sim.kubeconfig)
+sim, kubectl = per_release()
 
 
 def dcgm_uuids(sim: KubeSim, node: str, pod: str) -> list[str]:

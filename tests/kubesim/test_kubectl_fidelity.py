@@ -5,29 +5,20 @@ unique pod IPs, self reviews, CSIDrivers and the feature gates in ``/metrics``."
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client, config
 
 from kubesim import KubeSim
+from tests.kubesim._simkit import RELEASES, per_release
+from tests.kubesim.test_kubectl import wait_for
 from tests.support import Kubectl
 
 pytestmark = pytest.mark.conformance
 
-RELEASES = ["1.27", "1.32", "1.34"]
 
-
-@pytest.fixture(scope="module", params=RELEASES)
-def sim(request: pytest.FixtureRequest) -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version=request.param, speed=5.0) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def kubectl(sim: KubeSim) -> Kubectl:
-    return Kubectl(sim.kubeconfig)
+sim, kubectl = per_release()
 
 
 @pytest.fixture(scope="module")
@@ -204,17 +195,6 @@ def test_noop_patch_update_and_apply_keep_resource_version(
 
 
 # ------------------------------------------------------------------ item 3: pod IPs
-def _wait_for(predicate: Any, timeout: float = 60.0) -> Any:
-    import time
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError("condition not met in time")
-
-
 def _ips_on(kubectl: Kubectl, node: str) -> dict[str, str] | None:
     """pod name -> IP of every pod on ``node`` not on the host network; None while one has none."""
     pods = kubectl.json("get", "pods", "-A", "--field-selector", f"spec.nodeName={node}")["items"]
@@ -239,7 +219,7 @@ def test_pod_ips_are_distinct_and_inside_the_node_pod_cidr(core: client.CoreV1Ap
     assert all(cidrs.values()) and len(set(cidrs.values())) == len(cidrs), cidrs
     core.create_node({"metadata": {"name": "ipam-node"}})
     try:
-        added = _wait_for(lambda: kubectl("get", "node", "ipam-node", "-o", "jsonpath={.spec.podCIDR}"))
+        added = wait_for(lambda: kubectl("get", "node", "ipam-node", "-o", "jsonpath={.spec.podCIDR}"), 60.0)
         assert added not in cidrs.values()
         assert kubectl("get", "node", "ipam-node", "-o", "jsonpath={.spec.podCIDRs[0]}") == added
     finally:
@@ -254,12 +234,12 @@ def test_pod_ips_are_distinct_and_inside_the_node_pod_cidr(core: client.CoreV1Ap
         for name in names[:10]:
             core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
         for name in names[:10]:
-            _wait_for(lambda n=name: not kubectl("get", "pod", n, "--ignore-not-found", "-o", "name"))
+            wait_for(lambda n=name: not kubectl("get", "pod", n, "--ignore-not-found", "-o", "name"), 60.0)
             body = pod(name)
             body["spec"]["nodeName"] = node
             core.create_namespaced_pod("default", body)
-        ips = _wait_for(lambda: (lambda got: got if got and all(f"default/{n}" in got for n in names) else None)(
-            _ips_on(kubectl, node)))
+        ips = wait_for(lambda: (lambda got: got if got and all(f"default/{n}" in got for n in names) else None)(
+            _ips_on(kubectl, node)), 60.0)
         assert len(set(ips.values())) == len(ips), sorted(ips.items(), key=lambda kv: kv[1])
         network = ipaddress.ip_network(cidrs[node])
         assert all(ipaddress.ip_address(ip) in network for ip in ips.values()), (network, ips)
@@ -431,5 +411,5 @@ def test_metrics_report_every_feature_gate_of_the_release(sim: KubeSim, kubectl:
     gates = _gates(kubectl)
     assert len(gates) >= 60, sorted(gates)
     column = RELEASES.index(f"1.{minor(sim)}")
-    for name, per_release in GPU_GATES.items():
-        assert gates.get(name) == per_release[column], (name, gates.get(name))
+    for name, by_release in GPU_GATES.items():
+        assert gates.get(name) == by_release[column], (name, gates.get(name))

@@ -7,28 +7,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from kubesim import KubeSim, apivalidation, selectors
+from tests.kubesim._simkit import per_release
 from tests.support import Kubectl
 
 pytestmark = pytest.mark.conformance
 
-RELEASES = ["1.27", "1.32", "1.34"]
 
-
-@pytest.fixture(scope="module", params=RELEASES)
-def sim(request: pytest.FixtureRequest) -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version=request.param, speed=5.0) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def kubectl(sim: KubeSim) -> Kubectl:
-    return Kubectl(sim.kubeconfig)
+sim, kubectl = per_release()
 
 
 def refusal(kubectl: Kubectl, obj: dict[str, Any], *args: str) -> str:

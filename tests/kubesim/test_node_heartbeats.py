@@ -7,7 +7,6 @@ controller evicts the pods that do not tolerate ``NoExecute``. Refereed by the r
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,22 +17,12 @@ from kubesim.control import apply_fault
 from kubesim.heartbeats import LEASES, grace_period
 from kubesim.scenarios import build
 from kubesim.simulation import Simulation
-from tests.kubesim._simkit import NODES, PODS, condition, events, get
+from tests.kubesim._simkit import NODES, PODS, condition, events, get, per_release
 from tests.support import Kubectl
 
-RELEASES = ["1.27", "1.32", "1.34"]
 UNREACHABLE = "node.kubernetes.io/unreachable"
 
-
-@pytest.fixture(scope="module", params=RELEASES)
-def sim(request: pytest.FixtureRequest) -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version=request.param, speed=5.0) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def kubectl(sim: KubeSim) -> Kubectl:
-    return Kubectl(sim.kubeconfig)
+sim, kubectl = per_release()
 
 
 def renew_time(kubectl: Kubectl, node: str) -> dt.datetime:

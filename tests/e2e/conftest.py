@@ -7,6 +7,7 @@ and ``KUBECONFIG`` at the module's kubesim; see :mod:`tests.e2e.harness`.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -76,7 +77,15 @@ class RunBot:
 @pytest.fixture
 def run_bot(fake_slack: FakeSlack, redis_url: str) -> Iterator[RunBot]:
     """The bot as ``upgradebot serve`` wires it, on a kubesim of its own running 20 times as fast."""
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20) as sim:
+    with served_bot(fake_slack, redis_url, scenario="gpu-small", k8s_version="1.31") as bot:
+        yield bot
+
+
+@contextlib.contextmanager
+def served_bot(fake_slack: FakeSlack, redis_url: str, *, scenario: str, k8s_version: str) -> Iterator[RunBot]:
+    """The bot as ``upgradebot serve`` wires it (the run policy), on a kubesim of ``scenario``
+    of its own running 20 times as fast; stopped when the block ends."""
+    with KubeSim(scenario=scenario, k8s_version=k8s_version, speed=20) as sim:
         settings = settings_for(fake_slack, sim, REDIS_URL=redis_url, UPGRADEBOT_SLACK_PACE=0.01)
         runtime = build_runtime(settings, RUN_POLICY)
         service = build_slack_service(settings, runtime, readiness_cache=0)

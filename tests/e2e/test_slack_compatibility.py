@@ -6,20 +6,12 @@ the release itself opens its request, which shows gpu-node5's unknown driver as 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from bot.runtime import build_runtime
-from bot.slack.http import HttpServer
-from bot.slack.serve import build_slack_service
-from kubesim import KubeSim
-from tests.e2e.conftest import RunBot
-from tests.e2e.harness import settings_for
+from tests.e2e.conftest import RunBot, served_bot
 from tests.e2e.runs_support import (
-    POLICY,
     TARGET,
-    SlackClient,
     buttons,
     eventually,
     posted_ts,
@@ -35,18 +27,8 @@ PLUGIN = "nvcr.io/nvidia/k8s-device-plugin"
 @pytest.fixture
 def mixed_bot(fake_slack: FakeSlack, redis_url: str) -> Iterator[RunBot]:
     """The bot as ``upgradebot serve`` wires it, on a gpu-mixed kubesim of its own."""
-    with KubeSim(scenario="gpu-mixed", k8s_version="1.34", speed=20) as sim:
-        settings = settings_for(fake_slack, sim, REDIS_URL=redis_url, UPGRADEBOT_SLACK_PACE=0.01)
-        runtime = build_runtime(settings, POLICY)
-        service = build_slack_service(settings, runtime, readiness_cache=0)
-        runtime.start()
-        http = HttpServer(service.wsgi(), port=0, threads=8).start()
-        try:
-            yield RunBot(SlackClient(http.url, fake_slack), runtime, fake_slack, service, Path(sim.kubeconfig))
-        finally:
-            http.stop(timeout=5)
-            service.stop_workers(timeout=10)
-            runtime.stop(timeout=30)
+    with served_bot(fake_slack, redis_url, scenario="gpu-mixed", k8s_version="1.34") as bot:
+        yield bot
 
 
 def test_a_plugin_needing_a_newer_driver_is_refused_from_slack(mixed_bot: RunBot) -> None:

@@ -13,20 +13,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.storage.redis_store import RedisRunStore
 from handlers.run_views import gate_message, root_message
 from kubesim import KubeSim
-from runbooks.cluster import Cluster
-from runbooks.daemonset.steps import DaemonSetSteps
 from runbooks.dra.migration_canary import CANARY_LABEL
-from runbooks.dra.migration_run import MigrationSteps
-from runbooks.engine.commands import Engine
-from runbooks.engine.runs import GateKind, RunKind, RunState
-from tests.engine_support import ALICE, BOB, policy
-from tests.integration.test_migration_run import deployment
+from runbooks.engine.runs import GateKind, RunState
+from tests.engine_support import ALICE, BOB
+from tests.integration.test_migration_run import deployment, engine_on
 from tests.support import Kubectl
 
-POLICY = policy(migrations={"namespaces": ["ml-team"]}, steps={"ready_timeout": "60s", "poll_interval": "1s"})
 DRIVER = ("-n", "dra-example-driver", "daemonset/dra-example-driver-kubeletplugin")
 DRIVER_IMAGE = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.1.0"
 
@@ -35,12 +29,6 @@ DRIVER_IMAGE = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.1.0"
 def sim(request: pytest.FixtureRequest) -> Iterator[KubeSim]:
     with KubeSim(scenario="gpu-small", k8s_version=f"1.{request.param}", speed=20.0) as running:
         yield running
-
-
-def engine_on(sim: KubeSim, redis_url: str) -> Engine:
-    return Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=POLICY,
-                  connect=lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context),
-                  kinds={RunKind.MIGRATION: MigrationSteps()})
 
 
 def _deploy(kubectl: Kubectl, obj: dict) -> None:

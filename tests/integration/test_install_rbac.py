@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -222,6 +223,22 @@ NEEDED_BY: dict[tuple[str, str], Callable[[Installed, str], str]] = {
 """Which runbook stops without each rule of the rendered RBAC (a rule not listed here fails the test)."""
 
 
+def stuck_after_a_reboot(sim: KubeSim) -> None:
+    """A trainer pod on gpu-node1 left stuck by a node reboot (what a repair deletes), once the
+    node's GPUs are back."""
+    from tests.integration.test_drain_kubesim import apply, trainer
+
+    admin = Kubectl(sim.kubeconfig)
+    apply(admin, trainer("trainer-a", "gpu-node1"))
+    admin("rollout", "status", "deployment/trainer-a", "-n", "ml-team", "--timeout=60s", timeout=90)
+    sim.fault(kind="node-reboot", node="gpu-node1")
+    admin("rollout", "status", "deployment/trainer-a", "-n", "ml-team", "--timeout=60s", timeout=90)
+    for _ in range(200):
+        if admin.json("get", "node", "gpu-node1")["status"]["allocatable"].get("nvidia.com/gpu") == "8":
+            break
+        time.sleep(0.05)
+
+
 def _rules() -> list[tuple[str, int, dict[str, Any]]]:
     return [(o["metadata"]["name"], i, rule) for o in rendered_rbac() if o["kind"] in ("Role", "ClusterRole")
             for i, rule in enumerate(o["rules"])]
@@ -345,22 +362,12 @@ def test_the_repair_example_lets_a_repair_delete_the_stuck_pods_with_zero_403s(
     approves, naming the missing rule (its dry-run deletion is authorized like the deletion);
     with ``deploy/examples/repair.yaml`` beside it the repair deletes the stuck pod and verifies
     its controller's pods run, as the bot's ServiceAccount, with no 403."""
-    import time
 
     from runbooks.daemonset.repairing import RepairSteps
     from runbooks.engine.refusals import Refused
     from runbooks.engine.runs import RunKind
-    from tests.integration.test_drain_kubesim import apply, trainer
 
-    admin = Kubectl(sim.kubeconfig)
-    apply(admin, trainer("trainer-a", "gpu-node1"))
-    admin("rollout", "status", "deployment/trainer-a", "-n", "ml-team", "--timeout=60s", timeout=90)
-    sim.fault(kind="node-reboot", node="gpu-node1")
-    admin("rollout", "status", "deployment/trainer-a", "-n", "ml-team", "--timeout=60s", timeout=90)
-    for _ in range(100):
-        if admin.json("get", "node", "gpu-node1")["status"]["allocatable"].get("nvidia.com/gpu") == "8":
-            break
-        time.sleep(0.05)
+    stuck_after_a_reboot(sim)
     (tmp_path / "bare").mkdir()
     (tmp_path / "with-example").mkdir()
     bare = install(sim, tmp_path / "bare", rendered_rbac())

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import re
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,14 @@ from runbooks.engine.runs import RunKind, RunState
 from runbooks.errors import ClusterError
 from runbooks.policy import Policy
 from tests.integration.test_drain_kubesim import apply, cordoned, trainer
-from tests.integration.test_install_rbac import ALICE, BOB, NEW, TARGET, Installed
+from tests.integration.test_install_rbac import (
+    ALICE,
+    BOB,
+    NEW,
+    TARGET,
+    Installed,
+    stuck_after_a_reboot,
+)
 from tests.integration.test_migration_run import deployment
 from tests.support import Kubectl
 
@@ -178,14 +184,7 @@ def test_the_rbac_output_applied_lets_every_verb_run_with_zero_403s(
     migration = engine.request_migration(actor=ALICE, namespace="ml-team", name="trainer").run
     assert approved(engine, migration.id) is RunState.DONE, engine.get(migration.id).reason
 
-    apply(admin, trainer("trainer-a", "gpu-node1"))  # after a node reboot its pod is stuck: a repair deletes it
-    admin("rollout", "status", "deployment/trainer-a", "-n", "ml-team", "--timeout=60s", timeout=90)
-    sim.fault(kind="node-reboot", node="gpu-node1")
-    admin("rollout", "status", "deployment/trainer-a", "-n", "ml-team", "--timeout=60s", timeout=90)
-    for _ in range(200):
-        if admin.json("get", "node", "gpu-node1")["status"]["allocatable"].get("nvidia.com/gpu") == "8":
-            break
-        time.sleep(0.05)
+    stuck_after_a_reboot(sim)  # after a node reboot its pod is stuck: a repair deletes it
     repair = engine.request_repair(actor=ALICE, target=TARGET).run
     assert approved(engine, repair.id) is RunState.DONE, engine.get(repair.id).reason
     assert bot.refusals() == before

@@ -67,9 +67,11 @@ class Readiness:
     thread; taking every replica out of rotation would only turn that answer into a Slack error)."""
 
     def __init__(self, checks: Mapping[str, Check], *, cache_seconds: float = 5.0,
-                 secrets: Iterable[str] = (), clock: Callable[[], float] = time.monotonic) -> None:
+                 secrets: Iterable[str] = (), clock: Callable[[], float] = time.monotonic,
+                 reported: Iterable[str] = ()) -> None:
+        """``reported``: the names among ``checks`` that are reported only (as ``required=False``)."""
         self.checks = dict(checks)
-        self.reported: set[str] = set()
+        self.reported: set[str] = set(reported)
         self.mode = "full"
         """``read-only`` when ``serve`` started without a policy file (help and inventory only)."""
         self.cache_seconds = cache_seconds

@@ -181,8 +181,8 @@ def build_service(
                      notices=notices, decisions=decisions, jobs=jobs)
     app, listeners = build_app(settings, policy, deps, identity=identity)
     readiness = Readiness({"slack": slack_check(identity, web, metrics), **(checks or {})},
-                          cache_seconds=readiness_cache, secrets=secrets_of(settings))
-    readiness.reported.add("slack")  # reported: a Slack outage takes no replica out of rotation
+                          cache_seconds=readiness_cache, secrets=secrets_of(settings),
+                          reported=("slack",))  # a Slack outage takes no replica out of rotation
     return Service(settings=settings, policy=policy, metrics=metrics, web=web, identity=identity,
                    directory=directory, registry=registry, router=router, workers=workers,
                    decision_workers=decision_workers, app=app, readiness=readiness,

@@ -11,7 +11,10 @@ the replicas asked (``canary=2``, or ``canary=25%`` of the original's, at least 
   a workload of that name that is not this run's stops the step. The original is not touched.
 - ``verify_canary`` (:func:`verify_duplicate`): the duplicate's rollout followed; its pods
   Running and Ready with each claim allocated and reserved for them (the migration's own
-  check). Passed, the switch request opens; the switch is the migration as without a canary.
+  check); then, with ``prometheus`` in the policy, the metric checks over verify's window
+  (:func:`compare_metrics`): the canary's pods against the original's for the checks over
+  pods, the canary's nodes against their own values for the others. Passed, the switch
+  request opens; the switch is the migration as without a canary.
 - the duplicate is deleted once the switched workload is verified, and by the rollback
   (:func:`delete_duplicate`: only the object this run created, by uid and label).
 """
@@ -30,6 +33,8 @@ from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, StepContext
 from runbooks.errors import Conflict, NotFound
+from runbooks.metrics.comparing import PodGroup, canary_watches
+from runbooks.metrics.prometheus import client_of
 
 CANARY_LABEL = "upgradebot.io/canary"
 """On the duplicate, its selector and its pods: the run's id."""
@@ -133,3 +138,26 @@ def plan_if_asked(run: Run, workload: dict[str, Any], template: dict[str, Any]) 
     if not ask:
         return {}
     return {"canary": plan_canary(run, workload, template, str(ask))}
+
+
+def compare_metrics(ctx: StepContext, *, canary: list[dict[str, Any]], original: list[dict[str, Any]]) -> list[Check]:
+    """The policy's metric checks over verify's window (none without ``prometheus``): see
+    :mod:`runbooks.metrics.comparing` for what is compared with what."""
+    settings = ctx.settings
+    source = client_of(settings.prometheus)
+    if source is None or not settings.metric_checks:
+        return []
+    namespace = ctx.run.target.namespace
+    started = ctx.clock.now()
+
+    def elapsed() -> float:
+        return (ctx.clock.now() - started).total_seconds()
+
+    nodes, pods = canary_watches(source, settings.metric_checks, canary=PodGroup.of(namespace, canary),
+                                 original=PodGroup.of(namespace, original), window=settings.observe_window,
+                                 elapsed=elapsed)
+    while (left := settings.observe_window - elapsed()) > 0:
+        ctx.clock.sleep(min(settings.poll_interval, left))
+        nodes.tick()
+        pods.tick()
+    return nodes.checks() + pods.checks()

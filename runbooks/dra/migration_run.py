@@ -171,16 +171,22 @@ class MigrationSteps:
         return result(checks, what="the migration canary")
 
     def verify_canary(self, ctx: StepContext) -> StepResult:
-        """The duplicate rolled out, its pods Running and Ready with their claims allocated and reserved."""
+        """The duplicate rolled out, its pods Running and Ready with their claims allocated and reserved;
+        then, with ``prometheus``, the metric checks over the window (:func:`canaries.compare_metrics`)."""
         run = ctx.run
         checks = [canaries.follow_duplicate(ctx)]
         pods = self._pods(ctx.cluster, run, name=run.change["canary"]["name"])
         checks.append(self._claims_allocated(ctx.cluster, run, pods))
+        compared = all(c.status is CheckStatus.PASS for c in checks)
+        if compared:  # the pods run: their GPU metrics side by side with the original's, over the window
+            checks += canaries.compare_metrics(ctx, canary=pods, original=self._pods(ctx.cluster, run))
         note_checks(ctx, "verify_canary", checks)
-        outcome = result(checks, what=f"the migration canary of {run.target.kind} {run.target.ref}")
+        outcome = result(checks, what=f"the migration canary of {run.target.kind} {run.target.ref}",
+                         unknown_blocks=ctx.settings.unknown_blocks)
         if outcome.ok:
+            said = " and their GPU metrics match the original's" if compared and len(checks) > 2 else ""
             return outcome.model_copy(update={"reason": f"the canary's {plural(len(pods), 'pod')} run with allocated "
-                                                        "claims: the switch waits for its approval"})
+                                                        f"claims{said}: the switch waits for its approval"})
         return outcome
 
     # ------------------------------------------------------------------ verify

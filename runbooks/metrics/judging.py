@@ -33,25 +33,39 @@ def _regex(nodes: Sequence[str]) -> str:
     return "|".join(n.replace(".", "\\\\.") for n in sorted(nodes))
 
 
-def render(query: str, *, nodes: Sequence[str], window: float, node: str = "") -> str:
+def render(query: str, *, nodes: Sequence[str], window: float, node: str = "",
+           pods: PodScope | None = None) -> str:
+    """``query`` with its placeholders filled; ``$pods``/``$namespace`` match any pod (``.+``)
+    unless ``pods`` names the ones in scope."""
     return (query.replace("$nodes", _regex(nodes)).replace("$node", node)
+            .replace("$pods", _regex(pods.names) if pods else ".+")
+            .replace("$namespace", _regex([pods.namespace]) if pods else ".+")
             .replace("$window", f"{max(1, round(window))}s"))
 
 
-def measure(source: MetricSource, spec: MetricCheckSpec, nodes: Sequence[str], *, window: float) -> dict[str, float]:
+@dataclass(frozen=True)
+class PodScope:
+    """The pods a query's ``$pods`` and ``$namespace`` stand for (one namespace)."""
+
+    namespace: str
+    names: tuple[str, ...]
+
+
+def measure(source: MetricSource, spec: MetricCheckSpec, nodes: Sequence[str], *, window: float,
+            pods: PodScope | None = None) -> dict[str, float]:
     """``{node: value}`` of ``spec`` on ``nodes`` now (nodes the answer does not name are left
     out); :class:`MetricsUnavailable` when the source does not answer."""
     wanted = set(nodes)
     if "$nodes" not in spec.query and "$node" in spec.query:
         found: dict[str, float] = {}
         for node in sorted(wanted)[:PER_NODE]:
-            answer = source.vector(render(spec.query, nodes=nodes, window=window, node=node))
+            answer = source.vector(render(spec.query, nodes=nodes, window=window, node=node, pods=pods))
             if node in answer:
                 found[node] = answer[node]
             elif len(answer) == 1:
                 found[node] = next(iter(answer.values()))
         return found
-    answer = source.vector(render(spec.query, nodes=nodes, window=window))
+    answer = source.vector(render(spec.query, nodes=nodes, window=window, pods=pods))
     return {n: v for n, v in answer.items() if n in wanted}
 
 
@@ -68,7 +82,7 @@ def record_baseline(source: MetricSource, specs: Sequence[MetricCheckSpec], node
     return {"taken_at": at.isoformat(), "values": values}
 
 
-def _show(value: float, unit: str) -> str:
+def show(value: float, unit: str) -> str:
     """``3 XIDs``, ``1 XID``, ``40% workload GPU utilisation`` (units are given in the plural)."""
     text = f"{value:g}"
     if not unit:
@@ -151,8 +165,8 @@ class MetricWatch:
         if tally.failures > spec.failure_limit:
             nodes = sorted(tally.worst)
             said = ", ".join(
-                f"{n}: {_show(tally.worst[n][0], spec.unit)}"
-                + (f" (before the run {_show(self.before[spec.name][n], spec.unit)})"
+                f"{n}: {show(tally.worst[n][0], spec.unit)}"
+                + (f" (before the run {show(self.before[spec.name][n], spec.unit)})"
                    if spec.parsed.needs_baseline else "")
                 for n in nodes[:SHOWN])
             more = f" and {len(nodes) - SHOWN} more" if len(nodes) > SHOWN else ""
@@ -166,7 +180,7 @@ class MetricWatch:
             return unknown(name, f"no value before the run to compare with (Prometheus did not answer at the "
                                  f"canary's start: {self.before_error})", self.scope, **evidence)
         compared = sorted(set(tally.last) - tally.not_compared)
-        shown = ", ".join(f"{n}: {_show(tally.last[n], spec.unit)}" for n in compared[:SHOWN])
+        shown = ", ".join(f"{n}: {show(tally.last[n], spec.unit)}" for n in compared[:SHOWN])
         extra = f"; {plural(len(tally.not_compared), 'node')} without a value before the run" if tally.not_compared else ""
         if not tally.last:
             return passed(name, f"no series for the nodes in scope ({spec.condition} holds vacuously){extra}",

@@ -1,9 +1,10 @@
 """The policy's metric checks (``verify.metrics``) and Prometheus (``prometheus``), no I/O.
 
 A check is declared as in Argo Rollouts' analysis: a PromQL ``query`` with ``$node`` (one
-node: the query runs once per node), ``$nodes`` (a regex of every node in scope) and
-``$window`` (verify's observation window, e.g. ``30s``); a ``condition`` every node's value
-must meet (``result <op> <number>``, or against the node's own value before the run:
+node: the query runs once per node), ``$nodes`` (a regex of every node in scope),
+``$window`` (verify's observation window, e.g. ``30s``), ``$pods`` and ``$namespace`` (the
+pods in scope: any pod in ``verify``, the canary's or the original's in a migration canary);
+a ``condition`` every node's value must meet (``result <op> <number>``, or against the node's own value before the run:
 ``result <op> baseline``, ``result <op> baseline * 0.5``); ``interval``, how often verify
 measures it during its window (and once at its end); ``failure_limit``, the failed
 measurements tolerated. Without ``verify.metrics`` the built-in checks
@@ -164,8 +165,10 @@ DEFAULT_CHECKS: tuple[MetricCheckSpec, ...] = (
     MetricCheckSpec(name="ecc-errors", query='sum by (Hostname) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{Hostname=~"$nodes"})',
                     condition="result <= baseline", unit="double-bit ECC errors", interval="10s"),
     MetricCheckSpec(name="gpu-utilisation",
-                    query='avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL{Hostname=~"$nodes", pod!=""})',
+                    query='avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL{Hostname=~"$nodes", namespace=~"$namespace", pod=~"$pods"})',
                     condition="result >= baseline * 0.5", unit="% workload GPU utilisation", interval="10s"),
 )
 """What ``verify.metrics`` means when the policy does not say: no new XID, no new
-double-bit ECC error, the workloads' GPUs at least half as busy as before the run."""
+double-bit ECC error, the workloads' GPUs at least half as busy as before the run (in a
+migration canary, the canary's pods' GPUs at least half as busy as the original's: ``$pods``
+makes a check compare pods, see :mod:`runbooks.metrics.comparing`)."""

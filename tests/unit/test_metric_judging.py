@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from runbooks.engine.steps import CheckStatus
 from runbooks.metrics import MetricsUnavailable
-from runbooks.metrics.judging import MetricWatch, render
+from runbooks.metrics.comparing import PodComparison, PodGroup
+from runbooks.metrics.judging import MetricWatch, PodScope, render
 from runbooks.metrics.spec import DEFAULT_CHECKS, Condition, MetricCheckSpec, PrometheusPolicy
 from runbooks.policy import Policy
 
@@ -123,3 +124,46 @@ def test_outside_a_run_the_values_at_the_windows_start_are_the_baseline() -> Non
     same = MetricWatch(Answers({"gpu-node1": 2}), [XID], ["gpu-node1"], window=30, scope="all nodes", baseline=None,
                        elapsed=lambda: 0.0)
     assert same.checks()[0].status is CheckStatus.PASS
+
+
+def test_pods_and_namespace_render_the_pods_in_scope_or_any_pod() -> None:
+    """Issue 38 item 1: ``$pods`` is an escaped regex of the pods in scope and ``$namespace`` their
+    namespace; without a scope (``verify``) both match any pod, as ``pod!=""`` did."""
+    query = 'U{namespace=~"$namespace", pod=~"$pods", Hostname=~"$nodes"}'
+    assert render(query, nodes=["n1"], window=5) == 'U{namespace=~".+", pod=~".+", Hostname=~"n1"}'
+    scoped = render(query, nodes=["n1"], window=5, pods=PodScope("ml-team", ("b-1.x", "a-0")))
+    assert scoped == 'U{namespace=~"ml-team", pod=~"a-0|b-1\\\\.x", Hostname=~"n1"}'
+
+
+def comparison(source: Answers, spec: MetricCheckSpec) -> PodComparison:
+    canary = PodGroup(PodScope("ml", ("c-0",)), ("gpu-node1",))
+    original = PodGroup(PodScope("ml", ("o-0", "o-1")), ("gpu-node2", "gpu-node3"))
+    return PodComparison(source, [XID, spec], canary, original, window=10, elapsed=lambda: 0.0)
+
+
+def test_a_canary_is_judged_against_the_originals_pods_with_their_value_as_baseline() -> None:
+    """Issue 38 item 1: a check over ``$pods`` measures the canary's pods, then the original's (the
+    mean of their nodes' values), and the condition takes the original's value as ``baseline``;
+    checks over nodes (XID) are not compared here."""
+    util = DEFAULT_CHECKS[2]
+    held = comparison(Answers({"gpu-node1": 60.0}, {"gpu-node2": 70.0, "gpu-node3": 90.0}), util)
+    [check] = held.checks()
+    assert check.status is CheckStatus.PASS and check.evidence["canary"] == 60.0 and check.evidence["original"] == 80.0
+    low = comparison(Answers({"gpu-node1": 30.0}, {"gpu-node2": 70.0, "gpu-node3": 90.0}), util)
+    [check] = low.checks()
+    assert check.status is CheckStatus.FAIL
+    assert check.detail.startswith("the canary's pods 30% workload GPU utilisation, the original's 80%"), check.detail
+
+
+def test_a_canary_without_series_fails_only_at_the_windows_end_and_a_silent_source_is_unknown() -> None:
+    """Issue 38 item 1: the canary's pods having no series while the original's have fails the
+    check at the window's end (not at a first measurement a scrape may not have caught up with);
+    Prometheus not answering makes it ``unknown`` with the reason."""
+    util = DEFAULT_CHECKS[2]
+    watch = comparison(Answers({}, {"gpu-node2": 70.0}), util)
+    watch.tick()
+    assert watch.sides[0].failures == 0
+    [check] = watch.checks()
+    assert check.status is CheckStatus.FAIL and check.detail.startswith("no series for the canary's pods"), check.detail
+    [down] = comparison(Answers(MetricsUnavailable("connection refused")), util).checks()
+    assert down.status is CheckStatus.UNKNOWN and "connection refused" in down.detail

@@ -15,7 +15,10 @@
 - ``resource.k8s.io``: a ResourceClass's ``driverName`` (1.27) and a ResourceSlice's ``spec.driver``
   a DNS-1123 subdomain once lower-cased (``ValidateCSIDriverName``); each DeviceClass selector has a
   ``cel`` expression;
-- on update, the workload selectors (``ValidateImmutableField``: ``field is immutable``).
+- on update, the workload selectors and a ResourceClaim's whole ``spec`` (``ValidateImmutableField``:
+  ``field is immutable``, the new value printed as :mod:`kubesim.badvalues` says each release prints
+  it). A DeviceClass's spec (a 1.27 ResourceClass's fields) may change: ``ValidateDeviceClassUpdate``
+  (``ValidateClassUpdate``) validates the new object and checks only the metadata for immutability.
 
 Each check answers causes ``(field, reason, body)`` for :func:`kubesim.errors.invalid_object`.
 """
@@ -27,7 +30,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kubesim import selectors
+from kubesim import badvalues, selectors
 from kubesim.resources import ResourceType
 
 Cause = tuple[str, str, str]
@@ -48,6 +51,7 @@ _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-
 _DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 
 PODS = ("", "pods")
+CLAIMS = ("resource.k8s.io", "resourceclaims")
 WORKLOADS = (("apps", "daemonsets"), ("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets"))
 IMMUTABLE_SELECTORS = (("apps", "daemonsets"), ("apps", "deployments"), ("apps", "replicasets"))
 """The kinds whose ``spec.selector`` cannot change (a StatefulSet's spec has its own rule)."""
@@ -57,33 +61,6 @@ _NAME_RULES = {("", "services"): (_DNS1035, DNS1035_MSG), ("", "namespaces"): (_
 def go_quote(value: str) -> str:
     """Go's ``%q`` of a string (the printable ASCII cases field errors meet)."""
     return json.dumps(value, ensure_ascii=False)
-
-
-def go_map(labels: Mapping[str, str] | None) -> str:
-    """``%#v`` of a ``map[string]string`` (keys sorted, as fmt prints maps)."""
-    if labels is None:
-        return "map[string]string(nil)"
-    return "map[string]string{" + ", ".join(f"{go_quote(k)}:{go_quote(v)}" for k, v in sorted(labels.items())) + "}"
-
-
-def _strings(values: Any) -> str:
-    if values is None:
-        return "[]string(nil)"
-    return "[]string{" + ", ".join(go_quote(str(v)) for v in values) + "}"
-
-
-def go_label_selector(selector: Mapping[str, Any] | None) -> str:
-    """``%#v`` of a ``metav1.LabelSelector`` (the pointer dereferenced, as field errors do)."""
-    if selector is None:
-        return "null"
-    exprs = selector.get("matchExpressions")
-    if exprs is None:
-        rendered = "[]v1.LabelSelectorRequirement(nil)"
-    else:
-        rendered = "[]v1.LabelSelectorRequirement{" + ", ".join(
-            f"v1.LabelSelectorRequirement{{Key:{go_quote(e.get('key', ''))}, Operator:{go_quote(e.get('operator', ''))}, "
-            f"Values:{_strings(e.get('values'))}}}" for e in exprs) + "}"
-    return f"v1.LabelSelector{{MatchLabels:{go_map(selector.get('matchLabels'))}, MatchExpressions:{rendered}}}"
 
 
 def _invalid(field: str, value: str, detail: str) -> Cause:
@@ -159,14 +136,15 @@ def _selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, s
     return parsed.matches(labels)
 
 
-def _workload(spec: Mapping[str, Any], *, statefulset: bool) -> list[Cause]:
+def _workload(spec: Mapping[str, Any], *, statefulset: bool, minor: int) -> list[Cause]:
     template = spec.get("template") or {}
     labels = (template.get("metadata") or {}).get("labels")
     causes: list[Cause] = []
     selector = spec.get("selector")
     if selector is not None and _selector_matches(selector, labels or {}) is False:
+        shown = badvalues.render(labels, badvalues.LABELS, minor=minor)
         causes.append(("spec.template.metadata.labels", "FieldValueInvalid",
-                       f"Invalid value: {go_map(labels)}: {SELECTOR_MISMATCH}"))
+                       f"Invalid value: {shown}: {SELECTOR_MISMATCH}"))
     causes += _labels(template.get("metadata") or {}, "spec.template.metadata.labels")
     if statefulset:  # ValidatePodTemplateSpecForStatefulSet leaves the pod spec out (its mounts may
         return causes  # name volumeClaimTemplates, which are no volumes of the template)
@@ -188,8 +166,10 @@ def _dra(res: ResourceType, obj: Mapping[str, Any]) -> list[Cause]:
     return []
 
 
-def causes(res: ResourceType, obj: Mapping[str, Any], *, old: Mapping[str, Any] | None = None) -> list[Cause]:
-    """The causes the API server's ``Validate``/``ValidateUpdate`` gives ``obj`` for the rules above."""
+def causes(res: ResourceType, obj: Mapping[str, Any], *, old: Mapping[str, Any] | None = None,
+           minor: int = badvalues.JSON_FROM) -> list[Cause]:
+    """The causes the API server of release ``1.<minor>``'s ``Validate``/``ValidateUpdate`` gives ``obj``
+    for the rules above."""
     metadata = obj.get("metadata") or {}
     found: list[Cause] = []
     rule = _NAME_RULES.get(res.group_resource)
@@ -202,12 +182,17 @@ def causes(res: ResourceType, obj: Mapping[str, Any], *, old: Mapping[str, Any] 
     if res.group_resource == PODS:
         found += _containers(spec, "spec")
     elif res.group_resource in WORKLOADS:
-        found += _workload(spec, statefulset=res.plural == "statefulsets")
+        found += _workload(spec, statefulset=res.plural == "statefulsets", minor=minor)
     elif res.group == "resource.k8s.io":
         found += _dra(res, obj)
     if old is not None and res.group_resource in IMMUTABLE_SELECTORS:
         before, after = (old.get("spec") or {}).get("selector"), spec.get("selector")
         if before != after:
-            found.append(("spec.selector", "FieldValueInvalid",
-                          f"Invalid value: {go_label_selector(after)}: {IMMUTABLE}"))
+            shown = badvalues.render(after, badvalues.LABEL_SELECTOR, minor=minor)
+            found.append(("spec.selector", "FieldValueInvalid", f"Invalid value: {shown}: {IMMUTABLE}"))
+    if old is not None and res.group_resource == CLAIMS and (old.get("spec") or {}) != spec:
+        # ValidateClaimUpdate (1.27) / ValidateResourceClaimUpdate: after the metadata, the spec
+        # (then the new spec validated again, which adds nothing here for a spec valid on create)
+        shown = badvalues.render(spec, badvalues.claim_spec(minor), minor=minor)
+        found.append(("spec", "FieldValueInvalid", f"Invalid value: {shown}: {IMMUTABLE}"))
     return found

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kubesim import admission, classicdra, installkinds
+from kubesim import admission, classicdra, dra, installkinds
 
 
 def statefulset(obj: dict[str, Any]) -> None:
@@ -75,3 +75,42 @@ def _with_template(first: Callable[[dict[str, Any]], None] | None) -> Callable[[
 
 DEFAULTERS[("", "pods")] = admission.default_pod
 DEFAULTERS.update({kind: _with_template(DEFAULTERS.get(kind)) for kind in admission.TEMPLATED})
+
+
+def _device_request(request: Any) -> None:
+    """``SetDefaults_DeviceRequest`` (v1beta1, a flat request), ``SetDefaults_ExactDeviceRequest`` and
+    ``SetDefaults_DeviceSubRequest`` (v1beta2, v1): allocationMode ExactCount, then a count of 1."""
+    if not isinstance(request, dict):
+        return
+    request.setdefault("allocationMode", "ExactCount")
+    if request["allocationMode"] == "ExactCount" and not request.get("count"):
+        request["count"] = 1
+
+
+def _device_claim_spec(spec: Any) -> None:
+    """The structured-parameters claim spec's defaults (1.31 on): each request's, or its ``exactly``'s,
+    or each of its ``firstAvailable`` subrequests'."""
+    requests = ((spec.get("devices") or {}).get("requests") if isinstance(spec, dict) else None) or []
+    for request in requests if isinstance(requests, list) else []:
+        if not isinstance(request, dict):
+            continue
+        if isinstance(request.get("exactly"), dict):
+            _device_request(request["exactly"])
+        elif isinstance(request.get("firstAvailable"), list):
+            for sub in request["firstAvailable"]:
+                _device_request(sub)
+        elif request.get("deviceClassName"):
+            _device_request(request)
+
+
+def _claims(first: Callable[[dict[str, Any]], None] | None, *, template: bool) -> Callable[[dict[str, Any]], None]:
+    def default(obj: dict[str, Any]) -> None:
+        if first is not None:
+            first(obj)
+        spec = obj.get("spec")
+        _device_claim_spec((spec or {}).get("spec") if template and isinstance(spec, dict) else spec)
+    return default
+
+
+DEFAULTERS[dra.CLAIMS] = _claims(DEFAULTERS.get(dra.CLAIMS), template=False)
+DEFAULTERS[dra.TEMPLATES] = _claims(DEFAULTERS.get(dra.TEMPLATES), template=True)

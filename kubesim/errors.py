@@ -29,16 +29,17 @@ class ApiError(Exception):
         }
         if self.reason:  # StatusReasonUnknown ("") is omitted, as Go's omitempty does
             body["reason"] = self.reason
-        body["code"] = self.code
-        if self.details is not None:
+        if self.details is not None:  # metav1.Status's field order: ... reason, details, code
             body["details"] = self.details
+        body["code"] = self.code
         return body
 
 
 def _details(res: ResourceType, name: str) -> dict[str, Any]:
-    details: dict[str, Any] = {"name": name, "kind": res.plural}
+    details: dict[str, Any] = {"name": name}  # StatusDetails' field order: name, group, kind, ...
     if res.group:
         details["group"] = res.group
+    details["kind"] = res.plural
     return details
 
 

@@ -18,11 +18,13 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "KIND_MERGE_KEYS",
     "MERGE_KEYS",
     "MERGE_PRIMITIVE_LISTS",
     "PatchError",
     "json_merge_patch",
     "json_patch",
+    "merge_keys_for",
     "strategic_merge_patch",
 ]
 
@@ -41,7 +43,7 @@ MERGE_KEYS: dict[str, str | None] = {
     "volumes": "name",
     "volumeMounts": "mountPath",
     "volumeDevices": "devicePath",
-    "ports": "containerPort",  # Container.ports; Service ports would use "port"
+    "ports": "containerPort",  # Container.ports; a Service's ports: KIND_MERGE_KEYS
     "imagePullSecrets": "name",
     "secrets": "name",  # ServiceAccount.secrets
     "hostAliases": "ip",
@@ -63,6 +65,19 @@ MERGE_KEYS: dict[str, str | None] = {
     "readinessGates": None,
     "managedFields": None,
 }
+
+#: per kind (group, plural), the fields whose Go struct tags differ from ``MERGE_KEYS``:
+#: ``ServiceSpec.ports`` is ``patchMergeKey:"port"`` (``Container.ports`` merges on containerPort).
+KIND_MERGE_KEYS: dict[tuple[str, str], dict[str, str | None]] = {
+    ("", "services"): {"ports": "port"},
+}
+
+
+def merge_keys_for(group_resource: tuple[str, str]) -> Mapping[str, str | None]:
+    """The merge-key table of one kind: ``MERGE_KEYS`` with the kind's own tags over it."""
+    own = KIND_MERGE_KEYS.get(group_resource)
+    return {**MERGE_KEYS, **own} if own else MERGE_KEYS
+
 
 #: primitive lists with patch strategy "merge": the patch is unioned in.
 MERGE_PRIMITIVE_LISTS: frozenset[str] = frozenset({"finalizers", "podCIDRs"})

@@ -64,7 +64,9 @@ def dumps(body: Any) -> str:
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
-    return web.Response(text=dumps(body), status=status, content_type="application/json")
+    """A JSON body as the API server writes it: its serializer is a Go ``json.Encoder``, whose
+    ``Encode`` ends the document with a newline (clients print it, e.g. in ``FailToCreateError``)."""
+    return web.Response(text=dumps(body) + "\n", status=status, content_type="application/json")
 
 
 def error_response(exc: errors.ApiError, headers: dict[str, str] | None = None) -> web.Response:
@@ -554,7 +556,8 @@ class ApiServer:
             elif content_type == "application/merge-patch+json":
                 patched = patching.json_merge_patch(current, body)
             else:
-                patched = patching.strategic_merge_patch(current, body)
+                patched = patching.strategic_merge_patch(
+                    current, body, merge_keys=patching.merge_keys_for(res.group_resource))
         except patching.PatchError as exc:
             raise errors.ApiError(422, "Invalid", f"the patch could not be applied: {exc}") from None
         if not isinstance(patched, dict):

@@ -325,7 +325,7 @@ class Store:
         validation.prepare_for_create(res, obj)
         installkinds.admit(self, res, obj, shown)
         self.complete(res, obj)
-        validation.validate(res, obj)
+        validation.validate(res, obj, minor=self.surface.minor)
         if dry_run:
             return obj
         m["resourceVersion"] = str(self._next_rv())
@@ -388,7 +388,7 @@ class Store:
             else:
                 nm.pop("namespace", None)
         new["apiVersion"], new["kind"] = res.api_version, res.kind
-        validation.validate(res, new, subresource=subresource, old=current)
+        validation.validate(res, new, subresource=subresource, old=current, minor=self.surface.minor)
         if unchanged_write(current, new):  # the API server skips a write that changes nothing
             return current
         if dry_run:

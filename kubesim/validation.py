@@ -54,11 +54,11 @@ def prepare_for_create(res: ResourceType, obj: dict[str, Any]) -> None:
 
 
 def validate(res: ResourceType, obj: dict[str, Any], *, subresource: str | None = None,
-             old: dict[str, Any] | None = None) -> None:
+             old: dict[str, Any] | None = None, minor: int = apivalidation.badvalues.JSON_FROM) -> None:
     """Raise the API server's 422 when ``obj`` (as it would be stored; ``old`` the stored one on an
-    update) is invalid."""
+    update) is invalid, as release ``1.<minor>`` words it."""
     if subresource is None:
-        causes = apivalidation.causes(res, obj, old=old)
+        causes = apivalidation.causes(res, obj, old=old, minor=minor)
         if res.group_resource in POD_SPECS:
             causes += _pod_spec_ids((obj.get("spec") or {}), "spec") if res.group_resource == PODS else \
                 _pod_spec_ids(((obj.get("spec") or {}).get("template") or {}).get("spec") or {}, "spec.template.spec")

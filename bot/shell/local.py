@@ -109,6 +109,8 @@ def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
 
 def start(paths: Paths, settings: Settings, out: TextIO) -> int:
     paths.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if settings.redis_url is None:  # first: when it cannot start, nothing else is left running
+        local_redis_url(paths.state)
     running = _running(paths.kubesim_pid, "kubesim")
     url = _server_url(paths.kubesim_log)
     if running is not None and paths.kubeconfig.exists():
@@ -116,8 +118,6 @@ def start(paths: Paths, settings: Settings, out: TextIO) -> int:
     else:
         running, url = _start_kubesim(paths)
         out.write(msg.local_started(running, url) + "\n")
-    if settings.redis_url is None:
-        local_redis_url(paths.state)
     if not (paths.policy.exists() and paths.token.exists()):
         _write_policy(paths)
     out.write(msg.local_paste(paste_lines(paths, home=settings.home)) + "\n")
@@ -166,15 +166,15 @@ def paste_lines(paths: Paths, *, home: Path) -> list[str]:
 def policy_text(*, account: str, token_sha256: str) -> str:
     """The two-person policy ``start`` writes (the README's Quickstart shows it)."""
     return (
-        "# upgradebot local start: two people in one terminal, on kubesim (docs/policy.md has every key)\n"
+        "# written by `upgradebot local start` (make try): two people in one terminal, on kubesim\n"
         f"requesters: {{users: [{ALICE}]}}\n"
-        f"approvers: {{users: [{BOB}]}}            # Alice may not approve her own request\n"
+        f"approvers: {{users: [{BOB}]}}                  # Alice may not approve her own request\n"
         "identities:\n"
-        f"  accounts: {{{account}: {ALICE}}}       # you, the OS account running the shell, are Alice\n"
-        "  tokens:                               # Bob acts with UPGRADEBOT_TOKEN (the bob function)\n"
+        f"  accounts: {{{account}: {ALICE}}}                 # you, the OS account running the shell, are Alice\n"
+        "  tokens:                                    # Bob acts with UPGRADEBOT_TOKEN (the bob function)\n"
         f"    - {{name: bob, user: {BOB}, sha256: {token_sha256}}}\n"
-        "shell: {approvals: true}               # approvals from the shell (default: in Slack only)\n"
-        "steps: {observe_window: 5s, settle_window: 5s}   # short, for trying (default 30s each)\n"
+        "shell: {approvals: true}                     # approvals from the shell (default: in Slack only)\n"
+        "steps: {observe_window: 5s, settle_window: 5s}   # short, for trying (default: 30s each)\n"
     )
 
 

@@ -8,9 +8,11 @@ by ``local stop`` itself, and the test checks that it is gone.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,14 +29,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Iterator[Path]:
-    """A home of the test's own; whatever is still running under it at the end is stopped."""
-    yield tmp_path
-    local(tmp_path, "stop")
-    state = tmp_path / ".local" / "state" / "upgradebot"
+def home() -> Iterator[Path]:
+    """A home of the test's own (short: the local Redis's unix socket path is under it); whatever
+    is still running under it at the end is stopped."""
+    path = Path(tempfile.mkdtemp(prefix="try-"))
+    yield path
+    local(path, "stop")
+    state = path / ".local" / "state" / "upgradebot"
     for pid_file in (state / "redis.pid", state / "try" / "kubesim.pid"):  # stop refused or failed: leave nothing
         if pid_file.exists() and not gone(pid := int(pid_file.read_text())):
             os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def env_of(home: Path, **extra: str) -> dict[str, str]:

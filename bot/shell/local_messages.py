@@ -18,8 +18,8 @@ def local_already_running(pid: int, url: str) -> str:
 
 
 def local_paste(lines: list[str]) -> str:
-    return "Paste these three lines into your shell (the third runs a command as Bob, the approver):\n" + \
-        "\n".join(lines)
+    return ("Paste these three lines into your shell (the third defines `bob`, which runs a command as Bob, "
+            "the approver):\n" + "\n".join(lines))
 
 
 def local_stop_hint(prog: str) -> str:

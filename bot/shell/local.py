@@ -116,6 +116,8 @@ def start(paths: Paths, settings: Settings, out: TextIO) -> int:
     if running is not None and paths.kubeconfig.exists():
         out.write(msg.local_already_running(running, url) + "\n")
     else:
+        if running is not None:  # its kubeconfig is gone: nobody can reach it, start afresh
+            _terminate("kubesim", running)
         running, url = _start_kubesim(paths)
         out.write(msg.local_started(running, url) + "\n")
     if not (paths.policy.exists() and paths.token.exists()):

@@ -126,3 +126,18 @@ def test_stop_stops_the_redis_the_shell_started_and_never_a_reused_pid(home: Pat
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_kubesim_whose_kubeconfig_is_gone_is_replaced_not_left_behind(home: Path) -> None:
+    """issue 41, item 2: `local start` when the kubesim it started runs but its kubeconfig was
+    deleted stops that kubesim and starts another (one kubesim per user, never an orphan)."""
+    assert local(home, "start").returncode == 0
+    state = home / ".local" / "state" / "upgradebot" / "try"
+    first = int((state / "kubesim.pid").read_text())
+    (state / "kubeconfig").unlink()
+    again = local(home, "start")
+    assert again.returncode == 0 and again.stdout.startswith("kubesim is running"), again.stdout + again.stderr
+    second = int((state / "kubesim.pid").read_text())
+    assert second != first and gone(first) and not gone(second)
+    assert (state / "kubeconfig").exists()
+

@@ -80,6 +80,12 @@ test-under-load:
 demo: $(STAMP) prometheus
 	$(BIN)/upgradebot demo
 
+# kubesim, this user's Redis and a two-person policy left running in the background under
+# ~/.local/state/upgradebot/try (README's Quickstart); `upgradebot local stop` stops them
+.PHONY: try
+try: $(STAMP)
+	$(BIN)/upgradebot local start
+
 # The image (deploy/Dockerfile) with docker or podman, whichever is here.
 IMAGE  ?= upgradebot:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 image:

@@ -28,6 +28,7 @@ from typing import NoReturn, TextIO
 
 from bot import console, logs, runtime
 from bot.settings import Settings, SettingsError, load_settings
+from bot.shell import local
 from bot.shell.identity import IdentityRefused, ShellIdentity, check_as, resolve
 from bot.shell.output import ShellObserver, print_result
 from bot.storage.embedded import RedisUnavailable
@@ -107,6 +108,7 @@ PROCESSES: dict[str, Process] = {
     "console": Process(console.SUMMARY, console.USAGE, console.add_arguments, console.run),
     "demo": Process("the whole story on a real Redis and a simulated cluster", "demo [--interactive]",
                     demo_arguments, run_demo),
+    "local": Process(local.msg.LOCAL_SUMMARY, local.msg.LOCAL_USAGE, local.add_arguments, local.run),
 }
 
 

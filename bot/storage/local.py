@@ -8,7 +8,7 @@ and append-only file under ``<state dir>`` (``~/.local/state/upgradebot``, see
 :attr:`bot.settings.Settings.state_dir`); later commands find it answering and reuse it.
 TCP is off and the socket is private to the user; the append-only file (fsync on every
 write) keeps runs across a reboot. A file lock keeps two commands from starting two
-servers. Stop it with ``redis-cli -s <state dir>/redis.sock shutdown``.
+servers. ``upgradebot local stop`` stops it (:mod:`bot.shell.local`).
 
 A team shares one Redis: set ``REDIS_URL`` and the local server is never started.
 """

@@ -169,7 +169,7 @@ def test_redis_reads_its_password_from_the_secret_file(rendered: dict[str, list[
     assert "env" not in container or not [e for e in container["env"] if "secretKeyRef" in e.get("valueFrom", {})]
     assert container["command"] == ["sh", "-c"]
     script = container["args"][0]
-    password = "0f" * 24  # what the README's `openssl rand -hex 24` makes
+    password = "0f" * 24  # what docs/install.md's `openssl rand -hex 24` makes
     (tmp_path / "auth").mkdir()
     (tmp_path / "auth" / "password").write_text(password)
     (tmp_path / "run").mkdir()

@@ -2,7 +2,7 @@
 ServiceAccount needs, and without it a request is refused before approval naming the rule
 (issue 34, items 2 and 3, first done-when line).
 
-One cluster for the module, installed as README says; the bot acts with a token ``kubectl create token`` minted for its
+One cluster for the module, installed as docs/install.md says; the bot acts with a token ``kubectl create token`` minted for its
 ServiceAccount; the 403s are counted from kubesim's ``apiserver_request_total{code="403"}``.
 """
 
@@ -61,7 +61,7 @@ OVERLAYS = sorted(p for p in (Path(__file__).resolve().parents[2] / "deploy" / "
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[KubeSim]:
-    """kubesim with README's "Install in your cluster" done as written, with the real kubectl: the
+    """kubesim with docs/install.md's "Install in your cluster" done as written, with the real kubectl: the
     namespace, both Secrets, ``apply -k`` of each overlay (zero errors), the rollouts."""
     with KubeSim(scenario="gpu-small", k8s_version="1.32", speed=20) as served:
         admin = Kubectl(served.kubeconfig)

@@ -1,0 +1,273 @@
+"""``upgradebot local start|stop`` (``make try``): a place to try the bot from the shell, left running.
+
+``start`` leaves three things in the background, all under this user's state directory
+(``$XDG_STATE_HOME/upgradebot``, else ``~/.local/state/upgradebot``; never a path shared by
+the users of a machine such as ``/tmp/kubesim.kubeconfig``):
+
+- kubesim (``gpu-small``, Kubernetes 1.31) as its own process, its kubeconfig, pid and log
+  in ``try/``;
+- this user's local Redis, the very server the shell starts on its first command
+  (:mod:`bot.storage.local`), unless ``REDIS_URL`` names another;
+- a policy for two people in one terminal (``try/policy.yaml``): the OS account running
+  it is Alice (``U0ALICE``), who requests; Bob (``U0BOB``), the approver, acts with a CI
+  token (``UPGRADEBOT_TOKEN``) whose secret is in ``try/bob.token`` and whose SHA-256 is in
+  the policy. Self-approval stays refused; shell approvals are on.
+
+It prints three lines to paste: ``.venv/bin`` on ``PATH``, ``KUBECONFIG`` and
+``UPGRADEBOT_CONFIG``, and a ``bob`` shell function that runs a command as Bob. A second
+``start`` while kubesim runs starts nothing and prints the same lines.
+
+``stop`` stops kubesim and the local Redis (whoever started it: ``start`` or any shell
+command), each with SIGTERM (Redis writes its append-only file and exits), SIGKILL after
+:data:`STOP_TIMEOUT`; a pid file is believed only when its process is still the one it
+names (its command line), so a reused pid is never signalled. The policy and Bob's token
+stay for the next ``start``; the runs stay in Redis's append-only file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import secrets
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from bot.settings import Settings
+from bot.shell import local_messages as msg
+from bot.shell.identity import os_account
+from bot.storage.local import local_redis_url
+from handlers.messages import PROG, shell_error
+
+START_TIMEOUT = 60.0
+"""Seconds kubesim may take to write its kubeconfig (its first start imports the release schemas)."""
+STOP_TIMEOUT = 10.0
+ALICE, BOB = "U0ALICE", "U0BOB"
+SAFE_PATH = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+
+
+class LocalError(Exception):
+    """kubesim did not start, or a process did not stop."""
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where ``local`` keeps what it started: under the user's state directory."""
+
+    state: Path
+
+    @property
+    def dir(self) -> Path:
+        return self.state / "try"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / "kubeconfig"
+
+    @property
+    def policy(self) -> Path:
+        return self.dir / "policy.yaml"
+
+    @property
+    def token(self) -> Path:
+        return self.dir / "bob.token"
+
+    @property
+    def kubesim_pid(self) -> Path:
+        return self.dir / "kubesim.pid"
+
+    @property
+    def kubesim_log(self) -> Path:
+        return self.dir / "kubesim.log"
+
+    @property
+    def redis_pid(self) -> Path:
+        return self.state / "redis.pid"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("start", "stop"), help=msg.LOCAL_ACTION_HELP)
+
+
+def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    paths = Paths(settings.state_dir)
+    try:
+        if args.action == "stop":
+            return stop(paths, out)
+        return start(paths, settings, out)
+    except LocalError as exc:
+        sys.stderr.write(shell_error(str(exc)) + "\n")
+        return 2
+
+
+def start(paths: Paths, settings: Settings, out: TextIO) -> int:
+    paths.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if settings.redis_url is None:  # first: when it cannot start, nothing else is left running
+        local_redis_url(paths.state)
+    running = _running(paths.kubesim_pid, "kubesim")
+    url = _server_url(paths.kubesim_log)
+    if running is not None and paths.kubeconfig.exists():
+        out.write(msg.local_already_running(running, url) + "\n")
+    else:
+        if running is not None:  # its kubeconfig is gone: nobody can reach it, start afresh
+            _terminate("kubesim", running)
+        running, url = _start_kubesim(paths)
+        out.write(msg.local_started(running, url) + "\n")
+    if not (paths.policy.exists() and paths.token.exists()):
+        _write_policy(paths)
+    out.write(msg.local_paste(paste_lines(paths, home=settings.home)) + "\n")
+    out.write(msg.local_stop_hint(PROG) + "\n")
+    return 0
+
+
+def stop(paths: Paths, out: TextIO) -> int:
+    stopped = False
+    for what, pid_file, marker in (("kubesim", paths.kubesim_pid, "kubesim"),
+                                   ("the local Redis", paths.redis_pid, "redis-server")):
+        pid = _running(pid_file, marker)
+        if pid is not None:
+            _terminate(what, pid)
+            out.write(msg.local_stopped(what, pid) + "\n")
+            stopped = True
+        pid_file.unlink(missing_ok=True)
+    paths.kubeconfig.unlink(missing_ok=True)  # it names a server that is gone
+    if not stopped:
+        out.write(msg.LOCAL_NOTHING_RUNNING + "\n")
+    return 0
+
+
+def paste_lines(paths: Paths, *, home: Path) -> list[str]:
+    """``PATH``, ``KUBECONFIG`` and ``UPGRADEBOT_CONFIG``, and Bob: paths under ``$PWD`` and
+    ``$HOME`` written so, so the lines read the same on every machine (as the README shows them)."""
+    program = Path(sys.argv[0]).absolute()  # the upgradebot being run (.venv/bin/upgradebot under make try)
+    bin_dir = program.parent if program.name == PROG and program.exists() else Path(sys.executable).parent
+
+    def shown(path: Path, *, base: Path, name: str) -> str:
+        try:
+            rest = path.relative_to(base)
+        except ValueError:
+            return shlex.quote(str(path))
+        return f'"${name}/{rest}"' if SAFE_PATH.fullmatch(str(rest)) else shlex.quote(str(path))
+
+    here = bin_dir == Path.cwd() / ".venv" / "bin"  # make try, in the clone
+    return [
+        'export PATH="$PWD/.venv/bin:$PATH"' if here else f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"',
+        f"export KUBECONFIG={shown(paths.kubeconfig, base=home, name='HOME')} "
+        f"UPGRADEBOT_CONFIG={shown(paths.policy, base=home, name='HOME')}",
+        f'bob() {{ UPGRADEBOT_TOKEN="$(cat {shown(paths.token, base=home, name="HOME")})" "$@"; }}',
+    ]
+
+
+def policy_text(*, account: str, token_sha256: str) -> str:
+    """The two-person policy ``start`` writes (the README's Quickstart shows it)."""
+    return (
+        "# written by `upgradebot local start` (make try): two people in one terminal, on kubesim\n"
+        f"requesters: {{users: [{ALICE}]}}\n"
+        f"approvers: {{users: [{BOB}]}}                  # Alice may not approve her own request\n"
+        "identities:\n"
+        f"  accounts: {{{account}: {ALICE}}}                 # you, the OS account running the shell, are Alice\n"
+        "  tokens:                                    # Bob acts with UPGRADEBOT_TOKEN (the bob function)\n"
+        f"    - {{name: bob, user: {BOB}, sha256: {token_sha256}}}\n"
+        "shell: {approvals: true}                     # approvals from the shell (default: in Slack only)\n"
+        "steps: {observe_window: 5s, settle_window: 5s}   # short, for trying (default: 30s each)\n"
+    )
+
+
+def _write_policy(paths: Paths) -> None:
+    token = secrets.token_urlsafe(24)
+    paths.token.unlink(missing_ok=True)
+    fd = os.open(paths.token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    paths.policy.write_text(policy_text(account=os_account(), token_sha256=digest))
+
+
+def _start_kubesim(paths: Paths) -> tuple[int, str]:
+    paths.kubeconfig.unlink(missing_ok=True)
+    with open(paths.kubesim_log, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kubesim", "serve", "--port", "0", "--scenario", "gpu-small",
+             "--k8s-version", "1.31", "--kubeconfig", str(paths.kubeconfig)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        url = _server_url(paths.kubesim_log)
+        if url and paths.kubeconfig.exists():
+            paths.kubesim_pid.write_text(f"{proc.pid}\n")
+            return proc.pid, url
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    tail = " ".join(paths.kubesim_log.read_text(errors="replace")[-300:].split())
+    raise LocalError(msg.local_did_not_start(str(paths.kubesim_log), tail))
+
+
+def _server_url(log: Path) -> str:
+    """The URL kubesim printed first, or '' before it did."""
+    try:
+        first = log.read_text(errors="replace").split("\n", 1)
+    except OSError:
+        return ""
+    return first[0] if len(first) > 1 and first[0].startswith("https://") else ""
+
+
+def _running(pid_file: Path, marker: str) -> int | None:
+    """The pid in ``pid_file`` if that process lives and its command line names ``marker``."""
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except FileNotFoundError:
+        return None
+    except OSError:  # no /proc (macOS): is it alive at all
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return None
+        return pid
+    return pid if marker in cmdline else None
+
+
+def _terminate(what: str, pid: int) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                return
+            time.sleep(0.05)
+    raise LocalError(msg.local_did_not_stop(what, pid))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)  # our own child (a test's): reap it
+        if waited == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie waiting for a parent that is not us has stopped all the same
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][:1] != "Z"
+    except (OSError, IndexError):
+        return True

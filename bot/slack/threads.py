@@ -19,7 +19,7 @@ bot, a failed post: so they are sent with retry) and rewrites the closed ones.
 Each post that must be unique (the root, a step's message, a gate's message, an on-call
 notice) and each gate's closing rewrite is claimed right before its Slack call (``claim``,
 in ``serve`` :meth:`~bot.storage.redis_store.RedisRunStore.claim_effect`: one script that
-checks the run's ``origin`` does not record it yet and no other process holds it), then
+checks the run's ``origin`` does not record it yet and nobody holds its claim), then
 recorded in ``origin``: a process stopped past its lease with a post queued, or two
 replicas' sweeps, post it once (docs/architecture.md, "Each thread message once"). The
 click's rewrite of a decided gate (:meth:`SlackThreads.rewrite_decided`) is the same effect
@@ -72,7 +72,7 @@ STEP_KEY = "step|"
 Claim = Callable[[str, str], tuple[str, str]]
 """``claim(run_id, effect)``, right before the Slack call of an effect that ``run.origin[effect]``
 records once done: ``("claimed", "")`` (do it now, then record it), ``("done", recorded)``,
-``("held", owner)`` (another process claimed it and may be doing it now) or ``("gone", "")``
+``("held", owner)`` (claimed by another process, or thread, which may be doing it now) or ``("gone", "")``
 (:meth:`bot.storage.redis_store.RedisRunStore.claim_effect`)."""
 
 
@@ -325,7 +325,9 @@ class SlackThreads:
         ts, ref = self._gate_ts(run, gate), gate_ref(run, gate)
         if ts is None or self._closed(run, gate):
             return
-        mine, _ = self._claim(run.id, GATE_KEY + ref + CLOSED)  # not mine: another process rewrites it
+        mine, done = self._claim(run.id, GATE_KEY + ref + CLOSED)
+        if not mine and not done:  # being rewritten elsewhere: the next sweep finds it recorded
+            return
         if mine:
             payload = render_message(closed_gate_message(run, gate))[0]
             self._claimed(run.id, GATE_KEY + ref + CLOSED, lambda: self.web.update(run.origin["channel"], ts, payload))
@@ -344,7 +346,9 @@ class SlackThreads:
             self.web.update(channel, ts, payload)
             return True
         effect = GATE_KEY + ref + CLOSED
-        mine, _ = self._claim(run_id, effect)
+        mine, done = self._claim(run_id, effect)
+        if not mine and not done:  # being rewritten elsewhere (the thread's closing rewrite)
+            return False
         if mine:
             self._claimed(run_id, effect, lambda: self.web.update(channel, ts, payload))
         with self._lock:

@@ -320,9 +320,9 @@ return held
 # KEYS: run, effect claim; ARGV: origin key, owner, ttl ms
 # The claim on one Slack effect of a run's thread, taken right before the Slack call in the
 # script that checks it was not done: {'done', value} (the run's origin records it: value),
-# {'held', owner} (another process claimed it less than ttl ago and has not recorded it: it
-# may be posting it now), {'gone', ''} (no such run) or {'claimed', ''} (ours to do now; a
-# claim of ours is taken again, one whose ttl ran out, never recorded, is taken over).
+# {'held', owner} (claimed less than ttl ago and not recorded: its holder, another process
+# or another thread of this one, may be doing it now), {'gone', ''} (no such run) or
+# {'claimed', ''} (ours to do now; a claim whose ttl ran out, never recorded, is taken over).
 CLAIM_EFFECT = """
 local raw = redis.call('HGET', KEYS[1], 'json')
 if not raw then return {'gone', ''} end
@@ -331,7 +331,7 @@ if not ok or type(run) ~= 'table' then return {'gone', ''} end
 local origin = run['origin']
 if type(origin) == 'table' and type(origin[ARGV[1]]) == 'string' then return {'done', origin[ARGV[1]]} end
 local holder = redis.call('GET', KEYS[2])
-if holder and holder ~= ARGV[2] then return {'held', holder} end
+if holder then return {'held', holder} end
 redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 return {'claimed', ''}
 """

@@ -22,17 +22,17 @@ def test_set_origin_first_value_wins_and_keeps_the_state(redis_url: str) -> None
 
 
 def test_a_thread_effect_is_claimed_by_one_process_until_it_is_recorded(redis_url: str) -> None:
-    """Issue 40: ``claim_effect`` grants the claim on a run thread's Slack effect to one owner
-    at a time (``held`` for another, ``claimed`` again for its holder), gives it to the next
-    owner once released (Slack refused the call), reports ``done`` with the recorded value
-    once ``origin`` records it, whoever asks, ``gone`` for no such run; a claim never recorded
-    lapses after its ttl."""
+    """Issue 40: ``claim_effect`` grants the claim on a run thread's Slack effect once at a time
+    (``held`` for any later claim, its holder's too: two threads of one process), gives it to
+    the next owner once released (Slack refused the call), reports ``done`` with the recorded
+    value once ``origin`` records it, whoever asks, ``gone`` for no such run; a claim never
+    recorded lapses after its ttl."""
     engine = make_engine(redis_url)
     store = engine.store
     run = request(engine)
     assert isinstance(store, RedisRunStore)
     assert store.claim_effect(run.id, "gate|g1", owner="a") == ("claimed", "")
-    assert store.claim_effect(run.id, "gate|g1", owner="a") == ("claimed", "")
+    assert store.claim_effect(run.id, "gate|g1", owner="a") == ("held", "a")
     assert store.claim_effect(run.id, "gate|g1", owner="b") == ("held", "a")
     store.release_effect(run.id, "gate|g1", owner="b")  # not b's: kept
     assert store.claim_effect(run.id, "gate|g1", owner="b") == ("held", "a")

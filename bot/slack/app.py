@@ -30,6 +30,7 @@ import json
 import logging
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,6 +116,9 @@ class SlackDeps:
     jobs: Jobs | None = None
     """With it, the listeners only queue (:mod:`bot.jobs`): worker processes run the work,
     and ``workers``/``decision_workers`` stay idle."""
+    rewrite: Callable[[str, str, str, Payload], object] | None = None
+    """``rewrite(button value, channel, ts, payload)``: a decided gate's message rewritten once
+    (:meth:`bot.slack.threads.SlackThreads.rewrite_decided`); without it, ``chat.update``."""
 
 
 def respond_of(body: dict[str, Any]) -> Respond:
@@ -402,7 +406,11 @@ class Listeners:
         self.deps.metrics.approvals.labels(action=click.action, outcome="accepted" if decided.accepted else "refused").inc()
         log.info("%s by %s on %s: %s", click.action, click.user, click.value, "accepted" if decided.accepted else "refused")
         if decided.replace is not None and click.channel and click.message_ts:
-            self.deps.web.update(click.channel, click.message_ts, render_message(decided.replace)[0])
+            payload = render_message(decided.replace)[0]
+            if self.deps.rewrite is not None:  # once, whichever process closes the gate's message first
+                self.deps.rewrite(click.value, click.channel, click.message_ts, payload)
+            else:
+                self.deps.web.update(click.channel, click.message_ts, payload)
         if decided.reply is None:
             return
         if decided.reply.ephemeral or not click.channel:

@@ -37,6 +37,7 @@ from bot.processes import DEFAULT_GROUPS, WorkerProcesses
 from bot.runtime import Runtime, connector, open_store
 from bot.settings import Settings, SettingsError
 from bot.slack.app import BotIdentity, Listeners, SlackDeps, build_app
+from bot.slack.blocks import Payload
 from bot.slack.http import Check, HttpServer, Readiness, WebApp
 from bot.slack.idempotency import Idempotency, InMemoryIdempotency
 from bot.slack.metrics import Metrics, RunsByState, StepTimer, runs_by_state
@@ -154,6 +155,7 @@ def build_service(
     disabled: Mapping[str, str] | None = None,
     jobs: Jobs | None = None,
     quotas: Quotas | None = None,
+    rewrite: Callable[[str, str, str, Payload], object] | None = None,
 ) -> Service:
     """The Slack front end: ``help`` and ``verbs`` (default: ``inventory`` alone),
     ``decisions`` for the buttons, ``idempotency`` (default: in memory, one process only),
@@ -178,7 +180,7 @@ def build_service(
                               reads=long_reads(settings.workers, settings.reserved_workers))
     deps = SlackDeps(router=router, web=web, idempotency=idempotency or InMemoryIdempotency(),
                      workers=workers, metrics=metrics, decision_workers=decision_workers, quotas=quotas,
-                     notices=notices, decisions=decisions, jobs=jobs)
+                     notices=notices, decisions=decisions, jobs=jobs, rewrite=rewrite)
     app, listeners = build_app(settings, policy, deps, identity=identity)
     readiness = Readiness({"slack": slack_check(identity, web, metrics), **(checks or {})},
                           cache_seconds=readiness_cache, secrets=secrets_of(settings),
@@ -219,10 +221,15 @@ def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache
     runtime.observers.add(StepTimer(metrics))
     pacer = Pacer(settings.slack_pace)
     runtime.on_stop(pacer.close)
+    store, owner = runtime.store, runtime.engine.leases.owner
+    # each post of a run's thread (and a gate's rewrite) claimed in Redis right before its Slack
+    # call: one process makes it, whichever replica, however starved (issue 40)
     threads = SlackThreads(web=web, pacer=pacer, set_origin=runtime.engine.set_origin,
                            self_approval=policy.approvers.allow_self_approval,
                            oncall=policy.oncall.channel or "", mention=policy.oncall.mention or "",
-                           audit=runtime.engine.audit)
+                           audit=runtime.engine.audit,
+                           claim=lambda run_id, effect: store.claim_effect(run_id, effect, owner=owner),
+                           release=lambda run_id, effect: store.release_effect(run_id, effect, owner=owner))
     runtime.observers.add(threads)
     # every sweep: a gate message whose post failed goes out (one opened a minute ago or more)
     runtime.advancer.also.append(lambda runs: threads.reconcile(runs, min_age=RECONCILE_MIN_AGE))
@@ -248,7 +255,7 @@ def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache
         settings, policy, verbs=chat_verbs(runtime.deps(directory, cancel=cancel)), decisions=decisions,
         idempotency=runtime.store, cancel=cancel, quotas=quotas,
         checks={"redis": runtime.store.ping}, runs_by_state=runs_by_state(runtime.store), directory=directory,
-        metrics=metrics, web=web, readiness_cache=readiness_cache,
+        metrics=metrics, web=web, readiness_cache=readiness_cache, rewrite=threads.rewrite_decided,
     )
 
 

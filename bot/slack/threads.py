@@ -16,6 +16,15 @@ that did not post it still rewrites it; at start and after every sweep,
 :meth:`SlackThreads.reconcile` posts the gate messages that never went out (a stopped
 bot, a failed post: so they are sent with retry) and rewrites the closed ones.
 
+Each post that must be unique (the root, a step's message, a gate's message, an on-call
+notice) and each gate's closing rewrite is claimed right before its Slack call (``claim``,
+in ``serve`` :meth:`~bot.storage.redis_store.RedisRunStore.claim_effect`: one script that
+checks the run's ``origin`` does not record it yet and nobody holds its claim), then
+recorded in ``origin``: a process stopped past its lease with a post queued, or two
+replicas' sweeps, post it once (docs/architecture.md, "Each thread message once"). The
+click's rewrite of a decided gate (:meth:`SlackThreads.rewrite_decided`) is the same effect
+as the thread's closing rewrite.
+
 :class:`SlackOutlet` posts a run's stability reports in its thread (and to the on-call
 channel); the report poster calls it.
 
@@ -30,9 +39,10 @@ import datetime as dt
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
-from bot.slack.blocks import render_message
+from bot.slack.blocks import Payload, render_message
 from bot.slack.pacing import Pacer
 from bot.slack.web import SlackWeb
 from handlers.replies import Message, Reply
@@ -45,11 +55,13 @@ from handlers.run_views import (
     phase_message,
     phase_of,
     root_message,
+    run_of_ref,
 )
 from runbooks.engine.runs import Gate, Run, Step
 from runbooks.policy import Policy
 
 log = logging.getLogger("upgradebot.slack.threads")
+T = TypeVar("T")
 SURFACE = "slack"
 ONCALL_KEY = "oncall|"
 """``run.origin[ONCALL_KEY + what]`` is the ts of what on-call was told (a halt, a rollback by itself)."""
@@ -57,17 +69,30 @@ CLOSED = "|closed"
 """``origin[GATE_KEY + ref + CLOSED]``: that gate's message no longer shows buttons."""
 STEP_KEY = "step|"
 """``run.origin[STEP_KEY + step]`` is the ts of that step's message (``step|verify_canary``)."""
+Claim = Callable[[str, str], tuple[str, str]]
+"""``claim(run_id, effect)``, right before the Slack call of an effect that ``run.origin[effect]``
+records once done: ``("claimed", "")`` (do it now, then record it), ``("done", recorded)``,
+``("held", owner)`` (claimed by another process, or thread, which may be doing it now) or ``("gone", "")``
+(:meth:`bot.storage.redis_store.RedisRunStore.claim_effect`)."""
+
+
+def _unclaimed(run_id: str, effect: str) -> tuple[str, str]:
+    """Without a shared store (one process): every effect is ours to do."""
+    return ("claimed", "")
 
 
 class SlackThreads:
     def __init__(self, *, web: SlackWeb, pacer: Pacer, set_origin: Callable[..., Run],
                  self_approval: bool = False, oncall: str = "", mention: str = "",
-                 audit: Callable[[str], list[dict[str, Any]]] | None = None) -> None:
+                 audit: Callable[[str], list[dict[str, Any]]] | None = None, claim: Claim = _unclaimed,
+                 release: Callable[[str, str], None] = lambda run_id, effect: None) -> None:
         """``set_origin(run_id, ts=…)`` stores the root message's ts in the run (first wins);
         ``oncall`` (a channel) hears of halted runs and of the rollbacks the bot starts by itself;
         ``audit(run_id)`` the run's entries (a step's message another process posted is redrawn
-        from them)."""
+        from them); ``claim`` takes each post (and a gate's rewrite) before its Slack call,
+        ``release(run_id, effect)`` gives a claim back when Slack refused the call."""
         self.web, self.pacer, self.set_origin, self.self_approval = web, pacer, set_origin, self_approval
+        self.claim, self.release = claim, release
         self.audit = audit
         self._phases: dict[tuple[str, str], list[Step]] = {}
         """Each step's entries seen so far, by (run id, step): what its message shows."""
@@ -181,7 +206,14 @@ class SlackThreads:
         if ts:
             self.web.update(channel, ts, payload)
             return
-        posted = self.web.post(channel, payload)
+        mine, done = self._claim(run_id, "ts")
+        if not mine:  # another process posted it (or is posting it now: the next redraw updates it)
+            if done:
+                with self._lock:
+                    self._roots[run_id] = done
+                self.web.update(channel, done, payload)
+            return
+        posted = self._claimed(run_id, "ts", lambda: self.web.post(channel, payload))
         kept = self.set_origin(run_id, ts=posted).origin.get("ts", posted)
         with self._lock:
             self._roots[run_id] = kept
@@ -195,9 +227,15 @@ class SlackThreads:
             if ts is None:
                 log.warning("run %s has no root message in %s; a request's message was dropped", run_id, channel)
                 return
+            mine, done = self._claim(run_id, GATE_KEY + gate)
+            if not mine:  # posted by another process (or being posted: the sweep finds it recorded)
+                if done:
+                    with self._lock:
+                        self._gates[gate] = done
+                return
             payloads = render_message(message)
             for i, payload in enumerate(payloads):
-                posted = self.web.post(channel, payload, thread_ts=ts)
+                posted = self._claimed(run_id, GATE_KEY + gate, partial(self.web.post, channel, payload, thread_ts=ts))
                 if i == len(payloads) - 1:  # the part with the buttons: the one a click is checked against
                     with self._lock:
                         self._gates[gate] = posted
@@ -237,7 +275,14 @@ class SlackThreads:
         if root is None:
             log.warning("run %s has no root message in %s; its %s message was dropped", run_id, channel, phase)
             return
-        posted = self.web.post(channel, payload, thread_ts=root)
+        mine, done = self._claim(run_id, STEP_KEY + phase)
+        if not mine:  # another process posted the step's message (or is posting it: a later redraw edits it)
+            if done:
+                with self._lock:
+                    self._phase_ts[(run_id, phase)] = done
+                self.web.update(channel, done, payload)
+            return
+        posted = self._claimed(run_id, STEP_KEY + phase, lambda: self.web.post(channel, payload, thread_ts=root))
         with self._lock:
             self._phase_ts[(run_id, phase)] = posted
         self.set_origin(run_id, **{STEP_KEY + phase: posted})
@@ -255,8 +300,9 @@ class SlackThreads:
             self._told.add((run.id, key))
 
         def post() -> None:
-            ts = self.web.post(self.oncall, render_message(message)[0])
-            self.set_origin(run.id, **{key: ts})
+            if self._claim(run.id, key)[0]:
+                ts = self._claimed(run.id, key, lambda: self.web.post(self.oncall, render_message(message)[0]))
+                self.set_origin(run.id, **{key: ts})
 
         self.pacer.submit(self.oncall, post)
 
@@ -279,11 +325,57 @@ class SlackThreads:
         ts, ref = self._gate_ts(run, gate), gate_ref(run, gate)
         if ts is None or self._closed(run, gate):
             return
-        self.web.update(run.origin["channel"], ts, render_message(closed_gate_message(run, gate))[0])
+        mine, done = self._claim(run.id, GATE_KEY + ref + CLOSED)
+        if not mine and not done:  # being rewritten elsewhere: the next sweep finds it recorded
+            return
+        if mine:
+            payload = render_message(closed_gate_message(run, gate))[0]
+            self._claimed(run.id, GATE_KEY + ref + CLOSED, lambda: self.web.update(run.origin["channel"], ts, payload))
         with self._lock:
             self._gates.pop(ref, None)
             self._closed_refs.add(ref)
-        self.set_origin(run.id, **{GATE_KEY + ref + CLOSED: ts})
+        if mine:
+            self.set_origin(run.id, **{GATE_KEY + ref + CLOSED: ts})
+
+    def rewrite_decided(self, ref: str, channel: str, ts: str, payload: Payload) -> bool:
+        """The clicked gate message ``ts`` rewritten with its decision (who, when), at most once:
+        claimed as the gate's closing rewrite, which :meth:`_close_gate` (here, or in another
+        replica's sweep) then finds done, and the other way round. Whether it was rewritten here."""
+        run_id = run_of_ref(ref)
+        if run_id is None:  # not a gate's button: nothing of a run's thread to claim
+            self.web.update(channel, ts, payload)
+            return True
+        effect = GATE_KEY + ref + CLOSED
+        mine, done = self._claim(run_id, effect)
+        if not mine and not done:  # being rewritten elsewhere (the thread's closing rewrite)
+            return False
+        if mine:
+            self._claimed(run_id, effect, lambda: self.web.update(channel, ts, payload))
+        with self._lock:
+            self._gates.pop(ref, None)
+            self._closed_refs.add(ref)
+        if mine:
+            self.set_origin(run_id, **{effect: ts})
+        return mine
+
+    def _claim(self, run_id: str, effect: str) -> tuple[bool, str]:
+        """Whether this process does ``effect`` now (claimed, atomically with the check that it
+        is not recorded); else what is recorded (empty while another process holds it)."""
+        outcome, value = self.claim(run_id, effect)
+        if outcome == "claimed":
+            return True, ""
+        if outcome == "held":
+            log.info("run %s: %s is being done by %s; left to it", run_id, effect, value)
+        return False, value if outcome == "done" else ""
+
+    def _claimed(self, run_id: str, effect: str, call: Callable[[], T]) -> T:
+        """The Slack call of a claimed effect; its claim given back when the call fails (Slack
+        refused it, or it never got there: the next sweep tries again)."""
+        try:
+            return call()
+        except BaseException:
+            self.release(run_id, effect)
+            raise
 
 
 class SlackOutlet:

@@ -31,6 +31,7 @@ from pydantic_core import to_json
 from bot.storage.layout import (
     ACQUIRE,
     ACQUIRE_LEADER,
+    CLAIM_EFFECT,
     CLAIM_REPORT_POST,
     CREATE,
     GLOBAL_AUDIT_MAXLEN,
@@ -52,6 +53,9 @@ from runbooks.stability.collecting import Collected
 from runbooks.stability.tallying import Tally
 
 log = logging.getLogger("upgradebot.store")
+EFFECT_TTL = dt.timedelta(minutes=10)
+"""How long a claim on a run thread's Slack effect, never recorded (its holder died or stopped
+between the claim and the record), keeps another process from doing it again."""
 
 def _flatten(entries: Sequence[dict[str, Any]]) -> list[str]:
     """Audit entries as the scripts read them: count, then (field count, fields...) each."""
@@ -85,6 +89,7 @@ class RedisRunStore:
         self._acquire_leader = client.register_script(ACQUIRE_LEADER)
         self._claim_report_post = client.register_script(CLAIM_REPORT_POST)
         self._release_report_post = client.register_script(RELEASE_REPORT_POST)
+        self._claim_effect = client.register_script(CLAIM_EFFECT)
         self._skipped: set[str] = set()
         """Keys holding something that is not ours, already logged (each is logged once)."""
         self._take_slot = client.register_script(TAKE_SLOT)
@@ -391,6 +396,16 @@ class RedisRunStore:
         """Every post of the report is recorded: it is posted (kept ``keep``)."""
         self._do(lambda: self.client.hsetnx(Keys.report(run_id, after), "posted_at", posted_at)
                  + self.client.pexpire(Keys.report(run_id, after), _ms(keep)))
+
+    def claim_effect(self, run_id: str, effect: str, *, owner: str, ttl: dt.timedelta = EFFECT_TTL) -> tuple[str, str]:
+        """Claim the Slack effect recorded as ``origin[effect]`` of ``run_id`` right before doing
+        it (:data:`~bot.storage.layout.CLAIM_EFFECT`): ``("claimed", "")`` (do it, then record
+        it), ``("done", recorded)``, ``("held", other owner)`` or ``("gone", "")``."""
+        return self._call(self._claim_effect, [Keys.run(run_id), Keys.effect(run_id, effect)], [effect, owner, _ms(ttl)])
+
+    def release_effect(self, run_id: str, effect: str, *, owner: str) -> None:
+        """Give back our claim on ``effect`` (Slack refused it: nothing was done; tried again later)."""
+        self._call_int(self._release, [Keys.effect(run_id, effect)], [owner])
 
     # ------------------------------------------------------- quotas (slots with leases)
     def take_slot(self, sets: Sequence[tuple[str, str, int]], token: str, lease: float) -> int:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import time
+
+from bot.storage.redis_store import RedisRunStore
 from tests.engine_support import make_engine, request
 
 
@@ -15,3 +19,33 @@ def test_set_origin_first_value_wins_and_keeps_the_state(redis_url: str) -> None
     fresh = engine.get(run.id)
     assert fresh.origin == again.origin and (fresh.state, fresh.updated_at) == (run.state, run.updated_at)
     assert [e for e in engine.audit(run.id) if "origin" in str(e)] == []
+
+
+def test_a_thread_effect_is_claimed_by_one_process_until_it_is_recorded(redis_url: str) -> None:
+    """Issue 40: ``claim_effect`` grants the claim on a run thread's Slack effect once at a time
+    (``held`` for any later claim, its holder's too: two threads of one process), gives it to
+    the next owner once released (Slack refused the call), reports ``done`` with the recorded
+    value once ``origin`` records it, whoever asks, ``gone`` for no such run; a claim never
+    recorded lapses after its ttl."""
+    engine = make_engine(redis_url)
+    store = engine.store
+    run = request(engine)
+    assert isinstance(store, RedisRunStore)
+    assert store.claim_effect(run.id, "gate|g1", owner="a") == ("claimed", "")
+    assert store.claim_effect(run.id, "gate|g1", owner="a") == ("held", "a")
+    assert store.claim_effect(run.id, "gate|g1", owner="b") == ("held", "a")
+    store.release_effect(run.id, "gate|g1", owner="b")  # not b's: kept
+    assert store.claim_effect(run.id, "gate|g1", owner="b") == ("held", "a")
+    store.release_effect(run.id, "gate|g1", owner="a")
+    assert store.claim_effect(run.id, "gate|g1", owner="b") == ("claimed", "")
+    engine.set_origin(run.id, **{"gate|g1": "1700000002.000100"})
+    assert store.claim_effect(run.id, "gate|g1", owner="a") == ("done", "1700000002.000100")
+    assert store.claim_effect(run.id, "gate|g1", owner="b") == ("done", "1700000002.000100")
+    assert store.claim_effect("r-nosuchrun", "gate|g1", owner="a") == ("gone", "")
+
+    assert store.claim_effect(run.id, "step|canary", owner="a", ttl=dt.timedelta(milliseconds=200)) == ("claimed", "")
+    assert store.claim_effect(run.id, "step|canary", owner="b") == ("held", "a")
+    deadline = time.monotonic() + 30
+    while store.claim_effect(run.id, "step|canary", owner="b") != ("claimed", ""):  # a's claim lapses
+        assert time.monotonic() < deadline, "the claim never lapsed"
+        time.sleep(0.05)

@@ -9,6 +9,11 @@ client does not know (``resource.k8s.io/v1alpha2``). Every failure is turned int
 :class:`~runbooks.cluster.retrying.RetryPolicy` says (``_read``); writes, when the upgrade
 steps add them, go through ``_send`` and retry only what is safe to repeat. Nothing the
 adapter returns is a client object.
+
+The client itself is imported on the first connection (:meth:`Cluster.from_kubeconfig`,
+:meth:`Cluster.in_cluster`), not with this module: importing it takes most of a second
+and tens of MiB, and the verbs that never reach a cluster (``upgradebot status``,
+``--help``) import this module through the handlers all the same.
 """
 
 from __future__ import annotations
@@ -20,13 +25,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import urllib3
-import yaml
-from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
 
 from runbooks.cluster.discovering import Discovery
 from runbooks.cluster.metrics import MetricSample, lines_of, samples_of
@@ -49,6 +50,9 @@ from runbooks.errors import (
     scrub,
     shorten,
 )
+
+if TYPE_CHECKING:
+    from kubernetes import client
 
 T = TypeVar("T")
 PAGE_SIZE = 500
@@ -97,6 +101,10 @@ class Cluster(Writes, Discovery):
         ``path`` may list several files separated by ``:`` as ``KUBECONFIG`` does; ``None``
         means the client's default (``KUBECONFIG``, else ``~/.kube/config``).
         """
+        import yaml
+        from kubernetes import client, config
+        from kubernetes.config.config_exception import ConfigException
+
         where = os.fspath(path) if path is not None else None
         shown = where or "the default kubeconfig ($KUBECONFIG or ~/.kube/config)"
         try:
@@ -127,6 +135,9 @@ class Cluster(Writes, Discovery):
     @classmethod
     def in_cluster(cls, *, retry: RetryPolicy | None = None, timeout: tuple[float, float] = TIMEOUT) -> Cluster:
         """The cluster the bot runs in, with its ServiceAccount's token."""
+        from kubernetes import client, config
+        from kubernetes.config.config_exception import ConfigException
+
         configuration = client.Configuration()
         try:
             config.load_incluster_config(client_configuration=configuration)
@@ -152,6 +163,9 @@ class Cluster(Writes, Discovery):
         body: Any = None, content_type: str | None = None, timeout: tuple[float, float] | None = None,
     ) -> urllib3.BaseHTTPResponse:
         """One request, its failure turned into our error (no retry here)."""
+        # loaded since the connection was made: here a lookup in sys.modules
+        from kubernetes.client.exceptions import ApiException
+
         headers = {"Accept": "application/json, */*"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -390,6 +404,8 @@ class Cluster(Writes, Discovery):
 
 
 def _api_client(configuration: client.Configuration) -> client.ApiClient:
+    from kubernetes import client
+
     configuration.connection_pool_maxsize = POOL_SIZE
     configuration.retries = False  # the adapter retries, with its own budget
     return client.ApiClient(configuration)

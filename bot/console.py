@@ -50,8 +50,6 @@ from runbooks.policy import Policy
 log = logging.getLogger("upgradebot.console")
 BOT = "upgradebot"
 SURFACE = "console"
-SUMMARY = "a chat in the terminal: the Slack commands and buttons, as text"
-USAGE = "console [--kubeconfig PATH]"
 
 
 @dataclass(frozen=True)
@@ -271,10 +269,6 @@ def build_chat(runtime: Runtime, *, out: TextIO, user: str, directory: Directory
     if runtime.reports is not None:
         runtime.reports.outlets.add(ChatOutlet(chat, policy))
     return chat
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG)")
 
 
 def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:

@@ -22,13 +22,11 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from bot.reports.wiring import Reports
 from bot.settings import Settings
 from bot.storage.layout import Keys
 from bot.storage.local import local_redis_url
-from bot.storage.redis_store import RedisRunStore
 from bot.workers import Advancer
 from handlers import messages
 from handlers.access import Directory
@@ -47,6 +45,10 @@ from runbooks.engine.steps import Clock
 from runbooks.engine.transitioning import Observer
 from runbooks.errors import ClusterConfigError
 from runbooks.policy import Policy
+
+if TYPE_CHECKING:  # imported where used: a shell verb that never opens the store loads neither
+    from bot.reports.wiring import Reports
+    from bot.storage.redis_store import RedisRunStore
 
 log = logging.getLogger("upgradebot.runtime")
 T = TypeVar("T")
@@ -70,6 +72,8 @@ def connector(settings: Settings, kubeconfig: str | None = None) -> Connect:
 def open_store(settings: Settings) -> RedisRunStore:
     """The run store on ``REDIS_URL``, else on this user's local Redis (started if needed);
     keys an older version left under the old prefix are moved first."""
+    from bot.storage.redis_store import RedisRunStore
+
     store = RedisRunStore.from_url(settings.redis_url or local_redis_url(settings.state_dir))
     moved = store.migrate_keys()
     if moved:
@@ -212,6 +216,8 @@ def build_runtime(
 ) -> Runtime:
     """The engine on Redis (``REDIS_URL``, else this user's local server) with the DaemonSet
     steps, its runs moved on by the :class:`Advancer`, and the stability reports."""
+    from bot.reports.wiring import Reports
+
     store = store or open_store(settings)
     connect = connect or connector(settings)
     clock = clock or SystemClock()

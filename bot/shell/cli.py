@@ -24,15 +24,14 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
-from bot import console, logs, runtime
+from bot import logs, runtime
 from bot.settings import Settings, SettingsError, load_settings
 from bot.shell import local
 from bot.shell.identity import IdentityRefused, ShellIdentity, check_as, resolve
 from bot.shell.output import ShellObserver, print_result
 from bot.storage.embedded import RedisUnavailable
-from bot.storage.redis_store import RedisRunStore
 from handlers import messages as msg
 from handlers.arguments import UsageError
 from handlers.routing import EXIT_USAGE, Caller, Command, Deps
@@ -42,6 +41,9 @@ from runbooks.engine.driving import StepPaused
 from runbooks.engine.refusals import Refused
 from runbooks.engine.store import StoreUnavailable
 from runbooks.errors import ClusterError, scrub, shorten
+
+if TYPE_CHECKING:
+    from bot.storage.redis_store import RedisRunStore
 
 SURFACE = "shell"
 ProcessMain = Callable[[argparse.Namespace, Settings, TextIO], int]
@@ -87,6 +89,16 @@ def run_worker(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
     return worker.run(args, settings, out)
 
 
+def console_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG)")
+
+
+def run_console(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    from bot import console  # loaded here, as serve is: the chat, its runtime and the reports
+
+    return console.run(args, settings, out)
+
+
 def demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interactive", action="store_true", help="leave me at the console prompt instead")
 
@@ -105,7 +117,8 @@ PROCESSES: dict[str, Process] = {
                      serve_arguments, run_serve),
     "worker": Process("run what serve queues (serve starts its own; more on other machines)",
                       "worker [--lanes decisions|commands,runs] [--drain 30]", worker_arguments, run_worker),
-    "console": Process(console.SUMMARY, console.USAGE, console.add_arguments, console.run),
+    "console": Process("a chat in the terminal: the Slack commands and buttons, as text", "console [--kubeconfig PATH]",
+                       console_arguments, run_console),
     "demo": Process("the whole story on a real Redis and a simulated cluster", "demo [--interactive]",
                     demo_arguments, run_demo),
     "local": Process(local.msg.LOCAL_SUMMARY, local.msg.LOCAL_USAGE, local.add_arguments, local.run),

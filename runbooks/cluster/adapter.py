@@ -1,7 +1,8 @@
 """The one module that imports the official ``kubernetes`` client.
 
 :class:`Cluster` sends every request through the client's ``ApiClient`` with
-``_preload_content=False`` and parses the JSON itself into plain dicts: listing 50,000
+``_preload_content=False`` and decodes the JSON itself into plain dicts, page by page
+(:mod:`runbooks.cluster.decoding`, with msgspec): listing 50,000
 pods through the client's generated models takes about 5 times as long and 1.4 times the
 memory (``bench/bench_inventory.py``), and the models cannot represent API versions the
 client does not know (``resource.k8s.io/v1alpha2``). Every failure is turned into one of
@@ -9,25 +10,26 @@ client does not know (``resource.k8s.io/v1alpha2``). Every failure is turned int
 :class:`~runbooks.cluster.retrying.RetryPolicy` says (``_read``); writes, when the upgrade
 steps add them, go through ``_send`` and retry only what is safe to repeat. Nothing the
 adapter returns is a client object.
+
+The client itself is imported on the first connection (:meth:`Cluster.from_kubeconfig`,
+:meth:`Cluster.in_cluster`), not with this module: importing it takes most of a second
+and tens of MiB, and the verbs that never reach a cluster (``upgradebot status``,
+``--help``) import this module through the handlers all the same.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import email.utils
-import json
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import urllib3
-import yaml
-from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
 
+from runbooks.cluster.decoding import NotDecoded, Page, decode_json, decode_object, decode_page
 from runbooks.cluster.discovering import Discovery
 from runbooks.cluster.metrics import MetricSample, lines_of, samples_of
 from runbooks.cluster.resources import (
@@ -49,6 +51,9 @@ from runbooks.errors import (
     scrub,
     shorten,
 )
+
+if TYPE_CHECKING:
+    from kubernetes import client
 
 T = TypeVar("T")
 PAGE_SIZE = 500
@@ -97,6 +102,10 @@ class Cluster(Writes, Discovery):
         ``path`` may list several files separated by ``:`` as ``KUBECONFIG`` does; ``None``
         means the client's default (``KUBECONFIG``, else ``~/.kube/config``).
         """
+        import yaml
+        from kubernetes import client, config
+        from kubernetes.config.config_exception import ConfigException
+
         where = os.fspath(path) if path is not None else None
         shown = where or "the default kubeconfig ($KUBECONFIG or ~/.kube/config)"
         try:
@@ -127,6 +136,9 @@ class Cluster(Writes, Discovery):
     @classmethod
     def in_cluster(cls, *, retry: RetryPolicy | None = None, timeout: tuple[float, float] = TIMEOUT) -> Cluster:
         """The cluster the bot runs in, with its ServiceAccount's token."""
+        from kubernetes import client, config
+        from kubernetes.config.config_exception import ConfigException
+
         configuration = client.Configuration()
         try:
             config.load_incluster_config(client_configuration=configuration)
@@ -152,6 +164,9 @@ class Cluster(Writes, Discovery):
         body: Any = None, content_type: str | None = None, timeout: tuple[float, float] | None = None,
     ) -> urllib3.BaseHTTPResponse:
         """One request, its failure turned into our error (no retry here)."""
+        # loaded since the connection was made: here a lookup in sys.modules
+        from kubernetes.client.exceptions import ApiException
+
         headers = {"Accept": "application/json, */*"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -201,10 +216,7 @@ class Cluster(Writes, Discovery):
         return call_with_retries(attempt, self.retry, sleep=self._sleep, monotonic=self._monotonic)
 
     def get_json(self, path: str, *, action: Action, query: Query | None = None) -> dict[str, Any]:
-        data = json.loads(self._read(path, action=action, query=query))
-        if not isinstance(data, dict):
-            raise ClusterError(f"cannot {action}: the answer is not a JSON object")
-        return data
+        return _decoded(decode_object, self._read(path, action=action, query=query), action)
 
     def write_json(
         self, method: str, path: str, *, action: Action, body: Any = None, content_type: str | None = None,
@@ -218,7 +230,7 @@ class Cluster(Writes, Discovery):
             raise self._clean(error_for_transport(exc, action=action, context=self.context, server=self.server)) from exc
         finally:
             response.release_conn()
-        answer = json.loads(data) if data else {}
+        answer = _decoded(decode_json, data, action) if data else {}
         return answer if isinstance(answer, dict) else {}
 
     # ----------------------------------------------------------------------- reads
@@ -267,6 +279,7 @@ class Cluster(Writes, Discovery):
         self, resource: Resource, namespace: str | None, label_selector: str | None,
         field_selector: str | None, page_size: int, action: Action, meta: dict[str, str] | None = None,
     ) -> Iterator[list[dict[str, Any]]]:
+        """The items of each page in turn, decoded as it arrives (one page's bytes held at a time)."""
         query: Query = [("limit", page_size)]
         if label_selector:
             query.append(("labelSelector", label_selector))
@@ -274,14 +287,14 @@ class Cluster(Writes, Discovery):
             query.append(("fieldSelector", field_selector))
         token = ""
         while True:
-            page = self.get_json(
+            page: Page = _decoded(decode_page, self._read(
                 resource.path(namespace), action=action,
                 query=query + ([("continue", token)] if token else []),
-            )
+            ), action)
             if meta is not None and not token:
-                meta["resourceVersion"] = str((page.get("metadata") or {}).get("resourceVersion") or "")
-            yield page.get("items") or []
-            token = (page.get("metadata") or {}).get("continue") or ""
+                meta["resourceVersion"] = page.resource_version
+            token = page.token
+            yield page.objects
             if not token:
                 return
 
@@ -340,7 +353,7 @@ class Cluster(Writes, Discovery):
                 response.release_conn()
 
         data, date = call_with_retries(attempt, self.retry, sleep=self._sleep, monotonic=self._monotonic)
-        body = json.loads(data)
+        body = _decoded(decode_object, data, action)
         return ServerVersion(
             git_version=str(body.get("gitVersion", "")),
             major=leading_int(str(body.get("major", ""))),
@@ -390,9 +403,20 @@ class Cluster(Writes, Discovery):
 
 
 def _api_client(configuration: client.Configuration) -> client.ApiClient:
+    from kubernetes import client
+
     configuration.connection_pool_maxsize = POOL_SIZE
     configuration.retries = False  # the adapter retries, with its own budget
     return client.ApiClient(configuration)
+
+
+def _decoded(decode: Callable[[bytes], T], data: bytes, action: Action) -> T:
+    """``decode(data)``, a body that is not the JSON expected said as the request's failure."""
+    try:
+        return decode(data)
+    except NotDecoded as exc:
+        raise ClusterError(f"cannot {action}: the answer is not the JSON expected ({shorten(str(exc))})",
+                           action=action) from exc
 
 
 def _http_date(value: str | None) -> dt.datetime | None:

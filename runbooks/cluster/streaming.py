@@ -1,7 +1,8 @@
 """Watch streams: the JSON lines of a ``?watch=1`` answer, as plain dicts.
 
 No I/O of its own beyond reading the response the adapter opened: :class:`WatchStream`
-splits the chunked body into lines and parses each into ``{"type", "object"}``. An
+splits the chunked body into lines and decodes each into ``{"type", "object"}``
+(:func:`~runbooks.cluster.decoding.decode_event`: the object as a list item is). An
 ``ERROR`` event carrying a 410 Status (the watch's resourceVersion is older than the
 server's history) raises :class:`~runbooks.errors.ListExpired`, as the same answer at the
 HTTP level does, so the caller re-lists either way; any other ``ERROR`` raises a
@@ -12,11 +13,11 @@ end a blocked read.
 from __future__ import annotations
 
 import contextlib
-import json
 import socket
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
+from runbooks.cluster.decoding import NotDecoded, decode_event
 from runbooks.errors import Action, ClusterError, ListExpired, shorten
 
 CHUNK = 64 * 1024
@@ -61,13 +62,11 @@ class WatchStream:
 
     def _event(self, line: bytes) -> dict[str, Any]:
         try:
-            event = json.loads(line)
-        except ValueError as exc:
+            event = decode_event(line)
+        except NotDecoded as exc:
             raise ClusterError(f"cannot {self._action}: a watch event is not JSON ({shorten(str(exc))})",
                                action=self._action) from exc
-        if not isinstance(event, dict):
-            raise ClusterError(f"cannot {self._action}: a watch event is not a JSON object", action=self._action)
-        if event.get("type") == "ERROR":
+        if event["type"] == "ERROR":
             status = event.get("object") or {}
             code, message = int(status.get("code") or 0), str(status.get("message") or "")
             if code == 410:

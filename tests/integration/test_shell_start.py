@@ -1,0 +1,78 @@
+"""What the shell loads to start (issue 39): each verb pays for the imports it uses, no more.
+
+Not timed: the guard is the mechanism, the modules a fresh interpreter holds after
+importing the CLI, after ``--help`` and after ``upgradebot status`` against a real Redis
+(``bench/bench_shell.py`` measures the times). Every check runs in a subprocess of its own,
+since this test process has long imported everything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PROBE = """
+import json, sys
+from bot.shell.cli import main
+code = None
+try:
+    code = main(sys.argv[2:]) if len(sys.argv) > 2 else None
+except SystemExit as exc:  # argparse's --help
+    code = exc.code
+with open(sys.argv[1], "w") as found:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, found)
+"""
+HEAVY = ("kubernetes", "slack_sdk", "slack_bolt", "matplotlib", "aiohttp", "dramatiq", "prometheus_client",
+         "waitress", "kubernetes_validate", "jsonschema", "bot.console", "bot.slack", "bot.reports", "bot.demo")
+"""Loaded by no verb that only reads the run store: the cluster client, Slack, the reports, the
+console and the processes' servers."""
+FOR_RUNS = ("redis", "bot.storage.redis_store")
+"""What the run verbs load, and the others (``--help``, ``inventory``) do not."""
+
+
+def loaded(tmp_path: Path, *argv: str, env: dict[str, str]) -> tuple[object, set[str]]:
+    """The exit code of ``upgradebot <argv>`` run in a fresh interpreter, and every module it held."""
+    out = tmp_path / "modules.json"
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(out), *argv], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    found = json.loads(out.read_text())
+    return found["code"], set(found["modules"])
+
+
+def packages(modules: set[str], names: tuple[str, ...]) -> set[str]:
+    """Which of ``names`` (a package or a module) is among ``modules``."""
+    return {name for name in names if any(m == name or m.startswith(name + ".") for m in modules)}
+
+
+def shell_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT", "REDIS"))}
+    return {**base, "HOME": str(tmp_path), **extra}
+
+
+def test_importing_the_cli_loads_no_client_and_no_store(tmp_path: Path) -> None:
+    """issue 39: ``import bot.shell.cli`` loads neither the kubernetes client, Slack, the Redis
+    store, the reports nor the console: the verbs load what they use."""
+    _, modules = loaded(tmp_path, env=shell_env(tmp_path))
+    assert "bot.shell.cli" in modules and "handlers.verbs" in modules  # the probe did import the CLI
+    assert packages(modules, HEAVY + FOR_RUNS) == set()
+
+
+def test_help_lists_every_verb_without_loading_them(tmp_path: Path) -> None:
+    """issue 39: ``upgradebot --help`` (argparse built from the whole verb table) exits 0 and
+    loads nothing a verb needs to act: no client, no store, no console."""
+    code, modules = loaded(tmp_path, "--help", env=shell_env(tmp_path))
+    assert code == 0
+    assert packages(modules, HEAVY + FOR_RUNS) == set()
+
+
+def test_status_loads_the_store_but_no_cluster_client(tmp_path: Path, redis_url: str) -> None:
+    """issue 39: ``upgradebot status`` reads the runs from a real Redis (exit 0, no active run) and
+    loads the Redis store it uses, never the kubernetes client, Slack, the reports or the console."""
+    code, modules = loaded(tmp_path, "status", "--json", env=shell_env(tmp_path, REDIS_URL=redis_url))
+    assert code == 0
+    assert packages(modules, FOR_RUNS) == set(FOR_RUNS)  # it did read the store
+    assert packages(modules, HEAVY) == set()

@@ -8,6 +8,10 @@ writes a second, so the renewals are not stored: the Lease is stored once, and i
 since the kubelet started renewing). A renewal is thus never a mutating request
 (``/sim/v1/requests``) nor a watch event.
 
+The kubelet also posts its node's status every ``nodeStatusReportFrequency`` (5 min) when
+nothing changed; the post only moves its conditions' ``lastHeartbeatTime``, so that too is
+computed when the node is read (:meth:`NodeHeartbeats.view`), never stored.
+
 The ``node-not-ready`` fault stops a kubelet's renewals. The node lifecycle controller
 (monitor period 5 s) finds the Lease older than its grace period (``--node-monitor-grace-period``:
 40 s, 50 s from 1.32) and marks the node as it does when a kubelet stopped posting its status
@@ -42,6 +46,10 @@ RENEW_EVERY = 10.0
 """The kubelet's renew interval: a quarter of the lease duration."""
 MONITOR_PERIOD = 5.0
 """``--node-monitor-period``."""
+STATUS_EVERY = 300.0
+"""The kubelet's ``nodeStatusReportFrequency``: with a Lease, it posts an unchanged status every 5 min."""
+KUBELET_CONDITIONS = frozenset({"MemoryPressure", "DiskPressure", "PIDPressure", "Ready"})
+"""The node conditions the kubelet posts (others, a CNI's or a problem detector's, are not its to beat)."""
 
 
 def grace_period(minor: int) -> float:
@@ -122,8 +130,21 @@ class NodeHeartbeats:
         now = self.sim.clock.time()
         return start + math.floor(max(now - start, 0.0) / RENEW_EVERY) * RENEW_EVERY
 
+    def posted(self, node: str) -> float | None:
+        """The simulated time of the kubelet's last status post (``None``: its kubelet never ran);
+        it stops with the renewals."""
+        start = self.started.get(node)
+        if start is None:
+            return None
+        until = self.stopped.get(node, self.sim.clock.time())
+        return start + math.floor(max(until - start, 0.0) / STATUS_EVERY) * STATUS_EVERY
+
     def view(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """A stored Lease as read: a node's Lease carries its kubelet's last renewal."""
+        """A stored Lease or Node as read: a node's Lease carries its kubelet's last renewal, a
+        node's kubelet conditions the last status post as ``lastHeartbeatTime`` (posting an
+        unchanged status changes nothing else: ``lastTransitionTime`` stays)."""
+        if obj.get("kind") == "Node":
+            return self._node_view(obj)
         m = obj.get("metadata") or {}
         if m.get("namespace") != LEASE_NAMESPACE or (obj.get("spec") or {}).get("holderIdentity") != m.get("name"):
             return obj
@@ -132,6 +153,16 @@ class NodeHeartbeats:
             return obj
         moment = dt.datetime.fromtimestamp(when, dt.UTC)
         return {**obj, "spec": {**obj["spec"], "renewTime": rfc3339_micro(moment)}}
+
+    def _node_view(self, obj: dict[str, Any]) -> dict[str, Any]:
+        when = self.posted((obj.get("metadata") or {}).get("name", ""))
+        status = obj.get("status") or {}
+        if when is None or not status.get("conditions"):
+            return obj
+        beat = rfc3339(dt.datetime.fromtimestamp(when, dt.UTC))
+        conditions = [{**c, "lastHeartbeatTime": beat} if c.get("type") in KUBELET_CONDITIONS and _older(c, when)
+                      else c for c in status["conditions"]]
+        return {**obj, "status": {**status, "conditions": conditions}}
 
     def stop(self, node: str) -> None:
         """The node's kubelet stops renewing (and posting status): the controller's grace runs."""
@@ -200,6 +231,11 @@ class NodeHeartbeats:
         sim.record_event(pod, reason="TaintManagerEviction", message=f"Marking for deletion Pod {ns}/{name}",
                          component=_eviction_component(sim.minor))
         sim.store.delete(PODS, ns, name)
+
+
+def _older(cond: dict[str, Any], when: float) -> bool:
+    stored = parse_time(cond.get("lastHeartbeatTime"))
+    return stored is None or stored.timestamp() < when
 
 
 def _unreachable(node: dict[str, Any] | None) -> bool:

@@ -79,6 +79,43 @@ def test_a_stopped_heartbeat_makes_the_node_unknown_after_the_grace(sim: KubeSim
     assert renew_time(kubectl, "gpu-node3") > frozen
 
 
+KUBELET_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
+
+
+def heartbeats(node: dict[str, Any]) -> dict[str, tuple[dt.datetime, dt.datetime]]:
+    """Each kubelet condition's (lastHeartbeatTime, lastTransitionTime)."""
+    out = {}
+    for kind in KUBELET_CONDITIONS:
+        cond = condition(node, kind)
+        assert cond is not None, kind
+        beat, moved = parse_time(cond["lastHeartbeatTime"]), parse_time(cond["lastTransitionTime"])
+        assert beat is not None and moved is not None
+        out[kind] = (beat, moved)
+    return out
+
+
+def test_node_status_heartbeat_moves_as_the_kubelet_posts_it(sim: KubeSim, kubectl: Kubectl) -> None:
+    """issue 35: the kubelet posts its node's status every nodeStatusReportFrequency (5 min) of the
+    simulated clock, so each of its conditions' lastHeartbeatTime moves while lastTransitionTime
+    stays; kubectl describe node shows the moving heartbeat; no post is a mutating request."""
+    before = heartbeats(kubectl.json("get", "node", "gpu-node1"))
+    described = kubectl("describe", "node", "gpu-node1")
+    sim.call(lambda s: s.mutations.clear())
+    sim.advance("11m")
+    now = dt.datetime.fromtimestamp(sim.call(lambda s: s.clock.time()), dt.UTC)
+    after = heartbeats(kubectl.json("get", "node", "gpu-node1"))
+    for kind in KUBELET_CONDITIONS:
+        assert after[kind][1] == before[kind][1], "lastTransitionTime stays"
+        assert (after[kind][0] - before[kind][0]).total_seconds() >= 600, kind
+        assert 0 <= (now - after[kind][0]).total_seconds() < 300, "posted within the last 5 minutes"
+    again = kubectl("describe", "node", "gpu-node1")
+    [ready_before] = [line for line in described.splitlines() if line.lstrip().startswith("Ready ")]
+    [ready_after] = [line for line in again.splitlines() if line.lstrip().startswith("Ready ")]
+    beat = after["Ready"][0].astimezone().strftime("%a, %d %b %Y %H:%M:%S %z")
+    assert ready_after != ready_before and ready_after.split()[2:8] == beat.split(), (ready_after, beat)
+    assert sim.mutations() == []
+
+
 # ------------------------------------------------------------------ in process: taint eviction
 def pinned_pod(name: str, node: str, tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"nodeName": node, "containers": [{"name": "c", "image": "registry.example.com/app:1"}]}

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from kubesim import KubeSim
 from tests.kubesim._simkit import per_release
 from tests.kubesim.test_kubectl import wait_for
 from tests.support import Kubectl

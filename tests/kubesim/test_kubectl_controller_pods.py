@@ -96,7 +96,7 @@ def test_controller_pods_are_admitted_like_api_pods(kubectl: Kubectl) -> None:
              "spec": {"template": {"spec": {**template, "restartPolicy": "Never"}}}}]
     kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
     try:
-        found = {sel: wait_for(lambda s=sel: pods_of(kubectl, "default", s), what=f"a pod of {sel}")  # type: ignore[misc]
+        found = {sel: wait_for(lambda s=sel: pods_of(kubectl, "default", s), what=f"a pod of {sel}")
                  for sel in ("app=agent", "app=web", "app=db", "job-name=once")}
         [agent] = found["app=agent"]
         admitted(agent["spec"], priority=1000000)

@@ -8,7 +8,9 @@ default-scheduler``; each container's ``terminationMessagePath``, ``terminationM
 ``imagePullPolicy`` (``Always`` for a ``:latest`` or untagged image, else ``IfNotPresent``); a pod
 (not a template) also ``enableServiceLinks: true`` (``SetDefaults_Pod``).
 
-Admission, on a pod's create only (templates are not admitted):
+Admission, on a pod's create only (templates are not admitted), whoever creates it: a client,
+kubesim's workload controllers (through :meth:`kubesim.store.Store.create`) or a scenario
+seeding settled pods (:mod:`kubesim.fixtures`, through :func:`admit_spec` and :func:`mount_token`):
 
 - ServiceAccount: ``serviceAccountName: default`` when none is named, and unless
   ``automountServiceAccountToken`` is false or a container already mounts the token path, a
@@ -17,13 +19,15 @@ Admission, on a pod's create only (templates are not admitted):
   ``/var/run/secrets/kubernetes.io/serviceaccount`` in every container;
 - DefaultTolerationSeconds: ``node.kubernetes.io/not-ready`` and ``unreachable`` ``NoExecute``
   tolerated for 300 s unless a toleration already covers them;
-- Priority: ``priority: 0`` and ``preemptionPolicy: PreemptLowerPriority`` for a pod naming no
-  PriorityClass (a named one is resolved by :func:`kubesim.installkinds.admit`).
+- Priority: ``priority`` from the named PriorityClass (0 when none is named) and
+  ``preemptionPolicy: PreemptLowerPriority`` (an unknown class is refused by
+  :func:`kubesim.validation.admit_priority_class`).
 """
 
 from __future__ import annotations
 
-import secrets
+import random
+from collections.abc import Callable
 from typing import Any
 
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -38,8 +42,8 @@ _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's rand.String alphab
 
 
 def generate_name(prefix: str) -> str:
-    """``names.SimpleNameGenerator``: the prefix and five random characters."""
-    return prefix + "".join(secrets.choice(_NAME_CHARS) for _ in range(5))
+    """``names.SimpleNameGenerator``: the prefix and five random characters (math/rand's, not crypto's)."""
+    return prefix + "".join(random.choices(_NAME_CHARS, k=5))
 
 
 def pull_policy(image: str) -> str:
@@ -87,40 +91,55 @@ def _tolerated(tolerations: list[dict[str, Any]], key: str) -> bool:
                for t in tolerations)
 
 
-def _token_volume(name: str) -> dict[str, Any]:
-    return {"name": name, "projected": {"defaultMode": 420, "sources": [
-        {"serviceAccountToken": {"expirationSeconds": TOKEN_SECONDS, "path": "token"}},
-        {"configMap": {"items": [{"key": "ca.crt", "path": "ca.crt"}], "name": "kube-root-ca.crt"}},
-        {"downwardAPI": {"items": [{"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
-                                    "path": "namespace"}]}}]}}
+TOKEN_SOURCES: dict[str, Any] = {"defaultMode": 420, "sources": [
+    {"serviceAccountToken": {"expirationSeconds": TOKEN_SECONDS, "path": "token"}},
+    {"configMap": {"items": [{"key": "ca.crt", "path": "ca.crt"}], "name": "kube-root-ca.crt"}},
+    {"downwardAPI": {"items": [{"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                                "path": "namespace"}]}}]}
+"""The token volume's ``projected`` part, the same in every pod: shared, as stored objects are read-only."""
 
 
-def _mount_token(spec: dict[str, Any]) -> None:
-    containers = [c for kind in ("initContainers", "containers") for c in spec.get(kind) or [] if isinstance(c, dict)]
+def mount_token(spec: dict[str, Any]) -> None:
+    """ServiceAccount admission's token volume (a new ``kube-api-access-<5>`` name) mounted in every
+    container, in place; container dicts are replaced, never changed, so a spec may share them."""
+    kinds = [kind for kind in ("initContainers", "containers") if spec.get(kind)]
+    containers = [c for kind in kinds for c in spec[kind] if isinstance(c, dict)]
     if spec.get("automountServiceAccountToken") is False or any(
             m.get("mountPath") == TOKEN_PATH for c in containers for m in c.get("volumeMounts") or []):
         return
     name = generate_name("kube-api-access-")
-    spec["volumes"] = [*(spec.get("volumes") or []), _token_volume(name)]
-    for ctr in containers:
-        ctr["volumeMounts"] = [*(ctr.get("volumeMounts") or []),
-                               {"mountPath": TOKEN_PATH, "name": name, "readOnly": True}]
+    spec["volumes"] = [*(spec.get("volumes") or []), {"name": name, "projected": TOKEN_SOURCES}]
+    mount = {"mountPath": TOKEN_PATH, "name": name, "readOnly": True}
+    for kind in kinds:
+        spec[kind] = [{**c, "volumeMounts": [*(c.get("volumeMounts") or []), mount]} if isinstance(c, dict) else c
+                      for c in spec[kind]]
 
 
-def admit_pod(obj: dict[str, Any]) -> None:
-    """The default admission chain's changes to a pod being created, in place."""
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        return
+def admit_spec(spec: dict[str, Any], value_of: Callable[[str], int | None]) -> None:
+    """The chain's changes that depend on the spec alone (all but the token volume's name), in
+    place: ServiceAccount's account, Priority (``value_of``: a PriorityClass's value by name,
+    :func:`kubesim.installkinds.priority_value`), DefaultTolerationSeconds. A scenario seeding
+    thousands of pods of one template applies it once and shares the result."""
     account = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
     spec["serviceAccountName"] = spec["serviceAccount"] = account
-    _mount_token(spec)
+    wanted = spec.get("priorityClassName")
+    if wanted and not spec.get("priority"):
+        spec["priority"] = value_of(wanted) or 0
+    spec.setdefault("priority", 0)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     tolerations = list(spec.get("tolerations") or [])
     for key in (NOT_READY, UNREACHABLE):
         if not _tolerated(tolerations, key):
             tolerations.append({"effect": "NoExecute", "key": key, "operator": "Exists",
                                 "tolerationSeconds": TOLERATION_SECONDS})
     spec["tolerations"] = tolerations
-    if not spec.get("priorityClassName"):
-        spec.setdefault("priority", 0)
-    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+
+
+def admit_pod(obj: dict[str, Any], value_of: Callable[[str], int | None]) -> None:
+    """The default admission chain's changes to a pod being created, in place: every pod the
+    store creates, a client's or a controller's (:meth:`kubesim.store.Store.create`)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    admit_spec(spec, value_of)
+    mount_token(spec)

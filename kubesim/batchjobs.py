@@ -159,7 +159,6 @@ class JobController:
                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": m["name"],
                                                  "uid": m["uid"], "controller": True, "blockOwnerDeletion": True}]},
                "spec": dict(template.get("spec") or {})}
-        pod["spec"].setdefault("schedulerName", "default-scheduler")
         store = self.sim.store
         try:
             created = store.create(store.storage_type(PODS), pod)

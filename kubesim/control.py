@@ -4,8 +4,10 @@
   ``kubelet-restart`` ``{node}``; ``node-reboot`` ``{node}`` (a kubelet restart after which no
   container survived: pods asking for a device plugin's resource fail admission); ``node-not-ready`` ``{node, duration?}`` (the kubelet
   stops renewing its Lease: the node goes Unknown with the unreachable taints after the node
-  lifecycle controller's grace, 40 s, 50 s from 1.32); ``node-ready``
-  ``{node}``; ``api-errors`` ``{count=1, code=500|429, delay=0, path?, retry_after=1}`` (the
+  lifecycle controller's grace, 40 s, 50 s from 1.32); ``runtime-down`` ``{node, duration?}`` (the
+  container runtime stops: 30 s later the kubelet, still heartbeating, reports Ready=False and the
+  node gets the not-ready taints, NoExecute from the controller's next 5 s pass); ``node-ready``
+  ``{node}`` (ends either); ``api-errors`` ``{count=1, code=500|429, delay=0, path?, retry_after=1}`` (the
   next ``count`` API requests fail, or answer after ``delay`` seconds when ``code`` is 0);
   ``compact`` (drop watch history: older watches and continue tokens get 410);
   ``forbid`` ``{path, verb?}`` / ``allow`` (403 for a path prefix); ``feature-gate`` ``{name, enabled}``;
@@ -41,7 +43,7 @@ def apply_fault(sim: Simulation, fault: dict[str, Any]) -> str | None:
     """Apply one fault; returns an error message for a bad request, else ``None``."""
     kind = fault.get("kind")
     kubelet = sim.controllers.get("kubelet")
-    if kind in ("kubelet-restart", "node-reboot", "node-not-ready", "node-ready"):
+    if kind in ("kubelet-restart", "node-reboot", "node-not-ready", "node-ready", "runtime-down"):
         node = fault.get("node")
         if not node or sim.store.get(("", "nodes"), "", node) is None:
             return f"unknown node {node!r}"
@@ -49,6 +51,10 @@ def apply_fault(sim: Simulation, fault: dict[str, Any]) -> str | None:
             return "this simulation runs no kubelets"
         if kind in ("kubelet-restart", "node-reboot"):
             kubelet.restart_kubelet(node, reboot=kind == "node-reboot")
+        elif kind == "runtime-down":
+            kubelet.stop_runtime(node)
+            if fault.get("duration"):
+                sim.call_later(parse_duration(fault["duration"]), lambda: _heartbeat(sim, node, stop=False, duration=None))
         else:
             _heartbeat(sim, node, stop=kind == "node-not-ready", duration=fault.get("duration"))
     elif kind == "api-errors":
@@ -83,7 +89,7 @@ def apply_fault(sim: Simulation, fault: dict[str, Any]) -> str | None:
             return problem
     else:
         return (
-            f"unknown fault kind {kind!r}: use kubelet-restart, node-reboot, node-not-ready, node-ready, "
+            f"unknown fault kind {kind!r}: use kubelet-restart, node-reboot, node-not-ready, node-ready, runtime-down, "
             "api-errors, compact, forbid, allow, feature-gate, xid or ecc"
         )
     sim.settle()

@@ -13,18 +13,15 @@ from __future__ import annotations
 import copy
 import math
 from collections import defaultdict
-from collections.abc import Callable
 from typing import Any
 
 from kubesim import podstatus as ps
 from kubesim.clock import parse_time, rfc3339
 from kubesim.errors import ApiError
-from kubesim.installkinds import priority_value
 from kubesim.revisions import HASH_LABEL, TEMPLATE_GENERATION, History, compute_hash
 from kubesim.selectors import node_affinity_matches, untolerated_taints
 from kubesim.simulation import Simulation
 from kubesim.store import WatchEvent
-from kubesim.validation import PRIORITY_CLASSES
 
 DAEMONSETS = ("apps", "daemonsets")
 PODS = ("", "pods")
@@ -41,14 +38,20 @@ DAEMON_TOLERATIONS = (
 
 
 def daemon_tolerations(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """The template's tolerations plus the ones the controller adds to every daemon pod."""
+    """``AddOrUpdateDaemonPodTolerations``: the template's tolerations with the controller's added,
+    each one replacing a template toleration of the same key, effect, operator and value where it
+    stands (``AddOrUpdateTolerationInPodSpec``), else appended."""
     out = list(spec.get("tolerations") or [])
     extra = list(DAEMON_TOLERATIONS)
     if spec.get("hostNetwork"):
         extra.append(("node.kubernetes.io/network-unavailable", "NoSchedule"))
     for key, effect in extra:
-        tol = {"key": key, "operator": "Exists", "effect": effect}
-        if not any(t.get("key") == key and t.get("effect") == effect for t in out):
+        tol = {"effect": effect, "key": key, "operator": "Exists"}
+        same = [i for i, t in enumerate(out) if isinstance(t, dict) and t.get("key") == key
+                and t.get("effect") == effect and t.get("operator") == "Exists" and not t.get("value")]
+        if same:
+            out[same[0]] = tol
+        else:
             out.append(tol)
     return out
 
@@ -62,16 +65,6 @@ def node_name_affinity(affinity: dict[str, Any] | None, node: str) -> dict[str, 
     return out
 
 
-PRIORITIES = PRIORITY_CLASSES
-
-
-def admit_priority(spec: dict[str, Any], value_of: Callable[[str], int | None] = PRIORITIES.get) -> None:
-    """The Priority admission plugin: resolve priorityClassName to a priority (``value_of``: the
-    stored PriorityClasses', :func:`kubesim.installkinds.priority_value`; the built-ins by default)."""
-    spec.setdefault("priority", value_of(spec.get("priorityClassName") or "") or 0)
-    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-
-
 def owner_ref(ds: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds["metadata"]["name"],
             "uid": ds["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
@@ -81,16 +74,15 @@ def template_generation(ds: dict[str, Any]) -> str:
     return (ds["metadata"].get("annotations") or {}).get(TEMPLATE_GENERATION) or str(ds["metadata"].get("generation", 1))
 
 
-def daemon_pod(ds: dict[str, Any], node: str, hash_: str,
-               value_of: Callable[[str], int | None] = PRIORITIES.get) -> dict[str, Any]:
-    """A new daemon pod for ``node`` (no status; the scenarios add one for loaded pods)."""
+def daemon_pod(ds: dict[str, Any], node: str, hash_: str) -> dict[str, Any]:
+    """A new daemon pod for ``node`` (no status; the scenarios add one for loaded pods), as the
+    controller sends it: the store's create admits it (token volume, priority, ...)."""
     template = ds["spec"]["template"]
     tmeta = template.get("metadata") or {}
     spec = copy.deepcopy(template.get("spec") or {})
     spec["nodeName"] = node
     spec["affinity"] = node_name_affinity(spec.get("affinity"), node)
     spec["tolerations"] = daemon_tolerations(spec)
-    admit_priority(spec, value_of)
     labels = {**(tmeta.get("labels") or {}), HASH_LABEL: hash_, GENERATION_LABEL: template_generation(ds)}
     meta: dict[str, Any] = {"generateName": ds["metadata"]["name"] + "-", "namespace": ds["metadata"]["namespace"],
                             "labels": labels, "ownerReferences": [owner_ref(ds)]}
@@ -309,7 +301,7 @@ class DaemonSetController:
                 continue
             self.sim.record_event(ds, reason="SuccessfulDelete", message=f"Deleted pod: {m['name']}", component="daemonset-controller")
         for node in create:
-            pod = daemon_pod(ds, node, hash_, lambda name: priority_value(store, name))
+            pod = daemon_pod(ds, node, hash_)
             now = rfc3339(self.sim.clock.now())
             pod["status"] = {"phase": "Pending", "qosClass": ps.qos_class(pod["spec"]),
                              "conditions": [ps.condition("PodScheduled", True, now)]}

@@ -214,8 +214,6 @@ class ReplicaSetController:
         template = rs["spec"].get("template") or {}
         tmeta = template.get("metadata") or {}
         spec = copy.deepcopy(template.get("spec") or {})
-        spec.setdefault("schedulerName", "default-scheduler")
-        spec.setdefault("priority", 0)
         meta: dict[str, Any] = {"generateName": rs["metadata"]["name"] + "-", "namespace": rs["metadata"]["namespace"],
                                 "labels": dict(tmeta.get("labels") or {}), "ownerReferences": [owner_ref(rs)]}
         if tmeta.get("annotations"):

@@ -1,6 +1,7 @@
 """Objects the scenarios load in a settled state: nodes, namespaces, DaemonSets with their
 revisions and running pods, workload pods. Built directly as stored dicts (fast enough
-for thousands of nodes); pods of one DaemonSet share their unchanging spec parts."""
+for thousands of nodes); pods of one template share their unchanging spec parts, admitted
+once as the API server's admission chain admits a pod (:class:`Admitted`)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,16 @@ import random
 import uuid
 from typing import Any
 
+from kubesim import admission
 from kubesim import podstatus as ps
 from kubesim.daemonsets import node_name_affinity, owner_ref, template_generation
 from kubesim.nodestatus import node_conditions
 from kubesim.resources import git_version
 from kubesim.revisions import HASH_LABEL, TEMPLATE_GENERATION, compute_hash, revision_data
+from kubesim.validation import PRIORITY_CLASSES
 
 NFD_GPU = "feature.node.kubernetes.io/pci-10de.present"
-_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
-
-
-def generate_name(prefix: str) -> str:
-    """``names.SimpleNameGenerator`` (five random characters), quicker than the store's."""
-    return prefix + "".join(random.choices(_NAME_CHARS, k=5))
+generate_name = admission.generate_name
 
 
 def node_ip(index: int) -> str:
@@ -140,14 +138,15 @@ class DaemonPods:
     """Settled pods of one DaemonSet, sharing the spec parts that never differ."""
 
     def __init__(self, ds: dict[str, Any], minor: int) -> None:
-        from kubesim.daemonsets import admit_priority, daemon_tolerations
+        from kubesim.daemonsets import daemon_tolerations
 
         self.ds, self.minor = ds, minor
         self.hash = compute_hash(ds["spec"]["template"])
         template = ds["spec"]["template"]
-        self.proto = dict(template["spec"])
-        self.proto["tolerations"] = daemon_tolerations(self.proto)
-        admit_priority(self.proto)
+        proto = dict(template["spec"])
+        proto["tolerations"] = daemon_tolerations(proto)
+        self.admitted = Admitted(proto)
+        self.proto = self.admitted.proto
         self.labels = {**template["metadata"]["labels"], HASH_LABEL: self.hash,
                        "pod-template-generation": template_generation(ds)}
         self.owner = [owner_ref(ds)]
@@ -160,7 +159,7 @@ class DaemonPods:
             name = generate_name(self.ds["metadata"]["name"] + "-")
         self.names.add(name)
         when = ps.stamp(started)
-        spec = dict(self.proto)
+        spec = self.admitted.spec()
         spec["nodeName"] = node
         spec["affinity"] = node_name_affinity(None, node)
         uid = str(uuid.uuid4())
@@ -175,11 +174,38 @@ class DaemonPods:
         return pod
 
 
-_WORKLOAD_PROTOS: dict[Any, tuple[dict[str, Any], str]] = {}
+TOKEN_POOL = 256
+"""How many token volume names the seeded pods of one template share (see :class:`Admitted`)."""
 
 
-def _workload_proto(name: str, image: str, gpus: int, claims: list[dict[str, Any]] | None) -> tuple[dict[str, Any], str]:
-    """The spec (minus nodeName) shared by workload pods of one shape, and its QoS class."""
+class Admitted:
+    """A pod template's spec as the admission chain leaves it, for seeding thousands of pods:
+    :func:`kubesim.admission.admit_spec` once, and up to :data:`TOKEN_POOL` specs each with its own
+    token volume (:func:`kubesim.admission.mount_token`), shared by the pods that draw it. A
+    token volume's name only has to be unique within its pod, so pods sharing one look as
+    they would in a cluster, and no pod costs more than a copy of its spec's top level."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.proto = dict(spec)
+        admission.admit_spec(self.proto, PRIORITY_CLASSES.get)
+        self.mounted: list[dict[str, Any]] = []
+
+    def spec(self) -> dict[str, Any]:
+        """A new top-level copy of an admitted spec, token volume mounted."""
+        if len(self.mounted) < TOKEN_POOL:
+            mounted = dict(self.proto)
+            admission.mount_token(mounted)
+            self.mounted.append(mounted)
+        else:
+            mounted = random.choice(self.mounted)
+        return dict(mounted)
+
+
+_WORKLOAD_PROTOS: dict[Any, tuple[Admitted, str]] = {}
+
+
+def _workload_proto(name: str, image: str, gpus: int, claims: list[dict[str, Any]] | None) -> tuple[Admitted, str]:
+    """The admitted spec (minus nodeName) shared by workload pods of one shape, and its QoS class."""
     key = (name, image, gpus, repr(claims))
     hit = _WORKLOAD_PROTOS.get(key)
     if hit is not None:
@@ -189,17 +215,13 @@ def _workload_proto(name: str, image: str, gpus: int, claims: list[dict[str, Any
         resources = {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"nvidia.com/gpu": str(gpus)}}
     if claims:
         resources = {"claims": [{"name": c["name"]} for c in claims]}
-    extra: dict[str, Any] = {"priority": 0, "preemptionPolicy": "PreemptLowerPriority"}
+    extra: dict[str, Any] = {}
     if claims:
         extra["resourceClaims"] = claims
-    spec = pod_spec([container(name, image, resources=resources)], **extra)
-    spec["tolerations"] = [
-        {"effect": "NoExecute", "key": "node.kubernetes.io/not-ready", "operator": "Exists", "tolerationSeconds": 300},
-        {"effect": "NoExecute", "key": "node.kubernetes.io/unreachable", "operator": "Exists", "tolerationSeconds": 300},
-    ]
+    admitted = Admitted(pod_spec([container(name, image, resources=resources)], **extra))
     if len(_WORKLOAD_PROTOS) > 256:
         _WORKLOAD_PROTOS.clear()
-    hit = _WORKLOAD_PROTOS[key] = (spec, ps.qos_class(spec))
+    hit = _WORKLOAD_PROTOS[key] = (admitted, ps.qos_class(admitted.proto))
     return hit
 
 
@@ -207,8 +229,8 @@ def workload_pod(ns: str, name: str, node: str, index: int, slot: int, image: st
                  *, gpus: int = 0, labels: dict[str, str] | None = None, claims: list[dict[str, Any]] | None = None,
                  uid: str | None = None, container_name: str | None = None) -> dict[str, Any]:
     """A settled pod of a workload; pods of one shape share their unchanging spec parts."""
-    proto, qos = _workload_proto(container_name or name.split("-", 1)[0], image, gpus, claims)
-    spec = dict(proto)
+    admitted, qos = _workload_proto(container_name or name.split("-", 1)[0], image, gpus, claims)
+    spec = admitted.spec()
     spec["nodeName"] = node
     when = ps.stamp(started)
     pod = {"metadata": {"name": name, "namespace": ns, "uid": uid or str(uuid.uuid4()), "creationTimestamp": when,

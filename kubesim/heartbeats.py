@@ -8,13 +8,19 @@ writes a second, so the renewals are not stored: the Lease is stored once, and i
 since the kubelet started renewing). A renewal is thus never a mutating request
 (``/sim/v1/requests``) nor a watch event.
 
+The kubelet also posts its node's status every ``nodeStatusReportFrequency`` (5 min) when
+nothing changed; the post only moves its conditions' ``lastHeartbeatTime``, so that too is
+computed when the node is read (:meth:`NodeHeartbeats.view`), never stored.
+
 The ``node-not-ready`` fault stops a kubelet's renewals. The node lifecycle controller
 (monitor period 5 s) finds the Lease older than its grace period (``--node-monitor-grace-period``:
 40 s, 50 s from 1.32) and marks the node as it does when a kubelet stopped posting its status
 (:meth:`kubesim.nodestatus.NodeLifecycle.set_node_ready`: conditions ``Unknown``,
 ``NodeStatusUnknown``, the ``node.kubernetes.io/unreachable`` ``NoSchedule`` and ``NoExecute``
-taints). A kubelet that posts ``Ready=False`` would get ``node.kubernetes.io/not-ready``
-instead; no fault makes one do so.
+taints). A kubelet that still heartbeats but posts ``Ready=False`` (the ``runtime-down`` fault,
+:meth:`kubesim.nodestatus.NodeLifecycle.stop_runtime`) gets ``node.kubernetes.io/not-ready``
+instead: ``NoSchedule`` as the controller sees the update, ``NoExecute`` from its next monitor
+pass (:meth:`NodeHeartbeats._ready_changed`).
 
 The taint eviction controller then evicts the node's pods that do not tolerate the
 ``NoExecute`` taint: at once without a matching toleration, after the smallest
@@ -31,7 +37,7 @@ import math
 from typing import Any
 
 from kubesim.clock import parse_time, rfc3339, rfc3339_micro
-from kubesim.nodestatus import NODES, PODS, UNREACHABLE
+from kubesim.nodestatus import NODES, NOT_READY, PODS, UNREACHABLE, ready_status
 from kubesim.selectors import tolerates
 from kubesim.store import WatchEvent
 
@@ -42,6 +48,10 @@ RENEW_EVERY = 10.0
 """The kubelet's renew interval: a quarter of the lease duration."""
 MONITOR_PERIOD = 5.0
 """``--node-monitor-period``."""
+STATUS_EVERY = 300.0
+"""The kubelet's ``nodeStatusReportFrequency``: with a Lease, it posts an unchanged status every 5 min."""
+KUBELET_CONDITIONS = frozenset({"MemoryPressure", "DiskPressure", "PIDPressure", "Ready"})
+"""The node conditions the kubelet posts (others, a CNI's or a problem detector's, are not its to beat)."""
 
 
 def grace_period(minor: int) -> float:
@@ -96,6 +106,8 @@ class NodeHeartbeats:
         if res.group != "" or res.plural != "nodes":
             return
         name = ev.obj["metadata"]["name"]
+        if ev.type == "MODIFIED":
+            self._ready_changed(name, ready_status(ev.old), ready_status(ev.obj))
         if ev.type == "ADDED" and name not in self.started:
             self.started[name] = self.sim.clock.time()
             self.sim.enqueue(("node-lease", name), lambda: self._create_lease(name))
@@ -122,8 +134,21 @@ class NodeHeartbeats:
         now = self.sim.clock.time()
         return start + math.floor(max(now - start, 0.0) / RENEW_EVERY) * RENEW_EVERY
 
+    def posted(self, node: str) -> float | None:
+        """The simulated time of the kubelet's last status post (``None``: its kubelet never ran);
+        it stops with the renewals."""
+        start = self.started.get(node)
+        if start is None:
+            return None
+        until = self.stopped.get(node, self.sim.clock.time())
+        return start + math.floor(max(until - start, 0.0) / STATUS_EVERY) * STATUS_EVERY
+
     def view(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """A stored Lease as read: a node's Lease carries its kubelet's last renewal."""
+        """A stored Lease or Node as read: a node's Lease carries its kubelet's last renewal, a
+        node's kubelet conditions the last status post as ``lastHeartbeatTime`` (posting an
+        unchanged status changes nothing else: ``lastTransitionTime`` stays)."""
+        if obj.get("kind") == "Node":
+            return self._node_view(obj)
         m = obj.get("metadata") or {}
         if m.get("namespace") != LEASE_NAMESPACE or (obj.get("spec") or {}).get("holderIdentity") != m.get("name"):
             return obj
@@ -132,6 +157,16 @@ class NodeHeartbeats:
             return obj
         moment = dt.datetime.fromtimestamp(when, dt.UTC)
         return {**obj, "spec": {**obj["spec"], "renewTime": rfc3339_micro(moment)}}
+
+    def _node_view(self, obj: dict[str, Any]) -> dict[str, Any]:
+        when = self.posted((obj.get("metadata") or {}).get("name", ""))
+        status = obj.get("status") or {}
+        if when is None or not status.get("conditions"):
+            return obj
+        beat = rfc3339(dt.datetime.fromtimestamp(when, dt.UTC))
+        conditions = [{**c, "lastHeartbeatTime": beat} if c.get("type") in KUBELET_CONDITIONS and _older(c, when)
+                      else c for c in status["conditions"]]
+        return {**obj, "status": {**status, "conditions": conditions}}
 
     def stop(self, node: str) -> None:
         """The node's kubelet stops renewing (and posting status): the controller's grace runs."""
@@ -166,6 +201,54 @@ class NodeHeartbeats:
         kubelet.set_node_ready(node, False)
         self._taint_evictions(node)
 
+    def _ready_changed(self, node: str, was: str | None, now: str | None) -> None:
+        """A kubelet that posts ``Ready=False`` (it still heartbeats): ``doNoScheduleTaintingPass``
+        adds ``not-ready:NoSchedule`` as the update is seen, the next monitor pass
+        (``processTaintBaseEviction``) ``not-ready:NoExecute``; posted ``True`` again, both go."""
+        sim = self.sim
+        if now == "False" and was != "False":
+            sim.enqueue(("node-not-ready-taint", node), lambda: self._taint_not_ready(node, "NoSchedule"))
+            due = math.ceil(sim.clock.time() / MONITOR_PERIOD) * MONITOR_PERIOD
+            sim.call_at(due, lambda: self._monitor_not_ready(node))
+        elif was == "False" and now == "True":
+            self._generation[node] = self._generation.get(node, 0) + 1  # pending evictions are off
+            sim.enqueue(("node-not-ready-taint", node), lambda: self._untaint_not_ready(node))
+
+    def _monitor_not_ready(self, node: str) -> None:
+        if ready_status(self.sim.store.get(NODES, "", node)) != "False":
+            return
+        self._taint_not_ready(node, "NoExecute")
+        self._taint_evictions(node)
+
+    def _taint_not_ready(self, node: str, effect: str) -> None:
+        """``SwapNodeControllerTaint``: the not-ready taint of ``effect`` (stamped ``timeAdded``)
+        replaces an unreachable one of the same effect."""
+        if ready_status(self.sim.store.get(NODES, "", node)) != "False":
+            return
+        now = rfc3339(self.sim.clock.now())
+
+        def swap(obj: dict[str, Any]) -> None:
+            spec = obj.setdefault("spec", {})
+            taints = spec.get("taints") or []
+            if any(t.get("key") == NOT_READY and t.get("effect") == effect for t in taints):
+                return
+            spec["taints"] = [*(t for t in taints if not (t.get("key") == UNREACHABLE and t.get("effect") == effect)),
+                              {"effect": effect, "key": NOT_READY, "timeAdded": now}]
+
+        self.sim.store.mutate(NODES, "", node, swap)
+
+    def _untaint_not_ready(self, node: str) -> None:
+        def untaint(obj: dict[str, Any]) -> None:
+            spec = obj.setdefault("spec", {})
+            taints = [t for t in spec.get("taints") or [] if t.get("key") != NOT_READY]
+            if taints:
+                spec["taints"] = taints
+            else:
+                spec.pop("taints", None)
+
+        if self.sim.store.get(NODES, "", node) is not None:
+            self.sim.store.mutate(NODES, "", node, untaint)
+
     def _taint_evictions(self, node: str) -> None:
         """Queue the eviction of every pod on ``node`` not tolerating its NoExecute taints."""
         sim = self.sim
@@ -188,10 +271,10 @@ class NodeHeartbeats:
 
     def _evict(self, node: str, uid: str, gen: int) -> None:
         sim = self.sim
-        if self._evictions.pop(uid, None) != gen or self._generation.get(node) != gen:
+        if self._evictions.pop(uid, None) != gen or self._generation.get(node, 0) != gen:
             return
         pod = sim.store.by_uid(uid)
-        if pod is None or pod["metadata"].get("deletionTimestamp") or not _unreachable(sim.store.get(NODES, "", node)):
+        if pod is None or pod["metadata"].get("deletionTimestamp") or not _lost(sim.store.get(NODES, "", node)):
             return
         m = pod["metadata"]
         ns, name = m.get("namespace", ""), m["name"]
@@ -202,8 +285,14 @@ class NodeHeartbeats:
         sim.store.delete(PODS, ns, name)
 
 
-def _unreachable(node: dict[str, Any] | None) -> bool:
-    return node is not None and any(t.get("key") == UNREACHABLE and t.get("effect") == "NoExecute"
+def _older(cond: dict[str, Any], when: float) -> bool:
+    stored = parse_time(cond.get("lastHeartbeatTime"))
+    return stored is None or stored.timestamp() < when
+
+
+def _lost(node: dict[str, Any] | None) -> bool:
+    """The node still has the node lifecycle controller's unreachable or not-ready NoExecute taint."""
+    return node is not None and any(t.get("key") in (UNREACHABLE, NOT_READY) and t.get("effect") == "NoExecute"
                                     for t in (node.get("spec") or {}).get("taints") or [])
 
 

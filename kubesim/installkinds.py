@@ -20,7 +20,7 @@ import base64
 import ipaddress
 from typing import TYPE_CHECKING, Any
 
-from kubesim import batchjobs, errors, validation
+from kubesim import admission, batchjobs, errors, validation
 from kubesim.resources import ResourceType
 
 if TYPE_CHECKING:
@@ -109,12 +109,11 @@ def priority_value(store: Store, name: str) -> int | None:
 
 
 def admit(store: Store, res: ResourceType, obj: dict[str, Any], shown: str) -> None:
-    """Admission of a create that reads other objects: a pod's PriorityClass, a Service's cluster IP."""
+    """Admission of a create: a pod's (:func:`kubesim.admission.admit_pod`, its PriorityClass read
+    from the store), a Service's cluster IP."""
     validation.admit_priority_class(res, obj, shown, known=lambda name: priority_value(store, name) is not None)
-    if res.group_resource == validation.PODS and isinstance(obj.get("spec"), dict):
-        wanted = obj["spec"].get("priorityClassName")
-        if wanted and not obj["spec"].get("priority"):  # a controller's pod comes with 0: the class decides
-            obj["spec"]["priority"] = priority_value(store, wanted)
+    if res.group_resource == validation.PODS:  # the default admission chain, on every pod created
+        admission.admit_pod(obj, lambda name: priority_value(store, name))
     if res.group_resource == batchjobs.JOBS:
         batchjobs.prepare_job(res, obj)
     if res.group_resource == SERVICES:

@@ -1,4 +1,5 @@
-"""Node conditions and the node faults: kubelet restarts and nodes that stop reporting.
+"""Node conditions and the node faults: kubelet restarts, nodes that stop reporting, and
+container runtimes that go down (the kubelet reports ``Ready=False``: :meth:`NodeLifecycle.stop_runtime`).
 
 ``set_node_ready(node, False)`` plays the node lifecycle controller: every condition goes
 Unknown ("Kubelet stopped posting node status."), the ``node.kubernetes.io/unreachable``
@@ -26,6 +27,9 @@ PODS = ("", "pods")
 UNREACHABLE = "node.kubernetes.io/unreachable"
 NOT_READY = "node.kubernetes.io/not-ready"
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+RUNTIME_WAIT = 30.0
+"""The kubelet's ``maxWaitForContainerRuntime``: how long a runtime may be silent before it is down."""
+RUNTIME_DOWN = "container runtime is down"
 _HEALTHY = (
     ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
     ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
@@ -59,6 +63,9 @@ class NodeLifecycle:
         self.marked_unknown: set[str] = set()
         """Nodes the node lifecycle controller marked Unknown."""
         self.deferred: dict[str, set[str]] = defaultdict(set)
+        self.runtime_down: set[str] = set()
+        """Nodes whose container runtime is down (the ``runtime-down`` fault): their kubelet still
+        heartbeats, but reports ``Ready=False`` and can neither start nor stop a container."""
 
     def restart_kubelet(self, node: str, *, reboot: bool = False) -> None:
         """Restart the node's kubelet: plugin registrations are lost, and healthy plugins
@@ -101,6 +108,27 @@ class NodeLifecycle:
         if self.sim.store.get(NODES, "", node) is not None:
             self.not_ready.add(node)
 
+    def stop_runtime(self, node: str) -> None:
+        """The node's container runtime stops: the kubelet's pod work waits for it, and once the
+        runtime has been silent for ``maxWaitForContainerRuntime`` the kubelet posts ``Ready=False``
+        (``KubeletNotReady``: "container runtime is down") and records ``NodeNotReady``; it goes on
+        renewing its Lease. The node lifecycle controller taints the node from that condition
+        (:mod:`kubesim.heartbeats`)."""
+        if node in self.runtime_down:
+            return
+        self.runtime_down.add(node)
+        self.not_ready.add(node)
+        self.sim.call_later(RUNTIME_WAIT, lambda: self._post_runtime_down(node))
+
+    def _post_runtime_down(self, node: str) -> None:
+        sim = self.sim
+        if node not in self.runtime_down or node in self.marked_unknown or sim.store.get(NODES, "", node) is None:
+            return
+        now = rfc3339(sim.clock.now())
+        sim.store.mutate(NODES, "", node, lambda obj: _post_ready(obj, now, ready=False))
+        sim.record_event(node_ref(node), reason="NodeNotReady", message=f"Node {node} status is now: NodeNotReady",
+                         component="kubelet", host=node)
+
     def set_node_ready(self, node: str, ready: bool) -> None:
         """Make a node stop (False) or resume (True) posting its status."""
         sim = self.sim
@@ -127,6 +155,12 @@ class NodeLifecycle:
         if node not in self.not_ready:
             return
         self.not_ready.discard(node)
+        if node in self.runtime_down:  # the runtime is back: a Ready=False the kubelet posted turns True
+            self.runtime_down.discard(node)
+            if ready_status(sim.store.get(NODES, "", node)) == "False":
+                sim.store.mutate(NODES, "", node, lambda obj: _post_ready(obj, now, ready=True))
+                sim.record_event(node_ref(node), reason="NodeReady", message=f"Node {node} status is now: NodeReady",
+                                 component="kubelet", host=node)
         if node in self.marked_unknown:  # a kubelet back within the grace changed nothing the controller saw
             self.marked_unknown.discard(node)
             sim.store.mutate(NODES, "", node, lambda obj: _mark_ready(obj, now))
@@ -147,6 +181,24 @@ class NodeLifecycle:
                 self._finish(rt)  # type: ignore[attr-defined]
             else:
                 self._enqueue_sync(uid)  # type: ignore[attr-defined]
+
+
+def ready_status(node: dict[str, Any] | None) -> str | None:
+    for cond in ((node or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return str(cond.get("status"))
+    return None
+
+
+def _post_ready(obj: dict[str, Any], now: str, *, ready: bool) -> None:
+    """The kubelet's status post after its Ready condition changed (``setNodeReadyCondition``):
+    every condition beats, Ready changes status."""
+    for cond in (obj.setdefault("status", {}).get("conditions")) or []:
+        cond["lastHeartbeatTime"] = now
+        if cond.get("type") == "Ready":
+            cond.update(status="True" if ready else "False", lastTransitionTime=now,
+                        reason="KubeletReady" if ready else "KubeletNotReady",
+                        message="kubelet is posting ready status" if ready else RUNTIME_DOWN)
 
 
 def _mark_unknown(obj: dict[str, Any], now: str) -> None:

@@ -442,9 +442,10 @@ class ApiServer:
         storage = self.sim.store.storage_type(res)
         return conversion.convert(body, res, storage)
 
-    def from_storage(self, res: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
-        heartbeats = self.sim.controllers.get("nodeheartbeats") if res.plural == "leases" else None
-        if heartbeats is not None:  # a node's Lease carries its kubelet's last renewal (kubesim.heartbeats)
+    def from_storage(self, res: ResourceType, obj: dict[str, Any], *, read: bool = True) -> dict[str, Any]:
+        """``obj`` in ``res``'s version; ``read``: as a client reads it (a write's base is as stored)."""
+        heartbeats = self.sim.controllers.get("nodeheartbeats") if read and res.plural in ("leases", "nodes") else None
+        if heartbeats is not None:  # a node's Lease and conditions carry its kubelet's last beat (kubesim.heartbeats)
             obj = heartbeats.view(obj)
         storage = self.sim.store.storage_type(res)
         if storage.version == res.version:
@@ -547,7 +548,7 @@ class ApiServer:
         if content_type not in PATCH_TYPES:
             raise errors.unsupported_media(content_type)
         res = target.res
-        current = self.from_storage(res, self.fetch(target))
+        current = self.from_storage(res, self.fetch(target), read=False)
         try:
             if content_type == "application/json-patch+json":
                 if not isinstance(body, list):
@@ -631,7 +632,7 @@ class ApiServer:
         meta["name"] = target.name
         self.check_namespace(target, config)
         stored = store.get(res.group_resource, target.namespace or "", target.name or "")
-        live = self.from_storage(res, stored) if stored is not None else None
+        live = self.from_storage(res, stored, read=False) if stored is not None else None
         try:
             merged = self.field_manager(res).apply(
                 live, config, manager, rfc3339(self.sim.clock.now()), force=force, subresource=target.sub)

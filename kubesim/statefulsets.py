@@ -179,8 +179,6 @@ class StatefulSetController:
         spec.setdefault("hostname", name)
         if sts["spec"].get("serviceName"):
             spec.setdefault("subdomain", sts["spec"]["serviceName"])
-        spec.setdefault("schedulerName", "default-scheduler")
-        spec.setdefault("priority", 0)
         claims = [c["metadata"]["name"] for c in sts["spec"].get("volumeClaimTemplates") or []
                   if isinstance(c, dict) and (c.get("metadata") or {}).get("name")]
         if claims:  # updateStorage: a volume per claim template (its PVC), before the template's own

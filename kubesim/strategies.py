@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim import admission
 from kubesim import podstatus as ps
 from kubesim.clock import rfc3339
 from kubesim.resources import ResourceType
@@ -49,7 +48,6 @@ def prepare_for_create(res: ResourceType, obj: dict[str, Any], *, minor: int, no
 
 
 def _pod(obj: dict[str, Any], *, minor: int, now: Any) -> None:
-    admission.admit_pod(obj)  # the default admission chain, after defaulting, before the strategy's reset
     spec = obj.get("spec") or {}
     if minor < 34:
         spec.pop("resources", None)  # DropDisabledPodFields: PodLevelResources is off

@@ -79,6 +79,43 @@ def test_a_stopped_heartbeat_makes_the_node_unknown_after_the_grace(sim: KubeSim
     assert renew_time(kubectl, "gpu-node3") > frozen
 
 
+KUBELET_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
+
+
+def heartbeats(node: dict[str, Any]) -> dict[str, tuple[dt.datetime, dt.datetime]]:
+    """Each kubelet condition's (lastHeartbeatTime, lastTransitionTime)."""
+    out = {}
+    for kind in KUBELET_CONDITIONS:
+        cond = condition(node, kind)
+        assert cond is not None, kind
+        beat, moved = parse_time(cond["lastHeartbeatTime"]), parse_time(cond["lastTransitionTime"])
+        assert beat is not None and moved is not None
+        out[kind] = (beat, moved)
+    return out
+
+
+def test_node_status_heartbeat_moves_as_the_kubelet_posts_it(sim: KubeSim, kubectl: Kubectl) -> None:
+    """issue 35: the kubelet posts its node's status every nodeStatusReportFrequency (5 min) of the
+    simulated clock, so each of its conditions' lastHeartbeatTime moves while lastTransitionTime
+    stays; kubectl describe node shows the moving heartbeat; no post is a mutating request."""
+    before = heartbeats(kubectl.json("get", "node", "gpu-node1"))
+    described = kubectl("describe", "node", "gpu-node1")
+    sim.call(lambda s: s.mutations.clear())
+    sim.advance("11m")
+    now = dt.datetime.fromtimestamp(sim.call(lambda s: s.clock.time()), dt.UTC)
+    after = heartbeats(kubectl.json("get", "node", "gpu-node1"))
+    for kind in KUBELET_CONDITIONS:
+        assert after[kind][1] == before[kind][1], "lastTransitionTime stays"
+        assert (after[kind][0] - before[kind][0]).total_seconds() >= 600, kind
+        assert 0 <= (now - after[kind][0]).total_seconds() < 300, "posted within the last 5 minutes"
+    again = kubectl("describe", "node", "gpu-node1")
+    [ready_before] = [line for line in described.splitlines() if line.lstrip().startswith("Ready ")]
+    [ready_after] = [line for line in again.splitlines() if line.lstrip().startswith("Ready ")]
+    beat = after["Ready"][0].astimezone().strftime("%a, %d %b %Y %H:%M:%S %z")
+    assert ready_after != ready_before and ready_after.split()[2:8] == beat.split(), (ready_after, beat)
+    assert sim.mutations() == []
+
+
 # ------------------------------------------------------------------ in process: taint eviction
 def pinned_pod(name: str, node: str, tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"nodeName": node, "containers": [{"name": "c", "image": "registry.example.com/app:1"}]}
@@ -89,15 +126,15 @@ def pinned_pod(name: str, node: str, tolerations: list[dict[str, Any]] | None = 
 
 @pytest.mark.parametrize("minor", [27, 32, 34])
 def test_noexecute_evicts_pods_by_their_tolerations(minor: int) -> None:
-    """issue 35 item 3: after the grace, a pod with no toleration of the unreachable taint is
+    """issue 35 item 3: after the grace, a pod tolerating the unreachable taint for 0 s is
     evicted at once (DisruptionTarget, TaintManagerEviction) and stays Terminating while the
-    kubelet is away; one tolerating it for 300 s goes 300 s after the taint; a DaemonSet pod
-    (tolerating it for ever) stays."""
+    kubelet is away; one created with no toleration, given admission's 300 s, goes 300 s after
+    the taint; a DaemonSet pod (tolerating it for ever) stays."""
     s: Simulation = build(scenario="gpu-small", minor=minor)
     store = s.store
-    for pod in (pinned_pod("bare", "gpu-node2"),
-                pinned_pod("patient", "gpu-node2", [{"key": UNREACHABLE, "operator": "Exists",
-                                                      "effect": "NoExecute", "tolerationSeconds": 300}])):
+    for pod in (pinned_pod("bare", "gpu-node2", [{"key": UNREACHABLE, "operator": "Exists",
+                                                   "effect": "NoExecute", "tolerationSeconds": 0}]),
+                pinned_pod("patient", "gpu-node2")):
         store.create(store.storage_type(PODS), pod)
     s.settle()
     daemon = [p for p in store.list(PODS, "kube-system") if p["spec"].get("nodeName") == "gpu-node2"]

@@ -1,9 +1,10 @@
 """The feature gates each simulated release registers, from the data file ``feature_gates.json``.
 
-Each gate has the specs it went through (first release of the spec, stage, default); a release
-has the gates whose first spec is at or before it and, for a removed gate, not after its last
-release. What ``/metrics`` reports as ``kubernetes_feature_enabled{name, stage}`` (stage ``""``
-for GA) comes from here; the simulation's own settings (``Simulation.feature_gates``, e.g. the
+Each gate has the specs it went through (first release of the spec, stage, default), from 1.27 on
+as each release's Go sources register it (the data file's "about" names them); a release has the
+gates whose first spec is at or before it and, for a removed gate, not after its last release.
+What ``/metrics`` reports as ``kubernetes_feature_enabled{name, stage}`` (stage ``""`` for GA)
+comes from here; the simulation's own settings (``Simulation.feature_gates``, e.g. the
 scenarios turning DynamicResourceAllocation on) override the defaults.
 """
 
@@ -36,8 +37,6 @@ def gates(minor: int) -> dict[str, tuple[str, bool]]:
     out: dict[str, tuple[str, bool]] = {}
     for name, raw in data["gates"].items():
         specs: list[Spec] = [(_minor(v), stage, bool(default)) for v, stage, default in raw]
-        if len(specs) > 1 and specs[0][0] <= 1 and specs[0][1] == "":
-            specs = specs[1:]  # "GA since 1.0" then deprecated: the gate was added with its second spec
         if name in last and minor > _minor(last[name]):
             continue
         current = [s for s in specs if s[0] <= minor]

@@ -270,9 +270,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"the promotion on {args.nodes} nodes was still running after the last burst: "
                       f"{'yes' if state == 'promoting' else 'no (' + state + ')'}")
                 worst = max(worst, int(state != "promoting"))
+                worst = max(worst, saves.report())
                 if args.finish:
                     print(f"the promotion ended: {promotion_ended(store, run_id)}", flush=True)
-                worst = max(worst, saves.report())
+                    worst = max(worst, saves.report())
             store.close()
         finally:
             for proc in reversed(procs + _CLIENT):
@@ -346,6 +347,7 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
     posted, ephemeral = answered()
     replies = [c.body.get("text", "") for c in fake.of("response_url") if c.path.endswith("/bot")]
     busy = sum("busy" in text for text in replies)
+    reads = sum(text.startswith("I am busy:") for text in replies)  # the worker's long reads all running
     limited = sum("long command(s) running" in text for text in replies)
     print(f"{args.rounds} rounds of {concurrency} concurrent signed '/upgrade {verb}', "
           f"waitress with {args.threads} threads each, one run")
@@ -360,7 +362,8 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
     print(f"  acks within Slack's 3 s: {commands - late}/{commands}; answered after "
           f"{time.perf_counter() - started:.1f} s: {posted} posted in the channel, {ephemeral - busy - limited} "
           f"ephemeral, {limited} refused by a quota of long commands ({len(USERS)} people in {len(CHANNELS)} channels), "
-          f"{busy} told the bot is busy (target: none below 200 at once), "
+          f"{busy} told the bot is busy ({busy - reads} a lane full, {reads} the worker's long reads all running; "
+          f"target: none below 200 at once), "
           f"{commands - posted - ephemeral} still waiting for a worker")
     if args.read_only:
         unanswered = unanswered_count(bot_url)
@@ -426,13 +429,13 @@ class RunSaves:
         saves = list(self.saves)
         first = next((i for i, (_, baseline) in enumerate(saves) if baseline), None)
         if first is None:
-            print(f"run saves (Redis MONITOR, every process): {len(saves)}, none sent the canary's baseline")
+            print(f"run saves (Redis MONITOR, every process): {len(saves)}, none sent the canary's baseline", flush=True)
             return 0
         later = [size for size, _ in saves[first + 1:]] or [0]
         again = sum(baseline for _, baseline in saves[first + 1:])
         print(f"run saves (Redis MONITOR, every process): {len(saves)}; the canary's baseline "
               f"{saves[first][0] / 1024:.1f} KiB, sent {again} more time(s) after; the largest save after it "
-              f"{max(later) / 1024:.1f} KiB (target: at most {self.TARGET / 1024:.0f} KiB)")
+              f"{max(later) / 1024:.1f} KiB (target: at most {self.TARGET / 1024:.0f} KiB)", flush=True)
         return int(max(later) > self.TARGET)
 
 

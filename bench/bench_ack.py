@@ -64,7 +64,8 @@ TARGET = "kube-system/nvidia-device-plugin-daemonset"
 NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
 USERS = [f"U0P{i:02}" for i in range(50)]
 CHANNELS = [f"C0OPS{i}" for i in range(10)]
-"""The people who send the commands, five to a channel: each command of a burst is the next one's."""
+"""The people who send the commands, five to a channel (U0P00, U0P10 … in C0OPS0): each command
+of a burst is the next one's, in the next channel, so the first taken are of as many channels."""
 POLICY = {  # serve as deployed: who may request and approve, in which channel, on which cluster
     "channels": {"C0OPS": {"cluster": "kubesim"}, **{channel: {"cluster": "kubesim"} for channel in CHANNELS}},
     "requesters": {"users": ["U0ANA"]},
@@ -164,7 +165,7 @@ def _send_together(url: str, text: str, concurrency: int, response_url: str) -> 
 
     people = [next(_NEXT) % len(USERS) for _ in range(concurrency)]  # each command the next person's, burst after burst
     bodies = [slash_command(text, response_url=response_url, user=USERS[p],
-                            channel=CHANNELS[p * len(CHANNELS) // len(USERS)]) for p in people]
+                            channel=CHANNELS[p % len(CHANNELS)]) for p in people]  # the next ones: other channels
     barrier = threading.Barrier(concurrency)
     seconds: list[float] = [0.0] * concurrency
     failures: list[str] = []

@@ -4,22 +4,29 @@ Both run as their own processes on the same server stack (waitress, same thread
 count), in the same run, against the same fake Slack Web API (``tests/fakeslack.py``)
 and, for the bot, a kubesim ``gpu-large`` cluster (``--nodes``, default 5,000) in a third
 process. The bot is ``serve`` as deployed: a policy file, so it acks and queues and its
-worker processes do the work. By default a promotion of the device plugin runs on every
-node while the commands arrive (``--idle``: none): the bot's own canary, approved, then
-its promotion, approved, as people would. Each round sends ``--concurrency`` signed
-commands at once (a barrier releases them together, in a client process of its own: the
-fake Slack's threads, serving the bot's replies, never slow the client's clock) to each
-server in turn; the latency of one command is the time from sending the request to
-reading the HTTP answer (the ack). kubesim stands for an API server on machines of its
-own: it runs at ``--kubesim-nice`` (10) so that, on a small machine, simulating the
-cluster does not take the cores from the servers measured. So does the fake Slack, which
-stands for Slack's servers: once the servers and the client have started, this process
-(the fake Slack's threads, which serve the bot's replies) lowers its own priority by
-``--slack-nice`` (10); otherwise every reply the bot's workers send would be work on
-these cores, during the bot's bursts only (the bare app sends none). Two scenarios: ``help`` (the front end's own cost: the work is trivial) and
-``inventory`` (the workers keep taking inventories while later rounds arrive, as in a
-busy channel). The bare app only acks. Prints p50/p99/max of each, the ratio, and how
-every command was answered (nobody should be told the bot is busy below 200 at once).
+two worker processes (decisions; commands and runs) do the work. By default a promotion of
+the device plugin runs on every node while the commands arrive (``--idle``: none): the
+bot's own canary, approved, then its promotion, approved, as people would. Each round
+sends ``--concurrency`` signed commands at once (a barrier releases them together, in a
+client process of its own: the fake Slack's threads, serving the bot's replies, never slow
+the client's clock) from :data:`USERS` distinct people over :data:`CHANNELS` channels, so
+``inventory`` does real work within each person's and channel's quota (one person sending
+them all would measure the quota's refusals). The latency of one command is the time from
+sending the request to reading the HTTP answer (the ack). For each verb and concurrency the
+bare app's rounds come first, then the bot's, then the bot's answers are awaited: the bare
+app is measured under the same background as the bot (the promotion), never while the
+bot's workers still answer a burst. kubesim and the fake Slack run at normal priority
+(``--kubesim-nice``/``--slack-nice`` lower them). Two scenarios: ``help`` (the front end's
+own cost: the work is trivial) and ``inventory`` (the workers keep taking inventories while
+later rounds arrive, as in a busy channel). The bare app only acks. Prints p50/p99/max of
+each, the ratio, and how every command was answered (nobody should be told the bot is busy
+below 200 at once).
+
+The run's saves are read from Redis's ``MONITOR`` (the save script's arguments, as
+``RedisRunStore.last_save_bytes`` counts them, whichever process sent them): their count,
+the canary's baseline and the largest save after it (target: 16 KiB; a save over a version
+another process wrote once sent the baseline again). ``--finish`` waits for the promotion to
+end first, so the saves at its end are counted too.
 
 With ``--read-only`` the bot is ``serve`` without a policy file (no promotion: it answers
 help and inventory in its own process) and a burst passes when every command is answered,
@@ -27,14 +34,16 @@ its inventory or told the bot is busy, and ``upgradebot_commands_total{outcome="
 is 0 (issue 40, item 5: ``--read-only --verb inventory --concurrency 50 200 --rounds 30``
 sends 7,500).
 
-``python -m bench.bench_ack [--rounds 20] [--concurrency 1 50 200] [--verb help --verb inventory] [--nodes 5000] [--idle] [--read-only]``
+``python -m bench.bench_ack [--rounds 20] [--concurrency 1 50 200] [--verb help --verb inventory] [--nodes 5000] [--idle] [--read-only] [--finish]``
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -53,8 +62,12 @@ SECRET = "bench-signing-secret-0123456789"
 TOKEN = "xoxb-bench-0000-token"
 TARGET = "kube-system/nvidia-device-plugin-daemonset"
 NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+USERS = [f"U0P{i:02}" for i in range(50)]
+CHANNELS = [f"C0OPS{i}" for i in range(10)]
+"""The people who send the commands, five to a channel (U0P00, U0P10 … in C0OPS0): each command
+of a burst is the next one's, in the next channel, so the first taken are of as many channels."""
 POLICY = {  # serve as deployed: who may request and approve, in which channel, on which cluster
-    "channels": {"C0OPS": {"cluster": "kubesim"}},
+    "channels": {"C0OPS": {"cluster": "kubesim"}, **{channel: {"cluster": "kubesim"} for channel in CHANNELS}},
     "requesters": {"users": ["U0ANA"]},
     "approvers": {"users": ["U0LEAD"]},
     "reports": {"after": []},
@@ -144,10 +157,15 @@ def child_client() -> None:
         print(json.dumps({"seconds": seconds, "failures": failures}), flush=True)
 
 
+_NEXT = itertools.count()
+
+
 def _send_together(url: str, text: str, concurrency: int, response_url: str) -> tuple[list[float], list[str]]:
     from tests.fakeslack import post, slash_command
 
-    bodies = [slash_command(text, response_url=response_url) for _ in range(concurrency)]
+    people = [next(_NEXT) % len(USERS) for _ in range(concurrency)]  # each command the next person's, burst after burst
+    bodies = [slash_command(text, response_url=response_url, user=USERS[p],
+                            channel=CHANNELS[p % len(CHANNELS)]) for p in people]  # the next ones: other channels
     barrier = threading.Barrier(concurrency)
     seconds: list[float] = [0.0] * concurrency
     failures: list[str] = []
@@ -189,12 +207,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", action="store_true", help="no promotion running while the commands arrive")
     parser.add_argument("--read-only", action="store_true",
                         help="serve without a policy file (implies --idle): every command must be answered")
-    parser.add_argument("--kubesim-nice", type=int, default=10,
-                        help="niceness of kubesim (default 10: it stands for an API server on machines of its own, "
-                             "so it yields these cores to the servers measured, as the bot's workers do; 0: an equal share)")
-    parser.add_argument("--slack-nice", type=int, default=10,
+    parser.add_argument("--kubesim-nice", type=int, default=0,
+                        help="niceness of kubesim (default 0: normal priority, an equal share of the cores)")
+    parser.add_argument("--slack-nice", type=int, default=0,
                         help="niceness this process (the fake Slack, standing for Slack's servers) takes once the "
-                             "servers and the client have started (default 10; 0: an equal share)")
+                             "servers and the client have started (default 0: normal priority)")
+    parser.add_argument("--finish", action="store_true",
+                        help="after the last burst, wait for the promotion to end (its last saves counted)")
     parser.add_argument("--child", choices=["bare", "client"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -241,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.slack_nice:
                 os.nice(args.slack_nice)  # the children keep their own priority
             store = RedisRunStore.from_url(redis_server.url)
+            saves = RunSaves(redis_server.url).start()
             run_id = None if args.idle or args.read_only else promotion_running(fake, bot_url, store, args.nodes)
             worst = 0
             for verb in args.verb:
@@ -251,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"the promotion on {args.nodes} nodes was still running after the last burst: "
                       f"{'yes' if state == 'promoting' else 'no (' + state + ')'}")
                 worst = max(worst, int(state != "promoting"))
+                worst = max(worst, saves.report())
+                if args.finish:
+                    print(f"the promotion ended: {promotion_ended(store, run_id)}", flush=True)
+                    worst = max(worst, saves.report())
             store.close()
         finally:
             for proc in reversed(procs + _CLIENT):
@@ -307,8 +331,9 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
     fake.clear()
     timings: dict[str, list[float]] = {"bare": [], "bot": []}
     started = time.perf_counter()
-    for _ in range(args.rounds):
+    for _ in range(args.rounds):  # the bare app first, under the same background, the bot's workers idle
         timings["bare"] += burst(bare_url, verb, concurrency, fake.response_url("bare"))
+    for _ in range(args.rounds):
         timings["bot"] += burst(bot_url, verb, concurrency, fake.response_url("bot"))
     commands = args.rounds * concurrency
 
@@ -323,6 +348,7 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
     posted, ephemeral = answered()
     replies = [c.body.get("text", "") for c in fake.of("response_url") if c.path.endswith("/bot")]
     busy = sum("busy" in text for text in replies)
+    reads = sum(text.startswith("I am busy:") for text in replies)  # the worker's long reads all running
     limited = sum("long command(s) running" in text for text in replies)
     print(f"{args.rounds} rounds of {concurrency} concurrent signed '/upgrade {verb}', "
           f"waitress with {args.threads} threads each, one run")
@@ -336,8 +362,9 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
     late = sum(s >= 3.0 for s in timings["bot"])
     print(f"  acks within Slack's 3 s: {commands - late}/{commands}; answered after "
           f"{time.perf_counter() - started:.1f} s: {posted} posted in the channel, {ephemeral - busy - limited} "
-          f"ephemeral, {limited} refused by the user's quota of long commands (one user sends them all), "
-          f"{busy} told the bot is busy (target: none below 200 at once), "
+          f"ephemeral, {limited} refused by a quota of long commands ({len(USERS)} people in {len(CHANNELS)} channels), "
+          f"{busy} told the bot is busy ({busy - reads} a lane full, {reads} the worker's long reads all running; "
+          f"target: none below 200 at once), "
           f"{commands - posted - ephemeral} still waiting for a worker")
     if args.read_only:
         unanswered = unanswered_count(bot_url)
@@ -345,6 +372,72 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
         return 1 if late > 0 or unanswered > 0 or posted + ephemeral < commands else 0
     missed = late > 0 or (concurrency > 1 and ratio > 1.5) or (concurrency < 200 and busy > 0)
     return 1 if missed else 0
+
+
+def promotion_ended(store: RedisRunStore, run_id: str, *, timeout: float = 3600.0) -> str:
+    """The run's state once it is no longer active (or still active after ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        run = store.get(run_id, whole=False)
+        if run is None or not run.active or time.monotonic() > deadline:
+            return "gone" if run is None else run.state.value
+        time.sleep(1.0)
+
+
+class RunSaves:
+    """Every run save sent to Redis, whichever process sent it, read from ``MONITOR`` in a
+    thread: the size of the save script's arguments after its keys (as
+    ``RedisRunStore.last_save_bytes`` counts them) and whether it sent the canary's baseline."""
+
+    ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
+    ESCAPE = re.compile(r"\\x[0-9a-fA-F]{2}|\\.")
+    TARGET = 16 * 1024
+
+    def __init__(self, url: str) -> None:
+        import redis  # the bench reads Redis as a client of its own
+
+        from bot.storage.layout import SAVE
+
+        self.client = redis.Redis.from_url(url, decode_responses=True, encoding_errors="replace")
+        self.sha = str(self.client.script_load(SAVE))  # loaded before any save: none is refused and sent again
+        self.saves: list[tuple[int, bool]] = []
+
+    def start(self) -> RunSaves:
+        threading.Thread(target=self._watch, daemon=True, name="run-saves").start()
+        return self
+
+    def _watch(self) -> None:
+        try:
+            with self.client.monitor() as monitor:
+                while True:  # each line as Redis sends it: redis-py's parsing joins the arguments
+                    line = str(monitor.connection.read_response())
+                    head = line[:300].lower()
+                    if '"evalsha"' in head and self.sha in head:
+                        self.saves.append(self.size(line[line.index('"'):]))
+        except Exception:  # Redis stopped with the bench: no more saves
+            return
+
+    def size(self, line: str) -> tuple[int, bool]:
+        """The save's size and whether it carries the baseline (``part:baseline``, its digest, ``1``)."""
+        args = [self.ESCAPE.sub("_", a) for a in self.ARG.findall(line)]  # "evalsha" sha numkeys keys… args…
+        keys = int(args[2]) if len(args) > 2 and args[2].isdigit() else 0
+        after = args[3 + keys:]
+        baseline = any(a == "part:baseline" and after[i + 2:i + 3] == ["1"] for i, a in enumerate(after))
+        return sum(len(a) for a in after), baseline
+
+    def report(self) -> int:
+        """Print the saves; 1 when the largest after the canary's baseline is over :attr:`TARGET`."""
+        saves = list(self.saves)
+        first = next((i for i, (_, baseline) in enumerate(saves) if baseline), None)
+        if first is None:
+            print(f"run saves (Redis MONITOR, every process): {len(saves)}, none sent the canary's baseline", flush=True)
+            return 0
+        later = [size for size, _ in saves[first + 1:]] or [0]
+        again = sum(baseline for _, baseline in saves[first + 1:])
+        print(f"run saves (Redis MONITOR, every process): {len(saves)}; the canary's baseline "
+              f"{saves[first][0] / 1024:.1f} KiB, sent {again} more time(s) after; the largest save after it "
+              f"{max(later) / 1024:.1f} KiB (target: at most {self.TARGET / 1024:.0f} KiB)", flush=True)
+        return int(max(later) > self.TARGET)
 
 
 def unanswered_count(bot_url: str) -> float:

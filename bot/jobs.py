@@ -25,9 +25,13 @@ dramatiq and not rq, for work made of idempotent, leased steps:
   sweep covers a lost one).
 
 Messages wait at most :data:`MAX_AGE_MS` (Slack's ``response_url`` lives 30 minutes): an
-older one is dropped unrun. A lane holding ``backlog`` messages takes no more
-(:meth:`Jobs.submit` answers False and the front end says it is busy); the depth is read
-at most twice a second, and counted up by the front end's own submissions in between.
+older one is dropped unrun. A lane takes as many as its workers answer in
+:data:`BACKLOG_SECONDS` at the rate they answered lately, and at least ``backlog``
+(:data:`BACKLOG`), at most :data:`BACKLOG_MAX`; beyond, :meth:`Jobs.submit` answers False
+and the front end says it is busy. The depth is read at most twice a second, and counted up
+by the front end's own submissions in between; what the workers answered is what was counted
+less what waits at the next read (issue 39: a fixed 2,000 told people "busy" while the
+workers answered a hundred a second).
 
 A worker decodes each stored message on its own (:func:`bot.job_intake.decode`: JSON that dramatiq wrote
 for the lane's actor, ``[kind, payload]``, nothing more): one that is not (whoever can write
@@ -82,6 +86,12 @@ MAINTENANCE_CHANCE = 50_000
 """Per million broker commands: how often one also requeues a dead worker's messages (dramatiq's default is 1,000)."""
 BACKLOG = 2_000
 DEPTH_EVERY = 0.5
+BACKLOG_SECONDS = 300.0
+"""A lane takes what its workers answer in this long (well within :data:`MAX_AGE_MS`)."""
+BACKLOG_MAX = 50_000
+"""The most messages a lane takes, however fast its workers answer (Redis's memory)."""
+RATE_EVERY = 2.0
+"""Seconds over which the workers' answer rate is measured (a half of the old rate, a half of the new)."""
 DEAD_LETTERS = NAMESPACE + ":dead"
 """Jobs a worker could not decode, newest last (JSON: lane, id, reason, at, the first
 :data:`DEAD_DATA_MAX` characters of the entry): read them with ``LRANGE``; at most :data:`DEAD_KEEP`."""
@@ -353,10 +363,13 @@ class Jobs:
     """The lanes on one Redis: :meth:`submit` on the front end, :meth:`consume` in a worker."""
 
     def __init__(self, client: Any, *, url: str = "", backlog: int = BACKLOG, heartbeat_ms: int = HEARTBEAT_MS,
-                 max_age_ms: int = MAX_AGE_MS, deadline: float | None = None) -> None:
+                 max_age_ms: int = MAX_AGE_MS, deadline: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         """``deadline``: seconds a :meth:`submit` may take (``serve``'s front end: :data:`ACK_DEADLINE`;
-        ``client`` then waits on Redis at most half of it, as :meth:`from_url` builds it)."""
-        self.url, self.backlog, self.deadline = url, backlog, deadline
+        ``client`` then waits on Redis at most half of it, as :meth:`from_url` builds it).
+        ``backlog``: the fewest messages a lane takes (:meth:`limit`); ``clock``: seconds, for the
+        answer rate."""
+        self.url, self.backlog, self.deadline, self._clock = url, backlog, deadline, clock
         self.broker = _Broker(client=client, namespace=NAMESPACE, middleware=[AgeLimit(max_age=max_age_ms)],
                               heartbeat_timeout=heartbeat_ms, maintenance_chance=MAINTENANCE_CHANCE,
                               write_time=deadline / 2 if deadline else 0.0)
@@ -365,6 +378,10 @@ class Jobs:
                                              queue_name=lane, priority=0, options={}) for lane in LANES}
         self._worker: dramatiq.Worker | None = None
         self._depths: dict[str, tuple[float, int]] = {}
+        self._answered: dict[str, tuple[float, int]] = {}
+        """By lane: since when answers are counted, and how many so far."""
+        self._rates: dict[str, float] = {}
+        """By lane: messages a second its workers answered lately."""
         self.consumer_stale_ms = CONSUMER_STALE_MS
 
     @property
@@ -403,7 +420,7 @@ class Jobs:
         ``JobsUnavailable`` when Redis does not answer."""
         until = None if self.deadline is None else time.monotonic() + self.deadline
         try:
-            if self._depth(lane) >= self.backlog:
+            if self._depth(lane) >= self.limit(lane):
                 return False
             self.broker.enqueue_by(self._actors[lane].message(kind, {**payload, "queued_at": time.time()}), until)
             read_at, depth = self._depths.get(lane, (0.0, 0))
@@ -422,11 +439,33 @@ class Jobs:
         """How many wait on ``lane``, read from Redis at most every :data:`DEPTH_EVERY` seconds and
         counted up by this process's own submissions in between (one round trip per request, not two)."""
         read_at, depth = self._depths.get(lane, (0.0, 0))
-        now = time.monotonic()
-        if now - read_at >= DEPTH_EVERY or depth >= self.backlog:
-            depth = self.waiting(lane)
-            self._depths[lane] = (now, depth)
+        now = self._clock()
+        if now - read_at >= DEPTH_EVERY or depth >= self.limit(lane):
+            waiting = self.waiting(lane)
+            self._count_answers(lane, now=now, counted=depth, waiting=waiting)
+            self._depths[lane] = (now, waiting)
+            depth = waiting
         return depth
+
+    def limit(self, lane: str) -> int:
+        """How many messages ``lane`` takes: what its workers answer in :data:`BACKLOG_SECONDS`
+        at their recent rate, at least :attr:`backlog`, at most :data:`BACKLOG_MAX`."""
+        return max(self.backlog, min(BACKLOG_MAX, int(self._rates.get(lane, 0.0) * BACKLOG_SECONDS)))
+
+    def _count_answers(self, lane: str, *, now: float, counted: int, waiting: int) -> None:
+        """Note what the workers answered since the last read (``counted``: what waited then
+        plus this process's submissions since; less what waits now); every :data:`RATE_EVERY`
+        seconds with work on the lane, the rate is the mean of the old one and the new. Another
+        front end's submissions make it lower than it is, never higher."""
+        since, answered = self._answered.get(lane, (now, 0))
+        answered += max(0, counted - waiting)
+        if now - since >= RATE_EVERY:
+            if answered or waiting:  # the workers had work: an idle lane says nothing of their pace
+                rate = answered / (now - since)
+                old = self._rates.get(lane)
+                self._rates[lane] = rate if old is None else (old + rate) / 2
+            since, answered = now, 0
+        self._answered[lane] = (since, answered)
 
     def waiting(self, lane: str) -> int:
         """Messages on ``lane`` nobody took yet."""

@@ -8,8 +8,9 @@ Lua script and transaction touches one node and a managed Redis Cluster can hold
 (a version before 0.2 used ``upgradebot:``; :data:`OLD_PREFIX`, moved once at start)::
 
     {upgradebot}:run:<id>            hash  version, state, json (the Run), and part:<key> for each
-                                           large progress value, kept apart (``RedisRunStore``: a
-                                           save writes only the parts that changed)
+                                           large progress value, kept apart, with its digest in
+                                           digest:part:<key> (``RedisRunStore``: a save sends only
+                                           the parts whose digest differs from these)
     {upgradebot}:runs                zset  every run id, scored by creation time
     {upgradebot}:runs:active         set   ids of runs not yet in a terminal state
     {upgradebot}:lock:<cluster/ns/ds> string  id of the run that holds the target
@@ -42,8 +43,11 @@ Lua script and transaction touches one node and a managed Redis Cluster can hold
                                            Redis broker under this namespace: ``bot/jobs.py``)
 
 Creating a run (with its lock), and saving one (compare-and-set on ``version``, lease
-fencing, lock release when it ends, audit entries) are each one Lua script (:data:`CREATE`,
-:data:`SAVE`), so they are atomic: no other client sees half of one.
+fencing, the parts' digests compared, lock release when it ends, audit entries) are each one
+Lua script (:data:`CREATE`, :data:`SAVE`), so they are atomic: no other client sees half of
+one. A save names every part with its digest and sends the values of those it believes
+changed; when Redis holds another digest for a part not sent, the script writes nothing and
+answers ``need`` with those parts, and the store sends them.
 """
 from __future__ import annotations
 
@@ -92,28 +96,45 @@ class Keys:
 # Appends the audit entries given as ARGV[first..]: a count, then per entry a field count
 # and its field/value pairs; each goes to the run's stream and the global one.
 AUDIT_LUA = """
--- Writes the parts given as ARGV[first..]: a count of fields to set, field/value pairs, a
--- count of fields to delete (-1: every other part: field of the hash), the fields; returns
--- the index after them.
+-- The parts given as ARGV[first..]: a count, then per part its field, its digest and '1' with
+-- its value after it, or '0' (not sent: Redis must hold a part of that digest already).
+-- Answers the fields not sent whose digest Redis does not hold (their values must be sent),
+-- and the index after the parts.
+local function missing_parts(run, first)
+  local n = tonumber(ARGV[first])
+  local i = first + 1
+  local need = {}
+  for _ = 1, n do
+    if ARGV[i + 2] == '1' then
+      i = i + 4
+    else
+      if redis.call('HGET', run, 'digest:' .. ARGV[i]) ~= ARGV[i + 1] then need[#need + 1] = ARGV[i] end
+      i = i + 3
+    end
+  end
+  return need, i
+end
+
+-- Writes the parts given as ARGV[first..] (as missing_parts reads them): each sent value with
+-- its digest; every other part: field (and its digest) of the hash is deleted. Returns the
+-- index after them.
 local function write_parts(run, first)
   local n = tonumber(ARGV[first])
   local i = first + 1
-  local written = {}
+  local kept = {}
   for _ = 1, n do
-    redis.call('HSET', run, ARGV[i], ARGV[i + 1])
-    written[ARGV[i]] = true
-    i = i + 2
-  end
-  local d = tonumber(ARGV[i])
-  i = i + 1
-  if d < 0 then
-    for _, field in ipairs(redis.call('HKEYS', run)) do
-      if string.sub(field, 1, 5) == 'part:' and not written[field] then redis.call('HDEL', run, field) end
+    kept[ARGV[i]] = true
+    if ARGV[i + 2] == '1' then
+      redis.call('HSET', run, ARGV[i], ARGV[i + 3], 'digest:' .. ARGV[i], ARGV[i + 1])
+      i = i + 4
+    else
+      i = i + 3
     end
   end
-  for _ = 1, math.max(d, 0) do
-    redis.call('HDEL', run, ARGV[i])
-    i = i + 1
+  for _, field in ipairs(redis.call('HKEYS', run)) do
+    local part = field
+    if string.sub(field, 1, 7) == 'digest:' then part = string.sub(field, 8) end
+    if string.sub(part, 1, 5) == 'part:' and not kept[part] then redis.call('HDEL', run, field) end
   end
   return i
 end
@@ -138,6 +159,8 @@ CREATE = AUDIT_LUA + """
 local holder = redis.call('GET', KEYS[2])
 if holder then return {'locked', holder} end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists', ''} end
+local need = missing_parts(KEYS[1], 6)
+if #need > 0 then return {'need', unpack(need)} end
 redis.call('SET', KEYS[2], ARGV[1])
 redis.call('HSET', KEYS[1], 'version', 0, 'state', ARGV[3], 'json', ARGV[2])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
@@ -157,6 +180,8 @@ if ARGV[6] ~= '' then
   if holder ~= ARGV[6] then return {'lease', holder or ''} end
 end
 if current ~= ARGV[4] then return {'stale', current} end
+local need = missing_parts(KEYS[1], 8)
+if #need > 0 then return {'need', unpack(need)} end
 if ARGV[5] == '2' then
   local holder = redis.call('GET', KEYS[2])
   if holder and holder ~= ARGV[1] then return {'locked', holder} end

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 import json
 import logging
-import threading
 import time
 import urllib.parse
-from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -26,7 +23,6 @@ import redis.backoff
 import redis.cluster
 import redis.retry
 import redis.sentinel
-from pydantic_core import to_json
 
 from bot.storage.layout import (
     ACQUIRE,
@@ -46,7 +42,15 @@ from bot.storage.layout import (
     TAKE_SLOT,
     Keys,
 )
-from runbooks.engine.runs import APART, REOPENABLE, TERMINAL, Run
+from bot.storage.parts import (
+    PART,
+    KnownParts,
+    digests_of,
+    join_parts,
+    part_args,
+    split_parts,
+)
+from runbooks.engine.runs import REOPENABLE, TERMINAL, Run
 from runbooks.engine.store import LeaseLost, LockHeld, StaleRun, StoreUnavailable
 from runbooks.errors import redact_url, scrub
 from runbooks.stability.collecting import Collected
@@ -94,7 +98,7 @@ class RedisRunStore:
         """Keys holding something that is not ours, already logged (each is logged once)."""
         self._take_slot = client.register_script(TAKE_SLOT)
         self._renew_slot = client.register_script(RENEW_SLOT)
-        self._known = _KnownParts()
+        self._known = KnownParts()
         self.last_save_bytes = 0
         """What the last :meth:`save` sent to Redis (its arguments), for the benchmarks."""
 
@@ -169,10 +173,10 @@ class RedisRunStore:
         keys = [Keys.run(run.id), Keys.lock(run.target.key), Keys.runs, Keys.active,
                 Keys.run_audit(run.id), Keys.audit]
         slim, parts = split_parts(run)
-        digests = _digests(parts)
-        args = [run.id, slim, run.state.value, run.created_at.timestamp(),
-                GLOBAL_AUDIT_MAXLEN, *_part_args(parts, digests, known={}), *_flatten(audit)]
-        status, detail = self._call(self._create, keys, args)
+        digests = digests_of(parts)
+        head = [run.id, slim, run.state.value, run.created_at.timestamp(), GLOBAL_AUDIT_MAXLEN]
+        status, detail, _ = self._write(self._create, keys, head=head, parts=parts, digests=digests, known={},
+                                        audit=_flatten(audit))
         if status == "locked":
             raise LockHeld(run.target.key, detail)
         if status == "exists":
@@ -192,7 +196,7 @@ class RedisRunStore:
     def _whole(self, fields: dict[str, str]) -> Run:
         run = Run.model_validate_json(fields["json"])
         parts = {f: v for f, v in fields.items() if f.startswith(PART)}
-        self._known.put(run.id, run.version, _digests(parts))
+        self._known.put(run.id, run.version, digests_of(parts))
         return join_parts(run, parts) if parts else run
 
     def save(
@@ -203,12 +207,11 @@ class RedisRunStore:
                 Keys.run_audit(run.id), Keys.audit]
         ended = "1" if run.state in TERMINAL else ("2" if run.previous_state in REOPENABLE else "0")
         slim, parts = split_parts(stored)
-        digests = _digests(parts)
-        args = [run.id, slim, run.state.value, run.version, ended, lease_owner or "",
-                GLOBAL_AUDIT_MAXLEN, *_part_args(parts, digests, known=self._known.get(run.id, run.version)),
-                *_flatten(audit)]
-        self.last_save_bytes = sum(len(str(a)) for a in args)
-        status, detail = self._call(self._save, keys, args)
+        digests = digests_of(parts)
+        head = [run.id, slim, run.state.value, run.version, ended, lease_owner or "", GLOBAL_AUDIT_MAXLEN]
+        status, detail, self.last_save_bytes = self._write(
+            self._save, keys, head=head, parts=parts, digests=digests, known=self._known.get(run.id, run.version),
+            audit=_flatten(audit))
         if status == "stale":
             raise StaleRun(run.id, run.version, int(detail))
         if status == "missing":
@@ -435,6 +438,25 @@ class RedisRunStore:
         self._do(give)
 
     # --------------------------------------------------------------- helpers
+    def _write(self, script: Any, keys: list[str], *, head: list[Any], parts: dict[str, str],
+               digests: dict[str, str], known: dict[str, str] | None, audit: list[str]) -> tuple[str, str, int]:
+        """Run a script that writes a run's parts (:data:`~bot.storage.layout.CREATE`,
+        :data:`~bot.storage.layout.SAVE`) sending the values of the parts whose digest differs
+        from ``known`` (None: not known here, so none at first). The script compares the digests
+        Redis holds with those of the parts not sent and, when one differs, writes nothing and
+        answers ``need`` with them: they are sent, and only they. Its status, its detail and the
+        size of what was sent (every attempt)."""
+        send = {f for f in parts if known is not None and known.get(f) != digests[f]}
+        sent = 0
+        while True:
+            args = [*head, *part_args(parts, digests, send=send), *audit]
+            sent += sum(len(str(a)) for a in args)
+            result = self._do(lambda args=args: script(keys=keys, args=args))
+            need = {str(f) for f in result[1:]} - send if str(result[0]) == "need" else set()
+            if not need:  # each round sends more parts: at most one round more than there are parts
+                return str(result[0]), str(result[1]) if len(result) > 1 else "", sent
+            send |= need
+
     def _call(self, script: Any, keys: list[str], args: list[Any]) -> tuple[str, str]:
         result = self._do(lambda: script(keys=keys, args=args))
         return str(result[0]), str(result[1])
@@ -463,80 +485,6 @@ TIMEOUTS: dict[str, Any] = {"socket_timeout": 10, "socket_connect_timeout": 5}
 DECODE: dict[str, Any] = {"encoding_errors": "replace"}
 """A decoding client reads bytes that are not UTF-8 (not ours) as U+FFFD: the entry then fails to
 parse and is skipped, instead of failing the whole read."""
-
-
-PART = "part:"
-PART_BYTES = 2048
-"""A progress value whose JSON is this long or longer (a baseline of every node, a wave plan)
-is kept in a field of the run's hash of its own, ``part:<key>``, and written only when it
-changes: a save of a 5,000-node run rewrites what changed, not 2 MB."""
-class PartialRun(ValueError):
-    """A run read without its parts (``whole=False``) was given to ``save``."""
-
-
-def split_parts(run: Run) -> tuple[str, dict[str, str]]:
-    """The run's JSON with each large progress value replaced by a marker (its size, its
-    entries), and those values' JSON by field."""
-    parts: dict[str, str] = {}
-    slim: dict[str, Any] = {}
-    for key, value in run.progress.items():
-        if isinstance(value, dict) and APART in value:
-            raise PartialRun(f"run {run.id} was read without its parts ({key}): read it whole to save it")
-        text = to_json(value).decode()
-        if len(text) < PART_BYTES:
-            slim[key] = value
-            continue
-        parts[PART + key] = text
-        slim[key] = {APART: len(text), "entries": len(value) if isinstance(value, (dict, list)) else 1}
-    if not parts:
-        return run.model_dump_json(), parts
-    return run.model_copy(update={"progress": slim}).model_dump_json(), parts
-
-
-def join_parts(run: Run, parts: dict[str, str]) -> Run:
-    progress = dict(run.progress)
-    for field, text in parts.items():
-        progress[field[len(PART):]] = json.loads(text)
-    return run.model_copy(update={"progress": progress})
-
-
-def _digests(parts: dict[str, str]) -> dict[str, str]:
-    """Each part's digest, by field: what :class:`_KnownParts` keeps and a save compares."""
-    return {field: hashlib.blake2b(text.encode(), digest_size=16).hexdigest() for field, text in parts.items()}
-
-
-def _part_args(parts: dict[str, str], digests: dict[str, str], *, known: dict[str, str] | None) -> list[Any]:
-    """The save script's part arguments: the fields whose digest differs from ``known`` (the
-    digests as of the version being replaced; None: not known here, so every part is written
-    and any other one deleted), then the fields to delete (-1: all but those written)."""
-    sets = [(f, v) for f, v in parts.items() if known is None or known.get(f) != digests[f]]
-    args: list[Any] = [len(sets), *(x for pair in sets for x in pair)]
-    if known is None:
-        return [*args, -1]
-    gone = [f for f in known if f not in parts]
-    return [*args, len(gone), *gone]
-
-
-class _KnownParts:
-    """Per run, the digests of its parts as of one version this store read or wrote: a save
-    over that version sends only the parts that differ (a save over another version sends them all)."""
-
-    def __init__(self, size: int = 256) -> None:
-        self._runs: OrderedDict[str, tuple[int, dict[str, str]]] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def put(self, run_id: str, version: int, digests: dict[str, str]) -> None:
-        with self._lock:
-            self._runs[run_id] = (version, dict(digests))
-            self._runs.move_to_end(run_id)
-            while len(self._runs) > self._size:
-                self._runs.popitem(last=False)
-
-    def get(self, run_id: str, version: int) -> dict[str, str] | None:
-        with self._lock:
-            known = self._runs.get(run_id)
-        return dict(known[1]) if known is not None and known[0] == version else None
 
 
 REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, redis.exceptions.RedisClusterException)

@@ -235,3 +235,37 @@ def test_a_submission_past_its_deadline_leaves_the_queue_of_writers_and_is_never
     assert outcomes[3] == "written" and calls == [[0], [3]], (outcomes, calls)
     commit.submit(4, deadline=time.monotonic() + 5)
     assert calls[-1] == [4]
+
+
+def test_a_lane_whose_workers_keep_up_takes_200_more_at_once_beyond_the_floor(redis_url: str) -> None:
+    """issue 39: the commands lane refused at a fixed 2,000 waiting, so during a 5k promotion
+    hundreds of 4,000 ``help`` sent 200 at once were told "busy" while the workers answered a
+    hundred a second. The backlog is derived from the workers' answer rate (what they answer in
+    BACKLOG_SECONDS, at least BACKLOG): with 1,900 waiting and the workers keeping pace, 200 at
+    once are all queued; once the workers stop answering, the lane is back at its floor and refuses."""
+    from bot.jobs import BACKLOG
+
+    now = [1000.0]
+    front = Jobs.from_url(redis_url, clock=lambda: now[0])
+    workers = Jobs.from_url(redis_url).broker.consume("commands", prefetch=100, timeout=100)
+
+    def answer(count: int) -> None:  # as a worker's consumer takes them off the lane and acks each
+        while count:
+            message = next(workers)
+            if message is not None:
+                workers.ack(message)
+                count -= 1
+
+    assert all(front.submit("commands", "command", {"n": n}) for n in range(BACKLOG - 100))
+    for _ in range(6):  # six seconds of load: 100 arrive and the workers answer 100 each second
+        now[0] += 1.0
+        answer(100)
+        assert all(front.submit("commands", "command", {"n": n}) for n in range(100))
+    told_busy = sum(not front.submit("commands", "command", {"n": n}) for n in range(200))
+    assert told_busy == 0
+    assert front.waiting("commands") >= BACKLOG + 100
+    for _ in range(10):  # the workers stop answering: ten seconds on, the lane is back at its floor
+        now[0] += 1.0
+        front.submit("commands", "command", {})
+    assert front.submit("commands", "command", {}) is False
+    workers.close()

@@ -258,3 +258,55 @@ def test_parts_stay_right_when_two_processes_take_turns(redis_url: str) -> None:
     fields = set(redis.Redis.from_url(redis_url, decode_responses=True).hkeys(Keys.run(run.id)))
     assert {f for f in fields if f.startswith("part:")} == {"part:waves"}
     assert two.get(run.id).progress == {"baseline": {"small": True}, "waves": [["y" * 3000]]}  # type: ignore[union-attr]
+
+
+def _net_in(client: redis.Redis) -> int:
+    """The bytes every client has sent to this Redis so far (``INFO stats``)."""
+    return int(client.info("stats")["total_net_input_bytes"])
+
+
+def test_a_save_over_a_version_another_process_wrote_sends_only_what_changed(redis_url: str) -> None:
+    """issue 39: a save over a version another process wrote sent every part again (a 5,000-node
+    baseline, 1.7 MB, at the end of each promotion in serve). Each part's digest is kept in Redis
+    and the save script compares them: such a save sends only what differs (well under 16 KiB, as
+    Redis counts what it received), a part that did change is sent once, and the run reads back whole."""
+    one, two = RedisRunStore.from_url(redis_url), RedisRunStore.from_url(redis_url)
+    counter = redis.Redis.from_url(redis_url)
+    baseline = big_baseline(5000)
+    run = one.create(new_run())
+    run = one.save(run.model_copy(update={"progress": {"baseline": baseline, "waves": [["a" * 3000]]}}))
+    seen = two.get(run.id)
+    assert seen is not None
+    run = two.save(seen.model_copy(update={"progress": {**seen.progress, "wave_moved": {"1": 1}}}))
+    before = _net_in(counter)
+    run = one.save(run.model_copy(update={"progress": {**run.progress, "wave_moved": {"1": 2}}}))
+    sent = _net_in(counter) - before
+    assert sent < 16 * 1024 and one.last_save_bytes < 16 * 1024, (sent, one.last_save_bytes)
+    run = two.save(run.model_copy(update={"progress": {**run.progress, "waves": [["b" * 3000]]}}))
+    before = _net_in(counter)
+    run = one.save(run.model_copy(update={"progress": {**run.progress, "waves": [["c" * 3000]], "wave_moved": {"1": 3}}}))
+    sent = _net_in(counter) - before
+    assert 3000 < sent < 16 * 1024, sent  # the part that changed, once; not the baseline
+    again = RedisRunStore.from_url(redis_url).get(run.id)
+    assert again is not None and again.version == run.version
+    assert again.progress == {"baseline": baseline, "waves": [["c" * 3000]], "wave_moved": {"1": 3}}
+
+
+def test_a_save_that_lost_the_race_leaves_the_newer_parts(redis_url: str) -> None:
+    """issue 39: the digests compared in the save script never let a stale save through: the
+    store that lost the compare-and-set writes no part and no digest, and the next save by the
+    loser (after reading the run again) sends only what differs from the winner's parts."""
+    one, two = RedisRunStore.from_url(redis_url), RedisRunStore.from_url(redis_url)
+    run = one.create(new_run())
+    run = one.save(run.model_copy(update={"progress": {"baseline": big_baseline(200)}}))
+    seen = two.get(run.id)
+    assert seen is not None
+    newer = big_baseline(300)
+    two.save(seen.model_copy(update={"progress": {"baseline": newer}}))
+    with pytest.raises(StaleRun):
+        one.save(run.model_copy(update={"progress": {"baseline": big_baseline(250)}}))
+    fresh = one.get(run.id)
+    assert fresh is not None and fresh.progress == {"baseline": newer}
+    one.save(fresh.model_copy(update={"progress": {**fresh.progress, "small": 1}}))
+    assert one.last_save_bytes < 4096
+    assert RedisRunStore.from_url(redis_url).get(run.id).progress == {"baseline": newer, "small": 1}  # type: ignore[union-attr]

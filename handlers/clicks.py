@@ -31,13 +31,13 @@ from pydantic import BaseModel, ConfigDict
 from handlers import messages as msg
 from handlers.access import Directory, DirectoryUnavailable, actor
 from handlers.replies import Message, Reply, user_ref
+from handlers.run_replies import details_reply
 from handlers.run_views import (
     APPROVE,
     DETAILS,
     REQUEST_ROLLBACK,
     decided_message,
     details_of,
-    details_reply,
     gate_ref,
     on_gate_message,
     run_of_ref,

@@ -206,7 +206,7 @@ class Command:
     summary: str
     parse: Callable[[Sequence[str]], Any]
     handle: Callable[[Any, Deps, Caller], Any]
-    present: Callable[[Any], Reply]
+    present: Callable[..., Reply]
     mutating: bool = False
     takes_cluster: bool = True
     acts: bool = False
@@ -217,11 +217,18 @@ class Command:
     ``files``; a chat surface never reads files on the machine the bot runs on."""
     exit_code: Callable[[Any], int] = lambda result: EXIT_OK
     to_json: Callable[[Any], Any] = model_json
+    by_surface: bool = False
+    """``present`` takes the surface too (``surface=``: ``slack``, ``console``, ``shell``) and words
+    its reply for it: a thread and buttons in Slack, commands where there are none (issue 41)."""
+
+    def reply(self, result: Any, surface: str) -> Reply:
+        """The :class:`Reply` to ``result`` as ``surface`` shows it."""
+        return self.present(result, surface=surface) if self.by_surface else self.present(result)
 
     def verb(self, deps: Deps) -> Verb:
         """This row for the chat router, its handler bound to ``deps``."""
         return Verb(name=self.name, usage=self.usage, summary=self.summary, parse=self.parse,
-                    handle=lambda request, caller: self.present(self.handle(request, deps, caller)),
+                    handle=lambda request, caller: self.reply(self.handle(request, deps, caller), caller.surface),
                     mutating=self.mutating, takes_cluster=self.takes_cluster, lane=self.lane)
 
 

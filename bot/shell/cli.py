@@ -206,7 +206,7 @@ def run_command(command: Command, args: argparse.Namespace, settings: Settings, 
             request = request.model_copy(update={"files": tuple(args.files)})
         deps = session.deps()
         result = command.handle(request, deps, session.caller(command))
-        code = print_result(command, result, as_json=args.json, out=out)
+        code = print_result(command, result, as_json=args.json, out=out, surface=SURFACE)
         if command.acts and isinstance(result, Outcome):
             session.continue_others(deps.engine, result.run.id)
         return code

@@ -1,0 +1,40 @@
+"""Replies true in Slack (issue 41): ``rollback`` says what it did and what waits, ``status``
+shows the open rollback request as the step and the state, in the thread's words (Approve or
+Reject in the thread), as valid Block Kit. Signed commands to the bot ``serve`` builds."""
+
+from __future__ import annotations
+
+from slack_sdk.models.blocks import Block
+
+from tests.e2e.conftest import RunBot
+from tests.e2e.runs_support import eventually, texts, updates
+from tests.e2e.test_slack_runs import canary_verified
+
+
+def _answer(bot: RunBot, containing: str) -> str:
+    found = eventually(lambda: [c for c in bot.fake.of("response_url") if containing in texts(c)],
+                       f"an answer with {containing!r}")
+    assert isinstance(found, list)
+    call = found[-1]
+    assert all(Block.parse(b) is not None for b in call.body.get("blocks", []))  # valid Block Kit
+    return texts(call)
+
+
+def test_slack_rollback_and_status_say_what_waits(run_bot: RunBot) -> None:
+    """issue 41: `/upgrade rollback <run>` at the promotion request answers that its rollback request
+    is open and decided by Approve or Reject in the thread; `status <run>` and the root message show
+    the rollback request as the step and the state, beside the same request waiting for approval."""
+    bot = run_bot
+    run_id, root_ts = canary_verified(bot)
+    bot.slack.command(f"rollback {run_id} reason=flaky", user="U0ANA")
+    said = _answer(bot, f"Run {run_id}; ")
+    assert "rollback request is open until" in said and "Approve or Reject in the run's thread" in said, said
+    assert not said.rstrip().endswith("is awaiting_promotion"), said
+    bot.slack.command(f"status {run_id}", user="U0ANA")
+    status = _answer(bot, "Progress")
+    assert "Waiting for approval: rollback request in the thread" in status, status
+    assert "Rollback request (asked at step 4 of 7, Promotion request)" in status, status
+    assert "Step 4 of 7: Promotion request" not in status and "waiting for the promotion" not in status, status
+    root = eventually(lambda: [c for c in updates(bot.fake, root_ts) if "Rollback request" in texts(c)],
+                      "the root message updated")
+    assert isinstance(root, list) and "Approve or Reject in the thread" in texts(root[-1])

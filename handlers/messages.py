@@ -10,6 +10,7 @@ failed, why, and what to do instead.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 
 from handlers.replies import channel_ref
@@ -19,8 +20,15 @@ HELP_TITLE = "What I can do"
 HELP_TEXT = "Commands, with their arguments (key=value words may come in any order):"
 
 
-def unknown_verb(verb: str) -> str:
-    return f"unknown verb {verb!r}: here is what I understand"
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``did you mean canary?`` for the choice ``word`` most looks like (difflib's ratio), or ''."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean {close[0]}?" if close else ""
+
+
+def unknown_verb(verb: str, verbs: Iterable[str] = ()) -> str:
+    hint = did_you_mean(verb.lower(), verbs)
+    return f"unknown verb {verb!r}{f' ({hint})' if hint else ''}: here is what I understand"
 
 
 def channel_not_allowed(channel: str, allowed: Iterable[str]) -> str:
@@ -175,6 +183,11 @@ def shell_error(reason: str) -> str:
 
 def shell_usage(usage: str) -> str:
     return usage if usage.startswith("usage:") else f"usage: {PROG} {usage}"
+
+
+def shell_unknown_verb(verb: str, verbs: Iterable[str]) -> str:
+    hint = did_you_mean(verb.lower(), verbs)
+    return f"unknown verb {verb!r}{f' ({hint})' if hint else ''}: `{PROG} --help` lists the verbs"
 
 
 def shell_continuing(count: int) -> str:

@@ -261,6 +261,10 @@ class Registry:
     def usages(self) -> list[str]:
         return [verb.usage for verb in self]
 
+    @property
+    def names(self) -> list[str]:
+        return list(self._verbs)
+
 
 HELP_USAGE = "help [verb]"
 
@@ -275,7 +279,7 @@ def help_verb(registry: Registry) -> Verb:
     def handle(only: str | None, caller: Caller) -> Reply:
         verbs = [v for v in registry if only is None or v.name == only]
         if not verbs:
-            return Reply.error(msg.unknown_verb(only or ""), usage=registry.usages)
+            return Reply.error(msg.unknown_verb(only or "", registry.names), usage=registry.usages)
         lines = [f"{v.usage}{SUMMARY_SEPARATOR}{v.summary}" for v in verbs]
         return Reply(title=msg.HELP_TITLE, text=msg.HELP_TEXT, usage=lines, ephemeral=True)
 
@@ -331,7 +335,8 @@ class Router:
         if verb is None and name in self.disabled:
             return Routed(name, "denied", Reply.error(self.disabled[name], usage=self.registry.usages))
         if verb is None:
-            return Routed(UNKNOWN, "unknown", Reply.error(msg.unknown_verb(words[0]), usage=self.registry.usages))
+            return Routed(UNKNOWN, "unknown", Reply.error(msg.unknown_verb(words[0], self.registry.names),
+                                                          usage=self.registry.usages))
         try:
             if verb.mutating and not may_request(self.policy, requester(caller.user, self.policy, self.directory)):
                 return Routed(verb.name, "denied", Reply.error(refusals.not_a_requester(caller.user), usage=[verb.usage]))

@@ -139,6 +139,14 @@ def build_parser() -> Parser:
     return parser
 
 
+def parse_args(parser: Parser, argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed; an unknown verb is a :class:`UsageError` saying which verb it looks like."""
+    names = [c.name for c in VERBS] + list(PROCESSES)
+    if argv and not argv[0].startswith("-") and argv[0] not in names:
+        raise UsageError(msg.shell_unknown_verb(argv[0], names), parser.format_usage().strip())
+    return parser.parse_args(argv)
+
+
 class Session:
     """One command's surface: its cluster factory, and its run engine opened on first use."""
 
@@ -217,7 +225,7 @@ def run_command(command: Command, args: argparse.Namespace, settings: Settings, 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        args = build_parser().parse_args(argv)
+        args = parse_args(build_parser(), sys.argv[1:] if argv is None else list(argv))
         process = PROCESSES.get(args.verb)
         settings = load_settings()
         if args.verb not in ("serve", "worker"):  # those write log lines of their own (bot.logs)

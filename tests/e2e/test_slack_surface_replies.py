@@ -4,11 +4,17 @@ Reject in the thread), as valid Block Kit. Signed commands to the bot ``serve`` 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from slack_sdk.models.blocks import Block
 
+from kubesim import KubeSim
 from tests.e2e.conftest import RunBot
 from tests.e2e.runs_support import eventually, texts, updates
+from tests.e2e.test_serve_process import environment
+from tests.e2e.test_serve_startup_checks import refused_at_start
 from tests.e2e.test_slack_runs import canary_verified
+from tests.fakeslack import FakeSlack
 
 
 def _answer(bot: RunBot, containing: str) -> str:
@@ -38,3 +44,21 @@ def test_slack_rollback_and_status_say_what_waits(run_bot: RunBot) -> None:
     root = eventually(lambda: [c for c in updates(bot.fake, root_ts) if "Rollback request" in texts(c)],
                       "the root message updated")
     assert isinstance(root, list) and "Approve or Reject in the thread" in texts(root[-1])
+
+
+def test_slack_unknown_verb_gets_did_you_mean(run_bot: RunBot) -> None:
+    """issue 41: `/upgrade canery` answers "did you mean canary?" before the list of verbs, ephemeral."""
+    run_bot.slack.command("canery kube-system/x", user="U0ANA")
+    said = _answer(run_bot, "unknown verb")
+    assert "unknown verb 'canery' (did you mean canary?)" in said and "/upgrade canary" in said, said
+    assert run_bot.runtime.engine.runs() == []
+
+
+def test_serve_refuses_a_missing_kubeconfig_as_not_found(cluster: KubeSim, tmp_path: Path, redis_url: str) -> None:
+    """issue 41: serve's start-up check of a KUBECONFIG naming no file says "not found" with the
+    path, not "Invalid kube-config file"; exit 2, one line, nothing started."""
+    missing = tmp_path / "nope" / "kubeconfig"
+    with FakeSlack() as fake:
+        env = {**environment(fake, cluster, tmp_path, redis_url), "KUBECONFIG": str(missing)}
+        proc = refused_at_start(env, tmp_path)
+    assert f"{missing} not found" in proc.stderr and "Invalid kube-config" not in proc.stderr, proc.stderr

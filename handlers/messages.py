@@ -185,6 +185,15 @@ def shell_usage(usage: str) -> str:
     return usage if usage.startswith("usage:") else f"usage: {PROG} {usage}"
 
 
+SHELL_ARGS_HELP = "the arguments of the usage line, each described below"
+SHELL_ARGS_HEADING = "arguments (key=value words may come in any order):"
+
+
+def argument_line(name: str, meaning: str) -> str:
+    """One argument of ``help <verb>`` in a chat: ``<run>: a run's id…``."""
+    return f"{name}: {meaning}"
+
+
 def shell_unknown_verb(verb: str, verbs: Iterable[str]) -> str:
     hint = did_you_mean(verb.lower(), verbs)
     return f"unknown verb {verb!r}{f' ({hint})' if hint else ''}: `{PROG} --help` lists the verbs"

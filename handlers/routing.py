@@ -34,6 +34,7 @@ from pydantic import BaseModel
 
 from handlers import messages as msg
 from handlers.access import Directory, DirectoryUnavailable, StaticDirectory, actor, requester
+from handlers.argument_help import described
 from handlers.arguments import UsageError, split_pairs
 from handlers.decoding import words as split_words
 from handlers.replies import SUMMARY_SEPARATOR, Reply
@@ -281,7 +282,9 @@ def help_verb(registry: Registry) -> Verb:
         if not verbs:
             return Reply.error(msg.unknown_verb(only or "", registry.names), usage=registry.usages)
         lines = [f"{v.usage}{SUMMARY_SEPARATOR}{v.summary}" for v in verbs]
-        return Reply(title=msg.HELP_TITLE, text=msg.HELP_TEXT, usage=lines, ephemeral=True)
+        text = msg.HELP_TEXT if only is None else "\n".join(
+            msg.argument_line(name, meaning) for name, meaning in described(verbs[0].name, verbs[0].usage))
+        return Reply(title=msg.HELP_TITLE, text=text, usage=lines, ephemeral=True)
 
     return Verb(name="help", usage=HELP_USAGE, summary="this list", parse=parse, handle=handle, takes_cluster=False)
 

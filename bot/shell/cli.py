@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn, TextIO
@@ -33,6 +34,7 @@ from bot.shell.output import ShellObserver, print_result
 from bot.storage.embedded import RedisUnavailable
 from bot.storage.redis_store import RedisRunStore
 from handlers import messages as msg
+from handlers.argument_help import described
 from handlers.arguments import UsageError
 from handlers.routing import EXIT_USAGE, Caller, Command, Deps
 from handlers.verbs import VERBS
@@ -124,8 +126,10 @@ def build_parser() -> Parser:
     for command in VERBS:
         usage = f"{msg.PROG} {command.usage} [--json]" + (" [--as USER]" if command.acts else "") + \
             " [--kubeconfig PATH]"
-        sub = verbs.add_parser(command.name, help=command.summary, usage=usage)
-        sub.add_argument("words", nargs="*", metavar="ARG", help="as in the usage line")
+        sub = verbs.add_parser(command.name, help=command.summary, usage=usage.replace("%", "%%"), description=command.summary,
+                               epilog=arguments_epilog(command.name, command.usage),
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        sub.add_argument("words", nargs="*", metavar="ARG", help=msg.SHELL_ARGS_HELP)
         sub.add_argument("--json", action="store_true", help="print the result as JSON")
         sub.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG)")
         if command.shell_files:
@@ -137,6 +141,15 @@ def build_parser() -> Parser:
     for name, process in PROCESSES.items():
         process.add_arguments(verbs.add_parser(name, help=process.summary, usage=f"{msg.PROG} {process.usage}"))
     return parser
+
+
+def arguments_epilog(verb: str, usage: str) -> str:
+    """The ``--help`` text of a verb's arguments: each, then what it means, wrapped."""
+    lines = [msg.SHELL_ARGS_HEADING]
+    for name, meaning in described(verb, usage):
+        lines.append(f"  {name}")
+        lines += textwrap.wrap(meaning, width=76, initial_indent="      ", subsequent_indent="      ")
+    return "\n".join(lines)
 
 
 def parse_args(parser: Parser, argv: list[str]) -> argparse.Namespace:

@@ -62,3 +62,11 @@ def test_serve_refuses_a_missing_kubeconfig_as_not_found(cluster: KubeSim, tmp_p
         env = {**environment(fake, cluster, tmp_path, redis_url), "KUBECONFIG": str(missing)}
         proc = refused_at_start(env, tmp_path)
     assert f"{missing} not found" in proc.stderr and "Invalid kube-config" not in proc.stderr, proc.stderr
+
+
+def test_slack_help_of_a_verb_describes_each_argument(run_bot: RunBot) -> None:
+    """issue 41: `/upgrade help approve` says what each argument of the usage line is, as the
+    shell's `approve --help` does, from the same table; valid Block Kit, ephemeral."""
+    run_bot.slack.command("help approve", user="U0EVE")
+    said = _answer(run_bot, "What I can do")
+    assert "&lt;run&gt;: a run's id" in said and "which request of the run" in said, said

@@ -47,6 +47,8 @@ ARGUMENTS: dict[str, str] = {
     "repair=": "namespaces where `repair` may delete stuck pods, comma-separated",
     "account=": "the ServiceAccount the bot runs as, <namespace>/<name> (default: upgradebot/upgradebot)",
     "verb": "the verb to describe (default: every verb)",
+    "--all": "every entry of the trail; without it the oldest checks and steps of a long trail are left out "
+             "(never the request, a transition or a decision)",
 }
 ARGUMENTS_OF: dict[tuple[str, str], str] = {
     ("verify", "node="): "the node to check (default: the run's canary node, or every node)",
@@ -71,14 +73,10 @@ def argument_names(usage: str) -> list[str]:
     """The arguments a usage line names, each once, in order (``audit <run>``: ``["<run>"]``)."""
     names: list[str] = []
     words = [_bare(w) for w in _WORD.findall(usage)][1:]
-    skip = False
-    for word in words:
-        if skip or word in ("...", "…", ""):
-            skip = False
-            continue
-        if word.startswith("-"):
-            name, skip = word, True  # the next word is the flag's value
-        elif word.startswith("<"):
+    for at, word in enumerate(words):
+        if word in ("...", "…", "") or (word.startswith("<") and at and words[at - 1].startswith("-")):
+            continue  # a flag's value (-f <file|dir>) is described with the flag
+        if word.startswith("-") or word.startswith("<"):
             name = word
         elif "=" in word:
             name = word.split("=", 1)[0] + "="

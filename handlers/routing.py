@@ -218,6 +218,9 @@ class Command:
     ``files``; a chat surface never reads files on the machine the bot runs on."""
     exit_code: Callable[[Any], int] = lambda result: EXIT_OK
     to_json: Callable[[Any], Any] = model_json
+    flags: tuple[str, ...] = ()
+    """Words of the verb that look like options (``--all``): the shell's argparse takes each as a
+    flag and hands it back among the words, as a chat passes it."""
     by_surface: bool = False
     """``present`` takes the surface too (``surface=``: ``slack``, ``console``, ``shell``) and words
     its reply for it: a thread and buttons in Slack, commands where there are none (issue 41)."""

@@ -31,7 +31,8 @@ def run_now(run_id: str, state: str, note: str = "") -> str:
 
 
 def audit_cut(older: int, run_id: str) -> str:
-    return f"… {older} older entries: `upgradebot audit {run_id} --json` prints them all"
+    return (f"… {older} older checks and steps left out (the request, every transition and decision are above): "
+            f"`audit {run_id} --all` shows every entry")
 
 
 # ------------------------------------------------------------------ the root message: where it is, what next, who acts

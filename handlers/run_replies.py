@@ -66,10 +66,24 @@ def runs_reply(runs: Sequence[Run], *, title: str = "Runs", notes: Mapping[str, 
                  text=text if rows else msg.NO_RUNS, ephemeral=True)
 
 
-def audit_reply(found: tuple[Run, list[dict[str, Any]]]) -> Reply:
-    """``audit <run>``: the newest entries of its trail (the shell prints them all)."""
+KEPT_KINDS = frozenset({"transition", "decision", "gate"})
+"""Entries the text audit always shows, however long the trail: the request, each change of state,
+each request opened or closed and each decision on it (issue 41); checks and steps are cut first."""
+
+
+def _kept(entry: dict[str, Any]) -> bool:
+    return str(entry.get("kind", "")) in KEPT_KINDS
+
+
+def audit_reply(found: tuple[Run, list[dict[str, Any]]], *, whole: bool = False) -> Reply:
+    """``audit <run>``: its trail, in order; beyond :data:`MAX_AUDIT_ROWS` rows the oldest checks
+    and steps are left out (counted in a note), never the request, a transition or a decision.
+    ``whole`` (``audit <run> --all``): every entry."""
     run, entries = found
-    shown = entries[-MAX_AUDIT_ROWS:]
+    room = max(MAX_AUDIT_ROWS - sum(1 for e in entries if _kept(e)), 0)
+    others = [i for i, e in enumerate(entries) if not _kept(e)]
+    shown_others = set(others[len(others) - room:] if room else [])
+    shown = entries if whole else [e for i, e in enumerate(entries) if _kept(e) or i in shown_others]
     rows = [[str(e.get("at", ""))[:19].replace("T", " "), str(e.get("actor", "")), str(e.get("kind", "")),
              str(e.get("name", "")), str(e.get("status", "")), shorten(str(e.get("detail", "")), 80)] for e in shown]
     note = rmsg.audit_cut(len(entries) - len(shown), run.id) if len(shown) < len(entries) else ""

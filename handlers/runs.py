@@ -330,13 +330,29 @@ def runs(limit: int, deps: Deps, caller: Caller) -> list[Run]:
     return deps.engine.runs(limit=limit, whole=False)
 
 
-def audit(run: str, deps: Deps, caller: Caller) -> AuditTrail:
-    """Every transition, decision, check and mutation of the run."""
-    return deps.engine.get(run), deps.engine.audit(run)
+AUDIT_USAGE = "audit <run> [--all]"
+ALL = "--all"
 
 
-def _audit_json(found: AuditTrail) -> dict[str, Any]:
-    run, entries = found
+def parse_audit(words: Sequence[str]) -> tuple[str, bool]:
+    """``(run id, whole)``: ``--all`` asks for every entry of the trail, not the newest checks only."""
+    whole = ALL in words
+    return run_id([w for w in words if w != ALL], usage=AUDIT_USAGE)[0], whole
+
+
+def audit(request: tuple[str, bool], deps: Deps, caller: Caller) -> tuple[Run, list[dict[str, Any]], bool]:
+    """Every transition, decision, check and mutation of the run (and whether all are shown)."""
+    run, whole = request
+    return deps.engine.get(run), deps.engine.audit(run), whole
+
+
+def _audit_reply(found: tuple[Run, list[dict[str, Any]], bool]) -> Any:
+    run, entries, whole = found
+    return audit_reply((run, entries), whole=whole)
+
+
+def _audit_json(found: tuple[Run, list[dict[str, Any]], bool]) -> dict[str, Any]:
+    run, entries, _ = found
     return {"id": run.id, "state": run.state.value, "entries": entries}
 
 
@@ -406,8 +422,8 @@ COMMANDS: tuple[Command, ...] = (
             takes_cluster=False, exit_code=_status_exit, to_json=_status_json, by_surface=True),
     Command("runs", RUNS_USAGE, "the newest runs", parse_runs, runs, runs_reply, takes_cluster=False,
             to_json=lambda found: {"runs": [run_json(r) for r in found]}),
-    Command("audit", "audit <run>", "a run's audit trail", _one_run("audit <run>"), audit, audit_reply,
-            takes_cluster=False, to_json=_audit_json),
+    Command("audit", AUDIT_USAGE, "a run's audit trail", parse_audit, audit, _audit_reply,
+            takes_cluster=False, to_json=_audit_json, flags=(ALL,)),
     Command("resume", RESUME_USAGE, "run a halted run's step again (shell: every unfinished run)", parse_resume,
             resume, _resume_reply, mutating=True, takes_cluster=False, acts=True, exit_code=_resume_exit,
             to_json=lambda outcomes: {"runs": [run_json(o.run, o.note) for o in outcomes]}),

@@ -131,6 +131,9 @@ def build_parser() -> Parser:
                                formatter_class=argparse.RawDescriptionHelpFormatter)
         sub.add_argument("words", nargs="*", metavar="ARG", help=msg.SHELL_ARGS_HELP)
         sub.add_argument("--json", action="store_true", help="print the result as JSON")
+        for flag in command.flags:
+            sub.add_argument(flag, action="append_const", const=flag, dest="flags", default=[],
+                             help=dict(described(command.name, command.usage))[flag])
         sub.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG)")
         if command.shell_files:
             sub.add_argument("-f", "--filename", dest="files", action="append", default=[], metavar="PATH",
@@ -222,7 +225,7 @@ def run_command(command: Command, args: argparse.Namespace, settings: Settings, 
     """One verb of the table: parse, handle, print; its exit code."""
     session = Session(args, settings, out)
     try:
-        request = command.parse(args.words)
+        request = command.parse([*args.words, *getattr(args, "flags", [])])
         if command.shell_files and args.files:
             request = request.model_copy(update={"files": tuple(args.files)})
         deps = session.deps()

@@ -9,6 +9,7 @@ from pathlib import Path
 from slack_sdk.models.blocks import Block
 
 from kubesim import KubeSim
+from runbooks.engine.runs import RunState as S
 from tests.e2e.conftest import RunBot
 from tests.e2e.runs_support import eventually, texts, updates
 from tests.e2e.test_serve_process import environment
@@ -70,3 +71,23 @@ def test_slack_help_of_a_verb_describes_each_argument(run_bot: RunBot) -> None:
     run_bot.slack.command("help approve", user="U0EVE")
     said = _answer(run_bot, "What I can do")
     assert "&lt;run&gt;: a run's id" in said and "which request of the run" in said, said
+
+
+def test_slack_audit_keeps_the_request_and_every_decision(run_bot: RunBot) -> None:
+    """issue 41: `/upgrade audit <run>` of a trail longer than its table keeps the request and both
+    approvals and names `audit <run> --all`; `--all` typed in Slack shows every entry."""
+    bot = run_bot
+    run_id, root_ts = canary_verified(bot)
+    promotion_ts, promotion = bot.slack.gate(root_ts, 2)
+    bot.slack.click("approve", promotion, user="U0LEAD", message_ts=promotion_ts, thread_ts=root_ts)
+    bot.wait_state(run_id, S.DONE)
+    entries = bot.runtime.engine.audit(run_id)
+    assert len(entries) > 40, len(entries)
+    bot.slack.command(f"audit {run_id}", user="U0EVE")
+    said = _answer(bot, f"Audit of {run_id}")
+    assert "requested" in said and "U0LEAD" in said and "decision" in said, said
+    assert f"audit {run_id} --all" in said, said
+    bot.slack.command(f"audit {run_id} --all", user="U0EVE")
+    every = eventually(lambda: [c for c in bot.fake.of("response_url") if f"Audit of {run_id}" in texts(c)][1:],
+                       "the whole trail")
+    assert isinstance(every, list) and "--all` shows every entry" not in texts(every[0]), texts(every[0])

@@ -113,3 +113,22 @@ def test_shell_status_of_a_monitored_run_names_report_not_a_thread(env: dict[str
     assert "monitoring" in status and "posted in this thread" not in status, status
     assert f"`report {run_id}`" in status and "upgradebot serve" in status, status
     bot(env, "close", run_id)
+
+
+def test_text_audit_keeps_the_request_and_every_decision(env: dict[str, str]) -> None:
+    """issue 41: text `audit` of a long trail still shows the request and each approval (the rows
+    it cuts are checks and steps, counted in a note naming `--all`); `audit --all` shows every entry."""
+    run_id, _ = _canary(env)
+    assert bot(env, "approve", run_id, "canary", who="U0BOB").returncode == 0
+    assert bot(env, "approve", run_id, "promotion", who="U0CAROL").returncode == 0
+    entries = json.loads(bot(env, "audit", run_id, "--json").stdout)["entries"]
+    assert len(entries) > 40, len(entries)  # longer than the text shows by default
+    text = bot(env, "audit", run_id).stdout
+    rows = [line for line in text.splitlines() if line.startswith("  20")]
+    assert any(" transition " in r and " requested " in r for r in rows), text
+    assert any("U0BOB" in r and " decision " in r for r in rows) and any("U0CAROL" in r and " decision " in r
+                                                                         for r in rows), text
+    assert f"audit {run_id} --all" in text, text
+    every = bot(env, "audit", run_id, "--all")
+    assert every.returncode == 0, every.stderr
+    assert len([line for line in every.stdout.splitlines() if line.startswith("  20")]) == len(entries), every.stdout

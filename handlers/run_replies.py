@@ -17,6 +17,7 @@ from handlers.replies import Reply, Table
 from handlers.run_views import STATE_TONE, phase_of, root_message
 from runbooks.engine.commands import Outcome
 from runbooks.engine.refusals import moment_text
+from runbooks.engine.requesting import NODE_CHOICE
 from runbooks.engine.runs import GateKind, Run, RunKind, Step
 from runbooks.errors import shorten
 
@@ -28,8 +29,9 @@ def requested_reply(outcome: Outcome, *, surface: str = "slack") -> Reply:
     surface without a thread the command that approves it."""
     run = outcome.run
     request = run.gate.kind.value if run.gate is not None else GateKind.CANARY.value
-    return Reply(text=rmsg.run_requested(run.id, threaded=rmsg.threaded(surface), request=request), ephemeral=True,
-                 tone="ok")
+    text = rmsg.run_requested(run.id, threaded=rmsg.threaded(surface), request=request)
+    chosen = run.shown(NODE_CHOICE)  # node=auto: which node, and why
+    return Reply(text=f"{text}\n{chosen}" if chosen else text, ephemeral=True, tone="ok")
 
 
 def outcome_reply(outcome: Outcome, *, surface: str = "slack") -> Reply:

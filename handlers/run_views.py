@@ -34,6 +34,7 @@ from runbooks.dra.claim_cleanup import plan_text
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.driving import STEP_OF
 from runbooks.engine.refusals import moment_text
+from runbooks.engine.requesting import NODE_CHOICE
 from runbooks.engine.runs import WORKING, Gate, GateKind, Run, RunKind, RunState, Step
 from runbooks.errors import shorten
 from runbooks.templates import RESTARTED_AT
@@ -144,6 +145,8 @@ def thread_link(origin: Mapping[str, str]) -> str:
 def gate_message(run: Run, gate: Gate, *, self_approval: bool = False) -> Message:
     """A gate in the thread: who asks for what, until when, with Approve / Reject."""
     lines = [_asks(run, gate), msg.gate_expires(moment_text(gate.expires_at), self_approval)]
+    if gate.kind is GateKind.CANARY and run.shown(NODE_CHOICE):  # node=auto: which node, and why
+        lines.insert(1, str(run.shown(NODE_CHOICE)))
     if gate.reason:  # a rollback request's reason is typed by its requester (the engine's is its own)
         typed = gate.kind is GateKind.ROLLBACK and gate.requested_by != ENGINE_ACTOR
         lines.insert(1, literal(gate.reason) if typed else gate.reason)

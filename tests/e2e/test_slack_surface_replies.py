@@ -11,7 +11,16 @@ from slack_sdk.models.blocks import Block
 from kubesim import KubeSim
 from runbooks.engine.runs import RunState as S
 from tests.e2e.conftest import RunBot
-from tests.e2e.runs_support import eventually, texts, updates
+from tests.e2e.runs_support import (
+    CANARY,
+    buttons,
+    eventually,
+    posted_ts,
+    roots,
+    texts,
+    thread,
+    updates,
+)
 from tests.e2e.test_serve_process import environment
 from tests.e2e.test_serve_startup_checks import refused_at_start
 from tests.e2e.test_slack_runs import canary_verified
@@ -91,3 +100,16 @@ def test_slack_audit_keeps_the_request_and_every_decision(run_bot: RunBot) -> No
     every = eventually(lambda: [c for c in bot.fake.of("response_url") if f"Audit of {run_id}" in texts(c)][1:],
                        "the whole trail")
     assert isinstance(every, list) and "--all` shows every entry" not in texts(every[0]), texts(every[0])
+
+
+def test_slack_node_auto_says_why_in_the_request(run_bot: RunBot) -> None:
+    """issue 41: a canary with node=auto names the node it chose and why in its request message
+    in the thread (what the approvers read), and in the answer to the one who asked."""
+    bot = run_bot
+    bot.slack.command(CANARY.replace("node=gpu-node1", "node=auto"), user="U0ANA")
+    (root,) = eventually(lambda: roots(bot.fake), "the root message")  # type: ignore[misc]
+    _, _ = bot.slack.gate(posted_ts(root))
+    request = next(c for c in thread(bot.fake, posted_ts(root)) if "approve" in buttons(c))
+    assert "node=auto chose" in texts(request), texts(request)
+    assert all(Block.parse(b) is not None for b in request.body.get("blocks", []))
+    assert "node=auto chose" in _answer(bot, "requested")

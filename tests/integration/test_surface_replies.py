@@ -132,3 +132,14 @@ def test_text_audit_keeps_the_request_and_every_decision(env: dict[str, str]) ->
     every = bot(env, "audit", run_id, "--all")
     assert every.returncode == 0, every.stderr
     assert len([line for line in every.stdout.splitlines() if line.startswith("  20")]) == len(entries), every.stdout
+
+
+def test_node_auto_says_why_in_the_shell_and_the_console(env: dict[str, str]) -> None:
+    """issue 41: `canary … node=auto` says which node it chose and why in the reply (shell) and in
+    the request (console), not only in `audit --json`."""
+    run_id, proc = _canary(env, node="auto")
+    assert "node=auto chose gpu-node3" in proc.stdout and "device in use" in proc.stdout, proc.stdout
+    bot(env, "reject", run_id, "canary")
+    said = console(env, f"canary {TARGET} image={NEW} node=auto")
+    request = said.split("Canary request for ", 1)[1].split("[1] Approve", 1)[0]
+    assert "node=auto chose gpu-node3" in request, said

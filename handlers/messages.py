@@ -59,7 +59,6 @@ def internal_error(verb: str, reference: str) -> str:
 
 # ------------------------------------------------------------------ runs in a chat
 NO_RUNS = "none"
-ROLLBACK_REQUESTED = "rollback requested: an approver must approve it in the run's thread"
 
 
 def checks_cut(more: int) -> str:

@@ -26,6 +26,13 @@ def run_requested(run_id: str, *, threaded: bool = True, request: str = "canary"
             f"`approve {run_id} {request}` where the policy allows approvals outside Slack (shell.approvals)")
 
 
+def rollback_requested(run_id: str, *, threaded: bool = True) -> str:
+    """A report's "Request rollback", clicked: how the rollback request it opened is decided."""
+    if threaded:
+        return "rollback requested: an approver must approve it in the run's thread"
+    return f"rollback requested: an approver must approve it with `approve {run_id} rollback`"
+
+
 def run_now(run_id: str, state: str, note: str = "") -> str:
     return f"Run {run_id} is {state}" + (f": {note}" if note else "")
 

@@ -143,3 +143,11 @@ def test_node_auto_says_why_in_the_shell_and_the_console(env: dict[str, str]) ->
     said = console(env, f"canary {TARGET} image={NEW} node=auto")
     request = said.split("Canary request for ", 1)[1].split("[1] Approve", 1)[0]
     assert "node=auto chose gpu-node3" in request, said
+
+
+def test_console_did_you_mean_and_help_of_a_verb(env: dict[str, str]) -> None:
+    """issue 41: in the console an unknown verb gets "did you mean", and `help audit` says what
+    each argument is (from the table the shell's --help and Slack read)."""
+    said = console(env, "canery", "help audit")
+    assert "unknown verb 'canery' (did you mean canary?)" in said, said
+    assert "<run>: a run's id" in said and "--all: every entry of the trail" in said, said

@@ -113,3 +113,13 @@ def test_slack_node_auto_says_why_in_the_request(run_bot: RunBot) -> None:
     assert "node=auto chose" in texts(request), texts(request)
     assert all(Block.parse(b) is not None for b in request.body.get("blocks", []))
     assert "node=auto chose" in _answer(bot, "requested")
+
+
+def test_serve_refuses_a_policy_typo_with_did_you_mean(cluster: KubeSim, tmp_path: Path, redis_url: str) -> None:
+    """issue 41: serve's start-up check of a policy with `identites:` names the key it looks like."""
+    with FakeSlack() as fake:
+        env = environment(fake, cluster, tmp_path, redis_url)
+        policy = Path(env["UPGRADEBOT_CONFIG"])
+        policy.write_text(policy.read_text() + "identites: {accounts: {}}\n")
+        proc = refused_at_start(env, tmp_path)
+    assert "identites: Extra inputs are not permitted (did you mean identities?)" in proc.stderr, proc.stderr

@@ -126,8 +126,8 @@ def build_parser() -> Parser:
     for command in VERBS:
         usage = f"{msg.PROG} {command.usage} [--json]" + (" [--as USER]" if command.acts else "") + \
             " [--kubeconfig PATH]"
-        sub = verbs.add_parser(command.name, help=command.summary, usage=usage.replace("%", "%%"), description=command.summary,
-                               epilog=arguments_epilog(command.name, command.usage),
+        sub = verbs.add_parser(command.name, help=command.summary, usage=usage.replace("%", "%%"),  # argparse formats %
+                               description=command.summary, epilog=arguments_epilog(command.name, command.usage),
                                formatter_class=argparse.RawDescriptionHelpFormatter)
         sub.add_argument("words", nargs="*", metavar="ARG", help=msg.SHELL_ARGS_HELP)
         sub.add_argument("--json", action="store_true", help="print the result as JSON")

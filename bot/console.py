@@ -108,7 +108,7 @@ class Chat:
             first = run.id not in self._seen
             self._seen.add(run.id)
         if first:
-            self.print(f"{BOT} posted run {run.id}:\n" + render_message(root_message(run), indent="  "))
+            self.print(f"{BOT} posted run {run.id}:\n" + render_message(root_message(run, surface=self.surface), indent="  "))
             return
         with self._lock:
             fresh = run.reason and self._reasons.get(run.id) != run.reason

@@ -8,14 +8,16 @@ they never show up in a repr or a log line.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
-from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot import policy_file
+from handlers.messages import did_you_mean
 from runbooks.policy import Policy
 
 
@@ -123,7 +125,8 @@ class Settings(BaseSettings):
             policy = Policy.model_validate(data)
         except ValidationError as exc:
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'file'}: {err['msg']}" for err in exc.errors()
+                f"{'.'.join(str(p) for p in err['loc']) or 'file'}: {err['msg']}{_did_you_mean(err)}"
+                for err in exc.errors()
             )
             raise SettingsError(f"UPGRADEBOT_CONFIG {self.config_file}: {problems}") from exc
         if not policy.approvers.users and not policy.approvers.usergroups:
@@ -143,3 +146,49 @@ def load_settings() -> Settings:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         raise SettingsError(f"bad environment: {problems}") from exc
+
+
+def _did_you_mean(error: Any) -> str:
+    """`` (did you mean identities?)`` after an unknown policy key, naming the key of its mapping it
+    most looks like (issue 41); '' for any other error."""
+    if error.get("type") != "extra_forbidden" or not error.get("loc"):
+        return ""
+    *where, key = error["loc"]
+    hint = did_you_mean(str(key), _keys_at(Policy, where))
+    return f" ({hint})" if hint else ""
+
+
+def _keys_at(model: Any, loc: Sequence[object]) -> list[str]:
+    """The keys the policy's model takes at ``loc`` (``["approvers"]``: ``users``, ``usergroups``)."""
+    current: Any = model
+    for part in loc:
+        current = _inside(current, part)
+        if current is None:
+            return []
+    current = _model_of(current)
+    if current is None:
+        return []
+    return [name for name, field in current.model_fields.items() for name in (name, field.alias) if name]
+
+
+def _model_of(annotation: Any) -> Any:
+    """The pydantic model an annotation holds (``Shell | None``: ``Shell``), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    models = [m for m in (_model_of(a) for a in get_args(annotation)) if m is not None]
+    return models[0] if len(models) == 1 and get_origin(annotation) not in (list, tuple, dict) else None
+
+
+def _inside(annotation: Any, part: object) -> Any:
+    """What ``annotation`` holds at ``part`` of a location: a model's field, a list's item, a dict's value."""
+    model = _model_of(annotation)
+    if model is not None and isinstance(part, str):
+        fields = {field.alias or name: field for name, field in model.model_fields.items()} | model.model_fields
+        return fields[part].annotation if part in fields else None
+    args = get_args(annotation)
+    if get_origin(annotation) in (list, tuple) and isinstance(part, int) and args:
+        return args[0]
+    if get_origin(annotation) is dict and len(args) == 2:
+        return args[1]
+    inner = [a for a in args if a is not type(None)]
+    return _inside(inner[0], part) if len(inner) == 1 else None

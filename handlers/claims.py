@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from handlers.arguments import split_pairs
 from handlers.replies import Item, Message, Reply, Table
 from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps
-from handlers.run_views import requested_reply
+from handlers.run_replies import requested_reply
 from handlers.runs import failed_unless_done, outcome_json
 from runbooks.dra.claims import ClaimsReport, broken_claims
 from runbooks.engine.commands import Outcome
@@ -85,4 +85,5 @@ def cleanup(args: ClaimsRequest, deps: Deps, caller: Caller) -> Outcome:
 
 CLEANUP_COMMAND = Command("cleanup-claims", CLEANUP_USAGE, "request a run deleting the broken ResourceClaims `claims` "
                           "lists, each only as listed (approved)", _parser(CLEANUP_USAGE), cleanup, requested_reply,
-                          mutating=True, acts=True, lane="long", exit_code=failed_unless_done, to_json=outcome_json)
+                          mutating=True, acts=True, lane="long", exit_code=failed_unless_done, to_json=outcome_json,
+                          by_surface=True)

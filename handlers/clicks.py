@@ -29,15 +29,16 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from handlers import messages as msg
+from handlers import run_messages as rmsg
 from handlers.access import Directory, DirectoryUnavailable, actor
 from handlers.replies import Message, Reply, user_ref
+from handlers.run_replies import details_reply
 from handlers.run_views import (
     APPROVE,
     DETAILS,
     REQUEST_ROLLBACK,
     decided_message,
     details_of,
-    details_reply,
     gate_ref,
     on_gate_message,
     run_of_ref,
@@ -135,7 +136,7 @@ class EngineDecisions:
     def _request_rollback(self, click: Click) -> Decided:
         who = replace(actor(click.user, self.policy, self.directory), surface=self.surface)
         outcome = self.engine.rollback(click.value, actor=who, reason=msg.rollback_from_report(who.user))
-        note = outcome.note or msg.ROLLBACK_REQUESTED
+        note = outcome.note or rmsg.rollback_requested(click.value, threaded=rmsg.threaded(self.surface))
         reply = Reply(text=msg.rollback_requested_by(user_ref(who.user), note, click.value, outcome.run.state.value),
                       tone="warn")
         return Decided(accepted=True, reply=reply)

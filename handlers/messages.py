@@ -10,6 +10,7 @@ failed, why, and what to do instead.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 
 from handlers.replies import channel_ref
@@ -19,8 +20,15 @@ HELP_TITLE = "What I can do"
 HELP_TEXT = "Commands, with their arguments (key=value words may come in any order):"
 
 
-def unknown_verb(verb: str) -> str:
-    return f"unknown verb {verb!r}: here is what I understand"
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``did you mean canary?`` for the choice ``word`` most looks like (difflib's ratio), or ''."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean {close[0]}?" if close else ""
+
+
+def unknown_verb(verb: str, verbs: Iterable[str] = ()) -> str:
+    hint = did_you_mean(verb.lower(), verbs)
+    return f"unknown verb {verb!r}{f' ({hint})' if hint else ''}: here is what I understand"
 
 
 def channel_not_allowed(channel: str, allowed: Iterable[str]) -> str:
@@ -51,19 +59,6 @@ def internal_error(verb: str, reference: str) -> str:
 
 # ------------------------------------------------------------------ runs in a chat
 NO_RUNS = "none"
-ROLLBACK_REQUESTED = "rollback requested: an approver must approve it in the run's thread"
-
-
-def run_requested(run_id: str) -> str:
-    return f"Run {run_id} requested: its root message and thread are in the channel; another approver must approve"
-
-
-def run_now(run_id: str, state: str, note: str = "") -> str:
-    return f"Run {run_id} is {state}" + (f": {note}" if note else "")
-
-
-def audit_cut(older: int, run_id: str) -> str:
-    return f"… {older} older entries: `upgradebot audit {run_id} --json` prints them all"
 
 
 def checks_cut(more: int) -> str:
@@ -187,6 +182,20 @@ def shell_error(reason: str) -> str:
 
 def shell_usage(usage: str) -> str:
     return usage if usage.startswith("usage:") else f"usage: {PROG} {usage}"
+
+
+SHELL_ARGS_HELP = "the arguments of the usage line, each described below"
+SHELL_ARGS_HEADING = "arguments (key=value words may come in any order):"
+
+
+def argument_line(name: str, meaning: str) -> str:
+    """One argument of ``help <verb>`` in a chat: ``<run>: a run's id…``."""
+    return f"{name}: {meaning}"
+
+
+def shell_unknown_verb(verb: str, verbs: Iterable[str]) -> str:
+    hint = did_you_mean(verb.lower(), verbs)
+    return f"unknown verb {verb!r}{f' ({hint})' if hint else ''}: `{PROG} --help` lists the verbs"
 
 
 def shell_continuing(count: int) -> str:
@@ -433,56 +442,6 @@ def phase_details_title(title: str, run_id: str, count: int) -> str:
     return f"{title} of {run_id}: {plural(count, 'entry', 'entries')}"
 
 
-# ------------------------------------------------------------------ a run's root message: where it is, what next, who acts
-def run_step(number: int, total: int, name: str) -> str:
-    return f"Step {number} of {total}: {name}"
-
-
-def approvers_act(requester_ref: str, self_approval: bool) -> str:
-    who = "any approver" if self_approval else f"an approver other than {requester_ref}"
-    return f"Who can act: {who}, with Approve or Reject in the thread"
-
-
-def people_may_stop(run_id: str) -> str:
-    return (f"Who can act: nobody needs to; the requester or an approver can `pause {run_id}` or "
-            f"`rollback {run_id}`")
-
-
-def halted_act(run_id: str) -> str:
-    return f"Who can act: the requester or an approver, with `resume {run_id}` (the step again) or `rollback {run_id}`"
-
-
-def reports_act(run_id: str) -> str:
-    return f"Who can act: anyone can ask `report {run_id}`; the requester or an approver can `rollback {run_id}`"
-
-
-NEXT = {
-    "canary": "Next: once approved, the change goes on the canary node {node} first",
-    "restart": "Next: once approved, the plugin restarts on the canary node {node} first",
-    "migration": "Next: once approved, the migration is applied and the workload rolled out",
-    "repair": "Next: once approved, the stuck pods are deleted so their controllers recreate them",
-    "cleanup": "Next: once approved, each listed claim is deleted if it is still as listed",
-    "migration_canary": "Next: once approved, a duplicate of the workload runs the plan first; the switch waits for "
-                        "its own approval",
-    "switch": "Next: once approved, the workload itself is migrated, verified, and the canary deleted",
-    "rollback": "Next: once approved, the saved template is put back on every node",
-    "canary_rolling": "Next: the canary on {node} is verified, then a promotion request opens",
-    "canary_verifying": "Next: if every check passes a promotion request opens; if one fails the canary is rolled back",
-    "promotion": "Next: once approved, every node gets the change (each verified as it goes)",
-    "promoting": "Next: once every node runs the new revision, every node is verified",
-    "verifying": "Next: if every check passes the run is monitored; if one fails it is rolled back",
-    "applying": "Next: the change is verified",
-    "verifying_change": "Next: if every check passes the run is done; if one fails it is rolled back",
-    "monitoring": "Next: the scheduled stability reports, posted in this thread",
-    "rolling_back": "Next: the saved template is back on every node, then the run ends rolled back",
-    "halted": "Next: nothing moves until someone decides",
-}
-
-
-def next_step(key: str, node: str) -> str:
-    return NEXT[key].format(node=node)
-
-
 # ------------------------------------------------------------------ stability reports
 CHART_FAILED = "The chart could not be drawn; the report above is complete without it."
 
@@ -557,10 +516,6 @@ def request_title(kind: str, run_id: str) -> str:
 
 def closed_at(outcome: str, at: str) -> str:
     return f"Closed ({outcome}) at {at}"
-
-
-def waiting_for_approval(request: str, until: str) -> str:
-    return f"Waiting for approval: {request.lower()} in the thread, open until {until}"
 
 
 def run_title(kind: str, run_id: str, what: str) -> str:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from handlers.arguments import UsageError, split_pairs
 from handlers.replies import Attachment, Item, Message, Reply, Table
 from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps
-from handlers.run_views import requested_reply
+from handlers.run_replies import requested_reply
 from handlers.runs import failed_unless_done, outcome_json
 from runbooks import validation
 from runbooks.dra.migrating import WORKLOADS, Migration, migrate
@@ -136,7 +136,8 @@ def request(args: MigrateRequest, deps: Deps, caller: Caller) -> Outcome:
 
 APPLY_COMMAND = Command("apply-migration", APPLY_USAGE, "request a migration run: approved, applied, verified, "
                         "rolled back on failure", _parser(APPLY_USAGE), request, requested_reply, mutating=True,
-                        acts=True, lane="long", exit_code=failed_unless_done, to_json=outcome_json)
+                        acts=True, lane="long", exit_code=failed_unless_done, to_json=outcome_json,
+                        by_surface=True)
 COMMAND = Command("migrate", USAGE, "the ResourceClaims that replace a workload's device-plugin resources", parse,
                   handle, summarize, lane="long",
                   exit_code=lambda result: EXIT_OK if result.accepted else EXIT_FAILED)

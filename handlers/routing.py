@@ -34,6 +34,7 @@ from pydantic import BaseModel
 
 from handlers import messages as msg
 from handlers.access import Directory, DirectoryUnavailable, StaticDirectory, actor, requester
+from handlers.argument_help import described
 from handlers.arguments import UsageError, split_pairs
 from handlers.decoding import words as split_words
 from handlers.replies import SUMMARY_SEPARATOR, Reply
@@ -206,7 +207,7 @@ class Command:
     summary: str
     parse: Callable[[Sequence[str]], Any]
     handle: Callable[[Any, Deps, Caller], Any]
-    present: Callable[[Any], Reply]
+    present: Callable[..., Reply]
     mutating: bool = False
     takes_cluster: bool = True
     acts: bool = False
@@ -217,11 +218,21 @@ class Command:
     ``files``; a chat surface never reads files on the machine the bot runs on."""
     exit_code: Callable[[Any], int] = lambda result: EXIT_OK
     to_json: Callable[[Any], Any] = model_json
+    flags: tuple[str, ...] = ()
+    """Words of the verb that look like options (``--all``): the shell's argparse takes each as a
+    flag and hands it back among the words, as a chat passes it."""
+    by_surface: bool = False
+    """``present`` takes the surface too (``surface=``: ``slack``, ``console``, ``shell``) and words
+    its reply for it: a thread and buttons in Slack, commands where there are none (issue 41)."""
+
+    def reply(self, result: Any, surface: str) -> Reply:
+        """The :class:`Reply` to ``result`` as ``surface`` shows it."""
+        return self.present(result, surface=surface) if self.by_surface else self.present(result)
 
     def verb(self, deps: Deps) -> Verb:
         """This row for the chat router, its handler bound to ``deps``."""
         return Verb(name=self.name, usage=self.usage, summary=self.summary, parse=self.parse,
-                    handle=lambda request, caller: self.present(self.handle(request, deps, caller)),
+                    handle=lambda request, caller: self.reply(self.handle(request, deps, caller), caller.surface),
                     mutating=self.mutating, takes_cluster=self.takes_cluster, lane=self.lane)
 
 
@@ -254,6 +265,10 @@ class Registry:
     def usages(self) -> list[str]:
         return [verb.usage for verb in self]
 
+    @property
+    def names(self) -> list[str]:
+        return list(self._verbs)
+
 
 HELP_USAGE = "help [verb]"
 
@@ -268,9 +283,11 @@ def help_verb(registry: Registry) -> Verb:
     def handle(only: str | None, caller: Caller) -> Reply:
         verbs = [v for v in registry if only is None or v.name == only]
         if not verbs:
-            return Reply.error(msg.unknown_verb(only or ""), usage=registry.usages)
+            return Reply.error(msg.unknown_verb(only or "", registry.names), usage=registry.usages)
         lines = [f"{v.usage}{SUMMARY_SEPARATOR}{v.summary}" for v in verbs]
-        return Reply(title=msg.HELP_TITLE, text=msg.HELP_TEXT, usage=lines, ephemeral=True)
+        text = msg.HELP_TEXT if only is None else "\n".join(
+            msg.argument_line(name, meaning) for name, meaning in described(verbs[0].name, verbs[0].usage))
+        return Reply(title=msg.HELP_TITLE, text=text, usage=lines, ephemeral=True)
 
     return Verb(name="help", usage=HELP_USAGE, summary="this list", parse=parse, handle=handle, takes_cluster=False)
 
@@ -324,7 +341,8 @@ class Router:
         if verb is None and name in self.disabled:
             return Routed(name, "denied", Reply.error(self.disabled[name], usage=self.registry.usages))
         if verb is None:
-            return Routed(UNKNOWN, "unknown", Reply.error(msg.unknown_verb(words[0]), usage=self.registry.usages))
+            return Routed(UNKNOWN, "unknown", Reply.error(msg.unknown_verb(words[0], self.registry.names),
+                                                          usage=self.registry.usages))
         try:
             if verb.mutating and not may_request(self.policy, requester(caller.user, self.policy, self.directory)):
                 return Routed(verb.name, "denied", Reply.error(refusals.not_a_requester(caller.user), usage=[verb.usage]))

@@ -4,8 +4,8 @@ A chat front end shows each run as one root message (:func:`root_message`, updat
 place as the state changes) with a thread under it: one item per step and check
 (:func:`step_message`) and, at each gate, a request with Approve / Reject
 (:func:`gate_message`) whose buttons give way to who decided and when
-(:func:`decided_message`). The presenters turn what the run verbs return (the engine's
-``Outcome``, runs, audit entries) into a :class:`Reply`. The buttons the bot posts are
+(:func:`decided_message`). What the run verbs answer is
+:mod:`handlers.run_replies`. The buttons the bot posts are
 declared here (:data:`ACTIONS`); :mod:`handlers.clicks` decides what a click does. Pure
 functions.
 """
@@ -18,12 +18,11 @@ from typing import Any
 
 from handlers import evidence_messages as evmsg
 from handlers import messages as msg
+from handlers import run_messages as rmsg
 from handlers.replies import (
     Button,
     Item,
     Message,
-    Reply,
-    Table,
     Tone,
     literal,
     literal_block,
@@ -33,9 +32,9 @@ from handlers.replies import (
 from runbooks.daemonset.repairing import plan_lines
 from runbooks.dra.claim_cleanup import plan_text
 from runbooks.engine.actors import ENGINE_ACTOR
-from runbooks.engine.commands import Outcome
 from runbooks.engine.driving import STEP_OF
 from runbooks.engine.refusals import moment_text
+from runbooks.engine.requesting import NODE_CHOICE
 from runbooks.engine.runs import WORKING, Gate, GateKind, Run, RunKind, RunState, Step
 from runbooks.errors import shorten
 from runbooks.templates import RESTARTED_AT
@@ -46,7 +45,6 @@ STATE_TONE: dict[RunState, Tone] = {
     S.ROLLING_BACK: "warn", S.FAILED: "error", S.HALTED: "error",
 }
 STEP_TONE: dict[str, Tone] = {"ok": "ok", "failed": "error", "unknown": "warn", "info": "info", "skipped": "info"}
-MAX_AUDIT_ROWS = 40
 
 
 def _who(user: str) -> str:
@@ -147,6 +145,8 @@ def thread_link(origin: Mapping[str, str]) -> str:
 def gate_message(run: Run, gate: Gate, *, self_approval: bool = False) -> Message:
     """A gate in the thread: who asks for what, until when, with Approve / Reject."""
     lines = [_asks(run, gate), msg.gate_expires(moment_text(gate.expires_at), self_approval)]
+    if gate.kind is GateKind.CANARY and run.shown(NODE_CHOICE):  # node=auto: which node, and why
+        lines.insert(1, str(run.shown(NODE_CHOICE)))
     if gate.reason:  # a rollback request's reason is typed by its requester (the engine's is its own)
         typed = gate.kind is GateKind.ROLLBACK and gate.requested_by != ENGINE_ACTOR
         lines.insert(1, literal(gate.reason) if typed else gate.reason)
@@ -231,14 +231,19 @@ def progress_of(run: Run) -> str:
     state: RunState = S.AWAITING_APPROVAL if run.state is S.REQUESTED else run.state
     if run.state is S.HALTED and run.previous_state is not None:
         state = run.previous_state
+    aside = run.gate if run.gate is not None and _rollback_open(run) else None
     for number, (at, name) in enumerate(steps, start=1):
+        if at is state and aside is not None:  # the request that waits is the rollback's, not this step's
+            return rmsg.aside_step(msg.request_name(aside.kind.value), number, len(steps), name)
         if at is state:
-            return msg.run_step(number, len(steps), name)
-    return ""
+            return rmsg.run_step(number, len(steps), name)
+    return msg.request_name(aside.kind.value) if aside is not None else ""
 
 
-def next_lines(run: Run, *, self_approval: bool = False) -> list[str]:
-    """What happens next and who can act, for the root message (nothing once the run ended)."""
+def next_lines(run: Run, *, self_approval: bool = False, surface: str = "slack") -> list[str]:
+    """What happens next and who can act, for the root message (nothing once the run ended), in the
+    words of ``surface`` (a thread's buttons in Slack, commands in the shell and the console)."""
+    threaded = rmsg.threaded(surface)
     gate = run.gate if run.gate is not None and run.gate.is_open else None
     if gate is not None:
         key = {GateKind.CANARY: "restart" if is_restart(run) else "canary", GateKind.PROMOTION: "promotion",
@@ -246,25 +251,33 @@ def next_lines(run: Run, *, self_approval: bool = False) -> list[str]:
                GateKind.CLEANUP: "cleanup"}[gate.kind]
         if run.kind is RunKind.MIGRATION and run.change.get("canary"):
             key = "switch" if gate.kind is GateKind.PROMOTION else "migration_canary" if key == "migration" else key
-        return [msg.next_step(key, canary_nodes_text(run)), msg.approvers_act(user_ref(gate.requested_by), self_approval)]
+        return [rmsg.next_step(key, canary_nodes_text(run)),
+                rmsg.approvers_act(user_ref(gate.requested_by), self_approval, threaded=threaded, run_id=run.id,
+                                  request=gate.kind.value)]
     if run.state is S.HALTED:
-        return [msg.next_step("halted", canary_nodes_text(run)), msg.halted_act(run.id)]
+        return [rmsg.next_step("halted", canary_nodes_text(run)), rmsg.halted_act(run.id)]
     if run.state is S.MONITORING:
-        return [msg.next_step("monitoring", canary_nodes_text(run)), msg.reports_act(run.id)]
+        return [rmsg.next_step("monitoring", canary_nodes_text(run), threaded=threaded, run_id=run.id),
+                rmsg.reports_act(run.id)]
     if run.state not in WORKING:
         return []
     key = "applying" if run.state is S.APPLYING else run.state.value
     if run.kind is not RunKind.UPGRADE and run.state is S.VERIFYING:
         key = "verifying_change"
-    return [msg.next_step(key, canary_nodes_text(run)), msg.people_may_stop(run.id)]
+    return [rmsg.next_step(key, canary_nodes_text(run)), rmsg.people_may_stop(run.id)]
 
 
-def root_message(run: Run, *, self_approval: bool = False) -> Message:
+def _rollback_open(run: Run) -> bool:
+    return run.gate is not None and run.gate.is_open and run.gate.kind is GateKind.ROLLBACK
+
+
+def root_message(run: Run, *, self_approval: bool = False, surface: str = "slack") -> Message:
     """The run's root message (updated in place): its state and where it is on its path (step i
     of n), what it changes where (target, image, canary node; a migration: workload and
-    change), who asked, what happens next and who can act."""
+    change), who asked, what happens next and who can act (in the words of ``surface``)."""
     fields = [
-        Item(label="State", value=msg.state_label(run.state.value, halted_gate=run.halted)),
+        Item(label="State", value=rmsg.ROLLBACK_WAITS if _rollback_open(run) and not run.halted
+             else msg.state_label(run.state.value, halted_gate=run.halted)),
         *_what_fields(run),
         Item(label="Requested by", value=user_ref(run.requester)),
         Item(label="Updated", value=moment_text(run.updated_at)),
@@ -272,9 +285,10 @@ def root_message(run: Run, *, self_approval: bool = False) -> Message:
     step = progress_of(run)
     if step:
         fields.insert(1, Item(label="Progress", value=step))
-    lines = next_lines(run, self_approval=self_approval)
+    lines = next_lines(run, self_approval=self_approval, surface=surface)
     if run.gate is not None and run.gate.is_open:
-        lines.insert(0, msg.waiting_for_approval(msg.request_name(run.gate.kind.value), moment_text(run.gate.expires_at)))
+        lines.insert(0, rmsg.waiting_for_approval(msg.request_name(run.gate.kind.value), moment_text(run.gate.expires_at),
+                                                 threaded=rmsg.threaded(surface)))
     if run.pause is not None:
         reason = literal(run.pause.reason) if run.pause.reason else ""  # typed by whoever paused it
         lines.append(msg.paused_by(user_ref(run.pause.by), moment_text(run.pause.at), reason, run.id))
@@ -507,14 +521,6 @@ def details_of(value: str) -> tuple[str, str] | None:
     return (run, phase) if run.startswith("r-") and (phase in PHASES or phase == PRECHECK) else None
 
 
-def details_reply(run: Run, phase: str, entries: Sequence[dict[str, Any]]) -> Reply:
-    """A Details click: every entry of that step of the run's trail (the newest when too many)."""
-    mine = [e for e in entries if phase_of(run, Step.model_validate(e)) == phase]
-    reply = audit_reply((run, mine))
-    title = msg.phase_details_title(msg.phase_title(phase, kind=run.kind.value), run.id, len(mine))
-    return reply.model_copy(update={"title": title})
-
-
 def step_message(run: Run, step: Step) -> Message:
     """One thread item per step, check, mutation, decision and gate event."""
     scope = step.evidence.get("scope") if isinstance(step.evidence, dict) else None
@@ -541,48 +547,3 @@ def oncall_notice(run: Run, mention_of: str | None) -> tuple[str, Message] | Non
         return "auto_rollback", Message(title=msg.rolling_back_title(run.id, where),
                                         text=f"{lead}{run.shown('auto_rollback')}", tone="warn")
     return None
-
-
-# ------------------------------------------------------------------ replies
-def requested_reply(outcome: Outcome) -> Reply:
-    """``canary``: the run is shown by its root message; the caller gets its id."""
-    return Reply(text=msg.run_requested(outcome.run.id), ephemeral=True, tone="ok")
-
-
-def outcome_reply(outcome: Outcome) -> Reply:
-    """approve, reject, promote, rollback, close: where the run is now, for the caller."""
-    run = outcome.run
-    return Reply(text=msg.run_now(run.id, run.state.value, outcome.note or run.reason), ephemeral=True,
-                 tone=STATE_TONE.get(run.state, "info"))
-
-
-def status_reply(found: Run | Sequence[Run]) -> Reply:
-    """``status <run>``: its root message; ``status``: the active runs."""
-    if isinstance(found, Run):
-        root = root_message(found)
-        return Reply(**root.model_dump(), ephemeral=True)
-    return runs_reply(found, title="Active runs")
-
-
-def runs_reply(runs: Sequence[Run], *, title: str = "Runs", notes: Mapping[str, str] | None = None) -> Reply:
-    """A table of runs, newest first; ``notes`` by run id (why ``resume`` left one waiting)."""
-    rows = [[r.id, r.state.value, r.target.ref, r.image.rsplit("/", 1)[-1] if r.kind is RunKind.UPGRADE
-             else r.kind.value if r.kind in (RunKind.REPAIR, RunKind.CLEANUP) else f"migration ({r.target.kind})",
-             r.node or "-",
-             r.requester, moment_text(r.updated_at)] for r in runs]
-    table = Table(header=["ID", "STATE", "TARGET", "IMAGE", "NODE", "REQUESTER", "UPDATED"], rows=rows)
-    text = "\n".join(f"{run}: {note}" for run, note in (notes or {}).items())
-    return Reply(title=f"{title} ({len(runs)})", table=table if rows else None,
-                 text=text if rows else msg.NO_RUNS, ephemeral=True)
-
-
-def audit_reply(found: tuple[Run, list[dict[str, Any]]]) -> Reply:
-    """``audit <run>``: the newest entries of its trail (the shell prints them all)."""
-    run, entries = found
-    shown = entries[-MAX_AUDIT_ROWS:]
-    rows = [[str(e.get("at", ""))[:19].replace("T", " "), str(e.get("actor", "")), str(e.get("kind", "")),
-             str(e.get("name", "")), str(e.get("status", "")), shorten(str(e.get("detail", "")), 80)] for e in shown]
-    note = msg.audit_cut(len(entries) - len(shown), run.id) if len(shown) < len(entries) else ""
-    table = Table(header=["AT (UTC)", "ACTOR", "KIND", "NAME", "STATUS", "DETAIL"], rows=rows, note=note)
-    return Reply(title=msg.audit_title(run.id, run.target.ref, run.state.value, len(entries)),
-                 table=table, ephemeral=True)

@@ -26,7 +26,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from handlers.arguments import UsageError, run_id, split_pairs, split_words
 from handlers.routing import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Caller, Command, Deps
-from handlers.run_views import audit_reply, outcome_reply, requested_reply, runs_reply, status_reply
+from handlers.run_replies import (
+    audit_reply,
+    outcome_reply,
+    requested_reply,
+    runs_reply,
+    status_reply,
+)
 from runbooks import validation
 from runbooks.engine.commands import Outcome
 from runbooks.engine.runs import UNSUCCESSFUL, GateKind, Run, RunState
@@ -324,13 +330,29 @@ def runs(limit: int, deps: Deps, caller: Caller) -> list[Run]:
     return deps.engine.runs(limit=limit, whole=False)
 
 
-def audit(run: str, deps: Deps, caller: Caller) -> AuditTrail:
-    """Every transition, decision, check and mutation of the run."""
-    return deps.engine.get(run), deps.engine.audit(run)
+AUDIT_USAGE = "audit <run> [--all]"
+ALL = "--all"
 
 
-def _audit_json(found: AuditTrail) -> dict[str, Any]:
-    run, entries = found
+def parse_audit(words: Sequence[str]) -> tuple[str, bool]:
+    """``(run id, whole)``: ``--all`` asks for every entry of the trail, not the newest checks only."""
+    whole = ALL in words
+    return run_id([w for w in words if w != ALL], usage=AUDIT_USAGE)[0], whole
+
+
+def audit(request: tuple[str, bool], deps: Deps, caller: Caller) -> tuple[Run, list[dict[str, Any]], bool]:
+    """Every transition, decision, check and mutation of the run (and whether all are shown)."""
+    run, whole = request
+    return deps.engine.get(run), deps.engine.audit(run), whole
+
+
+def _audit_reply(found: tuple[Run, list[dict[str, Any]], bool]) -> Any:
+    run, entries, whole = found
+    return audit_reply((run, entries), whole=whole)
+
+
+def _audit_json(found: tuple[Run, list[dict[str, Any]], bool]) -> dict[str, Any]:
+    run, entries, _ = found
     return {"id": run.id, "state": run.state.value, "entries": entries}
 
 
@@ -369,39 +391,39 @@ def _resume_exit(outcomes: list[Outcome]) -> int:
 COMMANDS: tuple[Command, ...] = (
     Command("canary", CANARY_USAGE, "request a canary of a new image on one node", parse_canary, canary,
             requested_reply, mutating=True, acts=True, lane="long", exit_code=failed_unless_done,
-            to_json=outcome_json),
+            to_json=outcome_json, by_surface=True),
     Command("restart", RESTART_USAGE, "restart a plugin's pods, one node first, then the rest (approved)",
             parse_restart, restart, requested_reply, mutating=True, acts=True, lane="long",
-            exit_code=failed_unless_done, to_json=outcome_json),
+            exit_code=failed_unless_done, to_json=outcome_json, by_surface=True),
     Command("repair", REPAIR_USAGE, "delete the pods a plugin's outage left stuck, so their controllers recreate them",
             parse_repair, repair, requested_reply, mutating=True, acts=True, lane="long",
-            exit_code=failed_unless_done, to_json=outcome_json),
+            exit_code=failed_unless_done, to_json=outcome_json, by_surface=True),
     Command("approve", APPROVE_USAGE, "approve a run's open request (or click Approve)", _decision(APPROVE_USAGE),
             approve, outcome_reply, takes_cluster=False, acts=True, lane="decision", exit_code=failed_unless_done,
-            to_json=outcome_json),
+            to_json=outcome_json, by_surface=True),
     Command("reject", REJECT_USAGE, "reject a run's open request (or click Reject)", _decision(REJECT_USAGE),
             reject, outcome_reply, takes_cluster=False, acts=True, lane="decision", exit_code=_failed_only,
-            to_json=outcome_json),
+            to_json=outcome_json, by_surface=True),
     Command("promote", "promote <run>", "post a run's promotion request again", _one_run("promote <run>"), promote,
             outcome_reply, mutating=True, takes_cluster=False, acts=True, exit_code=failed_unless_done,
-            to_json=outcome_json),
+            to_json=outcome_json, by_surface=True),
     Command("rollback", ROLLBACK_USAGE, "request a rollback of a run", parse_rollback, rollback, outcome_reply,
             takes_cluster=False, acts=True, lane="decision", exit_code=_failed_only,
-            to_json=outcome_json),
+            to_json=outcome_json, by_surface=True),
     Command("pause", PAUSE_USAGE, "stop a run before its next node or wave", parse_pause, pause, outcome_reply,
-            takes_cluster=False, acts=True, lane="decision", exit_code=failed_unless_done, to_json=outcome_json),
+            takes_cluster=False, acts=True, lane="decision", exit_code=failed_unless_done, to_json=outcome_json, by_surface=True),
     Command("continue", "continue <run>", "go on with a paused run", _one_run("continue <run>"), continue_run,
             outcome_reply, takes_cluster=False, acts=True, lane="decision", exit_code=failed_unless_done,
-            to_json=outcome_json),
+            to_json=outcome_json, by_surface=True),
     Command("close", "close <run>", "end a monitoring run", _one_run("close <run>"), close, outcome_reply,
             takes_cluster=False, acts=True, lane="decision", exit_code=failed_unless_done,
-            to_json=outcome_json),
+            to_json=outcome_json, by_surface=True),
     Command("status", STATUS_USAGE, "one run, or every active run", parse_status, status, status_reply,
-            takes_cluster=False, exit_code=_status_exit, to_json=_status_json),
+            takes_cluster=False, exit_code=_status_exit, to_json=_status_json, by_surface=True),
     Command("runs", RUNS_USAGE, "the newest runs", parse_runs, runs, runs_reply, takes_cluster=False,
             to_json=lambda found: {"runs": [run_json(r) for r in found]}),
-    Command("audit", "audit <run>", "a run's audit trail", _one_run("audit <run>"), audit, audit_reply,
-            takes_cluster=False, to_json=_audit_json),
+    Command("audit", AUDIT_USAGE, "a run's audit trail", parse_audit, audit, _audit_reply,
+            takes_cluster=False, to_json=_audit_json, flags=(ALL,)),
     Command("resume", RESUME_USAGE, "run a halted run's step again (shell: every unfinished run)", parse_resume,
             resume, _resume_reply, mutating=True, takes_cluster=False, acts=True, exit_code=_resume_exit,
             to_json=lambda outcomes: {"runs": [run_json(o.run, o.note) for o in outcomes]}),

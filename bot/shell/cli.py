@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn, TextIO
@@ -33,6 +34,7 @@ from bot.shell.identity import IdentityRefused, ShellIdentity, check_as, resolve
 from bot.shell.output import ShellObserver, print_result
 from bot.storage.embedded import RedisUnavailable
 from handlers import messages as msg
+from handlers.argument_help import described
 from handlers.arguments import UsageError
 from handlers.routing import EXIT_USAGE, Caller, Command, Deps
 from handlers.verbs import VERBS
@@ -139,9 +141,14 @@ def build_parser() -> Parser:
     for command in VERBS:
         usage = f"{msg.PROG} {command.usage} [--json]" + (" [--as USER]" if command.acts else "") + \
             " [--kubeconfig PATH]"
-        sub = verbs.add_parser(command.name, help=command.summary, usage=usage)
-        sub.add_argument("words", nargs="*", metavar="ARG", help="as in the usage line")
+        sub = verbs.add_parser(command.name, help=command.summary, usage=usage.replace("%", "%%"),  # argparse formats %
+                               description=command.summary, epilog=arguments_epilog(command.name, command.usage),
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        sub.add_argument("words", nargs="*", metavar="ARG", help=msg.SHELL_ARGS_HELP)
         sub.add_argument("--json", action="store_true", help="print the result as JSON")
+        for flag in command.flags:
+            sub.add_argument(flag, action="append_const", const=flag, dest="flags", default=[],
+                             help=dict(described(command.name, command.usage))[flag])
         sub.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG)")
         if command.shell_files:
             sub.add_argument("-f", "--filename", dest="files", action="append", default=[], metavar="PATH",
@@ -152,6 +159,23 @@ def build_parser() -> Parser:
     for name, process in PROCESSES.items():
         process.add_arguments(verbs.add_parser(name, help=process.summary, usage=f"{msg.PROG} {process.usage}"))
     return parser
+
+
+def arguments_epilog(verb: str, usage: str) -> str:
+    """The ``--help`` text of a verb's arguments: each, then what it means, wrapped."""
+    lines = [msg.SHELL_ARGS_HEADING]
+    for name, meaning in described(verb, usage):
+        lines.append(f"  {name}")
+        lines += textwrap.wrap(meaning, width=76, initial_indent="      ", subsequent_indent="      ")
+    return "\n".join(lines)
+
+
+def parse_args(parser: Parser, argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed; an unknown verb is a :class:`UsageError` saying which verb it looks like."""
+    names = [c.name for c in VERBS] + list(PROCESSES)
+    if argv and not argv[0].startswith("-") and argv[0] not in names:
+        raise UsageError(msg.shell_unknown_verb(argv[0], names), parser.format_usage().strip())
+    return parser.parse_args(argv)
 
 
 class Session:
@@ -216,12 +240,12 @@ def run_command(command: Command, args: argparse.Namespace, settings: Settings, 
     """One verb of the table: parse, handle, print; its exit code."""
     session = Session(args, settings, out)
     try:
-        request = command.parse(args.words)
+        request = command.parse([*args.words, *getattr(args, "flags", [])])
         if command.shell_files and args.files:
             request = request.model_copy(update={"files": tuple(args.files)})
         deps = session.deps()
         result = command.handle(request, deps, session.caller(command))
-        code = print_result(command, result, as_json=args.json, out=out)
+        code = print_result(command, result, as_json=args.json, out=out, surface=SURFACE)
         if command.acts and isinstance(result, Outcome):
             session.continue_others(deps.engine, result.run.id)
         return code
@@ -232,7 +256,7 @@ def run_command(command: Command, args: argparse.Namespace, settings: Settings, 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        args = build_parser().parse_args(argv)
+        args = parse_args(build_parser(), sys.argv[1:] if argv is None else list(argv))
         process = PROCESSES.get(args.verb)
         settings = load_settings()
         if args.verb not in ("serve", "worker"):  # those write log lines of their own (bot.logs)

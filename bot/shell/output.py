@@ -27,7 +27,7 @@ from runbooks.engine.runs import Gate, GateKind, Run, RunState, Step
 GATE_LABEL = {kind: f"{kind.value} request" for kind in GateKind}
 
 
-def print_result(command: Command, result: Any, *, as_json: bool, out: TextIO) -> int:
+def print_result(command: Command, result: Any, *, as_json: bool, out: TextIO, surface: str = "shell") -> int:
     """The result on ``out`` (text, or the model with ``as_json``); the verb's exit code."""
     if as_json:
         if command.to_json is model_json and isinstance(result, BaseModel):
@@ -39,7 +39,7 @@ def print_result(command: Command, result: Any, *, as_json: bool, out: TextIO) -
         else:
             out.write(json.dumps(command.to_json(result), indent=2) + "\n")
     else:
-        out.write(render_reply(command.present(result), prefix=PROG))
+        out.write(render_reply(command.reply(result, surface), prefix=PROG))
     return command.exit_code(result)
 
 

@@ -177,6 +177,8 @@ class SlackThreads:
             with self._lock:
                 self._pending.add(ref)
             self.pacer.submit(channel, lambda: self._post_gate(run.id, channel, message, ref))
+            # the root names the open request (a rollback request opens with no change of state)
+            self.pacer.submit(channel, lambda: self._sync_root(run.id, channel), key=f"root:{run.id}")
 
     # ------------------------------------------------------------- helpers
     def _remember(self, run: Run) -> str | None:

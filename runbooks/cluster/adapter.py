@@ -108,6 +108,10 @@ class Cluster(Writes, Discovery):
 
         where = os.fspath(path) if path is not None else None
         shown = where or "the default kubeconfig ($KUBECONFIG or ~/.kube/config)"
+        listed = [p for p in (where or "").split(os.pathsep) if p]
+        if listed and not any(os.path.exists(p) for p in listed):  # the client would say "Invalid kube-config file"
+            raise ClusterConfigError(f"kubeconfig {where} not found: create it, or point KUBECONFIG (or --kubeconfig) "
+                                     "at a file that exists")
         try:
             contexts, active = config.list_kube_config_contexts(config_file=where)
             names = [c["name"] for c in contexts or []]

@@ -37,6 +37,7 @@ from runbooks.engine.leasing import Leases, owner_id
 from runbooks.engine.refusals import Refused
 from runbooks.engine.requesting import (
     AUTO_NODE,
+    NODE_CHOICE,
     InvalidRequest,
     check_request,
     context_name,
@@ -222,7 +223,7 @@ class Engine:
                 run = run.model_copy(update={"image": image, "progress": progress})
                 if run.node == AUTO_NODE:
                     node, chosen = self.driver.steps.pick_node(handle, run, self.driver.settings)
-                    run = run.model_copy(update={"node": node})
+                    run = run.model_copy(update={"node": node, "progress": {**run.progress, NODE_CHOICE: chosen}})
                 self._refuse_if_locked(run)
                 checks = self.driver.steps.check_request(handle, run, self.driver.settings)
                 failing = [c for c in checks if c.status == CheckStatus.FAIL]

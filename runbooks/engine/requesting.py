@@ -25,6 +25,8 @@ from runbooks.templates import Edits, same
 
 AUTO_NODE = "auto"
 """``node=auto``: the steps choose the canary node (``Steps.pick_node``)."""
+NODE_CHOICE = "node_choice"
+"""``run.progress[NODE_CHOICE]``: which node ``node=auto`` chose and why, for the request people approve."""
 
 
 class InvalidRequest(Refused):

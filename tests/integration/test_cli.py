@@ -76,7 +76,7 @@ def test_unreachable_cluster_exits_2_with_one_line(cluster: KubeSim, tmp_path: P
 
 @pytest.mark.parametrize(
     ("args", "reason"),
-    [(["invent"], "invalid choice: 'invent'"),
+    [(["invent"], "unknown verb 'invent' (did you mean inventory?)"),
      ([], "the following arguments are required"),
      (["inventory", "colour=blue"], "unknown argument colour="),
      (["inventory", "--jsn"], "unrecognized arguments: --jsn")],

@@ -147,7 +147,7 @@ def test_named_context_and_unknown_context(cluster: KubeSim, tmp_path: Path) -> 
         assert api.context == "other" and api.version().minor == 31
     with pytest.raises(ClusterConfigError, match=r"no context 'prod' in .*contexts: kubesim, other"):
         Cluster.from_kubeconfig(path, context="prod")
-    with pytest.raises(ClusterConfigError, match="cannot use"):
+    with pytest.raises(ClusterConfigError, match="missing not found"):
         Cluster.from_kubeconfig(tmp_path / "missing")
 
 

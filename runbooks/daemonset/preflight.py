@@ -181,8 +181,10 @@ def request_checks(
         checks += node_checks(cluster, snap, node, tuple(settings.gpu_resources))
     if any(c.status == "fail" for c in checks):
         return checks, None
+    # the target's pods are the snapshot's, read just now; no check reads the devices in use (IN USE),
+    # so no pod of the cluster is listed for them (issue 39)
     inventory = take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
-                               registration=settings.registration)
+                               registration=settings.registration, in_use_of=(), owned={run.target.ref: snap.pods})
     checks += target_findings(inventory, run.target.ref, run.node)
     checks += class_checks(inventory, run, settings)
     if run.image and run.image != snap.images.get(container or "", ""):
@@ -210,7 +212,7 @@ def canary_prechecks(
     if clock is not None and _unsettled(baseline) and settings.settle_window > 0:
         def settled() -> Baseline | None:
             again = baseline_from(take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
-                                                 registration=settings.registration), run.target.ref)
+                                                 registration=settings.registration, in_use_of=()), run.target.ref)
             return again if not _unsettled(again) else None
 
         baseline = wait_for(clock, timeout=settings.settle_window, interval=max(settings.poll_interval, 1.0),

@@ -90,7 +90,8 @@ class DaemonSetSteps:
             snap = observe(cluster, run.target.namespace, run.target.name)
         except NotFound as exc:
             raise Refused(f"daemonset {run.target.ref} does not exist on {cluster.context}") from exc
-        found = take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources)
+        found = take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
+                               owned={run.target.ref: snap.pods})  # every node's IN USE: the cluster's pods, once
         candidates = sorted(
             (n for n in found.nodes if n.ready and not n.unschedulable and n.gpu_hardware
              and (pod := snap.pod_on(n.name)) is not None and pod.ready and not pod.deleting),

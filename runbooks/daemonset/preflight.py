@@ -25,6 +25,7 @@ from runbooks.engine.steps import Check, Clock, StepSettings
 from runbooks.errors import NotFound, plural
 from runbooks.inventory import Inventory, take_inventory
 from runbooks.inventory.compatibility import judge
+from runbooks.inventory.plugins import classify
 from runbooks.inventory.reading import node_from
 from runbooks.inventory.stacks import hardware_classes
 from runbooks.templates import same
@@ -182,9 +183,11 @@ def request_checks(
     if any(c.status == "fail" for c in checks):
         return checks, None
     # the target's pods are the snapshot's, read just now; no check reads the devices in use (IN USE),
-    # so no pod of the cluster is listed for them (issue 39)
+    # so no pod of the cluster is listed for them; a device plugin's findings name no device class,
+    # so the DRA kubelet plugins (their pods, their logs) are read for a DRA target only (issue 39)
     inventory = take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
-                               registration=settings.registration, in_use_of=(), owned={run.target.ref: snap.pods})
+                               registration=settings.registration, in_use_of=(), owned={run.target.ref: snap.pods},
+                               dra_plugins=classify(snap.ds) != "device-plugin")
     checks += target_findings(inventory, run.target.ref, run.node)
     checks += class_checks(inventory, run, settings)
     if run.image and run.image != snap.images.get(container or "", ""):
@@ -212,7 +215,8 @@ def canary_prechecks(
     if clock is not None and _unsettled(baseline) and settings.settle_window > 0:
         def settled() -> Baseline | None:
             again = baseline_from(take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
-                                                 registration=settings.registration, in_use_of=()), run.target.ref)
+                                                 registration=settings.registration, in_use_of=(),
+                                                 dra_plugins=classify(snap.ds) != "device-plugin"), run.target.ref)
             return again if not _unsettled(again) else None
 
         baseline = wait_for(clock, timeout=settings.settle_window, interval=max(settings.poll_interval, 1.0),

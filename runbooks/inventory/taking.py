@@ -56,6 +56,7 @@ def take_inventory(
     max_unavailable: str | None = None,
     in_use_of: Collection[str] | None = None,
     owned: Mapping[str, Sequence[PluginPod]] | None = None,
+    dra_plugins: bool = True,
 ) -> Inventory:
     """Everything an operator must know before touching a device plugin or DRA driver.
 
@@ -66,7 +67,9 @@ def take_inventory(
     ``in_use_of``: the nodes whose devices in use are wanted (None: every node's, from one list
     of the cluster's unfinished pods; else each node's pods are read by node, and the other
     nodes show none in use). ``owned``: the pods of a plugin DaemonSet (by ``namespace/name``)
-    the caller has just read, used instead of listing them again.
+    the caller has just read, used instead of listing them again. ``dra_plugins=False``: with
+    ``targets``, the DRA kubelet plugins that are not targets are not read (nor their logs): the
+    classes they serve are judged without them (a device plugin's canary judges no class).
     """
     resources = tuple(gpu_resources)
     version = cluster.version()
@@ -79,8 +82,10 @@ def take_inventory(
     classes, slices, claims = _dra_objects(cluster, apis, taken_at)
     known_drivers = {d for c in classes for d in c.drivers} | {s.driver for s in slices}
     selection = plugins.select_plugins(cluster.list_objects(DAEMONSETS), targets, known_drivers)
+    chosen = [(ds, kind) for ds, kind in selection.plugins
+              if dra_plugins or not targets or plugins.ref_of(ds) in targets]
     daemonsets = [_plugin_daemonset(cluster, ds, kind, known_drivers, (owned or {}).get(plugins.ref_of(ds)))
-                  for ds, kind in selection.plugins]
+                  for ds, kind in chosen]
     daemonsets, log_notes = _registrations(cluster, daemonsets, {n.name: n for n in nodes}, log_budget,
                                            registration or {})
     daemonsets, driver_notes = _assign_drivers(daemonsets, slices, classes)

@@ -52,6 +52,11 @@ def whole_cluster(lists: list[tuple[str, dict[str, list[str]]]]) -> list[str]:
                         for s in ",".join(query.get("fieldSelector", [])).split(","))]
 
 
+def dra_plugin_reads(sim: KubeSim) -> list[str]:
+    """Reads of the DRA driver's kubelet plugin pods (their list, their logs)."""
+    return [r["path"] for r in sim.reads() if r["path"].startswith("/api/v1/namespaces/dra-example-driver/pods")]
+
+
 def fresh_reads(sim: KubeSim) -> None:
     sim.call(lambda s: s.reads.clear())
 
@@ -59,9 +64,11 @@ def fresh_reads(sim: KubeSim) -> None:
 def test_a_canary_lists_no_pod_of_the_whole_cluster_and_the_plugin_pods_once_per_phase(
         sim: KubeSim, redis_url: str) -> None:
     """issue 39: the request's pre-checks list the plugin's pods once (the inventory takes the
-    snapshot's) and no pod of the whole cluster (no check reads IN USE); after approval the
-    pre-checks, the canary, its verify and the promotion's first look read the plugin's pods from
-    the one watch cache they hold (one list of them), and no step lists the whole cluster's pods."""
+    snapshot's), no pod of the whole cluster (no check reads IN USE) and, for a device plugin, nothing
+    of the DRA kubelet plugins (no check of it judges a device class); after approval the
+    pre-checks, the canary and its verify read the plugin's pods from the one watch cache they hold
+    (one list of them), and the promotion and its verify, approved while it is kept, list them no
+    more; no step lists the whole cluster's pods."""
     watches = Watches(lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context))
     engine = kubesim_engine(sim, redis_url, POLICY, clock=SystemClock(), watches=watches)
     try:
@@ -72,6 +79,7 @@ def test_a_canary_lists_no_pod_of_the_whole_cluster_and_the_plugin_pods_once_per
         assert whole_cluster(requested) == []
         plugin = [q for p, q in requested if p == PLUGIN_PODS and "labelSelector" in q]
         assert len(plugin) == 1, f"the request listed the plugin's pods {len(plugin)} times"
+        assert dra_plugin_reads(sim) == [], "a device plugin's request read the DRA kubelet plugin's pods or logs"
 
         fresh_reads(sim)
         engine.approve(run.id, actor=Actor("U0BOB"))
@@ -81,6 +89,16 @@ def test_a_canary_lists_no_pod_of_the_whole_cluster_and_the_plugin_pods_once_per
         assert whole_cluster(approved) == []
         plugin = [q for p, q in approved if p == PLUGIN_PODS and "labelSelector" in q]
         assert len(plugin) == 1, f"the plugin's pods listed {len(plugin)} times after approval, not from the cache"
+        assert dra_plugin_reads(sim) == [], "a device plugin's pre-checks read the DRA kubelet plugin's pods or logs"
+
+        fresh_reads(sim)
+        engine.approve(run.id, actor=Actor("U0BOB"))
+        run = engine.advance(run.id)
+        assert run.state is RunState.DONE, run.reason
+        promoted = pod_lists(sim.reads())
+        assert whole_cluster(promoted) == []
+        plugin = [q for p, q in promoted if p == PLUGIN_PODS and "labelSelector" in q]
+        assert plugin == [], "the promotion and its verify listed the plugin's pods the kept cache holds"
     finally:
         watches.close()
 

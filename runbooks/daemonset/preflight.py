@@ -151,12 +151,14 @@ def compatibility_checks(inventory: Inventory, run: Run, settings: StepSettings)
 
 
 def request_checks(
-    cluster: Cluster, snap: Snapshot, *, run: Run, settings: StepSettings,
+    cluster: Cluster, snap: Snapshot, *, run: Run, settings: StepSettings, baseline: bool = True,
 ) -> tuple[list[Check], Inventory | None]:
     """Everything knowable before anyone approves, read-only: a valid and new image, the
     container, a healthy DaemonSet, a Ready, schedulable GPU node with a Ready plugin pod, and
     no failing inventory finding on the target, and the image fits the compatibility matrix on
-    the target's hardware classes. The inventory comes back for the baseline."""
+    the target's hardware classes. The inventory comes back for the baseline; ``baseline=False``
+    (the request, before approval): no plugin log is read, since no check judges registration
+    (the baseline records it, cut after approval)."""
     checks: list[Check] = []
     try:
         validation.image_reference(run.image)
@@ -187,7 +189,8 @@ def request_checks(
     # so the DRA kubelet plugins (their pods, their logs) are read for a DRA target only (issue 39)
     inventory = take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
                                registration=settings.registration, in_use_of=(), owned={run.target.ref: snap.pods},
-                               dra_plugins=classify(snap.ds) != "device-plugin")
+                               dra_plugins=classify(snap.ds) != "device-plugin",
+                               **({} if baseline else {"log_budget": 0}))
     checks += target_findings(inventory, run.target.ref, run.node)
     checks += class_checks(inventory, run, settings)
     if run.image and run.image != snap.images.get(container or "", ""):

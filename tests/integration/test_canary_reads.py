@@ -57,6 +57,11 @@ def dra_plugin_reads(sim: KubeSim) -> list[str]:
     return [r["path"] for r in sim.reads() if r["path"].startswith("/api/v1/namespaces/dra-example-driver/pods")]
 
 
+def log_reads(sim: KubeSim) -> list[str]:
+    """Reads of pod logs."""
+    return [r["path"] for r in sim.reads() if r["path"].endswith("/log")]
+
+
 def fresh_reads(sim: KubeSim) -> None:
     sim.call(lambda s: s.reads.clear())
 
@@ -65,7 +70,9 @@ def test_a_canary_lists_no_pod_of_the_whole_cluster_and_the_plugin_pods_once_per
         sim: KubeSim, redis_url: str) -> None:
     """issue 39: the request's pre-checks list the plugin's pods once (the inventory takes the
     snapshot's), no pod of the whole cluster (no check reads IN USE) and, for a device plugin, nothing
-    of the DRA kubelet plugins (no check of it judges a device class); after approval the
+    of the DRA kubelet plugins (no check of it judges a device class), and no plugin log but the one
+    that names a plugin's driver (registration is recorded in the baseline, cut after approval);
+    after approval the
     pre-checks, the canary and its verify read the plugin's pods from the one watch cache they hold
     (one list of them), and the promotion and its verify, approved while it is kept, list them no
     more; no step lists the whole cluster's pods."""
@@ -80,6 +87,7 @@ def test_a_canary_lists_no_pod_of_the_whole_cluster_and_the_plugin_pods_once_per
         plugin = [q for p, q in requested if p == PLUGIN_PODS and "labelSelector" in q]
         assert len(plugin) == 1, f"the request listed the plugin's pods {len(plugin)} times"
         assert dra_plugin_reads(sim) == [], "a device plugin's request read the DRA kubelet plugin's pods or logs"
+        assert len(log_reads(sim)) <= 1, "the request read plugin logs (registration is for the baseline, after approval)"
 
         fresh_reads(sim)
         engine.approve(run.id, actor=Actor("U0BOB"))
@@ -90,6 +98,7 @@ def test_a_canary_lists_no_pod_of_the_whole_cluster_and_the_plugin_pods_once_per
         plugin = [q for p, q in approved if p == PLUGIN_PODS and "labelSelector" in q]
         assert len(plugin) == 1, f"the plugin's pods listed {len(plugin)} times after approval, not from the cache"
         assert dra_plugin_reads(sim) == [], "a device plugin's pre-checks read the DRA kubelet plugin's pods or logs"
+        assert log_reads(sim), "the baseline after approval read no registration from the plugin's logs"
 
         fresh_reads(sim)
         engine.approve(run.id, actor=Actor("U0BOB"))

@@ -84,16 +84,21 @@ def take_inventory(
     selection = plugins.select_plugins(cluster.list_objects(DAEMONSETS), targets, known_drivers)
     chosen = [(ds, kind) for ds, kind in selection.plugins
               if dra_plugins or not targets or plugins.ref_of(ds) in targets]
-    daemonsets = [_plugin_daemonset(cluster, ds, kind, known_drivers, (owned or {}).get(plugins.ref_of(ds)))
+    read = dict(owned or {})
+    if in_use_of is None:  # every node's IN USE: one list of the cluster's unfinished pods, holding the plugins' too
+        pods, plugin_pods = unfinished_and_plugin_pods(cluster, resources, {
+            (ds.get("metadata") or {}).get("uid", ""): plugins.ref_of(ds) for ds, _ in chosen
+            if plugins.ref_of(ds) not in read})
+        read.update(plugin_pods)
+        waiting = [p for p in pods if p.phase == PENDING]
+    daemonsets = [_plugin_daemonset(cluster, ds, kind, known_drivers, read.get(plugins.ref_of(ds)))
                   for ds, kind in chosen]
     daemonsets, log_notes = _registrations(cluster, daemonsets, {n.name: n for n in nodes}, log_budget,
                                            registration or {})
     daemonsets, driver_notes = _assign_drivers(daemonsets, slices, classes)
     notes += log_notes + driver_notes
-    if in_use_of is None:  # every node's: one list serves the IN USE column and the pods waiting on claims
-        pods = unfinished_pods(cluster, resources)
-        waiting = [p for p in pods if p.phase == PENDING]
-    else:  # a few nodes' (a canary's): never the whole cluster's pods for them
+    if in_use_of is not None:  # a few nodes' (a canary's): never the whole cluster's pods for them (every
+        # node's were read above, with the plugins' pods)
         pods = [p for node in sorted(set(in_use_of)) for p in unfinished_pods(cluster, resources, node=node)]
         waiting = unfinished_pods(cluster, (), phase=PENDING)
     if any(c.state == "pending" for c in claims):
@@ -306,3 +311,30 @@ def with_waiting_pods(cluster: Cluster, claims: list[ResourceClaim],
     return [
         c.model_copy(update={"waiting_pods": sorted(waiting.get((c.namespace, c.name), []))}) for c in claims
     ]
+
+
+def unfinished_and_plugin_pods(
+    cluster: Cluster, resources: tuple[str, ...], owners: Mapping[str, str],
+) -> tuple[list[PodUse], dict[str, list[PluginPod]]]:
+    """One list of the cluster's unfinished pods: those that request GPUs or name claims
+    (:func:`unfinished_pods`), and the pods of the DaemonSets ``owners`` (uid -> ``namespace/name``)
+    by DaemonSet, so an inventory of every node lists no plugin's pods again (issue 39). A plugin
+    pod Succeeded or Failed is not among them: the DaemonSet controller deletes a failed pod and
+    creates another, which is."""
+    def project(obj: Obj) -> tuple[PodUse | None, str, PluginPod | None] | None:
+        use = pod_use(obj, resources)
+        owner = next((uid for uid in reading.owner_uids(obj) if uid in owners), "")
+        return (use, owner, reading.pod_from(obj) if owner else None) if use is not None or owner else None
+
+    found = cluster.list_objects(PODS, field_selector="status.phase!=Succeeded,status.phase!=Failed", project=project)
+    by_owner: dict[str, list[PluginPod]] = {ref: [] for ref in owners.values()}
+    uses: list[PodUse] = []
+    for item in found:
+        if item is None:
+            continue
+        use, owner, pod = item
+        if use is not None:
+            uses.append(use)
+        if pod is not None:
+            by_owner[owners[owner]].append(pod)
+    return uses, by_owner

@@ -115,11 +115,15 @@ def test_a_canary_lists_no_pod_of_the_whole_cluster_and_the_plugin_pods_once_per
 def test_in_use_of_a_few_nodes_is_read_by_node_and_counts_what_the_whole_cluster_list_counts(sim: KubeSim) -> None:
     """issue 39: an inventory asked for the devices in use on some nodes reads each node's pods
     (``spec.nodeName``), finds on them what the cluster-wide list finds, and leaves the other
-    nodes' IN USE empty; the inventory of every node still lists the cluster's pods once."""
+    nodes' IN USE empty; the inventory of every node lists the cluster's pods once, and takes the
+    plugins' pods from that list (the same pods as a list by the plugin's selector) instead of
+    listing them again."""
     with Cluster.from_kubeconfig(str(sim.kubeconfig)) as cluster:
         fresh_reads(sim)
         everything = take_inventory(cluster)
-        assert len(whole_cluster(pod_lists(sim.reads()))) == 1
+        lists = pod_lists(sim.reads())
+        assert len(whole_cluster(lists)) == 1
+        assert [p for p, _ in lists if p != "/api/v1/pods"] == [], "the plugins' pods listed again beside the cluster's"
         fresh_reads(sim)
         few = take_inventory(cluster, targets=[TARGET], in_use_of=["gpu-node1", "gpu-node3"])
         lists = pod_lists(sim.reads())
@@ -132,3 +136,6 @@ def test_in_use_of_a_few_nodes_is_read_by_node_and_counts_what_the_whole_cluster
     assert {n.name: (n.in_use, n.devices_in_use) for n in few.nodes if n.name in ("gpu-node1", "gpu-node3")} == {
         "gpu-node1": used["gpu-node1"], "gpu-node3": used["gpu-node3"]}
     assert next(n for n in few.nodes if n.name == "gpu-node2").in_use == {}
+    listed = few.daemonset(TARGET)
+    assert listed is not None and listed.pods
+    assert listed.pods == next(d for d in everything.daemonsets if d.ref == TARGET).pods

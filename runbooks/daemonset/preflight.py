@@ -25,7 +25,7 @@ from runbooks.engine.steps import Check, Clock, StepSettings
 from runbooks.errors import NotFound, plural
 from runbooks.inventory import Inventory, take_inventory
 from runbooks.inventory.compatibility import judge
-from runbooks.inventory.plugins import classify
+from runbooks.inventory.plugins import LOG_BUDGET, classify
 from runbooks.inventory.reading import node_from
 from runbooks.inventory.stacks import hardware_classes
 from runbooks.templates import same
@@ -190,7 +190,7 @@ def request_checks(
     inventory = take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
                                registration=settings.registration, in_use_of=(), owned={run.target.ref: snap.pods},
                                dra_plugins=classify(snap.ds) != "device-plugin",
-                               **({} if baseline else {"log_budget": 0}))
+                               log_budget=LOG_BUDGET if baseline else 0)
     checks += target_findings(inventory, run.target.ref, run.node)
     checks += class_checks(inventory, run, settings)
     if run.image and run.image != snap.images.get(container or "", ""):

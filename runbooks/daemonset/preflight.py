@@ -114,7 +114,8 @@ def class_checks(inventory: Inventory, run: Run, settings: StepSettings) -> list
     """One canary node per hardware class: two named nodes of one class fail (name one per class);
     with ``canary.per_class`` a class of the target's nodes without a canary node fails, named."""
     nodes = run.canary_nodes
-    classes = hardware_classes(n for n in inventory.nodes if n.name in _plugin_nodes(inventory, run))
+    reached = _plugin_nodes(inventory, run)  # once: per node it made the check quadratic (issue 39)
+    classes = hardware_classes(n for n in inventory.nodes if n.name in reached)
     of = {name: c.name for c in classes for name in c.nodes}
     seen: dict[str, str] = {}
     for node in nodes:
@@ -141,7 +142,8 @@ def compatibility_checks(inventory: Inventory, run: Run, settings: StepSettings)
     """The image against the compatibility matrix on the hardware classes of the nodes the
     target's pods run on (every node a promotion reaches): a class whose driver is too old, or a
     Kubernetes outside the row's range, fails; an unknown combination is a warning."""
-    classes = hardware_classes(n for n in inventory.nodes if n.name in _plugin_nodes(inventory, run))
+    reached = _plugin_nodes(inventory, run)  # once: per node it made the check quadratic (issue 39)
+    classes = hardware_classes(n for n in inventory.nodes if n.name in reached)
     entry = settings.targets.get(run.target.ref)
     override = entry.compatibility if entry is not None else None
     verdicts = judge(run.image, classes, kubernetes=inventory.kubernetes.version,

@@ -17,8 +17,9 @@ per-node parts).
 Prints the ratios between the largest and the smallest size and exits 1 when a target
 is missed: verify within 1.2x its window and under 5 s of CPU at the largest size; bytes
 read per node per minute of promotion within 1.5x from the smallest size to the largest;
-every promotion save under 64 KiB and fewer than 50 Slack messages; ``status`` and
-``runs`` within 1.5x.
+every promotion save under 64 KiB and fewer than 50 Slack messages; the canary phase
+(request, approval, canary, its verify) within 1.2x the promotion's bytes read and CPU at the
+largest size promoted; ``status`` and ``runs`` within 1.5x.
 
 ``python -m bench.bench_run [--nodes 50 500 5000] [--window 30] [--promote-up-to N]``
 """
@@ -258,6 +259,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  the canary's baseline, saved once beside the run: {baseline / 1024:.1f} KiB at {large.nodes} nodes")
     if promoted:
         biggest = promoted[-1]
+        canary, promotion = biggest.phases["canary"], biggest.phases["promote"]
+        for label, spent, reference in (("bytes", canary.bytes, promotion.bytes), ("CPU", canary.cpu, promotion.cpu)):
+            ratio = spent / max(reference, 1e-9)
+            target(ratio <= 1.2, f"{biggest.nodes}-node canary/promotion {label}: {ratio:.2f}x (target: within 1.2x; "
+                                 "issue 39: the canary costs what it touches)")
         largest = max(biggest.saves.get("promote", [0]))
         target(largest < 64 * 1024, f"{biggest.nodes}-node promotion: largest run save {largest / 1024:.1f} KiB "
                                     f"(target: under 64 KiB)")

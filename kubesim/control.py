@@ -17,7 +17,8 @@
 - ``POST /sim/v1/clock`` ``{"advance": "24h"}`` moves simulated time and fires what falls due;
   ``GET /sim/v1/clock`` tells the simulated now.
 - ``GET /sim/v1/requests`` lists the mutating API requests received (verb, path, time);
-  ``DELETE /sim/v1/requests`` clears it.
+  ``DELETE /sim/v1/requests`` clears it. With ``?reads=true``, the same for the last reads
+  (get, list, watch: verb, path, query, code, bytes answered; :data:`kubesim.simulation.READS_KEPT`).
 """
 
 from __future__ import annotations
@@ -137,7 +138,8 @@ async def handle(sim: Simulation, request: web.Request) -> web.Response:
         url = getattr(sim.controllers.get("dcgm"), "url", "")
         return _json({"url": url, "targets": f"{url}/sim/v1/dcgm/targets" if url else ""})
     if path == "/sim/v1/requests":
+        log: Any = sim.reads if request.query.get("reads") == "true" else sim.mutations
         if request.method == "DELETE":
-            sim.mutations.clear()
-        return _json({"items": sim.mutations})
+            log.clear()
+        return _json({"items": list(log)})
     return _json({"error": f"no such control endpoint: {request.method} {path}"}, 404)

@@ -216,3 +216,7 @@ class KubeSim:
 
     def mutations(self) -> list[dict[str, Any]]:
         return self.call(lambda sim: list(sim.mutations))
+
+    def reads(self) -> list[dict[str, Any]]:
+        """The last reads received (get, list, watch): verb, path, query, code, bytes answered."""
+        return self.call(lambda sim: list(sim.reads))

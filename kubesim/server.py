@@ -217,13 +217,14 @@ class ApiServer:
         self.authorize(user, rbac.Attributes(verb=verb, group=target.res.group, resource=target.res.plural,
                                              subresource=target.sub or "", namespace=target.namespace or "",
                                              name=target.name or ""))
-        code = 200
+        code, size = 200, 0
         try:
             response = await self.serve(request, target, verb, user)
             code = response.status
             body = getattr(response, "body", None)
             if verb != "watch" and isinstance(body, bytes | bytearray):
-                self.count_bytes(verb, target.res.plural, len(body))
+                size = len(body)
+                self.count_bytes(verb, target.res.plural, size)
             return response
         except errors.ApiError as exc:
             code = exc.code
@@ -242,6 +243,9 @@ class ApiServer:
                         "time": self.sim.clock.now().isoformat().replace("+00:00", "Z"),
                     }
                 )
+            elif method == "GET":
+                self.sim.reads.append({"verb": verb, "path": request.path, "query": request.query_string,
+                                       "code": code, "bytes": size})
 
     def count_bytes(self, verb: str, resource: str, size: int) -> None:
         count, total = self.response_sizes.get((verb, resource), (0, 0))

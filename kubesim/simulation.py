@@ -111,6 +111,8 @@ class PodLogs:
 
 
 RESYNC_EVERY = 200
+READS_KEPT = 20_000
+"""Reads kept in the read log (``/sim/v1/requests?reads=true``), the oldest dropped first."""
 """Items of other work after which a waiting controller sync runs anyway."""
 
 
@@ -137,6 +139,8 @@ class Simulation:
         """ServiceAccount tokens minted by TokenRequest (``kubesim.rbac``)."""
         self.feature_gates: dict[str, bool] = {"DynamicResourceAllocation": True}
         self.mutations: list[dict[str, Any]] = []
+        self.reads: deque[dict[str, Any]] = deque(maxlen=READS_KEPT)
+        """The last reads (get, list, watch) received: verb, path, query, code, bytes answered."""
         self.controllers: dict[str, Any] = {}
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()

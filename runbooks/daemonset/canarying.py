@@ -25,6 +25,8 @@ would delete the plugin from every other node.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import runbooks.daemonset.evidence as failure
@@ -32,7 +34,7 @@ from runbooks import templates
 from runbooks.daemonset import checks as judge
 from runbooks.daemonset import companions, draining
 from runbooks.daemonset.metric_checks import metrics_before
-from runbooks.daemonset.observing import Revision, Snapshot, observe, wait_for
+from runbooks.daemonset.observing import Revision, Snapshot, looking, wait_for
 from runbooks.daemonset.patching import ON_DELETE, delete_pod, set_image, set_strategy, set_template
 from runbooks.daemonset.preflight import canary_prechecks, resolve_container
 from runbooks.engine.recording import failed, note, note_checks, passed, result
@@ -72,13 +74,21 @@ def touched(snap: Snapshot, saved: dict[str, Any]) -> bool:
 
 def canary(ctx: StepContext) -> StepResult:
     run = ctx.run
-    ns, name = run.target.namespace, run.target.name
-    try:
-        snap = observe(ctx.cluster, ns, name)
-    except NotFound:
-        check = failed("daemonset-exists", f"daemonset {run.target.ref} does not exist on {ctx.cluster.context}")
-        note_checks(ctx, "canary.precheck", [check])
-        return result([check], what="canary pre-checks")
+    with contextlib.ExitStack() as held:
+        try:  # every look of the step (and of its verify) at the plugin's pods from the one cache (issue 39)
+            look = held.enter_context(looking(ctx.cluster, run.target.namespace, run.target.name, watches=ctx.watches))
+            # the DaemonSet and its revisions read now, not from a cache a moment behind: they are
+            # what the step saves before changing anything
+            snap = look(read_daemonset=True)
+        except NotFound:
+            check = failed("daemonset-exists", f"daemonset {run.target.ref} does not exist on {ctx.cluster.context}")
+            note_checks(ctx, "canary.precheck", [check])
+            return result([check], what="canary pre-checks")
+        return _canary(ctx, snap, look)
+
+
+def _canary(ctx: StepContext, snap: Snapshot, look: Callable[..., Snapshot]) -> StepResult:
+    run = ctx.run
     saved = run.progress.get("saved")
     planned = run.progress.get("planned_from")
     if saved is None and planned and not same(snap.template, planned):
@@ -120,17 +130,18 @@ def canary(ctx: StepContext) -> StepResult:
     else:
         set_template(ctx, changed_template(ctx.run), step="canary.template",
                      summary=f"{run.image} ({container}); {run.edits.summary()}")
-    new = _new_revision(ctx)
+    new = _new_revision(ctx, look)
     if new is None:
         return StepResult(ok=False, reason=f"the DaemonSet controller did not pick up the new template of "
                           f"{run.target.ref} in {ctx.settings.ready_timeout:g}s: is kube-controller-manager running?")
-    return _replace_canary_pod(ctx, new, container)
+    return _replace_canary_pod(ctx, new, container, look)
 
 
-def _new_revision(ctx: StepContext) -> Revision | None:
+def _new_revision(ctx: StepContext, look: Callable[..., Snapshot]) -> Revision | None:
     run = ctx.run
+    # the DaemonSet read, not cached: a cache a moment behind our own write would show it settled on the old revision
     snap = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval,
-                    probe=lambda: s if (s := observe(ctx.cluster, run.target.namespace, run.target.name)).settled else None)
+                    probe=lambda: s if (s := look(read_daemonset=True)).settled else None)
     if snap is None or snap.current_revision is None:
         return None
     new = snap.current_revision
@@ -139,11 +150,11 @@ def _new_revision(ctx: StepContext) -> Revision | None:
     return new
 
 
-def _replace_canary_pod(ctx: StepContext, new: Revision, container: str) -> StepResult:
+def _replace_canary_pod(ctx: StepContext, new: Revision, container: str, look: Callable[..., Snapshot]) -> StepResult:
     """The pod on each canary node (one per hardware class when the run names several) replaced,
     then followed until every one is Ready, or one crash-loops, or ``ready_timeout`` passes."""
     run, nodes = ctx.run, ctx.run.canary_nodes
-    snap = observe(ctx.cluster, run.target.namespace, run.target.name)
+    snap = look()
     for node in nodes:
         pod = snap.pod_on(node)
         if pod is not None and pod.revision_hash != new.hash:
@@ -171,7 +182,7 @@ def _replace_canary_pod(ctx: StepContext, new: Revision, container: str) -> Step
         return None
 
     def settled() -> dict[str, tuple[str, PluginPod] | None] | None:
-        last[0] = current = observe(ctx.cluster, run.target.namespace, run.target.name)
+        last[0] = current = look()
         states = {node: state(current, node) for node in nodes}
         done = all(s is not None for s in states.values()) or any(
             s and s[0] in ("crashloop", "pull") for s in states.values())

@@ -14,7 +14,7 @@ import contextlib
 import datetime as dt
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
@@ -246,7 +246,10 @@ class Following:
     def __exit__(self, *exc: object) -> None:
         self._held.close()
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, *, read_daemonset: bool = False) -> Snapshot:
+        """The DaemonSet, its pods and revisions as the caches keep them; ``read_daemonset``: the
+        DaemonSet and its revisions read from the API server now (a few small objects), only its
+        pods from the cache (what a step saves before changing anything is never a moment old)."""
         self._changed.clear()  # what changes from now on wakes the next wait
         pods = self.pods
         if pods is None or pods.stale:  # the watch is away: the cache may be behind, so read everything now
@@ -254,7 +257,7 @@ class Following:
         version = pods.version  # before the items: a change meanwhile sorts them again at the next look
         if self._sorted[0] != version:
             self._sorted = (version, _in_order(pods.items()))
-        ds, revisions = _kept(self.daemonset), _kept(self.revisions)
+        ds, revisions = (None, None) if read_daemonset else (_kept(self.daemonset), _kept(self.revisions))
         return Snapshot(ds=ds[0] if ds else self.cluster.get(DAEMONSETS, self.name, self.namespace),
                         pods=self._sorted[1],
                         revisions=_by_number(revisions) if revisions is not None
@@ -296,3 +299,17 @@ def wait_for(
         if clock.now() >= deadline:
             return None
         (pause or clock.sleep)(interval)
+
+
+@contextlib.contextmanager
+def looking(cluster: Cluster, namespace: str, name: str, *,
+            watches: ClusterWatches | None) -> Iterator[Callable[..., Snapshot]]:
+    """What a step that looks at the DaemonSet more than once looks with (issue 39): with the
+    process's ``watches`` (a run's step), :meth:`Following.snapshot` on the caches every step on
+    this DaemonSet shares (its pods listed once for the canary, its verify and the promotion,
+    while the caches are kept); without, :func:`observe` at each look (``NotFound`` either way)."""
+    if watches is None:
+        yield lambda **_: observe(cluster, namespace, name)
+        return
+    with Following(cluster, namespace, name, watches=watches) as following:
+        yield following.snapshot

@@ -25,6 +25,7 @@ from runbooks.engine.steps import Check, Clock, StepSettings
 from runbooks.errors import NotFound, plural
 from runbooks.inventory import Inventory, take_inventory
 from runbooks.inventory.compatibility import judge
+from runbooks.inventory.plugins import LOG_BUDGET, classify
 from runbooks.inventory.reading import node_from
 from runbooks.inventory.stacks import hardware_classes
 from runbooks.templates import same
@@ -113,7 +114,8 @@ def class_checks(inventory: Inventory, run: Run, settings: StepSettings) -> list
     """One canary node per hardware class: two named nodes of one class fail (name one per class);
     with ``canary.per_class`` a class of the target's nodes without a canary node fails, named."""
     nodes = run.canary_nodes
-    classes = hardware_classes(n for n in inventory.nodes if n.name in _plugin_nodes(inventory, run))
+    reached = _plugin_nodes(inventory, run)  # once: per node it made the check quadratic (issue 39)
+    classes = hardware_classes(n for n in inventory.nodes if n.name in reached)
     of = {name: c.name for c in classes for name in c.nodes}
     seen: dict[str, str] = {}
     for node in nodes:
@@ -140,7 +142,8 @@ def compatibility_checks(inventory: Inventory, run: Run, settings: StepSettings)
     """The image against the compatibility matrix on the hardware classes of the nodes the
     target's pods run on (every node a promotion reaches): a class whose driver is too old, or a
     Kubernetes outside the row's range, fails; an unknown combination is a warning."""
-    classes = hardware_classes(n for n in inventory.nodes if n.name in _plugin_nodes(inventory, run))
+    reached = _plugin_nodes(inventory, run)  # once: per node it made the check quadratic (issue 39)
+    classes = hardware_classes(n for n in inventory.nodes if n.name in reached)
     entry = settings.targets.get(run.target.ref)
     override = entry.compatibility if entry is not None else None
     verdicts = judge(run.image, classes, kubernetes=inventory.kubernetes.version,
@@ -150,12 +153,14 @@ def compatibility_checks(inventory: Inventory, run: Run, settings: StepSettings)
 
 
 def request_checks(
-    cluster: Cluster, snap: Snapshot, *, run: Run, settings: StepSettings,
+    cluster: Cluster, snap: Snapshot, *, run: Run, settings: StepSettings, baseline: bool = True,
 ) -> tuple[list[Check], Inventory | None]:
     """Everything knowable before anyone approves, read-only: a valid and new image, the
     container, a healthy DaemonSet, a Ready, schedulable GPU node with a Ready plugin pod, and
     no failing inventory finding on the target, and the image fits the compatibility matrix on
-    the target's hardware classes. The inventory comes back for the baseline."""
+    the target's hardware classes. The inventory comes back for the baseline; ``baseline=False``
+    (the request, before approval): no plugin log is read, since no check judges registration
+    (the baseline records it, cut after approval)."""
     checks: list[Check] = []
     try:
         validation.image_reference(run.image)
@@ -181,8 +186,13 @@ def request_checks(
         checks += node_checks(cluster, snap, node, tuple(settings.gpu_resources))
     if any(c.status == "fail" for c in checks):
         return checks, None
+    # the target's pods are the snapshot's, read just now; no check reads the devices in use (IN USE),
+    # so no pod of the cluster is listed for them; a device plugin's findings name no device class,
+    # so the DRA kubelet plugins (their pods, their logs) are read for a DRA target only (issue 39)
     inventory = take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
-                               registration=settings.registration)
+                               registration=settings.registration, in_use_of=(), owned={run.target.ref: snap.pods},
+                               dra_plugins=classify(snap.ds) != "device-plugin",
+                               log_budget=LOG_BUDGET if baseline else 0)
     checks += target_findings(inventory, run.target.ref, run.node)
     checks += class_checks(inventory, run, settings)
     if run.image and run.image != snap.images.get(container or "", ""):
@@ -210,7 +220,8 @@ def canary_prechecks(
     if clock is not None and _unsettled(baseline) and settings.settle_window > 0:
         def settled() -> Baseline | None:
             again = baseline_from(take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
-                                                 registration=settings.registration), run.target.ref)
+                                                 registration=settings.registration, in_use_of=(),
+                                                 dra_plugins=classify(snap.ds) != "device-plugin"), run.target.ref)
             return again if not _unsettled(again) else None
 
         baseline = wait_for(clock, timeout=settings.settle_window, interval=max(settings.poll_interval, 1.0),

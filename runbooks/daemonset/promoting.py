@@ -17,7 +17,7 @@ from runbooks.daemonset.canarying import changed_template
 from runbooks.daemonset.checks import listing
 from runbooks.daemonset.following import follow_rollout, replace_node_by_node
 from runbooks.daemonset.metric_checks import metrics_before
-from runbooks.daemonset.observing import observe, wait_for
+from runbooks.daemonset.observing import looking, wait_for
 from runbooks.daemonset.patching import set_strategy
 from runbooks.engine.recording import failed, note, note_checks, passed
 from runbooks.engine.steps import StepContext, StepResult
@@ -36,8 +36,11 @@ def promote(ctx: StepContext) -> StepResult:
         ctx.run = ctx.save_progress({"promote_started_at": ctx.cluster.server_time().isoformat(),
                                      **({"metrics_promoted": recorded} if recorded else {})})
     target = run.target
-    snap = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval,
-                    probe=lambda: s if (s := observe(ctx.cluster, target.namespace, target.name)).settled else None)
+    # the plugin's pods from the cache the run's steps share (the rollout followed next reads it too,
+    # issue 39); the DaemonSet and its revisions read now: what is promoted is judged on them
+    with looking(ctx.cluster, target.namespace, target.name, watches=ctx.watches) as look:
+        snap = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval,
+                        probe=lambda: s if (s := look(read_daemonset=True)).settled else None)
     new = snap.current_revision if snap else None
     if snap is None or new is None or snap.images.get(saved["container"]) != run.image \
             or (not run.edits.empty and not same(snap.template, changed_template(run))):

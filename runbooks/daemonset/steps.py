@@ -74,7 +74,7 @@ class DaemonSetSteps:
             workloads=[p.name for p in run.target.parts if p.kind == "Deployment"]))
         if refused is not None:  # issue 34: refused before an approver is asked, naming the rule
             return [failed("rbac", forbidden_sentence(refused, ""))]
-        checks = preflight.request_checks(cluster, snap, run=run, settings=settings)[0]
+        checks = preflight.request_checks(cluster, snap, run=run, settings=settings, baseline=False)[0]
         if run.target.drain and not any(c.status == "fail" for c in checks):
             for node in run.canary_nodes:
                 checks += draining.request_checks(cluster, node, dra=dra,
@@ -90,7 +90,8 @@ class DaemonSetSteps:
             snap = observe(cluster, run.target.namespace, run.target.name)
         except NotFound as exc:
             raise Refused(f"daemonset {run.target.ref} does not exist on {cluster.context}") from exc
-        found = take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources)
+        found = take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
+                               owned={run.target.ref: snap.pods})  # every node's IN USE: the cluster's pods, once
         candidates = sorted(
             (n for n in found.nodes if n.ready and not n.unschedulable and n.gpu_hardware
              and (pod := snap.pod_on(n.name)) is not None and pod.ready and not pod.deleting),

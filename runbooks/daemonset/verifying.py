@@ -27,7 +27,7 @@ from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.dra_smoke import dra_smoke_test
 from runbooks.daemonset.events import WATCHED, Event, event_checks
 from runbooks.daemonset.evidence import attach as attach_evidence
-from runbooks.daemonset.observing import Snapshot, observe
+from runbooks.daemonset.observing import Snapshot, looking
 from runbooks.daemonset.smoke_testing import smoke_test
 from runbooks.daemonset.watched import EndReads
 from runbooks.engine.clocks import SystemClock
@@ -84,11 +84,27 @@ def verify(
     clock = clock or SystemClock()
     namespace, _, name = target.partition("/")
     since = since or cluster.server_time()
-    try:
-        start = observe(cluster, namespace, name)
-    except NotFound:
-        missing = failed("daemonset-exists", f"daemonset {target} does not exist on {cluster.context}: check the name")
-        return result([missing], what=f"verify of {target}")
+    with contextlib.ExitStack() as held:
+        try:  # in a run, the start and the end of the window look at the plugin's pods in the cache the
+            # run's steps share (listed once for them all, issue 39); outside, each is read then; the
+            # DaemonSet and its revisions (what the pods are judged against) are read either way
+            look = held.enter_context(looking(cluster, namespace, name, watches=watches))
+            start = look(read_daemonset=True)
+        except NotFound:
+            missing = failed("daemonset-exists", f"daemonset {target} does not exist on {cluster.context}: check the name")
+            return result([missing], what=f"verify of {target}")
+        return _verify(cluster, target, start=start, look=look, nodes=nodes, baseline=baseline, since=since,
+                       settings=settings, clock=clock, image=image, container=container, others=others,
+                       watches=watches, metrics_before=metrics_before)
+
+
+def _verify(
+    cluster: Cluster, target: str, *, start: Snapshot, look: Callable[..., Snapshot], nodes: Sequence[str] | None,
+    baseline: Baseline | None, since: dt.datetime, settings: StepSettings, clock: Clock, image: str | None,
+    container: str | None, others: Sequence[str] | None, watches: ClusterWatches | None,
+    metrics_before: dict[str, Any] | None,
+) -> StepResult:
+    namespace, _, name = target.partition("/")
     everywhere = nodes is None
     scope = list(nodes) if nodes is not None else sorted(set(start.nodes) | set(baseline.nodes if baseline else ()))
     resources = tuple(baseline.gpu_resources if baseline else settings.gpu_resources)
@@ -108,7 +124,7 @@ def verify(
             final = sampler.sample()
             if metrics is not None:
                 metrics.tick()
-        end = observe(cluster, namespace, name)
+        end = look(read_daemonset=True)
         events = _or_forbidden(reads.events)
         dra_objects = _or_forbidden(lambda: (reads.slices(), reads.claims(since))) if dra else None
     where = judge.scope_of(scope, everywhere)

@@ -1,16 +1,18 @@
 """Taking an inventory: read the cluster through the adapter, reduce, judge.
 
 Reads are few and bounded: nodes, DaemonSets, the plugin DaemonSets' own pods (by their
-selector), Pending pods only (to find pods waiting on claims), the DRA objects in the
-version the cluster serves, ``/version``, one metric from ``/metrics``, and at most
-``LOG_BUDGET`` plugin-pod logs. Never every pod of the cluster.
+selector, or those the caller read already), the DRA objects in the version the cluster
+serves, ``/version``, one metric from ``/metrics``, at most ``LOG_BUDGET`` plugin-pod logs,
+and for the IN USE column the unfinished pods: of the whole cluster once when every node's is
+wanted (the ``inventory`` verb), else of the few nodes asked for, node by node
+(``spec.nodeName``), with the cluster's Pending pods (the pods waiting on claims).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from runbooks.cluster import Cluster
@@ -52,6 +54,9 @@ def take_inventory(
     now: Callable[[], dt.datetime] | None = None,
     registration: Mapping[str, str] | None = None,
     max_unavailable: str | None = None,
+    in_use_of: Collection[str] | None = None,
+    owned: Mapping[str, Sequence[PluginPod]] | None = None,
+    dra_plugins: bool = True,
 ) -> Inventory:
     """Everything an operator must know before touching a device plugin or DRA driver.
 
@@ -59,6 +64,12 @@ def take_inventory(
     every DaemonSet recognised as a device plugin or DRA kubelet plugin. ``taken_at`` is
     the API server's clock (so ages match kubectl's) unless ``now`` is given.
     ``max_unavailable`` is the policy's limit on a plugin's rolling update (None: not judged).
+    ``in_use_of``: the nodes whose devices in use are wanted (None: every node's, from one list
+    of the cluster's unfinished pods; else each node's pods are read by node, and the other
+    nodes show none in use). ``owned``: the pods of a plugin DaemonSet (by ``namespace/name``)
+    the caller has just read, used instead of listing them again. ``dra_plugins=False``: with
+    ``targets``, the DRA kubelet plugins that are not targets are not read (nor their logs): the
+    classes they serve are judged without them (a device plugin's canary judges no class).
     """
     resources = tuple(gpu_resources)
     version = cluster.version()
@@ -71,14 +82,27 @@ def take_inventory(
     classes, slices, claims = _dra_objects(cluster, apis, taken_at)
     known_drivers = {d for c in classes for d in c.drivers} | {s.driver for s in slices}
     selection = plugins.select_plugins(cluster.list_objects(DAEMONSETS), targets, known_drivers)
-    daemonsets = [_plugin_daemonset(cluster, ds, kind, known_drivers) for ds, kind in selection.plugins]
+    chosen = [(ds, kind) for ds, kind in selection.plugins
+              if dra_plugins or not targets or plugins.ref_of(ds) in targets]
+    read = dict(owned or {})
+    if in_use_of is None:  # every node's IN USE: one list of the cluster's unfinished pods, holding the plugins' too
+        pods, plugin_pods = unfinished_and_plugin_pods(cluster, resources, {
+            (ds.get("metadata") or {}).get("uid", ""): plugins.ref_of(ds) for ds, _ in chosen
+            if plugins.ref_of(ds) not in read})
+        read.update(plugin_pods)
+        waiting = [p for p in pods if p.phase == PENDING]
+    daemonsets = [_plugin_daemonset(cluster, ds, kind, known_drivers, read.get(plugins.ref_of(ds)))
+                  for ds, kind in chosen]
     daemonsets, log_notes = _registrations(cluster, daemonsets, {n.name: n for n in nodes}, log_budget,
                                            registration or {})
     daemonsets, driver_notes = _assign_drivers(daemonsets, slices, classes)
     notes += log_notes + driver_notes
-    pods = unfinished_pods(cluster, resources)
+    if in_use_of is not None:  # a few nodes' (a canary's): never the whole cluster's pods for them (every
+        # node's were read above, with the plugins' pods)
+        pods = [p for node in sorted(set(in_use_of)) for p in unfinished_pods(cluster, resources, node=node)]
+        waiting = unfinished_pods(cluster, (), phase=PENDING)
     if any(c.state == "pending" for c in claims):
-        claims = with_waiting_pods(cluster, claims, pods)
+        claims = with_waiting_pods(cluster, claims, waiting)
     nodes = with_devices_in_use(nodes, claims, pods)
 
     dra = DraInfo(
@@ -90,7 +114,7 @@ def take_inventory(
         gpu_resources=resources, missing_targets=selection.missing_targets, max_unavailable=max_unavailable,
         every_plugin=not targets,
     ) + stuck_claim_findings(
-        waiting=[(p.namespace, p.name, p.unschedulable, p.claims) for p in pods if p.phase == PENDING],
+        waiting=[(p.namespace, p.name, p.unschedulable, p.claims) for p in waiting],
         claims=claims, slices=slices if "ResourceSlice" in apis.chosen else None,
         claims_served="ResourceClaim" in apis.chosen,
     ))
@@ -130,11 +154,13 @@ def _dra_objects(
     return classes, slices, claims
 
 
-def _plugin_daemonset(cluster: Cluster, ds: Obj, kind: PluginKind, known_drivers: set[str]) -> DaemonSet:
+def _plugin_daemonset(cluster: Cluster, ds: Obj, kind: PluginKind, known_drivers: set[str],
+                      read: Sequence[PluginPod] | None = None) -> DaemonSet:
+    """The plugin DaemonSet with its pods: ``read`` (the caller's), else listed by its selector."""
     meta = ds.get("metadata") or {}
     namespace, uid = meta.get("namespace", ""), meta.get("uid", "")
     selector = reading.selector_string((ds.get("spec") or {}).get("selector") or {})
-    owned = cluster.list_objects(
+    owned = list(read) if read is not None else cluster.list_objects(
         PODS, namespace=namespace, label_selector=selector or None,
         project=lambda o: reading.pod_from(o) if uid in reading.owner_uids(o) else None,
     )
@@ -245,9 +271,13 @@ def pod_use(obj: Obj, resources: tuple[str, ...]) -> PodUse | None:
 PENDING = "Pending"
 
 
-def unfinished_pods(cluster: Cluster, resources: tuple[str, ...], *, phase: str | None = None) -> list[PodUse]:
-    """The pods not yet Succeeded or Failed (or only those in ``phase``) that request GPUs or name claims."""
+def unfinished_pods(cluster: Cluster, resources: tuple[str, ...], *, phase: str | None = None,
+                    node: str | None = None) -> list[PodUse]:
+    """The pods not yet Succeeded or Failed (or only those in ``phase``; only those on ``node``)
+    that request GPUs or name claims."""
     selector = f"status.phase={phase}" if phase else "status.phase!=Succeeded,status.phase!=Failed"
+    if node is not None:
+        selector = f"spec.nodeName={node},{selector}"
     found = cluster.list_objects(PODS, field_selector=selector, project=lambda o: pod_use(o, resources))
     return [p for p in found if p is not None]
 
@@ -281,3 +311,30 @@ def with_waiting_pods(cluster: Cluster, claims: list[ResourceClaim],
     return [
         c.model_copy(update={"waiting_pods": sorted(waiting.get((c.namespace, c.name), []))}) for c in claims
     ]
+
+
+def unfinished_and_plugin_pods(
+    cluster: Cluster, resources: tuple[str, ...], owners: Mapping[str, str],
+) -> tuple[list[PodUse], dict[str, list[PluginPod]]]:
+    """One list of the cluster's unfinished pods: those that request GPUs or name claims
+    (:func:`unfinished_pods`), and the pods of the DaemonSets ``owners`` (uid -> ``namespace/name``)
+    by DaemonSet, so an inventory of every node lists no plugin's pods again (issue 39). A plugin
+    pod Succeeded or Failed is not among them: the DaemonSet controller deletes a failed pod and
+    creates another, which is."""
+    def project(obj: Obj) -> tuple[PodUse | None, str, PluginPod | None] | None:
+        use = pod_use(obj, resources)
+        owner = next((uid for uid in reading.owner_uids(obj) if uid in owners), "")
+        return (use, owner, reading.pod_from(obj) if owner else None) if use is not None or owner else None
+
+    found = cluster.list_objects(PODS, field_selector="status.phase!=Succeeded,status.phase!=Failed", project=project)
+    by_owner: dict[str, list[PluginPod]] = {ref: [] for ref in owners.values()}
+    uses: list[PodUse] = []
+    for item in found:
+        if item is None:
+            continue
+        use, owner, pod = item
+        if use is not None:
+            uses.append(use)
+        if pod is not None:
+            by_owner[owners[owner]].append(pod)
+    return uses, by_owner

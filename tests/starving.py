@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -69,6 +71,20 @@ class Starvation:
         """Resume every process still stopped (a failing test leaves none behind)."""
         for pid in sorted(self.pids):
             self.resume(pid)
+
+
+def end_replicas(procs: list[subprocess.Popen[str]], logs: Path, *, timeout: float = 60.0) -> None:
+    """Resume and terminate a test's replica processes, wait for them, then echo the tail of
+    each ``*.log`` under ``logs`` to stderr (pytest shows it when the test failed)."""
+    for proc in procs:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGCONT)
+            proc.terminate()
+    for proc in procs:
+        proc.wait(timeout=timeout)
+    for path in sorted(logs.glob("*.log")):
+        sys.stderr.write(f"--- {path.name}\n{path.read_text()[-3000:]}")
 
 
 def stop_self_at(point: str | None) -> Callable[[str], None]:

@@ -14,8 +14,6 @@ resumed, and two sweeping replicas each posted one).
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -38,7 +36,7 @@ from runbooks.engine.runs import Run, RunState
 from runbooks.policy import Policy
 from tests.fakeslack import BOT_TOKEN, Call, FakeSlack
 from tests.run_replica import POLICY
-from tests.starving import Starvation
+from tests.starving import Starvation, end_replicas
 
 LEASE = "2"
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,14 +126,7 @@ def test_a_run_owner_stopped_before_its_gate_post_does_not_post_it_again_when_re
             starvation.resume_when(a.pid, gate_recorded)
             assert a.wait(timeout=120) == 0
         finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    os.kill(proc.pid, signal.SIGCONT)
-                    proc.terminate()
-            for proc in procs:
-                proc.wait(timeout=60)
-            for path in sorted(tmp_path.glob("*.log")):
-                sys.stderr.write(f"--- {path.name}\n{path.read_text()[-3000:]}")
+            end_replicas(procs, tmp_path)
         run = store.get(run_id)
         store.close()
         assert len(gates(slack, "canary")) == 1
@@ -187,14 +178,7 @@ def test_a_decider_stopped_before_it_rewrites_the_gate_message_does_not_rewrite_
             starvation.resume_when(a.pid, rewritten)
             assert a.wait(timeout=120) == 0
         finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    os.kill(proc.pid, signal.SIGCONT)
-                    proc.terminate()
-            for proc in procs:
-                proc.wait(timeout=60)
-            for path in sorted(tmp_path.glob("*.log")):
-                sys.stderr.write(f"--- {path.name}\n{path.read_text()[-3000:]}")
+            end_replicas(procs, tmp_path)
         stored = store.get(run.id)
         store.close()
         assert stored is not None and stored.state is RunState.CANARY_ROLLING

@@ -10,7 +10,6 @@ once to on-call.
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -24,7 +23,7 @@ from kubesim import KubeSim
 from runbooks.engine.runs import RunState
 from tests.fakeslack import FakeSlack
 from tests.report_support import monitoring_run, wait_until
-from tests.starving import Starvation
+from tests.starving import Starvation, end_replicas
 
 LEASE = "2"
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,13 +95,7 @@ def test_a_leader_stopped_past_its_lease_mid_post_does_not_post_again_when_resum
             sim.advance("1h")
             wait_until(lambda: store.get(run.id).state is RunState.DONE, timeout=60)  # type: ignore[union-attr]
         finally:
-            for proc in procs:
-                proc.send_signal(signal.SIGCONT)
-                proc.terminate()
-            for proc in procs:
-                proc.wait(timeout=30)
             store.close()
-            for log in sorted(tmp_path.glob("*.log")):
-                sys.stderr.write(f"--- {log.name}\n{log.read_text()[-3000:]}")
+            end_replicas(procs, tmp_path, timeout=30)
         assert sorted(posted(slack, "1h")) == ["oncall", "thread"], "the 1 h report was posted more than once"
         assert sorted(posted(slack, "2h")) == ["oncall", "thread"], "the 2 h report was posted more than once"

@@ -13,8 +13,6 @@ then on (on the code before issue 40, A went on deleting the pods of its stale l
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 from collections import Counter
@@ -33,7 +31,7 @@ from runbooks.engine.commands import Engine
 from runbooks.engine.runs import RunState
 from runbooks.policy import Policy
 from tests.run_replica import POLICY
-from tests.starving import Starvation
+from tests.starving import Starvation, end_replicas
 from tests.support import Kubectl
 
 LEASE = "2"
@@ -120,15 +118,8 @@ def test_a_run_owner_stopped_mid_wave_past_its_lease_mutates_nothing_when_resume
         starvation.resume_when(a.pid, b_promoted)
         assert a.wait(timeout=120) == 0
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGCONT)
-                proc.terminate()
-        for proc in procs:
-            proc.wait(timeout=30)
         store.close()
-        for path in sorted(tmp_path.glob("*.log")):
-            sys.stderr.write(f"--- {path.name}\n{path.read_text()[-3000:]}")
+        end_replicas(procs, tmp_path, timeout=30)
     after = mutations(sim)[len(at_resume):]
     assert after == [], f"the starved owner mutated the cluster after it was resumed: {after}"
     deleted = Counter(m["path"] for m in at_resume if m["method"] == "DELETE" and m["path"].startswith(PODS))

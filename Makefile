@@ -8,8 +8,9 @@ STAMP  := $(VENV)/.installed
 # checkov in a virtualenv of its own: its many dependencies never meet the bot's
 TOOLS  ?= .venv-tools
 # the suite in two processes (pytest-xdist): most tests wait on kubesim's clock or a
-# subprocess, so two share CI's two cores well; PYTEST_ARGS replaces it
-PYTEST_ARGS ?= -n 2
+# subprocess, so two share CI's two cores well; worksteal: an idle worker takes queued tests
+# from the busy one, not left idle behind a long test at the end; PYTEST_ARGS replaces it
+PYTEST_ARGS ?= -n 2 --dist worksteal
 
 .PHONY: test test-under-load demo lint bench clean install image manifests prometheus lock
 

@@ -92,3 +92,23 @@ def test_a_failing_report_in_slack_offers_a_rollback_request(fake_slack: FakeSla
         http.stop(timeout=5)
         service.stop_workers(timeout=10)
         runtime.stop(timeout=30)
+
+
+def test_serve_fires_a_report_on_the_clock_of_the_cluster_that_stamped_its_promotion(
+        fake_slack: FakeSlack, redis_url: str) -> None:
+    """Issue 40: a run's report times are the API server's (``promote_started_at`` is its ``Date``),
+    so ``serve``'s scheduler reads that clock: with the cluster's clock an hour ahead of the bot's
+    (kubesim advanced), the 3 s report posts within seconds, not an hour late."""
+    with KubeSim(scenario="gpu-small", k8s_version="1.31") as ahead:
+        ahead.advance("1h")
+        settings = settings_for(fake_slack, ahead, REDIS_URL=redis_url, UPGRADEBOT_SLACK_PACE=0.01)
+        runtime = build_runtime(settings, POLICY)
+        build_slack_service(settings, runtime, readiness_cache=0)
+        monitoring_run(runtime.store, ahead, origin={"surface": "slack", "channel": "C0OPS", "ts": ROOT_TS})
+        runtime.start()
+        try:
+            eventually(lambda: [c for c in fake_slack.of("chat.postMessage")
+                                if str(c.body.get("text", "")).startswith("Stability report (3s)")],
+                       "the report posted on the cluster's clock", timeout=30)
+        finally:
+            runtime.stop(timeout=30)

@@ -120,10 +120,10 @@ def play(story: Story, *, disrupt: bool = True, after_approval: Any = None) -> s
         tell(story, "refresh")
     # the click's first ack never reaches Slack: the envelope comes again, retry_attempt 1
     click = story.click(value, user="U0CAT", message_ts=gate_ts, thread_ts=root_ts, lose_first_ack=True)
+    if after_approval is not None:  # while the canary runs: not after the retry's second or more
+        after_approval()
     eventually(lambda: len([a for a in sock.acks if a.envelope_id == click]) == 2, "the click retried and acked",
                timeout=15)
-    if after_approval is not None:
-        after_approval()
     if disrupt:
         eventually(lambda: story.store.get(run.id).state is not S.AWAITING_APPROVAL, "the canary started")
         tell(story, "drop")
@@ -159,9 +159,12 @@ def check_once(story: Story, run_id: str) -> None:
 
 
 @pytest.fixture
-def world(redis_url: str) -> Iterator[tuple[FakeSocketMode, FakeSlack, KubeSim]]:
+def world(request: pytest.FixtureRequest, redis_url: str) -> Iterator[tuple[FakeSocketMode, FakeSlack, KubeSim]]:
+    """Slack over Socket Mode and a kubesim ``request.param`` times as fast as the wall clock (20
+    unless a test says): the reports follow its clock (the promotion's time is the API server's)."""
+    speed = getattr(request, "param", 20)
     with FakeSocketMode(grace=1.0) as sock, FakeSlack(usergroups=USERGROUPS, socket_mode=sock) as fake, \
-            KubeSim(scenario="gpu-small", k8s_version="1.31", speed=1) as sim:  # the reports fire on the wall clock
+            KubeSim(scenario="gpu-small", k8s_version="1.31", speed=speed) as sim:
         yield sock, fake, sim
 
 
@@ -217,15 +220,26 @@ def parent_of(pid: int) -> int | None:
     return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")), None)
 
 
-def start(env: dict[str, str], log: Path) -> subprocess.Popen[str]:
-    with log.open("a") as stderr:
-        proc = subprocess.Popen(SERVE, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
-    assert proc.stdout is not None
-    assert proc.stdout.readline().startswith("http://127.0.0.1:"), log.read_text()[-2000:]
-    return proc
+def start(env: dict[str, str], *logs: Path) -> list[subprocess.Popen[str]]:
+    """One ``serve`` per log, all started before the first is waited for (each prints its address once up)."""
+    procs = []
+    for log in logs:
+        with log.open("a") as stderr:
+            procs.append(subprocess.Popen(SERVE, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True))
+    try:
+        for proc, log in zip(procs, logs, strict=True):
+            assert proc.stdout is not None
+            assert proc.stdout.readline().startswith("http://127.0.0.1:"), log.read_text()[-2000:]
+    except BaseException:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        raise
+    return procs
 
 
-@pytest.mark.parametrize("kill", [False, True], ids=["two-replicas", "one-killed-mid-run"])
+@pytest.mark.parametrize(("kill", "world"), [(False, 20), (True, 4)], ids=["two-replicas", "one-killed-mid-run"],
+                         indirect=["world"])  # at 4x the canary still runs when the retried click is acked
 def test_two_replicas_over_socket_mode(world: tuple[FakeSocketMode, FakeSlack, KubeSim], redis_url: str,
                                        tmp_path: Path, kill: bool) -> None:
     sock, fake, sim = world
@@ -236,7 +250,7 @@ def test_two_replicas_over_socket_mode(world: tuple[FakeSocketMode, FakeSlack, K
                SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET, SLACK_API_URL=fake.api_url,
                SLACK_APP_TOKEN=APP_TOKEN, REDIS_URL=redis_url, UPGRADEBOT_SLACK_PACE="0.01",
                UPGRADEBOT_SWEEP_INTERVAL="1")
-    procs = [start(env, tmp_path / f"replica-{i}.log") for i in (1, 2)]
+    procs = start(env, tmp_path / "replica-1.log", tmp_path / "replica-2.log")
     story = Story(sock, fake, sim, RedisRunStore.from_url(redis_url))
     try:
         sock.wait_connections(2)

@@ -108,7 +108,7 @@ def shape(mutations: list[tuple[str, str]]) -> Counter[tuple[str, str]]:
 def play(scenario: Scenario, redis_url: str, home: Path) -> Played:
     home.mkdir(parents=True)
     (home / "policy.yaml").write_text(POLICY + (f"targets: [{json.dumps(DRAIN_TARGET)}]\n" if scenario.drain else ""))
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=4, kubeconfig=home / "kubeconfig") as sim:
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20, kubeconfig=home / "kubeconfig") as sim:
         if scenario.drain:
             kubectl = Kubectl(sim.kubeconfig)
             kubectl("delete", "pod", "-n", "ml-team", "trainer-0", "trainer-1", "--wait=false")  # bare pods
@@ -132,10 +132,13 @@ def play(scenario: Scenario, redis_url: str, home: Path) -> Played:
                         connect=lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context))
         image = NEW + ("-crash" if scenario.crash else "")
         run_id = engine.request_canary(actor=Actor("U0ALICE"), target=TARGET, image=image, node="gpu-node1").run.id
-        exits = [bot("approve", run_id, "canary", kill=scenario.canary_kill), bot("resume")]
+        def approve(gate: str, kill: str | None, who: str = "U0BOB") -> list[int]:
+            """The approval's exit, then ``resume``'s where a kill was asked for (none is needed after a whole phase)."""
+            return [bot("approve", run_id, gate, kill=kill, who=who)] + ([bot("resume")] if kill else [])
+
+        exits = approve("canary", scenario.canary_kill)
         if not scenario.crash:
-            exits += [bot("approve", run_id, "promotion", kill=scenario.promotion_kill, who="U0CAROL"),
-                      bot("resume")]
+            exits += approve("promotion", scenario.promotion_kill, who="U0CAROL")
         run = store.get(run_id)
         assert run is not None
         pods = Kubectl(sim.kubeconfig).json("get", "pods", "-n", "kube-system")["items"]
@@ -154,6 +157,11 @@ def test_draining_runs_killed_mid_drain_finish_after_resume_without_repeating_a_
     in the canary and in the promotion: each run ends done with the mutations of an unkilled one
     (one cordon, one eviction and one uncordon per node)."""
     check_played(REFERENCES[2:] + DRAINING, redis_url, tmp_path)
+
+
+def phase(kill: str | None) -> list[str | None]:
+    """The kill points of one phase's processes: the approval's, then ``resume``'s (never killed) if it was killed."""
+    return [kill, None] if kill else [None]
 
 
 def check_played(scenarios: list[Scenario], redis_url: str, tmp_path: Path) -> None:
@@ -176,7 +184,7 @@ def check_played(scenarios: list[Scenario], redis_url: str, tmp_path: Path) -> N
         reference = {s.crash: references[s.crash, s.drain]}
         label = f"{s.canary_kill} / {s.promotion_kill}"
         assert result.state == s.end, (label, [e["detail"] for e in result.audit if e["status"] == "failed"][-3:])
-        kills = [s.canary_kill, None] + ([] if s.crash else [s.promotion_kill, None])
+        kills = phase(s.canary_kill) + ([] if s.crash else phase(s.promotion_kill))
         assert [code == KILLED for code in result.exits] == [k is not None for k in kills], (label, result.exits)
         assert result.images == reference[s.crash].images, label
         assert shape(result.mutations) == shape(reference[s.crash].mutations), (label, result.mutations)

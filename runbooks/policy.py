@@ -9,44 +9,24 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from runbooks.metrics.spec import MetricCheckSpec, PrometheusPolicy
-from runbooks.policy_checks import LONGEST_SECONDS, account_without_host, distinct, within_ceiling
+from runbooks.policy_checks import (
+    LONGEST_SECONDS,
+    Strict,
+    account_without_host,
+    at_least,
+    distinct,
+    duration,
+    duration_seconds,
+)
+from runbooks.policy_rollout import LABEL_KEY, MAX_WAVES, WAVE_SIZE, Drain, Wave, Window
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def duration_seconds(text: str) -> float:
-    """``30m`` -> 1800.0; ``ValueError`` for anything but ``<number><s|m|h|d>``."""
-    match = DURATION.fullmatch(text.strip())
-    if not match:
-        raise ValueError(f"{text!r} is not a duration: use e.g. 90s, 30m, 24h or 2d")
-    return float(match.group(1)) * _SECONDS[match.group(2)]
-
-
-def _duration(value: str) -> str:
-    """A policy's duration: ``<number><s|m|h|d>``, at most a year (``policy_checks.LONGEST``)."""
-    return within_ceiling(value, duration_seconds(value))
-
-
-def _at_least(minimum: str) -> Callable[[str], str]:
-    """A validator: a duration no shorter than ``minimum`` (shorter ones are never what was meant)."""
-
-    def check(value: str) -> str:
-        if duration_seconds(_duration(value)) < duration_seconds(minimum):
-            raise ValueError(f"{value!r} is too short: use at least {minimum}")
-        return value
-
-    return check
-
-
 USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
 GROUP_ID = re.compile(r"^S[A-Z0-9]{2,}$")
 CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
@@ -58,140 +38,6 @@ def _ids(values: list[str], pattern: re.Pattern[str], what: str) -> list[str]:
         if not pattern.fullmatch(value):
             raise ValueError(f"{value!r} is not a Slack {what} ID (e.g. {pattern.pattern[2]}0123ABCD; no spaces)")
     return values
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-WAVE_SIZE = re.compile(r"^([1-9][0-9]{0,5})(%?)$")
-LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-MAX_WAVES = 20
-
-
-class Wave(Strict):
-    """One wave of a promotion: how many nodes have the new image once it is done, how
-    long it soaks after its verification, and whether the next wave waits for an approval."""
-
-    nodes: str
-    """Cumulative over the nodes the promotion moves (every node of the DaemonSet but the
-    canary's): a count (``1``, ``10``) or a percentage rounded up (``5%``, ``100%``)."""
-    soak: str = "0s"
-    """How long the wave's nodes run the new image, verified, before the next wave may start."""
-    approve_next: bool = True
-    """The next wave starts only once approved (Approve in the thread); false: it starts by
-    itself when this wave's verification passed and its soak is over."""
-
-    @field_validator("nodes", mode="before")
-    @classmethod
-    def _nodes(cls, value: object) -> str:
-        text = str(value).strip()
-        match = WAVE_SIZE.fullmatch(text)
-        if isinstance(value, bool) or not match or (match.group(2) and int(match.group(1)) > 100):
-            raise ValueError(f"{value!r} is not a wave size: use a node count (e.g. 1, 10) or a percentage "
-                             "up to 100% (e.g. 5%)")
-        return text
-
-    @field_validator("soak")
-    @classmethod
-    def _soak(cls, value: str) -> str:
-        return _duration(value)
-
-    @property
-    def percent(self) -> int | None:
-        return int(self.nodes[:-1]) if self.nodes.endswith("%") else None
-
-    def count(self, total: int) -> int:
-        """The cumulative node count this wave reaches out of ``total`` (percentages round up)."""
-        percent = self.percent
-        if percent is None:
-            return min(int(self.nodes), total)
-        return min(total, -(-percent * total // 100))
-
-
-DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-HOURS = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])-([01][0-9]|2[0-4]):([0-5][0-9])$")
-
-
-class Window(Strict):
-    """A weekly maintenance window: on ``days``, from the first to the second time of ``hours``
-    in ``timezone`` (an end before the start runs past midnight into the next day)."""
-
-    days: list[str] = Field(default_factory=lambda: list(DAYS))
-    """``mon`` … ``sun``, or ranges such as ``mon-fri``: the days the window opens on."""
-    hours: str = "00:00-24:00"
-    timezone: str = "UTC"
-    """An IANA time zone (``Europe/Berlin``): the window follows its daylight-saving changes."""
-
-    @field_validator("days", mode="before")
-    @classmethod
-    def _days(cls, value: object) -> object:
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list):
-            return value
-        out: list[str] = []
-        for item in items:
-            text = str(item).strip().lower()
-            first, sep, last = text.partition("-")
-            if first not in DAYS or (sep and last not in DAYS):
-                raise ValueError(f"{item!r} is not a day: use mon … sun, or a range such as mon-fri")
-            a, b = DAYS.index(first), DAYS.index(last if sep else first)
-            span = range(a, b + 1) if a <= b else [*range(a, 7), *range(0, b + 1)]
-            out += [DAYS[i] for i in span if DAYS[i] not in out]
-        if not out:
-            raise ValueError("a window needs at least one day")
-        return out
-
-    @field_validator("hours")
-    @classmethod
-    def _hours(cls, value: str) -> str:
-        match = HOURS.fullmatch(value.strip())
-        if not match or match.group(1, 2) == match.group(3, 4) or (match.group(3) == "24" and match.group(4) != "00"):
-            raise ValueError(f"{value!r} is not a span of hours: use HH:MM-HH:MM, e.g. 09:00-17:00 (22:00-02:00 "
-                             "runs past midnight)")
-        return value.strip()
-
-    @field_validator("timezone")
-    @classmethod
-    def _zone(cls, value: str) -> str:
-        import zoneinfo
-
-        try:
-            zoneinfo.ZoneInfo(value)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(f"{value!r} is not a time zone: use an IANA name such as Europe/Berlin or UTC") from exc
-        return value
-
-    @property
-    def minutes(self) -> tuple[int, int]:
-        """``(start, length)`` in minutes from midnight."""
-        start_h, start_m, end_h, end_m = (int(x) for x in HOURS.fullmatch(self.hours).groups())  # type: ignore[union-attr]
-        start, end = start_h * 60 + start_m, end_h * 60 + end_m
-        return start, (end - start) % (24 * 60) or 24 * 60
-
-    def __str__(self) -> str:
-        days = ",".join(self.days) if len(self.days) < 7 else "every day"
-        return f"{days} {self.hours} {self.timezone}"
-
-
-class Drain(Strict):
-    """Draining a node before its plugin pod is replaced (policy ``targets[].drain``): the node
-    is cordoned and the pods using its devices are evicted through the eviction API, which
-    honours their PodDisruptionBudgets; it is uncordoned once the node's wave (or the canary)
-    is verified. ``drain: true`` takes the defaults."""
-
-    timeout: str = "10m"
-    """How long the evictions of one batch of nodes may take, budgets refusing meanwhile and
-    pods terminating, before the step fails (and the run rolls back, uncordoning)."""
-    keep_failed_cordoned: bool = False
-    """A node whose new plugin failed in the canary or its wave (crash-looping, never Ready, or
-    failing the wave's verification) stays cordoned after the rollback, for a person to look
-    at; false: every node the run cordoned is uncordoned again."""
-
-    @field_validator("timeout")
-    @classmethod
-    def _timeout(cls, value: str) -> str:
-        return _at_least("10s")(_duration(value))
 
 
 class CompatibilityOverride(Strict):
@@ -396,7 +242,7 @@ class Approvers(Principals):
     @field_validator("expire_after")
     @classmethod
     def _expiry(cls, value: str) -> str:
-        return _at_least("1m")(value)
+        return at_least("1m")(value)
 
     @model_validator(mode="after")
     def _reachable(self) -> Approvers:
@@ -436,12 +282,12 @@ class Reports(Strict):
     @field_validator("after")
     @classmethod
     def _durations(cls, values: list[str]) -> list[str]:
-        return [_duration(v) for v in values]
+        return [duration(v) for v in values]
 
     @field_validator("claims_pending_after")
     @classmethod
     def _pending(cls, value: str) -> str:
-        return _duration(value)
+        return duration(value)
 
 
 class Rollback(Strict):
@@ -489,17 +335,17 @@ class StepTimings(Strict):
     @field_validator("ready_timeout", "observe_window", "claim_grace")
     @classmethod
     def _waits(cls, value: str) -> str:
-        return _at_least("1s")(value)
+        return at_least("1s")(value)
 
     @field_validator("poll_interval")
     @classmethod
     def _poll(cls, value: str) -> str:
-        return _at_least("0.1s")(value)
+        return at_least("0.1s")(value)
 
     @field_validator("settle_window")
     @classmethod
     def _settle(cls, value: str) -> str:
-        return _duration(value)
+        return duration(value)
 
 
 TEAM_ID = re.compile(r"^[TE][A-Z0-9]{2,}$")
@@ -524,7 +370,7 @@ class Halt(Strict):
     @field_validator("rollback_after")
     @classmethod
     def _after(cls, value: str) -> str:
-        return _at_least("1s")(value)
+        return at_least("1s")(value)
 
 
 ACCOUNT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}(@[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)?$")
@@ -610,7 +456,7 @@ class Limits(Strict):
     @field_validator("longest_wait")
     @classmethod
     def _longest(cls, value: str) -> str:
-        _at_least("1s")(value)
+        at_least("1s")(value)
         if duration_seconds(value) > duration_seconds("24h"):
             raise ValueError(f"{value!r} is too long: a command that waits more than 24h holds a worker for a day")
         return value

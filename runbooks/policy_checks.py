@@ -11,7 +11,10 @@ OS account tied to a host name (which a user sets at will in a namespace of thei
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+
+from pydantic import BaseModel, ConfigDict
 
 LONGEST = "365d"
 """The ceiling of every duration in the policy: a year is longer than any wait, soak,
@@ -45,3 +48,37 @@ def account_without_host(account: str) -> str:
                          f"a namespace of their own): map the account alone ({name!r}), and give this policy only "
                          "to the machines where that account may act")
     return account
+
+
+DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(text: str) -> float:
+    """``30m`` -> 1800.0; ``ValueError`` for anything but ``<number><s|m|h|d>``."""
+    match = DURATION.fullmatch(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a duration: use e.g. 90s, 30m, 24h or 2d")
+    return float(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def duration(value: str) -> str:
+    """A policy's duration: ``<number><s|m|h|d>``, at most a year (``policy_checks.LONGEST``)."""
+    return within_ceiling(value, duration_seconds(value))
+
+
+def at_least(minimum: str) -> Callable[[str], str]:
+    """A validator: a duration no shorter than ``minimum`` (shorter ones are never what was meant)."""
+
+    def check(value: str) -> str:
+        if duration_seconds(duration(value)) < duration_seconds(minimum):
+            raise ValueError(f"{value!r} is too short: use at least {minimum}")
+        return value
+
+    return check
+
+
+class Strict(BaseModel):
+    """A policy section: unknown keys refused (a typo is an error), values frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)

@@ -14,7 +14,7 @@ import zoneinfo
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from runbooks.policy import DAYS, Window
+from runbooks.policy_rollout import DAYS, Window
 
 LOOK_AHEAD_DAYS = 15
 """Spans are computed from the day before a moment to this many days after it (a weekly

@@ -35,7 +35,8 @@ from runbooks.engine.recording import failed, note, passed
 from runbooks.engine.steps import Check, CheckStatus, StepContext, StepSettings
 from runbooks.errors import Conflict, DisruptionRefused, Forbidden, NotFound, plural
 from runbooks.inventory.reading import controller_of, requested
-from runbooks.policy import Drain, duration_seconds
+from runbooks.policy_checks import duration_seconds
+from runbooks.policy_rollout import Drain
 
 MIRROR = "kubernetes.io/config.mirror"
 

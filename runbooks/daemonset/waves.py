@@ -59,7 +59,9 @@ from runbooks.errors import plural
 from runbooks.inventory import take_inventory
 from runbooks.inventory.reading import parse_time
 from runbooks.inventory.stacks import class_of
-from runbooks.policy import Target, Wave, duration_seconds
+from runbooks.policy import Target
+from runbooks.policy_checks import duration_seconds
+from runbooks.policy_rollout import Wave
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,9 @@ dramatiq and not rq, for work made of idempotent, leased steps:
   sweep covers a lost one).
 
 Messages wait at most :data:`MAX_AGE_MS` (Slack's ``response_url`` lives 30 minutes): an
-older one is dropped unrun. A lane takes as many as its workers answer in
+older one is dropped unrun. A long read that finds every long-read slot of its worker taken
+waits its turn on the lane's delay queue (:meth:`Jobs.later`), taken again a moment later,
+its ``queued_at`` kept, until it has waited :data:`WAIT_MAX` (then answered that it expired). A lane takes as many as its workers answer in
 :data:`BACKLOG_SECONDS` at the rate they answered lately, and at least ``backlog``
 (:data:`BACKLOG`), at most :data:`BACKLOG_MAX`; beyond, :meth:`Jobs.submit` answers False
 and the front end says it is busy. The depth is read at most twice a second, and counted up
@@ -435,6 +437,16 @@ class Jobs:
             raise self._unavailable(exc) from exc
         return True
 
+    def later(self, lane: str, kind: str, payload: dict[str, Any], *, delay: float) -> None:
+        """Put ``kind`` with ``payload`` (its ``queued_at`` as it is) back on ``lane``, to be taken
+        again in ``delay`` seconds: on the lane's delay queue, held meanwhile by a worker of the
+        lane (back on the queue if that worker dies); not counted against the lane's backlog, which
+        counted it when the front end queued it. ``JobsUnavailable`` when Redis does not answer."""
+        try:
+            self.broker.enqueue(self._actors[lane].message(kind, payload), delay=max(1, int(delay * 1000)))
+        except REDIS_ERRORS as exc:
+            raise self._unavailable(exc) from exc
+
     def _depth(self, lane: str) -> int:
         """How many wait on ``lane``, read from Redis at most every :data:`DEPTH_EVERY` seconds and
         counted up by this process's own submissions in between (one round trip per request, not two)."""
@@ -515,6 +527,20 @@ class Jobs:
             self._worker = None
         with contextlib.suppress(*REDIS_ERRORS):
             self.broker.close()
+
+
+WAIT_FIRST = 0.25
+"""Seconds a long read that found every long-read slot taken waits before it is taken again; doubled
+at each wait, up to :data:`WAIT_MOST` (what a wait costs: one message moved on Redis)."""
+WAIT_MOST = 4.0
+WAIT_MAX = 25 * 60.0
+"""Seconds a long read may have waited since it was queued and still be run: Slack's ``response_url``
+lives 30 minutes, and the read's answer must reach it (a longer wait is answered that it expired)."""
+
+
+def wait_delay(waits: int) -> float:
+    """Seconds before a long read that waited ``waits`` times already is taken again."""
+    return min(WAIT_MOST, WAIT_FIRST * 2 ** min(waits, 16))
 
 
 def queued_for(payload: dict[str, Any]) -> float:

@@ -44,7 +44,7 @@ from slack_bolt.logger.messages import (
 from slack_sdk.errors import SlackClientError
 
 from bot import logs
-from bot.jobs import WAIT_MAX, Jobs, JobsBusy, JobsUnavailable, queued_for, wait_delay
+from bot.jobs import WAIT_MAX, Jobs, JobsBusy, JobsUnavailable, queued_for
 from bot.settings import Settings
 from bot.slack.blocks import Payload, escape, render_message, render_reply
 from bot.slack.idempotency import Idempotency
@@ -119,9 +119,9 @@ class SlackDeps:
     rewrite: Callable[[str, str, str, Payload], object] | None = None
     """``rewrite(button value, channel, ts, payload)``: a decided gate's message rewritten once
     (:meth:`bot.slack.threads.SlackThreads.rewrite_decided`); without it, ``chat.update``."""
-    later: Callable[[str, str, dict[str, Any], float], object] | None = None
-    """In a worker: ``later(lane, kind, payload, delay)`` puts a job back on its lane, taken again
-    in ``delay`` seconds (:meth:`bot.jobs.Jobs.later`): a long read waits its turn there."""
+    later: Callable[[str, str, dict[str, Any]], object] | None = None
+    """In a worker: ``later(lane, kind, payload)`` puts a job back on its lane, taken again a
+    moment later (:meth:`bot.jobs.Jobs.later`): a long read waits its turn there."""
 
 
 def respond_of(body: dict[str, Any]) -> Respond:
@@ -329,7 +329,7 @@ class Listeners:
     def _run_queued_long(self, lane: str, payload: dict[str, Any], respond: Respond) -> None:
         """A long command off the job queue (issue 39). A long read that finds every long-read slot
         of this process taken is not refused: it waits its turn, put back on its lane (``later``)
-        to be taken again a moment later (:func:`~bot.jobs.wait_delay`), its ``queued_at`` kept and
+        to be taken again a moment later (:data:`~bot.jobs.WAIT_RATE`), its ``queued_at`` kept and
         nothing said (the ack told the user it was taken), while the threads reserved from long
         reads answer the rest. One that has waited :data:`~bot.jobs.WAIT_MAX` since it was queued
         is answered that it expired instead of running. The per-user and per-channel quotas
@@ -350,7 +350,7 @@ class Listeners:
             if later is None:
                 return False
             try:
-                later(lane, "long", {**payload, "waits": waits + 1}, wait_delay(waits))
+                later(lane, "long", {**payload, "waits": waits + 1})
             except JobsUnavailable as exc:  # cannot wait: refused as before
                 log.warning("a long read could not be put back to wait its turn: %s", exc)
                 return False

@@ -14,7 +14,18 @@ from typing import Any
 
 import pytest
 
-from bot.jobs import DEAD_LETTERS, LANES, NAMESPACE, GroupCommit, Jobs, JobsUnavailable
+from bot.jobs import (
+    DEAD_LETTERS,
+    LANES,
+    NAMESPACE,
+    WAIT_FIRST,
+    WAIT_MOST,
+    WAIT_RATE,
+    GroupCommit,
+    Jobs,
+    JobsUnavailable,
+    wait_delay,
+)
 from bot.storage.redis_store import raw_client
 from tests.e2e.runs_support import eventually
 
@@ -305,3 +316,18 @@ def test_a_job_put_back_for_later_runs_after_its_delay_with_its_payload_and_pois
     finally:
         worker.stop(timeout=5)
         front.stop(timeout=1)
+
+
+def test_long_reads_waiting_their_turn_come_back_spread_out_at_a_bounded_rate() -> None:
+    """Issue 39: a long read waiting its turn is taken again after a delay that grows with how
+    many wait (about ``WAIT_RATE`` taken again a second in all, between ``WAIT_FIRST`` and
+    ``WAIT_MOST``) and is spread (a random half to all of it), so the waiting do not come back
+    in one wave every few seconds while the freed slots stay idle in between (with every one
+    waiting 4 s, 150 inventories were answered six every 4 s)."""
+    few = [wait_delay(3) for _ in range(200)]
+    assert all(WAIT_FIRST / 2 <= d <= WAIT_FIRST for d in few), (min(few), max(few))
+    many = [wait_delay(10_000) for _ in range(200)]
+    assert all(WAIT_MOST / 2 <= d <= WAIT_MOST for d in many), (min(many), max(many))
+    some = [wait_delay(150) for _ in range(200)]
+    assert all(150 / WAIT_RATE / 2 <= d <= 150 / WAIT_RATE for d in some)
+    assert max(some) - min(some) > 150 / WAIT_RATE / 4, "spread, not one wave"

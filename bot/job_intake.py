@@ -79,7 +79,8 @@ def _refuse_constant(name: str) -> Any:
 def decode(queue_name: str, message_id: str, data: bytes | None) -> Message[Any]:
     """The message this bot queued as ``data`` on ``queue_name`` (``Poisoned`` with the reason if it
     is not one: it must be JSON dramatiq would have written for this lane's actor, ``[kind, payload]``
-    with no options of its own; its Redis id is the one it was fetched by)."""
+    with no options of its own but, on the lane's delay queue (``<lane>.DQ``: :meth:`bot.jobs.Jobs.later`),
+    its ``eta``; its Redis id is the one it was fetched by)."""
     if data is None:
         raise Poisoned("no_data")
     if len(data) > MAX_JOB_BYTES:
@@ -95,15 +96,19 @@ def decode(queue_name: str, message_id: str, data: bytes | None) -> Message[Any]
     if not isinstance(fields, dict) or set(fields) != FIELDS:
         raise Poisoned("bad_shape")
     args, options, stamp = fields["args"], fields["options"], fields["message_timestamp"]
-    if (fields["queue_name"] != queue_name or fields["actor_name"] != f"upgradebot_{queue_name}"
+    delayed = queue_name != q_name(queue_name)  # on a lane's delay queue (a long read waiting its turn)
+    eta = options.get("eta") if isinstance(options, dict) else None
+    if (fields["queue_name"] != queue_name or fields["actor_name"] != f"upgradebot_{q_name(queue_name)}"
             or not isinstance(args, list) or len(args) != 2 or not isinstance(args[0], str)
             or not isinstance(args[1], dict) or fields["kwargs"] != {} or not isinstance(options, dict)
-            or set(options) - {"redis_message_id"} or not isinstance(fields["message_id"], str)
+            or set(options) - {"redis_message_id", *(("eta",) if delayed else ())}
+            or (delayed and (not isinstance(eta, int) or isinstance(eta, bool)))
+            or not isinstance(fields["message_id"], str)
             or not isinstance(stamp, int) or isinstance(stamp, bool)):
         raise Poisoned("bad_shape")
     return Message(queue_name=queue_name, actor_name=fields["actor_name"], args=tuple(args), kwargs={},
-                   options={"redis_message_id": message_id}, message_id=fields["message_id"],
-                   message_timestamp=stamp)
+                   options={"redis_message_id": message_id, **({"eta": eta} if delayed else {})},
+                   message_id=fields["message_id"], message_timestamp=stamp)
 
 
 class Consumer(_RedisConsumer):

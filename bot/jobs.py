@@ -25,7 +25,9 @@ dramatiq and not rq, for work made of idempotent, leased steps:
   sweep covers a lost one).
 
 Messages wait at most :data:`MAX_AGE_MS` (Slack's ``response_url`` lives 30 minutes): an
-older one is dropped unrun. A lane takes as many as its workers answer in
+older one is dropped unrun. A long read that finds every long-read slot of its worker taken
+waits its turn on the lane's delay queue (:meth:`Jobs.later`), taken again a moment later,
+its ``queued_at`` kept, until it has waited :data:`WAIT_MAX` (then answered that it expired). A lane takes as many as its workers answer in
 :data:`BACKLOG_SECONDS` at the rate they answered lately, and at least ``backlog``
 (:data:`BACKLOG`), at most :data:`BACKLOG_MAX`; beyond, :meth:`Jobs.submit` answers False
 and the front end says it is busy. The depth is read at most twice a second, and counted up
@@ -52,6 +54,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -435,6 +438,19 @@ class Jobs:
             raise self._unavailable(exc) from exc
         return True
 
+    def later(self, lane: str, kind: str, payload: dict[str, Any], *, delay: float | None = None) -> None:
+        """Put ``kind`` with ``payload`` (its ``queued_at`` as it is) back on ``lane``, to be taken
+        again in ``delay`` seconds (None: :func:`wait_delay` of how many wait there already): on
+        the lane's delay queue, held meanwhile by a worker of the lane (back on the queue if that
+        worker dies); not counted against the lane's backlog, which counted it when the front end
+        queued it. ``JobsUnavailable`` when Redis does not answer."""
+        try:
+            if delay is None:
+                delay = wait_delay(int(self.broker.client.hlen(f"{NAMESPACE}:{lane}.DQ.msgs")))
+            self.broker.enqueue(self._actors[lane].message(kind, payload), delay=max(1, int(delay * 1000)))
+        except REDIS_ERRORS as exc:
+            raise self._unavailable(exc) from exc
+
     def _depth(self, lane: str) -> int:
         """How many wait on ``lane``, read from Redis at most every :data:`DEPTH_EVERY` seconds and
         counted up by this process's own submissions in between (one round trip per request, not two)."""
@@ -515,6 +531,24 @@ class Jobs:
             self._worker = None
         with contextlib.suppress(*REDIS_ERRORS):
             self.broker.close()
+
+
+WAIT_RATE = 50.0
+"""Long reads waiting their turn on a lane taken again per second, all of them together: each waits
+(before it is taken again) as many seconds as there are waiting over this rate, at least
+:data:`WAIT_FIRST`, at most :data:`WAIT_MOST`, times a random half to one, so they come back
+spread out (a freed slot is taken within a few tens of ms) and not in waves (all waiting 4 s
+together answered six every 4 s), at the cost of about this many moves on Redis a second."""
+WAIT_FIRST = 0.2
+WAIT_MOST = 10.0
+WAIT_MAX = 25 * 60.0
+"""Seconds a long read may have waited since it was queued and still be run: Slack's ``response_url``
+lives 30 minutes, and the read's answer must reach it (a longer wait is answered that it expired)."""
+
+
+def wait_delay(waiting: int) -> float:
+    """Seconds before a long read waiting its turn is taken again, ``waiting`` waiting with it (:data:`WAIT_RATE`)."""
+    return random.uniform(0.5, 1.0) * min(WAIT_MOST, max(WAIT_FIRST, waiting / WAIT_RATE))
 
 
 def queued_for(payload: dict[str, Any]) -> float:

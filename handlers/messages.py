@@ -561,3 +561,9 @@ def request_warnings(warnings: list[str]) -> str:
     return "Warnings (not refused; judge before approving):\n" + "\n".join(f"- {w}" for w in warnings)
 
 CHART_NOT_INSTALLED = "No chart: this installation has no matplotlib (the `upgradebot[charts]` extra); the report above is complete without it."
+
+
+def long_read_expired(verb: str, minutes: int) -> str:
+    """A long read that waited for a free slot longer than Slack keeps its answer open (issue 39)."""
+    return (f"{verb} was not started: it waited {minutes} minutes behind other long reads, longer than "
+            "Slack keeps a command's answer open; nothing was read, run it again")

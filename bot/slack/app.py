@@ -44,7 +44,7 @@ from slack_bolt.logger.messages import (
 from slack_sdk.errors import SlackClientError
 
 from bot import logs
-from bot.jobs import Jobs, JobsBusy, JobsUnavailable, queued_for
+from bot.jobs import WAIT_MAX, Jobs, JobsBusy, JobsUnavailable, queued_for
 from bot.settings import Settings
 from bot.slack.blocks import Payload, escape, render_message, render_reply
 from bot.slack.idempotency import Idempotency
@@ -119,6 +119,9 @@ class SlackDeps:
     rewrite: Callable[[str, str, str, Payload], object] | None = None
     """``rewrite(button value, channel, ts, payload)``: a decided gate's message rewritten once
     (:meth:`bot.slack.threads.SlackThreads.rewrite_decided`); without it, ``chat.update``."""
+    later: Callable[[str, str, dict[str, Any]], object] | None = None
+    """In a worker: ``later(lane, kind, payload)`` puts a job back on its lane, taken again a
+    moment later (:meth:`bot.jobs.Jobs.later`): a long read waits its turn there."""
 
 
 def respond_of(body: dict[str, Any]) -> Respond:
@@ -242,12 +245,13 @@ class Listeners:
         quotas while it runs) or a click, answered as if it had come here directly."""
         body = payload.get("body") or {}
         retry = payload.get("retry")
-        self.deps.metrics.job_wait_seconds.labels(lane=lane).observe(queued_for(payload))
+        if "waits" not in payload:  # taken for the first time (a long read waiting its turn comes back)
+            self.deps.metrics.job_wait_seconds.labels(lane=lane).observe(queued_for(payload))
         respond = respond_of(body)
         if kind == "click":
             self.run_click(body, retry, respond)
         elif kind == "long":
-            self.run_long(body, retry, respond)
+            self._run_queued_long(lane, payload, respond)
         elif kind == "command":
             self.run_command(body, retry, respond)
         else:
@@ -259,14 +263,19 @@ class Listeners:
         self._later(respond, body, msg.BUSY)
         return False
 
-    def _over_quota(self, body: dict[str, Any], respond: Respond, *, now: bool = False) -> bool:
+    def _over_quota(self, body: dict[str, Any], respond: Respond, *, now: bool = False,
+                    wait: Callable[[], bool] | None = None) -> bool:
         """Whether a long command's user or channel has its quota of long commands running
         (said to the user: from the notice pool, or ``now`` on this thread, a worker's, which
-        waits for nothing else); if not, the command is counted in until :meth:`_quota_done`."""
+        waits for nothing else); if not, the command is counted in until :meth:`_quota_done`.
+        A long read that finds this process's long reads all running is refused too, unless
+        ``wait()`` put it back to wait its turn (True: nothing said)."""
         user, channel = str(body.get("user_id", "")), body.get("channel_id") or None
         full = self.deps.quotas.take(user, channel, read=self._long_read(body))
         if full is None:
             return False
+        if full == "busy" and wait is not None and wait():
+            return True
         quotas = self.deps.quotas
         verb, _ = self.deps.router.lane(str(body.get("text", "")))
         if full == "busy":
@@ -308,12 +317,46 @@ class Listeners:
         finally:
             self._quota_done(body)
 
-    def run_long(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+    def run_long(self, body: dict[str, Any], retry: str | None, respond: Respond, *,
+                 wait: Callable[[], bool] | None = None) -> None:
         """A long command taken off the queue: refused when its quota is full (answered from
         this worker thread, as the command's own answer would be, so a burst of refusals cannot
-        overflow the notice pool and be dropped), else run and counted out."""
-        if not self._over_quota(body, respond, now=True):
+        overflow the notice pool and be dropped), else run and counted out. ``wait``: see
+        :meth:`_over_quota`."""
+        if not self._over_quota(body, respond, now=True, wait=wait):
             self._run_counted(body, retry, respond)
+
+    def _run_queued_long(self, lane: str, payload: dict[str, Any], respond: Respond) -> None:
+        """A long command off the job queue (issue 39). A long read that finds every long-read slot
+        of this process taken is not refused: it waits its turn, put back on its lane (``later``)
+        to be taken again a moment later (:data:`~bot.jobs.WAIT_RATE`), its ``queued_at`` kept and
+        nothing said (the ack told the user it was taken), while the threads reserved from long
+        reads answer the rest. One that has waited :data:`~bot.jobs.WAIT_MAX` since it was queued
+        is answered that it expired instead of running. The per-user and per-channel quotas
+        still refuse at once, and the front end's lane still takes only what the workers answer."""
+        body = payload.get("body") or {}
+        retry = payload.get("retry")
+        if queued_for(payload) > WAIT_MAX:
+            verb, _ = self.deps.router.lane(str(body.get("text", "")))
+            log.info("%s not started: it waited %.0f s, beyond Slack's answer", verb, queued_for(payload))
+            self.deps.metrics.commands.labels(verb=verb, outcome="expired", surface="slack").inc()
+            self._say(respond, body, msg.long_read_expired(verb, int(WAIT_MAX // 60)))
+            return
+        waits = payload.get("waits")
+        waits = waits if isinstance(waits, int) and not isinstance(waits, bool) and waits >= 0 else 0
+        later = self.deps.later
+
+        def wait() -> bool:
+            if later is None:
+                return False
+            try:
+                later(lane, "long", {**payload, "waits": waits + 1})
+            except JobsUnavailable as exc:  # cannot wait: refused as before
+                log.warning("a long read could not be put back to wait its turn: %s", exc)
+                return False
+            return True
+
+        self.run_long(body, retry, respond, wait=wait)
 
     def _enqueue_long(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
         """A long command, counted against its user's and channel's quotas while it runs."""

@@ -65,6 +65,7 @@ def work(settings: Settings, lanes: set[str], *, stop: threading.Event, drain: f
     service = build_slack_service(settings, runtime)
     listeners = service.listeners
     assert listeners is not None
+    listeners.deps.later = jobs.later
 
     def handle(lane: str, kind: str, payload: dict[str, Any]) -> None:
         if kind == "advance":

@@ -20,12 +20,13 @@ from typing import Any
 
 import pytest
 
-from bot.jobs import NAMESPACE, Jobs
+from bot.jobs import NAMESPACE, WAIT_FIRST, WAIT_MAX, Jobs
 from bot.settings import Settings
 from bot.slack.http import HttpServer
 from bot.slack.serve import Service, build_front
 from bot.storage.redis_store import RedisRunStore, raw_client
-from bot.workers import Workers
+from bot.workers import Quotas, Workers
+from handlers import messages as msg
 from tests.e2e.harness import POLICY
 from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, block_action, post, slash_command
 
@@ -211,3 +212,58 @@ def test_a_worker_answers_a_refused_long_command_itself_even_when_the_notice_poo
         quotas.give("U0ANA", "C0OPS")
         gate.set()
         full.shutdown(timeout=5)
+
+
+def test_a_long_read_finding_every_slot_taken_is_put_back_on_its_lane_with_its_queue_time(
+        front: tuple[Service, str, Any], redis_url: str) -> None:
+    """Issue 39: in a worker, an ``inventory`` taken while the process's long reads all run is not
+    told "busy": it goes back on the commands lane's delay queue, its ``queued_at`` kept and its
+    waits counted, nothing said and nothing counted against its user, to be taken again within
+    ``WAIT_FIRST`` while few wait."""
+    service, _, redis = front
+    listeners = service.listeners
+    assert listeners is not None
+    jobs = Jobs.from_url(redis_url)
+    quotas = Quotas(per_user=2, per_channel=4, reads=1)
+    listeners.deps.quotas, listeners.deps.later = quotas, jobs.later
+    assert quotas.take("U0ZED", None, read=True) is None  # the one long-read slot taken
+    queued_at = time.time() - 5
+    with FakeSlack() as fake:
+        body = {"user_id": "U0ANA", "channel_id": "C0OPS", "text": "inventory", "trigger_id": "t-waits",
+                "response_url": fake.response_url("waits")}
+        try:
+            listeners.run_job("commands", "long", {"body": body, "retry": None, "queued_at": queued_at})
+            listeners.run_job("commands", "long", {"body": body, "retry": None, "queued_at": queued_at,
+                                                   "waits": 1})
+            assert fake.calls == [], [c.body for c in fake.calls]
+        finally:
+            jobs.stop(timeout=1)
+    stored = [json.loads(raw) for raw in redis.hvals(f"{NAMESPACE}:commands.DQ.msgs")]
+    assert sorted(m["args"][1]["waits"] for m in stored) == [1, 2]
+    assert all(m["args"][0] == "long" and m["args"][1]["queued_at"] == queued_at for m in stored)
+    delays = [m["options"]["eta"] - m["message_timestamp"] for m in stored]
+    assert all(0.5 * WAIT_FIRST * 1000 <= delay <= WAIT_FIRST * 1000 for delay in delays), delays
+    assert quotas.take("U0ANA", "C0OPS") is None and quotas.take("U0ANA", "C0OPS") is None  # its quota free
+
+
+def test_a_long_read_that_waited_beyond_slacks_answer_is_answered_expired_and_not_run(
+        front: tuple[Service, str, Any]) -> None:
+    """Issue 39: a long read taken off the queue more than ``WAIT_MAX`` after it was queued (Slack
+    keeps a ``response_url`` 30 minutes) is answered that it expired, in one line, and not run:
+    its delivery is not claimed and no quota is taken."""
+    service, _, redis = front
+    listeners = service.listeners
+    assert listeners is not None
+    with FakeSlack() as fake:
+        body = {"user_id": "U0ANA", "channel_id": "C0OPS", "text": "inventory", "trigger_id": "t-expired",
+                "response_url": fake.response_url("expired")}
+        listeners.run_job("commands", "long", {"body": body, "retry": None, "queued_at": time.time() - WAIT_MAX - 1,
+                                               "waits": 12})
+        said = [c.body["text"] for c in fake.of("response_url")]
+    assert said == [msg.long_read_expired("inventory", int(WAIT_MAX // 60))], said
+    assert "\n" not in said[0]
+    assert not [key for key in redis.scan_iter("*t-expired*")], "its delivery was claimed"
+    quotas = listeners.deps.quotas
+    assert quotas.take("U0ANA", "C0OPS") is None and quotas.take("U0ANA", "C0OPS") is None
+    quotas.give("U0ANA", "C0OPS")
+    quotas.give("U0ANA", "C0OPS")

@@ -245,7 +245,8 @@ def test_long_reads_leave_workers_for_short_reads_and_requests(redis_url: str, t
     ``verify … window=10m`` in their own direct message, all within their quotas. While those
     watch their window, another user's ``help``, ``runs`` and ``status`` are answered and a
     requester's canary posts its request: long reads never take every thread of the commands
-    worker. The eight verifies held all eight, and nothing else was answered before a window ended."""
+    worker. The eight verifies held all eight, and nothing else was answered before a window ended.
+    The two verifies beyond the six long reads wait their turn, neither refused nor run (issue 39)."""
     log = tmp_path / "serve.log"
     with FakeSlack(usergroups=USERGROUPS) as fake, KubeSim(scenario="gpu-small", k8s_version="1.31") as sim:
         env = environment(fake, sim, tmp_path, redis_url)
@@ -278,9 +279,10 @@ def test_long_reads_leave_workers_for_short_reads_and_requests(redis_url: str, t
             client.gate(posted_ts(root))
             verified = [c for c in fake.of("chat.postMessage") if texts(c).startswith("Verify of")]
             assert not verified, "the verifies were still watching their window"
-            eventually(lambda: sum("/verify-" in c.path for c in fake.of("response_url")) == 2, "two verifies refused")
-            busy = [c.body["text"] for c in fake.of("response_url") if "/verify-" in c.path]
-            assert len(busy) == 2 and all("I am busy: 6 long read(s)" in text for text in busy), busy  # 2 of 8 kept
+            # the two verifies beyond the six long-read slots wait their turn on the lane's delay queue (issue 39)
+            eventually(lambda: jobs.hlen(f"{NAMESPACE}:commands.DQ.msgs") >= 1, "the verifies beyond six waiting")
+            said = [texts(c) for c in fake.of("response_url") if "/verify-" in c.path]
+            assert not said, said  # neither refused ("I am busy") nor run: the six hold their slots
             serve.send_signal(signal.SIGTERM)
             assert serve.wait(timeout=30) == 0, log.read_text()[-3000:]
         finally:
@@ -292,3 +294,45 @@ def front_answers(url: str) -> bool:
     fail: with ``UPGRADEBOT_WORKER_PROCESSES=0`` no worker beats until one is started)."""
     checks = json.loads(get(url + "/readyz").body).get("checks") or {}
     return checks.get("slack") == "ok" and checks.get("redis") == "ok"
+
+
+def test_twenty_inventories_at_once_wait_their_turn_and_are_all_answered(redis_url: str, tmp_path: Path) -> None:
+    """Issue 39: twenty users each send ``inventory`` at once to a worker with three command
+    threads, two of them for long reads (``UPGRADEBOT_RESERVED_WORKERS=1``). A long read that
+    finds both long-read slots taken waits its turn on its lane instead of being told "I am busy"
+    (before, the free thread went through the queue refusing each one): all twenty are answered
+    with the inventory, none "busy", and a ``help`` sent meanwhile is answered by the reserved thread."""
+    log = tmp_path / "serve.log"
+    users = [f"U0I{n:02d}" for n in range(20)]
+    with FakeSlack(usergroups=USERGROUPS) as fake, KubeSim(scenario="gpu-small", k8s_version="1.31") as sim:
+        env = environment(fake, sim, tmp_path, redis_url)
+        env.update(UPGRADEBOT_WORKERS="3", UPGRADEBOT_RESERVED_WORKERS="1", UPGRADEBOT_WORKER_PROCESSES="1")
+        dms = {f"D{user[1:]}": {"cluster": "kubesim"} for user in users}
+        Path(env["UPGRADEBOT_CONFIG"]).write_text(yaml.safe_dump(
+            {**RUN_POLICY, "channels": {**RUN_POLICY["channels"], **dms}}))  # type: ignore[dict-item]
+        serve, url = start(env, log)
+        try:
+            eventually(lambda: get(url + "/readyz").status == 200, "ready once its workers run", timeout=30)
+            for user in users:
+                body = slash_command("inventory", user=user, channel=f"D{user[1:]}",
+                                     response_url=fake.response_url(f"inventory-{user}"))
+                assert post(url + "/slack/events", body).status == 200
+            help_body = slash_command("help", user="U0EVE", response_url=fake.response_url("short-help"))
+            assert post(url + "/slack/events", help_body).status == 200
+
+            def said_to(user: str) -> list[str]:  # ephemeral on its response_url, or posted in the DM
+                return [texts(c) for c in fake.of("response_url") if c.path.endswith(f"/inventory-{user}")] + [
+                    texts(c) for c in fake.of("chat.postMessage") if c.body.get("channel") == f"D{user[1:]}"]
+
+            eventually(lambda: any(c.path.endswith("/short-help") for c in fake.of("response_url"))
+                       or any("<@U0EVE> ran `/upgrade help`" in texts(c) for c in fake.of("chat.postMessage")),
+                       "help answered while the inventories run or wait", timeout=30)
+            eventually(lambda: all(said_to(user) for user in users), "every inventory answered", timeout=120)
+            answers = {user: said_to(user) for user in users}
+            busy = {user: said for user, said in answers.items() if any("I am busy" in text for text in said)}
+            assert not busy, busy
+            assert all(any("Inventory of kubesim" in text for text in said) for said in answers.values()), answers
+            serve.send_signal(signal.SIGTERM)
+            assert serve.wait(timeout=30) == 0, log.read_text()[-3000:]
+        finally:
+            reap(serve)

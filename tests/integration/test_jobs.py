@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from typing import Any
 
 import pytest
 
-from bot.jobs import LANES, NAMESPACE, GroupCommit, Jobs, JobsUnavailable
+from bot.jobs import (
+    DEAD_LETTERS,
+    LANES,
+    NAMESPACE,
+    WAIT_FIRST,
+    WAIT_MOST,
+    WAIT_RATE,
+    GroupCommit,
+    Jobs,
+    JobsUnavailable,
+    wait_delay,
+)
+from bot.storage.redis_store import raw_client
 from tests.e2e.runs_support import eventually
 
 WORKER = """
@@ -269,3 +283,51 @@ def test_a_lane_whose_workers_keep_up_takes_200_more_at_once_beyond_the_floor(re
         front.submit("commands", "command", {})
     assert front.submit("commands", "command", {}) is False
     workers.close()
+
+
+def test_a_job_put_back_for_later_runs_after_its_delay_with_its_payload_and_poison_on_the_delay_queue_does_not(
+        redis_url: str) -> None:
+    """Issue 39: ``Jobs.later`` (a long read waiting its turn) puts a job on its lane's delay
+    queue; a worker of the lane runs it once, no sooner than its delay, with its payload as it
+    was (its ``queued_at`` kept). An entry on the delay queue with options of its own, or
+    another lane's actor, is dead-lettered, not run."""
+    redis = raw_client(redis_url)
+    redis.flushdb()
+    front, worker = Jobs.from_url(redis_url), Jobs.from_url(redis_url)
+    seen: list[tuple[str, str, dict[str, Any], float]] = []
+    for n, (actor, options) in enumerate((("upgradebot_commands", {"eta": 0, "priority": 1}),
+                                          ("upgradebot_decisions", {"eta": 0}))):
+        bad = {"queue_name": "commands.DQ", "actor_name": actor, "args": ["long", {"n": f"bad{n}"}], "kwargs": {},
+               "options": options, "message_id": str(uuid.uuid4()), "message_timestamp": int(time.time() * 1000)}
+        redis.hset(f"{NAMESPACE}:commands.DQ.msgs", f"bad-{n}", json.dumps(bad))
+        redis.rpush(f"{NAMESPACE}:commands.DQ", f"bad-{n}")
+    worker.consume(lambda lane, kind, payload: seen.append((lane, kind, payload, time.monotonic())),
+                   lanes={"commands"}, threads=2)
+    try:
+        put = time.monotonic()
+        front.later("commands", "long", {"n": 1, "queued_at": 1234.5, "waits": 3}, delay=0.5)
+        eventually(lambda: seen, "the job put back run", timeout=15)
+        eventually(lambda: redis.llen(DEAD_LETTERS) == 2, "the two bad delayed entries dead-lettered", timeout=10)
+        time.sleep(0.3)  # a second run, if there were one, would be seen by now
+        ((lane, kind, payload, ran),) = seen
+        assert (lane, kind, payload) == ("commands", "long", {"n": 1, "queued_at": 1234.5, "waits": 3})
+        assert ran - put >= 0.5
+        assert front.waiting("commands") == 0
+    finally:
+        worker.stop(timeout=5)
+        front.stop(timeout=1)
+
+
+def test_long_reads_waiting_their_turn_come_back_spread_out_at_a_bounded_rate() -> None:
+    """Issue 39: a long read waiting its turn is taken again after a delay that grows with how
+    many wait (about ``WAIT_RATE`` taken again a second in all, between ``WAIT_FIRST`` and
+    ``WAIT_MOST``) and is spread (a random half to all of it), so the waiting do not come back
+    in one wave every few seconds while the freed slots stay idle in between (with every one
+    waiting 4 s, 150 inventories were answered six every 4 s)."""
+    few = [wait_delay(3) for _ in range(200)]
+    assert all(WAIT_FIRST / 2 <= d <= WAIT_FIRST for d in few), (min(few), max(few))
+    many = [wait_delay(10_000) for _ in range(200)]
+    assert all(WAIT_MOST / 2 <= d <= WAIT_MOST for d in many), (min(many), max(many))
+    some = [wait_delay(150) for _ in range(200)]
+    assert all(150 / WAIT_RATE / 2 <= d <= 150 / WAIT_RATE for d in some)
+    assert max(some) - min(some) > 150 / WAIT_RATE / 4, "spread, not one wave"

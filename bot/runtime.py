@@ -27,18 +27,10 @@ from typing import TYPE_CHECKING, TypeVar
 from bot.settings import Settings
 from bot.storage.layout import Keys
 from bot.storage.local import local_redis_url
-from bot.workers import Advancer
 from handlers import messages
-from handlers.access import Directory
 from handlers.routing import Deps
 from runbooks.cluster import Cluster
-from runbooks.cluster.informing import Watches
-from runbooks.daemonset.repairing import RepairSteps
-from runbooks.daemonset.steps import DaemonSetSteps
-from runbooks.dra.claim_cleanup import ClaimCleanupSteps
-from runbooks.dra.migration_run import MigrationSteps
 from runbooks.engine.clocks import StoppableClock, SystemClock
-from runbooks.engine.commands import Engine
 from runbooks.engine.leasing import parse_owner
 from runbooks.engine.runs import Gate, Run, RunKind, Step
 from runbooks.engine.steps import Clock
@@ -49,6 +41,9 @@ from runbooks.policy import Policy
 if TYPE_CHECKING:  # imported where used: a shell verb that never opens the store loads neither
     from bot.reports.wiring import Reports
     from bot.storage.redis_store import RedisRunStore
+    from bot.workers import Advancer
+    from handlers.access import Directory
+    from runbooks.engine.commands import Engine
 
 log = logging.getLogger("upgradebot.runtime")
 T = TypeVar("T")
@@ -112,6 +107,15 @@ def build_engine(settings: Settings, policy: Policy, *, store: RedisRunStore, co
                  clock: Clock | None = None, observer: Observer | None = None) -> Engine:
     """The engine with the DaemonSet steps, a migration's and a repair's, and the process's
     watch cache its steps share; nobody is woken until the caller sets ``wake``."""
+    # Imported here, not at the top: the steps (and the engine's commands) are for the verbs
+    # that act, and `upgradebot status` or `--help` start without them (issue 39).
+    from runbooks.cluster.informing import Watches
+    from runbooks.daemonset.repairing import RepairSteps
+    from runbooks.daemonset.steps import DaemonSetSteps
+    from runbooks.dra.claim_cleanup import ClaimCleanupSteps
+    from runbooks.dra.migration_run import MigrationSteps
+    from runbooks.engine.commands import Engine
+
     return Engine(store=store, steps=DaemonSetSteps(), policy=policy, connect=connect, clock=clock or SystemClock(),
                   observer=observer, owner_dead=local_owner_dead, checkpoint=killer(settings.test_kill_at, parent=settings.worker_of),
                   kinds={RunKind.MIGRATION: MigrationSteps(), RunKind.REPAIR: RepairSteps(),
@@ -217,6 +221,7 @@ def build_runtime(
     """The engine on Redis (``REDIS_URL``, else this user's local server) with the DaemonSet
     steps, its runs moved on by the :class:`Advancer`, and the stability reports."""
     from bot.reports.wiring import Reports
+    from bot.workers import Advancer
 
     store = store or open_store(settings)
     connect = connect or connector(settings)

@@ -17,10 +17,10 @@ import io
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from runbooks.stability.reports import StabilityReport
-
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+    from runbooks.stability.reports import StabilityReport
 
 WIDTH, HEIGHT, DPI = 8.0, 5.0, 100
 MAX_NODE_LINES = 8

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from handlers import messages as msg
 from handlers.arguments import run_id
@@ -22,12 +23,13 @@ from handlers.charts import report_chart
 from handlers.replies import Attachment, Item, Message, Reply, Table, Tone
 from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps, ReadTally
 from handlers.run_views import rollback_button
-from runbooks.cluster import Cluster
-from runbooks.engine.commands import Engine
 from runbooks.engine.refusals import moment_text
-from runbooks.policy import Policy
-from runbooks.stability.reporting import check_reportable, report_of
-from runbooks.stability.reports import Count, StabilityReport
+
+if TYPE_CHECKING:  # types only; the reporting is imported by `handle` (issue 39: the shell's other verbs skip it)
+    from runbooks.cluster import Cluster
+    from runbooks.engine.commands import Engine
+    from runbooks.policy import Policy
+    from runbooks.stability.reports import Count, StabilityReport
 
 log = logging.getLogger("upgradebot.report")
 USAGE = "report <run>"
@@ -45,6 +47,8 @@ def parse(words: Sequence[str]) -> str:
 def handle(run: str, *, engine: Engine, connect: Callable[[str | None], Cluster], policy: Policy,
            read_tally: ReadTally, due: str | None = None) -> StabilityReport:
     """The report of ``run`` now (``Refused`` before the promotion)."""
+    from runbooks.stability.reporting import check_reportable, report_of
+
     found = engine.get(run)
     check_reportable(found)
     tally, info = read_tally(found.id)

@@ -28,7 +28,7 @@ import secrets
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -38,17 +38,19 @@ from handlers.argument_help import described
 from handlers.arguments import UsageError, split_pairs
 from handlers.decoding import words as split_words
 from handlers.replies import SUMMARY_SEPARATOR, Reply
-from runbooks.cluster import Cluster
 from runbooks.engine import refusals
 from runbooks.engine.approving import Actor, may_request
 from runbooks.engine.clocks import Cancelled
-from runbooks.engine.commands import Engine
 from runbooks.engine.refusals import Refused
 from runbooks.engine.steps import Clock
 from runbooks.engine.store import StoreUnavailable
 from runbooks.errors import ClusterError
 from runbooks.policy import Policy
-from runbooks.stability.tallying import Tally
+
+if TYPE_CHECKING:  # types only: `upgradebot --help` builds the verb table without the client and the engine (issue 39)
+    from runbooks.cluster import Cluster
+    from runbooks.engine.commands import Engine
+    from runbooks.stability.tallying import Tally
 
 log = logging.getLogger("upgradebot.routing")
 
@@ -60,7 +62,7 @@ per user and channel), ``short`` (the rest)."""
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 """The shell's exit codes: all checks passed (or waiting at a gate); a check or the run
 failed; bad usage, a refusal or an unreachable dependency."""
-ReadTally = Callable[[str], tuple[Tally | None, dict[str, str]]]
+ReadTally = Callable[[str], tuple["Tally | None", dict[str, str]]]
 """A run's collected events as the store keeps them (the Redis store's ``read_tally``)."""
 UNKNOWN = "unknown"
 """The verb label of commands whose verb is not registered (metrics stay bounded)."""

@@ -29,13 +29,10 @@ from handlers.replies import (
     mention,
     user_ref,
 )
-from runbooks.daemonset.repairing import plan_lines
-from runbooks.dra.claim_cleanup import plan_text
 from runbooks.engine.actors import ENGINE_ACTOR
-from runbooks.engine.driving import STEP_OF
 from runbooks.engine.refusals import moment_text
 from runbooks.engine.requesting import NODE_CHOICE
-from runbooks.engine.runs import WORKING, Gate, GateKind, Run, RunKind, RunState, Step
+from runbooks.engine.runs import STEP_OF, WORKING, Gate, GateKind, Run, RunKind, RunState, Step
 from runbooks.errors import shorten
 from runbooks.templates import RESTARTED_AT
 
@@ -107,7 +104,7 @@ def _asks(run: Run, gate: Gate) -> str:
     if gate.kind is GateKind.REPAIR:
         what = msg.asks_repair(ref, repair_summary(run))
     elif gate.kind is GateKind.CLEANUP:
-        what = msg.asks_cleanup(run.target.cluster or "the current context", plan_text(run.change))
+        what = msg.asks_cleanup(run.target.cluster or "the current context", cleanup_plan(run))
     elif gate.kind is GateKind.MIGRATION:
         what = msg.asks_migration(run.target.kind, ref, migration_summary(run))
     elif gate.kind is GateKind.CANARY and is_restart(run):
@@ -194,8 +191,19 @@ def migration_summary(run: Run) -> str:
             if claims else "(no change recorded)")
 
 
+def cleanup_plan(run: Run) -> str:
+    """The broken claims a cleanup run deletes, from its stored plan (its steps imported here, as the repair's)."""
+    from runbooks.dra.claim_cleanup import plan_text
+
+    return plan_text(run.change)
+
+
 def repair_summary(run: Run) -> str:
     """What a repair run deletes, and what it only lists, from its stored plan."""
+    # Imported here: the repair steps load the cluster adapter and the checks, which the
+    # shell's `status` and `--help` (every run view) need only for a repair run (issue 39).
+    from runbooks.daemonset.repairing import plan_lines
+
     return msg.repair_plan(*plan_lines(run.change))
 
 
@@ -205,7 +213,7 @@ def _what_fields(run: Run) -> list[Item]:
                 Item(label="Stuck pods", value=repair_summary(run))]
     if run.kind is RunKind.CLEANUP:
         return [Item(label="Cluster", value=run.target.cluster or "the current context"),
-                Item(label="Broken claims", value=plan_text(run.change))]
+                Item(label="Broken claims", value=cleanup_plan(run))]
     if run.kind is RunKind.MIGRATION:
         return [Item(label="Workload", value=f"{run.target.kind} {run.target.ref} in "
                                              f"{run.target.cluster or 'the current context'}"),

@@ -27,28 +27,27 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
-from bot import logs, runtime
-from bot.settings import Settings, SettingsError, load_settings
+from bot import logs
 from bot.shell import local
 from bot.shell.identity import IdentityRefused, ShellIdentity, check_as, resolve
-from bot.shell.output import ShellObserver, print_result
 from bot.storage.embedded import RedisUnavailable
 from handlers import messages as msg
 from handlers.argument_help import described
 from handlers.arguments import UsageError
 from handlers.routing import EXIT_USAGE, Caller, Command, Deps
 from handlers.verbs import VERBS
-from runbooks.engine.commands import Engine, Outcome
-from runbooks.engine.driving import StepPaused
 from runbooks.engine.refusals import Refused
 from runbooks.engine.store import StoreUnavailable
 from runbooks.errors import ClusterError, scrub, shorten
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the settings, the engine and the printing are loaded where used: not by `--help` (issue 39)
+    from bot.runtime import Connect
+    from bot.settings import Settings
     from bot.storage.redis_store import RedisRunStore
+    from runbooks.engine.commands import Engine
 
 SURFACE = "shell"
-ProcessMain = Callable[[argparse.Namespace, Settings, TextIO], int]
+ProcessMain = Callable[[argparse.Namespace, "Settings", TextIO], int]
 
 
 @dataclass(frozen=True)
@@ -182,18 +181,26 @@ class Session:
     """One command's surface: its cluster factory, and its run engine opened on first use."""
 
     def __init__(self, args: argparse.Namespace, settings: Settings, out: TextIO) -> None:
+        # bot.runtime is loaded here, by the verbs of the table, not by `--help` or the processes (issue 39)
+        from bot import runtime
+
         self.args, self.settings, self.out = args, settings, out
         self.policy = settings.policy()
-        self.connect = runtime.connector(settings, args.kubeconfig)
+        self.connect: Connect = runtime.connector(settings, args.kubeconfig)
         self._store: RedisRunStore | None = None
 
     @property
     def store(self) -> RedisRunStore:
+        from bot import runtime
+
         if self._store is None:
             self._store = runtime.open_store(self.settings)
         return self._store
 
     def engine(self) -> Engine:
+        from bot import runtime
+        from bot.shell.output import ShellObserver
+
         observer = ShellObserver(sys.stderr, events=False) if self.args.json else ShellObserver(self.out)
         engine = runtime.build_engine(self.settings, self.policy, store=self.store, connect=self.connect,
                                       observer=observer)
@@ -238,6 +245,9 @@ class Session:
 
 def run_command(command: Command, args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """One verb of the table: parse, handle, print; its exit code."""
+    from bot.shell.output import print_result
+    from runbooks.engine.commands import Outcome
+
     session = Session(args, settings, out)
     try:
         request = command.parse([*args.words, *getattr(args, "flags", [])])
@@ -258,6 +268,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     try:
         args = parse_args(build_parser(), sys.argv[1:] if argv is None else list(argv))
         process = PROCESSES.get(args.verb)
+        from bot.settings import load_settings
+
         settings = load_settings()
         if args.verb not in ("serve", "worker"):  # those write log lines of their own (bot.logs)
             logs.configure_shell_logging(level=settings.log_level, secrets=secrets_of(settings), stream=err)
@@ -267,13 +279,14 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         return run_command(command, args, settings, out)
     except UsageError as exc:
         err.write(msg.shell_error(exc.reason) + "\n" + msg.shell_usage(exc.usage) + "\n")
-    except (ClusterError, SettingsError, Refused, StoreUnavailable, StepPaused, RedisUnavailable,
-            IdentityRefused) as exc:
-        err.write(msg.shell_error(str(exc)) + "\n")
     except KeyboardInterrupt:
         err.write(msg.SHELL_INTERRUPTED + "\n")
         return 130
-    except Exception as exc:  # a bug: one line for the user, never a traceback (and nothing more is done)
+    except Exception as exc:
+        if isinstance(exc, reported_errors()):
+            err.write(msg.shell_error(str(exc)) + "\n")
+            return EXIT_USAGE
+        # a bug: one line for the user, never a traceback (and nothing more is done)
         err.write(msg.shell_error(msg.shell_internal_error(type(exc).__name__, scrub(shorten(str(exc))))) + "\n")
     return EXIT_USAGE
 
@@ -282,3 +295,13 @@ def secrets_of(settings: Settings) -> list[str]:
     """What a shell log line must never show: the CI identity token and the Slack secrets."""
     values = (settings.identity_token, settings.slack_bot_token, settings.slack_signing_secret, settings.slack_app_token)
     return [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
+
+
+def reported_errors() -> tuple[type[Exception], ...]:
+    """The failures a verb reports in one line (a refusal, an unreachable dependency, bad
+    settings): imported when one is raised, so that ``--help`` loads neither the settings
+    nor the engine's driving (issue 39)."""
+    from bot.settings import SettingsError
+    from runbooks.engine.driving import StepPaused
+
+    return (ClusterError, SettingsError, Refused, StoreUnavailable, StepPaused, RedisUnavailable, IdentityRefused)

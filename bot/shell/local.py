@@ -38,13 +38,15 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from bot.settings import Settings
 from bot.shell import local_messages as msg
 from bot.shell.identity import os_account
 from bot.storage.local import local_redis_url
 from handlers.messages import PROG, shell_error
+
+if TYPE_CHECKING:  # the type only: `upgradebot --help` loads no settings (issue 39)
+    from bot.settings import Settings
 
 START_TIMEOUT = 60.0
 """Seconds kubesim may take to write its kubeconfig (its first start imports the release schemas)."""

@@ -29,8 +29,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from runbooks.engine.driving import STEP_OF
-from runbooks.engine.runs import Gate, Run, RunState, Step
+from runbooks.engine.runs import STEP_OF, Gate, Run, RunState, Step
 from runbooks.engine.store import RunStore
 
 RunsByState = Callable[[], Mapping[str, int]]

@@ -58,7 +58,16 @@ from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Lease, Leases
 from runbooks.engine.refusals import Refused, moment_text
-from runbooks.engine.runs import CHANGE_KINDS, TERMINAL, WORKING, Run, RunKind, RunState, Step
+from runbooks.engine.runs import (
+    CHANGE_KINDS,
+    STEP_OF,
+    TERMINAL,
+    WORKING,
+    Run,
+    RunKind,
+    RunState,
+    Step,
+)
 from runbooks.engine.scoping import SMOKE_NAMESPACE, ScopedCluster, cleanup_deletions
 from runbooks.engine.steps import Again, ChangeSteps, StepContext, StepResult, Steps, StepSettings
 from runbooks.engine.store import LeaseLost, StoreUnavailable
@@ -69,14 +78,6 @@ from runbooks.policy import Policy, duration_seconds
 log = logging.getLogger(__name__)
 S = RunState
 
-STEP_OF: dict[RunState, str] = {
-    S.APPLYING: "apply",
-    S.CANARY_ROLLING: "canary",
-    S.CANARY_VERIFYING: "verify_canary",
-    S.PROMOTING: "promote",
-    S.VERIFYING: "verify_all",
-    S.ROLLING_BACK: "rollback",
-}
 ON_SUCCESS: dict[RunState, RunState] = {
     S.CANARY_ROLLING: S.CANARY_VERIFYING,
     S.CANARY_VERIFYING: S.AWAITING_PROMOTION,

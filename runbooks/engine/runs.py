@@ -332,3 +332,15 @@ class Run(BaseModel):
         (the store's ``whole=False``) and this is one of them (a marker, :data:`APART`)."""
         value = self.progress.get(key)
         return None if isinstance(value, dict) and APART in value else value
+
+
+STEP_OF: dict[RunState, str] = {
+    RunState.APPLYING: "apply",
+    RunState.CANARY_ROLLING: "canary",
+    RunState.CANARY_VERIFYING: "verify_canary",
+    RunState.PROMOTING: "promote",
+    RunState.VERIFYING: "verify_all",
+    RunState.ROLLING_BACK: "rollback",
+}
+"""The step each working state runs, by the name the step log, the views and the metrics give it
+(here, not in the driver: a run view needs the names, not the driving; issue 39)."""

@@ -31,6 +31,13 @@ HEAVY = ("kubernetes", "slack_sdk", "slack_bolt", "matplotlib", "aiohttp", "dram
 console and the processes' servers."""
 FOR_RUNS = ("redis", "bot.storage.redis_store")
 """What the run verbs load, and the others (``--help``, ``inventory``) do not."""
+FOR_VERBS = ("bot.runtime", "bot.settings", "pydantic_settings", "bot.shell.output", "bot.workers",
+             "runbooks.daemonset.steps", "runbooks.daemonset.repairing", "runbooks.dra.claim_cleanup",
+             "runbooks.dra.migration_run")
+"""What a verb of the table loads to act (the settings, the engine's steps, the printing of a
+result) and ``--help`` does not: it needs the verb table's names and usage lines only."""
+FOR_REPORTS = ("runbooks.stability.reporting", "runbooks.stability.reports", "runbooks.stability.judging")
+"""The stability reports' computing and model: loaded by ``report`` only, not by ``status`` or ``--help``."""
 
 
 def loaded(tmp_path: Path, *argv: str, env: dict[str, str]) -> tuple[object, set[str]]:
@@ -76,3 +83,22 @@ def test_status_loads_the_store_but_no_cluster_client(tmp_path: Path, redis_url:
     assert code == 0
     assert packages(modules, FOR_RUNS) == set(FOR_RUNS)  # it did read the store
     assert packages(modules, HEAVY) == set()
+
+
+def test_help_loads_no_settings_no_engine_steps_and_no_reports(tmp_path: Path) -> None:
+    """issue 39: ``upgradebot --help`` loads neither the settings (pydantic-settings), the runtime
+    and the engine's steps (upgrade, repair, cleanup, migration), the result printing nor the
+    stability reports: the verbs' usage lines are all it prints."""
+    code, modules = loaded(tmp_path, "--help", env=shell_env(tmp_path))
+    assert code == 0
+    assert "handlers.verbs" in modules  # the table was built
+    assert packages(modules, FOR_VERBS + FOR_REPORTS) == set()
+
+
+def test_status_loads_no_stability_report(tmp_path: Path, redis_url: str) -> None:
+    """issue 39: ``upgradebot status`` (exit 0 on a real Redis) loads the settings and the
+    runtime it uses, but not the stability reports' computing and model (``report``'s)."""
+    code, modules = loaded(tmp_path, "status", "--json", env=shell_env(tmp_path, REDIS_URL=redis_url))
+    assert code == 0
+    assert packages(modules, ("bot.settings", "bot.runtime")) == {"bot.settings", "bot.runtime"}
+    assert packages(modules, FOR_REPORTS) == set()

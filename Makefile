@@ -12,7 +12,7 @@ TOOLS  ?= .venv-tools
 # from the busy one, not left idle behind a long test at the end; PYTEST_ARGS replaces it
 PYTEST_ARGS ?= -n 2 --dist worksteal
 
-.PHONY: test test-under-load demo lint bench clean install image manifests prometheus lock
+.PHONY: test test-under-load demo lint bench clean install image manifests prometheus lock bytecode
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,15 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(MAKE) --no-print-directory bytecode
 	touch $(STAMP)
+
+# The project's own bytecode, written ahead: pip compiles what it installs, but not an editable
+# project, and where PYTHONDONTWRITEBYTECODE is set (as in many CI images) every process would
+# compile ~130 modules again at start (~0.4 s each on 2 cores; the suite starts hundreds).
+# Only changed files are compiled again.
+bytecode:
+	@$(BIN)/python -m compileall -q bot handlers runbooks kubesim tests bench >/dev/null
 
 install: $(STAMP)
 
@@ -62,7 +70,7 @@ manifests: $(STAMP) $(TOOLS)/bin/checkov
 	done
 	$(TOOLS)/bin/checkov --quiet --compact --skip-download --framework kubernetes -d build/manifests
 
-test: $(STAMP) prometheus
+test: $(STAMP) prometheus bytecode
 	$(BIN)/ruff check bot handlers runbooks kubesim tests bench
 	$(BIN)/lint-imports
 	$(BIN)/mypy bot handlers runbooks kubesim
@@ -78,13 +86,13 @@ test-under-load:
 	echo "make test-under-load: CPU hogs $$a and $$b beside the suite"; \
 	$(MAKE) --no-print-directory test; rc=$$?; exit $$rc
 
-demo: $(STAMP) prometheus
+demo: $(STAMP) prometheus bytecode
 	$(BIN)/upgradebot demo
 
 # kubesim, this user's Redis and a two-person policy left running in the background under
 # ~/.local/state/upgradebot/try (README's Quickstart); `upgradebot local stop` stops them
 .PHONY: try
-try: $(STAMP)
+try: $(STAMP) bytecode
 	$(BIN)/upgradebot local start
 
 # The image (deploy/Dockerfile) with docker or podman, whichever is here.

@@ -63,9 +63,14 @@ def test_sigterm_cancels_a_long_verify_and_exits_within_the_drain(cluster: KubeS
     with FakeSlack() as fake:
         env = environment(fake, cluster, tmp_path, redis_url)
         with served(env, "--drain", "20", "--allow-volatile-redis", command=SERVE[:-3]) as bot:
+            cluster.call(lambda sim: sim.reads.clear())
             body = slash_command(LONG_VERIFY, response_url=fake.response_url("verify"))
             assert post(bot.url + "/slack/events", body).status == 200
-            time.sleep(3)  # the verify is watching its 30 minute window
+
+            def verifying() -> bool:  # a worker took the verify: it reads the DaemonSet, then watches its window
+                return any(f"/daemonsets/{TARGET.split('/')[1]}" in r["path"] for r in cluster.reads())
+
+            eventually(verifying, "the verify reading the DaemonSet", timeout=60)
             stopped = time.monotonic()
             err = bot.stop(timeout=30)
             took = time.monotonic() - stopped

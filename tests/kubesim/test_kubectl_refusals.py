@@ -76,7 +76,8 @@ def test_a_daemonset_naming_no_priority_class_is_stored_but_its_pods_are_refused
     assert kubectl.json("get", "daemonset", DS, "-n", NS)["metadata"]["generation"] == before
     kubectl("patch", "daemonset", DS, "-n", NS, "-p", patch)
     pods = kubectl.json("get", "pods", "-n", NS, "-l", "name=nvidia-device-plugin-ds")["items"]
-    kubectl("delete", "pod", "-n", NS, pods[0]["metadata"]["name"], "--wait=false")
+    # the controller may replace it first (the template changed): either way a new pod is asked for
+    kubectl("delete", "pod", "-n", NS, pods[0]["metadata"]["name"], "--wait=false", "--ignore-not-found")
 
     def refused() -> str:
         events = kubectl.json("get", "events", "-n", NS, "--field-selector", "reason=FailedCreate")["items"]

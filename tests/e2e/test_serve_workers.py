@@ -17,6 +17,7 @@ import yaml
 
 from bot.jobs import NAMESPACE
 from bot.processes import WorkerDown, WorkerProcesses
+from bot.storage.layout import Keys
 from bot.storage.redis_store import RedisRunStore, raw_client
 from kubesim import KubeSim
 from runbooks.engine.runs import RunState
@@ -216,7 +217,8 @@ def test_two_worker_processes_share_one_quota_of_long_commands(redis_url: str, t
             jobs = raw_client(redis_url)
             eventually(lambda: jobs.llen(f"{NAMESPACE}:commands") == 0 and jobs.hlen(f"{NAMESPACE}:commands.msgs") == 2,
                        "both verifies taken by the first worker", timeout=30)
-            time.sleep(1.0)  # counted in, watching their window
+            eventually(lambda: jobs.zcard(Keys.quota("user", "U0ANA")) == 2,
+                       "both verifies counted in the shared quota", timeout=30)
             first.send_signal(signal.SIGSTOP)
             second = worker()
             assert client.command(f"verify {target} window=1s", user="U0ANA").status == 200

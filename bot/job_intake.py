@@ -67,7 +67,6 @@ class Poisoned(Exception):
     """A stored job that is not one this bot queued; its argument is the reason (a metric label)."""
 
 
-
 def text_of(value: Any) -> str:
     return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
 

@@ -31,7 +31,6 @@ POLICY = Policy.model_validate({
 })
 
 
-
 def engine_on(sim: KubeSim, redis_url: str) -> Engine:
     return kubesim_engine(sim, redis_url, POLICY)
 

@@ -24,7 +24,6 @@ def sim() -> Iterator[KubeSim]:
         yield served
 
 
-
 def counted(store: RedisRunStore, run_id: str, reason: str) -> int:
     tally, _ = store.read_tally(run_id)
     entry = tally.reasons.get(reason) if tally else None

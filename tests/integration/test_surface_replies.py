@@ -27,7 +27,6 @@ def env(sim: KubeSim, redis_url: str, tmp_path: Path) -> dict[str, str]:
             "UPGRADEBOT_CONFIG": str(policy), "UPGRADEBOT_TOKEN": TOKENS["U0ALICE"]}
 
 
-
 def _canary(env: dict[str, str], node: str = "gpu-node1") -> tuple[str, subprocess.CompletedProcess[str]]:
     proc = bot(env, "canary", TARGET, f"image={NEW}", f"node={node}")
     assert proc.returncode == 0, proc.stderr

@@ -1,8 +1,6 @@
-"""Scenario builds: contents, settled state, unknown names, and the gpu-large build time."""
+"""Scenario builds: contents, settled state and unknown names."""
 
 from __future__ import annotations
-
-import time
 
 import pytest
 from _simkit import DAEMONSETS, NODES, PODS, REVISIONS, get, small
@@ -69,12 +67,13 @@ def test_gpu_small_starts_settled(minor):
 
 
 @pytest.mark.slow
-def test_gpu_large_builds_quickly_and_settled():
-    """build('gpu-large', nodes=5000) returns in well under 20 s with ~10 pods per node and no churn."""
-    started = time.perf_counter()
+def test_gpu_large_builds_settled():
+    """build('gpu-large', nodes=5000) gives ~10 pods per node and no churn.
+
+    How long the build takes is a bench's figure (``bench.bench_inventory`` prints kubesim's
+    time to ready), not a timed test: it failed at 26 s on a loaded machine (issue 35).
+    """
     sim = build(scenario="gpu-large", nodes=5000, minor=31)
-    took = time.perf_counter() - started
-    assert took < 20, f"gpu-large took {took:.1f}s"
     assert sim.store.count(NODES) == 5000
     assert sim.store.count(PODS) == 50_000
     assert sim.store.count(dra.SLICES) == 5000

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import datetime as dt
 import email.utils
 import json
 import secrets
@@ -22,6 +21,7 @@ import yaml
 from aiohttp import web
 
 from kubesim import (
+    answers,
     applying,
     control,
     conversion,
@@ -29,7 +29,6 @@ from kubesim import (
     errors,
     eviction,
     execstream,
-    openapi,
     patching,
     protokinds,
     protowire,
@@ -38,7 +37,17 @@ from kubesim import (
     strategies,
     tables,
 )
-from kubesim.clock import parse_time, rfc3339
+from kubesim.clock import rfc3339
+from kubesim.httpio import (
+    Target,
+    body_options,
+    error_response,
+    field_validation,
+    json_response,
+    parse_target,
+    patch_options_invalid,
+    warned,
+)
 from kubesim.params import include_object, query_bool
 from kubesim.resources import ResourceType
 from kubesim.simulation import Simulation
@@ -57,58 +66,6 @@ PATCH_TYPES = (
     APPLY_PATCH,
     "application/strategic-merge-patch+json",
 )
-
-
-def dumps(body: Any) -> str:
-    return json.dumps(body, separators=(",", ":"))
-
-
-def json_response(body: Any, status: int = 200) -> web.Response:
-    """A JSON body as the API server writes it: its serializer is a Go ``json.Encoder``, whose
-    ``Encode`` ends the document with a newline (clients print it, e.g. in ``FailToCreateError``)."""
-    return web.Response(text=dumps(body) + "\n", status=status, content_type="application/json")
-
-
-def error_response(exc: errors.ApiError, headers: dict[str, str] | None = None) -> web.Response:
-    resp = json_response(exc.status(), exc.code)
-    retry = (exc.details or {}).get("retryAfterSeconds")
-    if retry:  # ErrorNegotiated: a Status that suggests a retry says so in Retry-After
-        resp.headers["Retry-After"] = str(retry)
-    for k, v in (headers or {}).items():
-        resp.headers[k] = v
-    return resp
-
-
-class Target:
-    """A parsed resource path: resource, namespace, name, subresource."""
-
-    def __init__(self, res: ResourceType, namespace: str | None, name: str | None, sub: str | None):
-        self.res, self.namespace, self.name, self.sub = res, namespace, name, sub
-
-
-def parse_target(sim: Simulation, path: str) -> Target | None:
-    parts = [p for p in path.split("/") if p]
-    if parts[:2] == ["api", "v1"]:
-        group, version, rest = "", "v1", parts[2:]
-    elif parts and parts[0] == "apis" and len(parts) >= 3:
-        group, version, rest = parts[1], parts[2], parts[3:]
-    else:
-        return None
-    namespace = None
-    if len(rest) >= 3 and rest[0] == "namespaces":
-        candidate = sim.surface.lookup(group, version, rest[2])
-        if candidate is not None and candidate.namespaced:
-            namespace, rest = rest[1], rest[2:]
-    if not rest or len(rest) > 3:
-        return None
-    res = sim.surface.lookup(group, version, rest[0])
-    if res is None:
-        return None
-    name = rest[1] if len(rest) >= 2 else None
-    sub = rest[2] if len(rest) == 3 else None
-    if sub is not None and sub not in res.subresources:
-        return None
-    return Target(res, namespace, name, sub)
 
 
 class ApiServer:
@@ -198,7 +155,7 @@ class ApiServer:
                     f'forbidden: User "{SERVICE_ACCOUNT}" cannot get path "{path}"', {},
                 )
             self.authorize(user, rbac.Attributes(verb="get", path=path))
-            body = self.discovery(path, request.headers.get("Accept", ""))
+            body = answers.discovery_answer(self, path, request.headers.get("Accept", ""))
             if body is not None:
                 return body
         target = parse_target(self.sim, path)
@@ -261,59 +218,6 @@ class ApiServer:
             return "deletecollection"
         return MUTATING.get(request.method, request.method.lower())
 
-    def discovery(self, path: str, accept: str = "") -> web.Response | None:
-        surface = self.sim.surface
-        if path == "/api":
-            return json_response(discovery.api_versions(self.address))
-        if path == "/apis":
-            return json_response(discovery.api_group_list(surface))
-        if path == "/metrics":
-            counts = {
-                (f"{p}.{g}" if g else p): self.sim.store.count((g, p))
-                for (g, p) in {r.group_resource for r in surface.resources}
-            }
-            text = discovery.metrics_text(
-                self.sim.minor, self.sim.feature_gates, counts, dict(self.request_counts), dict(self.response_sizes)
-            )
-            return web.Response(text=text, content_type="text/plain")
-        parts = [p for p in path.split("/") if p]
-        if parts == ["api", "v1"]:
-            return json_response(discovery.api_resource_list(surface, "", "v1"))
-        if len(parts) == 2 and parts[0] == "apis":
-            group = discovery.api_group(surface, parts[1])
-            if group is None:
-                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
-            return json_response(group)
-        if len(parts) == 3 and parts[0] == "apis":
-            listing = discovery.api_resource_list(surface, parts[1], parts[2])
-            if listing is None:
-                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
-            return json_response(listing)
-        if parts == ["openapi", "v2"]:
-            git_version = discovery.version_info(self.sim.minor)["gitVersion"]
-            if "protobuf" in accept:
-                return web.Response(
-                    body=openapi.v2_document_protobuf(git_version),
-                    content_type="application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
-                )
-            return json_response(openapi.v2_document_json(git_version))
-        if parts[:2] == ["openapi", "v3"]:
-            if len(parts) == 2:
-                return json_response(openapi.root_document(surface))
-            rest = parts[2:]
-            gv: tuple[str, str] = ("", "")
-            if rest[0] == "api" and len(rest) == 2:
-                gv = ("", rest[1])
-            elif rest[0] == "apis" and len(rest) == 3:
-                gv = (rest[1], rest[2])
-            doc = openapi.gv_document(surface, *gv) if gv[1] else None
-            if doc is None:
-                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
-            return json_response(doc)
-        if parts and parts[0] in ("openapi", "logs"):
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
-        return None
-
     # --------------------------------------------------------------- verbs
     async def serve(self, request: web.Request, target: Target, verb: str,
                     user: rbac.User | None = None) -> web.StreamResponse:
@@ -329,7 +233,7 @@ class ApiServer:
             return self.list(request, target)
         if verb == "get":
             if target.sub == "log":
-                return self.log(request, target)
+                return answers.log_answer(self.sim, request, target, self.fetch(target))
             obj = self.fetch(target)
             return self.respond_object(request, target, obj)
         if verb == "create" and res.kind == "SelfSubjectAccessReview":
@@ -349,7 +253,7 @@ class ApiServer:
         if verb == "patch" and request.content_type == APPLY_PATCH:
             return self.apply(request, target, await request.read(), dry_run)
         if "force" in request.query and verb == "patch":
-            raise _patch_options_invalid("force", "Forbidden", "may not be specified for non-apply patch")
+            raise patch_options_invalid("force", "Forbidden", "may not be specified for non-apply patch")
         body = await self.body(request, res) if request.method in ("POST", "PUT", "PATCH") else None
         validation = field_validation(request)
         warnings: list[str] = []
@@ -364,7 +268,7 @@ class ApiServer:
             self.track(request, target, None, obj)
             strategies.prepare_for_create(res, obj, minor=self.sim.minor, now=self.sim.clock.now())
             created = store.create(res, obj, dry_run=dry_run)
-            return _warned(self.respond_object(request, target, created, status=201), warnings)
+            return warned(self.respond_object(request, target, created, status=201), warnings)
         if verb == "update":
             obj = self.to_storage(res, body)
             self.check_namespace(target, obj)
@@ -372,7 +276,7 @@ class ApiServer:
                 raise errors.bad_request("the name of the object does not match the name on the URL")
             self.track(request, target, self.fetch(target), obj)
             updated = store.replace(res, obj, subresource=target.sub, dry_run=dry_run)
-            return _warned(self.respond_object(request, target, updated), warnings)
+            return warned(self.respond_object(request, target, updated), warnings)
         if verb == "patch":
             return self.patch(request, target, body, dry_run, validation)
         if verb == "delete":
@@ -576,7 +480,7 @@ class ApiServer:
         obj = self.to_storage(res, patched)
         self.track(request, target, self.fetch(target), obj)
         updated = self.sim.store.replace(res, obj, subresource=target.sub, dry_run=dry_run)
-        return _warned(self.respond_object(request, target, updated), warnings)
+        return warned(self.respond_object(request, target, updated), warnings)
 
     # ------------------------------------------------------ field management
     def field_manager(self, res: ResourceType) -> applying.FieldManager:
@@ -610,7 +514,7 @@ class ApiServer:
         res, store = target.res, self.sim.store
         manager = request.query.get("fieldManager")
         if not manager:
-            raise _patch_options_invalid("fieldManager", "Required value", "is required for apply patch")
+            raise patch_options_invalid("fieldManager", "Required value", "is required for apply patch")
         force = query_bool(request, "force")
         try:
             config = yaml.safe_load(raw.decode() or "{}")
@@ -662,68 +566,6 @@ class ApiServer:
         updated = store.replace(res, obj, subresource=target.sub, dry_run=dry_run)
         return self.respond_object(request, target, updated)
 
-    def log(self, request: web.Request, target: Target) -> web.Response:
-        pod = self.fetch(target)
-        containers = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
-        container = request.query.get("container")
-        if not container:
-            if len(containers) != 1:
-                raise errors.bad_request(
-                    f"a container name must be specified for pod {target.name}, choose one of: "
-                    f"[{' '.join(containers)}]"
-                )
-            container = containers[0]
-        if container not in containers:
-            raise errors.bad_request(f"container {container} is not valid for pod {target.name}")
-        since = None
-        if request.query.get("sinceSeconds"):
-            since = self.sim.clock.now() - dt.timedelta(seconds=int(request.query["sinceSeconds"]))
-        elif request.query.get("sinceTime"):
-            since = parse_time(request.query["sinceTime"])
-        tail = int(request.query["tailLines"]) if request.query.get("tailLines") else None
-        previous = query_bool(request, "previous")
-        text = self.sim.logs.read(
-            target.namespace or "", target.name or "", container,
-            previous=previous, tail=tail, since=since,
-            timestamps=query_bool(request, "timestamps"),
-        )
-        if text is None:
-            if previous:
-                raise errors.bad_request(
-                    f'previous terminated container "{container}" in pod "{target.name}" not found'
-                )
-            raise errors.bad_request(
-                f'container "{container}" in pod "{target.name}" is waiting to start: ContainerCreating'
-            )
-        return web.Response(text=text, content_type="text/plain")
-
-
-FIELD_VALIDATION = ("Ignore", "Warn", "Strict")
-
-
-def field_validation(request: web.Request) -> str:
-    """The ``fieldValidation`` a write asks for; ``Warn`` when it asks for none, as the API server defaults."""
-    value = request.query.get("fieldValidation") or "Warn"
-    if value not in FIELD_VALIDATION:
-        raise errors.bad_request(f"fieldValidation must be one of Ignore, Warn, Strict, not {value!r}")
-    return value
-
-
-def _warned(response: web.Response, warnings: list[str]) -> web.Response:
-    """The API server's ``Warning`` headers (RFC 7234 code 299), one per warning."""
-    for text in warnings:
-        escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-        response.headers.add("Warning", f'299 - "{escaped}"')
-    return response
-
-
-def _patch_options_invalid(field: str, kind: str, why: str) -> errors.ApiError:
-    """422 for a bad PATCH option, as the API server words it."""
-    return errors.ApiError(
-        422, "Invalid", f'PatchOptions.meta.k8s.io "" is invalid: {field}: {kind}: {why}',
-        {"group": "meta.k8s.io", "kind": "PatchOptions",
-         "causes": [{"reason": f"Field{kind.replace(' ', '')}", "message": f"{kind}: {why}", "field": field}]})
-
 
 def _unchanged(stored: dict[str, Any], new: dict[str, Any]) -> bool:
     """An apply that changes no field and no ownership: the server writes nothing."""
@@ -734,19 +576,3 @@ def _unchanged(stored: dict[str, Any], new: dict[str, Any]) -> bool:
     def owners(obj: dict[str, Any]) -> list[Any]:
         return [{k: v for k, v in e.items() if k != "time"} for e in obj["metadata"].get("managedFields") or []]
     return fields(stored) == fields(new) and owners(stored) == owners(new)
-
-
-def body_options(raw: bytes, query: Any) -> dict[str, Any]:
-    """DeleteOptions from the body and the query string (the query wins, as in the server)."""
-    options: dict[str, Any] = {}
-    if raw:
-        try:
-            options = json.loads(raw) or {}
-        except ValueError:
-            raise errors.bad_request("the DeleteOptions body is not valid JSON") from None
-    if query.get("gracePeriodSeconds"):
-        options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
-    if query.get("propagationPolicy"):
-        options["propagationPolicy"] = query["propagationPolicy"]
-    return options
-

@@ -20,8 +20,9 @@ from kubesim.params import include_object, query_bool
 from kubesim.store import WatchEvent
 
 if TYPE_CHECKING:
+    from kubesim.httpio import Target
     from kubesim.resources import ResourceType
-    from kubesim.server import ApiServer, Target
+    from kubesim.server import ApiServer
 
 BOOKMARK_EVERY = 5.0  # real seconds
 MAX_TIMEOUT = 1800.0

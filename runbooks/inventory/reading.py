@@ -13,6 +13,19 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from runbooks.cluster.decoding import (
+    ContainerShape,
+    MetaShape,
+    NodeShape,
+    NodeSpecShape,
+    NodeStatusShape,
+    PodShape,
+    PodSpecShape,
+    PodStatusShape,
+    ResourcesShape,
+    SliceShape,
+    shaped,
+)
 from runbooks.inventory.models import (
     ContainerFacts,
     DaemonSet,
@@ -48,8 +61,17 @@ _SUFFIXES: dict[str, Decimal] = {
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([a-zA-Z]*)$")
 
 
+_NO_META, _NO_SPEC, _NO_STATUS, _NO_RESOURCES = MetaShape(), PodSpecShape(), PodStatusShape(), ResourcesShape()
+_NO_NODE_SPEC, _NO_NODE_STATUS = NodeSpecShape(), NodeStatusShape()
+
+
 def _meta(obj: Obj) -> Obj:
     return obj.get("metadata") or {}
+
+
+def given(value: Any, default: str) -> Any:
+    """A shape's field as ``dict.get(key, default)`` reads it: the default when the field was absent."""
+    return default if value is None else value
 
 
 def quantity(value: Any) -> int:
@@ -112,25 +134,25 @@ def has_gpu_hardware(labels: dict[str, str]) -> bool:
     )
 
 
-def node_from(obj: Obj, gpu_resources: tuple[str, ...]) -> Node:
-    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
-    labels = meta.get("labels") or {}
-    capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
-    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+def node_from(obj: Obj | NodeShape, gpu_resources: tuple[str, ...]) -> Node:
+    """A node, from the node as listed (a dict, or the :class:`NodeShape` a typed list decodes)."""
+    node = obj if isinstance(obj, NodeShape) else shaped(obj, NodeShape)
+    meta, spec, status = node.metadata or _NO_META, node.spec or _NO_NODE_SPEC, node.status or _NO_NODE_STATUS
+    labels = meta.labels or {}
+    capacity, allocatable = status.capacity or {}, status.allocatable or {}
+    conditions = {c.type: c.status for c in status.conditions or []}
+    info = status.node_info or {}
     return Node(
-        name=meta.get("name", ""),
+        name=given(meta.name, ""),
         ready=conditions.get("Ready") == "True",
-        unschedulable=bool(spec.get("unschedulable")),
-        taints=[
-            Taint(key=t.get("key", ""), value=t.get("value") or "", effect=t.get("effect", ""))
-            for t in spec.get("taints") or []
-        ],
+        unschedulable=bool(spec.unschedulable),
+        taints=[Taint(key=given(t.key, ""), value=t.value or "", effect=given(t.effect, "")) for t in spec.taints or []],
         gpu_hardware=has_gpu_hardware(labels),
         labels={k: v for k, v in labels.items() if k.startswith(KEPT_LABEL_PREFIXES)},
         capacity={r: quantity(capacity[r]) for r in gpu_resources if r in capacity},
         allocatable={r: quantity(allocatable[r]) for r in gpu_resources if r in allocatable},
-        kubelet_version=(status.get("nodeInfo") or {}).get("kubeletVersion", ""),
-        **stack_fields(labels, status.get("nodeInfo") or {}),
+        kubelet_version=info.get("kubeletVersion", ""),
+        **stack_fields(labels, info),
     )
 
 
@@ -190,23 +212,25 @@ def manifest_of(pod_spec: Obj) -> Manifest:
     )
 
 
-def pod_from(obj: Obj) -> PluginPod:
-    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
-    statuses = status.get("containerStatuses") or []
-    waiting = [((s.get("state") or {}).get("waiting") or {}).get("reason") for s in statuses]
+def pod_from(obj: Obj | PodShape) -> PluginPod:
+    """A plugin's pod, from the pod as listed (a dict, or the :class:`PodShape` a typed list decodes)."""
+    pod = obj if isinstance(obj, PodShape) else shaped(obj, PodShape)
+    meta, spec, status = pod.metadata or _NO_META, pod.spec or _NO_SPEC, pod.status or _NO_STATUS
+    statuses = status.container_statuses or []
+    waiting = [s.state.waiting.reason if s.state and s.state.waiting else None for s in statuses]
     waiting_reasons = [w for w in waiting if w]
     return PluginPod(
-        name=meta.get("name", ""),
-        node=spec.get("nodeName") or "",
-        phase=status.get("phase") or "Unknown",
-        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []),
-        restarts=sum(int(s.get("restartCount") or 0) for s in statuses),
+        name=given(meta.name, ""),
+        node=spec.node_name or "",
+        phase=status.phase or "Unknown",
+        ready=any(c.type == "Ready" and c.status == "True" for c in status.conditions or []),
+        restarts=sum(int(s.restart_count or 0) for s in statuses),
         crashloop="CrashLoopBackOff" in waiting_reasons,
         waiting_reason=waiting_reasons[0] if waiting_reasons else None,
-        images=images_of(spec),
-        revision_hash=(meta.get("labels") or {}).get(HASH_LABEL),
-        uid=meta.get("uid"),
-        deleting=meta.get("deletionTimestamp") is not None,
+        images={given(c.name, ""): given(c.image, "") for c in spec.containers or []},
+        revision_hash=(meta.labels or {}).get(HASH_LABEL),
+        uid=meta.uid,
+        deleting=meta.deletion_timestamp is not None,
     )
 
 
@@ -256,17 +280,20 @@ def class_from(obj: Obj, kind: str) -> DeviceClass:
     return DeviceClass(name=_meta(obj).get("name", ""), kind="DeviceClass", drivers=sorted(set(found)))
 
 
-def slice_from(obj: Obj) -> ResourceSlice:
-    spec = obj.get("spec")
+def slice_from(obj: Obj | SliceShape) -> ResourceSlice:
+    """A ResourceSlice, from the slice as listed (a dict, or the :class:`SliceShape` a typed list decodes)."""
+    found = obj if isinstance(obj, SliceShape) else shaped(obj, SliceShape)
+    name = given((found.metadata or _NO_META).name, "")
+    spec = found.spec
     if spec is None:  # v1alpha2: top-level fields, devices as namedResources instances
-        instances = (obj.get("namedResources") or {}).get("instances") or []
+        instances = (found.named_resources.instances if found.named_resources else None) or []
         return ResourceSlice(
-            name=_meta(obj).get("name", ""), node=obj.get("nodeName"), driver=obj.get("driverName", ""),
-            pool=obj.get("nodeName") or "", devices=len(instances),
+            name=name, node=found.node_name, driver=given(found.driver_name, ""),
+            pool=found.node_name or "", devices=len(instances),
         )
     return ResourceSlice(
-        name=_meta(obj).get("name", ""), node=spec.get("nodeName"), driver=spec.get("driver", ""),
-        pool=(spec.get("pool") or {}).get("name", ""), devices=len(spec.get("devices") or []),
+        name=name, node=spec.node_name, driver=given(spec.driver, ""),
+        pool=given(spec.pool.name if spec.pool else None, ""), devices=len(spec.devices or []),
     )
 
 
@@ -348,35 +375,41 @@ def allocated_count(status: Obj) -> int:
     return sum(len((h.get("structuredData") or {}).get("results") or []) or 1 for h in handles)
 
 
-def container_requests(container: Obj, resources: tuple[str, ...]) -> dict[str, int]:
+def container_requests(container: Obj | ContainerShape, resources: tuple[str, ...]) -> dict[str, int]:
     """Extended resources one container asks for: its requests (limits when a request is unset),
     in the order of ``resources``."""
-    res = container.get("resources") or {}
+    ctr = container if isinstance(container, ContainerShape) else shaped(container, ContainerShape)
+    res = ctr.resources or _NO_RESOURCES
+    requests, limits = res.requests or {}, res.limits or {}
     out: dict[str, int] = {}
     for name in resources:
-        value = (res.get("requests") or {}).get(name, (res.get("limits") or {}).get(name))
+        value = requests.get(name, limits.get(name))
         if value is not None:
             out[name] = quantity(value)
     return out
 
 
-def requested(pod_spec: Obj, resources: tuple[str, ...]) -> dict[str, int]:
+def requested(pod_spec: Obj | PodSpecShape, resources: tuple[str, ...]) -> dict[str, int]:
     """Extended resources a pod asks for: the sum of its containers' (:func:`container_requests`)."""
+    spec = pod_spec if isinstance(pod_spec, PodSpecShape) else shaped(pod_spec, PodSpecShape)
     out: dict[str, int] = {}
-    for container in pod_spec.get("containers") or []:
+    if not resources:
+        return out
+    for container in spec.containers or []:
         for name, count in container_requests(container, resources).items():
             out[name] = out.get(name, 0) + count
     return out
 
 
-def claims_of_pod(obj: Obj) -> list[str]:
+def claims_of_pod(obj: Obj | PodShape) -> list[str]:
     """Names of the ResourceClaims a pod uses (direct, via ``source`` before 1.31, or generated)."""
+    pod = obj if isinstance(obj, PodShape) else shaped(obj, PodShape)
     names = set()
-    for ref in (obj.get("spec") or {}).get("resourceClaims") or []:
-        source = ref.get("source") or ref
-        if source.get("resourceClaimName"):
-            names.add(source["resourceClaimName"])
-    for ref in (obj.get("status") or {}).get("resourceClaimStatuses") or []:
-        if ref.get("resourceClaimName"):
-            names.add(ref["resourceClaimName"])
+    for ref in (pod.spec or _NO_SPEC).resource_claims or []:
+        source = ref.source or ref
+        if source.resource_claim_name:
+            names.add(source.resource_claim_name)
+    for ref in (pod.status or _NO_STATUS).resource_claim_statuses or []:
+        if ref.resource_claim_name:
+            names.add(ref.resource_claim_name)
     return sorted(names)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import sys
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -67,6 +68,13 @@ _NO_NODE_SPEC, _NO_NODE_STATUS = NodeSpecShape(), NodeStatusShape()
 
 def _meta(obj: Obj) -> Obj:
     return obj.get("metadata") or {}
+
+
+def shared(value: Any) -> Any:
+    """A string the inventory keeps of each of thousands of objects (a node name a pod and a slice
+    name too, an image, a label, a phase) as one object for all (``sys.intern``): at 5,000 nodes,
+    115,000 copies are 7 MiB (issue 39)."""
+    return sys.intern(value) if type(value) is str else value
 
 
 def given(value: Any, default: str) -> Any:
@@ -138,12 +146,12 @@ def node_from(obj: Obj | NodeShape, gpu_resources: tuple[str, ...]) -> Node:
     """A node, from the node as listed (a dict, or the :class:`NodeShape` a typed list decodes)."""
     node = obj if isinstance(obj, NodeShape) else shaped(obj, NodeShape)
     meta, spec, status = node.metadata or _NO_META, node.spec or _NO_NODE_SPEC, node.status or _NO_NODE_STATUS
-    labels = meta.labels or {}
+    labels = {shared(k): shared(v) for k, v in (meta.labels or {}).items()}
     capacity, allocatable = status.capacity or {}, status.allocatable or {}
     conditions = {c.type: c.status for c in status.conditions or []}
-    info = status.node_info or {}
+    info = {k: shared(v) for k, v in (status.node_info or {}).items()}
     return Node(
-        name=given(meta.name, ""),
+        name=shared(given(meta.name, "")),
         ready=conditions.get("Ready") == "True",
         unschedulable=bool(spec.unschedulable),
         taints=[Taint(key=given(t.key, ""), value=t.value or "", effect=given(t.effect, "")) for t in spec.taints or []],
@@ -221,14 +229,14 @@ def pod_from(obj: Obj | PodShape) -> PluginPod:
     waiting_reasons = [w for w in waiting if w]
     return PluginPod(
         name=given(meta.name, ""),
-        node=spec.node_name or "",
-        phase=status.phase or "Unknown",
+        node=shared(spec.node_name or ""),
+        phase=shared(status.phase or "Unknown"),
         ready=any(c.type == "Ready" and c.status == "True" for c in status.conditions or []),
         restarts=sum(int(s.restart_count or 0) for s in statuses),
         crashloop="CrashLoopBackOff" in waiting_reasons,
         waiting_reason=waiting_reasons[0] if waiting_reasons else None,
-        images={given(c.name, ""): given(c.image, "") for c in spec.containers or []},
-        revision_hash=(meta.labels or {}).get(HASH_LABEL),
+        images={shared(given(c.name, "")): shared(given(c.image, "")) for c in spec.containers or []},
+        revision_hash=shared((meta.labels or {}).get(HASH_LABEL)),
         uid=meta.uid,
         deleting=meta.deletion_timestamp is not None,
     )
@@ -288,12 +296,12 @@ def slice_from(obj: Obj | SliceShape) -> ResourceSlice:
     if spec is None:  # v1alpha2: top-level fields, devices as namedResources instances
         instances = (found.named_resources.instances if found.named_resources else None) or []
         return ResourceSlice(
-            name=name, node=found.node_name, driver=given(found.driver_name, ""),
-            pool=found.node_name or "", devices=len(instances),
+            name=name, node=shared(found.node_name), driver=shared(given(found.driver_name, "")),
+            pool=shared(found.node_name or ""), devices=len(instances),
         )
     return ResourceSlice(
-        name=name, node=spec.node_name, driver=given(spec.driver, ""),
-        pool=given(spec.pool.name if spec.pool else None, ""), devices=len(spec.devices or []),
+        name=name, node=shared(spec.node_name), driver=shared(given(spec.driver, "")),
+        pool=shared(given(spec.pool.name if spec.pool else None, "")), devices=len(spec.devices or []),
     )
 
 

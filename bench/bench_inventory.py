@@ -123,7 +123,7 @@ def row(m: Measurement) -> str:
 
 
 def ratio(label: str, slow: Measurement, fast: Measurement) -> str:
-    return f"  {label:<52} {slow.seconds / fast.seconds:8.1f} x {slow.max_rss_mib / fast.max_rss_mib:9.1f} x"
+    return f"  {label:<52} {slow.seconds / fast.seconds:8.2f} x {slow.max_rss_mib / fast.max_rss_mib:9.2f} x"
 
 
 def main(argv: list[str] | None = None) -> int:

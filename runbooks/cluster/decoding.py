@@ -10,8 +10,8 @@ decoded straight into shapes (``decode_page(data, item=PodShape)``; :class:`PodS
 :class:`NodeShape`, :class:`SliceShape`): typed structs with only the fields the inventory
 and the upgrade steps read, which msgspec fills skipping everything else without building it
 (issue 39: at 5,000 nodes, 50,000 pods decoded in a fifth of the time, no page of them ever
-in memory as dicts). The readers take the shape; a dict (a watch cache's, a test's) is
-turned into one with :func:`shaped`.
+in memory as dicts). The readers of :mod:`runbooks.inventory.reading` take either the shape
+or the dict (a watch cache holds dicts, read as they are); tests keep the two readings equal.
 
 Each item loses what no caller reads and servers write at length: ``metadata.managedFields``
 (who set which field, often a third of an object's bytes), dropped as the page is decoded,
@@ -297,10 +297,3 @@ class SliceShape(_Shape):
     driver_name: Any = None
     named_resources: NamedResourcesShape | None = None
 
-
-def shaped(obj: Any, shape: type[T]) -> T:
-    """``obj`` (a decoded dict: a watch cache's, a test's) as ``shape``; what it lacks is the default."""
-    try:
-        return msgspec.convert(obj, shape)
-    except msgspec.ValidationError as exc:
-        raise NotDecoded(str(exc)) from exc

@@ -15,7 +15,6 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from runbooks.cluster.decoding import (
-    ContainerShape,
     MetaShape,
     NodeShape,
     NodeSpecShape,
@@ -25,7 +24,6 @@ from runbooks.cluster.decoding import (
     PodStatusShape,
     ResourcesShape,
     SliceShape,
-    shaped,
 )
 from runbooks.inventory.models import (
     ContainerFacts,
@@ -143,8 +141,32 @@ def has_gpu_hardware(labels: dict[str, str]) -> bool:
 
 
 def node_from(obj: Obj | NodeShape, gpu_resources: tuple[str, ...]) -> Node:
-    """A node, from the node as listed (a dict, or the :class:`NodeShape` a typed list decodes)."""
-    node = obj if isinstance(obj, NodeShape) else shaped(obj, NodeShape)
+    """A node, from the node as listed: a dict (a watch cache's), or the :class:`NodeShape` a typed
+    list decodes (its strings shared: :func:`shared`)."""
+    if isinstance(obj, NodeShape):
+        return _node_of_shape(obj, gpu_resources)
+    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+    labels = meta.get("labels") or {}
+    capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    return Node(
+        name=meta.get("name", ""),
+        ready=conditions.get("Ready") == "True",
+        unschedulable=bool(spec.get("unschedulable")),
+        taints=[
+            Taint(key=t.get("key", ""), value=t.get("value") or "", effect=t.get("effect", ""))
+            for t in spec.get("taints") or []
+        ],
+        gpu_hardware=has_gpu_hardware(labels),
+        labels={k: v for k, v in labels.items() if k.startswith(KEPT_LABEL_PREFIXES)},
+        capacity={r: quantity(capacity[r]) for r in gpu_resources if r in capacity},
+        allocatable={r: quantity(allocatable[r]) for r in gpu_resources if r in allocatable},
+        kubelet_version=(status.get("nodeInfo") or {}).get("kubeletVersion", ""),
+        **stack_fields(labels, status.get("nodeInfo") or {}),
+    )
+
+
+def _node_of_shape(node: NodeShape, gpu_resources: tuple[str, ...]) -> Node:
     meta, spec, status = node.metadata or _NO_META, node.spec or _NO_NODE_SPEC, node.status or _NO_NODE_STATUS
     labels = {shared(k): shared(v) for k, v in (meta.labels or {}).items()}
     capacity, allocatable = status.capacity or {}, status.allocatable or {}
@@ -221,8 +243,30 @@ def manifest_of(pod_spec: Obj) -> Manifest:
 
 
 def pod_from(obj: Obj | PodShape) -> PluginPod:
-    """A plugin's pod, from the pod as listed (a dict, or the :class:`PodShape` a typed list decodes)."""
-    pod = obj if isinstance(obj, PodShape) else shaped(obj, PodShape)
+    """A plugin's pod, from the pod as listed: a dict (a watch cache's: read as it is, no
+    conversion per look), or the :class:`PodShape` a typed list decodes (its strings shared)."""
+    if isinstance(obj, PodShape):
+        return _pod_of_shape(obj)
+    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+    statuses = status.get("containerStatuses") or []
+    waiting = [((s.get("state") or {}).get("waiting") or {}).get("reason") for s in statuses]
+    waiting_reasons = [w for w in waiting if w]
+    return PluginPod(
+        name=meta.get("name", ""),
+        node=spec.get("nodeName") or "",
+        phase=status.get("phase") or "Unknown",
+        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []),
+        restarts=sum(int(s.get("restartCount") or 0) for s in statuses),
+        crashloop="CrashLoopBackOff" in waiting_reasons,
+        waiting_reason=waiting_reasons[0] if waiting_reasons else None,
+        images=images_of(spec),
+        revision_hash=(meta.get("labels") or {}).get(HASH_LABEL),
+        uid=meta.get("uid"),
+        deleting=meta.get("deletionTimestamp") is not None,
+    )
+
+
+def _pod_of_shape(pod: PodShape) -> PluginPod:
     meta, spec, status = pod.metadata or _NO_META, pod.spec or _NO_SPEC, pod.status or _NO_STATUS
     statuses = status.container_statuses or []
     waiting = [s.state.waiting.reason if s.state and s.state.waiting else None for s in statuses]
@@ -247,7 +291,9 @@ def controller_of(obj: Obj) -> Obj | None:
     return next((ref for ref in _meta(obj).get("ownerReferences") or [] if ref.get("controller")), None)
 
 
-def owner_uids(obj: Obj) -> set[str]:
+def owner_uids(obj: Obj | PodShape) -> set[str]:
+    if isinstance(obj, PodShape):
+        return {given(ref.uid, "") for ref in (obj.metadata or _NO_META).owner_references or []}
     return {ref.get("uid", "") for ref in _meta(obj).get("ownerReferences") or []}
 
 
@@ -289,8 +335,24 @@ def class_from(obj: Obj, kind: str) -> DeviceClass:
 
 
 def slice_from(obj: Obj | SliceShape) -> ResourceSlice:
-    """A ResourceSlice, from the slice as listed (a dict, or the :class:`SliceShape` a typed list decodes)."""
-    found = obj if isinstance(obj, SliceShape) else shaped(obj, SliceShape)
+    """A ResourceSlice, from the slice as listed: a dict, or the :class:`SliceShape` a typed list
+    decodes (its devices counted, not built)."""
+    if isinstance(obj, SliceShape):
+        return _slice_of_shape(obj)
+    spec = obj.get("spec")
+    if spec is None:  # v1alpha2: top-level fields, devices as namedResources instances
+        instances = (obj.get("namedResources") or {}).get("instances") or []
+        return ResourceSlice(
+            name=_meta(obj).get("name", ""), node=obj.get("nodeName"), driver=obj.get("driverName", ""),
+            pool=obj.get("nodeName") or "", devices=len(instances),
+        )
+    return ResourceSlice(
+        name=_meta(obj).get("name", ""), node=spec.get("nodeName"), driver=spec.get("driver", ""),
+        pool=(spec.get("pool") or {}).get("name", ""), devices=len(spec.get("devices") or []),
+    )
+
+
+def _slice_of_shape(found: SliceShape) -> ResourceSlice:
     name = given((found.metadata or _NO_META).name, "")
     spec = found.spec
     if spec is None:  # v1alpha2: top-level fields, devices as namedResources instances
@@ -383,15 +445,13 @@ def allocated_count(status: Obj) -> int:
     return sum(len((h.get("structuredData") or {}).get("results") or []) or 1 for h in handles)
 
 
-def container_requests(container: Obj | ContainerShape, resources: tuple[str, ...]) -> dict[str, int]:
+def container_requests(container: Obj, resources: tuple[str, ...]) -> dict[str, int]:
     """Extended resources one container asks for: its requests (limits when a request is unset),
     in the order of ``resources``."""
-    ctr = container if isinstance(container, ContainerShape) else shaped(container, ContainerShape)
-    res = ctr.resources or _NO_RESOURCES
-    requests, limits = res.requests or {}, res.limits or {}
+    res = container.get("resources") or {}
     out: dict[str, int] = {}
     for name in resources:
-        value = requests.get(name, limits.get(name))
+        value = (res.get("requests") or {}).get(name, (res.get("limits") or {}).get(name))
         if value is not None:
             out[name] = quantity(value)
     return out
@@ -399,11 +459,10 @@ def container_requests(container: Obj | ContainerShape, resources: tuple[str, ..
 
 def requested(pod_spec: Obj | PodSpecShape, resources: tuple[str, ...]) -> dict[str, int]:
     """Extended resources a pod asks for: the sum of its containers' (:func:`container_requests`)."""
-    spec = pod_spec if isinstance(pod_spec, PodSpecShape) else shaped(pod_spec, PodSpecShape)
+    if isinstance(pod_spec, PodSpecShape):
+        return _requested_of_shape(pod_spec, resources)
     out: dict[str, int] = {}
-    if not resources:
-        return out
-    for container in spec.containers or []:
+    for container in pod_spec.get("containers") or []:
         for name, count in container_requests(container, resources).items():
             out[name] = out.get(name, 0) + count
     return out
@@ -411,7 +470,34 @@ def requested(pod_spec: Obj | PodSpecShape, resources: tuple[str, ...]) -> dict[
 
 def claims_of_pod(obj: Obj | PodShape) -> list[str]:
     """Names of the ResourceClaims a pod uses (direct, via ``source`` before 1.31, or generated)."""
-    pod = obj if isinstance(obj, PodShape) else shaped(obj, PodShape)
+    if isinstance(obj, PodShape):
+        return _claims_of_shape(obj)
+    names = set()
+    for ref in (obj.get("spec") or {}).get("resourceClaims") or []:
+        source = ref.get("source") or ref
+        if source.get("resourceClaimName"):
+            names.add(source["resourceClaimName"])
+    for ref in (obj.get("status") or {}).get("resourceClaimStatuses") or []:
+        if ref.get("resourceClaimName"):
+            names.add(ref["resourceClaimName"])
+    return sorted(names)
+
+
+def _requested_of_shape(spec: PodSpecShape, resources: tuple[str, ...]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if not resources:
+        return out
+    for container in spec.containers or []:
+        res = container.resources or _NO_RESOURCES
+        requests, limits = res.requests or {}, res.limits or {}
+        for name in resources:
+            value = requests.get(name, limits.get(name))
+            if value is not None:
+                out[name] = out.get(name, 0) + quantity(value)
+    return out
+
+
+def _claims_of_shape(pod: PodShape) -> list[str]:
     names = set()
     for ref in (pod.spec or _NO_SPEC).resource_claims or []:
         source = ref.source or ref

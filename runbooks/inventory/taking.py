@@ -23,7 +23,6 @@ from runbooks.cluster.decoding import (
     PodSpecShape,
     PodStatusShape,
     SliceShape,
-    shaped,
 )
 from runbooks.cluster.resources import (
     CONTROLLER_REVISIONS,
@@ -170,7 +169,7 @@ def _plugin_daemonset(cluster: Cluster, ds: Obj, kind: PluginKind, known_drivers
     namespace, uid = meta.get("namespace", ""), meta.get("uid", "")
     selector = reading.selector_string((ds.get("spec") or {}).get("selector") or {})
     owned = list(read) if read is not None else cluster.list_objects(
-        PODS, namespace=namespace, label_selector=selector or None,
+        PODS, namespace=namespace, label_selector=selector or None, item=PodShape,
         project=lambda o: reading.pod_from(o) if uid in reading.owner_uids(o) else None,
     )
     revisions = cluster.list_objects(
@@ -264,12 +263,27 @@ class PodUse:
 
 
 def pod_use(obj: Obj | PodShape, resources: tuple[str, ...]) -> PodUse | None:
-    """What a pod uses (GPUs of ``resources`` it requests, claims it names); None if neither."""
-    pod = obj if isinstance(obj, PodShape) else shaped(obj, PodShape)
+    """What a pod uses (GPUs of ``resources`` it requests, claims it names); None if neither. The pod
+    as listed: a dict (a watch cache's), or the :class:`PodShape` a typed list decodes."""
+    if isinstance(obj, PodShape):
+        return _use_of_shape(obj, resources)
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    requests, claims = reading.requested(spec, resources), reading.claims_of_pod(obj)
+    if not (requests or claims or spec.get("resourceClaims")):
+        return None  # page by page, only the pods that matter are kept (a template's pod too)
+    status = obj.get("status") or {}
+    unscheduled = next((str(c.get("message") or "") for c in status.get("conditions") or []
+                        if c.get("type") == "PodScheduled" and c.get("status") == "False"), "")
+    return PodUse(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
+                  phase=status.get("phase", ""), node=str(spec.get("nodeName") or ""),
+                  requests=requests, claims=claims, unschedulable=unscheduled)
+
+
+def _use_of_shape(pod: PodShape, resources: tuple[str, ...]) -> PodUse | None:
     spec = pod.spec or PodSpecShape()
     requests, claims = reading.requested(spec, resources), reading.claims_of_pod(pod)
     if not (requests or claims or spec.resource_claims):
-        return None  # page by page, only the pods that matter are kept (a template's pod too)
+        return None
     meta, status = pod.metadata or MetaShape(), pod.status or PodStatusShape()
     unscheduled = next((str(c.message or "") for c in status.conditions or []
                         if c.type == "PodScheduled" and c.status == "False"), "")
@@ -288,7 +302,7 @@ def unfinished_pods(cluster: Cluster, resources: tuple[str, ...], *, phase: str 
     selector = f"status.phase={phase}" if phase else "status.phase!=Succeeded,status.phase!=Failed"
     if node is not None:
         selector = f"spec.nodeName={node},{selector}"
-    found = cluster.list_objects(PODS, field_selector=selector, project=lambda o: pod_use(o, resources))
+    found = cluster.list_objects(PODS, field_selector=selector, item=PodShape, project=lambda o: pod_use(o, resources))
     return [p for p in found if p is not None]
 
 

@@ -90,7 +90,8 @@ FULL_POD = {
 def test_a_page_decoded_as_shapes_reads_what_the_dicts_read() -> None:
     """issue 39: a list page decoded as :class:`PodShape` (the fields no reader reads skipped) gives
     the inventory the same plugin pod and the same use of GPUs and claims as the pod decoded as a
-    dict; nodes and slices likewise, a slice's devices counted without their attributes."""
+    dict (a watch cache's, read by the dict's own reader); nodes and slices likewise, a slice's
+    devices counted without their attributes."""
     from runbooks.cluster.decoding import NodeShape, PodShape, SliceShape
     from runbooks.inventory import reading
     from runbooks.inventory.taking import pod_use
@@ -123,6 +124,29 @@ def test_a_page_decoded_as_shapes_reads_what_the_dicts_read() -> None:
                                                      "pool": {"name": "p"}, "devices": devices}},
               {"metadata": {"name": "s0"}, "driverName": "gpu.example.com", "nodeName": "gpu-node2",
                "namedResources": {"instances": devices[:2]}}]
-    shaped = decode_page(page(items=slices), item=SliceShape).objects
-    assert [reading.slice_from(s) for s in shaped] == [reading.slice_from(s) for s in slices]
-    assert [(s.devices, s.pool) for s in map(reading.slice_from, shaped)] == [(8, "p"), (2, "gpu-node2")]
+    typed = decode_page(page(items=slices), item=SliceShape).objects
+    assert [reading.slice_from(s) for s in typed] == [reading.slice_from(s) for s in slices]
+    assert [(s.devices, s.pool) for s in map(reading.slice_from, typed)] == [(8, "p"), (2, "gpu-node2")]
+
+
+@pytest.mark.parametrize("obj", [
+    {}, {"metadata": {}, "spec": {}, "status": {}},
+    {"metadata": {"name": "p", "ownerReferences": [{"uid": "u"}], "deletionTimestamp": "2026-01-01T00:00:00Z"},
+     "spec": {"containers": [{"name": "c"}], "taints": [{"key": "k", "value": "v", "effect": "NoExecute"}]},
+     "status": {"phase": "Running", "containerStatuses": [{"state": {"running": {}}}],
+                "conditions": [{"type": "Ready", "status": "True"}]}},
+    {"spec": {"resourceClaims": [{"name": "x", "resourceClaimTemplateName": "t"}]}, "status": {"phase": "Pending"}},
+])
+def test_sparse_objects_read_the_same_as_shapes_and_as_dicts(obj: dict[str, object]) -> None:
+    """issue 39: what an object lacks reads the same from its shape as from its dict (pods, nodes, slices)."""
+    from runbooks.cluster.decoding import NodeShape, PodShape, SliceShape
+    from runbooks.inventory import reading
+    from runbooks.inventory.taking import pod_use
+
+    pod, = decode_page(page(items=[obj]), item=PodShape).objects
+    assert reading.pod_from(pod) == reading.pod_from(obj) and reading.owner_uids(pod) == reading.owner_uids(obj)
+    assert pod_use(pod, ("nvidia.com/gpu",)) == pod_use(obj, ("nvidia.com/gpu",))
+    node, = decode_page(page(items=[obj]), item=NodeShape).objects
+    assert reading.node_from(node, ("nvidia.com/gpu",)) == reading.node_from(obj, ("nvidia.com/gpu",))
+    found, = decode_page(page(items=[obj]), item=SliceShape).objects
+    assert reading.slice_from(found) == reading.slice_from(obj)

@@ -114,6 +114,34 @@ def test_expired_continue_token_restarts_the_list(fresh_cluster: KubeSim, connec
         assert len(names) == len(set(names)) == len(api.list_objects(PODS))
 
 
+def test_a_fold_whose_continue_token_expires_starts_again_from_nothing(
+        fresh_cluster: KubeSim, connect: Callable[..., Cluster]) -> None:
+    """issue 39: folding a list (each pod decoded as ``PodShape`` and added into one value) whose
+    continue token expires mid-list starts again from a fresh value: every pod counted once."""
+    from runbooks.cluster.decoding import PodShape
+
+    compacted: list[bool] = []
+
+    def add(names: list[str], pod: PodShape) -> None:
+        if not compacted:
+            compacted.append(True)
+            fresh_cluster.fault(kind="compact")
+        names.append(f"{pod.metadata.namespace}/{pod.metadata.name}" if pod.metadata else "")
+
+    starts: list[list[str]] = []
+
+    def start() -> list[str]:
+        starts.append([])
+        return starts[-1]
+
+    with connect(fresh_cluster) as api:
+        names = api.fold_objects(PODS, start=start, add=add, item=PodShape, page_size=2)
+        assert len(starts) == 2 and starts[0], "the list was not started again after the 410"
+        assert sorted(names) == sorted(
+            f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in api.list_objects(PODS))
+        assert len(names) == len(set(names))
+
+
 def test_wrong_token_is_unauthorized_and_never_echoed(cluster: KubeSim, tmp_path: Path) -> None:
     """Bad credentials give Unauthorized; neither the bad nor the real token appears in the message."""
     config = yaml.safe_load(cluster.kubeconfig.read_text())

@@ -103,16 +103,21 @@ def test_lists_are_paginated(cluster: KubeSim, connect: Callable[..., Cluster], 
 def test_expired_continue_token_restarts_the_list(fresh_cluster: KubeSim, connect: Callable[..., Cluster]) -> None:
     """A continue token that expires mid-list (410) makes the adapter start the list again, once."""
     compacted = []
+    projected = []
 
     def project(pod: dict) -> str:
-        if not compacted:
+        if not compacted:  # a write after the list began, then the history compacted past it: 410
             compacted.append(True)
+            api.write_json("POST", "/api/v1/namespaces/default/configmaps", action=Action("create", "configmaps"),
+                           body={"metadata": {"name": "moved-on"}, "data": {}})
             fresh_cluster.fault(kind="compact")
+        projected.append(pod["metadata"]["name"])
         return pod["metadata"]["name"]
 
     with connect(fresh_cluster) as api:
         names = api.list_objects(PODS, page_size=2, project=project)
         assert len(names) == len(set(names)) == len(api.list_objects(PODS))
+        assert len(projected) > len(names), "the list was not started again after the 410"
 
 
 def test_a_fold_whose_continue_token_expires_starts_again_from_nothing(

@@ -134,8 +134,12 @@ def write_model_json(model: BaseModel, out: TextIO) -> None:
 
 
 def _long_lists(model: BaseModel) -> bool:
-    """``model`` holds (itself or in a field's model) a list of more than :data:`LONG` models."""
-    for name in type(model).model_fields:
+    """``model`` holds (itself or in a field's model) a list of more than :data:`LONG` models, and
+    is written field by field as its serializer writes it (no computed, aliased or excluded field)."""
+    fields = type(model).model_fields
+    if type(model).model_computed_fields or any(f.alias or f.serialization_alias or f.exclude for f in fields.values()):
+        return False
+    for name in fields:
         value = getattr(model, name)
         if isinstance(value, list) and len(value) > LONG and isinstance(value[0], BaseModel):
             return True

@@ -15,6 +15,9 @@ Output goes to /dev/null for both sides.
   generated models (``CoreV1Api.list_pod_for_all_namespaces``): why the adapter parses
   JSON itself.
 
+Exits 1 when the inventory misses issue 39's targets: at most 0.15x kubectl's time and
+150 MiB of peak RSS (judged at every size; the issue states them at 5,000 nodes).
+
 ``python -m bench.bench_inventory [--nodes N] [--k8s-version 1.31] [--no-models]``
 """
 
@@ -42,6 +45,10 @@ class Measurement:
 
 
 TIME = Path("/usr/bin/time")
+LIMIT_RATIO = 0.15
+"""``upgradebot inventory --json`` within this share of kubectl's time (issue 39)."""
+LIMIT_RSS_MIB = 150.0
+"""``upgradebot inventory --json`` within this peak RSS (issue 39)."""
 
 
 def measure(label: str, command: list[str], env: dict[str, str]) -> Measurement:
@@ -116,7 +123,7 @@ def row(m: Measurement) -> str:
 
 
 def ratio(label: str, slow: Measurement, fast: Measurement) -> str:
-    return f"  {label:<52} {slow.seconds / fast.seconds:8.1f} x {slow.max_rss_mib / fast.max_rss_mib:9.1f} x"
+    return f"  {label:<52} {slow.seconds / fast.seconds:8.2f} x {slow.max_rss_mib / fast.max_rss_mib:9.2f} x"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,14 +167,27 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {'':<52} {'wall':>10} {'peak RSS':>13}")
     for m in results:
         print(row(m))
-    print(ratio("kubectl / inventory", kubectl_run, inventory))
+    print(ratio("inventory / kubectl", inventory, kubectl_run))
     if len(results) > 5:
         print(ratio("client models / adapter raw (listing every pod)", results[5], raw))
     print(f"  inventory above the interpreter floor: {inventory.max_rss_mib - floor.max_rss_mib:.0f} MiB")
     how = "/usr/bin/time -f %M" if TIME.exists() else "os.wait4 (no /usr/bin/time: includes the fork of this process)"
     print(f"  (inventory exit code {inventory.code}; peak RSS by {how}; this process's own peak RSS "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB, not counted)")
-    return 0
+    return 0 if judged(inventory, kubectl_run) else 1
+
+
+def judged(inventory: Measurement, kubectl: Measurement) -> bool:
+    """Print issue 39's two targets for ``inventory --json`` against kubectl of the same run; True when both are met."""
+    share = inventory.seconds / kubectl.seconds
+    lines = [
+        (share <= LIMIT_RATIO, f"inventory --json: {share:.2f}x kubectl's time (target: within {LIMIT_RATIO}x)"),
+        (inventory.max_rss_mib <= LIMIT_RSS_MIB,
+         f"inventory --json: {inventory.max_rss_mib:.0f} MiB peak RSS (target: within {LIMIT_RSS_MIB:.0f} MiB)"),
+    ]
+    for ok, line in lines:
+        print(f"  {line}{'' if ok else '  <- MISSED'}")
+    return all(ok for ok, _ in lines)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,14 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import urllib3
 
-from runbooks.cluster.decoding import NotDecoded, Page, decode_json, decode_object, decode_page
+from runbooks.cluster.decoding import (
+    NotDecoded,
+    Page,
+    TypedPage,
+    decode_json,
+    decode_object,
+    decode_page,
+)
 from runbooks.cluster.discovering import Discovery
 from runbooks.cluster.metrics import MetricSample, lines_of, samples_of
 from runbooks.cluster.resources import (
@@ -56,6 +63,8 @@ if TYPE_CHECKING:
     from kubernetes import client
 
 T = TypeVar("T")
+A = TypeVar("A")
+S = TypeVar("S")
 PAGE_SIZE = 500
 TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds between bytes read
 POOL_SIZE = 16  # parallel requests the connection pool keeps open (log reads)
@@ -245,13 +254,20 @@ class Cluster(Writes, Discovery):
     @overload
     def list_objects(
         self, resource: Resource, *, namespace: str | None = ..., label_selector: str | None = ...,
-        field_selector: str | None = ..., project: None = ..., page_size: int = ...,
+        field_selector: str | None = ..., project: None = ..., page_size: int = ..., item: None = ...,
     ) -> list[dict[str, Any]]: ...
 
     @overload
     def list_objects(
         self, resource: Resource, *, namespace: str | None = ..., label_selector: str | None = ...,
         field_selector: str | None = ..., project: Callable[[dict[str, Any]], T], page_size: int = ...,
+        item: None = ...,
+    ) -> list[T]: ...
+
+    @overload
+    def list_objects(
+        self, resource: Resource, *, namespace: str | None = ..., label_selector: str | None = ...,
+        field_selector: str | None = ..., project: Callable[[S], T], page_size: int = ..., item: type[S],
     ) -> list[T]: ...
 
     def list_objects(
@@ -261,19 +277,49 @@ class Cluster(Writes, Discovery):
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
-        project: Callable[[dict[str, Any]], Any] | None = None,
+        project: Callable[[Any], Any] | None = None,
         page_size: int = PAGE_SIZE,
+        item: type[Any] | None = None,
     ) -> list[Any]:
         """Every object, fetched ``page_size`` at a time, each passed through ``project``.
 
         Projecting page by page keeps only what the caller needs, so 50,000 pods never
-        sit in memory whole. A list whose continue token expires (410) starts again.
+        sit in memory whole. ``item`` (a shape of :mod:`runbooks.cluster.decoding`) decodes
+        each object as that shape, skipping the fields no caller reads, instead of as a dict.
+        A list whose continue token expires (410) starts again.
         """
-        keep: Callable[[dict[str, Any]], Any] = project or (lambda obj: obj)
+        keep: Callable[[Any], Any] = project or (lambda obj: obj)
         action = Action("list", resource.qualified, namespace)
         for restart in range(3):
             try:
-                return [keep(obj) for page in self._pages(resource, namespace, label_selector, field_selector, page_size, action) for obj in page]
+                return [keep(obj) for page in self._pages(resource, namespace, label_selector, field_selector,
+                                                          page_size, action, item=item) for obj in page]
+            except ListExpired:
+                if restart == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def fold_objects(
+        self, resource: Resource, *, start: Callable[[], A], add: Callable[[A, Any], None],
+        item: type[Any] | None = None, namespace: str | None = None, label_selector: str | None = None,
+        field_selector: str | None = None, page_size: int = PAGE_SIZE,
+    ) -> A:
+        """Every object passed to ``add`` into what ``start()`` made, page by page, and that returned.
+
+        One pass that keeps what ``add`` keeps (counts, a few objects), nothing per object;
+        ``item`` (a shape of :mod:`runbooks.cluster.decoding`, e.g. ``PodShape``) decodes each
+        object as that shape, the fields no caller reads skipped, instead of as a dict. A list
+        whose continue token expires (410) starts again, from a fresh ``start()``.
+        """
+        action = Action("list", resource.qualified, namespace)
+        for restart in range(3):
+            into = start()
+            try:
+                for page in self._pages(resource, namespace, label_selector, field_selector, page_size, action,
+                                        item=item):
+                    for obj in page:
+                        add(into, obj)
+                return into
             except ListExpired:
                 if restart == 2:
                     raise
@@ -282,8 +328,10 @@ class Cluster(Writes, Discovery):
     def _pages(
         self, resource: Resource, namespace: str | None, label_selector: str | None,
         field_selector: str | None, page_size: int, action: Action, meta: dict[str, str] | None = None,
-    ) -> Iterator[list[dict[str, Any]]]:
-        """The items of each page in turn, decoded as it arrives (one page's bytes held at a time)."""
+        *, item: type[Any] | None = None,
+    ) -> Iterator[list[Any]]:
+        """The items of each page in turn, decoded as it arrives (one page's bytes held at a time),
+        as dicts or (``item``) as that shape."""
         query: Query = [("limit", page_size)]
         if label_selector:
             query.append(("labelSelector", label_selector))
@@ -291,7 +339,7 @@ class Cluster(Writes, Discovery):
             query.append(("fieldSelector", field_selector))
         token = ""
         while True:
-            page: Page = _decoded(decode_page, self._read(
+            page: Page | TypedPage[Any] = _decoded(lambda data: decode_page(data, item=item), self._read(
                 resource.path(namespace), action=action,
                 query=query + ([("continue", token)] if token else []),
             ), action)

@@ -10,9 +10,21 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import sys
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from runbooks.cluster.decoding import (
+    MetaShape,
+    NodeShape,
+    NodeSpecShape,
+    NodeStatusShape,
+    PodShape,
+    PodSpecShape,
+    PodStatusShape,
+    ResourcesShape,
+    SliceShape,
+)
 from runbooks.inventory.models import (
     ContainerFacts,
     DaemonSet,
@@ -48,8 +60,24 @@ _SUFFIXES: dict[str, Decimal] = {
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([a-zA-Z]*)$")
 
 
+_NO_META, _NO_SPEC, _NO_STATUS, _NO_RESOURCES = MetaShape(), PodSpecShape(), PodStatusShape(), ResourcesShape()
+_NO_NODE_SPEC, _NO_NODE_STATUS = NodeSpecShape(), NodeStatusShape()
+
+
 def _meta(obj: Obj) -> Obj:
     return obj.get("metadata") or {}
+
+
+def shared(value: Any) -> Any:
+    """A string the inventory keeps of each of thousands of objects (a node name a pod and a slice
+    name too, an image, a label, a phase) as one object for all (``sys.intern``): at 5,000 nodes,
+    115,000 copies are 7 MiB (issue 39)."""
+    return sys.intern(value) if type(value) is str else value
+
+
+def given(value: Any, default: str) -> Any:
+    """A shape's field as ``dict.get(key, default)`` reads it: the default when the field was absent."""
+    return default if value is None else value
 
 
 def quantity(value: Any) -> int:
@@ -112,7 +140,11 @@ def has_gpu_hardware(labels: dict[str, str]) -> bool:
     )
 
 
-def node_from(obj: Obj, gpu_resources: tuple[str, ...]) -> Node:
+def node_from(obj: Obj | NodeShape, gpu_resources: tuple[str, ...]) -> Node:
+    """A node, from the node as listed: a dict (a watch cache's), or the :class:`NodeShape` a typed
+    list decodes (its strings shared: :func:`shared`)."""
+    if isinstance(obj, NodeShape):
+        return _node_of_shape(obj, gpu_resources)
     meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
     labels = meta.get("labels") or {}
     capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
@@ -131,6 +163,26 @@ def node_from(obj: Obj, gpu_resources: tuple[str, ...]) -> Node:
         allocatable={r: quantity(allocatable[r]) for r in gpu_resources if r in allocatable},
         kubelet_version=(status.get("nodeInfo") or {}).get("kubeletVersion", ""),
         **stack_fields(labels, status.get("nodeInfo") or {}),
+    )
+
+
+def _node_of_shape(node: NodeShape, gpu_resources: tuple[str, ...]) -> Node:
+    meta, spec, status = node.metadata or _NO_META, node.spec or _NO_NODE_SPEC, node.status or _NO_NODE_STATUS
+    labels = {shared(k): shared(v) for k, v in (meta.labels or {}).items()}
+    capacity, allocatable = status.capacity or {}, status.allocatable or {}
+    conditions = {c.type: c.status for c in status.conditions or []}
+    info = {k: shared(v) for k, v in (status.node_info or {}).items()}
+    return Node(
+        name=shared(given(meta.name, "")),
+        ready=conditions.get("Ready") == "True",
+        unschedulable=bool(spec.unschedulable),
+        taints=[Taint(key=given(t.key, ""), value=t.value or "", effect=given(t.effect, "")) for t in spec.taints or []],
+        gpu_hardware=has_gpu_hardware(labels),
+        labels={k: v for k, v in labels.items() if k.startswith(KEPT_LABEL_PREFIXES)},
+        capacity={r: quantity(capacity[r]) for r in gpu_resources if r in capacity},
+        allocatable={r: quantity(allocatable[r]) for r in gpu_resources if r in allocatable},
+        kubelet_version=info.get("kubeletVersion", ""),
+        **stack_fields(labels, info),
     )
 
 
@@ -190,7 +242,11 @@ def manifest_of(pod_spec: Obj) -> Manifest:
     )
 
 
-def pod_from(obj: Obj) -> PluginPod:
+def pod_from(obj: Obj | PodShape) -> PluginPod:
+    """A plugin's pod, from the pod as listed: a dict (a watch cache's: read as it is, no
+    conversion per look), or the :class:`PodShape` a typed list decodes (its strings shared)."""
+    if isinstance(obj, PodShape):
+        return _pod_of_shape(obj)
     meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
     statuses = status.get("containerStatuses") or []
     waiting = [((s.get("state") or {}).get("waiting") or {}).get("reason") for s in statuses]
@@ -210,12 +266,34 @@ def pod_from(obj: Obj) -> PluginPod:
     )
 
 
+def _pod_of_shape(pod: PodShape) -> PluginPod:
+    meta, spec, status = pod.metadata or _NO_META, pod.spec or _NO_SPEC, pod.status or _NO_STATUS
+    statuses = status.container_statuses or []
+    waiting = [s.state.waiting.reason if s.state and s.state.waiting else None for s in statuses]
+    waiting_reasons = [w for w in waiting if w]
+    return PluginPod(
+        name=given(meta.name, ""),
+        node=shared(spec.node_name or ""),
+        phase=shared(status.phase or "Unknown"),
+        ready=any(c.type == "Ready" and c.status == "True" for c in status.conditions or []),
+        restarts=sum(int(s.restart_count or 0) for s in statuses),
+        crashloop="CrashLoopBackOff" in waiting_reasons,
+        waiting_reason=waiting_reasons[0] if waiting_reasons else None,
+        images={shared(given(c.name, "")): shared(given(c.image, "")) for c in spec.containers or []},
+        revision_hash=shared((meta.labels or {}).get(HASH_LABEL)),
+        uid=meta.uid,
+        deleting=meta.deletion_timestamp is not None,
+    )
+
+
 def controller_of(obj: Obj) -> Obj | None:
     """The object's controlling owner reference (``controller: true``), None for a bare object."""
     return next((ref for ref in _meta(obj).get("ownerReferences") or [] if ref.get("controller")), None)
 
 
-def owner_uids(obj: Obj) -> set[str]:
+def owner_uids(obj: Obj | PodShape) -> set[str]:
+    if isinstance(obj, PodShape):
+        return {given(ref.uid, "") for ref in (obj.metadata or _NO_META).owner_references or []}
     return {ref.get("uid", "") for ref in _meta(obj).get("ownerReferences") or []}
 
 
@@ -256,7 +334,11 @@ def class_from(obj: Obj, kind: str) -> DeviceClass:
     return DeviceClass(name=_meta(obj).get("name", ""), kind="DeviceClass", drivers=sorted(set(found)))
 
 
-def slice_from(obj: Obj) -> ResourceSlice:
+def slice_from(obj: Obj | SliceShape) -> ResourceSlice:
+    """A ResourceSlice, from the slice as listed: a dict, or the :class:`SliceShape` a typed list
+    decodes (its devices counted, not built)."""
+    if isinstance(obj, SliceShape):
+        return _slice_of_shape(obj)
     spec = obj.get("spec")
     if spec is None:  # v1alpha2: top-level fields, devices as namedResources instances
         instances = (obj.get("namedResources") or {}).get("instances") or []
@@ -267,6 +349,21 @@ def slice_from(obj: Obj) -> ResourceSlice:
     return ResourceSlice(
         name=_meta(obj).get("name", ""), node=spec.get("nodeName"), driver=spec.get("driver", ""),
         pool=(spec.get("pool") or {}).get("name", ""), devices=len(spec.get("devices") or []),
+    )
+
+
+def _slice_of_shape(found: SliceShape) -> ResourceSlice:
+    name = given((found.metadata or _NO_META).name, "")
+    spec = found.spec
+    if spec is None:  # v1alpha2: top-level fields, devices as namedResources instances
+        instances = (found.named_resources.instances if found.named_resources else None) or []
+        return ResourceSlice(
+            name=name, node=shared(found.node_name), driver=shared(given(found.driver_name, "")),
+            pool=shared(found.node_name or ""), devices=len(instances),
+        )
+    return ResourceSlice(
+        name=name, node=shared(spec.node_name), driver=shared(given(spec.driver, "")),
+        pool=shared(given(spec.pool.name if spec.pool else None, "")), devices=len(spec.devices or []),
     )
 
 
@@ -360,8 +457,10 @@ def container_requests(container: Obj, resources: tuple[str, ...]) -> dict[str, 
     return out
 
 
-def requested(pod_spec: Obj, resources: tuple[str, ...]) -> dict[str, int]:
+def requested(pod_spec: Obj | PodSpecShape, resources: tuple[str, ...]) -> dict[str, int]:
     """Extended resources a pod asks for: the sum of its containers' (:func:`container_requests`)."""
+    if isinstance(pod_spec, PodSpecShape):
+        return _requested_of_shape(pod_spec, resources)
     out: dict[str, int] = {}
     for container in pod_spec.get("containers") or []:
         for name, count in container_requests(container, resources).items():
@@ -369,8 +468,10 @@ def requested(pod_spec: Obj, resources: tuple[str, ...]) -> dict[str, int]:
     return out
 
 
-def claims_of_pod(obj: Obj) -> list[str]:
+def claims_of_pod(obj: Obj | PodShape) -> list[str]:
     """Names of the ResourceClaims a pod uses (direct, via ``source`` before 1.31, or generated)."""
+    if isinstance(obj, PodShape):
+        return _claims_of_shape(obj)
     names = set()
     for ref in (obj.get("spec") or {}).get("resourceClaims") or []:
         source = ref.get("source") or ref
@@ -379,4 +480,30 @@ def claims_of_pod(obj: Obj) -> list[str]:
     for ref in (obj.get("status") or {}).get("resourceClaimStatuses") or []:
         if ref.get("resourceClaimName"):
             names.add(ref["resourceClaimName"])
+    return sorted(names)
+
+
+def _requested_of_shape(spec: PodSpecShape, resources: tuple[str, ...]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if not resources:
+        return out
+    for container in spec.containers or []:
+        res = container.resources or _NO_RESOURCES
+        requests, limits = res.requests or {}, res.limits or {}
+        for name in resources:
+            value = requests.get(name, limits.get(name))
+            if value is not None:
+                out[name] = out.get(name, 0) + quantity(value)
+    return out
+
+
+def _claims_of_shape(pod: PodShape) -> list[str]:
+    names = set()
+    for ref in (pod.spec or _NO_SPEC).resource_claims or []:
+        source = ref.source or ref
+        if source.resource_claim_name:
+            names.add(source.resource_claim_name)
+    for ref in (pod.status or _NO_STATUS).resource_claim_statuses or []:
+        if ref.resource_claim_name:
+            names.add(ref.resource_claim_name)
     return sorted(names)

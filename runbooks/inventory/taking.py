@@ -12,10 +12,18 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from runbooks.cluster import Cluster
+from runbooks.cluster.decoding import (
+    MetaShape,
+    NodeShape,
+    PodShape,
+    PodSpecShape,
+    PodStatusShape,
+    SliceShape,
+)
 from runbooks.cluster.resources import (
     CONTROLLER_REVISIONS,
     DAEMONSETS,
@@ -78,19 +86,19 @@ def take_inventory(
     gate, stage = _gate(cluster)
     notes: list[str] = []
 
-    nodes = cluster.list_objects(NODES, project=lambda o: reading.node_from(o, resources))
+    nodes = cluster.list_objects(NODES, item=NodeShape, project=lambda o: reading.node_from(o, resources))
     classes, slices, claims = _dra_objects(cluster, apis, taken_at)
     known_drivers = {d for c in classes for d in c.drivers} | {s.driver for s in slices}
     selection = plugins.select_plugins(cluster.list_objects(DAEMONSETS), targets, known_drivers)
     chosen = [(ds, kind) for ds, kind in selection.plugins
               if dra_plugins or not targets or plugins.ref_of(ds) in targets]
     read = dict(owned or {})
-    if in_use_of is None:  # every node's IN USE: one list of the cluster's unfinished pods, holding the plugins' too
-        pods, plugin_pods = unfinished_and_plugin_pods(cluster, resources, {
+    if in_use_of is None:  # every node's IN USE: one pass over the cluster's unfinished pods, holding the plugins' too
+        tally = unfinished_and_plugin_pods(cluster, resources, {
             (ds.get("metadata") or {}).get("uid", ""): plugins.ref_of(ds) for ds, _ in chosen
             if plugins.ref_of(ds) not in read})
-        read.update(plugin_pods)
-        waiting = [p for p in pods if p.phase == PENDING]
+        read.update(tally.plugin_pods)
+        gpus, waiting = tally.gpus, tally.waiting
     daemonsets = [_plugin_daemonset(cluster, ds, kind, known_drivers, read.get(plugins.ref_of(ds)))
                   for ds, kind in chosen]
     daemonsets, log_notes = _registrations(cluster, daemonsets, {n.name: n for n in nodes}, log_budget,
@@ -99,11 +107,11 @@ def take_inventory(
     notes += log_notes + driver_notes
     if in_use_of is not None:  # a few nodes' (a canary's): never the whole cluster's pods for them (every
         # node's were read above, with the plugins' pods)
-        pods = [p for node in sorted(set(in_use_of)) for p in unfinished_pods(cluster, resources, node=node)]
+        gpus = gpus_in_use(p for node in sorted(set(in_use_of)) for p in unfinished_pods(cluster, resources, node=node))
         waiting = unfinished_pods(cluster, (), phase=PENDING)
     if any(c.state == "pending" for c in claims):
         claims = with_waiting_pods(cluster, claims, waiting)
-    nodes = with_devices_in_use(nodes, claims, pods)
+    with_devices_in_use(nodes, claims, gpus)
 
     dra = DraInfo(
         feature_gate=gate, stage=stage, served_versions=apis.served_versions, kinds=apis.kinds,
@@ -146,7 +154,7 @@ def _dra_objects(
         classes += cluster.list_objects(chosen["ResourceClass"], project=lambda o: reading.class_from(o, "ResourceClass"))
     slices: list[ResourceSlice] = []
     if "ResourceSlice" in chosen:
-        slices = cluster.list_objects(chosen["ResourceSlice"], project=reading.slice_from)
+        slices = cluster.list_objects(chosen["ResourceSlice"], item=SliceShape, project=reading.slice_from)
     claims: list[ResourceClaim] = []
     if "ResourceClaim" in chosen:
         res: Resource = chosen["ResourceClaim"]
@@ -161,7 +169,7 @@ def _plugin_daemonset(cluster: Cluster, ds: Obj, kind: PluginKind, known_drivers
     namespace, uid = meta.get("namespace", ""), meta.get("uid", "")
     selector = reading.selector_string((ds.get("spec") or {}).get("selector") or {})
     owned = list(read) if read is not None else cluster.list_objects(
-        PODS, namespace=namespace, label_selector=selector or None,
+        PODS, namespace=namespace, label_selector=selector or None, item=PodShape,
         project=lambda o: reading.pod_from(o) if uid in reading.owner_uids(o) else None,
     )
     revisions = cluster.list_objects(
@@ -254,8 +262,11 @@ class PodUse:
     """The scheduler's message while the pod is not scheduled (PodScheduled False)."""
 
 
-def pod_use(obj: Obj, resources: tuple[str, ...]) -> PodUse | None:
-    """What a pod uses (GPUs of ``resources`` it requests, claims it names); None if neither."""
+def pod_use(obj: Obj | PodShape, resources: tuple[str, ...]) -> PodUse | None:
+    """What a pod uses (GPUs of ``resources`` it requests, claims it names); None if neither. The pod
+    as listed: a dict (a watch cache's), or the :class:`PodShape` a typed list decodes."""
+    if isinstance(obj, PodShape):
+        return _use_of_shape(obj, resources)
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     requests, claims = reading.requested(spec, resources), reading.claims_of_pod(obj)
     if not (requests or claims or spec.get("resourceClaims")):
@@ -265,6 +276,19 @@ def pod_use(obj: Obj, resources: tuple[str, ...]) -> PodUse | None:
                         if c.get("type") == "PodScheduled" and c.get("status") == "False"), "")
     return PodUse(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
                   phase=status.get("phase", ""), node=str(spec.get("nodeName") or ""),
+                  requests=requests, claims=claims, unschedulable=unscheduled)
+
+
+def _use_of_shape(pod: PodShape, resources: tuple[str, ...]) -> PodUse | None:
+    spec = pod.spec or PodSpecShape()
+    requests, claims = reading.requested(spec, resources), reading.claims_of_pod(pod)
+    if not (requests or claims or spec.resource_claims):
+        return None
+    meta, status = pod.metadata or MetaShape(), pod.status or PodStatusShape()
+    unscheduled = next((str(c.message or "") for c in status.conditions or []
+                        if c.type == "PodScheduled" and c.status == "False"), "")
+    return PodUse(namespace=reading.given(meta.namespace, ""), name=reading.given(meta.name, ""),
+                  phase=reading.given(status.phase, ""), node=str(spec.node_name or ""),
                   requests=requests, claims=claims, unschedulable=unscheduled)
 
 
@@ -278,24 +302,38 @@ def unfinished_pods(cluster: Cluster, resources: tuple[str, ...], *, phase: str 
     selector = f"status.phase={phase}" if phase else "status.phase!=Succeeded,status.phase!=Failed"
     if node is not None:
         selector = f"spec.nodeName={node},{selector}"
-    found = cluster.list_objects(PODS, field_selector=selector, project=lambda o: pod_use(o, resources))
+    found = cluster.list_objects(PODS, field_selector=selector, item=PodShape, project=lambda o: pod_use(o, resources))
     return [p for p in found if p is not None]
 
 
-def with_devices_in_use(nodes: list[Node], claims: Sequence[ResourceClaim], pods: Sequence[PodUse]) -> list[Node]:
-    """Nodes with what is in use on each: GPUs requested by its unfinished pods, and DRA devices
-    allocated to claims there."""
-    gpus: dict[str, dict[str, int]] = defaultdict(dict)
+def gpus_in_use(pods: Iterable[PodUse]) -> dict[str, dict[str, int]]:
+    """GPUs requested by ``pods`` (unfinished), per node and resource."""
+    gpus: dict[str, dict[str, int]] = {}
     for pod in pods:
-        if pod.node:
-            for name, count in pod.requests.items():
-                gpus[pod.node][name] = gpus[pod.node].get(name, 0) + count
+        _count(gpus, pod)
+    return gpus
+
+
+def _count(gpus: dict[str, dict[str, int]], pod: PodUse) -> None:
+    if pod.node:
+        on_node = gpus.setdefault(pod.node, {})
+        for name, count in pod.requests.items():
+            on_node[name] = on_node.get(name, 0) + count
+
+
+def with_devices_in_use(nodes: list[Node], claims: Sequence[ResourceClaim],
+                        gpus: Mapping[str, Mapping[str, int]]) -> list[Node]:
+    """``nodes`` with what is in use on each: GPUs requested by its unfinished pods (``gpus``, by
+    node: :func:`gpus_in_use`), and DRA devices allocated to claims there. Each node is replaced in
+    the list itself, one at a time, so 5,000 nodes are never held twice (issue 39)."""
     devices: dict[str, int] = defaultdict(int)
     for claim in claims:
         if claim.node and claim.state.startswith("allocated"):
             devices[claim.node] += claim.devices
-    return [n.model_copy(update={"in_use": dict(gpus.get(n.name, {})), "devices_in_use": devices.get(n.name, 0)})
-            for n in nodes]
+    for i, node in enumerate(nodes):
+        nodes[i] = node.model_copy(update={"in_use": dict(gpus.get(node.name, {})),
+                                           "devices_in_use": devices.get(node.name, 0)})
+    return nodes
 
 
 def with_waiting_pods(cluster: Cluster, claims: list[ResourceClaim],
@@ -313,28 +351,42 @@ def with_waiting_pods(cluster: Cluster, claims: list[ResourceClaim],
     ]
 
 
+@dataclass
+class PodTally:
+    """What one pass over the cluster's unfinished pods keeps, page by page (issue 39): the GPUs
+    requested per node (counts, no pod kept for them), the Pending pods that request GPUs or name
+    claims, and the pods of the DaemonSets ``owners`` (uid -> ``namespace/name``) by DaemonSet."""
+
+    resources: tuple[str, ...]
+    owners: Mapping[str, str]
+    gpus: dict[str, dict[str, int]] = field(default_factory=dict)
+    waiting: list[PodUse] = field(default_factory=list)
+    plugin_pods: dict[str, list[PluginPod]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.plugin_pods = {ref: [] for ref in self.owners.values()}
+
+    def add(self, pod: PodShape) -> None:
+        use = pod_use(pod, self.resources)
+        if use is not None:
+            _count(self.gpus, use)
+            if use.phase == PENDING:
+                self.waiting.append(use)
+        if self.owners:
+            refs = (pod.metadata or MetaShape()).owner_references or []
+            owner = next((ref.uid for ref in refs if ref.uid in self.owners), None)
+            if owner is not None:
+                self.plugin_pods[self.owners[owner]].append(reading.pod_from(pod))
+
+
 def unfinished_and_plugin_pods(
     cluster: Cluster, resources: tuple[str, ...], owners: Mapping[str, str],
-) -> tuple[list[PodUse], dict[str, list[PluginPod]]]:
-    """One list of the cluster's unfinished pods: those that request GPUs or name claims
-    (:func:`unfinished_pods`), and the pods of the DaemonSets ``owners`` (uid -> ``namespace/name``)
-    by DaemonSet, so an inventory of every node lists no plugin's pods again (issue 39). A plugin
-    pod Succeeded or Failed is not among them: the DaemonSet controller deletes a failed pod and
-    creates another, which is."""
-    def project(obj: Obj) -> tuple[PodUse | None, str, PluginPod | None] | None:
-        use = pod_use(obj, resources)
-        owner = next((uid for uid in reading.owner_uids(obj) if uid in owners), "")
-        return (use, owner, reading.pod_from(obj) if owner else None) if use is not None or owner else None
-
-    found = cluster.list_objects(PODS, field_selector="status.phase!=Succeeded,status.phase!=Failed", project=project)
-    by_owner: dict[str, list[PluginPod]] = {ref: [] for ref in owners.values()}
-    uses: list[PodUse] = []
-    for item in found:
-        if item is None:
-            continue
-        use, owner, pod = item
-        if use is not None:
-            uses.append(use)
-        if pod is not None:
-            by_owner[owners[owner]].append(pod)
-    return uses, by_owner
+) -> PodTally:
+    """One pass over the cluster's unfinished pods (:class:`PodTally`), decoded as :class:`PodShape`
+    (only the fields read), so an inventory of every node lists no plugin's pods again and keeps
+    no object per pod (issue 39). A plugin pod Succeeded or Failed is not among them: the
+    DaemonSet controller deletes a failed pod and creates another, which is."""
+    return cluster.fold_objects(
+        PODS, field_selector="status.phase!=Succeeded,status.phase!=Failed", item=PodShape,
+        start=lambda: PodTally(resources, owners), add=PodTally.add,
+    )

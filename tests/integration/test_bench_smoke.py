@@ -30,3 +30,20 @@ def test_the_ack_bench_runs_both_servers_on_a_small_idle_cluster() -> None:
                           capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "upgradebot / bare" in done.stdout and "0 told the bot is busy" in done.stdout
+
+
+def test_the_inventory_bench_judges_issue_39s_targets_against_kubectl(capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 39: the inventory bench prints ``inventory --json``'s share of kubectl's time with the
+    0.15x target and its peak RSS with the 150 MiB target, and exits 1 when either is missed."""
+    from bench import bench_inventory
+    from bench.bench_inventory import Measurement
+
+    code = bench_inventory.main(["--nodes", "20", "--no-models"])
+    out = capsys.readouterr().out
+    assert "x kubectl's time (target: within 0.15x)" in out and "peak RSS (target: within 150 MiB)" in out, out
+    assert code == (1 if "<- MISSED" in out else 0), out  # 20 nodes: start-up dominates, so likely missed
+
+    kubectl = Measurement("kubectl", 10.0, 400.0, 0)
+    assert bench_inventory.judged(Measurement("inventory", 1.5, 150.0, 0), kubectl)
+    assert not bench_inventory.judged(Measurement("inventory", 1.6, 100.0, 0), kubectl)
+    assert not bench_inventory.judged(Measurement("inventory", 1.0, 151.0, 1), kubectl)

@@ -14,6 +14,7 @@ from kubesim import KubeSim
 from runbooks.cluster import Cluster, RetryPolicy
 from runbooks.cluster.resources import DAEMONSETS, PODS
 from runbooks.errors import (
+    Action,
     ClusterConfigError,
     ClusterUnreachable,
     Forbidden,
@@ -102,16 +103,51 @@ def test_lists_are_paginated(cluster: KubeSim, connect: Callable[..., Cluster], 
 def test_expired_continue_token_restarts_the_list(fresh_cluster: KubeSim, connect: Callable[..., Cluster]) -> None:
     """A continue token that expires mid-list (410) makes the adapter start the list again, once."""
     compacted = []
+    projected = []
 
     def project(pod: dict) -> str:
-        if not compacted:
+        if not compacted:  # a write after the list began, then the history compacted past it: 410
             compacted.append(True)
+            api.write_json("POST", "/api/v1/namespaces/default/configmaps", action=Action("create", "configmaps"),
+                           body={"metadata": {"name": "moved-on"}, "data": {}})
             fresh_cluster.fault(kind="compact")
+        projected.append(pod["metadata"]["name"])
         return pod["metadata"]["name"]
 
     with connect(fresh_cluster) as api:
         names = api.list_objects(PODS, page_size=2, project=project)
         assert len(names) == len(set(names)) == len(api.list_objects(PODS))
+        assert len(projected) > len(names), "the list was not started again after the 410"
+
+
+def test_a_fold_whose_continue_token_expires_starts_again_from_nothing(
+        fresh_cluster: KubeSim, connect: Callable[..., Cluster]) -> None:
+    """issue 39: folding a list (each pod decoded as ``PodShape`` and added into one value) whose
+    continue token expires mid-list starts again from a fresh value: every pod counted once."""
+    from runbooks.cluster.decoding import PodShape
+
+    compacted: list[bool] = []
+
+    def add(names: list[str], pod: PodShape) -> None:
+        if not compacted:  # a write after the list began, then the history compacted past it: 410
+            compacted.append(True)
+            api.write_json("POST", "/api/v1/namespaces/default/configmaps", action=Action("create", "configmaps"),
+                           body={"metadata": {"name": "moved-on"}, "data": {}})
+            fresh_cluster.fault(kind="compact")
+        names.append(f"{pod.metadata.namespace}/{pod.metadata.name}" if pod.metadata else "")
+
+    starts: list[list[str]] = []
+
+    def start() -> list[str]:
+        starts.append([])
+        return starts[-1]
+
+    with connect(fresh_cluster) as api:
+        names = api.fold_objects(PODS, start=start, add=add, item=PodShape, page_size=2)
+        assert len(starts) == 2 and starts[0], "the list was not started again after the 410"
+        assert sorted(names) == sorted(
+            f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in api.list_objects(PODS))
+        assert len(names) == len(set(names))
 
 
 def test_wrong_token_is_unauthorized_and_never_echoed(cluster: KubeSim, tmp_path: Path) -> None:

@@ -70,3 +70,83 @@ def test_watch_events() -> None:
     for line in (b"{", b"[]", b'{"type": "ADDED", "object": [1]}'):
         with pytest.raises(NotDecoded):
             decode_event(line)
+
+
+FULL_POD = {
+    "metadata": {"name": "plugin-x", "namespace": "kube-system", "uid": "u-1", "labels": {"controller-revision-hash": "abc"},
+                 "ownerReferences": [{"uid": "ds-1", "controller": True, "kind": "DaemonSet"}],
+                 "annotations": {"big": "x" * 1000}, "managedFields": [{"manager": "kubelet"}]},
+    "spec": {"nodeName": "gpu-node1", "volumes": [{"name": "v", "hostPath": {"path": "/var"}}],
+             "containers": [{"name": "plugin", "image": "nvcr.io/p:v1", "env": [{"name": "A", "value": "1"}],
+                             "resources": {"limits": {"nvidia.com/gpu": "2"}, "requests": {"cpu": "100m"}}}],
+             "resourceClaims": [{"name": "gpu", "resourceClaimName": "claim-a"},
+                                {"name": "old", "source": {"resourceClaimName": "claim-b"}}]},
+    "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "message": "no fit"}],
+               "containerStatuses": [{"restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}],
+               "resourceClaimStatuses": [{"name": "t", "resourceClaimName": "plugin-x-t-1"}]},
+}
+
+
+def test_a_page_decoded_as_shapes_reads_what_the_dicts_read() -> None:
+    """issue 39: a list page decoded as :class:`PodShape` (the fields no reader reads skipped) gives
+    the inventory the same plugin pod and the same use of GPUs and claims as the pod decoded as a
+    dict (a watch cache's, read by the dict's own reader); nodes and slices likewise, a slice's
+    devices counted without their attributes."""
+    from runbooks.cluster.decoding import NodeShape, PodShape, SliceShape
+    from runbooks.inventory import reading
+    from runbooks.inventory.taking import pod_use
+
+    decoded = decode_page(page(metadata={"continue": "next"}, items=[FULL_POD]), item=PodShape)
+    assert decoded.token == "next" and len(decoded.objects) == 1
+    shape = decoded.objects[0]
+    assert isinstance(shape, PodShape)
+    assert reading.pod_from(shape) == reading.pod_from(FULL_POD)
+    assert reading.pod_from(shape).model_dump() == {
+        "name": "plugin-x", "node": "gpu-node1", "phase": "Pending", "ready": False, "restarts": 3,
+        "crashloop": True, "waiting_reason": "CrashLoopBackOff", "images": {"plugin": "nvcr.io/p:v1"},
+        "revision_hash": "abc", "registered": None, "uid": "u-1", "deleting": False}
+    use = pod_use(shape, ("nvidia.com/gpu",))
+    assert use == pod_use(FULL_POD, ("nvidia.com/gpu",))
+    assert use is not None and use.requests == {"nvidia.com/gpu": 2} and use.unschedulable == "no fit"
+    assert use.claims == ["claim-a", "claim-b", "plugin-x-t-1"]
+
+    node = {"metadata": {"name": "gpu-node1", "labels": {"nvidia.com/gpu.present": "true"}},
+            "spec": {"unschedulable": True, "taints": [{"key": "k", "effect": "NoSchedule"}]},
+            "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "7"},
+                       "conditions": [{"type": "Ready", "status": "True"}], "images": [{"names": ["a"]}],
+                       "nodeInfo": {"kubeletVersion": "v1.31.13", "osImage": "Ubuntu"}}}
+    nodes = decode_page(page(items=[node]), item=NodeShape).objects
+    assert reading.node_from(nodes[0], ("nvidia.com/gpu",)) == reading.node_from(node, ("nvidia.com/gpu",))
+    assert reading.node_from(nodes[0], ("nvidia.com/gpu",)).allocatable == {"nvidia.com/gpu": 7}
+
+    devices = [{"name": f"gpu-{i}", "basic": {"attributes": {"index": {"int": i}}}} for i in range(8)]
+    slices = [{"metadata": {"name": "s1"}, "spec": {"driver": "gpu.example.com", "nodeName": "gpu-node1",
+                                                     "pool": {"name": "p"}, "devices": devices}},
+              {"metadata": {"name": "s0"}, "driverName": "gpu.example.com", "nodeName": "gpu-node2",
+               "namedResources": {"instances": devices[:2]}}]
+    typed = decode_page(page(items=slices), item=SliceShape).objects
+    assert [reading.slice_from(s) for s in typed] == [reading.slice_from(s) for s in slices]
+    assert [(s.devices, s.pool) for s in map(reading.slice_from, typed)] == [(8, "p"), (2, "gpu-node2")]
+
+
+@pytest.mark.parametrize("obj", [
+    {}, {"metadata": {}, "spec": {}, "status": {}},
+    {"metadata": {"name": "p", "ownerReferences": [{"uid": "u"}], "deletionTimestamp": "2026-01-01T00:00:00Z"},
+     "spec": {"containers": [{"name": "c"}], "taints": [{"key": "k", "value": "v", "effect": "NoExecute"}]},
+     "status": {"phase": "Running", "containerStatuses": [{"state": {"running": {}}}],
+                "conditions": [{"type": "Ready", "status": "True"}]}},
+    {"spec": {"resourceClaims": [{"name": "x", "resourceClaimTemplateName": "t"}]}, "status": {"phase": "Pending"}},
+])
+def test_sparse_objects_read_the_same_as_shapes_and_as_dicts(obj: dict[str, object]) -> None:
+    """issue 39: what an object lacks reads the same from its shape as from its dict (pods, nodes, slices)."""
+    from runbooks.cluster.decoding import NodeShape, PodShape, SliceShape
+    from runbooks.inventory import reading
+    from runbooks.inventory.taking import pod_use
+
+    pod, = decode_page(page(items=[obj]), item=PodShape).objects
+    assert reading.pod_from(pod) == reading.pod_from(obj) and reading.owner_uids(pod) == reading.owner_uids(obj)
+    assert pod_use(pod, ("nvidia.com/gpu",)) == pod_use(obj, ("nvidia.com/gpu",))
+    node, = decode_page(page(items=[obj]), item=NodeShape).objects
+    assert reading.node_from(node, ("nvidia.com/gpu",)) == reading.node_from(obj, ("nvidia.com/gpu",))
+    found, = decode_page(page(items=[obj]), item=SliceShape).objects
+    assert reading.slice_from(found) == reading.slice_from(obj)

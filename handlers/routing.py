@@ -48,8 +48,10 @@ from runbooks.errors import ClusterError
 from runbooks.policy import Policy
 
 if TYPE_CHECKING:  # types only: `upgradebot --help` builds the verb table without the client and the engine (issue 39)
+    from handlers.verbs import Entry
     from runbooks.cluster import Cluster
     from runbooks.engine.commands import Engine
+    from runbooks.engine.reading import Runs
     from runbooks.stability.tallying import Tally
 
 log = logging.getLogger("upgradebot.routing")
@@ -159,12 +161,13 @@ class Deps:
     def __init__(self, *, policy: Policy, connect: Callable[[str | None], Cluster],
                  directory: Directory | None = None, engine: Engine | None = None,
                  open_engine: Callable[[], Engine] | None = None, read_tally: ReadTally | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, open_reader: Callable[[], Runs] | None = None) -> None:
         self.policy, self.connect, self.clock = policy, connect, clock
         self.in_flight = InFlight()
         """Identical reads running at once are read once (fifty ``inventory`` in a second: one)."""
         self.directory: Directory = directory or StaticDirectory()
         self._engine, self._open_engine, self._read_tally = engine, open_engine, read_tally
+        self._open_reader = open_reader
 
     @property
     def engine(self) -> Engine:
@@ -173,6 +176,14 @@ class Deps:
                 raise RuntimeError("this surface was built without a run engine")
             self._engine = self._open_engine()
         return self._engine
+
+    @property
+    def runs(self) -> Runs:
+        """What reads runs: the engine when it is open or there is no ``open_reader``, else a reader
+        of the store alone (the shell's ``status`` and ``runs`` build no engine: issue 39)."""
+        if self._engine is None and self._open_reader is not None:
+            return self._open_reader()
+        return self.engine
 
     def read_tally(self, run_id: str) -> tuple[Tally | None, dict[str, str]]:
         if self._read_tally is None:
@@ -226,6 +237,16 @@ class Command:
     by_surface: bool = False
     """``present`` takes the surface too (``surface=``: ``slack``, ``console``, ``shell``) and words
     its reply for it: a thread and buttons in Slack, commands where there are none (issue 41)."""
+
+    @classmethod
+    def of(cls, row: Entry, parse: Callable[[Sequence[str]], Any], handle: Callable[[Any, Deps, Caller], Any],
+           present: Callable[..., Reply], **shell: Any) -> Command:
+        """The command of a row of :data:`handlers.verbs.VERBS` (its name, usage, summary and the
+        router's and parser's data, written there only), bound to its handler's functions;
+        ``shell``: ``exit_code``, ``to_json``, ``by_surface``."""
+        return cls(row.name, row.usage, row.summary, parse, handle, present, mutating=row.mutating,
+                   takes_cluster=row.takes_cluster, acts=row.acts, chat=row.chat, lane=row.lane,
+                   shell_files=row.shell_files, flags=row.flags, **shell)
 
     def reply(self, result: Any, surface: str) -> Reply:
         """The :class:`Reply` to ``result`` as ``surface`` shows it."""

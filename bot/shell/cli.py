@@ -1,9 +1,10 @@
 """``upgradebot <verb> …``: the shell front end, for people and for CI pipelines.
 
-One subcommand per row of the verb table (:data:`handlers.verbs.VERBS`): the same usage
-line, summary, parser and handler as in Slack, and the same reply, printed as text, or
-with ``--json`` the verb's model. Then the process verbs: ``serve`` (Slack), ``console``
-(the chat in a terminal) and ``demo``.
+One subcommand per row of the verb table (:data:`handlers.verbs.VERBS`, read as data: a
+verb's handler module is imported when it runs): the same usage line, summary, parser and
+handler as in Slack, and the same reply, printed as text, or with ``--json`` the verb's
+model. Then the process verbs: ``serve`` (Slack), ``console`` (the chat in a terminal) and
+``demo``.
 
 Run verbs open the engine on Redis (``REDIS_URL``, else this user's local server) and run
 the cluster steps in this process: the engine's ``wake`` is ``engine.advance``, which
@@ -34,16 +35,14 @@ from bot.storage.embedded import RedisUnavailable
 from handlers import messages as msg
 from handlers.argument_help import described
 from handlers.arguments import UsageError
-from handlers.routing import EXIT_USAGE, Caller, Command, Deps
 from handlers.verbs import VERBS
-from runbooks.engine.refusals import Refused
-from runbooks.engine.store import StoreUnavailable
 from runbooks.errors import ClusterError, scrub, shorten
 
-if TYPE_CHECKING:  # the settings, the engine and the printing are loaded where used: not by `--help` (issue 39)
+if TYPE_CHECKING:  # the settings, engine, routing and printing are loaded where used, not by `--help` (issue 39)
     from bot.runtime import Connect
     from bot.settings import Settings
     from bot.storage.redis_store import RedisRunStore
+    from handlers.routing import Caller, Command, Deps
     from runbooks.engine.commands import Engine
 
 SURFACE = "shell"
@@ -137,7 +136,7 @@ def build_parser() -> Parser:
     parser = Parser(prog=msg.PROG, description="Safe upgrades of GPU device plugins and DRA drivers.")
     verbs = parser.add_subparsers(dest="verb", metavar="<verb>", parser_class=Parser)
     verbs.required = True
-    for command in VERBS:
+    for command in VERBS:  # the rows as data: no handler module is imported to list them
         usage = f"{msg.PROG} {command.usage} [--json]" + (" [--as USER]" if command.acts else "") + \
             " [--kubeconfig PATH]"
         sub = verbs.add_parser(command.name, help=command.summary, usage=usage.replace("%", "%%"),  # argparse formats %
@@ -219,7 +218,11 @@ class Session:
                 self.out.write(outcome.note + "\n")
 
     def deps(self) -> Deps:
+        from handlers.routing import Deps
+        from runbooks.engine.reading import RunReader
+
         return Deps(policy=self.policy, connect=self.connect, open_engine=self.engine,
+                    open_reader=lambda: RunReader(self.store),
                     read_tally=lambda run_id: self.store.read_tally(run_id))
 
     def identity(self) -> ShellIdentity:
@@ -229,6 +232,8 @@ class Session:
     def caller(self, command: Command) -> Caller:
         """Who acts: the identity the policy maps this account (or CI token) to; verbs that only
         read go on without one (as the bare account) when the policy maps none."""
+        from handlers.routing import Caller
+
         try:
             found = self.identity()
         except IdentityRefused:
@@ -246,7 +251,6 @@ class Session:
 def run_command(command: Command, args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """One verb of the table: parse, handle, print; its exit code."""
     from bot.shell.output import print_result
-    from runbooks.engine.commands import Outcome
 
     session = Session(args, settings, out)
     try:
@@ -256,8 +260,11 @@ def run_command(command: Command, args: argparse.Namespace, settings: Settings, 
         deps = session.deps()
         result = command.handle(request, deps, session.caller(command))
         code = print_result(command, result, as_json=args.json, out=out, surface=SURFACE)
-        if command.acts and isinstance(result, Outcome):
-            session.continue_others(deps.engine, result.run.id)
+        if command.acts:  # the engine's commands, loaded by the verbs that act (issue 39)
+            from runbooks.engine.commands import Outcome
+
+            if isinstance(result, Outcome):
+                session.continue_others(deps.engine, result.run.id)
         return code
     finally:
         session.close()
@@ -275,7 +282,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
             logs.configure_shell_logging(level=settings.log_level, secrets=secrets_of(settings), stream=err)
         if process is not None:
             return process.run(args, settings, out)
-        command = next(c for c in VERBS if c.name == args.verb)
+        command = next(c for c in VERBS if c.name == args.verb).command()  # its handler module, loaded now
         return run_command(command, args, settings, out)
     except UsageError as exc:
         err.write(msg.shell_error(exc.reason) + "\n" + msg.shell_usage(exc.usage) + "\n")
@@ -285,9 +292,12 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     except Exception as exc:
         if isinstance(exc, reported_errors()):
             err.write(msg.shell_error(str(exc)) + "\n")
-            return EXIT_USAGE
-        # a bug: one line for the user, never a traceback (and nothing more is done)
-        err.write(msg.shell_error(msg.shell_internal_error(type(exc).__name__, scrub(shorten(str(exc))))) + "\n")
+        else:  # a bug: one line for the user, never a traceback (and nothing more is done)
+            err.write(msg.shell_error(msg.shell_internal_error(type(exc).__name__, scrub(shorten(str(exc))))) + "\n")
+    from handlers.routing import (
+        EXIT_USAGE,  # loaded on the way out: `--help` does without the routing (issue 39)
+    )
+
     return EXIT_USAGE
 
 
@@ -303,5 +313,7 @@ def reported_errors() -> tuple[type[Exception], ...]:
     nor the engine's driving (issue 39)."""
     from bot.settings import SettingsError
     from runbooks.engine.driving import StepPaused
+    from runbooks.engine.refusals import Refused
+    from runbooks.engine.store import StoreUnavailable
 
     return (ClusterError, SettingsError, Refused, StoreUnavailable, StepPaused, RedisUnavailable, IdentityRefused)

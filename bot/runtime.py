@@ -32,10 +32,8 @@ from handlers.routing import Deps
 from runbooks.engine.clocks import StoppableClock, SystemClock
 from runbooks.engine.leasing import parse_owner
 from runbooks.engine.runs import Gate, Run, RunKind, Step
-from runbooks.engine.steps import Clock
 from runbooks.engine.transitioning import Observer
 from runbooks.errors import ClusterConfigError
-from runbooks.policy import Policy
 
 if TYPE_CHECKING:  # imported where used: a shell verb that never opens the store loads neither (nor, reading
     # runs only, the cluster adapter: issue 39)
@@ -45,6 +43,8 @@ if TYPE_CHECKING:  # imported where used: a shell verb that never opens the stor
     from handlers.access import Directory
     from runbooks.cluster import Cluster
     from runbooks.engine.commands import Engine
+    from runbooks.engine.steps import Clock
+    from runbooks.policy import Policy
 
 log = logging.getLogger("upgradebot.runtime")
 T = TypeVar("T")

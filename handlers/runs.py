@@ -34,7 +34,6 @@ from handlers.run_replies import (
     status_reply,
 )
 from handlers.verbs import entry
-from runbooks import validation
 from runbooks.engine.runs import UNSUCCESSFUL, GateKind, Run, RunState
 from runbooks.templates import EDIT_KEYS, REPEATABLE, Edits, parse_edits
 
@@ -93,6 +92,8 @@ class CanaryArgs(BaseModel):
 
 
 def parse_canary(words: Sequence[str]) -> CanaryArgs:
+    from runbooks import validation  # the policy's names, for the verbs that request (issue 39)
+
     positional, pairs, repeated = split_words(
         words, allowed=("image", "node", "container", "cluster", "when", *EDIT_KEYS), usage=CANARY_USAGE,
         max_positional=1, repeatable=REPEATABLE,
@@ -156,6 +157,8 @@ class RestartArgs(BaseModel):
 
 
 def parse_restart(words: Sequence[str]) -> RestartArgs:
+    from runbooks import validation  # the policy's names, for the verbs that request (issue 39)
+
     positional, pairs = split_pairs(words, allowed=("node", "container", "cluster", "when"), usage=RESTART_USAGE,
                                     max_positional=1)
     if not positional:
@@ -195,6 +198,8 @@ class RepairArgs(BaseModel):
 
 
 def parse_repair(words: Sequence[str]) -> RepairArgs:
+    from runbooks import validation  # the policy's names, for the verbs that request (issue 39)
+
     positional, pairs = split_pairs(words, allowed=("cluster",), usage=REPAIR_USAGE, max_positional=1)
     if not positional:
         raise UsageError("which DaemonSet? give <namespace>/<daemonset>", REPAIR_USAGE)

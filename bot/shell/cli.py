@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # the settings, engine, routing and printing are loaded where
     from bot.storage.redis_store import RedisRunStore
     from handlers.routing import Caller, Command, Deps
     from runbooks.engine.commands import Engine
+    from runbooks.policy import Policy
 
 SURFACE = "shell"
 ProcessMain = Callable[[argparse.Namespace, "Settings", TextIO], int]
@@ -184,9 +185,17 @@ class Session:
         from bot import runtime
 
         self.args, self.settings, self.out = args, settings, out
-        self.policy = settings.policy()
+        # A policy file is read (and refused when bad) by every verb; the built-in defaults are
+        # built when a verb uses them: `status` uses no policy (issue 39).
+        self._policy: Policy | None = settings.policy() if settings.config_file is not None else None
         self.connect: Connect = runtime.connector(settings, args.kubeconfig)
         self._store: RedisRunStore | None = None
+
+    @property
+    def policy(self) -> Policy:
+        if self._policy is None:
+            self._policy = self.settings.policy()
+        return self._policy
 
     @property
     def store(self) -> RedisRunStore:
@@ -221,7 +230,7 @@ class Session:
         from handlers.routing import Deps
         from runbooks.engine.reading import RunReader
 
-        return Deps(policy=self.policy, connect=self.connect, open_engine=self.engine,
+        return Deps(load_policy=lambda: self.policy, connect=self.connect, open_engine=self.engine,
                     open_reader=lambda: RunReader(self.store),
                     read_tally=lambda run_id: self.store.read_tally(run_id))
 
@@ -230,16 +239,13 @@ class Session:
         return resolve(self.policy, token=token.get_secret_value() if token else None)
 
     def caller(self, command: Command) -> Caller:
-        """Who acts: the identity the policy maps this account (or CI token) to; verbs that only
-        read go on without one (as the bare account) when the policy maps none."""
+        """Who acts: the identity the policy maps this account (or CI token) to. A verb that does
+        not act is not told: it reads the same for anyone (and loads no policy for it: issue 39)."""
         from handlers.routing import Caller
 
-        try:
-            found = self.identity()
-        except IdentityRefused:
-            if command.acts:
-                raise
+        if not command.acts:
             return Caller(user="", channel=None, surface=SURFACE)
+        found = self.identity()  # IdentityRefused: nothing is done
         check_as(found, getattr(self.args, "as_user", None))
         return Caller(user=found.user, channel=None, surface=SURFACE, account=found.account)
 

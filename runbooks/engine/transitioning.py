@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runbooks.engine.actors import ENGINE_ACTOR, ENGINE_SURFACE, Actor, as_actor
 from runbooks.engine.reading import read_run
 from runbooks.engine.runs import TERMINAL, Gate, Run, RunState, Step, check_transition
-from runbooks.engine.steps import Clock
 from runbooks.engine.store import RunStore, StaleRun
+
+if TYPE_CHECKING:  # the protocol only: the steps' settings models are not loaded by reading runs (issue 39)
+    from runbooks.engine.steps import Clock
 
 log = logging.getLogger(__name__)
 CAS_ATTEMPTS = 50

@@ -133,11 +133,15 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message, self.format_usage().strip())
 
 
-def build_parser() -> Parser:
+def build_parser(only: str | None = None) -> Parser:
+    """The parser of every verb, or with ``only`` of that verb alone (what it parses and prints
+    is the same: a verb's words, help and errors are its own subparser's; issue 39)."""
     parser = Parser(prog=msg.PROG, description="Safe upgrades of GPU device plugins and DRA drivers.")
     verbs = parser.add_subparsers(dest="verb", metavar="<verb>", parser_class=Parser)
     verbs.required = True
     for command in VERBS:  # the rows as data: no handler module is imported to list them
+        if only is not None and command.name != only:
+            continue
         usage = f"{msg.PROG} {command.usage} [--json]" + (" [--as USER]" if command.acts else "") + \
             " [--kubeconfig PATH]"
         sub = verbs.add_parser(command.name, help=command.summary, usage=usage.replace("%", "%%"),  # argparse formats %
@@ -156,6 +160,8 @@ def build_parser() -> Parser:
             sub.add_argument("--as", dest="as_user", metavar="USER",
                              help="your own identity, as the policy maps your account (any other is refused)")
     for name, process in PROCESSES.items():
+        if only is not None and name != only:
+            continue
         process.add_arguments(verbs.add_parser(name, help=process.summary, usage=f"{msg.PROG} {process.usage}"))
     return parser
 
@@ -169,9 +175,14 @@ def arguments_epilog(verb: str, usage: str) -> str:
     return "\n".join(lines)
 
 
+def verb_names() -> list[str]:
+    """Every verb the shell takes: the table's, then the processes."""
+    return [c.name for c in VERBS] + list(PROCESSES)
+
+
 def parse_args(parser: Parser, argv: list[str]) -> argparse.Namespace:
     """``argv`` parsed; an unknown verb is a :class:`UsageError` saying which verb it looks like."""
-    names = [c.name for c in VERBS] + list(PROCESSES)
+    names = verb_names()
     if argv and not argv[0].startswith("-") and argv[0] not in names:
         raise UsageError(msg.shell_unknown_verb(argv[0], names), parser.format_usage().strip())
     return parser.parse_args(argv)
@@ -279,7 +290,9 @@ def run_command(command: Command, args: argparse.Namespace, settings: Settings, 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        args = parse_args(build_parser(), sys.argv[1:] if argv is None else list(argv))
+        words = sys.argv[1:] if argv is None else list(argv)
+        known = words[0] if words and words[0] in verb_names() else None
+        args = parse_args(build_parser(known), words)
         process = PROCESSES.get(args.verb)
         from bot.settings import load_settings
 

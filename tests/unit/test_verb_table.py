@@ -26,3 +26,21 @@ def test_a_row_naming_no_command_of_its_module_is_an_error() -> None:
     with pytest.raises(LookupError, match="no command 'status'"):
         wrong.command()
     assert entry("status").command().name == "status"
+
+
+@pytest.mark.parametrize("argv", [["status", "--json"], ["status", "r-3k9x0b2a"], ["audit", "r-3k9x0b2a", "--all"],
+                                  ["preflight", "target=1.33", "-f", "a.yaml"], ["local", "--help-not"]])
+def test_a_verbs_own_parser_parses_as_the_whole_one(argv: list[str]) -> None:
+    """issue 39: the shell builds the subparser of the verb it runs only; its words parse to the
+    same namespace (or the same usage error) as with every verb's subparser built."""
+    from bot.shell.cli import build_parser, parse_args
+    from handlers.arguments import UsageError
+
+    def parsed(only: str | None) -> object:
+        try:
+            return vars(parse_args(build_parser(only), argv))
+        except UsageError as exc:
+            return exc.reason, exc.usage
+
+    assert parsed(argv[0]) == parsed(None)
+    assert len(build_parser(argv[0])._subparsers._group_actions[0].choices) == 1  # type: ignore[union-attr]

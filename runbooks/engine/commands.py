@@ -34,7 +34,6 @@ from runbooks.engine.clocks import SystemClock
 from runbooks.engine.driving import Driver, StepPaused, label_of
 from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Leases, owner_id
-from runbooks.engine.reading import RunReader
 from runbooks.engine.refusals import Refused
 from runbooks.engine.requesting import (
     AUTO_NODE,
@@ -163,7 +162,7 @@ class Engine:
         return self.writer.get(run_id, whole=whole)
 
     def runs(self, *, active_only: bool = False, limit: int = 100, whole: bool = True) -> list[Run]:
-        return RunReader(self.store).runs(active_only=active_only, limit=limit, whole=whole)
+        return self.store.list_runs(active_only=active_only, limit=limit, whole=whole)
 
     def audit(self, run_id: str) -> list[dict[str, Any]]:
         self.get(run_id)

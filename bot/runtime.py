@@ -29,31 +29,34 @@ from bot.storage.layout import Keys
 from bot.storage.local import local_redis_url
 from handlers import messages
 from handlers.routing import Deps
-from runbooks.cluster import Cluster
 from runbooks.engine.clocks import StoppableClock, SystemClock
 from runbooks.engine.leasing import parse_owner
 from runbooks.engine.runs import Gate, Run, RunKind, Step
-from runbooks.engine.steps import Clock
 from runbooks.engine.transitioning import Observer
 from runbooks.errors import ClusterConfigError
-from runbooks.policy import Policy
 
-if TYPE_CHECKING:  # imported where used: a shell verb that never opens the store loads neither
+if TYPE_CHECKING:  # imported where used: a shell verb that never opens the store loads neither (nor, reading
+    # runs only, the cluster adapter: issue 39)
     from bot.reports.wiring import Reports
     from bot.storage.redis_store import RedisRunStore
     from bot.workers import Advancer
     from handlers.access import Directory
+    from runbooks.cluster import Cluster
     from runbooks.engine.commands import Engine
+    from runbooks.engine.steps import Clock
+    from runbooks.policy import Policy
 
 log = logging.getLogger("upgradebot.runtime")
 T = TypeVar("T")
-Connect = Callable[[str | None], Cluster]
+Connect = Callable[[str | None], "Cluster"]
 
 
 def connector(settings: Settings, kubeconfig: str | None = None) -> Connect:
     """Opens the cluster of a context: the kubeconfig if there is one, else in-cluster."""
 
     def connect(context: str | None) -> Cluster:
+        from runbooks.cluster import Cluster
+
         path = settings.kubeconfig_path(kubeconfig)
         if path is None:
             if context:

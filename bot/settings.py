@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
-import yaml
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bot import policy_file
 from handlers.messages import did_you_mean
-from runbooks.policy import Policy
+
+if TYPE_CHECKING:  # the policy's models and yaml are loaded by `policy()`, when a verb reads the policy (issue 39)
+    from runbooks.policy import Policy
 
 
 class SettingsError(ValueError):
@@ -111,6 +111,11 @@ class Settings(BaseSettings):
 
     def policy(self) -> Policy:
         """The policy file, validated; the defaults when ``UPGRADEBOT_CONFIG`` is unset."""
+        import yaml
+
+        from bot import policy_file
+        from runbooks.policy import Policy
+
         if self.config_file is None:
             return Policy()
         try:
@@ -153,6 +158,8 @@ def _did_you_mean(error: Any) -> str:
     most looks like (issue 41); '' for any other error."""
     if error.get("type") != "extra_forbidden" or not error.get("loc"):
         return ""
+    from runbooks.policy import Policy
+
     *where, key = error["loc"]
     hint = did_you_mean(str(key), _keys_at(Policy, where))
     return f" ({hint})" if hint else ""

@@ -10,10 +10,12 @@ groups a user is in, as :attr:`~runbooks.engine.approving.Actor.groups`.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from runbooks.engine.approving import Actor
-from runbooks.policy import Policy, Principals
+from runbooks.engine.actors import Actor
+
+if TYPE_CHECKING:  # types only: the shell's reading verbs load no policy model (issue 39)
+    from runbooks.policy import Policy, Principals
 
 
 class DirectoryUnavailable(Exception):

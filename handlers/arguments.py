@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from handlers import messages as msg
-from runbooks.engine.runs import is_run_id
-from runbooks.validation import unsafe_character
+from runbooks.characters import unsafe_character
 
 
 class UsageError(ValueError):
@@ -78,6 +77,10 @@ def _refuse_unsafe(word: str, key: str, sep: str, usage: str) -> None:
 
 def run_id(words: Sequence[str], *, usage: str, allowed: Sequence[str] = ()) -> tuple[str, dict[str, str]]:
     """``(run id, {key: value})`` from ``<run> [key=value ...]``; a missing or malformed id is a UsageError."""
+    from runbooks.engine.runs import (
+        is_run_id,  # the run model: loaded by the verbs that read a run id (issue 39)
+    )
+
     positional, pairs = split_pairs(words, allowed=allowed, usage=usage, max_positional=1)
     if not positional:
         raise UsageError("which run? give its id (r-… as `runs` lists them)", usage)

@@ -20,11 +20,12 @@ from handlers.replies import Item, Message, Reply, Table
 from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps
 from handlers.run_replies import requested_reply
 from handlers.runs import failed_unless_done, outcome_json
+from handlers.verbs import entry
 from runbooks.dra.claims import ClaimsReport, broken_claims
 from runbooks.engine.commands import Outcome
 
-USAGE = "claims [cluster=<context>]"
-CLEANUP_USAGE = "cleanup-claims [cluster=<context>]"
+USAGE = entry("claims").usage
+CLEANUP_USAGE = entry("cleanup-claims").usage
 MAX_ROWS = 40
 
 
@@ -72,9 +73,8 @@ def summarize(result: ClaimsReport) -> Reply:
                                                                      rows=rows), tone="warn")])
 
 
-COMMAND = Command("claims", USAGE, "broken ResourceClaims cluster-wide, each with why and the fix (read-only)", parse,
-                  handle, summarize, lane="long",
-                  exit_code=lambda result: EXIT_FAILED if result.broken else EXIT_OK)
+COMMAND = Command.of(entry("claims"), parse, handle, summarize,
+                     exit_code=lambda result: EXIT_FAILED if result.broken else EXIT_OK)
 
 
 def cleanup(args: ClaimsRequest, deps: Deps, caller: Caller) -> Outcome:
@@ -83,7 +83,5 @@ def cleanup(args: ClaimsRequest, deps: Deps, caller: Caller) -> Outcome:
                                        origin={"surface": caller.surface, "channel": caller.channel or ""})
 
 
-CLEANUP_COMMAND = Command("cleanup-claims", CLEANUP_USAGE, "request a run deleting the broken ResourceClaims `claims` "
-                          "lists, each only as listed (approved)", _parser(CLEANUP_USAGE), cleanup, requested_reply,
-                          mutating=True, acts=True, lane="long", exit_code=failed_unless_done, to_json=outcome_json,
-                          by_surface=True)
+CLEANUP_COMMAND = Command.of(entry("cleanup-claims"), _parser(CLEANUP_USAGE), cleanup, requested_reply,
+                             exit_code=failed_unless_done, to_json=outcome_json, by_surface=True)

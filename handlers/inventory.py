@@ -17,11 +17,12 @@ from handlers import node_stack
 from handlers.arguments import split_pairs
 from handlers.replies import Item, Message, Reply, Table
 from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps
+from handlers.verbs import entry
 from runbooks.cluster import Cluster
 from runbooks.inventory import DaemonSet, Inventory, Node, take_inventory
 from runbooks.policy import Policy
 
-USAGE = "inventory [cluster=<context>]"
+USAGE = entry("inventory").usage
 
 
 class InventoryRequest(BaseModel):
@@ -176,5 +177,5 @@ def _handle(request: InventoryRequest, deps: Deps, caller: Caller) -> Inventory:
                              lambda: handle(request, connect=deps.connect, policy=deps.policy))
 
 
-COMMAND = Command("inventory", USAGE, "what the cluster runs, and what to fix before an upgrade", parse, _handle,
-                  summarize, lane="long", exit_code=lambda inv: EXIT_FAILED if inv.failed else EXIT_OK)
+COMMAND = Command.of(entry("inventory"), parse, _handle, summarize,
+                     exit_code=lambda inv: EXIT_FAILED if inv.failed else EXIT_OK)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from handlers.replies import channel_ref
 from runbooks.errors import plural
 
 HELP_TITLE = "What I can do"
@@ -32,6 +31,10 @@ def unknown_verb(verb: str, verbs: Iterable[str] = ()) -> str:
 
 
 def channel_not_allowed(channel: str, allowed: Iterable[str]) -> str:
+    from handlers.replies import (
+        channel_ref,  # the replies' models: not loaded by the shell's `--help` (issue 39)
+    )
+
     where = ", ".join(channel_ref(c) for c in sorted(allowed))
     return f"commands are not accepted in {channel_ref(channel)}: use {where}"
 

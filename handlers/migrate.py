@@ -24,14 +24,14 @@ from handlers.replies import Attachment, Item, Message, Reply, Table
 from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps
 from handlers.run_replies import requested_reply
 from handlers.runs import failed_unless_done, outcome_json
+from handlers.verbs import entry
 from runbooks import validation
 from runbooks.dra.migrating import WORKLOADS, Migration, migrate
 from runbooks.engine.commands import Outcome
 from runbooks.errors import shorten
 
-USAGE = "migrate <namespace>/[<kind>/]<workload> [class=<device class>] [cluster=<context>]"
-APPLY_USAGE = ("apply-migration <namespace>/[<kind>/]<workload> [class=<device class>] [canary=<n>|<p>%] "
-               "[cluster=<context>]")
+USAGE = entry("migrate").usage
+APPLY_USAGE = entry("apply-migration").usage
 KINDS = {k.lower(): k for k in WORKLOADS}
 LONG_CHARS = 2900
 """A plan longer than this (what one Slack section holds, in a code block) is attached as a
@@ -134,10 +134,7 @@ def request(args: MigrateRequest, deps: Deps, caller: Caller) -> Outcome:
         origin={"surface": caller.surface, "channel": caller.channel or ""})
 
 
-APPLY_COMMAND = Command("apply-migration", APPLY_USAGE, "request a migration run: approved, applied, verified, "
-                        "rolled back on failure", _parser(APPLY_USAGE), request, requested_reply, mutating=True,
-                        acts=True, lane="long", exit_code=failed_unless_done, to_json=outcome_json,
-                        by_surface=True)
-COMMAND = Command("migrate", USAGE, "the ResourceClaims that replace a workload's device-plugin resources", parse,
-                  handle, summarize, lane="long",
-                  exit_code=lambda result: EXIT_OK if result.accepted else EXIT_FAILED)
+APPLY_COMMAND = Command.of(entry("apply-migration"), _parser(APPLY_USAGE), request, requested_reply,
+                           exit_code=failed_unless_done, to_json=outcome_json, by_surface=True)
+COMMAND = Command.of(entry("migrate"), parse, handle, summarize,
+                     exit_code=lambda result: EXIT_OK if result.accepted else EXIT_FAILED)

@@ -19,10 +19,11 @@ from pydantic import BaseModel, ConfigDict
 from handlers.arguments import UsageError, split_pairs
 from handlers.replies import Item, Message, Reply, Table
 from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps
+from handlers.verbs import entry
 from runbooks.dra.preflight import Manifest, Preflight, PreflightError, preflight
 from runbooks.errors import shorten
 
-USAGE = "preflight target=<version> [-f <file|dir>] [cluster=<context>]"
+USAGE = entry("preflight").usage
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_ROWS = 40
 
@@ -144,6 +145,5 @@ def summarize(result: Preflight) -> Reply:
                  thread=thread, tone=tone)
 
 
-COMMAND = Command("preflight", USAGE, "what a Kubernetes upgrade would break in DRA objects and manifests", parse,
-                  handle, summarize, lane="long", shell_files=True,
-                  exit_code=lambda result: EXIT_FAILED if result.failed else EXIT_OK)
+COMMAND = Command.of(entry("preflight"), parse, handle, summarize,
+                     exit_code=lambda result: EXIT_FAILED if result.failed else EXIT_OK)

@@ -18,10 +18,11 @@ from pydantic import BaseModel, ConfigDict
 from handlers.arguments import UsageError, split_pairs
 from handlers.replies import Reply
 from handlers.routing import Caller, Command, Deps
+from handlers.verbs import entry
 from runbooks import validation
 from runbooks.rbac_manifests import manifests, render
 
-USAGE = "rbac [repair=<namespace>,...] [account=<namespace>/<name>]"
+USAGE = entry("rbac").usage
 
 
 class RbacRequest(BaseModel):
@@ -65,6 +66,5 @@ def present(result: Rbac) -> Reply:
     return Reply(text=render(result.objects))
 
 
-COMMAND = Command("rbac", USAGE, "the Roles and bindings the policy needs (pipe to kubectl apply -f -)", parse,
-                  handle, present, takes_cluster=False, chat=False,
-                  to_json=lambda result: {"apiVersion": "v1", "kind": "List", "items": result.objects})
+COMMAND = Command.of(entry("rbac"), parse, handle, present,
+                     to_json=lambda result: {"apiVersion": "v1", "kind": "List", "items": result.objects})

@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runbooks.validation import unsafe_character
+from runbooks.characters import unsafe_character
 
 Tone = Literal["info", "ok", "warn", "error"]
 ButtonStyle = Literal["primary", "danger"]

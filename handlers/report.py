@@ -23,6 +23,7 @@ from handlers.charts import report_chart
 from handlers.replies import Attachment, Item, Message, Reply, Table, Tone
 from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps, ReadTally
 from handlers.run_views import rollback_button
+from handlers.verbs import entry
 from runbooks.engine.refusals import moment_text
 
 if TYPE_CHECKING:  # types only; the reporting is imported by `handle` (issue 39: the shell's other verbs skip it)
@@ -32,7 +33,7 @@ if TYPE_CHECKING:  # types only; the reporting is imported by `handle` (issue 39
     from runbooks.stability.reports import Count, StabilityReport
 
 log = logging.getLogger("upgradebot.report")
-USAGE = "report <run>"
+USAGE = entry("report").usage
 TONE: dict[str, Tone] = {"stable": "ok", "degraded": "warn", "failing": "error"}
 MAX_EVENT_ROWS = 10
 LAST_STABLE = "The last scheduled report: monitoring ends, the run is done and its target free."
@@ -184,6 +185,5 @@ def _handle(run: str, deps: Deps, caller: Caller) -> StabilityReport:
                                                              policy=deps.policy, read_tally=deps.read_tally))
 
 
-COMMAND = Command("report", USAGE, "a run's stability report now (as the 24 h / 48 h ones)", parse, _handle,
-                  present, takes_cluster=False, lane="long",
-                  exit_code=lambda report: EXIT_OK if report.stable else EXIT_FAILED)
+COMMAND = Command.of(entry("report"), parse, _handle, present,
+                     exit_code=lambda report: EXIT_OK if report.stable else EXIT_FAILED)

@@ -39,17 +39,19 @@ from handlers.arguments import UsageError, split_pairs
 from handlers.decoding import words as split_words
 from handlers.replies import SUMMARY_SEPARATOR, Reply
 from runbooks.engine import refusals
-from runbooks.engine.approving import Actor, may_request
+from runbooks.engine.actors import Actor
 from runbooks.engine.clocks import Cancelled
 from runbooks.engine.refusals import Refused
-from runbooks.engine.steps import Clock
 from runbooks.engine.store import StoreUnavailable
 from runbooks.errors import ClusterError
-from runbooks.policy import Policy
 
 if TYPE_CHECKING:  # types only: `upgradebot --help` builds the verb table without the client and the engine (issue 39)
+    from handlers.verbs import Entry
     from runbooks.cluster import Cluster
     from runbooks.engine.commands import Engine
+    from runbooks.engine.reading import Runs
+    from runbooks.engine.steps import Clock
+    from runbooks.policy import Policy
     from runbooks.stability.tallying import Tally
 
 log = logging.getLogger("upgradebot.routing")
@@ -153,18 +155,31 @@ class Deps:
     checks wait on (the engine's: a simulated cluster's minutes pass as fast as its runs').
 
     The engine may be given or opened on first use (``open_engine``): the shell's
-    ``inventory`` and ``verify`` never start Redis.
+    ``inventory`` and ``verify`` never start Redis. So may the policy (``load_policy``): the
+    shell's ``status`` without a policy file never builds the default one (issue 39).
     """
 
-    def __init__(self, *, policy: Policy, connect: Callable[[str | None], Cluster],
+    def __init__(self, *, policy: Policy | None = None, connect: Callable[[str | None], Cluster],
                  directory: Directory | None = None, engine: Engine | None = None,
                  open_engine: Callable[[], Engine] | None = None, read_tally: ReadTally | None = None,
-                 clock: Clock | None = None) -> None:
-        self.policy, self.connect, self.clock = policy, connect, clock
+                 clock: Clock | None = None, open_reader: Callable[[], Runs] | None = None,
+                 load_policy: Callable[[], Policy] | None = None) -> None:
+        if policy is None and load_policy is None:
+            raise ValueError("Deps needs a policy or a load_policy")
+        self._policy, self._load_policy = policy, load_policy
+        self.connect, self.clock = connect, clock
         self.in_flight = InFlight()
         """Identical reads running at once are read once (fifty ``inventory`` in a second: one)."""
         self.directory: Directory = directory or StaticDirectory()
         self._engine, self._open_engine, self._read_tally = engine, open_engine, read_tally
+        self._open_reader = open_reader
+
+    @property
+    def policy(self) -> Policy:
+        if self._policy is None:
+            assert self._load_policy is not None  # checked when built
+            self._policy = self._load_policy()
+        return self._policy
 
     @property
     def engine(self) -> Engine:
@@ -173,6 +188,14 @@ class Deps:
                 raise RuntimeError("this surface was built without a run engine")
             self._engine = self._open_engine()
         return self._engine
+
+    @property
+    def runs(self) -> Runs:
+        """What reads runs: the engine when it is open or there is no ``open_reader``, else a reader
+        of the store alone (the shell's ``status`` and ``runs`` build no engine: issue 39)."""
+        if self._engine is None and self._open_reader is not None:
+            return self._open_reader()
+        return self.engine
 
     def read_tally(self, run_id: str) -> tuple[Tally | None, dict[str, str]]:
         if self._read_tally is None:
@@ -226,6 +249,16 @@ class Command:
     by_surface: bool = False
     """``present`` takes the surface too (``surface=``: ``slack``, ``console``, ``shell``) and words
     its reply for it: a thread and buttons in Slack, commands where there are none (issue 41)."""
+
+    @classmethod
+    def of(cls, row: Entry, parse: Callable[[Sequence[str]], Any], handle: Callable[[Any, Deps, Caller], Any],
+           present: Callable[..., Reply], **shell: Any) -> Command:
+        """The command of a row of :data:`handlers.verbs.VERBS` (its name, usage, summary and the
+        router's and parser's data, written there only), bound to its handler's functions;
+        ``shell``: ``exit_code``, ``to_json``, ``by_surface``."""
+        return cls(row.name, row.usage, row.summary, parse, handle, present, mutating=row.mutating,
+                   takes_cluster=row.takes_cluster, acts=row.acts, chat=row.chat, lane=row.lane,
+                   shell_files=row.shell_files, flags=row.flags, **shell)
 
     def reply(self, result: Any, surface: str) -> Reply:
         """The :class:`Reply` to ``result`` as ``surface`` shows it."""
@@ -346,7 +379,7 @@ class Router:
             return Routed(UNKNOWN, "unknown", Reply.error(msg.unknown_verb(words[0], self.registry.names),
                                                           usage=self.registry.usages))
         try:
-            if verb.mutating and not may_request(self.policy, requester(caller.user, self.policy, self.directory)):
+            if verb.mutating and not _may_request(self.policy, requester(caller.user, self.policy, self.directory)):
                 return Routed(verb.name, "denied", Reply.error(refusals.not_a_requester(caller.user), usage=[verb.usage]))
             request = verb.parse(self._with_default_cluster(verb, words[1:], caller))
             return Routed(verb.name, "ok", verb.handle(request, caller))
@@ -376,3 +409,11 @@ class Router:
         if channel is None or not channel.cluster:
             return words
         return [*words, f"cluster={channel.cluster}"]
+
+
+def _may_request(policy: Policy, actor: Actor) -> bool:
+    """The engine's rule (:func:`runbooks.engine.approving.may_request`), loaded by the router that
+    routes a mutating verb: the shell's reading verbs load no policy model (issue 39)."""
+    from runbooks.engine.approving import may_request
+
+    return may_request(policy, actor)

@@ -9,17 +9,18 @@ own messages (root, steps, requests) are :mod:`handlers.run_views`. Those that t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from handlers import messages as msg
 from handlers import run_messages as rmsg
 from handlers.replies import Reply, Table
 from handlers.run_views import STATE_TONE, phase_of, root_message
-from runbooks.engine.commands import Outcome
 from runbooks.engine.refusals import moment_text
-from runbooks.engine.requesting import NODE_CHOICE
-from runbooks.engine.runs import GateKind, Run, RunKind, Step
+from runbooks.engine.runs import NODE_CHOICE, GateKind, Run, RunKind, Step
 from runbooks.errors import shorten
+
+if TYPE_CHECKING:  # the engine's commands: not loaded to show a run (`status`, issue 39)
+    from runbooks.engine.commands import Outcome
 
 MAX_AUDIT_ROWS = 40
 

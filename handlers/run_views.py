@@ -31,8 +31,17 @@ from handlers.replies import (
 )
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.refusals import moment_text
-from runbooks.engine.requesting import NODE_CHOICE
-from runbooks.engine.runs import STEP_OF, WORKING, Gate, GateKind, Run, RunKind, RunState, Step
+from runbooks.engine.runs import (
+    NODE_CHOICE,
+    STEP_OF,
+    WORKING,
+    Gate,
+    GateKind,
+    Run,
+    RunKind,
+    RunState,
+    Step,
+)
 from runbooks.errors import shorten
 from runbooks.templates import RESTARTED_AT
 

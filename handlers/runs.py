@@ -20,7 +20,7 @@ the engine.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -33,10 +33,12 @@ from handlers.run_replies import (
     runs_reply,
     status_reply,
 )
-from runbooks import validation
-from runbooks.engine.commands import Outcome
+from handlers.verbs import entry
 from runbooks.engine.runs import UNSUCCESSFUL, GateKind, Run, RunState
 from runbooks.templates import EDIT_KEYS, REPEATABLE, Edits, parse_edits
+
+if TYPE_CHECKING:  # the engine's commands: not loaded to read a run (`status`, issue 39)
+    from runbooks.engine.commands import Outcome
 
 MAX_RUNS = 1000
 AuditTrail = tuple[Run, list[dict[str, Any]]]
@@ -73,10 +75,7 @@ def _one_run(usage: str) -> Any:
 
 
 # ------------------------------------------------------------------ canary
-CANARY_USAGE = ("canary <namespace>/<daemonset> image=<ref> node=<node>|auto [container=<name>] [cluster=<context>] "
-                "[when=next-window] [env=NAME=value|env=NAME- ...] [args=a,b|-] [limits=cpu=…,memory=…] "
-                "[requests=…] [security=allowPrivilegeEscalation=false,capabilities.drop=ALL] [pod-security=…] "
-                "[priority=<class>|-] [toleration=key[=value][:Effect][-] ...]")
+CANARY_USAGE = entry("canary").usage
 WHEN = ("now", "next-window")
 
 
@@ -93,6 +92,8 @@ class CanaryArgs(BaseModel):
 
 
 def parse_canary(words: Sequence[str]) -> CanaryArgs:
+    from runbooks import validation  # the policy's names, for the verbs that request (issue 39)
+
     positional, pairs, repeated = split_words(
         words, allowed=("image", "node", "container", "cluster", "when", *EDIT_KEYS), usage=CANARY_USAGE,
         max_positional=1, repeatable=REPEATABLE,
@@ -142,7 +143,7 @@ def canary(args: CanaryArgs, deps: Deps, caller: Caller) -> Outcome:
 
 
 # ------------------------------------------------------------------ restart
-RESTART_USAGE = "restart <namespace>/<daemonset> node=<node>|auto [container=<name>] [cluster=<context>] [when=next-window]"
+RESTART_USAGE = entry("restart").usage
 
 
 class RestartArgs(BaseModel):
@@ -156,6 +157,8 @@ class RestartArgs(BaseModel):
 
 
 def parse_restart(words: Sequence[str]) -> RestartArgs:
+    from runbooks import validation  # the policy's names, for the verbs that request (issue 39)
+
     positional, pairs = split_pairs(words, allowed=("node", "container", "cluster", "when"), usage=RESTART_USAGE,
                                     max_positional=1)
     if not positional:
@@ -184,7 +187,7 @@ def restart(args: RestartArgs, deps: Deps, caller: Caller) -> Outcome:
 
 
 # ------------------------------------------------------------------ repair
-REPAIR_USAGE = "repair <namespace>/<daemonset> [cluster=<context>]"
+REPAIR_USAGE = entry("repair").usage
 
 
 class RepairArgs(BaseModel):
@@ -195,6 +198,8 @@ class RepairArgs(BaseModel):
 
 
 def parse_repair(words: Sequence[str]) -> RepairArgs:
+    from runbooks import validation  # the policy's names, for the verbs that request (issue 39)
+
     positional, pairs = split_pairs(words, allowed=("cluster",), usage=REPAIR_USAGE, max_positional=1)
     if not positional:
         raise UsageError("which DaemonSet? give <namespace>/<daemonset>", REPAIR_USAGE)
@@ -213,8 +218,8 @@ def repair(args: RepairArgs, deps: Deps, caller: Caller) -> Outcome:
 
 # ------------------------------------------------------------------ decisions and requests
 GATES = {kind.value: kind for kind in GateKind}
-APPROVE_USAGE = "approve <run> <canary|migration|repair|cleanup|promotion|rollback>"
-REJECT_USAGE = "reject <run> <canary|migration|repair|cleanup|promotion|rollback>"
+APPROVE_USAGE = entry("approve").usage
+REJECT_USAGE = entry("reject").usage
 
 
 class DecisionArgs(BaseModel):
@@ -258,7 +263,7 @@ def close(run: str, deps: Deps, caller: Caller) -> Outcome:
     return deps.engine.close(run, actor=deps.actor(caller))
 
 
-ROLLBACK_USAGE = "rollback <run> [reason=<text>]"
+ROLLBACK_USAGE = entry("rollback").usage
 
 
 class RollbackArgs(BaseModel):
@@ -277,7 +282,7 @@ def rollback(args: RollbackArgs, deps: Deps, caller: Caller) -> Outcome:
     return deps.engine.rollback(args.run, actor=deps.actor(caller), reason=args.reason)
 
 
-PAUSE_USAGE = "pause <run> [reason=<text>]"
+PAUSE_USAGE = entry("pause").usage
 
 
 def parse_pause(words: Sequence[str]) -> RollbackArgs:
@@ -294,8 +299,8 @@ def continue_run(run: str, deps: Deps, caller: Caller) -> Outcome:
 
 
 # ------------------------------------------------------------------ reading
-STATUS_USAGE = "status [<run>]"
-RUNS_USAGE = "runs [limit=<n>]"
+STATUS_USAGE = entry("status").usage
+RUNS_USAGE = entry("runs").usage
 
 
 def parse_status(words: Sequence[str]) -> str | None:
@@ -306,7 +311,7 @@ def parse_status(words: Sequence[str]) -> str | None:
 def status(run: str | None, deps: Deps, caller: Caller) -> Run | list[Run]:
     """The run as stored (its gate, reason, progress), or every active run when no id is given;
     large progress values (a 5,000-node baseline) are shown by their size, not read."""
-    return deps.engine.get(run, whole=False) if run else deps.engine.runs(active_only=True, whole=False)
+    return deps.runs.get(run, whole=False) if run else deps.runs.runs(active_only=True, whole=False)
 
 
 def _status_json(found: Run | list[Run]) -> dict[str, Any]:
@@ -327,11 +332,11 @@ def parse_runs(words: Sequence[str]) -> int:
 
 def runs(limit: int, deps: Deps, caller: Caller) -> list[Run]:
     """The newest runs, active or ended (without their large progress values)."""
-    return deps.engine.runs(limit=limit, whole=False)
+    return deps.runs.runs(limit=limit, whole=False)
 
 
-AUDIT_USAGE = "audit <run> [--all]"
-ALL = "--all"
+AUDIT_USAGE = entry("audit").usage
+ALL = entry("audit").flags[0]  # "--all": the table says which words of the verb are flags
 
 
 def parse_audit(words: Sequence[str]) -> tuple[str, bool]:
@@ -357,7 +362,7 @@ def _audit_json(found: tuple[Run, list[dict[str, Any]], bool]) -> dict[str, Any]
 
 
 # ------------------------------------------------------------------ resume
-RESUME_USAGE = "resume [<run>]"
+RESUME_USAGE = entry("resume").usage
 
 
 def parse_resume(words: Sequence[str]) -> str | None:
@@ -389,42 +394,30 @@ def _resume_exit(outcomes: list[Outcome]) -> int:
 
 # ------------------------------------------------------------------ the rows
 COMMANDS: tuple[Command, ...] = (
-    Command("canary", CANARY_USAGE, "request a canary of a new image on one node", parse_canary, canary,
-            requested_reply, mutating=True, acts=True, lane="long", exit_code=failed_unless_done,
-            to_json=outcome_json, by_surface=True),
-    Command("restart", RESTART_USAGE, "restart a plugin's pods, one node first, then the rest (approved)",
-            parse_restart, restart, requested_reply, mutating=True, acts=True, lane="long",
-            exit_code=failed_unless_done, to_json=outcome_json, by_surface=True),
-    Command("repair", REPAIR_USAGE, "delete the pods a plugin's outage left stuck, so their controllers recreate them",
-            parse_repair, repair, requested_reply, mutating=True, acts=True, lane="long",
-            exit_code=failed_unless_done, to_json=outcome_json, by_surface=True),
-    Command("approve", APPROVE_USAGE, "approve a run's open request (or click Approve)", _decision(APPROVE_USAGE),
-            approve, outcome_reply, takes_cluster=False, acts=True, lane="decision", exit_code=failed_unless_done,
-            to_json=outcome_json, by_surface=True),
-    Command("reject", REJECT_USAGE, "reject a run's open request (or click Reject)", _decision(REJECT_USAGE),
-            reject, outcome_reply, takes_cluster=False, acts=True, lane="decision", exit_code=_failed_only,
-            to_json=outcome_json, by_surface=True),
-    Command("promote", "promote <run>", "post a run's promotion request again", _one_run("promote <run>"), promote,
-            outcome_reply, mutating=True, takes_cluster=False, acts=True, exit_code=failed_unless_done,
-            to_json=outcome_json, by_surface=True),
-    Command("rollback", ROLLBACK_USAGE, "request a rollback of a run", parse_rollback, rollback, outcome_reply,
-            takes_cluster=False, acts=True, lane="decision", exit_code=_failed_only,
-            to_json=outcome_json, by_surface=True),
-    Command("pause", PAUSE_USAGE, "stop a run before its next node or wave", parse_pause, pause, outcome_reply,
-            takes_cluster=False, acts=True, lane="decision", exit_code=failed_unless_done, to_json=outcome_json, by_surface=True),
-    Command("continue", "continue <run>", "go on with a paused run", _one_run("continue <run>"), continue_run,
-            outcome_reply, takes_cluster=False, acts=True, lane="decision", exit_code=failed_unless_done,
-            to_json=outcome_json, by_surface=True),
-    Command("close", "close <run>", "end a monitoring run", _one_run("close <run>"), close, outcome_reply,
-            takes_cluster=False, acts=True, lane="decision", exit_code=failed_unless_done,
-            to_json=outcome_json, by_surface=True),
-    Command("status", STATUS_USAGE, "one run, or every active run", parse_status, status, status_reply,
-            takes_cluster=False, exit_code=_status_exit, to_json=_status_json, by_surface=True),
-    Command("runs", RUNS_USAGE, "the newest runs", parse_runs, runs, runs_reply, takes_cluster=False,
-            to_json=lambda found: {"runs": [run_json(r) for r in found]}),
-    Command("audit", AUDIT_USAGE, "a run's audit trail", parse_audit, audit, _audit_reply,
-            takes_cluster=False, to_json=_audit_json, flags=(ALL,)),
-    Command("resume", RESUME_USAGE, "run a halted run's step again (shell: every unfinished run)", parse_resume,
-            resume, _resume_reply, mutating=True, takes_cluster=False, acts=True, exit_code=_resume_exit,
-            to_json=lambda outcomes: {"runs": [run_json(o.run, o.note) for o in outcomes]}),
+    Command.of(entry("canary"), parse_canary, canary, requested_reply, exit_code=failed_unless_done,
+               to_json=outcome_json, by_surface=True),
+    Command.of(entry("restart"), parse_restart, restart, requested_reply, exit_code=failed_unless_done,
+               to_json=outcome_json, by_surface=True),
+    Command.of(entry("repair"), parse_repair, repair, requested_reply, exit_code=failed_unless_done,
+               to_json=outcome_json, by_surface=True),
+    Command.of(entry("approve"), _decision(APPROVE_USAGE), approve, outcome_reply, exit_code=failed_unless_done,
+               to_json=outcome_json, by_surface=True),
+    Command.of(entry("reject"), _decision(REJECT_USAGE), reject, outcome_reply, exit_code=_failed_only,
+               to_json=outcome_json, by_surface=True),
+    Command.of(entry("promote"), _one_run(entry("promote").usage), promote, outcome_reply,
+               exit_code=failed_unless_done, to_json=outcome_json, by_surface=True),
+    Command.of(entry("rollback"), parse_rollback, rollback, outcome_reply, exit_code=_failed_only,
+               to_json=outcome_json, by_surface=True),
+    Command.of(entry("pause"), parse_pause, pause, outcome_reply, exit_code=failed_unless_done, to_json=outcome_json,
+               by_surface=True),
+    Command.of(entry("continue"), _one_run(entry("continue").usage), continue_run, outcome_reply,
+               exit_code=failed_unless_done, to_json=outcome_json, by_surface=True),
+    Command.of(entry("close"), _one_run(entry("close").usage), close, outcome_reply, exit_code=failed_unless_done,
+               to_json=outcome_json, by_surface=True),
+    Command.of(entry("status"), parse_status, status, status_reply, exit_code=_status_exit, to_json=_status_json,
+               by_surface=True),
+    Command.of(entry("runs"), parse_runs, runs, runs_reply, to_json=lambda found: {"runs": [run_json(r) for r in found]}),
+    Command.of(entry("audit"), parse_audit, audit, _audit_reply, to_json=_audit_json),
+    Command.of(entry("resume"), parse_resume, resume, _resume_reply, exit_code=_resume_exit,
+               to_json=lambda outcomes: {"runs": [run_json(o.run, o.note) for o in outcomes]}),
 )

@@ -20,6 +20,7 @@ from handlers import messages as msg
 from handlers.arguments import UsageError, run_id, split_pairs
 from handlers.replies import Reply, Table
 from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps
+from handlers.verbs import entry
 from runbooks import validation
 from runbooks.cluster import Cluster
 from runbooks.daemonset.verifying import verify
@@ -29,7 +30,7 @@ from runbooks.engine.steps import CheckStatus, Clock, StepResult
 from runbooks.errors import shorten
 from runbooks.policy import Policy, duration_seconds
 
-USAGE = "verify <run>|<namespace>/<daemonset> [node=<node>] [cluster=<context>] [window=<duration>]"
+USAGE = entry("verify").usage
 MAX_CHECK_ROWS = 60
 CHECK_LABEL = {CheckStatus.FAIL: "FAIL", CheckStatus.UNKNOWN: "UNKNOWN", CheckStatus.WARN: "WARN",
                CheckStatus.SKIP: "SKIP", CheckStatus.PASS: "ok"}
@@ -145,6 +146,6 @@ def verification_reply(found: Verified) -> Reply:
                  tone="ok" if result.ok else "error")
 
 
-COMMAND = Command("verify", USAGE, "check that a plugin works: pods, registration, GPUs, events", parse, _handle,
-                  verification_reply, lane="long", exit_code=lambda found: EXIT_OK if found.result.ok else EXIT_FAILED,
-                  to_json=lambda found: found.result.model_dump(mode="json"))
+COMMAND = Command.of(entry("verify"), parse, _handle, verification_reply,
+                     exit_code=lambda found: EXIT_OK if found.result.ok else EXIT_FAILED,
+                     to_json=lambda found: found.result.model_dump(mode="json"))

@@ -22,10 +22,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from runbooks.validation import unsafe_character
+from runbooks.characters import unsafe_character
 
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 QUANTITY = re.compile(r"^[+]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[mkMGTPE]|u|n)?$")
@@ -364,6 +363,8 @@ def problems(template: Mapping[str, Any], container: str, edits: Edits) -> list[
 def diff(before: Mapping[str, Any], after: Mapping[str, Any], *, limit: int = MAX_DIFF_LINES) -> str:
     """The changed lines of the template as YAML (``-`` before, ``+`` after, with a line of
     context; ``…`` between two places), at most ``limit`` lines; "" when nothing changes."""
+    import yaml  # loaded by the diff of two manifests only: reading a run does without it (issue 39)
+
     old = yaml.safe_dump(dict(before), sort_keys=True, default_flow_style=False).splitlines()
     new = yaml.safe_dump(dict(after), sort_keys=True, default_flow_style=False).splitlines()
     lines = [line for line in difflib.unified_diff(old, new, lineterm="", n=1) if not line.startswith(("---", "+++"))]

@@ -9,7 +9,6 @@ distribution grammar (``[registry[:port]/]repository[:tag][@sha256:<64 hex>]``, 
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
 
 from runbooks.policy import DNS1123_LABEL, DNS1123_SUBDOMAIN, Target
@@ -105,19 +104,3 @@ def target(value: str, known: Sequence[str] | None = None) -> Target:
     if known and str(parsed) not in known:
         raise ValueError(f"{parsed} is not a target of the policy: use one of {', '.join(known)}")
     return parsed
-
-
-INVISIBLE_LAYOUT = frozenset("\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
-"""Characters that change how a line reads without being seen: the line and paragraph
-separators, the bidi embeddings, overrides and isolates, and the bidi marks."""
-
-
-def unsafe_character(text: str) -> str | None:
-    """The first character of ``text`` that a typed value may not hold, as ``U+XXXX``: a control
-    character (Unicode category Cc: ``\\n``, ``\\r``, ``\\t``, ESC, DEL, C1…) or one of
-    :data:`INVISIBLE_LAYOUT`; None when there is none. A value shown to an approver is one line
-    that reads as it is stored."""
-    for char in text:
-        if char in INVISIBLE_LAYOUT or unicodedata.category(char) == "Cc":
-            return f"U+{ord(char):04X}"
-    return None

@@ -1,9 +1,10 @@
 """``upgradebot <verb> …``: the shell front end, for people and for CI pipelines.
 
-One subcommand per row of the verb table (:data:`handlers.verbs.VERBS`): the same usage
-line, summary, parser and handler as in Slack, and the same reply, printed as text, or
-with ``--json`` the verb's model. Then the process verbs: ``serve`` (Slack), ``console``
-(the chat in a terminal) and ``demo``.
+One subcommand per row of the verb table (:data:`handlers.verbs.VERBS`, read as data: a
+verb's handler module is imported when it runs): the same usage line, summary, parser and
+handler as in Slack, and the same reply, printed as text, or with ``--json`` the verb's
+model. Then the process verbs: ``serve`` (Slack), ``console`` (the chat in a terminal) and
+``demo``.
 
 Run verbs open the engine on Redis (``REDIS_URL``, else this user's local server) and run
 the cluster steps in this process: the engine's ``wake`` is ``engine.advance``, which
@@ -34,17 +35,16 @@ from bot.storage.embedded import RedisUnavailable
 from handlers import messages as msg
 from handlers.argument_help import described
 from handlers.arguments import UsageError
-from handlers.routing import EXIT_USAGE, Caller, Command, Deps
 from handlers.verbs import VERBS
-from runbooks.engine.refusals import Refused
-from runbooks.engine.store import StoreUnavailable
 from runbooks.errors import ClusterError, scrub, shorten
 
-if TYPE_CHECKING:  # the settings, the engine and the printing are loaded where used: not by `--help` (issue 39)
+if TYPE_CHECKING:  # the settings, engine, routing and printing are loaded where used, not by `--help` (issue 39)
     from bot.runtime import Connect
     from bot.settings import Settings
     from bot.storage.redis_store import RedisRunStore
+    from handlers.routing import Caller, Command, Deps
     from runbooks.engine.commands import Engine
+    from runbooks.policy import Policy
 
 SURFACE = "shell"
 ProcessMain = Callable[[argparse.Namespace, "Settings", TextIO], int]
@@ -133,11 +133,15 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message, self.format_usage().strip())
 
 
-def build_parser() -> Parser:
+def build_parser(only: str | None = None) -> Parser:
+    """The parser of every verb, or with ``only`` of that verb alone (what it parses and prints
+    is the same: a verb's words, help and errors are its own subparser's; issue 39)."""
     parser = Parser(prog=msg.PROG, description="Safe upgrades of GPU device plugins and DRA drivers.")
     verbs = parser.add_subparsers(dest="verb", metavar="<verb>", parser_class=Parser)
     verbs.required = True
-    for command in VERBS:
+    for command in VERBS:  # the rows as data: no handler module is imported to list them
+        if only is not None and command.name != only:
+            continue
         usage = f"{msg.PROG} {command.usage} [--json]" + (" [--as USER]" if command.acts else "") + \
             " [--kubeconfig PATH]"
         sub = verbs.add_parser(command.name, help=command.summary, usage=usage.replace("%", "%%"),  # argparse formats %
@@ -156,6 +160,8 @@ def build_parser() -> Parser:
             sub.add_argument("--as", dest="as_user", metavar="USER",
                              help="your own identity, as the policy maps your account (any other is refused)")
     for name, process in PROCESSES.items():
+        if only is not None and name != only:
+            continue
         process.add_arguments(verbs.add_parser(name, help=process.summary, usage=f"{msg.PROG} {process.usage}"))
     return parser
 
@@ -169,9 +175,14 @@ def arguments_epilog(verb: str, usage: str) -> str:
     return "\n".join(lines)
 
 
+def verb_names() -> list[str]:
+    """Every verb the shell takes: the table's, then the processes."""
+    return [c.name for c in VERBS] + list(PROCESSES)
+
+
 def parse_args(parser: Parser, argv: list[str]) -> argparse.Namespace:
     """``argv`` parsed; an unknown verb is a :class:`UsageError` saying which verb it looks like."""
-    names = [c.name for c in VERBS] + list(PROCESSES)
+    names = verb_names()
     if argv and not argv[0].startswith("-") and argv[0] not in names:
         raise UsageError(msg.shell_unknown_verb(argv[0], names), parser.format_usage().strip())
     return parser.parse_args(argv)
@@ -185,9 +196,17 @@ class Session:
         from bot import runtime
 
         self.args, self.settings, self.out = args, settings, out
-        self.policy = settings.policy()
+        # A policy file is read (and refused when bad) by every verb; the built-in defaults are
+        # built when a verb uses them: `status` uses no policy (issue 39).
+        self._policy: Policy | None = settings.policy() if settings.config_file is not None else None
         self.connect: Connect = runtime.connector(settings, args.kubeconfig)
         self._store: RedisRunStore | None = None
+
+    @property
+    def policy(self) -> Policy:
+        if self._policy is None:
+            self._policy = self.settings.policy()
+        return self._policy
 
     @property
     def store(self) -> RedisRunStore:
@@ -219,7 +238,11 @@ class Session:
                 self.out.write(outcome.note + "\n")
 
     def deps(self) -> Deps:
-        return Deps(policy=self.policy, connect=self.connect, open_engine=self.engine,
+        from handlers.routing import Deps
+        from runbooks.engine.reading import RunReader
+
+        return Deps(load_policy=lambda: self.policy, connect=self.connect, open_engine=self.engine,
+                    open_reader=lambda: RunReader(self.store),
                     read_tally=lambda run_id: self.store.read_tally(run_id))
 
     def identity(self) -> ShellIdentity:
@@ -227,14 +250,13 @@ class Session:
         return resolve(self.policy, token=token.get_secret_value() if token else None)
 
     def caller(self, command: Command) -> Caller:
-        """Who acts: the identity the policy maps this account (or CI token) to; verbs that only
-        read go on without one (as the bare account) when the policy maps none."""
-        try:
-            found = self.identity()
-        except IdentityRefused:
-            if command.acts:
-                raise
+        """Who acts: the identity the policy maps this account (or CI token) to. A verb that does
+        not act is not told: it reads the same for anyone (and loads no policy for it: issue 39)."""
+        from handlers.routing import Caller
+
+        if not command.acts:
             return Caller(user="", channel=None, surface=SURFACE)
+        found = self.identity()  # IdentityRefused: nothing is done
         check_as(found, getattr(self.args, "as_user", None))
         return Caller(user=found.user, channel=None, surface=SURFACE, account=found.account)
 
@@ -246,7 +268,6 @@ class Session:
 def run_command(command: Command, args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     """One verb of the table: parse, handle, print; its exit code."""
     from bot.shell.output import print_result
-    from runbooks.engine.commands import Outcome
 
     session = Session(args, settings, out)
     try:
@@ -256,8 +277,11 @@ def run_command(command: Command, args: argparse.Namespace, settings: Settings, 
         deps = session.deps()
         result = command.handle(request, deps, session.caller(command))
         code = print_result(command, result, as_json=args.json, out=out, surface=SURFACE)
-        if command.acts and isinstance(result, Outcome):
-            session.continue_others(deps.engine, result.run.id)
+        if command.acts:  # the engine's commands, loaded by the verbs that act (issue 39)
+            from runbooks.engine.commands import Outcome
+
+            if isinstance(result, Outcome):
+                session.continue_others(deps.engine, result.run.id)
         return code
     finally:
         session.close()
@@ -266,7 +290,9 @@ def run_command(command: Command, args: argparse.Namespace, settings: Settings, 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        args = parse_args(build_parser(), sys.argv[1:] if argv is None else list(argv))
+        words = sys.argv[1:] if argv is None else list(argv)
+        known = words[0] if words and words[0] in verb_names() else None
+        args = parse_args(build_parser(known), words)
         process = PROCESSES.get(args.verb)
         from bot.settings import load_settings
 
@@ -275,7 +301,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
             logs.configure_shell_logging(level=settings.log_level, secrets=secrets_of(settings), stream=err)
         if process is not None:
             return process.run(args, settings, out)
-        command = next(c for c in VERBS if c.name == args.verb)
+        command = next(c for c in VERBS if c.name == args.verb).command()  # its handler module, loaded now
         return run_command(command, args, settings, out)
     except UsageError as exc:
         err.write(msg.shell_error(exc.reason) + "\n" + msg.shell_usage(exc.usage) + "\n")
@@ -285,9 +311,12 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     except Exception as exc:
         if isinstance(exc, reported_errors()):
             err.write(msg.shell_error(str(exc)) + "\n")
-            return EXIT_USAGE
-        # a bug: one line for the user, never a traceback (and nothing more is done)
-        err.write(msg.shell_error(msg.shell_internal_error(type(exc).__name__, scrub(shorten(str(exc))))) + "\n")
+        else:  # a bug: one line for the user, never a traceback (and nothing more is done)
+            err.write(msg.shell_error(msg.shell_internal_error(type(exc).__name__, scrub(shorten(str(exc))))) + "\n")
+    from handlers.routing import (
+        EXIT_USAGE,  # loaded on the way out: `--help` does without the routing (issue 39)
+    )
+
     return EXIT_USAGE
 
 
@@ -303,5 +332,7 @@ def reported_errors() -> tuple[type[Exception], ...]:
     nor the engine's driving (issue 39)."""
     from bot.settings import SettingsError
     from runbooks.engine.driving import StepPaused
+    from runbooks.engine.refusals import Refused
+    from runbooks.engine.store import StoreUnavailable
 
     return (ClusterError, SettingsError, Refused, StoreUnavailable, StepPaused, RedisUnavailable, IdentityRefused)

@@ -45,9 +45,12 @@ import pwd
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from handlers import messages as msg
-from runbooks.policy import Policy
+
+if TYPE_CHECKING:  # the policy's models are loaded by the settings, when a verb reads them (issue 39)
+    from runbooks.policy import Policy
 
 TOKEN_ENV = "UPGRADEBOT_TOKEN"
 SLACK_ID_SHAPED = re.compile(r"[A-Z][A-Z0-9]{2,}")

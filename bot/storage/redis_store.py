@@ -16,7 +16,7 @@ import logging
 import time
 import urllib.parse
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 import redis.backoff
@@ -53,8 +53,10 @@ from bot.storage.parts import (
 from runbooks.engine.runs import REOPENABLE, TERMINAL, Run
 from runbooks.engine.store import LeaseLost, LockHeld, StaleRun, StoreUnavailable
 from runbooks.errors import redact_url, scrub
-from runbooks.stability.collecting import Collected
-from runbooks.stability.tallying import Tally
+
+if TYPE_CHECKING:  # the stability reports' models, loaded by their methods: `status` reads runs only (issue 39)
+    from runbooks.stability.collecting import Collected
+    from runbooks.stability.tallying import Tally
 
 log = logging.getLogger("upgradebot.store")
 EFFECT_TTL = dt.timedelta(minutes=10)
@@ -325,6 +327,9 @@ class RedisRunStore:
             log.warning("skipped %s in Redis: %s", key, why)
 
     def load_collection(self, run_id: str) -> Collected:
+        from runbooks.stability.collecting import Collected
+        from runbooks.stability.tallying import Tally
+
         def read() -> tuple[dict[str, str], dict[str, str]]:
             pipe = self.client.pipeline(transaction=True)
             pipe.hgetall(Keys.events(run_id))
@@ -338,6 +343,8 @@ class RedisRunStore:
 
     def read_tally(self, run_id: str) -> tuple[Tally | None, dict[str, str]]:
         """The run's tally (None: nothing was collected) and the collection's info."""
+        from runbooks.stability.tallying import Tally
+
         events: dict[str, str] = self._do(lambda: self.client.hgetall(Keys.events(run_id)))
         events.pop("rv", None)
         tally = events.pop("tally", None)

@@ -6,8 +6,10 @@ import datetime as dt
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from runbooks.engine.steps import Clock
+if TYPE_CHECKING:  # the protocol only: the steps' settings models are not loaded with a clock (issue 39)
+    from runbooks.engine.steps import Clock
 
 
 class Cancelled(Exception):

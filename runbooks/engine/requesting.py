@@ -19,14 +19,15 @@ from typing import Any
 from runbooks import errors, templates, validation
 from runbooks.cluster.resources import DAEMONSETS, NODES, PODS
 from runbooks.engine.refusals import Refused, server_refuses
+from runbooks.engine.runs import (
+    NODE_CHOICE as NODE_CHOICE,  # kept with the run model (issue 39); named here as before
+)
 from runbooks.errors import NotFound
 from runbooks.policy import Policy
 from runbooks.templates import Edits, same
 
 AUTO_NODE = "auto"
 """``node=auto``: the steps choose the canary node (``Steps.pick_node``)."""
-NODE_CHOICE = "node_choice"
-"""``run.progress[NODE_CHOICE]``: which node ``node=auto`` chose and why, for the request people approve."""
 
 
 class InvalidRequest(Refused):

@@ -344,3 +344,8 @@ STEP_OF: dict[RunState, str] = {
 }
 """The step each working state runs, by the name the step log, the views and the metrics give it
 (here, not in the driver: a run view needs the names, not the driving; issue 39)."""
+
+
+NODE_CHOICE = "node_choice"
+"""``run.progress[NODE_CHOICE]``: which node ``node=auto`` chose and why, for the request people approve
+(:mod:`runbooks.engine.requesting` writes it; the replies read it without loading the requesting)."""

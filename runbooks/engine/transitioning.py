@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from runbooks.engine import refusals
 from runbooks.engine.actors import ENGINE_ACTOR, ENGINE_SURFACE, Actor, as_actor
-from runbooks.engine.refusals import RunNotFound
+from runbooks.engine.reading import read_run
 from runbooks.engine.runs import TERMINAL, Gate, Run, RunState, Step, check_transition
-from runbooks.engine.steps import Clock
 from runbooks.engine.store import RunStore, StaleRun
+
+if TYPE_CHECKING:  # the protocol only: the steps' settings models are not loaded by reading runs (issue 39)
+    from runbooks.engine.steps import Clock
 
 log = logging.getLogger(__name__)
 CAS_ATTEMPTS = 50
@@ -99,10 +100,7 @@ class Writer:
         self.store, self.clock, self.observer, self.checkpoint = store, clock, observer, checkpoint
 
     def get(self, run_id: str, *, whole: bool = True) -> Run:
-        run = self.store.get(run_id, whole=whole)
-        if run is None:
-            raise RunNotFound(refusals.no_such_run(run_id))
-        return run
+        return read_run(self.store, run_id, whole=whole)
 
     def retrying(self, run_id: str, change: Callable[[Run], Run]) -> Run:
         """``change(fresh run)`` until its compare-and-set wins."""

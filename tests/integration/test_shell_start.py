@@ -102,3 +102,38 @@ def test_status_loads_no_stability_report(tmp_path: Path, redis_url: str) -> Non
     assert code == 0
     assert packages(modules, ("bot.settings", "bot.runtime")) == {"bot.settings", "bot.runtime"}
     assert packages(modules, FOR_REPORTS) == set()
+
+
+HANDLERS = ("handlers.inventory", "handlers.verify", "handlers.claims", "handlers.migrate", "handlers.preflight",
+            "handlers.rbac", "handlers.report", "handlers.runs")
+"""The handler modules of the verb table: ``--help`` reads the table's rows as data and imports none."""
+NOT_FOR_STATUS = ("runbooks.cluster", "urllib3", "runbooks.inventory", "runbooks.stability", "runbooks.engine.commands",
+                  "runbooks.engine.requesting", "runbooks.engine.driving", "runbooks.daemonset", "runbooks.dra",
+                  "runbooks.engine.steps", "runbooks.engine.approving", "runbooks.policy", "runbooks.metrics", "yaml",
+                  *(h for h in HANDLERS if h != "handlers.runs"))
+"""What ``status`` does not use: the cluster adapter (and urllib3), the inventory and stability models,
+the engine's commands, steps and approval rules, the policy's models and yaml (no policy file: the
+defaults are built when a verb uses them), the other verbs."""
+NOT_FOR_HELP = ("runbooks.policy", "runbooks.metrics", "yaml", "pydantic", "runbooks.engine.runs")
+"""The policy's models, yaml, pydantic itself and the run model: ``--help`` prints usage lines and needs none."""
+
+
+def test_help_imports_no_handler_module(tmp_path: Path) -> None:
+    """issue 39: ``upgradebot --help`` and ``upgradebot status --help`` build the parser from the
+    verb table's rows as data: no verb's handler module is imported, nor the cluster adapter,
+    the policy's models, the run model or pydantic."""
+    for argv in (("--help",), ("status", "--help")):
+        code, modules = loaded(tmp_path, *argv, env=shell_env(tmp_path))
+        assert code == 0
+        assert packages(modules, HANDLERS + NOT_FOR_STATUS + NOT_FOR_HELP) == set(), argv
+
+
+def test_status_imports_only_the_run_model_the_store_and_its_reply(tmp_path: Path, redis_url: str) -> None:
+    """issue 39: ``upgradebot status`` (exit 0 on a real Redis) imports its own handler module and
+    the store, and none of what it does not use: no cluster adapter, no engine commands or steps,
+    no policy models or yaml (no policy file), no inventory or stability models, no other verb."""
+    for argv in (("status", "--json"), ("status",)):
+        code, modules = loaded(tmp_path, *argv, env=shell_env(tmp_path, REDIS_URL=redis_url))
+        assert code == 0
+        assert {"handlers.runs", "bot.storage.redis_store", "runbooks.engine.runs"} <= modules
+        assert packages(modules, NOT_FOR_STATUS) == set(), argv

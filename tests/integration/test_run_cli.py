@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,13 @@ migrations: {namespaces: [ml-team]}
 steps: {observe_window: 1s, poll_interval: 0.1s, ready_timeout: 60s}
 """ + IDENTITIES
 
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    """A gpu-small kubesim of its own, its clock 20 times as fast as the wall clock."""
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20) as served:
+        yield served
 
 
 @pytest.fixture

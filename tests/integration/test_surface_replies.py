@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,13 @@ import pytest
 from kubesim import KubeSim
 from tests.integration.test_run_cli import NEW, POLICY, TARGET, TOKENS, bot
 from tests.shell_support import in_process
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    """A gpu-small kubesim of its own, its clock 20 times as fast as the wall clock."""
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20) as served:
+        yield served
 
 
 @pytest.fixture

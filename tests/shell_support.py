@@ -104,11 +104,11 @@ def _engines_stopped() -> Iterator[None]:
         built.append(engine)
         return engine
 
-    runtime.build_engine = recording  # type: ignore[assignment]
+    runtime.build_engine = recording
     try:
         yield
     finally:
-        runtime.build_engine = build  # type: ignore[assignment]
+        runtime.build_engine = build
         for engine in built:
             if engine.watches is not None:
                 engine.watches.close()

@@ -10,6 +10,9 @@ account seen from inside a user namespace, and the audit records no host.
 
 Finding 7: ``shell.approvals: true`` without ``identities`` was accepted, and an OS account
 named like a Slack ID (``U0LEAD``) then acted as that Slack ID.
+
+The attacker is a real ``upgradebot`` process in namespaces of its own; the other commands
+run test_run_cli's ``bot`` (``main`` in this process, with the command's own environment).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from bot.shell.identity import resolve
 from bot.storage.embedded import answers
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import NODES
+from tests.shell_support import in_process
 
 UPGRADEBOT = str(Path(sys.executable).parent / "upgradebot")
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,10 +32,11 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def home() -> Iterator[Path]:
     """A home of the test's own (short: the local Redis's unix socket path is under it); whatever
-    is still running under it at the end is stopped."""
+    is still running under it at the end is stopped (by ``local stop``'s ``main`` in this process:
+    a clean-up, not what is tested)."""
     path = Path(tempfile.mkdtemp(prefix="try-"))
     yield path
-    local(path, "stop")
+    in_process(env_of(path), "local", "stop")
     state = path / ".local" / "state" / "upgradebot"
     for pid_file in (state / "redis.pid", state / "try" / "kubesim.pid"):  # stop refused or failed: leave nothing
         if pid_file.exists() and not gone(pid := int(pid_file.read_text())):

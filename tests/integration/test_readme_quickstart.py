@@ -27,6 +27,7 @@ import pytest
 
 from bot.shell.identity import os_account
 from bot.shell.local import policy_text
+from tests.shell_support import in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(sys.executable).parent.parent
@@ -58,7 +59,7 @@ def clone(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT", "REDIS", "XDG_STATE"))}
     env["HOME"] = str(home)
     yield repo, env
-    subprocess.run([str(VENV / "bin" / "upgradebot"), "local", "stop"], env=env, capture_output=True, timeout=60)
+    in_process(env, "local", "stop")  # a clean-up, in this process: the README's own stop is the clone's
     state = home / ".local" / "state" / "upgradebot"
     for pid_file in (state / "redis.pid", state / "try" / "kubesim.pid"):
         with contextlib.suppress(OSError, ValueError):  # stop failed: leave nothing running

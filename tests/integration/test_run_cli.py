@@ -1,8 +1,14 @@
-"""The run verbs of ``upgradebot`` as a pipeline runs them: subprocesses, --json, exit codes.
+"""The run verbs of ``upgradebot`` as a pipeline runs them: --json, exit codes.
 
 Who acts is never what the command line says: each person here is a CI identity (a
 token whose SHA-256 the policy maps to their Slack ID, ``UPGRADEBOT_TOKEN``), and the
-policy allows approvals from the shell (``shell.approvals: true``)."""
+policy allows approvals from the shell (``shell.approvals: true``).
+
+Each command runs the CLI's ``main`` in this process with its own environment, stdout and
+stderr (:func:`tests.shell_support.in_process`, ``bot``); what is about the process runs
+``upgradebot`` as one (``bot_process``): the exit codes 1 and 2 of a command, a refusal's
+one line on stderr, the Redis a shell starts without ``REDIS_URL``, a command killed mid-run
+and the next process that continues its run."""
 
 from __future__ import annotations
 
@@ -11,11 +17,13 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kubesim import KubeSim
+from tests.shell_support import in_process
 from tests.support import shell_identities
 
 UPGRADEBOT = str(Path(sys.executable).parent / "upgradebot")
@@ -34,6 +42,13 @@ steps: {observe_window: 1s, poll_interval: 0.1s, ready_timeout: 60s}
 
 
 @pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    """A gpu-small kubesim of its own, its clock 20 times as fast as the wall clock."""
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20) as served:
+        yield served
+
+
+@pytest.fixture
 def env(sim: KubeSim, redis_url: str, tmp_path: Path) -> dict[str, str]:
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
@@ -43,10 +58,17 @@ def env(sim: KubeSim, redis_url: str, tmp_path: Path) -> dict[str, str]:
 
 
 def bot(env: dict[str, str], *args: str, who: str | None = None) -> subprocess.CompletedProcess[str]:
-    """``upgradebot <args>`` as ``who`` (their token; default: U0ALICE's)."""
-    if who is not None:
-        env = {**env, "UPGRADEBOT_TOKEN": TOKENS[who]}
-    return subprocess.run([UPGRADEBOT, *args], capture_output=True, text=True, env=env, timeout=120)
+    """``upgradebot <args>`` as ``who`` (their token; default: U0ALICE's), run by ``main`` in this process."""
+    return in_process(as_who(env, who), *args)
+
+
+def bot_process(env: dict[str, str], *args: str, who: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``upgradebot <args>`` as ``who`` in a process of its own."""
+    return subprocess.run([UPGRADEBOT, *args], capture_output=True, text=True, env=as_who(env, who), timeout=120)
+
+
+def as_who(env: dict[str, str], who: str | None) -> dict[str, str]:
+    return env if who is None else {**env, "UPGRADEBOT_TOKEN": TOKENS[who]}
 
 
 def refused(proc: subprocess.CompletedProcess[str], text: str, *, lines: int = 1) -> None:
@@ -57,7 +79,7 @@ def refused(proc: subprocess.CompletedProcess[str], text: str, *, lines: int = 1
 
 def test_shell_walks_a_run_through_its_gates(env: dict[str, str]) -> None:
     """canary, a refused self-approval, a second canary refused with the holder, approve, reject -> rolled back."""
-    proc = bot(env, "canary", TARGET, f"image={NEW}", "node=gpu-node1", "--json")
+    proc = bot_process(env, "canary", TARGET, f"image={NEW}", "node=gpu-node1", "--json")
     assert proc.returncode == 0, proc.stderr
     run = json.loads(proc.stdout)
     assert run["state"] == "awaiting_approval" and run["requester"] == "U0ALICE" and run["id"].startswith("r-")
@@ -84,7 +106,7 @@ def test_shell_walks_a_run_through_its_gates(env: dict[str, str]) -> None:
     proc = bot(env, "reject", run_id, "promotion", "--json", who="U0CAROL")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["state"] == "rolled_back"
-    assert bot(env, "status", run_id).returncode == 1  # the upgrade did not happen
+    assert bot_process(env, "status", run_id).returncode == 1  # the upgrade did not happen
 
     trail = json.loads(bot(env, "audit", run_id, "--json").stdout)
     assert (trail["id"], trail["state"]) == (run_id, "rolled_back")
@@ -128,8 +150,9 @@ def test_bad_arguments_get_the_reason_and_the_usage_line(env: dict[str, str], ar
 
 def test_unknown_run_and_unreachable_redis_are_one_line(env: dict[str, str]) -> None:
     """A run id nobody knows, and a Redis that does not answer, exit 2 with one line on stderr."""
-    refused(bot(env, "status", "r-00000000"), "no run r-00000000")
-    refused(bot({**env, "REDIS_URL": "redis://127.0.0.1:1/0"}, "runs"), "cannot reach Redis at redis://127.0.0.1:1/0")
+    refused(bot_process(env, "status", "r-00000000"), "no run r-00000000")
+    refused(bot_process({**env, "REDIS_URL": "redis://127.0.0.1:1/0"}, "runs"),
+            "cannot reach Redis at redis://127.0.0.1:1/0")
 
 
 def test_without_redis_url_the_shell_keeps_its_own_redis(env: dict[str, str], tmp_path: Path) -> None:
@@ -138,9 +161,10 @@ def test_without_redis_url_the_shell_keeps_its_own_redis(env: dict[str, str], tm
     local["XDG_STATE_HOME"] = str(tmp_path / "st")
     state = tmp_path / "st" / "upgradebot"
     try:
-        run_id = json.loads(bot(local, "canary", TARGET, f"image={NEW}", "node=gpu-node1", "--json").stdout)["id"]
+        proc = bot_process(local, "canary", TARGET, f"image={NEW}", "node=gpu-node1", "--json")
+        run_id = json.loads(proc.stdout)["id"]
         pid = int((state / "redis.pid").read_text())
-        assert [r["id"] for r in json.loads(bot(local, "runs", "--json").stdout)["runs"]] == [run_id]
+        assert [r["id"] for r in json.loads(bot_process(local, "runs", "--json").stdout)["runs"]] == [run_id]
         assert int((state / "redis.pid").read_text()) == pid  # the same server
         assert (state / "redis.sock").is_socket() and (state / "appendonly.aof").exists()
     finally:
@@ -152,8 +176,8 @@ def test_without_redis_url_the_shell_keeps_its_own_redis(env: dict[str, str], tm
 def test_a_verb_that_advances_runs_also_continues_a_crashed_run(env: dict[str, str]) -> None:
     """A run whose approve was SIGKILLed goes on with the next advancing command, as on start-up."""
     crashed = json.loads(bot(env, "canary", TARGET, f"image={NEW}", "node=gpu-node1", "--json").stdout)["id"]
-    killed = bot({**env, "UPGRADEBOT_TEST_KILL_AT": "transition:canary_rolling"}, "approve", crashed, "canary",
-                 who="U0BOB")
+    killed = bot_process({**env, "UPGRADEBOT_TEST_KILL_AT": "transition:canary_rolling"}, "approve", crashed,
+                         "canary", who="U0BOB")
     assert killed.returncode == -signal.SIGKILL
     assert json.loads(bot(env, "status", crashed, "--json").stdout)["state"] == "canary_rolling"
     proc = bot(env, "canary", "dra-example-driver/dra-example-driver-kubeletplugin",
@@ -161,7 +185,7 @@ def test_a_verb_that_advances_runs_also_continues_a_crashed_run(env: dict[str, s
                "node=gpu-node1", "--json")
     assert proc.returncode == 0, proc.stderr
     other = json.loads(proc.stdout)["id"]
-    proc = bot(env, "reject", other, "canary")  # the requester withdraws their other request
+    proc = bot_process(env, "reject", other, "canary")  # the requester withdraws their other request
     assert proc.returncode == 0, proc.stderr
     assert "continuing 1 other unfinished run(s)" in proc.stdout
     assert json.loads(bot(env, "status", crashed, "--json").stdout)["state"] == "awaiting_promotion"

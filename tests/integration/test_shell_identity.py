@@ -4,6 +4,10 @@ from the shell is off unless the policy enables it.
 
 Found on main before: anyone with the shell, REDIS_URL and the kubeconfig requested as
 one name and approved as another (``--as``), and the audit recorded the false approver.
+
+The commands run test_run_cli's ``bot``: ``main`` in this process with each command's own
+environment (the identity is read from the effective uid and that environment, as in a
+process); test_run_cli runs the CI token's identity in real processes.
 """
 
 from __future__ import annotations

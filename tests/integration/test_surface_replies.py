@@ -2,19 +2,32 @@
 buttons and no scheduled reports, so its replies name the commands that act instead;
 ``rollback`` and ``status`` say what happened and what waits; ``node=auto``'s reason is in
 the request; text ``audit`` keeps the request and every decision; ``--help`` describes each
-argument. Subprocesses of ``upgradebot`` as a person runs them, each person a CI identity."""
+argument. ``upgradebot`` as a person runs it, each person a CI identity; each command (the
+console's too, its lines on stdin) runs the CLI's ``main`` in this process with the command's
+own environment, stdin, stdout and stderr (:func:`tests.shell_support.in_process`): what is
+tested is what the replies say, and the process itself is tested in test_run_cli and
+tests/e2e/test_console.py."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kubesim import KubeSim
-from tests.integration.test_run_cli import NEW, POLICY, TARGET, TOKENS, UPGRADEBOT, bot
+from tests.integration.test_run_cli import NEW, POLICY, TARGET, TOKENS, bot
+from tests.shell_support import in_process
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    """A gpu-small kubesim of its own, its clock 20 times as fast as the wall clock."""
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20) as served:
+        yield served
 
 
 @pytest.fixture
@@ -68,8 +81,7 @@ def test_rollback_and_status_say_what_happened_and_what_waits(env: dict[str, str
 
 def console(env: dict[str, str], *lines: str) -> str:
     """``upgradebot console`` as U0ALICE, typing ``lines`` then ``/quit``: its transcript."""
-    proc = subprocess.run([UPGRADEBOT, "console"], input="\n".join([*lines, "/quit"]) + "\n", text=True,
-                          capture_output=True, env=env, timeout=120)
+    proc = in_process(env, "console", input="\n".join([*lines, "/quit"]) + "\n")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     return proc.stdout
 

@@ -1,8 +1,14 @@
-"""``upgradebot verify`` as a CI pipeline runs it: a subprocess, KUBECONFIG, exit codes, JSON."""
+"""``upgradebot verify`` as a CI pipeline runs it: a subprocess, KUBECONFIG, exit codes, JSON.
+
+The exit codes 0, 1 and 2 are each a process's (``run``); the text table and the refusals of
+bad arguments are what ``main`` prints, run in this process (``here``: the same environment,
+stdout and stderr of its own, :func:`tests.shell_support.in_process`)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +18,7 @@ from kubesim import KubeSim
 from runbooks.daemonset.steps import DaemonSetSteps
 from tests.integration.stepkit import NEW, SPEED, harness
 from tests.integration.test_cli import assert_one_line_reason, run
+from tests.shell_support import in_process
 from tests.support import unreachable_kubeconfig
 
 TARGET = "kube-system/nvidia-device-plugin-daemonset"
@@ -27,6 +34,12 @@ def broken() -> Iterator[KubeSim]:
 
 def _env(sim: KubeSim) -> dict[str, str]:
     return {"KUBECONFIG": str(sim.kubeconfig)}
+
+
+def here(*args: str, env: dict[str, str] | None = None, home: Path) -> subprocess.CompletedProcess[str]:
+    """``upgradebot <args>`` in the environment ``run`` gives its process, run by ``main`` in this one."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "UPGRADEBOT"))}
+    return in_process({**base, "HOME": str(home), **(env or {})}, *args)
 
 
 def test_healthy_plugin_exits_0_with_every_check_in_json(cluster: KubeSim, tmp_path: Path) -> None:
@@ -56,7 +69,7 @@ def test_failed_check_exits_1_naming_the_check_and_node(broken: KubeSim, tmp_pat
 
 def test_text_output_puts_failures_first(broken: KubeSim, tmp_path: Path) -> None:
     """Without --json: a verdict line, then one row per check with the failures first."""
-    proc = run("verify", TARGET, "window=0.2s", env=_env(broken), home=tmp_path)
+    proc = here("verify", TARGET, "window=0.2s", env=_env(broken), home=tmp_path)
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].endswith(f"Verify of {TARGET} on all nodes: 2 of 10 checks failed")
@@ -78,7 +91,7 @@ def test_text_output_puts_failures_first(broken: KubeSim, tmp_path: Path) -> Non
 )
 def test_bad_usage_exits_2_with_reason_and_usage(tmp_path: Path, args: list[str], reason: str) -> None:
     """Bad arguments: exit 2, the reason on one line and the verify usage line, nothing on stdout."""
-    proc = run(*args, home=tmp_path)
+    proc = here(*args, home=tmp_path)
     assert_one_line_reason(proc, lines=2)
     first, second = proc.stderr.splitlines()
     assert reason in first and second.startswith("usage: upgradebot verify <run>|<namespace>/<daemonset>")

@@ -28,9 +28,10 @@ it is judged over repeated runs, with more rounds where one run must tell.
 The run's saves are read from Redis's ``MONITOR`` (the save script's arguments, as
 ``RedisRunStore.last_save_bytes`` counts them, whichever process sent them): their count,
 the canary's baseline and the largest save after it (target: 16 KiB; a save over a version
-another process wrote once sent the baseline again). ``--finish`` waits for the promotion to
-end first, so the saves at its end are counted too. The DaemonSet rolls one node at a time
-(``maxUnavailable: 1``, the fixture's): about 3 s a node, so a 5,000-node promotion lasts
+another process wrote once sent the baseline again). ``--finish`` (the default; ``--no-finish``
+stops at the last burst) waits for the promotion to end first, so the saves at its end are
+counted too. The DaemonSet rolls one node at a time (``maxUnavailable: 1``, the
+fixture's): about 3 s a node, so a 5,000-node promotion lasts
 hours and is certainly running through every burst, but never ends within a bench. With
 ``--finish``, once the last burst is answered, its ``maxUnavailable`` is raised to
 ``--finish-max-unavailable`` (default 10 %), as an operator in a hurry would (the promotion
@@ -42,7 +43,7 @@ its inventory or told the bot is busy, and ``upgradebot_commands_total{outcome="
 is 0 (issue 40, item 5: ``--read-only --verb inventory --concurrency 50 200 --rounds 30``
 sends 7,500).
 
-``python -m bench.bench_ack [--rounds 20] [--concurrency 1 50 200] [--verb help --verb inventory] [--nodes 5000] [--idle] [--read-only] [--finish]``
+``python -m bench.bench_ack [--rounds 20] [--concurrency 1 50 200] [--verb help --verb inventory] [--nodes 5000] [--idle] [--read-only] [--no-finish]``
 """
 
 from __future__ import annotations
@@ -223,8 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slack-nice", type=int, default=0,
                         help="niceness this process (the fake Slack, standing for Slack's servers) takes once the "
                              "servers and the client have started (default 0: normal priority)")
-    parser.add_argument("--finish", action="store_true",
-                        help="after the last burst, wait for the promotion to end (its last saves counted)")
+    parser.add_argument("--finish", action=argparse.BooleanOptionalAction, default=True,
+                        help="after the last burst, wait for the promotion to end, its last saves counted (default; "
+                             "--no-finish: stop at the last burst)")
     parser.add_argument("--finish-max-unavailable", default="10%",
                         help="with --finish: the DaemonSet's maxUnavailable once the bursts are over, so the rest of "
                              "the promotion rolls in minutes (default 10%%; the fixture's 1 takes ~3 s a node)")

@@ -381,6 +381,8 @@ class Jobs:
                                              queue_name=lane, priority=0, options={}) for lane in LANES}
         self._worker: dramatiq.Worker | None = None
         self._depths: dict[str, tuple[float, int]] = {}
+        self._reading = {lane: threading.Lock() for lane in LANES}
+        """By lane: held by the one submission reading its depth from Redis."""
         self._answered: dict[str, tuple[float, int]] = {}
         """By lane: since when answers are counted, and how many so far."""
         self._rates: dict[str, float] = {}
@@ -456,12 +458,25 @@ class Jobs:
         counted up by this process's own submissions in between (one round trip per request, not two)."""
         read_at, depth = self._depths.get(lane, (0.0, 0))
         now = self._clock()
-        if now - read_at >= DEPTH_EVERY or depth >= self.limit(lane):
+        full = depth >= self.limit(lane)
+        if now - read_at < DEPTH_EVERY and not full:
+            return depth
+        # One request reads it; those arriving meanwhile (a burst: one per HTTP thread) count on from
+        # the depth known instead of a round trip each before their enqueue, and count no answer
+        # twice. Only a lane that looks full makes them wait for the fresh depth.
+        reading = self._reading[lane]
+        if not reading.acquire(blocking=full):
+            return depth
+        try:
+            read_at, depth = self._depths.get(lane, (0.0, 0))
+            if now - read_at < DEPTH_EVERY and depth < self.limit(lane):  # read while this one waited
+                return depth
             waiting = self.waiting(lane)
             self._count_answers(lane, now=now, counted=depth, waiting=waiting)
             self._depths[lane] = (now, waiting)
-            depth = waiting
-        return depth
+            return waiting
+        finally:
+            reading.release()
 
     def limit(self, lane: str) -> int:
         """How many messages ``lane`` takes: what its workers answer in :data:`BACKLOG_SECONDS`

@@ -47,3 +47,21 @@ def test_the_inventory_bench_judges_issue_39s_targets_against_kubectl(capsys: py
     assert bench_inventory.judged(Measurement("inventory", 1.5, 150.0, 0), kubectl)
     assert not bench_inventory.judged(Measurement("inventory", 1.6, 100.0, 0), kubectl)
     assert not bench_inventory.judged(Measurement("inventory", 1.0, 151.0, 1), kubectl)
+
+
+@pytest.mark.slow
+def test_the_ack_bench_with_finish_sees_the_promotion_end_and_judges_its_last_saves() -> None:
+    """Issue 39: ``bench_ack --finish`` reaches the end of the promotion it runs (its DaemonSet
+    hurried once the bursts are over; the fixture's one node at a time never ends a 5,000-node
+    promotion within a bench) and judges the largest save after the canary's baseline with the
+    saves at that end counted; a promotion it cannot see end fails the bench."""
+    done = subprocess.run([sys.executable, "-m", "bench.bench_ack", "--nodes", "20", "--rounds", "1",
+                           "--concurrency", "1", "--verb", "help", "--wait", "30", "--finish",
+                           "--finish-max-unavailable", "100%"],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    out = done.stdout
+    assert "maxUnavailable is now 100%" in out and "the promotion ended: done" in out, out[-2000:]
+    end = out[out.index("the promotion ended: done"):]
+    assert "the canary's baseline" in end and "sent 0 more time(s) after" in end, end
+    assert "(target: at most 16 KiB)" in end, end

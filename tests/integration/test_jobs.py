@@ -331,3 +331,38 @@ def test_long_reads_waiting_their_turn_come_back_spread_out_at_a_bounded_rate() 
     some = [wait_delay(150) for _ in range(200)]
     assert all(150 / WAIT_RATE / 2 <= d <= 150 / WAIT_RATE for d in some)
     assert max(some) - min(some) > 150 / WAIT_RATE / 4, "spread, not one wave"
+
+
+def test_submissions_arriving_together_when_the_depth_is_stale_read_it_from_redis_once(redis_url: str) -> None:
+    """Issue 39 (ack p99 under a burst): the lane's depth is read from Redis at most twice a
+    second, but every request that arrived while it was stale read it itself, a round trip
+    each before its enqueue (the first 16 of each burst: one per HTTP thread), and each counted
+    the same answers again (the workers' rate, so the lane's backlog, multiplied). Eight
+    submissions released together on a stale depth make one read; the rest count on from the
+    depth known, and all eight are queued."""
+    redis = raw_client(redis_url)
+    redis.flushdb()
+    together = threading.Barrier(8)
+    calls = [0]
+    lock = threading.Lock()
+
+    def clock() -> float:  # the first eight readings wait for each other: all eight see the depth stale
+        with lock:
+            calls[0] += 1
+            first = calls[0] <= 8
+        if first:
+            together.wait(timeout=10)
+        return 1000.0
+
+    front = Jobs.from_url(redis_url, clock=clock)
+    redis.config_resetstat()
+    queued: list[bool] = []
+    threads = [threading.Thread(target=lambda: queued.append(front.submit("commands", "command", {"n": 1})))
+               for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert queued == [True] * 8 and front.waiting("commands") == 8
+    stats = redis.info("commandstats")
+    assert stats.get("cmdstat_llen", {}).get("calls") == 2, stats.get("cmdstat_llen")  # one read, and waiting() above

@@ -304,16 +304,21 @@ class Cluster(Writes, Discovery):
 
     def list_versioned(
         self, resource: Resource, *, namespace: str | None = None, field_selector: str | None = None,
-        label_selector: str | None = None, page_size: int = PAGE_SIZE,
+        label_selector: str | None = None, page_size: int = PAGE_SIZE, first_page: Callable[[], None] | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
-        """Every object and the list's resourceVersion, from which a :meth:`watch` goes on."""
+        """Every object and the list's resourceVersion, from which a :meth:`watch` goes on;
+        ``first_page()`` is called when the first page is in: the moment the list shows (its
+        resourceVersion's), the later pages continuing from it (again if an expired list starts over)."""
         action = Action("list", resource.qualified, namespace)
         for restart in range(3):
             meta: dict[str, str] = {}
             try:
-                items = [obj for page in self._pages(resource, namespace, label_selector, field_selector, page_size,
-                                                     action, meta)
-                         for obj in page]
+                items: list[dict[str, Any]] = []
+                pages = self._pages(resource, namespace, label_selector, field_selector, page_size, action, meta)
+                for number, page in enumerate(pages):
+                    if number == 0 and first_page is not None:
+                        first_page()
+                    items.extend(page)
                 return items, meta.get("resourceVersion", "")
             except ListExpired:
                 if restart == 2:

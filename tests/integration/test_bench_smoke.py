@@ -30,3 +30,13 @@ def test_the_ack_bench_runs_both_servers_on_a_small_idle_cluster() -> None:
                           capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "upgradebot / bare" in done.stdout and "0 told the bot is busy" in done.stdout
+
+
+def test_the_verify_bench_runs_the_cli_against_a_small_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 39: bench_verify spawns ``upgradebot verify … --json`` (no Redis reachable) and prints its
+    ratio to the window; a 1 s window is mostly start-up, so only the run itself is checked here."""
+    from bench import bench_verify
+
+    bench_verify.main(["--nodes", "30", "--window", "1", "--runs", "1"])
+    out = capsys.readouterr().out
+    assert "verify from the CLI at 30 nodes: passed" in out and "x its window" in out

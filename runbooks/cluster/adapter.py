@@ -305,20 +305,22 @@ class Cluster(Writes, Discovery):
     def list_versioned(
         self, resource: Resource, *, namespace: str | None = None, field_selector: str | None = None,
         label_selector: str | None = None, page_size: int = PAGE_SIZE, first_page: Callable[[], None] | None = None,
-    ) -> tuple[list[dict[str, Any]], str]:
-        """Every object and the list's resourceVersion, from which a :meth:`watch` goes on;
-        ``first_page()`` is called when the first page is in: the moment the list shows (its
-        resourceVersion's), the later pages continuing from it (again if an expired list starts over)."""
+        project: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> tuple[list[Any], str]:
+        """Every object (each passed through ``project``, page by page, as :meth:`list_objects` does)
+        and the list's resourceVersion, from which a :meth:`watch` goes on; ``first_page()`` is
+        called when the first page is in: the moment the list shows (its resourceVersion's), the
+        later pages continuing from it (again if an expired list starts over)."""
         action = Action("list", resource.qualified, namespace)
         for restart in range(3):
             meta: dict[str, str] = {}
             try:
-                items: list[dict[str, Any]] = []
+                items: list[Any] = []
                 pages = self._pages(resource, namespace, label_selector, field_selector, page_size, action, meta)
                 for number, page in enumerate(pages):
                     if number == 0 and first_page is not None:
                         first_page()
-                    items.extend(page)
+                    items.extend(page if project is None else map(project, page))
                 return items, meta.get("resourceVersion", "")
             except ListExpired:
                 if restart == 2:

@@ -51,6 +51,8 @@ class Informer(Generic[T]):
         self.version = 0
         """Changes seen since the first list (each event that added, changed or removed an object)."""
         self.relists = 0
+        self.listed_version = 0
+        """``version`` when the last list was kept: while ``version`` is still that, the cache holds what the list showed."""
         self._away_since_error = False
         self._items: dict[str, T] = {}
         self._rv = ""
@@ -109,17 +111,15 @@ class Informer(Generic[T]):
     # --------------------------------------------------------------- keeping
     def _list(self, first_page: Callable[[], None] | None = None) -> None:
         signal = {"first_page": first_page} if first_page is not None else {}
-        items, rv = self.cluster.list_versioned(self.resource, namespace=self.namespace,
+        project = self.project  # page by page: a list of 50,000 pods is never held whole
+        pairs, rv = self.cluster.list_versioned(self.resource, namespace=self.namespace,
                                                 label_selector=self.label_selector, field_selector=self.field_selector,
-                                                **signal)
-        kept = {}
-        for obj in items:
-            value = self.project(obj)
-            if value is not None:
-                kept[_key(obj)] = value
+                                                project=lambda obj: (_key(obj), project(obj)), **signal)
+        kept = {key: value for key, value in pairs if value is not None}
         with self._cond:
             self._items, self._rv = kept, rv
             self.version += 1
+            self.listed_version = self.version
             self._cond.notify_all()
         self._changed()
 

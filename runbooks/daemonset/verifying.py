@@ -114,17 +114,25 @@ def verify(
             listing = pool.submit(sampler.open, expected)
             try:
                 held.enter_context(following)
+                start, since_pods = _start(following, clock, shown.get("pods"))
             finally:
                 listing.result()
-        start = following.snapshot(read_daemonset=True)
-        opened = max(shown.values()) if "pods" in shown and not _stale(following.pods) else clock.now()
+        opened = max(since_pods, shown.get("nodes", since_pods))
         return _verify(cluster, target, start=start, opened=opened, following=following, sampler=sampler,
                        nodes=nodes, baseline=baseline, since=since, settings=settings, clock=clock, image=image,
                        container=container, others=others, watches=watches, metrics_before=metrics_before)
 
 
-def _stale(informer: Informer[Any] | None) -> bool:
-    return informer is None or informer.stale
+def _start(following: Following, clock: Clock, listed: dt.datetime | None) -> tuple[Snapshot, dt.datetime]:
+    """The window's start snapshot, and the moment from which its pods are known: when their
+    list showed (``listed``: its first page) while the cache still holds exactly that list, else
+    (a change already kept, a cache shared from before, a watch away) when the snapshot was taken."""
+    pods = following.pods
+    before = pods.version if pods is not None else -1
+    start = following.snapshot(read_daemonset=True)
+    taken = clock.now()
+    as_listed = pods is not None and not pods.stale and before == pods.version == pods.listed_version
+    return start, listed if as_listed and listed is not None else taken
 
 
 def _verify(

@@ -13,11 +13,13 @@ import threading
 import time
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import parse_qs
 
 import pytest
 
 from kubesim import KubeSim
 from runbooks.cluster import Cluster
+from runbooks.cluster.adapter import FIRST_PAGE
 from runbooks.cluster.resources import NODES
 from runbooks.daemonset.observing import observe
 from runbooks.daemonset.verifying import NODE_GETS, log_reads, verify
@@ -135,7 +137,8 @@ def test_window_logs_read_again_only_a_pod_that_changed(sim: KubeSim) -> None:
 
 def test_a_list_signals_its_first_page_before_the_next_is_asked_for(sim: KubeSim) -> None:
     """issue 39: ``list_versioned(first_page=…)`` calls back once the first page is in, before
-    the list asks for the second: the moment the list shows, from which the window may open."""
+    the list asks for the second: the moment the list shows, from which the window may open;
+    that first page is a small one (``FIRST_PAGE`` objects), to come sooner."""
     asked: list[int] = []
     with Cluster.from_kubeconfig(sim.kubeconfig) as cluster:
         sim.call(lambda s: s.reads.clear())
@@ -144,3 +147,9 @@ def test_a_list_signals_its_first_page_before_the_next_is_asked_for(sim: KubeSim
     assert len(items) == NODE_COUNT
     assert asked == [1], f"called back after {asked} list requests"
     assert len(reads_of(sim, "list", NODES_PATH)) > 1
+
+    with Cluster.from_kubeconfig(sim.kubeconfig) as cluster:  # a full-size list: its first page is a small one
+        sim.call(lambda s: s.reads.clear())
+        items, _ = cluster.list_versioned(NODES, first_page=lambda: None)
+    limits = [parse_qs(r["query"])["limit"] for r in reads_of(sim, "list", NODES_PATH)]
+    assert len(items) == NODE_COUNT and limits[0] == [str(FIRST_PAGE)], limits

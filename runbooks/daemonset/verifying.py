@@ -145,6 +145,8 @@ def _verify(
     everywhere = nodes is None
     scope = list(nodes) if nodes is not None else sorted(set(start.nodes) | set(baseline.nodes if baseline else ()))
     sampler.scope(scope)
+    if sampler.cache is None and len(scope) > NODE_GETS:  # more nodes than the DaemonSet's status counted
+        sampler.open(len(scope))
     resources, lowest = sampler.resources, sampler.lowest
     kind = baseline.kind if baseline else (classify(start.ds) or "device-plugin")
     window = settings.observe_window

@@ -51,6 +51,8 @@ class Informer(Generic[T]):
         self.version = 0
         """Changes seen since the first list (each event that added, changed or removed an object)."""
         self.relists = 0
+        self.listed_version = 0
+        """``version`` when the last list was kept: while ``version`` is still that, the cache holds what the list showed."""
         self._away_since_error = False
         self._items: dict[str, T] = {}
         self._rv = ""
@@ -60,9 +62,10 @@ class Informer(Generic[T]):
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ life
-    def start(self) -> Informer[T]:
-        """List now (``ClusterError`` if that fails: nothing is started), then watch in the background."""
-        self._list()
+    def start(self, *, first_page: Callable[[], None] | None = None) -> Informer[T]:
+        """List now (``ClusterError`` if that fails: nothing is started), then watch in the background;
+        ``first_page()`` when the list's first page is in (the moment the cache starts from)."""
+        self._list(first_page)
         self._thread = threading.Thread(target=self._run, name=f"informer-{self.resource.plural}", daemon=True)
         self._thread.start()
         return self
@@ -106,17 +109,17 @@ class Informer(Generic[T]):
                 and self.version > after
 
     # --------------------------------------------------------------- keeping
-    def _list(self) -> None:
-        items, rv = self.cluster.list_versioned(self.resource, namespace=self.namespace,
-                                                label_selector=self.label_selector, field_selector=self.field_selector)
-        kept = {}
-        for obj in items:
-            value = self.project(obj)
-            if value is not None:
-                kept[_key(obj)] = value
+    def _list(self, first_page: Callable[[], None] | None = None) -> None:
+        signal = {"first_page": first_page} if first_page is not None else {}
+        project = self.project  # page by page: a list of 50,000 pods is never held whole
+        pairs, rv = self.cluster.list_versioned(self.resource, namespace=self.namespace,
+                                                label_selector=self.label_selector, field_selector=self.field_selector,
+                                                project=lambda obj: (_key(obj), project(obj)), **signal)
+        kept = {key: value for key, value in pairs if value is not None}
         with self._cond:
             self._items, self._rv = kept, rv
             self.version += 1
+            self.listed_version = self.version
             self._cond.notify_all()
         self._changed()
 
@@ -242,11 +245,13 @@ class Watches:
     @contextlib.contextmanager
     def share(self, context: str | None, resource: Resource, *, kept: Hashable,
               project: Callable[[dict[str, Any]], T | None], namespace: str | None = None,
-              label_selector: str | None = None, field_selector: str | None = None) -> Iterator[Informer[T]]:
+              label_selector: str | None = None, field_selector: str | None = None,
+              first_page: Callable[[], None] | None = None) -> Iterator[Informer[T]]:
         """The informer of ``resource`` (in ``namespace``, selected so) on ``context`` keeping
         ``project(obj)``; ``kept`` names what ``project`` keeps (two callers with the same
         ``kept`` must keep the same). Listed on first use (``ClusterError`` if that fails:
-        nothing is kept), released when the block ends."""
+        nothing is kept), released when the block ends. ``first_page()``: when what it keeps is
+        in hand (its first list's first page, or at once when it was listed before)."""
         key: Key = (context or "", resource.group, resource.plural, namespace, label_selector, field_selector, kept)
         with self._lock:
             entry = self._shared.get(key)
@@ -263,13 +268,15 @@ class Watches:
                     informer = Informer(cluster, resource, project=project, namespace=namespace,
                                         label_selector=label_selector, field_selector=field_selector)
                     try:
-                        informer.start()
+                        informer.start(first_page=first_page)
                     except BaseException:
                         _close(cluster)
                         raise
                     with self._lock:
                         entry.informer, entry.cluster = informer, cluster
                         self.lists += 1
+                elif first_page is not None:
+                    first_page()
         except BaseException:
             self._release(key, entry)
             raise
@@ -333,13 +340,16 @@ class ClusterWatches:
 
 
 def held_informer(held: contextlib.ExitStack, cluster: Any, resource: Resource, *, watches: ClusterWatches | None,
-                  kept: Hashable, project: Callable[[dict[str, Any]], Any], **options: Any) -> Informer[Any]:
+                  kept: Hashable, project: Callable[[dict[str, Any]], Any],
+                  first_page: Callable[[], None] | None = None, **options: Any) -> Informer[Any]:
     """A started informer of ``resource`` kept until ``held`` closes: the shared one of
-    ``watches``, else one of its own on ``cluster`` (``ClusterError`` if its first list fails)."""
+    ``watches``, else one of its own on ``cluster`` (``ClusterError`` if its first list fails);
+    ``first_page()`` when what it keeps is in hand (:meth:`Watches.share`)."""
     if watches is not None:
-        shared: Informer[Any] = held.enter_context(watches.share(resource, kept=kept, project=project, **options))
+        shared: Informer[Any] = held.enter_context(watches.share(resource, kept=kept, project=project,
+                                                                 first_page=first_page, **options))
         return shared
-    informer: Informer[Any] = Informer(cluster, resource, project=project, **options).start()
+    informer: Informer[Any] = Informer(cluster, resource, project=project, **options).start(first_page=first_page)
     held.callback(informer.stop)
     return informer
 

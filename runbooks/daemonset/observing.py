@@ -207,9 +207,17 @@ class Following:
     step on this DaemonSet shares, kept between steps; without, they are the step's own. A
     context manager: the step lets go of them (its own ones stop) when it ends."""
 
-    def __init__(self, cluster: Cluster, namespace: str, name: str, *, watches: ClusterWatches | None = None) -> None:
+    def __init__(self, cluster: Cluster, namespace: str, name: str, *, watches: ClusterWatches | None = None,
+                 first_page: Callable[[], None] | None = None, pods_only: bool = False) -> None:
+        """``first_page()``: when the pods' cache is in hand (its list's first page, or at once when shared
+        and kept); ``pods_only``: no cache of the DaemonSet and its revisions (each look reads them:
+        ``snapshot(read_daemonset=True)``, verify's)."""
         self.cluster, self.namespace, self.name, self.watches = cluster, namespace, name, watches
-        self.uid, self._selector = _ownership(cluster.get(DAEMONSETS, name, namespace))
+        ds = cluster.get(DAEMONSETS, name, namespace)
+        self.uid, self._selector = _ownership(ds)
+        self.desired = int((ds.get("status") or {}).get("desiredNumberScheduled") or 0)
+        """The nodes the DaemonSet should run on, as its controller last counted them."""
+        self._first_page, self._pods_only = first_page, pods_only
         self._changed = threading.Event()
         self._sorted: tuple[int, list[PluginPod]] = (-1, [])
         self._held = contextlib.ExitStack()
@@ -220,7 +228,11 @@ class Following:
     def __enter__(self) -> Following:
         uid, ns = self.uid, self.namespace
         with self._held as held:
-            self.pods = self._cache(PODS, ("pods of", uid), _pods_of(uid), namespace=ns, label_selector=self._selector)
+            self.pods = self._cache(PODS, ("pods of", uid), _pods_of(uid), namespace=ns, label_selector=self._selector,
+                                    first_page=self._first_page)
+            if self._pods_only:
+                self._held = held.pop_all()
+                return self
             try:  # without list or watch on it, the DaemonSet is read at each look instead
                 self.daemonset = self._cache(
                     DAEMONSETS, ("daemonset", uid), lambda o: o if (o.get("metadata") or {}).get("uid") == uid else None,

@@ -1,8 +1,9 @@
 """Verify: the checks that prove a plugin works, on the canary node or on every node.
 
-:func:`verify` reads the DaemonSet at the start of an observation window
-(``settings.observe_window``), samples the GPU capacity of the nodes in scope every
-``poll_interval`` during it, reads everything again at its end, then judges
+:func:`verify` reads the DaemonSet and its pods at the start of an observation window
+(``settings.observe_window``) and keeps the pods from a watch, samples the GPU capacity of
+the nodes in scope every ``poll_interval`` during it, reads the plugin logs, reads the
+DaemonSet again at its end with what the watches kept, then judges
 (:mod:`runbooks.daemonset.checks`, :mod:`runbooks.daemonset.events`): rollout progress from pod revision
 hashes, pods Running and Ready, no CrashLoopBackOff, no restarts during the window, the
 registration line in each plugin log, capacity and allocatable against the baseline,
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from runbooks.cluster import Cluster
@@ -27,22 +29,21 @@ from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.dra_smoke import dra_smoke_test
 from runbooks.daemonset.events import WATCHED, Event, event_checks
 from runbooks.daemonset.evidence import attach as attach_evidence
-from runbooks.daemonset.observing import Snapshot, looking
+from runbooks.daemonset.observing import Following, Snapshot
 from runbooks.daemonset.smoke_testing import smoke_test
 from runbooks.daemonset.watched import EndReads
+from runbooks.daemonset.window_logs import WindowLogs
 from runbooks.engine.clocks import SystemClock
 from runbooks.engine.recording import failed, note_checks, result, unknown
 from runbooks.engine.steps import Check, CheckStatus, Clock, StepContext, StepResult, StepSettings
 from runbooks.errors import Forbidden, NotFound, plural
-from runbooks.inventory import Node, ResourceClaim, ResourceSlice
+from runbooks.inventory import Node, PluginPod, ResourceClaim, ResourceSlice
 from runbooks.inventory.plugins import (
     LOG_BUDGET,
-    LOG_TAIL,
     LogRead,
     LogResult,
     classify,
     drivers_by_slices,
-    read_registrations,
     template_drivers,
 )
 from runbooks.inventory.reading import node_from, parse_time
@@ -74,59 +75,101 @@ def verify(
     those nodes, e.g. a promotion's later waves; default: every node not in scope); without it
     allocatable must equal capacity. Events count from ``since`` (default: now, on the
     API server's clock). ``image``/``container`` name what the pods in scope must run.
-    ``watches``: the process's watch cache of this cluster (a run's), whose nodes the
-    window samples and whose events and DRA objects its end reads
-    (:mod:`runbooks.daemonset.watched`); without it the window keeps a node cache of its own
-    and lists the rest once at its end. With a ``prometheus`` in ``settings`` the metric checks
+    ``watches``: the process's watch cache of this cluster (a run's), whose plugin pods and
+    nodes the window follows and whose events and DRA objects its end reads
+    (:mod:`runbooks.daemonset.watched`); without it the window keeps caches of its own and
+    lists the rest once at its end. With a ``prometheus`` in ``settings`` the metric checks
     are measured over the window, against ``metrics_before`` (a run's; default: the values
     at the window's start).
+
+    The window (issue 39) begins when the start is in hand: the plugin's pods and the nodes,
+    listed at once, each from the moment its list shows (its first page; the watch that keeps
+    it goes on from that list's resourceVersion, so nothing is read twice), and ends
+    ``observe_window`` later with what the watches kept by then; the plugin logs of the
+    registration check are read during it, and only those that did not show the registration
+    (or whose pod changed) again at its end.
     """
     clock = clock or SystemClock()
     namespace, _, name = target.partition("/")
     since = since or cluster.server_time()
+    shown: dict[str, dt.datetime] = {}
+
+    def showing(what: str) -> Callable[[], None]:
+        return lambda: shown.__setitem__(what, clock.now())
+
+    resources = tuple(baseline.gpu_resources if baseline else settings.gpu_resources)
+    lowest: dict[str, dict[str, int]] = {}
     with contextlib.ExitStack() as held:
-        try:  # in a run, the start and the end of the window look at the plugin's pods in the cache the
-            # run's steps share (listed once for them all, issue 39); outside, each is read then; the
-            # DaemonSet and its revisions (what the pods are judged against) are read either way
-            look = held.enter_context(looking(cluster, namespace, name, watches=watches))
-            start = look(read_daemonset=True)
+        try:  # the DaemonSet first (what its pods are found by); its pods and the nodes then listed at once
+            following = Following(cluster, namespace, name, watches=watches, first_page=showing("pods"),
+                                  pods_only=True)
         except NotFound:
             missing = failed("daemonset-exists", f"daemonset {target} does not exist on {cluster.context}: check the name")
             return result([missing], what=f"verify of {target}")
-        return _verify(cluster, target, start=start, look=look, nodes=nodes, baseline=baseline, since=since,
-                       settings=settings, clock=clock, image=image, container=container, others=others,
-                       watches=watches, metrics_before=metrics_before)
+        sampler = NodeSampler(cluster, list(nodes or ()), resources, lowest, watches=watches,
+                              first_page=showing("nodes"))
+        held.callback(sampler.close)
+        expected = len(nodes) if nodes is not None else max(following.desired, len(baseline.nodes) if baseline else 0)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-nodes") as pool:
+            listing = pool.submit(sampler.open, expected)
+            try:
+                held.enter_context(following)
+                start, since_pods = _start(following, clock, shown.get("pods"))
+            finally:
+                listing.result()
+        opened = max(since_pods, shown.get("nodes", since_pods))
+        return _verify(cluster, target, start=start, opened=opened, following=following, sampler=sampler,
+                       nodes=nodes, baseline=baseline, since=since, settings=settings, clock=clock, image=image,
+                       container=container, others=others, watches=watches, metrics_before=metrics_before)
+
+
+def _start(following: Following, clock: Clock, listed: dt.datetime | None) -> tuple[Snapshot, dt.datetime]:
+    """The window's start snapshot, and the moment from which its pods are known: when their
+    list showed (``listed``: its first page) while the cache still holds exactly that list, else
+    (a change already kept, a cache shared from before, a watch away) when the snapshot was taken."""
+    pods = following.pods
+    before = pods.version if pods is not None else -1
+    start = following.snapshot(read_daemonset=True)
+    taken = clock.now()
+    as_listed = pods is not None and not pods.stale and before == pods.version == pods.listed_version
+    return start, listed if as_listed and listed is not None else taken
 
 
 def _verify(
-    cluster: Cluster, target: str, *, start: Snapshot, look: Callable[..., Snapshot], nodes: Sequence[str] | None,
-    baseline: Baseline | None, since: dt.datetime, settings: StepSettings, clock: Clock, image: str | None,
-    container: str | None, others: Sequence[str] | None, watches: ClusterWatches | None,
-    metrics_before: dict[str, Any] | None,
+    cluster: Cluster, target: str, *, start: Snapshot, opened: dt.datetime, following: Following,
+    sampler: NodeSampler, nodes: Sequence[str] | None, baseline: Baseline | None, since: dt.datetime,
+    settings: StepSettings, clock: Clock, image: str | None, container: str | None, others: Sequence[str] | None,
+    watches: ClusterWatches | None, metrics_before: dict[str, Any] | None,
 ) -> StepResult:
     namespace, _, name = target.partition("/")
     everywhere = nodes is None
     scope = list(nodes) if nodes is not None else sorted(set(start.nodes) | set(baseline.nodes if baseline else ()))
-    resources = tuple(baseline.gpu_resources if baseline else settings.gpu_resources)
+    sampler.scope(scope)
+    if sampler.cache is None and len(scope) > NODE_GETS:  # more nodes than the DaemonSet's status counted
+        sampler.open(len(scope))
+    resources, lowest = sampler.resources, sampler.lowest
     kind = baseline.kind if baseline else (classify(start.ds) or "device-plugin")
-    lowest: dict[str, dict[str, int]] = {}
     window = settings.observe_window
     dra = kind == "dra-kubelet-plugin"
     reasons = [r for r in WATCHED if dra or r != "FailedPrepareDynamicResources"]
-    with NodeSampler(cluster, scope, resources, lowest, watches=watches) as sampler, \
-            EndReads(cluster, reasons, dra=dra, watches=watches) as reads:
+    pattern = settings.registration.get(f"{namespace}/{name}")
+    with EndReads(cluster, reasons, dra=dra, watches=watches) as reads, WindowLogs(cluster) as logs:
         final = sampler.sample()
+        _, chosen, early = log_reads(start, scope, final, kind=kind, pattern=pattern, budget=settings.log_budget)
+        logs.start(early, {pod.name: pod for _, pod in chosen})  # read while the window runs
         metrics = metric_checks.watch(settings, scope, scope=judge.scope_of(scope, everywhere),
                                       baseline=metrics_before, clock=clock)
-        end_at = clock.now() + dt.timedelta(seconds=window)
+        end_at = opened + dt.timedelta(seconds=window)
         while (left := (end_at - clock.now()).total_seconds()) > 0:
             clock.sleep(min(settings.poll_interval, left))
             final = sampler.sample()
             if metrics is not None:
                 metrics.tick()
-        end = look(read_daemonset=True)
+        end = following.snapshot(read_daemonset=True)
         events = _or_forbidden(reads.events)
         dra_objects = _or_forbidden(lambda: (reads.slices(), reads.claims(since))) if dra else None
+        registration = _registration(end, scope, kind=kind, everywhere=everywhere, pattern=pattern, final=final,
+                                     resources=resources, budget=settings.log_budget, logs=logs)
     where = judge.scope_of(scope, everywhere)
 
     checks: list[Check] = [
@@ -134,9 +177,7 @@ def _verify(
         judge.pods_ready(end, scope, everywhere=everywhere),
         judge.no_crashloop([start, end], scope, everywhere=everywhere),
         judge.restarts_stable(start, end, scope, window=window, everywhere=everywhere),
-        _registration(cluster, end, scope, kind=kind, everywhere=everywhere,
-                      pattern=settings.registration.get(f"{namespace}/{name}"), final=final, resources=resources,
-                      budget=settings.log_budget),
+        registration,
         judge.gpu_capacity(scope, final, lowest, baseline, resources, everywhere=everywhere),
     ]
     checks = attach_evidence(cluster, end, checks, scope=scope, container=container)
@@ -205,27 +246,43 @@ class NodeSampler:
     """:func:`sample_nodes` over a window: up to :data:`NODE_GETS` nodes read one by one each
     time; more from a watch cache of the nodes (listed once, then watched; with ``watches``,
     the process's, shared with every other window on this cluster), so a 30 s window on 5,000
-    nodes reads them once, not thirty times, and a sample when nothing changed costs nothing."""
+    nodes reads them once, not thirty times, and a sample when nothing changed costs nothing.
+    ``first_page()``: when the cache is in hand (:meth:`Watches.share`). As a context manager
+    it opens for ``names``; :meth:`open` for a count known before the names (verify's, while its
+    plugin pods are listed), then :meth:`scope` names them."""
 
     def __init__(self, cluster: Cluster, names: Sequence[str], resources: tuple[str, ...],
-                 lowest: dict[str, dict[str, int]], *, watches: ClusterWatches | None = None) -> None:
-        self.cluster, self.names, self.resources, self.lowest = cluster, names, resources, lowest
+                 lowest: dict[str, dict[str, int]], *, watches: ClusterWatches | None = None,
+                 first_page: Callable[[], None] | None = None) -> None:
+        self.cluster, self.resources, self.lowest = cluster, resources, lowest
+        self.names: Sequence[str] = names
         self.wanted = set(names)
-        self.watches = watches
+        self.watches, self.first_page = watches, first_page
         self.cache: Informer[Node] | None = None
         self._held = contextlib.ExitStack()
         self._seen: tuple[int, dict[str, Node]] = (-1, {})
 
     def __enter__(self) -> NodeSampler:
-        if len(self.wanted) <= NODE_GETS:
+        return self.open(len(self.wanted))
+
+    def open(self, expected: int) -> NodeSampler:
+        """The watch cache of the nodes when more than :data:`NODE_GETS` are ``expected``."""
+        if expected <= NODE_GETS:
             return self
         resources = self.resources
         project: Callable[[dict[str, Any]], Node] = lambda o: node_from(o, resources)  # noqa: E731
         self.cache = held_informer(self._held, self.cluster, NODES, watches=self.watches, kept=("nodes", resources),
-                                   project=project)
+                                   project=project, first_page=self.first_page)
         return self
 
+    def scope(self, names: Sequence[str]) -> None:
+        """The nodes sampled from now on."""
+        self.names, self.wanted, self._seen = names, set(names), (-1, {})
+
     def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
         self._held.close()
 
     def sample(self) -> dict[str, Node]:
@@ -277,28 +334,37 @@ def log_sample(pods: Sequence[tuple[str, Any]], nodes: dict[str, Node], budget: 
     return chosen
 
 
-def _registration(cluster: Cluster, snap: Snapshot, nodes: Sequence[str], *, kind: str, everywhere: bool,
-                  pattern: str | None, final: dict[str, Node], resources: Sequence[str],
-                  budget: int = LOG_BUDGET) -> Check:
-    """The registration of the plugin on every node in scope: from its log on a sample of at
-    most ``budget`` nodes covering every failure domain, and (a device plugin) from what each
-    other node advertises (allocatable GPUs, read at the end of the window)."""
+def log_reads(snap: Snapshot, nodes: Sequence[str], final: dict[str, Node], *, kind: str, pattern: str | None,
+              budget: int = LOG_BUDGET) -> tuple[list[tuple[str, PluginPod]], list[tuple[str, PluginPod]], list[LogRead]]:
+    """The plugin pods on ``nodes`` (``(node, pod)``, terminating ones left out), the sample of
+    them whose logs the registration check reads (:func:`log_sample`), and those reads."""
     namespace = snap.meta.get("namespace", "")
     ref = f"{namespace}/{snap.meta.get('name', '')}"
     pods = [(node, pod) for node in nodes if (pod := snap.pod_on(node)) is not None and not pod.deleting]
     chosen = log_sample(pods, final, budget)
     reads = [LogRead(ref, namespace, pod.name, sorted(pod.images), kind, pattern)  # type: ignore[arg-type]
              for _, pod in chosen]
-    by_pod = read_registrations(
-        reads, lambda ns, pod, container: cluster.pod_log(ns, pod, container=container, tail_lines=LOG_TAIL),
-    )
-    logs: dict[str, LogResult] = {node: by_pod[(namespace, pod.name)] for node, pod in chosen if (namespace, pod.name) in by_pod}
+    return pods, chosen, reads
+
+
+def _registration(snap: Snapshot, nodes: Sequence[str], *, kind: str, everywhere: bool,
+                  pattern: str | None, final: dict[str, Node], resources: Sequence[str], logs: WindowLogs,
+                  budget: int = LOG_BUDGET) -> Check:
+    """The registration of the plugin on every node in scope: from its log on a sample of at
+    most ``budget`` nodes covering every failure domain (``logs``: those read during the
+    window, read again only where they did not show it), and (a device plugin) from what each
+    other node advertises (allocatable GPUs, read at the end of the window)."""
+    namespace = snap.meta.get("namespace", "")
+    pods, chosen, reads = log_reads(snap, nodes, final, kind=kind, pattern=pattern, budget=budget)
+    by_pod = logs.results(reads, {pod.name: pod for _, pod in chosen})
+    found: dict[str, LogResult] = {node: by_pod[(namespace, pod.name)] for node, pod in chosen
+                                   if (namespace, pod.name) in by_pod}
     sampled = {n for n, _ in chosen}
     rest = [n for n, _ in pods if n not in sampled]
     advertised = ({n: sum(final[n].allocatable.get(r, 0) for r in resources) for n in rest if n in final}
                   if kind == "device-plugin" else {})
     judged = [n for n, _ in chosen] + (rest if advertised else []) + [n for n in nodes if snap.pod_on(n) is None]
-    check = judge.registered(snap, judged, logs, kind=kind, everywhere=everywhere, pattern=pattern,
+    check = judge.registered(snap, judged, found, kind=kind, everywhere=everywhere, pattern=pattern,
                              advertised=advertised, resources=resources)
     if not rest:
         return check

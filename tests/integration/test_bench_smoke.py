@@ -65,3 +65,13 @@ def test_the_ack_bench_with_finish_sees_the_promotion_end_and_judges_its_last_sa
     end = out[out.index("the promotion ended: done"):]
     assert "the canary's baseline" in end and "sent 0 more time(s) after" in end, end
     assert "(target: at most 16 KiB)" in end, end
+
+
+def test_the_verify_bench_runs_the_cli_against_a_small_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 39: bench_verify spawns ``upgradebot verify … --json`` (no Redis reachable) and prints its
+    ratio to the window; a 1 s window is mostly start-up, so only the run itself is checked here."""
+    from bench import bench_verify
+
+    bench_verify.main(["--nodes", "30", "--window", "1", "--runs", "1"])
+    out = capsys.readouterr().out
+    assert "verify from the CLI at 30 nodes: passed" in out and "x its window" in out

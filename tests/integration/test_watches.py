@@ -23,7 +23,7 @@ from runbooks.daemonset.events import WATCHED
 from runbooks.daemonset.observing import Following
 from runbooks.daemonset.verifying import NodeSampler, verify
 from runbooks.engine.approving import Actor
-from runbooks.engine.clocks import SystemClock
+from runbooks.engine.clocks import ClusterClock, SystemClock
 from runbooks.engine.runs import RunState
 from runbooks.engine.steps import CheckStatus
 from runbooks.errors import Forbidden
@@ -141,7 +141,8 @@ def test_a_promotion_in_waves_lists_the_plugin_pods_once_per_worker(redis_url: s
     watches.linger = 60
     try:
         policy = waved_policy([{"nodes": 1, "approve_next": False}, {"nodes": "50%", "approve_next": False}, "100%"])
-        engine = kubesim_engine(sim, redis_url, policy, watches=watches)
+        clock = ClusterClock(Cluster.from_kubeconfig(sim.kubeconfig).server_time)  # 1 s windows at the cluster's 20x
+        engine = kubesim_engine(sim, redis_url, policy, watches=watches, clock=clock)
         run = engine.request_canary(actor=Actor("U0ALICE"), target=TARGET, image=NEW, node="gpu-node5").run
         engine.approve(run.id, actor=Actor("U0BOB"))
         run = engine.advance(run.id)

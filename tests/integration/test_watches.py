@@ -19,6 +19,7 @@ import pytest
 from kubesim import KubeSim
 from runbooks.cluster import Cluster
 from runbooks.cluster.informing import Watches
+from runbooks.cluster.resources import NODES
 from runbooks.daemonset.events import WATCHED
 from runbooks.daemonset.observing import Following
 from runbooks.daemonset.verifying import NodeSampler, verify
@@ -116,10 +117,10 @@ def test_verify_windows_on_one_cluster_share_one_node_cache(sim: KubeSim) -> Non
     """Two windows over more nodes than are read one by one: one list of the nodes between them,
     each seeing only its own nodes."""
     kubectl = Kubectl(sim.kubeconfig)
-    for i in range(30):
-        kubectl("create", "-f", "-", input=f'{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"cpu-{i}"}}}}')
-    names = sorted(n["metadata"]["name"] for n in kubectl.json("get", "nodes")["items"])
     probe = Cluster.from_kubeconfig(sim.kubeconfig)
+    for i in range(30):  # through the client: one process, not thirty kubectl runs
+        probe.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"cpu-{i}"}})
+    names = sorted(n["metadata"]["name"] for n in kubectl.json("get", "nodes")["items"])
     watches = connect_to(sim)
     before = requests(probe, "list", "nodes")
     cluster = Cluster.from_kubeconfig(sim.kubeconfig)

@@ -44,6 +44,9 @@ reports: {after: []}
 steps: {observe_window: 1s, poll_interval: 0.1s, ready_timeout: 60s}
 """ + IDENTITIES
 KILLED = -signal.SIGKILL
+SPEED = 60
+"""kubesim's clock: the pods' pulls, starts, terminations and crash back-offs (seconds on it) take
+a sixtieth of them on the wall clock; the bot's processes keep theirs (the 1 s windows, the lease)."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,7 @@ def shape(mutations: list[tuple[str, str]]) -> Counter[tuple[str, str]]:
 def play(scenario: Scenario, redis_url: str, home: Path) -> Played:
     home.mkdir(parents=True)
     (home / "policy.yaml").write_text(POLICY + (f"targets: [{json.dumps(DRAIN_TARGET)}]\n" if scenario.drain else ""))
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20, kubeconfig=home / "kubeconfig") as sim:
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=SPEED, kubeconfig=home / "kubeconfig") as sim:
         if scenario.drain:
             kubectl = Kubectl(sim.kubeconfig)
             kubectl("delete", "pod", "-n", "ml-team", "trainer-0", "trainer-1", "--wait=false")  # bare pods

@@ -40,7 +40,8 @@ def drain_policy(drain: Any, **target: Any) -> Policy:
     return Policy.model_validate({
         "approvers": {"users": ["U0BOB", "U0CAROL"]},
         "reports": {"after": []},
-        "steps": {"observe_window": "1s", "poll_interval": "0.1s", "ready_timeout": "60s"},
+        # on the cluster's clock (20x): a node may take 15 s of wall clock to move
+        "steps": {"observe_window": "1s", "poll_interval": "0.1s", "ready_timeout": "300s"},
         "targets": [{"namespace": NS, "name": DS, "drain": drain, **target}],
     })
 
@@ -107,7 +108,7 @@ def timeline(sim: KubeSim, node_of: dict[str, str]) -> list[tuple[str, str]]:
 
 @pytest.fixture
 def cluster() -> Iterator[tuple[KubeSim, Kubectl]]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=4) as sim:
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20) as sim:
         kubectl = Kubectl(sim.kubeconfig)
         kubectl("delete", "pod", "-n", ML, "trainer-0", "trainer-1", "--wait=false")  # bare pods: see the last test
         apply(kubectl, *(trainer(f"trainer-{i}", node) for i, node in enumerate(GPU_NODES, start=1)),
@@ -133,7 +134,7 @@ def test_each_node_is_cordoned_and_drained_before_its_plugin_pod_is_replaced_and
     come back on their nodes once uncordoned."""
     sim, kubectl = cluster
     before = pods_on(kubectl)
-    engine = engine_on(sim, redis_url, drain_policy({"timeout": "60s"},
+    engine = engine_on(sim, redis_url, drain_policy({"timeout": "300s"},
                                                     waves=[{"nodes": 1, "approve_next": False}, "100%"]))
     run = engine.request_canary(actor=ALICE, target=TARGET, image=NEW, node="gpu-node3").run
     assert run.target.drain
@@ -236,7 +237,7 @@ def test_a_pod_without_a_controller_is_never_evicted(redis_url: str) -> None:
     """gpu-small's trainer-0 is a bare pod on gpu-node1: an eviction would delete it for good, so
     a draining canary there is refused before anyone approves, naming it. One that appears on
     the node after the request stops the approved canary before anything is cordoned."""
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=4) as sim:
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20) as sim:
         kubectl = Kubectl(sim.kubeconfig)
         engine = engine_on(sim, redis_url, drain_policy(True))
         with pytest.raises(Refused, match="drain-possible: ml-team/trainer-0 on gpu-node1 uses its devices and has "

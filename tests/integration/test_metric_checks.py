@@ -41,8 +41,8 @@ EVERY_SECOND = [
 
 @pytest.fixture
 def fast_cluster() -> Iterator[KubeSim]:
-    """A gpu-small kubesim of the test's own whose clock runs 4 times real time (pods start sooner)."""
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=4) as sim:
+    """A gpu-small kubesim of the test's own whose clock runs 20 times real time (pods start sooner)."""
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20) as sim:
         yield sim
 
 

@@ -11,16 +11,16 @@ with persistence (``test_safety_halts.py``) and without (``tests/e2e/test_store_
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from bot.demo.world import SimulatedClock
 from bot.storage.redis_store import RedisRunStore
 from kubesim import KubeSim
-from runbooks.cluster import Cluster
+from runbooks.cluster import Cluster, RetryPolicy
 from runbooks.daemonset import canarying
 from runbooks.daemonset.steps import DaemonSetSteps
 from runbooks.engine.approving import Actor
@@ -38,12 +38,18 @@ DRA_TARGET = "dra-example-driver/dra-example-driver-kubeletplugin"
 REPO = "nvcr.io/nvidia/k8s-device-plugin"
 OLD, NEW = f"{REPO}:v0.14.2", f"{REPO}:v0.17.0"
 ALICE, BOB, CAROL = Actor("U0ALICE"), Actor("U0BOB"), Actor("U0CAROL")
+SPEED = 8
+"""kubesim's clock runs 8 times as fast, and so does the engine's (``SimulatedClock``): the
+durations below are on that clock, each the same wall time as before (a 1 s window, a 0.1 s
+poll), and the engine's back-off between two tries of a step is an eighth of its wall time."""
 POLICY = Policy.model_validate({
     "approvers": {"users": ["U0BOB", "U0CAROL"]},
     "reports": {"after": []},
-    "steps": {"observe_window": "1s", "poll_interval": "0.1s", "ready_timeout": "60s", "settle_window": "10s"},
-    "halt": {"rollback_after": "1s"},
+    "steps": {"observe_window": "8s", "poll_interval": "0.8s", "ready_timeout": "480s", "settle_window": "80s"},
+    "halt": {"rollback_after": "8s"},
 })
+RETRIES = RetryPolicy(base_delay=0.02, max_delay=0.2)
+"""The adapter's five tries per read as in production, without its seconds of back-off."""
 DS_PATH = f"/apis/apps/v1/namespaces/{NS}/daemonsets/{NAME}"
 PODS_PATH = f"/api/v1/namespaces/{NS}/pods/{NAME}-"
 
@@ -67,11 +73,11 @@ class World:
 
 @pytest.fixture
 def world(redis_url: str) -> Iterator[World]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=8) as sim:
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=SPEED) as sim:
         holder: list[World] = []
         engine = Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=POLICY,
-                        connect=lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context),
-                        checkpoint=lambda point: holder[0].checkpoint(point))
+                        connect=lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context, retry=RETRIES),
+                        checkpoint=lambda point: holder[0].checkpoint(point), clock=SimulatedClock(sim))
         holder.append(World(sim, engine))
         yield holder[0]
 
@@ -203,16 +209,17 @@ def promotion_rejected(w: World) -> str:
 
 def api_outage_past_the_limit(w: World) -> str:
     """The API answers 503 to every read of the DaemonSet for a while (15 requests: the canary's
-    three tries of five reads each), longer than halt.rollback_after: the next drive rolls back."""
+    three tries of five reads each), longer than halt.rollback_after (the cluster's clock moved
+    past it): the next drive rolls back."""
     w.hooks["transition:canary_rolling"] = lambda: w.sim.fault(
         kind="api-errors", code=503, count=15, path=f"/apis/apps/v1/namespaces/{NS}/daemonsets")
     run_id = canary(w)
     w.engine.approve(run_id, actor=BOB)
     with pytest.raises(StepPaused):
         w.engine.advance(run_id)
-    time.sleep(1.1)
+    w.sim.advance("9s")
     run = w.engine.advance(run_id)
-    assert run.state is S.ROLLED_BACK and "did not answer for more than 1s" in run.reason, run.reason
+    assert run.state is S.ROLLED_BACK and "did not answer for more than 8s" in run.reason, run.reason
     return "before"
 
 

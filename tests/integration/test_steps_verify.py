@@ -200,8 +200,9 @@ def test_dra_smoke_test_passes_on_a_healthy_driver_and_a_noalloc_driver_is_caugh
         assert _statuses(result)["dra-new-claims"] == "pass"
         assert STEPS.rollback(h.ctx).ok
 
+        never = dataclasses.replace(FAST, smoke_test={"image": SAMPLE, "timeout": 2.0})  # 40 s of the cluster's
         broken = harness(sim, image=DRA_NEW + "-noalloc", ns=DRA_NS, ds=DRA_DS, container="plugin",
-                         node="gpu-node1", settings=settings)
+                         node="gpu-node1", settings=never)
         assert STEPS.canary(broken.ctx).ok
         result = STEPS.verify_canary(broken.ctx)
         assert not result.ok

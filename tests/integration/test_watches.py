@@ -19,11 +19,12 @@ import pytest
 from kubesim import KubeSim
 from runbooks.cluster import Cluster
 from runbooks.cluster.informing import Watches
+from runbooks.cluster.resources import NODES
 from runbooks.daemonset.events import WATCHED
 from runbooks.daemonset.observing import Following
 from runbooks.daemonset.verifying import NodeSampler, verify
 from runbooks.engine.approving import Actor
-from runbooks.engine.clocks import SystemClock
+from runbooks.engine.clocks import ClusterClock, SystemClock
 from runbooks.engine.runs import RunState
 from runbooks.engine.steps import CheckStatus
 from runbooks.errors import Forbidden
@@ -116,10 +117,10 @@ def test_verify_windows_on_one_cluster_share_one_node_cache(sim: KubeSim) -> Non
     """Two windows over more nodes than are read one by one: one list of the nodes between them,
     each seeing only its own nodes."""
     kubectl = Kubectl(sim.kubeconfig)
-    for i in range(30):
-        kubectl("create", "-f", "-", input=f'{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"cpu-{i}"}}}}')
-    names = sorted(n["metadata"]["name"] for n in kubectl.json("get", "nodes")["items"])
     probe = Cluster.from_kubeconfig(sim.kubeconfig)
+    for i in range(30):  # through the client: one process, not thirty kubectl runs
+        probe.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"cpu-{i}"}})
+    names = sorted(n["metadata"]["name"] for n in kubectl.json("get", "nodes")["items"])
     watches = connect_to(sim)
     before = requests(probe, "list", "nodes")
     cluster = Cluster.from_kubeconfig(sim.kubeconfig)
@@ -141,7 +142,8 @@ def test_a_promotion_in_waves_lists_the_plugin_pods_once_per_worker(redis_url: s
     watches.linger = 60
     try:
         policy = waved_policy([{"nodes": 1, "approve_next": False}, {"nodes": "50%", "approve_next": False}, "100%"])
-        engine = kubesim_engine(sim, redis_url, policy, watches=watches)
+        clock = ClusterClock(Cluster.from_kubeconfig(sim.kubeconfig).server_time)  # 1 s windows at the cluster's 20x
+        engine = kubesim_engine(sim, redis_url, policy, watches=watches, clock=clock)
         run = engine.request_canary(actor=Actor("U0ALICE"), target=TARGET, image=NEW, node="gpu-node5").run
         engine.approve(run.id, actor=Actor("U0BOB"))
         run = engine.advance(run.id)

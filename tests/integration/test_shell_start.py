@@ -137,3 +137,41 @@ def test_status_imports_only_the_run_model_the_store_and_its_reply(tmp_path: Pat
         assert code == 0
         assert {"handlers.runs", "bot.storage.redis_store", "runbooks.engine.runs"} <= modules
         assert packages(modules, NOT_FOR_STATUS) == set(), argv
+
+
+BUILT = """
+import io, json, sys
+from pydantic import BaseModel
+from bot.shell.cli import main
+code = main(sys.argv[2:], out=io.StringIO())
+def below(model):
+    for sub in model.__subclasses__():
+        yield sub
+        yield from below(sub)
+ours = {f"{m.__module__}.{m.__qualname__}": m.__pydantic_complete__ for m in below(BaseModel)
+        if m.__module__.split(".")[0] in ("bot", "handlers", "runbooks")}
+with open(sys.argv[1], "w") as found:
+    json.dump({"code": code, "models": ours}, found)
+"""
+
+
+def built_models(tmp_path: Path, *argv: str, env: dict[str, str]) -> tuple[object, set[str], set[str]]:
+    """The exit code of ``upgradebot <argv>`` run in a fresh interpreter, the project's pydantic
+    models whose schema (validator and serializer) it built, and those it defined without building."""
+    out = tmp_path / "models.json"
+    proc = subprocess.run([sys.executable, "-c", BUILT, str(out), *argv], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    found = json.loads(out.read_text())
+    models: dict[str, bool] = found["models"]
+    return found["code"], {m for m, done in models.items() if done}, {m for m, done in models.items() if not done}
+
+
+def test_status_builds_the_schema_of_no_model_it_does_not_validate(tmp_path: Path, redis_url: str) -> None:
+    """issue 39: ``upgradebot status --json`` with no active run (exit 0 on a real Redis) defines the
+    run model, the replies and the verbs' argument models, but builds the pydantic schema of the
+    settings alone: a model's schema is built when a value is first validated, not at import."""
+    code, built, deferred = built_models(tmp_path, "status", "--json", env=shell_env(tmp_path, REDIS_URL=redis_url))
+    assert code == 0
+    assert {"runbooks.engine.runs.Run", "handlers.replies.Reply", "runbooks.templates.Edits"} <= deferred
+    assert built == {"bot.settings.Settings"}

@@ -175,3 +175,28 @@ def test_status_builds_the_schema_of_no_model_it_does_not_validate(tmp_path: Pat
     assert code == 0
     assert {"runbooks.engine.runs.Run", "handlers.replies.Reply", "runbooks.templates.Edits"} <= deferred
     assert built == {"bot.settings.Settings"}
+
+
+def test_status_of_a_run_builds_the_run_model_and_no_reply(tmp_path: Path, redis_url: str) -> None:
+    """issue 39: ``upgradebot status <run> --json`` on a run stored in a real Redis builds the schema
+    of what it validates (the run, the models it holds within it) and prints the run as stored, but builds
+    no reply and no other verb's argument model: JSON needs no Reply."""
+    import datetime as dt
+
+    from bot.storage.redis_store import RedisRunStore
+    from runbooks.engine.runs import Run, Target, new_run_id
+
+    now = dt.datetime(2025, 1, 6, 9, 0, tzinfo=dt.UTC)
+    store = RedisRunStore.from_url(redis_url)
+    run = store.create(Run(id=new_run_id(), target=Target(cluster="prod", namespace="team", name="plugin"),
+                           image="repo/plugin:v2", container="plugin", node="gpu-node1", requester="U0ALICE",
+                           created_at=now, updated_at=now))
+    env = shell_env(tmp_path, REDIS_URL=redis_url)
+    code, built, deferred = built_models(tmp_path, "status", run.id, "--json", env=env)
+    assert code == 0
+    assert "runbooks.engine.runs.Run" in built  # its parts' schemas are built into its own
+    assert {"handlers.replies.Reply", "handlers.replies.Message", "handlers.runs.CanaryArgs"} <= deferred
+    shown = subprocess.run([sys.executable, "-c", "import sys; from bot.shell.cli import main; sys.exit(main())",
+                            "status", run.id, "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == json.loads(run.model_dump_json())

@@ -200,3 +200,33 @@ def test_status_of_a_run_builds_the_run_model_and_no_reply(tmp_path: Path, redis
                             "status", run.id, "--json"], capture_output=True, text=True, env=env, timeout=120)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout) == json.loads(run.model_dump_json())
+
+
+EXIT = """
+import gc, io, json, sys
+from contextlib import redirect_stdout
+from importlib.metadata import entry_points
+(script,) = entry_points(group="console_scripts", name="upgradebot")
+out, sys.argv = sys.argv[1], ["upgradebot", *sys.argv[2:]]
+with redirect_stdout(io.StringIO()) as printed:
+    code = script.load()()
+from bot.shell import cli
+with open(out, "w") as found:
+    json.dump({"code": code, "entry": script.value, "printed": printed.getvalue(), "frozen": gc.get_freeze_count(),
+               "main_tracked": any(o is cli.main for o in gc.get_objects())}, found)
+"""
+
+
+def test_the_command_leaves_what_it_loaded_to_no_exit_collection(tmp_path: Path, redis_url: str) -> None:
+    """issue 39: the installed ``upgradebot`` command runs the verb (``status --json``: exit 0, the
+    JSON printed) and then moves every object it loaded (modules, classes, functions) out of the
+    cyclic collector's generations (``gc.freeze``), so the collection at interpreter exit does
+    not walk and free, one by one, the whole of pydantic, Redis and the verbs before the process ends."""
+    out = tmp_path / "exit.json"
+    proc = subprocess.run([sys.executable, "-c", EXIT, str(out), "status", "--json"], capture_output=True,
+                          text=True, env=shell_env(tmp_path, REDIS_URL=redis_url), timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    found = json.loads(out.read_text())
+    assert found["code"] == 0 and json.loads(found["printed"]) == {"runs": []}
+    assert found["entry"] == "bot.shell.cli:run"
+    assert found["frozen"] > 10_000 and not found["main_tracked"]

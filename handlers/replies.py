@@ -26,7 +26,8 @@ SUMMARY_SEPARATOR = " — "
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # built when a reply is first made, not at import: a verb answering with JSON builds none (issue 39)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Item(_Model):

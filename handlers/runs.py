@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from handlers.arguments import UsageError, run_id, split_pairs, split_words
 from handlers.routing import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Caller, Command, Deps
@@ -80,7 +80,7 @@ WHEN = ("now", "next-window")
 
 
 class CanaryArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when first parsed (issue 39)
 
     target: str
     image: str = ""
@@ -88,7 +88,7 @@ class CanaryArgs(BaseModel):
     container: str | None = None
     cluster: str | None = None
     when: str = "now"
-    edits: Edits = Edits()
+    edits: Edits = Field(default_factory=Edits)  # made when used: Edits is built when first used (issue 39)
 
 
 def parse_canary(words: Sequence[str]) -> CanaryArgs:
@@ -147,7 +147,7 @@ RESTART_USAGE = entry("restart").usage
 
 
 class RestartArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when first parsed (issue 39)
 
     target: str
     node: str
@@ -191,7 +191,7 @@ REPAIR_USAGE = entry("repair").usage
 
 
 class RepairArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when first parsed (issue 39)
 
     target: str
     cluster: str | None = None
@@ -225,7 +225,7 @@ REJECT_USAGE = entry("reject").usage
 class DecisionArgs(BaseModel):
     """A decision names its run and the request it decides: refused if that one is not open."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when first parsed (issue 39)
 
     run: str
     gate: GateKind
@@ -267,7 +267,7 @@ ROLLBACK_USAGE = entry("rollback").usage
 
 
 class RollbackArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when first parsed (issue 39)
 
     run: str
     reason: str = ""

@@ -55,7 +55,7 @@ SECCOMP = ("RuntimeDefault", "Unconfined", "Localhost")
 class Toleration(BaseModel):
     """A toleration as the pod spec writes it (no key: every taint; no effect: every effect)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when first used (issue 39)
 
     key: str = ""
     operator: str = "Exists"
@@ -74,7 +74,7 @@ class Toleration(BaseModel):
 class Edits(BaseModel):
     """What a canary changes besides the image (nothing, by default)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when first used (issue 39)
 
     env: dict[str, str | None] = Field(default_factory=dict, description="name -> value; None removes it")
     args: list[str] | None = Field(None, description="the container's args, whole; [] removes them")

@@ -29,7 +29,7 @@ import re
 import secrets
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from runbooks.templates import Edits
 
@@ -172,9 +172,16 @@ def is_run_id(text: str) -> bool:
     return bool(_RUN_ID.fullmatch(text))
 
 
+_DEFERRED = ConfigDict(defer_build=True)
+"""The run's models build their schema when a run is first read or written, not at import: a
+verb that reads no run (``status`` with none active, ``--help``) pays none (issue 39)."""
+
+
 class Part(BaseModel):
     """Another workload of the target's namespace upgraded in the same run (a DRA driver's
     controller Deployment), from the policy's ``workloads`` at request time."""
+
+    model_config = _DEFERRED
 
     kind: str = Field(description="Deployment or DaemonSet")
     name: str
@@ -189,6 +196,8 @@ class Part(BaseModel):
 class Target(BaseModel):
     """What a run changes: one DaemonSet (an upgrade) or one workload (a migration) in one
     cluster (kubeconfig context)."""
+
+    model_config = _DEFERRED
 
     cluster: str = Field(description="kubeconfig context name ('' = the current context)")
     namespace: str
@@ -212,6 +221,8 @@ class Target(BaseModel):
 
 
 class Decision(BaseModel):
+    model_config = _DEFERRED
+
     user: str
     approve: bool
     at: dt.datetime
@@ -229,6 +240,8 @@ class GateKind(enum.StrEnum):
 
 class Gate(BaseModel):
     """An open (or decided) approval request on a run."""
+
+    model_config = _DEFERRED
 
     kind: GateKind
     opened_at: dt.datetime
@@ -256,6 +269,8 @@ class Gate(BaseModel):
 class Step(BaseModel):
     """One entry of a run's story: a transition, a check, a mutation, a decision."""
 
+    model_config = _DEFERRED
+
     name: str
     status: str = Field(description="ok | failed | unknown | info | skipped")
     kind: str = Field(default="step", description="transition | decision | gate | check | mutation | step")
@@ -272,6 +287,8 @@ class Step(BaseModel):
 class Pause(BaseModel):
     """Someone paused the run: no new node or wave starts until ``continue``."""
 
+    model_config = _DEFERRED
+
     by: str
     at: dt.datetime
     reason: str = ""
@@ -279,6 +296,8 @@ class Pause(BaseModel):
 
 class Run(BaseModel):
     """One upgrade run, as kept in the store."""
+
+    model_config = _DEFERRED
 
     id: str
     kind: RunKind = RunKind.UPGRADE

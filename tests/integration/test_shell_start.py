@@ -137,3 +137,96 @@ def test_status_imports_only_the_run_model_the_store_and_its_reply(tmp_path: Pat
         assert code == 0
         assert {"handlers.runs", "bot.storage.redis_store", "runbooks.engine.runs"} <= modules
         assert packages(modules, NOT_FOR_STATUS) == set(), argv
+
+
+BUILT = """
+import io, json, sys
+from pydantic import BaseModel
+from bot.shell.cli import main
+code = main(sys.argv[2:], out=io.StringIO())
+def below(model):
+    for sub in model.__subclasses__():
+        yield sub
+        yield from below(sub)
+ours = {f"{m.__module__}.{m.__qualname__}": m.__pydantic_complete__ for m in below(BaseModel)
+        if m.__module__.split(".")[0] in ("bot", "handlers", "runbooks")}
+with open(sys.argv[1], "w") as found:
+    json.dump({"code": code, "models": ours}, found)
+"""
+
+
+def built_models(tmp_path: Path, *argv: str, env: dict[str, str]) -> tuple[object, set[str], set[str]]:
+    """The exit code of ``upgradebot <argv>`` run in a fresh interpreter, the project's pydantic
+    models whose schema (validator and serializer) it built, and those it defined without building."""
+    out = tmp_path / "models.json"
+    proc = subprocess.run([sys.executable, "-c", BUILT, str(out), *argv], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    found = json.loads(out.read_text())
+    models: dict[str, bool] = found["models"]
+    return found["code"], {m for m, done in models.items() if done}, {m for m, done in models.items() if not done}
+
+
+def test_status_builds_the_schema_of_no_model_it_does_not_validate(tmp_path: Path, redis_url: str) -> None:
+    """issue 39: ``upgradebot status --json`` with no active run (exit 0 on a real Redis) defines the
+    run model, the replies and the verbs' argument models, but builds the pydantic schema of the
+    settings alone: a model's schema is built when a value is first validated, not at import."""
+    code, built, deferred = built_models(tmp_path, "status", "--json", env=shell_env(tmp_path, REDIS_URL=redis_url))
+    assert code == 0
+    assert {"runbooks.engine.runs.Run", "handlers.replies.Reply", "runbooks.templates.Edits"} <= deferred
+    assert built == {"bot.settings.Settings"}
+
+
+def test_status_of_a_run_builds_the_run_model_and_no_reply(tmp_path: Path, redis_url: str) -> None:
+    """issue 39: ``upgradebot status <run> --json`` on a run stored in a real Redis builds the schema
+    of what it validates (the run, the models it holds within it) and prints the run as stored, but builds
+    no reply and no other verb's argument model: JSON needs no Reply."""
+    import datetime as dt
+
+    from bot.storage.redis_store import RedisRunStore
+    from runbooks.engine.runs import Run, Target, new_run_id
+
+    now = dt.datetime(2025, 1, 6, 9, 0, tzinfo=dt.UTC)
+    store = RedisRunStore.from_url(redis_url)
+    run = store.create(Run(id=new_run_id(), target=Target(cluster="prod", namespace="team", name="plugin"),
+                           image="repo/plugin:v2", container="plugin", node="gpu-node1", requester="U0ALICE",
+                           created_at=now, updated_at=now))
+    env = shell_env(tmp_path, REDIS_URL=redis_url)
+    code, built, deferred = built_models(tmp_path, "status", run.id, "--json", env=env)
+    assert code == 0
+    assert "runbooks.engine.runs.Run" in built  # its parts' schemas are built into its own
+    assert {"handlers.replies.Reply", "handlers.replies.Message", "handlers.runs.CanaryArgs"} <= deferred
+    shown = subprocess.run([sys.executable, "-c", "import sys; from bot.shell.cli import main; sys.exit(main())",
+                            "status", run.id, "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == json.loads(run.model_dump_json())
+
+
+EXIT = """
+import gc, io, json, sys
+from contextlib import redirect_stdout
+from importlib.metadata import entry_points
+(script,) = entry_points(group="console_scripts", name="upgradebot")
+out, sys.argv = sys.argv[1], ["upgradebot", *sys.argv[2:]]
+with redirect_stdout(io.StringIO()) as printed:
+    code = script.load()()
+from bot.shell import cli
+with open(out, "w") as found:
+    json.dump({"code": code, "entry": script.value, "printed": printed.getvalue(), "frozen": gc.get_freeze_count(),
+               "main_tracked": any(o is cli.main for o in gc.get_objects())}, found)
+"""
+
+
+def test_the_command_leaves_what_it_loaded_to_no_exit_collection(tmp_path: Path, redis_url: str) -> None:
+    """issue 39: the installed ``upgradebot`` command runs the verb (``status --json``: exit 0, the
+    JSON printed) and then moves every object it loaded (modules, classes, functions) out of the
+    cyclic collector's generations (``gc.freeze``), so the collection at interpreter exit does
+    not walk and free, one by one, the whole of pydantic, Redis and the verbs before the process ends."""
+    out = tmp_path / "exit.json"
+    proc = subprocess.run([sys.executable, "-c", EXIT, str(out), "status", "--json"], capture_output=True,
+                          text=True, env=shell_env(tmp_path, REDIS_URL=redis_url), timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    found = json.loads(out.read_text())
+    assert found["code"] == 0 and json.loads(found["printed"]) == {"runs": []}
+    assert found["entry"] == "bot.shell.cli:run"
+    assert found["frozen"] > 10_000 and not found["main_tracked"]

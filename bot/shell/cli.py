@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn, TextIO
@@ -339,16 +340,19 @@ def reported_errors() -> tuple[type[Exception], ...]:
 
 
 def run() -> int:
-    """The ``upgradebot`` command (``[project.scripts]``): :func:`main`, then the process ends.
+    """The ``upgradebot`` command (``[project.scripts]``): :func:`main`, then the process ends at once.
 
-    Nothing a verb loaded (pydantic, Redis, the verbs' modules: some 46,000 objects the
-    collector tracks after ``status``) is garbage when it ends, yet the cyclic collection at
-    interpreter exit would walk it all and free it object by object: 35-40 ms, a sixth of
-    ``status``'s CPU. Moved out of the collector's generations (``gc.freeze``), it is left to
-    the operating system (issue 39). Only here, where the process ends: :func:`main` called in
-    a process that goes on (a test) keeps the collector's default behaviour."""
-    import gc
-
+    Nothing a verb loaded (pydantic, Redis, the kubernetes client, the verbs' modules) is
+    garbage when it ends, yet the interpreter's exit would walk it all, collect it and tear
+    down each module, object by object: 35-40 ms of ``status``, 0.1-0.2 s of a verb that loaded
+    the kubernetes client (issues 35, 39). :func:`bot.exiting.exit_now` flushes the output, runs
+    the exit handlers (the kubernetes client deletes the certificate files it wrote) and ends
+    the process. Only here, where the process ends: :func:`main` called in a process that goes
+    on (a test) returns as before; and a verb that left a thread working (none should) exits
+    the usual way, the interpreter waiting for that thread."""
     code = main()
-    gc.freeze()
-    return code
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        return code
+    from bot.exiting import exit_now
+
+    exit_now(code)

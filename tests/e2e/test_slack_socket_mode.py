@@ -316,3 +316,25 @@ def test_a_refused_reconnect_backs_off_and_connects_once_slack_accepts(
         assert handler.client.backoff.failures == 0
     finally:
         handler.close()
+
+
+def test_a_connection_dropped_without_a_word_is_dialled_again_before_the_next_ping(
+        world: tuple[FakeSocketMode, FakeSlack, KubeSim]) -> None:
+    """Issue 35: a connection Slack drops without a word was noticed by slack_sdk's monitor, at
+    the next ping (every 3 s), and the replica received nothing until then. The end of the
+    stream is looked for between pings too: with pings a minute apart, it dials again at once."""
+    sock, fake, _ = world
+    app = App(signing_secret=SIGNING_SECRET, token_verification_enabled=False,
+              client=WebClient(token=BOT_TOKEN, base_url=fake.api_url))
+    metrics = Metrics()
+    handler = SocketMode(app, app_token=APP_TOKEN, metrics=metrics, ping_interval=60)
+    try:
+        handler.connect()
+        sock.wait_connections(1)
+        hellos = sock.hellos
+        sock.drop()
+        eventually(lambda: sock.hellos > hellos and handler.client.is_connected(), "dialled again", timeout=20)
+        exposition = metrics.exposition()[0].decode()
+        assert 'upgradebot_socket_mode_reconnects_total{outcome="connected",reason="dropped"} 1.0' in exposition
+    finally:
+        handler.close()

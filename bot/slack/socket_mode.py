@@ -143,9 +143,12 @@ class Client(SocketModeClient):
             self._eof_watch.start()
 
     def _watch_eof(self) -> None:
+        """The first dial after a drop: at the end of the stream, or once slack_sdk's reader closed
+        the session (a reset); after a failed dial the monitor's pace and the backoff hold again."""
         while not self._stopping.wait(EOF_INTERVAL):
-            sock = getattr(self.current_session, "sock", None)
-            if sock is not None and at_eof(sock):
+            session = self.current_session
+            sock = getattr(session, "sock", None)
+            if session is not None and self.backoff.failures == 0 and (sock is None or at_eof(sock)):
                 self._monitor_current_session()
 
     def connect_to_new_endpoint(self, force: bool = False) -> None:

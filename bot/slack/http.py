@@ -60,7 +60,8 @@ Check = Callable[[], object]
 
 
 class Readiness:
-    """Named checks, run at most every ``cache_seconds`` (probes come often, Slack is remote).
+    """Named checks, run at most every ``cache_seconds`` (probes come often, Slack is remote);
+    a required check that failed is asked again at each probe until it passes.
 
     A check added with ``required=False`` is *reported*: its result is in the answer, but it
     never makes the process unready (a cluster outage is told to the people asking, in their
@@ -88,20 +89,34 @@ class Readiness:
             self._last = None
 
     def check(self) -> tuple[bool, dict[str, str]]:
+        """Every check, at most every ``cache_seconds``; while the answer is not ready, the required
+        checks that failed are asked again at each call: a starting replica is ready at the first
+        probe after its workers beat, not up to ``cache_seconds`` later (issue 35)."""
         with self._lock:
-            if self._last is not None and self._clock() - self._last[0] < self.cache_seconds:
-                return self._last[1], dict(self._last[2])
-            results: dict[str, str] = {}
-            for name, check in self.checks.items():
-                try:
-                    check()
-                    results[name] = "ok"
-                except Exception as exc:
-                    reason = shorten(scrub(f"{type(exc).__name__}: {exc}", *self._secrets), 200)
-                    results[name] = f"failed: {reason}"
-            ready = all(v == "ok" for name, v in results.items() if name not in self.reported)
+            last = self._last
+            if last is not None and self._clock() - last[0] < self.cache_seconds:
+                if last[1]:
+                    return True, dict(last[2])
+                results = dict(last[2])
+                for name in [n for n, v in results.items() if n not in self.reported and v != "ok"]:
+                    results[name] = self._run(name)
+                ready = self._ready(results)
+                self._last = (last[0], ready, results)  # the rest are asked again when the period ends
+                return ready, dict(results)
+            results = {name: self._run(name) for name in self.checks}
+            ready = self._ready(results)
             self._last = (self._clock(), ready, results)
             return ready, dict(results)
+
+    def _run(self, name: str) -> str:
+        try:
+            self.checks[name]()
+        except Exception as exc:
+            return f"failed: {shorten(scrub(f'{type(exc).__name__}: {exc}', *self._secrets), 200)}"
+        return "ok"
+
+    def _ready(self, results: Mapping[str, str]) -> bool:
+        return all(v == "ok" for name, v in results.items() if name not in self.reported)
 
 
 class WebApp:

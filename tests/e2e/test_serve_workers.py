@@ -225,7 +225,9 @@ def test_two_worker_processes_share_one_quota_of_long_commands(redis_url: str, t
             eventually(lambda: refused() == 1, "the third refused by the second worker", timeout=30)
             first.send_signal(signal.SIGCONT)
             eventually(lambda: verified() == 2, "the first worker's two verifies answered", timeout=60)
-            time.sleep(2.0)
+            lane = f"{NAMESPACE}:commands"  # nothing queued, delayed or running (acked once answered): no answer to come
+            eventually(lambda: not any((jobs.llen(lane), jobs.hlen(f"{lane}.msgs"), jobs.llen(f"{lane}.DQ"),
+                                        jobs.hlen(f"{lane}.DQ.msgs"))), "the commands lane empty", timeout=30)
             assert (verified(), refused()) == (2, 1), log.read_text()[-3000:]
             for proc in (first, second):
                 proc.send_signal(signal.SIGTERM)

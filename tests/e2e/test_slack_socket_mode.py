@@ -277,9 +277,10 @@ def test_two_replicas_over_socket_mode(world: tuple[FakeSocketMode, FakeSlack, K
         served = {s.connection for s in sock.sends}
         assert len(served) >= 2, "the envelopes were spread over the replicas' connections"
         assert len(killed) == kill
-        for proc in (p for p in procs if p not in killed):
+        running = [p for p in procs if p not in killed]
+        for proc in running:  # stopped together, as a rollout stops the old replicas: each exits 0
             proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=40) == 0
+        assert [proc.wait(timeout=40) for proc in running] == [0] * len(running)
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -314,5 +315,27 @@ def test_a_refused_reconnect_backs_off_and_connects_once_slack_accepts(
         eventually(lambda: handler.client.is_connected() and sock.connections, "connected once Slack has room",
                    timeout=30)
         assert handler.client.backoff.failures == 0
+    finally:
+        handler.close()
+
+
+def test_a_connection_dropped_without_a_word_is_dialled_again_before_the_next_ping(
+        world: tuple[FakeSocketMode, FakeSlack, KubeSim]) -> None:
+    """Issue 35: a connection Slack drops without a word was noticed by slack_sdk's monitor, at
+    the next ping (every 3 s), and the replica received nothing until then. The end of the
+    stream is looked for between pings too: with pings a minute apart, it dials again at once."""
+    sock, fake, _ = world
+    app = App(signing_secret=SIGNING_SECRET, token_verification_enabled=False,
+              client=WebClient(token=BOT_TOKEN, base_url=fake.api_url))
+    metrics = Metrics()
+    handler = SocketMode(app, app_token=APP_TOKEN, metrics=metrics, ping_interval=60)
+    try:
+        handler.connect()
+        sock.wait_connections(1)
+        hellos = sock.hellos
+        sock.drop()
+        eventually(lambda: sock.hellos > hellos and handler.client.is_connected(), "dialled again", timeout=20)
+        exposition = metrics.exposition()[0].decode()
+        assert 'upgradebot_socket_mode_reconnects_total{outcome="connected",reason="dropped"} 1.0' in exposition
     finally:
         handler.close()

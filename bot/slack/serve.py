@@ -18,12 +18,9 @@ and decisions) and runs with :class:`~bot.slack.http.HttpServer`.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import logging
-import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +31,7 @@ from slack_bolt import App
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
 from bot import logs
+from bot.exiting import exit_now
 from bot.jobs import ACK_DEADLINE, Jobs, JobsUnavailable
 from bot.processes import DEFAULT_GROUPS, WorkerProcesses
 from bot.runtime import Runtime, connector, open_store
@@ -386,20 +384,17 @@ def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
 
 
 def exit_leaving_work(code: int, out: TextIO) -> NoReturn:
-    """Exit with ``code`` at once, the output and the log flushed; a process whose work outlived
-    the drain exits so too, as a crash would. Not through the interpreter's teardown: freeing
-    its ~2,000 modules took 0.3 s of CPU (1-2 s on a loaded node) for memory the OS frees anyway,
-    and a pod being replaced waited for it (issue 35); everything that keeps data is closed by then."""
+    """Exit with ``code`` at once (:func:`bot.exiting.exit_now`: the output and the log flushed, the
+    exit handlers run); a process whose work outlived the drain exits so too, as a crash would. Not
+    through the interpreter's teardown: freeing its ~2,000 modules took 0.3 s of CPU (1-2 s on a
+    loaded node) for memory the OS frees anyway, and a pod being replaced waited for it (issue 35);
+    everything that keeps data is closed by then."""
     left = [t.name for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon
             and t.is_alive()]
     if left:  # a run's step outlived the drain: exiting anyway is what a crash does, and runs survive that
         log.warning("exiting with %d thread(s) still working (%s): their runs resume on the next start",
                     len(left), ", ".join(sorted(set(n.rsplit("_", 1)[0] for n in left))))
-    logging.shutdown()
-    for stream in (out, sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):  # a closed pipe: nothing more can be said
-            stream.flush()
-    os._exit(code)
+    exit_now(code, out)
 
 
 def slack_check(identity: BotIdentity, web: SlackWeb, metrics: Metrics) -> Check:

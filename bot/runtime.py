@@ -80,7 +80,7 @@ def open_store(settings: Settings) -> RedisRunStore:
 
 
 def local_owner_dead(owner: str) -> bool:
-    """Whether a lease owner is a process on this host that no longer exists."""
+    """Whether a lease owner is a process on this host that no longer exists, or has ended unreaped."""
     parsed = parse_owner(owner)
     if parsed is None or parsed[0] != socket.gethostname() or parsed[1] == os.getpid():
         return False
@@ -90,7 +90,20 @@ def local_owner_dead(owner: str) -> bool:
         return True
     except PermissionError:
         return False
-    return False
+    return exited(parsed[1])
+
+
+def exited(pid: int) -> bool:
+    """Whether ``pid`` is a process that has ended but not been reaped (a zombie: its parent died
+    with it and nobody waited for it yet). Signal 0 still reaches it, yet it holds nothing."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]  # after "pid (comm)", which may hold spaces
+    except FileNotFoundError:  # reaped meanwhile, unless there is no /proc (not Linux)
+        return os.path.isdir("/proc/self")
+    except (OSError, IndexError):
+        return False
+    return state in ("Z", "X")
 
 
 def killer(point: str | None, *, parent: int | None = None) -> Callable[[str], None]:

@@ -31,7 +31,6 @@ import urllib3
 
 from runbooks.cluster.decoding import (
     NotDecoded,
-    Page,
     TypedPage,
     decode_json,
     decode_object,
@@ -342,7 +341,7 @@ class Cluster(Writes, Discovery):
         token = ""
         while True:
             limit = [("limit", first_size)] if first_size and not token else query[:1]
-            page: Page | TypedPage[Any] = _decoded(lambda data: decode_page(data, item=item), self._read(
+            page: TypedPage[Any] = _decoded(lambda data: decode_page(data, item=item), self._read(
                 resource.path(namespace), action=action,
                 query=limit + query[1:] + ([("continue", token)] if token else []),
             ), action)

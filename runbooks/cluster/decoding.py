@@ -42,14 +42,20 @@ class _ListMeta(msgspec.Struct):
     continue_: str | None = msgspec.field(default=None, name="continue")
 
 
-class Page(msgspec.Struct):
-    """One page of a list: its objects, and the list's resourceVersion and continue token."""
+class _Event(msgspec.Struct):
+    type: str = ""
+    object: dict[str, Any] | None = None
+
+
+class TypedPage(msgspec.Struct, Generic[T]):
+    """One page of a list: its objects (decoded as one shape, :class:`PodShape`, or as dicts:
+    :data:`Page`), and the list's resourceVersion and continue token."""
 
     metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
-    items: list[dict[str, Any]] | None = None
+    items: list[T] | None = None
 
     @property
-    def objects(self) -> list[dict[str, Any]]:
+    def objects(self) -> list[T]:
         return self.items or []
 
     @property
@@ -62,29 +68,8 @@ class Page(msgspec.Struct):
         return self.metadata.resourceVersion or ""
 
 
-class _Event(msgspec.Struct):
-    type: str = ""
-    object: dict[str, Any] | None = None
-
-
-class TypedPage(msgspec.Struct, Generic[T]):
-    """One page of a list whose items are decoded as one shape (:class:`PodShape`)."""
-
-    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
-    items: list[T] | None = None
-
-    @property
-    def objects(self) -> list[T]:
-        return self.items or []
-
-    @property
-    def token(self) -> str:
-        return self.metadata.continue_ or ""
-
-    @property
-    def resource_version(self) -> str:
-        return self.metadata.resourceVersion or ""
-
+Page = TypedPage[dict[str, Any]]
+"""A page whose objects are dicts."""
 
 _PAGE = msgspec.json.Decoder(Page)
 _OBJECT = msgspec.json.Decoder(dict[str, Any])

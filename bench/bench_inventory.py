@@ -42,6 +42,8 @@ class Measurement:
     seconds: float
     max_rss_mib: float
     code: int
+    cpu: float = 0.0
+    """User and system CPU seconds of the command and the processes it waited for."""
 
 
 TIME = Path("/usr/bin/time")
@@ -69,7 +71,7 @@ def measure(label: str, command: list[str], env: dict[str, str]) -> Measurement:
         kib = float(reported[-1])
     else:
         kib = usage.ru_maxrss if sys.platform != "darwin" else usage.ru_maxrss / 1024
-    return Measurement(label, seconds, kib / 1024, proc.returncode)
+    return Measurement(label, seconds, kib / 1024, proc.returncode, usage.ru_utime + usage.ru_stime)
 
 
 def serve(nodes: int, version: str, workdir: Path) -> tuple[subprocess.Popen[str], Path]:

@@ -22,43 +22,15 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from bench.bench_inventory import BIN, TIME, measure, serve
+from bench.bench_inventory import BIN, Measurement, measure, serve
 
 TARGET = "kube-system/nvidia-device-plugin-daemonset"
 LIMIT = 1.05
-
-
-@dataclass(frozen=True)
-class Run:
-    seconds: float
-    cpu: float
-    max_rss_mib: float
-    code: int
-
-
-def run_child(command: list[str], env: dict[str, str]) -> Run:
-    """``command`` with its output to /dev/null: wall time around it, its CPU and peak RSS."""
-    with open(os.devnull, "wb") as sink, tempfile.TemporaryFile() as errors, \
-            tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
-        wrapped = [str(TIME), "-f", "%M", "-o", rss.name, *command] if TIME.exists() else command
-        start = time.perf_counter()
-        proc = subprocess.Popen(wrapped, stdout=sink, stderr=errors, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - start
-        code = os.waitstatus_to_exitcode(status)
-        if code not in (0, 1):
-            errors.seek(0)
-            raise SystemExit(f"verify failed ({code}): {errors.read().decode(errors='replace')[:500]}")
-        reported = [line for line in rss.read().split() if line.isdigit()]
-    kib = float(reported[-1]) if reported else float(usage.ru_maxrss)
-    return Run(seconds, usage.ru_utime + usage.ru_stime, kib / 1024, code)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,9 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             floor = measure("upgradebot --help", [str(BIN / "upgradebot"), "--help"], env)
             imports = measure("imports", [sys.executable, "-c", "import bot.shell.cli, kubernetes"], env)
-            runs: list[Run] = []
+            runs: list[Measurement] = []
             for _ in range(args.runs):
-                run = run_child(command, env)
+                run = measure("upgradebot verify", command, env)
                 runs.append(run)
                 print(f"  {' '.join(['upgradebot', *command[1:]])}: {run.seconds:.2f} s "
                       f"({run.seconds / args.window:.3f}x its window), {run.cpu:.2f} s CPU, {run.max_rss_mib:.0f} MiB, "

@@ -43,7 +43,14 @@ its inventory or told the bot is busy, and ``upgradebot_commands_total{outcome="
 is 0 (issue 40, item 5: ``--read-only --verb inventory --concurrency 50 200 --rounds 30``
 sends 7,500).
 
-``python -m bench.bench_ack [--rounds 20] [--concurrency 1 50 200] [--verb help --verb inventory] [--nodes 5000] [--idle] [--read-only] [--no-finish]``
+After each server's rounds it prints the CPU seconds every process of the bench used
+meanwhile (from ``/proc``: the client, the server, the bot's workers, the fake Slack, Redis,
+kubesim): the bot's workers answer each burst while the next arrives, on the same cores, so
+its acks compete with its own work and the bare app's do not. ``--noise`` starts a second bare
+app, measured after the first in each scenario: the same app against itself, the noise
+floor of one run's ratio (no target).
+
+``python -m bench.bench_ack [--rounds 20] [--concurrency 1 50 200] [--verb help --verb inventory] [--nodes 5000] [--idle] [--read-only] [--no-finish] [--noise]``
 """
 
 from __future__ import annotations
@@ -230,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--finish-max-unavailable", default="10%",
                         help="with --finish: the DaemonSet's maxUnavailable once the bursts are over, so the rest of "
                              "the promotion rolls in minutes (default 10%%; the fixture's 1 takes ~3 s a node)")
+    parser.add_argument("--noise", action="store_true",
+                        help="a second bare app, measured after the first in each scenario: the ratio of the same app "
+                             "against itself, what one run's ratio varies by when the servers do not differ")
     parser.add_argument("--child", choices=["bare", "client"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -271,10 +281,19 @@ def main(argv: list[str] | None = None) -> int:
             bare, bare_url = start([sys.executable, "-m", "bench.bench_ack", "--child", "bare",
                                     "--threads", str(args.threads)], env)
             procs.append(bare)
+            roles = {os.getpid(): "fake Slack (this process)", procs[0].pid: "kubesim", bot.pid: "upgradebot serve",
+                     bare.pid: "bare app", **({redis_server.pid: "redis-server"} if redis_server.pid else {})}
+            if args.noise:
+                again, args.again_url = start([sys.executable, "-m", "bench.bench_ack", "--child", "bare",
+                                               "--threads", str(args.threads)], env)
+                procs.append(again)
+                roles[again.pid] = "bare app again"
             for url in (bare_url, bot_url):  # warm both (first-request imports and caches); starts the client
                 burst(url, "help", 1, fake.response_url("warm"))
             if args.slack_nice:
                 os.nice(args.slack_nice)  # the children keep their own priority
+            roles[_CLIENT[0].pid] = "client"
+            args.cpu = CpuTally(roles, children={bot.pid: "upgradebot's workers"})
             store = RedisRunStore.from_url(redis_server.url)
             saves = RunSaves(redis_server.url).start()
             run_id = None if args.idle or args.read_only else promotion_running(fake, bot_url, store, args.nodes)
@@ -350,12 +369,16 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
              bot_url: str) -> int:
     """One verb: rounds of bursts to each server in turn, then the replies awaited (capped)."""
     fake.clear()
-    timings: dict[str, list[float]] = {"bare": [], "bot": []}
+    timings: dict[str, list[float]] = {"bare": [], "again": [], "bot": []}
     started = time.perf_counter()
-    warm: dict[str, list[float]] = {"bare": [], "bot": []}
-    for name, url in (("bare", bare_url), ("bot", bot_url)):  # the bare app first, the bot's workers idle
+    warm: dict[str, list[float]] = {"bare": [], "again": [], "bot": []}
+    servers = [("bare", bare_url), *([("again", args.again_url)] if args.noise else []), ("bot", bot_url)]
+    spent: dict[str, tuple[float, dict[str, float]]] = {}
+    for name, url in servers:  # the bare app first, the bot's workers idle
+        before, since = args.cpu.sample(), time.perf_counter()
         for n in range(args.warmup + args.rounds):  # the warm-up bursts: sent and answered, not timed
             (warm if n < args.warmup else timings)[name] += burst(url, verb, concurrency, fake.response_url(name))
+        spent[name] = (time.perf_counter() - since, args.cpu.since(before))
     commands = (args.warmup + args.rounds) * concurrency
 
     def answered() -> tuple[int, int]:
@@ -376,11 +399,21 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
           f"is drawn from their {tail_of(len(timings['bot']))} slowest")
     print(f"  {'ack latency (ms)':<34} {'p50':>9} {'p99':>9} {'max':>9}")
     bare_p50, bare_p99, _ = summary("bare Bolt app (ack only)", timings["bare"])
+    if args.noise:
+        again_p50, again_p99, _ = summary("the same bare app again", timings["again"])
+        print(f"  {'again / bare (the noise floor)':<34} {again_p50 / bare_p50:8.2f}x {again_p99 / bare_p99:8.2f}x   "
+              "(no target: the same app twice, measured one after the other)")
     bot_p50, bot_p99, _ = summary("upgradebot serve", timings["bot"])
     ratio = bot_p99 / bare_p99
     target = "(target: p99 within 1.5x)" if concurrency > 1 else \
         f"(no target: one at a time, the p99 of {len(timings['bot'])} is about their slowest)"
     print(f"  {'upgradebot / bare':<34} {bot_p50 / bare_p50:8.2f}x {ratio:8.2f}x   {target}")
+    for name, (wall, cpu) in spent.items():  # what the machine did meanwhile: the bot's work is done beside its acks
+        shown = ", ".join(f"{role} {seconds:.2f}" for role, seconds in sorted(cpu.items(), key=lambda kv: -kv[1])
+                          if seconds >= 0.01)
+        print(f"  CPU seconds while the {dict(bare='bare app', again='bare app again', bot='bot').get(name)}'s rounds "
+              f"ran ({wall:.2f} s on {os.cpu_count()} cores): "
+              f"{shown or ('none used 0.01 s' if cpu else 'not measured (no /proc)')}")
     late = sum(s >= 3.0 for s in timings["bot"] + warm["bot"])  # a late ack is late, warm-up or not
     print(f"  acks within Slack's 3 s: {commands - late}/{commands}; answered after "
           f"{time.perf_counter() - started:.1f} s: {posted} posted in the channel, {ephemeral - busy - limited} "
@@ -394,6 +427,54 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
         return 1 if late > 0 or unanswered > 0 or posted + ephemeral < commands else 0
     missed = late > 0 or (concurrency > 1 and ratio > 1.5) or (concurrency < 200 and busy > 0)
     return 1 if missed else 0
+
+
+class CpuTally:
+    """CPU seconds (user and system, from ``/proc``) of the bench's processes by role: each
+    process under the nearest of ``roles`` (pid: name) it is or descends from, a descendant
+    named by ``children`` where its ancestor has a name there (``serve``'s worker processes).
+    A process that exited in between is not counted; without ``/proc`` (not Linux) nothing is."""
+
+    def __init__(self, roles: dict[int, str], *, children: dict[int, str] | None = None) -> None:
+        self.roles, self.children = roles, children or {}
+        self.ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def sample(self) -> dict[str, float]:
+        parents: dict[int, int] = {}
+        seconds: dict[int, float] = {}
+        try:
+            entries = os.listdir("/proc")
+        except OSError:
+            return {}
+        for entry in entries:
+            if not entry.isdigit():
+                continue
+            try:
+                text = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:  # gone meanwhile
+                continue
+            fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, … utime, stime
+            parents[int(entry)] = int(fields[1])
+            seconds[int(entry)] = (int(fields[11]) + int(fields[12])) / self.ticks
+        tally: dict[str, float] = {}
+        for pid, used in seconds.items():
+            role = self._role(pid, parents)
+            if role is not None:
+                tally[role] = tally.get(role, 0.0) + used
+        return tally
+
+    def since(self, before: dict[str, float]) -> dict[str, float]:
+        return {role: used - before.get(role, 0.0) for role, used in self.sample().items()}
+
+    def _role(self, pid: int, parents: dict[int, int]) -> str | None:
+        if pid in self.roles:
+            return self.roles[pid]
+        ancestor, hops = parents.get(pid), 0
+        while ancestor and hops < 16:
+            if ancestor in self.roles:
+                return self.children.get(ancestor, f"{self.roles[ancestor]} (children)")
+            ancestor, hops = parents.get(ancestor), hops + 1
+        return None
 
 
 def tail_of(count: int) -> int:

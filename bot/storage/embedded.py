@@ -65,6 +65,11 @@ class EmbeddedRedis:
     def url(self) -> str:
         return f"unix://{self.socket_path}"
 
+    @property
+    def pid(self) -> int | None:
+        """The ``redis-server`` process's id once started (None before)."""
+        return None if self._proc is None else self._proc.pid
+
     def start(self, timeout: float = 10.0) -> EmbeddedRedis:
         log = Path(self._dir.name) / "redis.log"
         self._proc = subprocess.Popen(

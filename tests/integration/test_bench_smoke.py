@@ -4,8 +4,10 @@ a bench that no longer matches the code fails here, not on the first ``make benc
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -24,12 +26,57 @@ def test_the_snapshot_bench_runs(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_the_ack_bench_runs_both_servers_on_a_small_idle_cluster() -> None:
-    """One command at a time, once: the servers, the client process and the summary (no ratio judged at 1)."""
+    """One command at a time, once: the servers, the client process and the summary (no ratio
+    judged at 1), with the bare app measured twice (``--noise``) and the CPU each process used."""
     done = subprocess.run([sys.executable, "-m", "bench.bench_ack", "--nodes", "20", "--idle", "--rounds", "1",
-                           "--concurrency", "1", "--verb", "help", "--wait", "10", "--slack-nice", "0"],
+                           "--concurrency", "1", "--verb", "help", "--wait", "10", "--slack-nice", "0", "--noise"],
                           capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "upgradebot / bare" in done.stdout and "0 told the bot is busy" in done.stdout
+    assert "again / bare (the noise floor)" in done.stdout
+    spent = {line.split("'s rounds ran")[0].rsplit("the ", 1)[1]: line for line in done.stdout.splitlines()
+             if line.strip().startswith("CPU seconds while")}
+    assert set(spent) == {"bare app", "bare app again", "bot"}, done.stdout
+    assert not any("not measured" in line for line in spent.values()), spent
+
+
+def test_the_ack_benchs_cpu_tally_counts_each_process_under_its_role_and_a_child_under_its_parents() -> None:
+    """The CPU lines of ``bench_ack``: a process named in the roles is counted under its name, a
+    process it started under its children's name; nothing else on the machine is counted."""
+    from bench.bench_ack import CpuTally
+
+    spin = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
+    child = spin + "time.sleep(60)\n"  # spins, then stays to be sampled
+    probe = subprocess.Popen([sys.executable, "-c", spin + "import subprocess, sys\n"
+                              f"subprocess.run([sys.executable, '-c', {child!r}])\n"])
+    tally = CpuTally({probe.pid: "parent"}, children={probe.pid: "its child"})
+    seen: dict[str, float] = {}
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and seen.get("its child", 0.0) < 0.25:
+            seen = tally.sample()
+            time.sleep(0.1)
+    finally:
+        for pid in _children_of(probe.pid):
+            os.kill(pid, signal.SIGKILL)
+        probe.kill()
+        probe.wait()
+    assert set(seen) == {"parent", "its child"}, seen
+    assert seen["parent"] >= 0.25 and seen["its child"] >= 0.25, seen
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    text = stat.read()
+            except OSError:
+                continue
+            if int(text[text.rindex(")") + 2:].split()[1]) == pid:
+                found.append(int(entry))
+    return found
 
 
 def test_the_inventory_bench_judges_issue_39s_targets_against_kubectl(capsys: pytest.CaptureFixture[str]) -> None:

@@ -82,6 +82,8 @@ USERS = [f"U0P{i:02}" for i in range(50)]
 CHANNELS = [f"C0OPS{i}" for i in range(10)]
 """The people who send the commands, five to a channel (U0P00, U0P10 … in C0OPS0): each command
 of a burst is the next one's, in the next channel, so the first taken are of as many channels."""
+SERVERS = {"bare": "bare app", "again": "bare app again", "bot": "bot"}
+"""Each server a scenario measures, by the key of its timings, as the CPU lines name it."""
 POLICY = {  # serve as deployed: who may request and approve, in which channel, on which cluster
     "channels": {"C0OPS": {"cluster": "kubesim"}, **{channel: {"cluster": "kubesim"} for channel in CHANNELS}},
     "requesters": {"users": ["U0ANA"]},
@@ -283,8 +285,9 @@ def main(argv: list[str] | None = None) -> int:
             procs.append(bare)
             roles = {os.getpid(): "fake Slack (this process)", procs[0].pid: "kubesim", bot.pid: "upgradebot serve",
                      bare.pid: "bare app", **({redis_server.pid: "redis-server"} if redis_server.pid else {})}
+            again_url = None
             if args.noise:
-                again, args.again_url = start([sys.executable, "-m", "bench.bench_ack", "--child", "bare",
+                again, again_url = start([sys.executable, "-m", "bench.bench_ack", "--child", "bare",
                                                "--threads", str(args.threads)], env)
                 procs.append(again)
                 roles[again.pid] = "bare app again"
@@ -293,14 +296,15 @@ def main(argv: list[str] | None = None) -> int:
             if args.slack_nice:
                 os.nice(args.slack_nice)  # the children keep their own priority
             roles[_CLIENT[0].pid] = "client"
-            args.cpu = CpuTally(roles, children={bot.pid: "upgradebot's workers"})
+            cpu = CpuTally(roles, children={bot.pid: "upgradebot's workers"})
             store = RedisRunStore.from_url(redis_server.url)
             saves = RunSaves(redis_server.url).start()
             run_id = None if args.idle or args.read_only else promotion_running(fake, bot_url, store, args.nodes)
             worst = 0
             for verb in args.verb:
                 for concurrency in args.concurrency:
-                    worst = max(worst, scenario(fake, verb, args, concurrency, bare_url=bare_url, bot_url=bot_url))
+                    worst = max(worst, scenario(fake, verb, args, concurrency, bare_url=bare_url, bot_url=bot_url,
+                                                again_url=again_url, cpu=cpu))
             if run_id is not None:
                 state = store.get(run_id).state.value  # type: ignore[union-attr]
                 print(f"the promotion on {args.nodes} nodes was still running after the last burst: "
@@ -366,19 +370,21 @@ def promotion_running(fake: FakeSlack, url: str, store: RedisRunStore, nodes: in
 
 
 def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: int, *, bare_url: str,
-             bot_url: str) -> int:
-    """One verb: rounds of bursts to each server in turn, then the replies awaited (capped)."""
+             bot_url: str, again_url: str | None, cpu: CpuTally) -> int:
+    """One verb: rounds of bursts to each server in turn (the bare app, the bare app again at
+    ``again_url`` with ``--noise``, the bot), then the replies awaited (capped); ``cpu`` tells
+    what each process used during each server's rounds."""
     fake.clear()
     timings: dict[str, list[float]] = {"bare": [], "again": [], "bot": []}
     started = time.perf_counter()
     warm: dict[str, list[float]] = {"bare": [], "again": [], "bot": []}
-    servers = [("bare", bare_url), *([("again", args.again_url)] if args.noise else []), ("bot", bot_url)]
+    servers = [("bare", bare_url), *([("again", again_url)] if again_url else []), ("bot", bot_url)]
     spent: dict[str, tuple[float, dict[str, float]]] = {}
     for name, url in servers:  # the bare app first, the bot's workers idle
-        before, since = args.cpu.sample(), time.perf_counter()
+        before, since = cpu.sample(), time.perf_counter()
         for n in range(args.warmup + args.rounds):  # the warm-up bursts: sent and answered, not timed
             (warm if n < args.warmup else timings)[name] += burst(url, verb, concurrency, fake.response_url(name))
-        spent[name] = (time.perf_counter() - since, args.cpu.since(before))
+        spent[name] = (time.perf_counter() - since, cpu.since(before))
     commands = (args.warmup + args.rounds) * concurrency
 
     def answered() -> tuple[int, int]:
@@ -399,7 +405,7 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
           f"is drawn from their {tail_of(len(timings['bot']))} slowest")
     print(f"  {'ack latency (ms)':<34} {'p50':>9} {'p99':>9} {'max':>9}")
     bare_p50, bare_p99, _ = summary("bare Bolt app (ack only)", timings["bare"])
-    if args.noise:
+    if again_url:
         again_p50, again_p99, _ = summary("the same bare app again", timings["again"])
         print(f"  {'again / bare (the noise floor)':<34} {again_p50 / bare_p50:8.2f}x {again_p99 / bare_p99:8.2f}x   "
               "(no target: the same app twice, measured one after the other)")
@@ -408,12 +414,11 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
     target = "(target: p99 within 1.5x)" if concurrency > 1 else \
         f"(no target: one at a time, the p99 of {len(timings['bot'])} is about their slowest)"
     print(f"  {'upgradebot / bare':<34} {bot_p50 / bare_p50:8.2f}x {ratio:8.2f}x   {target}")
-    for name, (wall, cpu) in spent.items():  # what the machine did meanwhile: the bot's work is done beside its acks
-        shown = ", ".join(f"{role} {seconds:.2f}" for role, seconds in sorted(cpu.items(), key=lambda kv: -kv[1])
+    for name, (wall, used) in spent.items():  # what the machine did meanwhile: the bot's work is done beside its acks
+        shown = ", ".join(f"{role} {seconds:.2f}" for role, seconds in sorted(used.items(), key=lambda kv: -kv[1])
                           if seconds >= 0.01)
-        print(f"  CPU seconds while the {dict(bare='bare app', again='bare app again', bot='bot').get(name)}'s rounds "
-              f"ran ({wall:.2f} s on {os.cpu_count()} cores): "
-              f"{shown or ('none used 0.01 s' if cpu else 'not measured (no /proc)')}")
+        print(f"  CPU seconds while the {SERVERS[name]}'s rounds ran ({wall:.2f} s on {os.cpu_count()} cores): "
+              f"{shown or ('none used 0.01 s' if used else 'not measured (no /proc)')}")
     late = sum(s >= 3.0 for s in timings["bot"] + warm["bot"])  # a late ack is late, warm-up or not
     print(f"  acks within Slack's 3 s: {commands - late}/{commands}; answered after "
           f"{time.perf_counter() - started:.1f} s: {posted} posted in the channel, {ephemeral - busy - limited} "
@@ -429,35 +434,41 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
     return 1 if missed else 0
 
 
+def processes() -> dict[int, tuple[int, float]]:
+    """Every process of the machine: its parent's pid and the CPU seconds (user and system) it
+    used, from ``/proc`` (empty without it: not Linux). One that ends meanwhile is left out."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return {}
+    found: dict[int, tuple[int, float]] = {}
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, … utime, stime
+        found[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks)
+    return found
+
+
 class CpuTally:
-    """CPU seconds (user and system, from ``/proc``) of the bench's processes by role: each
-    process under the nearest of ``roles`` (pid: name) it is or descends from, a descendant
-    named by ``children`` where its ancestor has a name there (``serve``'s worker processes).
-    A process that exited in between is not counted; without ``/proc`` (not Linux) nothing is."""
+    """CPU seconds of the bench's processes by role (:func:`processes`): each process under the
+    nearest of ``roles`` (pid: name) it is or descends from, a descendant named by ``children``
+    where its ancestor has a name there (``serve``'s worker processes). A process that exited
+    in between is not counted; without ``/proc`` (not Linux) nothing is."""
 
     def __init__(self, roles: dict[int, str], *, children: dict[int, str] | None = None) -> None:
         self.roles, self.children = roles, children or {}
-        self.ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
     def sample(self) -> dict[str, float]:
-        parents: dict[int, int] = {}
-        seconds: dict[int, float] = {}
-        try:
-            entries = os.listdir("/proc")
-        except OSError:
-            return {}
-        for entry in entries:
-            if not entry.isdigit():
-                continue
-            try:
-                text = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:  # gone meanwhile
-                continue
-            fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, … utime, stime
-            parents[int(entry)] = int(fields[1])
-            seconds[int(entry)] = (int(fields[11]) + int(fields[12])) / self.ticks
+        found = processes()
+        parents = {pid: parent for pid, (parent, _) in found.items()}
         tally: dict[str, float] = {}
-        for pid, used in seconds.items():
+        for pid, (_, used) in found.items():
             role = self._role(pid, parents)
             if role is not None:
                 tally[role] = tally.get(role, 0.0) + used

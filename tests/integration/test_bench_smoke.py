@@ -66,17 +66,9 @@ def test_the_ack_benchs_cpu_tally_counts_each_process_under_its_role_and_a_child
 
 
 def _children_of(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    text = stat.read()
-            except OSError:
-                continue
-            if int(text[text.rindex(")") + 2:].split()[1]) == pid:
-                found.append(int(entry))
-    return found
+    from bench.bench_ack import processes
+
+    return [child for child, (parent, _) in processes().items() if parent == pid]
 
 
 def test_the_inventory_bench_judges_issue_39s_targets_against_kubectl(capsys: pytest.CaptureFixture[str]) -> None:

@@ -66,7 +66,13 @@ class RunBot:
         return self.runtime.engine.get(run_id).state
 
     def wait_state(self, run_id: str, state: RunState) -> None:
-        eventually(lambda: self.state(run_id) is state, f"run {run_id} {state.value}", timeout=60)
+        try:
+            eventually(lambda: self.state(run_id) is state, f"run {run_id} {state.value}", timeout=60)
+        except AssertionError as exc:  # say where the run stopped, for a failure seen once in a whole suite
+            run = self.runtime.engine.get(run_id)
+            last = [str(entry)[:200] for entry in self.runtime.engine.audit(run_id)[-5:]]
+            raise AssertionError(f"{exc}; it is {run.state.value} (reason {run.reason!r}, progress "
+                                 f"{str(run.progress)[:200]}); its last audit entries: {last}") from None
 
     def idle(self) -> bool:
         """No run being advanced, every paced message sent."""

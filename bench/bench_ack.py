@@ -17,7 +17,7 @@ bare app's rounds come first, then the bot's, then the bot's answers are awaited
 app is measured under the same background as the bot (the promotion), never while the
 bot's workers still answer a burst. kubesim and the fake Slack run at normal priority
 (``--kubesim-nice``/``--slack-nice`` lower them). Two scenarios: ``help`` (the front end's
-own cost: the work is trivial) and ``inventory`` (the workers keep taking inventories while
+own cost: the bot answers it in the ack itself, counted "in the ack") and ``inventory`` (the workers keep taking inventories while
 later rounds arrive, as in a busy channel). The bare app only acks. Each server's timed
 rounds follow ``--warmup`` bursts of the same verb, answered but not timed (the first burst
 after a pause wakes idle threads). Prints p50/p99/max of each, the ratio, and how every
@@ -139,8 +139,9 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 
 # --------------------------------------------------------------------------- client
-def burst(url: str, text: str, concurrency: int, response_url: str) -> list[float]:
-    """``concurrency`` signed commands released together; the seconds each took to be acked.
+def burst(url: str, text: str, concurrency: int, response_url: str) -> tuple[list[float], int]:
+    """``concurrency`` signed commands released together; the seconds each took to be acked, and
+    how many acks carried the answer itself (a message: the bot's ``help``).
 
     Sent from a client process of its own (:func:`child_client`): in this process the fake
     Slack serves the bot's replies, and its threads would slow the clock of the commands
@@ -153,7 +154,7 @@ def burst(url: str, text: str, concurrency: int, response_url: str) -> list[floa
     answer = json.loads(client.stdout.readline())
     if answer["failures"]:
         raise SystemExit(f"{len(answer['failures'])} command(s) failed at {url}: {answer['failures'][0]}")
-    return [float(x) for x in answer["seconds"]]
+    return [float(x) for x in answer["seconds"]], int(answer["in_ack"])
 
 
 _CLIENT: list[subprocess.Popen[str]] = []
@@ -171,14 +172,15 @@ def child_client() -> None:
     """The client: a burst per line of stdin (JSON), its timings as a line of JSON on stdout."""
     for line in sys.stdin:
         ask = json.loads(line)
-        seconds, failures = _send_together(ask["url"], ask["text"], int(ask["concurrency"]), ask["response_url"])
-        print(json.dumps({"seconds": seconds, "failures": failures}), flush=True)
+        seconds, failures, in_ack = _send_together(ask["url"], ask["text"], int(ask["concurrency"]),
+                                                   ask["response_url"])
+        print(json.dumps({"seconds": seconds, "failures": failures, "in_ack": in_ack}), flush=True)
 
 
 _NEXT = itertools.count()
 
 
-def _send_together(url: str, text: str, concurrency: int, response_url: str) -> tuple[list[float], list[str]]:
+def _send_together(url: str, text: str, concurrency: int, response_url: str) -> tuple[list[float], list[str], int]:
     from tests.fakeslack import post, slash_command
 
     people = [next(_NEXT) % len(USERS) for _ in range(concurrency)]  # each command the next person's, burst after burst
@@ -187,6 +189,7 @@ def _send_together(url: str, text: str, concurrency: int, response_url: str) -> 
     barrier = threading.Barrier(concurrency)
     seconds: list[float] = [0.0] * concurrency
     failures: list[str] = []
+    in_ack = [False] * concurrency
 
     def one(i: int) -> None:
         barrier.wait()
@@ -194,13 +197,14 @@ def _send_together(url: str, text: str, concurrency: int, response_url: str) -> 
         if answer.status != 200:
             failures.append(f"{answer.status} {answer.body[:200]!r}")
         seconds[i] = answer.seconds
+        in_ack[i] = answer.body.startswith(b"{") and b'"response_type"' in answer.body
 
     workers = [threading.Thread(target=one, args=(i,)) for i in range(concurrency)]
     for w in workers:
         w.start()
     for w in workers:
         w.join()
-    return seconds, failures
+    return seconds, failures, sum(in_ack)
 
 
 def summary(label: str, seconds: list[float]) -> tuple[float, float, float]:
@@ -380,17 +384,20 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
     warm: dict[str, list[float]] = {"bare": [], "again": [], "bot": []}
     servers = [("bare", bare_url), *([("again", again_url)] if again_url else []), ("bot", bot_url)]
     spent: dict[str, tuple[float, dict[str, float]]] = {}
+    in_ack = 0  # the bot's commands answered in the ack itself (help)
     for name, url in servers:  # the bare app first, the bot's workers idle
         before, since = cpu.sample(), time.perf_counter()
         for n in range(args.warmup + args.rounds):  # the warm-up bursts: sent and answered, not timed
-            (warm if n < args.warmup else timings)[name] += burst(url, verb, concurrency, fake.response_url(name))
+            seconds, carried = burst(url, verb, concurrency, fake.response_url(name))
+            (warm if n < args.warmup else timings)[name] += seconds
+            in_ack += carried if name == "bot" else 0
         spent[name] = (time.perf_counter() - since, cpu.since(before))
     commands = (args.warmup + args.rounds) * concurrency
 
     def answered() -> tuple[int, int]:
         posted = [c for c in fake.of("chat.postMessage") if "thread_ts" not in c.body]
         ephemeral = [c for c in fake.of("response_url") if c.path.endswith("/bot")]
-        return len(posted), len(ephemeral)
+        return len(posted), len(ephemeral) + in_ack
 
     deadline = time.monotonic() + args.wait
     while sum(answered()) < commands and time.monotonic() < deadline:
@@ -422,7 +429,7 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
     late = sum(s >= 3.0 for s in timings["bot"] + warm["bot"])  # a late ack is late, warm-up or not
     print(f"  acks within Slack's 3 s: {commands - late}/{commands}; answered after "
           f"{time.perf_counter() - started:.1f} s: {posted} posted in the channel, {ephemeral - busy - limited} "
-          f"ephemeral, {limited} refused by a quota of long commands ({len(USERS)} people in {len(CHANNELS)} channels), "
+          f"ephemeral ({in_ack} in the ack itself), {limited} refused by a quota of long commands ({len(USERS)} people in {len(CHANNELS)} channels), "
           f"{busy} told the bot is busy ({busy - reads} a lane full, {reads} the worker's long reads all running; "
           f"target: none below 200 at once), "
           f"{commands - posted - ephemeral} still waiting for a worker")

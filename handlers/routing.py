@@ -57,10 +57,11 @@ if TYPE_CHECKING:  # types only: `upgradebot --help` builds the verb table witho
 log = logging.getLogger("upgradebot.routing")
 
 Outcome = Literal["ok", "usage", "unknown", "denied", "refused", "failed", "error"]
-Lane = Literal["decision", "long", "short"]
-"""Which workers a command runs on: ``decision`` (approve, reject, rollback, close: their own
-workers, never queued behind reads), ``long`` (reads that take seconds to minutes: limited
-per user and channel), ``short`` (the rest)."""
+Lane = Literal["ack", "decision", "long", "short"]
+"""Which workers a command runs on: ``ack`` (none: answered in the acknowledgement by the process
+that received it, because its answer needs only the words and the policy: ``help``), ``decision``
+(approve, reject, rollback, close: their own workers, never queued behind reads), ``long`` (reads
+that take seconds to minutes: limited per user and channel), ``short`` (the rest)."""
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 """The shell's exit codes: all checks passed (or waiting at a gate); a check or the run
 failed; bad usage, a refusal or an unreachable dependency."""
@@ -324,7 +325,8 @@ def help_verb(registry: Registry) -> Verb:
             msg.argument_line(name, meaning) for name, meaning in described(verbs[0].name, verbs[0].usage))
         return Reply(title=msg.HELP_TITLE, text=text, usage=lines, ephemeral=True)
 
-    return Verb(name="help", usage=HELP_USAGE, summary="this list", parse=parse, handle=handle, takes_cluster=False)
+    return Verb(name="help", usage=HELP_USAGE, summary="this list", parse=parse, handle=handle, takes_cluster=False,
+                lane="ack")
 
 
 def default_registry(*verbs: Verb) -> Registry:
@@ -356,8 +358,9 @@ class Router:
         self.disabled = dict(disabled or {})
 
     def lane(self, text: str) -> tuple[str, Lane]:
-        """The verb ``text`` names and its lane (:data:`UNKNOWN` and ``short`` for anything else)."""
-        words = split_words(text)
+        """The verb ``text`` names (``help`` when it names none, as :meth:`route` answers it) and its
+        lane (:data:`UNKNOWN` and ``short`` for anything else)."""
+        words = split_words(text) or ["help"]
         verb = self.registry.get(words[0].lower()) if words else None
         return (verb.name, verb.lane) if verb is not None else (UNKNOWN, "short")
 

@@ -342,6 +342,17 @@ class Answer:
     body: bytes
     seconds: float
 
+    @property
+    def message(self) -> dict[str, Any]:
+        """The message answered in the acknowledgement itself (``help``: Slack shows it as the
+        ``response_url``'s); AssertionError when the ack was empty or not a JSON object."""
+        assert self.body, "the ack was empty: the answer was not in it"
+        message = json.loads(self.body)
+        assert isinstance(message, dict), f"the ack is not a message: {self.body[:200]!r}"
+        problems = message_problems(message)
+        assert not problems, f"Slack would refuse the ack's message: {problems}"
+        return message
+
 
 def post(url: str, body: bytes, *, headers: Mapping[str, str] | None = None,
          content_type: str = "application/x-www-form-urlencoded", signed: bool = True,

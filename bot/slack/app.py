@@ -25,6 +25,7 @@ to ``ack()``; readiness refreshes it.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import logging
@@ -32,7 +33,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from slack_bolt import Ack, App, BoltRequest, Respond
 from slack_bolt.authorization import AuthorizeResult
@@ -64,6 +65,8 @@ log = logging.getLogger("upgradebot.slack")
 NOT_QUEUED = frozenset({"token"})
 """Fields of a request the workers never read and Redis never keeps: Slack's deprecated
 verification token, sent with every command and click."""
+ACK_ANSWERS = 256
+"""Answers rendered in the ack kept by their words and channel (:meth:`Listeners.answer_in_ack`)."""
 DEDUPE_TTL = dt.timedelta(hours=1)
 """How long a delivery's key stays claimed; Slack retries within minutes."""
 
@@ -149,16 +152,26 @@ class Listeners:
         self.deps = deps
         self.prefix = prefix
         self.teams, self.identity = teams, identity
+        self._in_ack = functools.lru_cache(maxsize=ACK_ANSWERS)(self._answer_of)
+        """What :meth:`answer_in_ack` answers to a command's words in a channel, rendered once."""
 
     def _foreign(self, body: dict[str, Any], respond: Respond) -> bool:
         """Whether the request comes from a workspace the policy does not list (by default: any
         but the bot's own); such a request is answered and nothing else is done."""
+        team = self._foreign_team(body)
+        if team is not None:
+            self._say(respond, body, msg.foreign_team(team))
+        return team is not None
+
+    def _foreign_team(self, body: dict[str, Any]) -> str | None:
+        """The workspace of a request from one the policy does not list (``unknown`` when it names
+        none), logged; None when it may be answered."""
         user = body.get("user") if isinstance(body.get("user"), dict) else {}
         team = str((user or {}).get("team_id") or (body.get("team") or {}).get("id") or body.get("team_id") or "")
         enterprise = str(body.get("enterprise_id") or (body.get("enterprise") or {}).get("id") or "")
         allowed = list(self.teams)
         if enterprise and enterprise in allowed:  # an Enterprise Grid organisation the policy lists
-            return False
+            return None
         if not allowed:
             if self.identity.team_id is None:
                 try:
@@ -167,13 +180,16 @@ class Listeners:
                     log.warning("cannot tell the bot's own workspace (auth.test: %s)", error_code(exc))
             allowed = [self.identity.team_id] if self.identity.team_id else []
         if team and team in allowed:
-            return False
+            return None
         log.warning("refused a request from workspace %s (allowed: %s)", team or "-", ", ".join(allowed) or "-")
-        self._say(respond, body, msg.foreign_team(team or "unknown"))
-        return True
+        return team or "unknown"
 
     # ------------------------------------------------------------------ requests
     def on_command(self, ack: Ack, body: dict[str, Any], request: BoltRequest, respond: Respond) -> None:
+        answer = self.answer_in_ack(body)
+        if answer is not None:
+            ack(**answer)
+            return
         ack()
         if self.deps.jobs is not None:  # the workers run it, in other processes
             self._queue_command(body, retry_of(request), respond)
@@ -193,25 +209,68 @@ class Listeners:
         else:
             self._enqueue(self.deps.decision_workers, self.run_click, body, retry_of(request), respond)
 
-    def take(self, body: dict[str, Any], retry: str | None) -> bool:
+    def take(self, body: dict[str, Any], retry: str | None) -> bytes | None:
         """A request the HTTP front end offers before Bolt sees it (:class:`~bot.slack.http.WebApp`,
         once it has checked the signature and the shape): with a job queue, the bot's slash
         command and a click of its buttons are queued here as their listeners would queue them
-        (True: the answer is the empty 200 that ``ack()`` gives), and Bolt's dispatch, its second
-        parse and its listener matching are spared on the path every command takes. Anything
-        else (an ``ssl_check``, another command, another payload), or no queue: False, for Bolt."""
+        (``b""``: the answer is the empty 200 that ``ack()`` gives), and Bolt's dispatch, its second
+        parse and its listener matching are spared on the path every command takes; a command of
+        the ``ack`` lane is answered in the 200 itself (its JSON: :meth:`answer_in_ack`). Anything
+        else (an ``ssl_check``, another command, another payload), or no queue: None, for Bolt."""
         if self.deps.jobs is None or body.get("ssl_check"):
-            return False
+            return None
         respond = respond_of(body)
         if body.get("command") == self.prefix:
+            encoded = self.answer_in_ack(body, encoded=True)
+            if encoded is not None:
+                return encoded
             self._queue_command(body, retry, respond)
-            return True
+            return b""
         actions = body.get("actions")
         if body.get("type") == "block_actions" and isinstance(actions, list) and actions \
                 and isinstance(actions[0], dict) and actions[0].get("action_id") in ACTIONS:
             self._queue("decisions", "click", body, retry, respond)
-            return True
-        return False
+            return b""
+        return None
+
+    @overload
+    def answer_in_ack(self, body: dict[str, Any], *, encoded: Literal[False] = ...) -> dict[str, Any] | None: ...
+
+    @overload
+    def answer_in_ack(self, body: dict[str, Any], *, encoded: Literal[True]) -> bytes | None: ...
+
+    def answer_in_ack(self, body: dict[str, Any], *, encoded: bool = False) -> dict[str, Any] | bytes | None:
+        """The answer of a command of the ``ack`` lane (``help``: it needs only its words and the
+        policy), as the acknowledgement's own body (an ephemeral message: Slack shows it to the
+        caller as it would the ``response_url``'s; ``encoded``: its JSON), rendered by the process
+        that received the command: no queue, no worker, no Redis on its way (issue 39: queued,
+        ``help`` waited its turn behind the store's writes and the workers' answers). The same
+        words in the same channel get the same answer, so it is rendered once (:data:`ACK_ANSWERS`
+        kept), each command still counted and logged. A workspace the policy does not list is
+        refused in it the same way. No delivery is claimed: Slack retries a command whose
+        acknowledgement it did not get, and that retry is answered again. None for any other
+        command: it is acknowledged empty, then queued or run."""
+        text = str(body.get("text", ""))
+        verb, lane = self.deps.router.lane(text)
+        if lane != "ack":
+            return None
+        user, channel = str(body.get("user_id", "")), body.get("channel_id")
+        with logs.bound(user=user, channel=str(channel or ""), verb=verb):
+            team = self._foreign_team(body)
+            if team is not None:
+                answer = _ephemeral_ack(render_reply(Reply.error(msg.foreign_team(team)), prefix=self.prefix).main)
+                return _encoded(answer) if encoded else answer
+            routed_verb, outcome, answer, body_bytes = self._in_ack(text, channel if isinstance(channel, str) else None)
+            self.deps.metrics.commands.labels(verb=routed_verb, outcome=outcome, surface="slack").inc()
+            log.info("command %s from %s in %s: %s (answered in the ack)", routed_verb, user, channel, outcome)
+        return body_bytes if encoded else dict(answer)
+
+    def _answer_of(self, text: str, channel: str | None) -> tuple[str, str, dict[str, Any], bytes]:
+        """``text`` in ``channel`` routed and rendered (the verb, the outcome, the ack's message and
+        its JSON): a command of the ``ack`` lane reads nothing of its caller but the channel."""
+        routed = self.deps.router.route(text, Caller(user="", channel=channel))
+        answer = _ephemeral_ack(render_reply(routed.reply.files_inline(), prefix=self.prefix).main)
+        return routed.verb, routed.outcome, answer, _encoded(answer)
 
     def _queue_command(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
         _, lane = self.deps.router.lane(str(body.get("text", "")))
@@ -486,6 +545,14 @@ class Listeners:
             self.deps.web.post_ephemeral(channel, user, payload)
         except (SlackClientError, OSError) as exc:  # not in the channel, archived, Slack down: nothing else to try
             log.warning("could not answer %s in %s: %s", user, channel, error_code(exc))
+
+
+def _ephemeral_ack(payload: Payload) -> dict[str, Any]:
+    return {"response_type": "ephemeral", "text": payload["text"], "blocks": payload["blocks"]}
+
+
+def _encoded(answer: dict[str, Any]) -> bytes:
+    return json.dumps(answer, separators=(",", ":")).encode()
 
 
 class _ExpectedWarnings(logging.Filter):

@@ -51,10 +51,10 @@ MAX_AGE = 300
 FORM = "application/x-www-form-urlencoded"
 _DICTS = ("team", "user", "channel", "container", "message", "enterprise", "state", "view")
 _STRINGS = ("type", "token", "trigger_id", "response_url", "api_app_id")
-Take = Callable[[dict[str, Any], Mapping[str, Any]], bool]
+Take = Callable[[dict[str, Any], Mapping[str, Any]], "bytes | None"]
 """``take(body, environ)``: offered every request shown to be Slack's and well formed, with its
-body as Bolt parses it; True when it took the request (the answer is Bolt's ack: an empty
-200), False to hand it to Bolt."""
+body as Bolt parses it; the acknowledgement's body when it took the request (``b""``: Bolt's
+empty 200; else the JSON of a message answered in the ack), None to hand it to Bolt."""
 Check = Callable[[], object]
 """A readiness check: returns (anything) when the dependency is usable, raises with the reason if not."""
 
@@ -168,8 +168,10 @@ class WebApp:
                 refusal, parsed = self._check(environ)
                 if refusal is not None:
                     return _answer(start_response, refusal, refusal.split(" ", 1)[1].lower().encode() + b"\n")
-                if self.take is not None and self.take(parsed, environ):
-                    return _answer(start_response, "200 OK", b"")  # the ack Bolt's ack() gives
+                taken = self.take(parsed, environ) if self.take is not None else None
+                if taken is not None:  # the ack Bolt's ack() gives: empty, or a message answered in it
+                    return _answer(start_response, "200 OK", taken, "application/json") if taken else \
+                        _answer(start_response, "200 OK", b"")
                 return self.slack(environ, start_response)
             finally:
                 self.metrics.slack_request_seconds.observe(time.perf_counter() - started)
@@ -376,10 +378,26 @@ ARRIVED = "upgradebot.arrived"
 
 
 class _StampedTask(WSGITask):
+    wrote_header: bool  # waitress's, set in its Task
+
     def get_environment(self) -> dict[str, Any]:
         environ: dict[str, Any] = super().get_environment()
         environ[ARRIVED] = getattr(self.request, "arrived", None)
         return environ
+
+    def write(self, data: bytes) -> None:
+        """waitress's ``write``, but an answer whose whole body comes at once (this app's: every
+        one has its ``Content-Length``) goes out with its header in one send. waitress sends the
+        header and the body each as it is written, and every send lets go of the GIL and waits
+        to take it back behind the other threads: an ack carrying its message (``help``) paid
+        that twice where an empty ack pays it once (issue 39)."""
+        if self.complete and not self.wrote_header and data and self.has_body and self.content_length == len(data):
+            header = self.build_response_header()  # with a Content-Length: never chunked
+            self.wrote_header = True
+            self.content_bytes_written += len(data)
+            self.channel.write_soon(header + data)
+            return
+        super().write(data)
 
 
 class _StampedChannel(HTTPChannel):

@@ -120,9 +120,9 @@ def test_a_dead_worker_is_started_again_and_a_killed_serve_takes_its_workers_alo
             eventually(lambda: get(url + "/readyz").status == 200, "ready again", timeout=20)
             client = SlackClient(url, fake)
             started = time.monotonic()
-            assert client.command("help", user="U0ANA").status == 200
+            assert client.command("runs", user="U0ANA").status == 200
             eventually(lambda: fake.of("response_url") or fake.of("chat.postEphemeral") or fake.of("chat.postMessage"),
-                       "help answered by the workers")
+                       "runs answered by the workers")
             assert time.monotonic() - started < 20
             assert "exited with -9" in log.read_text()
             serve.send_signal(signal.SIGKILL)
@@ -166,16 +166,16 @@ def test_workers_on_another_machine_take_what_serve_queues(redis_url: str, tmp_p
             assert get(url + "/readyz").status == 503
             assert children_of(serve.pid) == []
             client = SlackClient(url, fake)
-            assert client.command("help", user="U0ANA").status == 200
+            assert client.command("runs", user="U0ANA").status == 200
             time.sleep(1.0)
             assert not fake.of("response_url"), "nobody took the command yet"
             queued = [m.decode() for m in raw_client(redis_url).hvals(f"{NAMESPACE}:commands.msgs")]
-            assert len(queued) == 1 and '"text":"help"' in queued[0].replace(" ", "")
+            assert len(queued) == 1 and '"text":"runs"' in queued[0].replace(" ", "")
             assert "verification-token" not in queued[0], "Slack's verification token is not kept in Redis"
             with log.open("a") as stderr:
                 worker = subprocess.Popen([*SERVE[:3], "worker", "--lanes", "decisions,commands,runs", "--drain", "5"],
                                           env=env, stderr=stderr, stdout=subprocess.DEVNULL)
-            eventually(lambda: fake.of("response_url"), "help answered by the worker", timeout=30)
+            eventually(lambda: fake.of("response_url"), "runs answered by the worker", timeout=30)
             eventually(lambda: get(url + "/readyz").status == 200, "ready once the worker beat", timeout=30)
             worker.send_signal(signal.SIGTERM)
             assert worker.wait(timeout=30) == 0, log.read_text()[-3000:]
@@ -268,16 +268,18 @@ def test_long_reads_leave_workers_for_short_reads_and_requests(redis_url: str, t
             jobs = raw_client(redis_url)
             eventually(lambda: jobs.llen(f"{NAMESPACE}:commands") == 0, "the eight verifies taken", timeout=30)
             client = SlackClient(url, fake)
-            for text in ("help", "runs", "status"):
+            for text in ("runs", "status"):
                 body = slash_command(text, user="U0EVE", response_url=fake.response_url(f"short-{text}"))
                 assert post(url + "/slack/events", body).status == 200
+            help_body = slash_command("help", user="U0EVE", response_url=fake.response_url("short-help"))
+            assert "What I can do" in post(url + "/slack/events", help_body).message["text"]  # in the ack itself
             assert client.command(CANARY, user="U0BEN").status == 200
 
             def answered(text: str) -> bool:  # ephemeral on its response_url, or posted in the channel
                 return any(c.path.endswith(f"/short-{text}") for c in fake.of("response_url")) or any(
                     f"<@U0EVE> ran `/upgrade {text}`" in texts(c) for c in fake.of("chat.postMessage"))
 
-            for text in ("help", "runs", "status"):
+            for text in ("runs", "status"):
                 eventually(lambda text=text: answered(text), f"{text} answered while the verifies run", timeout=20)
             (root,) = eventually(lambda: roots(fake), "the canary's run posted", timeout=20)  # type: ignore[misc]
             client.gate(posted_ts(root))
@@ -305,7 +307,7 @@ def test_twenty_inventories_at_once_wait_their_turn_and_are_all_answered(redis_u
     threads, two of them for long reads (``UPGRADEBOT_RESERVED_WORKERS=1``). A long read that
     finds both long-read slots taken waits its turn on its lane instead of being told "I am busy"
     (before, the free thread went through the queue refusing each one): all twenty are answered
-    with the inventory, none "busy", and a ``help`` sent meanwhile is answered by the reserved thread."""
+    with the inventory, none "busy", and a ``runs`` sent meanwhile is answered by the reserved thread."""
     log = tmp_path / "serve.log"
     users = [f"U0I{n:02d}" for n in range(20)]
     with FakeSlack(usergroups=USERGROUPS) as fake, KubeSim(scenario="gpu-small", k8s_version="1.31") as sim:
@@ -321,16 +323,16 @@ def test_twenty_inventories_at_once_wait_their_turn_and_are_all_answered(redis_u
                 body = slash_command("inventory", user=user, channel=f"D{user[1:]}",
                                      response_url=fake.response_url(f"inventory-{user}"))
                 assert post(url + "/slack/events", body).status == 200
-            help_body = slash_command("help", user="U0EVE", response_url=fake.response_url("short-help"))
-            assert post(url + "/slack/events", help_body).status == 200
+            short_body = slash_command("runs", user="U0EVE", response_url=fake.response_url("short-runs"))
+            assert post(url + "/slack/events", short_body).status == 200
 
             def said_to(user: str) -> list[str]:  # ephemeral on its response_url, or posted in the DM
                 return [texts(c) for c in fake.of("response_url") if c.path.endswith(f"/inventory-{user}")] + [
                     texts(c) for c in fake.of("chat.postMessage") if c.body.get("channel") == f"D{user[1:]}"]
 
-            eventually(lambda: any(c.path.endswith("/short-help") for c in fake.of("response_url"))
-                       or any("<@U0EVE> ran `/upgrade help`" in texts(c) for c in fake.of("chat.postMessage")),
-                       "help answered while the inventories run or wait", timeout=30)
+            eventually(lambda: any(c.path.endswith("/short-runs") for c in fake.of("response_url"))
+                       or any("<@U0EVE> ran `/upgrade runs`" in texts(c) for c in fake.of("chat.postMessage")),
+                       "runs answered while the inventories run or wait", timeout=30)
             eventually(lambda: all(said_to(user) for user in users), "every inventory answered", timeout=120)
             answers = {user: said_to(user) for user in users}
             busy = {user: said for user, said in answers.items() if any("I am busy" in text for text in said)}

@@ -56,9 +56,9 @@ def test_readyz_reports_slack_and_follows_plugged_checks(fake_slack: FakeSlack, 
 
 def test_metrics(bot: Bot) -> None:
     """/metrics counts commands by verb and outcome, and shows the runs gauge once plugged in."""
-    bot.command("help")
+    assert bot.command("help").message["response_type"] == "ephemeral"  # answered in the ack
     bot.command("nonsense")
-    bot.fake.wait_for("response_url", 2)
+    bot.fake.wait_for("response_url", 1)
     bot.settle()
     bot.service.metrics.set_runs_source(lambda: {"awaiting_approval": 2, "done": 5})
     answer = get(bot.url + "/metrics")

@@ -54,9 +54,9 @@ def test_a_body_over_1_mib_is_refused_unread(bot: Bot, caplog: pytest.LogCapture
 
 def test_a_signed_request_still_gets_its_answer(bot: Bot) -> None:
     body = slash_command("help", response_url=bot.fake.response_url())
-    assert post(bot.events, body).status == 200
-    (answer,) = bot.fake.wait_for("response_url")
-    assert "/upgrade inventory" in answer.body["blocks"][-1]["text"]["text"]
+    answer = post(bot.events, body)
+    assert answer.status == 200
+    assert "/upgrade inventory" in answer.message["blocks"][-1]["text"]["text"]  # help: in the ack itself
 
 
 def test_log_lines_are_one_line_of_at_most_2_kb() -> None:
@@ -87,9 +87,13 @@ def test_people_of_another_workspace_are_refused(bot: Bot) -> None:
     """A command or a click from another organisation (a shared channel) is answered and does
     nothing: only the bot's own workspace counts, unless the policy lists more under slack.teams."""
     body = slash_command("help", response_url=bot.fake.response_url("foreign")).replace(b"T0TEST", b"T0OTHER")
+    answer = post(bot.events, body)  # help is answered in the ack: so is its refusal
+    assert "own workspace only (yours is T0OTHER)" in answer.message["text"]
+    assert "/upgrade inventory" not in answer.body.decode()
+    body = slash_command("runs", response_url=bot.fake.response_url("foreign")).replace(b"T0TEST", b"T0OTHER")
     assert post(bot.events, body).status == 200
-    (answer,) = bot.fake.wait_for("response_url")
-    assert "own workspace only (yours is T0OTHER)" in answer.body["text"]
+    (refusal,) = bot.fake.wait_for("response_url")
+    assert "own workspace only (yours is T0OTHER)" in refusal.body["text"]
     click = block_action(action_id="approve", value="r-00000000|canary|x", user="U0LEAD",
                          response_url=bot.fake.response_url("click")).replace(b"T0TEST", b"T0OTHER")
     assert post(bot.events, click).status == 200
@@ -125,9 +129,9 @@ def test_a_json_body_is_400(bot: Bot, caplog: pytest.LogCaptureFixture) -> None:
 def test_a_command_whose_text_says_payload_is_answered(bot: Bot) -> None:
     """Bolt takes any form containing the word "payload" for a click: the command is re-encoded for it."""
     body = slash_command("help payload", response_url=bot.fake.response_url())
-    assert post(bot.events, body).status == 200
-    (answer,) = bot.fake.wait_for("response_url")
-    assert "unknown verb 'payload'" in answer.body["text"]  # help's own answer: the command got through
+    answer = post(bot.events, body)
+    assert answer.status == 200
+    assert "unknown verb 'payload'" in answer.message["text"]  # help's own answer: the command got through
 
 
 def test_head_answers_carry_no_body(bot: Bot) -> None:

@@ -46,7 +46,7 @@ from tests.e2e.runs_support import (
     texts,
     thread,
 )
-from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get
+from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, get, message_problems
 from tests.fakesocket import APP_TOKEN, FakeSocketMode, click_payload, command_payload
 
 S = RunState
@@ -195,7 +195,11 @@ def test_the_story_over_socket_mode_survives_what_slack_does(world: tuple[FakeSo
         assert 'upgradebot_slack_duplicates_total{kind="action"} 1.0' in metrics, "the retried click, dropped"
         burst = [story.command("help", user=f"U0B{i:03}") for i in range(100)]  # a burst: the acks never wait
         for envelope in burst:
-            assert sock.wait_acked(envelope).latency < ACK_LIMIT
+            acked = sock.wait_acked(envelope)
+            assert acked.latency < ACK_LIMIT
+            # help's answer is the ack's own payload, an ephemeral message Slack accepts (issue 39)
+            assert acked.payload["response_type"] == "ephemeral" and "What I can do" in acked.payload["text"]
+            assert not message_problems(acked.payload), message_problems(acked.payload)
         hellos = sock.hellos
         sock.drop()
         eventually(lambda: sock.hellos > hellos and get(f"{url}/readyz").status == 200, "ready again once reconnected",

@@ -24,7 +24,7 @@ from tests.e2e.runs_support import (
 from tests.e2e.test_serve_process import environment
 from tests.e2e.test_serve_startup_checks import refused_at_start
 from tests.e2e.test_slack_runs import canary_verified
-from tests.fakeslack import FakeSlack
+from tests.fakeslack import Call, FakeSlack
 
 
 def _answer(bot: RunBot, containing: str) -> str:
@@ -77,8 +77,11 @@ def test_serve_refuses_a_missing_kubeconfig_as_not_found(cluster: KubeSim, tmp_p
 def test_slack_help_of_a_verb_describes_each_argument(run_bot: RunBot) -> None:
     """issue 41: `/upgrade help approve` says what each argument of the usage line is, as the
     shell's `approve --help` does, from the same table; valid Block Kit, ephemeral."""
-    run_bot.slack.command("help approve", user="U0EVE")
-    said = _answer(run_bot, "What I can do")
+    ack = run_bot.slack.command("help approve", user="U0EVE")  # help is answered in the ack itself
+    message = ack.message
+    assert message["response_type"] == "ephemeral"
+    said = texts(Call("ack", "", message, {}, 0.0))
+    assert "What I can do" in said, said
     assert "&lt;run&gt;: a run's id" in said and "which request of the run" in said, said
 
 

@@ -83,6 +83,8 @@ def test_a_command_during_a_redis_outage_is_answered(fake_slack: FakeSlack, clus
     try:
         server.stop()
         body = slash_command("help", response_url=fake_slack.response_url())
+        assert "What I can do" in post(http.url + "/slack/events", body).message["text"]  # it needs no store
+        body = slash_command("runs", response_url=fake_slack.response_url())
         assert post(http.url + "/slack/events", body).status == 200
         (answer,) = fake_slack.wait_for("response_url")
         assert "state store unavailable, nothing was done" in answer.body["text"].lower()

@@ -4,6 +4,7 @@ a bench that no longer matches the code fails here, not on the first ``make benc
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,6 +35,8 @@ def test_the_ack_bench_runs_both_servers_on_a_small_idle_cluster() -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "upgradebot / bare" in done.stdout and "0 told the bot is busy" in done.stdout
     assert "again / bare (the noise floor)" in done.stdout
+    answered = re.search(r"acks within Slack's 3 s: (\d+)/\d+.*?(\d+) ephemeral \((\d+) in the ack itself\)", done.stdout)
+    assert answered is not None and answered[1] == answered[2] == answered[3] != "0", done.stdout  # help: in the ack
     spent = {line.split("'s rounds ran")[0].rsplit("the ", 1)[1]: line for line in done.stdout.splitlines()
              if line.strip().startswith("CPU seconds while")}
     assert set(spent) == {"bare app", "bare app again", "bot"}, done.stdout

@@ -10,6 +10,7 @@ finding fails).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
@@ -21,6 +22,9 @@ from handlers.verbs import entry
 from runbooks.cluster import Cluster
 from runbooks.inventory import DaemonSet, Inventory, Node, take_inventory
 from runbooks.policy import Policy
+
+if TYPE_CHECKING:
+    from runbooks.cluster.informing import Watches
 
 USAGE = entry("inventory").usage
 
@@ -37,11 +41,14 @@ def parse(words: Sequence[str]) -> InventoryRequest:
     return InventoryRequest(cluster=pairs.get("cluster"))
 
 
-def handle(request: InventoryRequest, *, connect: Callable[[str | None], Cluster], policy: Policy) -> Inventory:
-    """The inventory of the requested cluster, with the policy's targets and GPU resources."""
+def handle(request: InventoryRequest, *, connect: Callable[[str | None], Cluster], policy: Policy,
+           watches: Watches | None = None) -> Inventory:
+    """The inventory of the requested cluster, with the policy's targets and GPU resources; with
+    ``watches`` (a worker's), its nodes and unfinished pods come from the watch cache."""
     with connect(request.cluster) as cluster:
         return take_inventory(cluster, targets=policy.target_refs, gpu_resources=policy.gpu_resources,
-                              registration=policy.registration, max_unavailable=policy.inventory.max_unavailable)
+                              registration=policy.registration, max_unavailable=policy.inventory.max_unavailable,
+                              watches=watches.on(request.cluster) if watches is not None else None)
 
 
 # ------------------------------------------------------------------ chat surfaces
@@ -174,7 +181,7 @@ def summarize(inv: Inventory) -> Reply:
 def _handle(request: InventoryRequest, deps: Deps, caller: Caller) -> Inventory:
     """Inventories of one cluster asked for while one is being taken share it (read once)."""
     return deps.in_flight.do(("inventory", request.cluster),
-                             lambda: handle(request, connect=deps.connect, policy=deps.policy))
+                             lambda: handle(request, connect=deps.connect, policy=deps.policy, watches=deps.watches))
 
 
 COMMAND = Command.of(entry("inventory"), parse, _handle, summarize,

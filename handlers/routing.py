@@ -48,6 +48,7 @@ from runbooks.errors import ClusterError
 if TYPE_CHECKING:  # types only: `upgradebot --help` builds the verb table without the client and the engine (issue 39)
     from handlers.verbs import Entry
     from runbooks.cluster import Cluster
+    from runbooks.cluster.informing import Watches
     from runbooks.engine.commands import Engine
     from runbooks.engine.reading import Runs
     from runbooks.engine.steps import Clock
@@ -155,6 +156,7 @@ class Deps:
     user-group directory, the run engine, the store's event tallies and the clock the
     checks wait on (the engine's: a simulated cluster's minutes pass as fast as its runs').
 
+    ``watches``: the process's watch cache, when it has one and no engine (the engine's otherwise).
     The engine may be given or opened on first use (``open_engine``): the shell's
     ``inventory`` and ``verify`` never start Redis. So may the policy (``load_policy``): the
     shell's ``status`` without a policy file never builds the default one (issue 39).
@@ -164,7 +166,7 @@ class Deps:
                  directory: Directory | None = None, engine: Engine | None = None,
                  open_engine: Callable[[], Engine] | None = None, read_tally: ReadTally | None = None,
                  clock: Clock | None = None, open_reader: Callable[[], Runs] | None = None,
-                 load_policy: Callable[[], Policy] | None = None) -> None:
+                 load_policy: Callable[[], Policy] | None = None, watches: Watches | None = None) -> None:
         if policy is None and load_policy is None:
             raise ValueError("Deps needs a policy or a load_policy")
         self._policy, self._load_policy = policy, load_policy
@@ -174,6 +176,7 @@ class Deps:
         self.directory: Directory = directory or StaticDirectory()
         self._engine, self._open_engine, self._read_tally = engine, open_engine, read_tally
         self._open_reader = open_reader
+        self._watches = watches
 
     @property
     def policy(self) -> Policy:
@@ -189,6 +192,14 @@ class Deps:
                 raise RuntimeError("this surface was built without a run engine")
             self._engine = self._open_engine()
         return self._engine
+
+    @property
+    def watches(self) -> Watches | None:
+        """The process's watch cache: the one given (a read-only front end's), else the engine's when
+        it is open (a worker's); the shell keeps none for a read."""
+        if self._watches is not None or self._engine is None:
+            return self._watches
+        return self._engine.watches
 
     @property
     def runs(self) -> Runs:

@@ -56,6 +56,7 @@ from handlers.clicks import Decisions, EngineDecisions
 from handlers.routing import Deps, Registry, Router, Verb, default_registry
 from handlers.verbs import VERBS, chat_verbs
 from runbooks.cluster import Cluster
+from runbooks.cluster.informing import Watches
 from runbooks.engine.store import StoreUnavailable
 from runbooks.policy import Policy
 
@@ -78,8 +79,10 @@ def secrets_of(settings: Settings) -> list[str]:
 
 
 def inventory_verb(settings: Settings, policy: Policy, connect: Callable[[str | None], Cluster] | None = None) -> Verb:
-    """``inventory``, the one verb that needs no run engine (a front end without one)."""
-    return inventory.COMMAND.verb(Deps(policy=policy, connect=connect or connector(settings)))
+    """``inventory``, the one verb that needs no run engine (a front end without one), its nodes and
+    unfinished pods read from a watch cache of the process's own."""
+    opened = connect or connector(settings)
+    return inventory.COMMAND.verb(Deps(policy=policy, connect=opened, watches=Watches(opened)))
 
 
 @dataclass

@@ -53,9 +53,11 @@ R = "resource.k8s.io"
 RULES: tuple[Rule, ...] = (
     # ------------------------------------------------------------ cluster-wide reads
     Rule("cluster", "", ("nodes",), ("get", "list", "watch"), "inventory, preflight, verify, canary, promote, drain",
-         "inventory/taking.py, daemonset/verifying.py, cluster/informing.py, engine/requesting.py"),
+         "inventory/taking.py, inventory/watch_cache.py, daemonset/verifying.py, cluster/informing.py, "
+         "engine/requesting.py"),
     Rule("cluster", "", ("pods",), ("list", "watch"), "inventory, verify, canary, promote, repair",
-         "inventory/taking.py (Pending pods on claims), daemonset/observing.py, daemonset/repairing.py"),
+         "inventory/taking.py (Pending pods on claims), inventory/watch_cache.py, daemonset/observing.py, "
+         "daemonset/repairing.py"),
     Rule("cluster", "apps", ("daemonsets",), ("list",), "inventory, preflight",
          "inventory/taking.py (the plugins, wherever they run)"),
     Rule("cluster", "apps", ("controllerrevisions",), ("list",), "inventory, canary, promote, rollback",

@@ -26,8 +26,9 @@ from runbooks.cluster.resources import EVENTS, PODS, Resource
 from runbooks.daemonset.events import Event, event_from, read_events
 from runbooks.errors import ClusterError, shorten
 from runbooks.inventory import ResourceClaim, ResourceSlice
+from runbooks.inventory.pod_use import PENDING, pod_use
 from runbooks.inventory.reading import claim_from, human_duration, slice_from
-from runbooks.inventory.taking import PENDING, pod_use, with_waiting_pods
+from runbooks.inventory.taking import with_waiting_pods
 
 log = logging.getLogger("upgradebot.verify")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)

@@ -5,25 +5,21 @@ selector, or those the caller read already), the DRA objects in the version the 
 serves, ``/version``, one metric from ``/metrics``, at most ``LOG_BUDGET`` plugin-pod logs,
 and for the IN USE column the unfinished pods: of the whole cluster once when every node's is
 wanted (the ``inventory`` verb), else of the few nodes asked for, node by node
-(``spec.nodeName``), with the cluster's Pending pods (the pods waiting on claims).
+(``spec.nodeName``), with the cluster's Pending pods (the pods waiting on claims). A worker
+reads the nodes and the unfinished pods of the ``inventory`` verb from its watch cache
+(:mod:`runbooks.inventory.watch_cache`): listed once, not again per inventory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from runbooks.cluster import Cluster
-from runbooks.cluster.decoding import (
-    MetaShape,
-    NodeShape,
-    PodShape,
-    PodSpecShape,
-    PodStatusShape,
-    SliceShape,
-)
+from runbooks.cluster.decoding import NodeShape, PodShape, SliceShape
+from runbooks.cluster.informing import ClusterWatches
 from runbooks.cluster.resources import (
     CONTROLLER_REVISIONS,
     DAEMONSETS,
@@ -47,7 +43,9 @@ from runbooks.inventory.models import (
     ResourceClaim,
     ResourceSlice,
 )
+from runbooks.inventory.pod_use import PENDING, PodTally, PodUse, gpus_in_use, pod_use
 from runbooks.inventory.reading import Obj
+from runbooks.inventory.watch_cache import cached_reads
 
 DRA_GATE = "DynamicResourceAllocation"
 DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu",)
@@ -65,6 +63,7 @@ def take_inventory(
     in_use_of: Collection[str] | None = None,
     owned: Mapping[str, Sequence[PluginPod]] | None = None,
     dra_plugins: bool = True,
+    watches: ClusterWatches | None = None,
 ) -> Inventory:
     """Everything an operator must know before touching a device plugin or DRA driver.
 
@@ -78,25 +77,43 @@ def take_inventory(
     the caller has just read, used instead of listing them again. ``dra_plugins=False``: with
     ``targets``, the DRA kubelet plugins that are not targets are not read (nor their logs): the
     classes they serve are judged without them (a device plugin's canary judges no class).
+    ``watches``: the process's watch cache of this cluster; with ``in_use_of`` None, the nodes and
+    unfinished pods are read from it (:mod:`runbooks.inventory.watch_cache`) while its watches hold.
     """
-    resources = tuple(gpu_resources)
+    with contextlib.ExitStack() as held:
+        return _take(cluster, held, targets=targets, resources=tuple(gpu_resources), log_budget=log_budget, now=now,
+                     registration=registration, max_unavailable=max_unavailable, in_use_of=in_use_of,
+                     owned=owned, dra_plugins=dra_plugins, watches=watches)
+
+
+def _take(
+    cluster: Cluster, held: contextlib.ExitStack, *, targets: Sequence[str], resources: tuple[str, ...],
+    log_budget: int, now: Callable[[], dt.datetime] | None, registration: Mapping[str, str] | None,
+    max_unavailable: str | None, in_use_of: Collection[str] | None, owned: Mapping[str, Sequence[PluginPod]] | None,
+    dra_plugins: bool, watches: ClusterWatches | None,
+) -> Inventory:
     version = cluster.version()
     taken_at = now() if now else version.server_time or dt.datetime.now(dt.UTC)
     apis = cluster.dra_apis()
     gate, stage = _gate(cluster)
     notes: list[str] = []
 
-    nodes = cluster.list_objects(NODES, item=NodeShape, project=lambda o: reading.node_from(o, resources))
     classes, slices, claims = _dra_objects(cluster, apis, taken_at)
     known_drivers = {d for c in classes for d in c.drivers} | {s.driver for s in slices}
     selection = plugins.select_plugins(cluster.list_objects(DAEMONSETS), targets, known_drivers)
     chosen = [(ds, kind) for ds, kind in selection.plugins
               if dra_plugins or not targets or plugins.ref_of(ds) in targets]
     read = dict(owned or {})
+    owners = {(ds.get("metadata") or {}).get("uid", ""): plugins.ref_of(ds) for ds, _ in chosen
+              if plugins.ref_of(ds) not in read}
+    cached = cached_reads(held, watches, resources, owners) if watches is not None and in_use_of is None else None
+    if cached is not None:
+        nodes = cached.nodes
+        notes.append(cached.note())
+    else:
+        nodes = cluster.list_objects(NODES, item=NodeShape, project=lambda o: reading.node_from(o, resources))
     if in_use_of is None:  # every node's IN USE: one pass over the cluster's unfinished pods, holding the plugins' too
-        tally = unfinished_and_plugin_pods(cluster, resources, {
-            (ds.get("metadata") or {}).get("uid", ""): plugins.ref_of(ds) for ds, _ in chosen
-            if plugins.ref_of(ds) not in read})
+        tally = cached.tally if cached is not None else unfinished_and_plugin_pods(cluster, resources, owners)
         read.update(tally.plugin_pods)
         gpus, waiting = tally.gpus, tally.waiting
     daemonsets = [_plugin_daemonset(cluster, ds, kind, known_drivers, read.get(plugins.ref_of(ds)))
@@ -248,53 +265,6 @@ def _assign_drivers(
     return out, notes
 
 
-@dataclass(frozen=True)
-class PodUse:
-    """What an unfinished pod holds or waits for: the GPUs it requests, the claims it names."""
-
-    namespace: str
-    name: str
-    phase: str
-    node: str
-    requests: dict[str, int]
-    claims: list[str]
-    unschedulable: str = ""
-    """The scheduler's message while the pod is not scheduled (PodScheduled False)."""
-
-
-def pod_use(obj: Obj | PodShape, resources: tuple[str, ...]) -> PodUse | None:
-    """What a pod uses (GPUs of ``resources`` it requests, claims it names); None if neither. The pod
-    as listed: a dict (a watch cache's), or the :class:`PodShape` a typed list decodes."""
-    if isinstance(obj, PodShape):
-        return _use_of_shape(obj, resources)
-    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-    requests, claims = reading.requested(spec, resources), reading.claims_of_pod(obj)
-    if not (requests or claims or spec.get("resourceClaims")):
-        return None  # page by page, only the pods that matter are kept (a template's pod too)
-    status = obj.get("status") or {}
-    unscheduled = next((str(c.get("message") or "") for c in status.get("conditions") or []
-                        if c.get("type") == "PodScheduled" and c.get("status") == "False"), "")
-    return PodUse(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
-                  phase=status.get("phase", ""), node=str(spec.get("nodeName") or ""),
-                  requests=requests, claims=claims, unschedulable=unscheduled)
-
-
-def _use_of_shape(pod: PodShape, resources: tuple[str, ...]) -> PodUse | None:
-    spec = pod.spec or PodSpecShape()
-    requests, claims = reading.requested(spec, resources), reading.claims_of_pod(pod)
-    if not (requests or claims or spec.resource_claims):
-        return None
-    meta, status = pod.metadata or MetaShape(), pod.status or PodStatusShape()
-    unscheduled = next((str(c.message or "") for c in status.conditions or []
-                        if c.type == "PodScheduled" and c.status == "False"), "")
-    return PodUse(namespace=reading.given(meta.namespace, ""), name=reading.given(meta.name, ""),
-                  phase=reading.given(status.phase, ""), node=str(spec.node_name or ""),
-                  requests=requests, claims=claims, unschedulable=unscheduled)
-
-
-PENDING = "Pending"
-
-
 def unfinished_pods(cluster: Cluster, resources: tuple[str, ...], *, phase: str | None = None,
                     node: str | None = None) -> list[PodUse]:
     """The pods not yet Succeeded or Failed (or only those in ``phase``; only those on ``node``)
@@ -304,21 +274,6 @@ def unfinished_pods(cluster: Cluster, resources: tuple[str, ...], *, phase: str 
         selector = f"spec.nodeName={node},{selector}"
     found = cluster.list_objects(PODS, field_selector=selector, item=PodShape, project=lambda o: pod_use(o, resources))
     return [p for p in found if p is not None]
-
-
-def gpus_in_use(pods: Iterable[PodUse]) -> dict[str, dict[str, int]]:
-    """GPUs requested by ``pods`` (unfinished), per node and resource."""
-    gpus: dict[str, dict[str, int]] = {}
-    for pod in pods:
-        _count(gpus, pod)
-    return gpus
-
-
-def _count(gpus: dict[str, dict[str, int]], pod: PodUse) -> None:
-    if pod.node:
-        on_node = gpus.setdefault(pod.node, {})
-        for name, count in pod.requests.items():
-            on_node[name] = on_node.get(name, 0) + count
 
 
 def with_devices_in_use(nodes: list[Node], claims: Sequence[ResourceClaim],
@@ -349,34 +304,6 @@ def with_waiting_pods(cluster: Cluster, claims: list[ResourceClaim],
     return [
         c.model_copy(update={"waiting_pods": sorted(waiting.get((c.namespace, c.name), []))}) for c in claims
     ]
-
-
-@dataclass
-class PodTally:
-    """What one pass over the cluster's unfinished pods keeps, page by page (issue 39): the GPUs
-    requested per node (counts, no pod kept for them), the Pending pods that request GPUs or name
-    claims, and the pods of the DaemonSets ``owners`` (uid -> ``namespace/name``) by DaemonSet."""
-
-    resources: tuple[str, ...]
-    owners: Mapping[str, str]
-    gpus: dict[str, dict[str, int]] = field(default_factory=dict)
-    waiting: list[PodUse] = field(default_factory=list)
-    plugin_pods: dict[str, list[PluginPod]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.plugin_pods = {ref: [] for ref in self.owners.values()}
-
-    def add(self, pod: PodShape) -> None:
-        use = pod_use(pod, self.resources)
-        if use is not None:
-            _count(self.gpus, use)
-            if use.phase == PENDING:
-                self.waiting.append(use)
-        if self.owners:
-            refs = (pod.metadata or MetaShape()).owner_references or []
-            owner = next((ref.uid for ref in refs if ref.uid in self.owners), None)
-            if owner is not None:
-                self.plugin_pods[self.owners[owner]].append(reading.pod_from(pod))
 
 
 def unfinished_and_plugin_pods(

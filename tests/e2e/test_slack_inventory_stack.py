@@ -41,3 +41,20 @@ def test_inventory_thread_lists_the_hardware_classes(bot: Bot) -> None:
     assert any(r.startswith("gpu-node5 unknown 8 unknown unknown Rocky Linux 9.4 (Blue Onyx)") for r in rows), details
     for call in [root, *thread]:
         assert_within_limits(call)
+
+
+def test_the_next_inventory_lists_no_node_and_no_pod(bot: Bot, cluster: KubeSim) -> None:
+    """issue 39: the front end keeps the nodes and unfinished pods in its watch cache, so the
+    second inventory reads neither again, and says where it read them."""
+    assert bot.command("inventory").status == 200
+    bot.fake.wait_for("chat.postMessage", 3)
+    bot.settle()
+    cluster.call(lambda sim: sim.reads.clear())
+    posted = len(bot.fake.of("chat.postMessage"))
+    assert bot.command("inventory").status == 200
+    bot.fake.wait_for("chat.postMessage", posted + 3)
+    bot.settle()
+    lists = [r["path"] for r in cluster.reads() if r["verb"] == "list"]
+    assert "/api/v1/nodes" not in lists and "/api/v1/pods" not in lists, lists
+    thread = "\n".join(texts(c) for c in bot.fake.of("chat.postMessage")[posted:])
+    assert "read from the bot's watch cache" in thread

@@ -94,7 +94,7 @@ def test_a_page_decoded_as_shapes_reads_what_the_dicts_read() -> None:
     devices counted without their attributes."""
     from runbooks.cluster.decoding import NodeShape, PodShape, SliceShape
     from runbooks.inventory import reading
-    from runbooks.inventory.taking import pod_use
+    from runbooks.inventory.pod_use import pod_use
 
     decoded = decode_page(page(metadata={"continue": "next"}, items=[FULL_POD]), item=PodShape)
     assert decoded.token == "next" and len(decoded.objects) == 1
@@ -141,7 +141,7 @@ def test_sparse_objects_read_the_same_as_shapes_and_as_dicts(obj: dict[str, obje
     """issue 39: what an object lacks reads the same from its shape as from its dict (pods, nodes, slices)."""
     from runbooks.cluster.decoding import NodeShape, PodShape, SliceShape
     from runbooks.inventory import reading
-    from runbooks.inventory.taking import pod_use
+    from runbooks.inventory.pod_use import pod_use
 
     pod, = decode_page(page(items=[obj]), item=PodShape).objects
     assert reading.pod_from(pod) == reading.pod_from(obj) and reading.owner_uids(pod) == reading.owner_uids(obj)

@@ -1,0 +1,122 @@
+"""A worker's ``inventory`` reads its nodes and unfinished pods from the watch cache (issue 39),
+counted from kubesim's read log.
+
+Found before: each ``inventory`` a worker answered listed every node and every unfinished pod of
+the cluster again (at 5,000 nodes, 50,000 pods: about two CPU-seconds of the API server's per
+inventory), so fifty users asking at once during a promotion slowed the API server the front
+end's acks and the promotion share the machine with.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kubesim import KubeSim
+from runbooks.cluster import Cluster
+from runbooks.cluster.informing import Informer, Watches
+from runbooks.cluster.resources import NODES
+from runbooks.inventory import Inventory, reading, take_inventory
+from runbooks.inventory.models import Node
+from tests.support import Kubectl
+
+NS = "kube-system"
+RESOURCES = ("nvidia.com/gpu",)
+GPU_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "namespace": "default"},
+           "spec": {"nodeName": "gpu-node2", "containers": [{"name": "main", "image": "cuda:12",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=4) as served:
+        yield served
+
+
+def connect_to(sim: KubeSim) -> Watches:
+    return Watches(lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context))
+
+
+def listed(sim: KubeSim) -> list[str]:
+    """The paths kubesim listed (pods and nodes) since its read log was last cleared."""
+    return [r["path"] for r in sim.reads() if r["verb"] == "list" and r["path"] in ("/api/v1/nodes", "/api/v1/pods")]
+
+
+def comparable(inventory: Inventory) -> dict[str, Any]:
+    """The inventory as JSON, without its notes (the cached one says where it read from)."""
+    shown: dict[str, Any] = json.loads(inventory.model_dump_json(exclude={"notes", "taken_at"}))
+    return shown
+
+
+def node_cache(watches: Watches) -> Iterator[Informer[Node]]:
+    """The node cache the inventory shares (the same ``kept``: the same informer)."""
+    with watches.on(None).share(NODES, kept=("nodes", RESOURCES), project=lambda o: reading.node_from(o, RESOURCES)) \
+            as informer:
+        yield informer
+
+
+def test_a_cached_inventory_shows_what_one_read_of_the_cluster_shows_and_the_next_lists_nothing(
+        sim: KubeSim) -> None:
+    kubectl = Kubectl(sim.kubeconfig)
+    kubectl("create", "-f", "-", input=json.dumps(GPU_POD))
+    cluster = Cluster.from_kubeconfig(sim.kubeconfig)
+    watches = connect_to(sim)
+    try:
+        direct = take_inventory(cluster)
+        sim.call(lambda s: s.reads.clear())
+        first = take_inventory(cluster, watches=watches.on(None))
+        assert sorted(listed(sim)) == ["/api/v1/nodes", "/api/v1/pods"], "the caches list once"
+        assert comparable(first) == comparable(direct)
+        assert sum(sum(n.in_use.values()) for n in first.nodes) > 1 and any(d.pods for d in first.daemonsets)
+        assert any("watch cache" in note for note in first.notes) and not any("watch cache" in n for n in direct.notes)
+
+        sim.call(lambda s: s.reads.clear())
+        again = take_inventory(cluster, watches=watches.on(None))
+        assert listed(sim) == [], "the second inventory lists no node and no pod"
+        assert comparable(again) == comparable(direct)
+        assert watches.kept() == 2
+    finally:
+        watches.close()
+
+
+def test_a_change_the_watch_brings_shows_in_the_next_cached_inventory(sim: KubeSim) -> None:
+    kubectl = Kubectl(sim.kubeconfig)
+    cluster = Cluster.from_kubeconfig(sim.kubeconfig)
+    watches = connect_to(sim)
+    try:
+        before = take_inventory(cluster, watches=watches.on(None))
+        assert not next(n for n in before.nodes if n.name == "gpu-node1").unschedulable
+        for informer in node_cache(watches):
+            seen = informer.version
+            kubectl("cordon", "gpu-node1")
+            while not next(n for n in informer.items() if n.name == "gpu-node1").unschedulable:
+                assert informer.wait(seen, timeout=30), "the watch brought no change in 30 s"
+                seen = informer.version
+        sim.call(lambda s: s.reads.clear())
+        after = take_inventory(cluster, watches=watches.on(None))
+        assert listed(sim) == []
+        assert next(n for n in after.nodes if n.name == "gpu-node1").unschedulable
+        assert comparable(after) == comparable(take_inventory(cluster))
+    finally:
+        watches.close()
+
+
+def test_while_a_watch_is_away_the_inventory_reads_the_cluster_itself(sim: KubeSim) -> None:
+    """A cache whose watch is away (an error, RBAC without ``watch``, the process stopping) may miss
+    changes: the inventory reads the nodes and the pods from the cluster, as the shell's does."""
+    cluster = Cluster.from_kubeconfig(sim.kubeconfig)
+    watches = connect_to(sim)
+    try:
+        take_inventory(cluster, watches=watches.on(None))
+        for informer in node_cache(watches):
+            informer.signal_stop()  # stale from now on, still shared
+            sim.call(lambda s: s.reads.clear())
+            inventory = take_inventory(cluster, watches=watches.on(None))
+            assert sorted(listed(sim)) == ["/api/v1/nodes", "/api/v1/pods"]
+            assert not any("watch cache" in note for note in inventory.notes)
+            assert comparable(inventory) == comparable(take_inventory(cluster))
+    finally:
+        watches.close()

@@ -78,11 +78,11 @@ def secrets_of(settings: Settings) -> list[str]:
     return [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
 
 
-def inventory_verb(settings: Settings, policy: Policy, connect: Callable[[str | None], Cluster] | None = None) -> Verb:
-    """``inventory``, the one verb that needs no run engine (a front end without one), its nodes and
-    unfinished pods read from a watch cache of the process's own."""
-    opened = connect or connector(settings)
-    return inventory.COMMAND.verb(Deps(policy=policy, connect=opened, watches=Watches(opened)))
+def inventory_verb(settings: Settings, policy: Policy, connect: Callable[[str | None], Cluster] | None = None, *,
+                   watches: Watches | None = None) -> Verb:
+    """``inventory``, the one verb that needs no run engine (a front end without one); with ``watches``
+    (the process's), its nodes, unfinished pods and ResourceSlices are read from that watch cache."""
+    return inventory.COMMAND.verb(Deps(policy=policy, connect=connect or connector(settings), watches=watches))
 
 
 @dataclass
@@ -109,6 +109,8 @@ class Service:
     """What the Bolt app calls; a worker process runs queued requests with them."""
     jobs: Jobs | None = None
     """The queue the listeners hand requests to (the front end of ``serve``); None: this process's pools."""
+    watches: Watches | None = None
+    """A read-only front end's watch cache (its ``inventory``), stopped with the workers."""
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no command or decision runs or waits (both pools); False if ``timeout`` passed first."""
@@ -124,6 +126,8 @@ class Service:
         finished = self.workers.shutdown(timeout=max(0.5, deadline - time.monotonic())) and finished
         if self.notices is not None:
             self.notices.shutdown(timeout=max(0.5, deadline - time.monotonic()))
+        if self.watches is not None:
+            self.watches.close(timeout=max(0.5, deadline - time.monotonic()))
         return finished
 
     def wsgi(self, *, with_slack: bool = True, with_metrics: bool = True) -> WebApp:
@@ -174,7 +178,8 @@ def build_service(
     web = web or SlackWeb(make_client(settings, metrics=metrics), metrics)
     identity = BotIdentity(settings.slack_bot_token.get_secret_value())
     directory = directory or UsergroupDirectory(web)
-    registry = default_registry(*(verbs if verbs is not None else [inventory_verb(settings, policy)]))
+    watches = Watches(connector(settings)) if verbs is None else None  # read-only: the front end's own cache
+    registry = default_registry(*(verbs if verbs is not None else [inventory_verb(settings, policy, watches=watches)]))
     router = Router(registry, policy, directory, disabled=disabled)
     workers = Workers(settings.workers)
     decision_workers = Workers(settings.decision_workers, name="upgradebot-decide")
@@ -191,7 +196,8 @@ def build_service(
     return Service(settings=settings, policy=policy, metrics=metrics, web=web, identity=identity,
                    directory=directory, registry=registry, router=router, workers=workers,
                    decision_workers=decision_workers, app=app, readiness=readiness,
-                   cancel=cancel or threading.Event(), notices=notices, listeners=listeners, jobs=jobs)
+                   cancel=cancel or threading.Event(), notices=notices, listeners=listeners, jobs=jobs,
+                   watches=watches)
 
 
 def build_front(settings: Settings, policy: Policy, *, store: RedisRunStore, jobs: Jobs,

@@ -45,7 +45,7 @@ from runbooks.inventory.models import (
 )
 from runbooks.inventory.pod_use import PENDING, PodTally, PodUse, gpus_in_use, pod_use
 from runbooks.inventory.reading import Obj
-from runbooks.inventory.watch_cache import cached_reads
+from runbooks.inventory.watch_cache import cached_reads, cached_slices
 
 DRA_GATE = "DynamicResourceAllocation"
 DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu",)
@@ -98,7 +98,8 @@ def _take(
     gate, stage = _gate(cluster)
     notes: list[str] = []
 
-    classes, slices, claims = _dra_objects(cluster, apis, taken_at)
+    cache = watches if in_use_of is None else None  # every node's: what a watch cache keeps, from it
+    classes, slices, claims = _dra_objects(cluster, apis, taken_at, held, cache)
     known_drivers = {d for c in classes for d in c.drivers} | {s.driver for s in slices}
     selection = plugins.select_plugins(cluster.list_objects(DAEMONSETS), targets, known_drivers)
     chosen = [(ds, kind) for ds, kind in selection.plugins
@@ -106,7 +107,7 @@ def _take(
     read = dict(owned or {})
     owners = {(ds.get("metadata") or {}).get("uid", ""): plugins.ref_of(ds) for ds, _ in chosen
               if plugins.ref_of(ds) not in read}
-    cached = cached_reads(held, watches, resources, owners) if watches is not None and in_use_of is None else None
+    cached = cached_reads(held, cache, resources, owners) if cache is not None else None
     if cached is not None:
         nodes = cached.nodes
         notes.append(cached.note())
@@ -161,8 +162,9 @@ def _gate(cluster: Cluster) -> tuple[GateState, str | None]:
 
 
 def _dra_objects(
-    cluster: Cluster, apis: DraApis, now: dt.datetime
+    cluster: Cluster, apis: DraApis, now: dt.datetime, held: contextlib.ExitStack, watches: ClusterWatches | None,
 ) -> tuple[list[DeviceClass], list[ResourceSlice], list[ResourceClaim]]:
+    """The DRA objects of the versions served; the slices from ``watches`` while their watch holds."""
     chosen = apis.chosen
     classes: list[DeviceClass] = []
     if "DeviceClass" in chosen:
@@ -171,7 +173,9 @@ def _dra_objects(
         classes += cluster.list_objects(chosen["ResourceClass"], project=lambda o: reading.class_from(o, "ResourceClass"))
     slices: list[ResourceSlice] = []
     if "ResourceSlice" in chosen:
-        slices = cluster.list_objects(chosen["ResourceSlice"], item=SliceShape, project=reading.slice_from)
+        kept = cached_slices(held, watches, chosen["ResourceSlice"]) if watches is not None else None
+        slices = kept if kept is not None else cluster.list_objects(chosen["ResourceSlice"], item=SliceShape,
+                                                                    project=reading.slice_from)
     claims: list[ResourceClaim] = []
     if "ResourceClaim" in chosen:
         res: Resource = chosen["ResourceClaim"]

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.runtime import Runtime, build_runtime
+from bot.runtime import Runtime, build_runtime, connector
 from bot.slack.http import HttpServer
 from bot.slack.serve import Service, build_service, build_slack_service, inventory_verb
 from bot.slack.threads import SlackThreads
 from kubesim import KubeSim
+from runbooks.cluster.informing import Watches
 from runbooks.engine.runs import RunState
 from tests.e2e.harness import POLICY, USERGROUPS, Bot, GateBook, ask_verb, hold_verb, settings_for
 from tests.e2e.runs_support import POLICY as RUN_POLICY
@@ -41,7 +42,9 @@ def bot(fake_slack: FakeSlack, cluster: KubeSim) -> Iterator[Bot]:
     holder: list[Service] = []
     book = GateBook(POLICY, lambda: holder[0].directory)
     settings = settings_for(fake_slack, cluster)
-    service = build_service(settings, POLICY, verbs=[inventory_verb(settings, POLICY), ask_verb(book), hold_verb(release, started)],
+    watches = Watches(connector(settings))
+    service = build_service(settings, POLICY, verbs=[inventory_verb(settings, POLICY, watches=watches), ask_verb(book),
+                                                     hold_verb(release, started)],
                             decisions=book, readiness_cache=0)
     holder.append(service)
     http = HttpServer(service.wsgi(), port=0, threads=8).start()
@@ -51,6 +54,7 @@ def bot(fake_slack: FakeSlack, cluster: KubeSim) -> Iterator[Bot]:
         release.set()
         http.stop(timeout=5)
         service.stop_workers(timeout=10)
+        watches.close()
 
 
 @dataclass

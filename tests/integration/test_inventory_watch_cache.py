@@ -1,4 +1,4 @@
-"""A worker's ``inventory`` reads its nodes and unfinished pods from the watch cache (issue 39),
+"""A worker's ``inventory`` reads its nodes, unfinished pods and ResourceSlices from the watch cache (issue 39),
 counted from kubesim's read log.
 
 Found before: each ``inventory`` a worker answered listed every node and every unfinished pod of
@@ -41,8 +41,9 @@ def connect_to(sim: KubeSim) -> Watches:
 
 
 def listed(sim: KubeSim) -> list[str]:
-    """The paths kubesim listed (pods and nodes) since its read log was last cleared."""
-    return [r["path"] for r in sim.reads() if r["verb"] == "list" and r["path"] in ("/api/v1/nodes", "/api/v1/pods")]
+    """What kubesim listed of the nodes, pods and ResourceSlices since its read log was last cleared."""
+    return [r["path"].rsplit("/", 1)[1] for r in sim.reads() if r["verb"] == "list"
+            and (r["path"] in ("/api/v1/nodes", "/api/v1/pods") or r["path"].endswith("/resourceslices"))]
 
 
 def comparable(inventory: Inventory) -> dict[str, Any]:
@@ -68,16 +69,16 @@ def test_a_cached_inventory_shows_what_one_read_of_the_cluster_shows_and_the_nex
         direct = take_inventory(cluster)
         sim.call(lambda s: s.reads.clear())
         first = take_inventory(cluster, watches=watches.on(None))
-        assert sorted(listed(sim)) == ["/api/v1/nodes", "/api/v1/pods"], "the caches list once"
+        assert sorted(listed(sim)) == ["nodes", "pods", "resourceslices"], "the caches list once"
         assert comparable(first) == comparable(direct)
         assert sum(sum(n.in_use.values()) for n in first.nodes) > 1 and any(d.pods for d in first.daemonsets)
         assert any("watch cache" in note for note in first.notes) and not any("watch cache" in n for n in direct.notes)
 
         sim.call(lambda s: s.reads.clear())
         again = take_inventory(cluster, watches=watches.on(None))
-        assert listed(sim) == [], "the second inventory lists no node and no pod"
+        assert listed(sim) == [], "the second inventory lists no node, no pod and no slice"
         assert comparable(again) == comparable(direct)
-        assert watches.kept() == 2
+        assert watches.kept() == 3
     finally:
         watches.close()
 
@@ -115,7 +116,7 @@ def test_while_a_watch_is_away_the_inventory_reads_the_cluster_itself(sim: KubeS
             informer.signal_stop()  # stale from now on, still shared
             sim.call(lambda s: s.reads.clear())
             inventory = take_inventory(cluster, watches=watches.on(None))
-            assert sorted(listed(sim)) == ["/api/v1/nodes", "/api/v1/pods"]
+            assert sorted(listed(sim)) == ["nodes", "pods"], "the slices' watch holds: they are not listed"
             assert not any("watch cache" in note for note in inventory.notes)
             assert comparable(inventory) == comparable(take_inventory(cluster))
     finally:

@@ -355,10 +355,11 @@ class Cluster(Writes, Discovery):
     def list_versioned(
         self, resource: Resource, *, namespace: str | None = None, field_selector: str | None = None,
         label_selector: str | None = None, page_size: int = PAGE_SIZE, first_page: Callable[[], None] | None = None,
-        project: Callable[[dict[str, Any]], Any] | None = None,
+        project: Callable[[Any], Any] | None = None, item: type[Any] | None = None,
     ) -> tuple[list[Any], str]:
-        """Every object (each passed through ``project``, page by page, as :meth:`list_objects` does)
-        and the list's resourceVersion, from which a :meth:`watch` goes on; ``first_page()`` is
+        """Every object (each passed through ``project``, page by page, as :meth:`list_objects` does;
+        decoded as ``item`` when given, as it does) and the list's resourceVersion, from which a
+        :meth:`watch` goes on; ``first_page()`` is
         called when the first page (of at most :data:`FIRST_PAGE` objects, to come sooner) is in:
         the moment the list shows (its resourceVersion's), the later pages continuing from it
         (again if an expired list starts over)."""
@@ -368,7 +369,8 @@ class Cluster(Writes, Discovery):
             try:
                 items: list[Any] = []
                 pages = self._pages(resource, namespace, label_selector, field_selector, page_size, action, meta,
-                                    first_size=min(FIRST_PAGE, page_size) if first_page is not None else None)
+                                    first_size=min(FIRST_PAGE, page_size) if first_page is not None else None,
+                                    item=item)
                 for number, page in enumerate(pages):
                     if number == 0 and first_page is not None:
                         first_page()

@@ -40,13 +40,17 @@ LINGER = 120.0
 
 
 class Informer(Generic[T]):
-    def __init__(self, cluster: Any, resource: Resource, *, project: Callable[[dict[str, Any]], T | None],
+    def __init__(self, cluster: Any, resource: Resource, *, project: Callable[[Any], T | None],
                  namespace: str | None = None, label_selector: str | None = None, field_selector: str | None = None,
-                 watch_seconds: int = WATCH_SECONDS, on_change: Callable[[], None] | None = None) -> None:
-        """``on_change`` is called (on the informer's thread) after each change is kept."""
+                 watch_seconds: int = WATCH_SECONDS, on_change: Callable[[], None] | None = None,
+                 item: type[Any] | None = None) -> None:
+        """``on_change`` is called (on the informer's thread) after each change is kept. ``item``: a
+        shape of :mod:`runbooks.cluster.decoding` the lists decode each object as (only the fields
+        read, several times faster than dicts for 50,000 pods); ``project`` then takes that shape
+        from a list and a dict from the watch."""
         self.cluster, self.resource, self.project = cluster, resource, project
         self.namespace, self.label_selector, self.watch_seconds = namespace, label_selector, watch_seconds
-        self.field_selector = field_selector
+        self.field_selector, self.item = field_selector, item
         self._listeners: list[Callable[[], None]] = [on_change] if on_change is not None else []
         self.version = 0
         """Changes seen since the first list (each event that added, changed or removed an object)."""
@@ -112,9 +116,10 @@ class Informer(Generic[T]):
     def _list(self, first_page: Callable[[], None] | None = None) -> None:
         signal = {"first_page": first_page} if first_page is not None else {}
         project = self.project  # page by page: a list of 50,000 pods is never held whole
+        typed = {"item": self.item} if self.item is not None else {}
         pairs, rv = self.cluster.list_versioned(self.resource, namespace=self.namespace,
                                                 label_selector=self.label_selector, field_selector=self.field_selector,
-                                                project=lambda obj: (_key(obj), project(obj)), **signal)
+                                                project=lambda obj: (_key(obj), project(obj)), **signal, **typed)
         kept = {key: value for key, value in pairs if value is not None}
         with self._cond:
             self._items, self._rv = kept, rv
@@ -205,9 +210,14 @@ class Informer(Generic[T]):
         self._changed()
 
 
-def _key(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+def _key(obj: Any) -> str:
+    """The object's uid (else ``namespace/name``): of a dict, or of a decoded shape's ``metadata``."""
+    if isinstance(obj, dict):
+        meta = obj.get("metadata") or {}
+        return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+    meta = getattr(obj, "metadata", None)
+    uid, namespace, name = (getattr(meta, field, None) for field in ("uid", "namespace", "name"))
+    return str(uid or f"{namespace or ''}/{name or ''}")
 
 
 Key = tuple[Any, ...]
@@ -244,14 +254,15 @@ class Watches:
 
     @contextlib.contextmanager
     def share(self, context: str | None, resource: Resource, *, kept: Hashable,
-              project: Callable[[dict[str, Any]], T | None], namespace: str | None = None,
+              project: Callable[[Any], T | None], namespace: str | None = None,
               label_selector: str | None = None, field_selector: str | None = None,
-              first_page: Callable[[], None] | None = None) -> Iterator[Informer[T]]:
+              first_page: Callable[[], None] | None = None, item: type[Any] | None = None) -> Iterator[Informer[T]]:
         """The informer of ``resource`` (in ``namespace``, selected so) on ``context`` keeping
         ``project(obj)``; ``kept`` names what ``project`` keeps (two callers with the same
         ``kept`` must keep the same). Listed on first use (``ClusterError`` if that fails:
         nothing is kept), released when the block ends. ``first_page()``: when what it keeps is
-        in hand (its first list's first page, or at once when it was listed before)."""
+        in hand (its first list's first page, or at once when it was listed before). ``item``: the
+        shape its lists decode objects as (:class:`Informer`; not part of what is kept)."""
         key: Key = (context or "", resource.group, resource.plural, namespace, label_selector, field_selector, kept)
         with self._lock:
             entry = self._shared.get(key)
@@ -266,7 +277,7 @@ class Watches:
                 if entry.informer is None:
                     cluster = self.connect(context)
                     informer = Informer(cluster, resource, project=project, namespace=namespace,
-                                        label_selector=label_selector, field_selector=field_selector)
+                                        label_selector=label_selector, field_selector=field_selector, item=item)
                     try:
                         informer.start(first_page=first_page)
                     except BaseException:

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from runbooks.cluster import Cluster
+from runbooks.cluster.decoding import NodeShape
 from runbooks.cluster.informing import ClusterWatches, Informer, held_informer
 from runbooks.cluster.resources import NODES
 from runbooks.daemonset import checks as judge
@@ -270,9 +271,9 @@ class NodeSampler:
         if expected <= NODE_GETS:
             return self
         resources = self.resources
-        project: Callable[[dict[str, Any]], Node] = lambda o: node_from(o, resources)  # noqa: E731
+        project: Callable[[Any], Node] = lambda o: node_from(o, resources)  # noqa: E731
         self.cache = held_informer(self._held, self.cluster, NODES, watches=self.watches, kept=("nodes", resources),
-                                   project=project, first_page=self.first_page)
+                                   project=project, first_page=self.first_page, item=NodeShape)
         return self
 
     def scope(self, names: Sequence[str]) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from runbooks.cluster import Cluster
+from runbooks.cluster.decoding import SliceShape
 from runbooks.cluster.informing import ClusterWatches, Informer, held_informer
 from runbooks.cluster.resources import EVENTS, PODS, Resource
 from runbooks.daemonset.events import Event, event_from, read_events
@@ -58,7 +59,7 @@ class EndReads:
         if self.dra:
             chosen = self.chosen()
             if "ResourceSlice" in chosen:
-                self._slices = self._hold(chosen["ResourceSlice"], ("slices",), slice_from)
+                self._slices = self._hold(chosen["ResourceSlice"], ("slices",), slice_from, item=SliceShape)
             if "ResourceClaim" in chosen:
                 res = chosen["ResourceClaim"]
                 self._claims = self._hold(res, ("claims", res.version),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from bot.runtime import Runtime, build_runtime, connector
 from bot.slack.http import HttpServer
 from bot.slack.serve import Service, build_service, build_slack_service, inventory_verb
 from bot.slack.threads import SlackThreads
+from handlers.run_views import GATE_KEY, run_of_ref
 from kubesim import KubeSim
 from runbooks.cluster.informing import Watches
 from runbooks.engine.runs import RunState
@@ -75,8 +76,10 @@ class RunBot:
         except AssertionError as exc:  # say where the run stopped, for a failure seen once in a whole suite
             run = self.runtime.engine.get(run_id)
             last = [str(entry)[:200] for entry in self.runtime.engine.audit(run_id)[-5:]]
+            said = [f"{c.path}: {str(c.body.get('text', ''))[:160]}" for c in self.fake.of("response_url")[-4:]]
             raise AssertionError(f"{exc}; it is {run.state.value} (reason {run.reason!r}, progress "
-                                 f"{str(run.progress)[:200]}); its last audit entries: {last}") from None
+                                 f"{str(run.progress)[:200]}); its last audit entries: {last}; the last answers "
+                                 f"at a response_url: {said}") from None
 
     def idle(self) -> bool:
         """No run being advanced, every paced message sent."""
@@ -91,6 +94,14 @@ def run_bot(fake_slack: FakeSlack, redis_url: str) -> Iterator[RunBot]:
         yield bot
 
 
+def gate_kept(runtime: Runtime) -> Callable[[str, str], bool]:
+    """Whether ``runtime``'s run has kept the gate message ``ts`` of the button value ``ref``."""
+    def kept(ts: str, ref: str) -> bool:
+        run_id = run_of_ref(ref)
+        return run_id is not None and runtime.engine.get(run_id).origin.get(GATE_KEY + ref) == ts
+    return kept
+
+
 @contextlib.contextmanager
 def served_bot(fake_slack: FakeSlack, redis_url: str, *, scenario: str, k8s_version: str) -> Iterator[RunBot]:
     """The bot as ``upgradebot serve`` wires it (the run policy), on a kubesim of ``scenario``
@@ -102,7 +113,8 @@ def served_bot(fake_slack: FakeSlack, redis_url: str, *, scenario: str, k8s_vers
         runtime.start()
         http = HttpServer(service.wsgi(), port=0, threads=8).start()
         try:
-            yield RunBot(SlackClient(http.url, fake_slack), runtime, fake_slack, service, Path(sim.kubeconfig))
+            yield RunBot(SlackClient(http.url, fake_slack, kept=gate_kept(runtime)), runtime, fake_slack, service,
+                         Path(sim.kubeconfig))
         finally:
             http.stop(timeout=5)
             service.stop_workers(timeout=10)

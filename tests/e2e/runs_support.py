@@ -78,6 +78,10 @@ class SlackClient:
 
     url: str
     fake: FakeSlack
+    kept: Callable[[str, str], bool] | None = None
+    """Whether the bot has kept a gate message (ts, button value) as the one its clicks are checked
+    against: the message is in the channel a moment before (a click in between is refused as not
+    on the gate's message), so :meth:`gate` waits for it when it can tell."""
 
     def command(self, text: str, *, user: str = "U0ANA", body: bytes | None = None,
                 headers: dict[str, str] | None = None) -> Answer:
@@ -96,7 +100,11 @@ class SlackClient:
         found = eventually(lambda: len(gates()) >= count and gates(), f"gate message {count}")
         assert isinstance(found, list)
         call = found[count - 1]
-        return posted_ts(call), buttons(call)["approve"]
+        ts, value = posted_ts(call), buttons(call)["approve"]
+        kept = self.kept
+        if kept is not None:
+            eventually(lambda: kept(ts, value), f"the bot keeping gate message {count} ({ts})")
+        return ts, value
 
 
 def canary_approved(client: SlackClient) -> str:

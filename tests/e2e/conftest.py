@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,13 +19,12 @@ from bot.runtime import Runtime, build_runtime, connector
 from bot.slack.http import HttpServer
 from bot.slack.serve import Service, build_service, build_slack_service, inventory_verb
 from bot.slack.threads import SlackThreads
-from handlers.run_views import GATE_KEY, run_of_ref
 from kubesim import KubeSim
 from runbooks.cluster.informing import Watches
 from runbooks.engine.runs import RunState
 from tests.e2e.harness import POLICY, USERGROUPS, Bot, GateBook, ask_verb, hold_verb, settings_for
 from tests.e2e.runs_support import POLICY as RUN_POLICY
-from tests.e2e.runs_support import SlackClient, eventually
+from tests.e2e.runs_support import SlackClient, eventually, kept_in
 from tests.fakeslack import FakeSlack
 
 
@@ -94,14 +93,6 @@ def run_bot(fake_slack: FakeSlack, redis_url: str) -> Iterator[RunBot]:
         yield bot
 
 
-def gate_kept(runtime: Runtime) -> Callable[[str, str], bool]:
-    """Whether ``runtime``'s run has kept the gate message ``ts`` of the button value ``ref``."""
-    def kept(ts: str, ref: str) -> bool:
-        run_id = run_of_ref(ref)
-        return run_id is not None and runtime.engine.get(run_id).origin.get(GATE_KEY + ref) == ts
-    return kept
-
-
 @contextlib.contextmanager
 def served_bot(fake_slack: FakeSlack, redis_url: str, *, scenario: str, k8s_version: str) -> Iterator[RunBot]:
     """The bot as ``upgradebot serve`` wires it (the run policy), on a kubesim of ``scenario``
@@ -113,7 +104,7 @@ def served_bot(fake_slack: FakeSlack, redis_url: str, *, scenario: str, k8s_vers
         runtime.start()
         http = HttpServer(service.wsgi(), port=0, threads=8).start()
         try:
-            yield RunBot(SlackClient(http.url, fake_slack, kept=gate_kept(runtime)), runtime, fake_slack, service,
+            yield RunBot(SlackClient(http.url, fake_slack, kept=kept_in(runtime.engine)), runtime, fake_slack, service,
                          Path(sim.kubeconfig))
         finally:
             http.stop(timeout=5)

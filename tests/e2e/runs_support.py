@@ -11,7 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from handlers.run_views import GATE_KEY, run_of_ref
 from runbooks.policy import Policy
 from tests.fakeslack import Answer, Call, FakeSlack, block_action, post, slash_command
 
@@ -105,6 +107,15 @@ class SlackClient:
         if kept is not None:
             eventually(lambda: kept(ts, value), f"the bot keeping gate message {count} ({ts})")
         return ts, value
+
+
+def kept_in(runs: Any) -> Callable[[str, str], bool]:
+    """:attr:`SlackClient.kept` read from ``runs`` (an engine or a run store: ``get(run_id)``)."""
+    def kept(ts: str, ref: str) -> bool:
+        run_id = run_of_ref(ref)
+        run = runs.get(run_id) if run_id is not None else None
+        return run is not None and run.origin.get(GATE_KEY + ref) == ts
+    return kept
 
 
 def canary_approved(client: SlackClient) -> str:

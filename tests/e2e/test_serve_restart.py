@@ -19,6 +19,7 @@ from tests.e2e.runs_support import (
     SlackClient,
     canary_approved,
     eventually,
+    kept_in,
     roots,
     texts,
     updates,
@@ -53,7 +54,7 @@ def test_restart_mid_run_updates_the_same_root_message(redis_url: str, tmp_path:
         first, url = start({**env, "UPGRADEBOT_TEST_KILL_AT": "after:canary_rolling"}, tmp_path / "first.log")
         second = None
         try:
-            root_ts = canary_approved(SlackClient(url, fake))
+            root_ts = canary_approved(SlackClient(url, fake, kept=kept_in(store)))
             assert first.wait(timeout=60) == -signal.SIGKILL
             (run,) = store.list_runs()
             assert run.state is RunState.CANARY_ROLLING and run.origin["ts"] == root_ts

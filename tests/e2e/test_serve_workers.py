@@ -28,6 +28,7 @@ from tests.e2e.runs_support import (
     SlackClient,
     canary_approved,
     eventually,
+    kept_in,
     posted_ts,
     roots,
     texts,
@@ -86,7 +87,7 @@ def test_the_run_is_driven_by_a_worker_not_by_the_process_that_acks(redis_url: s
             eventually(lambda: get(url + "/readyz").status == 200, "ready once its workers run")
             eventually(lambda: [nice_of(pid) for pid in workers] == [nice_of(serve.pid) + 10] * 2,
                        "the workers' priority lowered: the acks get the CPU first")
-            canary_approved(SlackClient(url, fake))
+            canary_approved(SlackClient(url, fake, kept=kept_in(store)))
             (run,) = store.list_runs()
             owner = str(eventually(lambda: store.lease_owner(run.id), "the canary driven"))
             assert int(owner.split("/")[1]) in workers, (owner, workers)  # a worker holds the run, not serve

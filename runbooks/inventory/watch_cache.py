@@ -1,13 +1,15 @@
-"""An inventory's nodes and pods read from the process's watch cache (issue 39).
+"""An inventory's nodes, ResourceSlices and unfinished pods read from the process's watch cache
+(issue 39).
 
 The ``inventory`` verb wants every node, every ResourceSlice and, for the IN USE column, every
 unfinished pod of the cluster: at 5,000 nodes that is 50,000 pods and 5,000 slices, about
-140 MiB read and two CPU-seconds of the API server's per inventory. A worker that answers ``inventory`` again and again keeps both in
-the process's :class:`~runbooks.cluster.informing.Watches` instead: listed once, then kept
-current from a watch, kept :data:`~runbooks.cluster.informing.LINGER` seconds after the last
-inventory let go of them. The nodes and the slices are the informers verify shares (the same
-projections), the pods are kept as :class:`~runbooks.inventory.pod_use.PodUse` records, with
-the pods of the plugin DaemonSets as :class:`~runbooks.inventory.models.PluginPod`.
+140 MiB read and two CPU-seconds of the API server's per inventory. A worker that answers
+``inventory`` again and again keeps them in the process's
+:class:`~runbooks.cluster.informing.Watches` instead: listed once, then kept current from a
+watch, kept :data:`~runbooks.cluster.informing.LINGER` seconds after the last inventory let go
+of them. The nodes and the slices are the informers verify shares (the same projections), the
+pods are kept as :class:`KeptPod` records (with the pods of the plugin DaemonSets as
+:class:`~runbooks.inventory.models.PluginPod`).
 
 Like every informer, the cache is current to within the watch's delivery (what a controller
 reads); while a watch is away (:attr:`~runbooks.cluster.informing.Informer.stale`) the

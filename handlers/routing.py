@@ -372,7 +372,7 @@ class Router:
         """The verb ``text`` names (``help`` when it names none, as :meth:`route` answers it) and its
         lane (:data:`UNKNOWN` and ``short`` for anything else)."""
         words = split_words(text) or ["help"]
-        verb = self.registry.get(words[0].lower()) if words else None
+        verb = self.registry.get(words[0].lower())
         return (verb.name, verb.lane) if verb is not None else (UNKNOWN, "short")
 
     def verbs_in(self, lane: Lane) -> list[str]:

@@ -116,10 +116,10 @@ class Informer(Generic[T]):
     def _list(self, first_page: Callable[[], None] | None = None) -> None:
         signal = {"first_page": first_page} if first_page is not None else {}
         project = self.project  # page by page: a list of 50,000 pods is never held whole
-        typed = {"item": self.item} if self.item is not None else {}
         pairs, rv = self.cluster.list_versioned(self.resource, namespace=self.namespace,
                                                 label_selector=self.label_selector, field_selector=self.field_selector,
-                                                project=lambda obj: (_key(obj), project(obj)), **signal, **typed)
+                                                project=lambda obj: (_key(obj), project(obj)), item=self.item,
+                                                **signal)
         kept = {key: value for key, value in pairs if value is not None}
         with self._cond:
             self._items, self._rv = kept, rv

@@ -69,14 +69,15 @@ def gpus_in_use(pods: Iterable[PodUse]) -> dict[str, dict[str, int]]:
     """GPUs requested by ``pods`` (unfinished), per node and resource."""
     gpus: dict[str, dict[str, int]] = {}
     for pod in pods:
-        add_gpus(gpus, pod)
+        add_gpus(gpus, pod.node, pod.requests.items())
     return gpus
 
 
-def add_gpus(gpus: dict[str, dict[str, int]], pod: PodUse) -> None:
-    if pod.node:
-        on_node = gpus.setdefault(pod.node, {})
-        for name, count in pod.requests.items():
+def add_gpus(gpus: dict[str, dict[str, int]], node: str, requests: Iterable[tuple[str, int]]) -> None:
+    """``requests`` (resource, count) added to ``gpus`` of ``node`` (none: a pod not scheduled)."""
+    if node:
+        on_node = gpus.setdefault(node, {})
+        for name, count in requests:
             on_node[name] = on_node.get(name, 0) + count
 
 
@@ -98,7 +99,7 @@ class PodTally:
     def add(self, pod: PodShape) -> None:
         use = pod_use(pod, self.resources)
         if use is not None:
-            add_gpus(self.gpus, use)
+            add_gpus(self.gpus, use.node, use.requests.items())
             if use.phase == PENDING:
                 self.waiting.append(use)
         if self.owners:

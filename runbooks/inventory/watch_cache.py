@@ -30,7 +30,7 @@ from runbooks.cluster.informing import ClusterWatches, Informer
 from runbooks.cluster.resources import NODES, PODS, Resource
 from runbooks.inventory import reading
 from runbooks.inventory.models import Node, PluginPod, ResourceSlice
-from runbooks.inventory.pod_use import PENDING, PodTally, PodUse, pod_use
+from runbooks.inventory.pod_use import PENDING, PodTally, PodUse, add_gpus, pod_use
 
 UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -99,12 +99,8 @@ def cached_reads(held: contextlib.ExitStack, watches: ClusterWatches, resources:
         return None
     nodes = sorted(node_cache.items(), key=lambda n: n.name)
     tally = PodTally(resources, frozen_owners)
-    gpus = tally.gpus
     for kept in pod_cache.items():
-        if kept.requests:
-            on_node = gpus.setdefault(kept.node, {})
-            for name, count in kept.requests:
-                on_node[name] = on_node.get(name, 0) + count
+        add_gpus(tally.gpus, kept.node, kept.requests)
         if kept.waiting is not None:
             tally.waiting.append(kept.waiting)
         if kept.pod is not None:

@@ -9,6 +9,7 @@ end's acks and the promotion share the machine with.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -52,6 +53,7 @@ def comparable(inventory: Inventory) -> dict[str, Any]:
     return shown
 
 
+@contextlib.contextmanager
 def node_cache(watches: Watches) -> Iterator[Informer[Node]]:
     """The node cache the inventory shares (the same ``kept``: the same informer)."""
     with watches.on(None).share(NODES, kept=("nodes", RESOURCES), project=lambda o: reading.node_from(o, RESOURCES)) \
@@ -90,7 +92,7 @@ def test_a_change_the_watch_brings_shows_in_the_next_cached_inventory(sim: KubeS
     try:
         before = take_inventory(cluster, watches=watches.on(None))
         assert not next(n for n in before.nodes if n.name == "gpu-node1").unschedulable
-        for informer in node_cache(watches):
+        with node_cache(watches) as informer:
             seen = informer.version
             kubectl("cordon", "gpu-node1")
             while not next(n for n in informer.items() if n.name == "gpu-node1").unschedulable:
@@ -112,7 +114,7 @@ def test_while_a_watch_is_away_the_inventory_reads_the_cluster_itself(sim: KubeS
     watches = connect_to(sim)
     try:
         take_inventory(cluster, watches=watches.on(None))
-        for informer in node_cache(watches):
+        with node_cache(watches) as informer:
             informer.signal_stop()  # stale from now on, still shared
             sim.call(lambda s: s.reads.clear())
             inventory = take_inventory(cluster, watches=watches.on(None))

@@ -154,6 +154,8 @@ class Listeners:
         self.teams, self.identity = teams, identity
         self._in_ack = functools.lru_cache(maxsize=ACK_ANSWERS)(self._answer_of)
         """What :meth:`answer_in_ack` answers to a command's words in a channel, rendered once."""
+        self._refusals = functools.lru_cache(maxsize=8)(self._refusal_of)
+        """A refusal's ack (:meth:`_refusal_of`), rendered once: a few fixed texts."""
 
     def _foreign(self, body: dict[str, Any], respond: Respond) -> bool:
         """Whether the request comes from a workspace the policy does not list (by default: any
@@ -190,10 +192,11 @@ class Listeners:
         if answer is not None:
             ack(**answer)
             return
-        ack()
-        if self.deps.jobs is not None:  # the workers run it, in other processes
-            self._queue_command(body, retry_of(request), respond)
+        if self.deps.jobs is not None:  # the workers run it, in other processes; a refusal is said in the ack
+            refused = self._queue_command(body, retry_of(request))  # (the ack leaves when this returns anyway)
+            ack(**dict(self._refusals(refused)[0])) if refused is not None else ack()
             return
+        ack()
         _, lane = self.deps.router.lane(str(body.get("text", "")))
         if lane == "decision":
             self._enqueue(self.deps.decision_workers, self.run_command, body, retry_of(request), respond)
@@ -205,7 +208,7 @@ class Listeners:
     def on_action(self, ack: Ack, body: dict[str, Any], request: BoltRequest, respond: Respond) -> None:
         ack()
         if self.deps.jobs is not None:
-            self._queue("decisions", "click", body, retry_of(request), respond)
+            self._queue_click(body, retry_of(request), respond)
         else:
             self._enqueue(self.deps.decision_workers, self.run_click, body, retry_of(request), respond)
 
@@ -215,21 +218,21 @@ class Listeners:
         command and a click of its buttons are queued here as their listeners would queue them
         (``b""``: the answer is the empty 200 that ``ack()`` gives), and Bolt's dispatch, its second
         parse and its listener matching are spared on the path every command takes; a command of
-        the ``ack`` lane is answered in the 200 itself (its JSON: :meth:`answer_in_ack`). Anything
+        the ``ack`` lane is answered in the 200 itself (its JSON: :meth:`answer_in_ack`), and so is a
+        command the queue refuses (its lane full, Redis not answering: :meth:`_queue`). Anything
         else (an ``ssl_check``, another command, another payload), or no queue: None, for Bolt."""
         if self.deps.jobs is None or body.get("ssl_check"):
             return None
-        respond = respond_of(body)
         if body.get("command") == self.prefix:
             encoded = self.answer_in_ack(body, encoded=True)
             if encoded is not None:
                 return encoded
-            self._queue_command(body, retry, respond)
-            return b""
+            refused = self._queue_command(body, retry)
+            return b"" if refused is None else self._refusals(refused)[1]
         actions = body.get("actions")
         if body.get("type") == "block_actions" and isinstance(actions, list) and actions \
                 and isinstance(actions[0], dict) and actions[0].get("action_id") in ACTIONS:
-            self._queue("decisions", "click", body, retry, respond)
+            self._queue_click(body, retry, respond_of(body))
             return b""
         return None
 
@@ -272,14 +275,24 @@ class Listeners:
         answer = _ephemeral_ack(render_reply(routed.reply.files_inline(), prefix=self.prefix).main)
         return routed.verb, routed.outcome, answer, _encoded(answer)
 
-    def _queue_command(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+    def _queue_command(self, body: dict[str, Any], retry: str | None) -> str | None:
+        """The command handed to the workers on its lane; None, or what to tell its caller when it
+        was not queued (said in the ack: the refusal is known before the ack leaves)."""
         _, lane = self.deps.router.lane(str(body.get("text", "")))
         kind = "long" if lane == "long" else "command"
-        self._queue("decisions" if lane == "decision" else "commands", kind, body, retry, respond)
+        return self._queue("decisions" if lane == "decision" else "commands", kind, body, retry)
 
-    def _queue(self, lane: str, kind: str, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
-        """Hand the request to the workers (:mod:`bot.jobs`); a full lane or a Redis that does
-        not answer is said to the user, from the notice pool."""
+    def _queue_click(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+        """A click handed to the decision workers; one not queued is told so at its ``response_url``
+        (a click's ack shows nothing), from the notice pool."""
+        refused = self._queue("decisions", "click", body, retry)
+        if refused is not None:
+            self._later(respond, body, refused)
+
+    def _queue(self, lane: str, kind: str, body: dict[str, Any], retry: str | None) -> str | None:
+        """Hand the request to the workers (:mod:`bot.jobs`); None once queued, else what to tell
+        the user (counted and logged here): the lane is full, or Redis did not store it in time
+        or does not answer."""
         assert self.deps.jobs is not None
         kept = {k: v for k, v in body.items() if k not in NOT_QUEUED}
         try:
@@ -287,17 +300,21 @@ class Listeners:
         except JobsBusy as exc:  # Redis slow or hung: answered within Slack's 3 s, nothing queued
             log.warning("%s not queued: %s", kind, exc)
             self.deps.metrics.commands.labels(verb="-", outcome="busy", surface="slack").inc()
-            self._later(respond, body, msg.BUSY)
-            return
+            return msg.BUSY
         except JobsUnavailable as exc:
             log.warning("%s not queued: %s", kind, exc)
             self.deps.metrics.commands.labels(verb="-", outcome="store_unavailable", surface="slack").inc()
-            self._later(respond, body, msg.STORE_DOWN)
-            return
+            return msg.STORE_DOWN
         if not queued:
             log.warning("the %s lane is full: a %s was refused", lane, kind)
             self.deps.metrics.commands.labels(verb="-", outcome="busy", surface="slack").inc()
-            self._later(respond, body, msg.BUSY)
+            return msg.BUSY
+        return None
+
+    def _refusal_of(self, text: str) -> tuple[dict[str, Any], bytes]:
+        """``text`` (why nothing was done) as the ack's ephemeral message, and its JSON."""
+        answer = _ephemeral_ack(render_reply(Reply.error(text), prefix=self.prefix).main)
+        return answer, _encoded(answer)
 
     def run_job(self, lane: str, kind: str, payload: dict[str, Any]) -> None:
         """One queued request, in a worker: a command, a long command (counted against the

@@ -28,6 +28,7 @@ from bot.storage.redis_store import RedisRunStore, raw_client
 from bot.workers import Quotas, Workers
 from handlers import messages as msg
 from tests.e2e.harness import POLICY
+from tests.e2e.runs_support import eventually
 from tests.fakeslack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, block_action, post, slash_command
 
 
@@ -167,6 +168,43 @@ def test_the_same_help_in_the_same_channel_is_rendered_once_and_each_is_counted(
     assert routed == [("help", "C0OPS"), ("help approve", "C0OPS"), ("help", "C0LAB")]
     count = service.metrics.commands.labels(verb="help", outcome="ok", surface="slack")._value.get()
     assert count == 4 and redis.dbsize() == 0
+
+
+def test_a_command_refused_by_a_full_lane_is_told_so_in_its_ack_by_the_front_and_by_bolt_alike(front: Any) -> None:
+    """issue 39: at 200 ``inventory`` at once during a 5k promotion, the commands lane filled and
+    each refused command's "busy" answer was a POST to its response_url from the front end's own
+    notice threads, on the cores its acks need (its ack p99 went from 1.2x to 2.4x the bare
+    app's once the bench stopped measuring the bare app beside the workers' backlog). The refusal is
+    known before the ack leaves: the ack carries it, an ephemeral message, whether the front end
+    takes the command or Bolt's listener acks it; nothing is queued and nothing is sent to the
+    response_url. A refused click is still told at its response_url (a click's ack shows nothing)."""
+    service, _, redis = front
+    jobs = service.jobs
+    assert jobs is not None
+    jobs.backlog = 0  # every lane full: no command or click is queued
+    wsgi = service.wsgi()
+    with FakeSlack() as fake:
+        acks: dict[bool, list[Any]] = {}
+        for take in (True, False):
+            wsgi.take = wsgi.take if take else None
+            http = HttpServer(wsgi, port=0, threads=2).start()
+            try:
+                acks[take] = [post(http.url + "/slack/events", slash_command(text, response_url=fake.response_url(
+                    "cmd"))).message for text in ("runs", "inventory", "approve run-0001")]
+                click = post(http.url + "/slack/events", block_action(action_id="approve", value="run-0001",
+                                                                       user="U0LEAD",
+                                                                       response_url=fake.response_url("click")))
+                assert (click.status, click.body) == (200, b"")
+            finally:
+                http.stop(timeout=5)
+        assert acks[True] == acks[False]
+        assert all(m["response_type"] == "ephemeral" and m["text"] == msg.BUSY for m in acks[True]), acks[True]
+        clicks = eventually(lambda: (lambda c: c if len(c) == 2 else None)(
+            [c for c in fake.of("response_url") if c.path.endswith("/click")]), "each click told", timeout=10)
+        assert all(c.body["text"] == msg.BUSY for c in clicks)  # type: ignore[union-attr]
+        assert not [c for c in fake.of("response_url") if c.path.endswith("/cmd")], "a command told twice"
+    assert queued(redis, "commands") == queued(redis, "decisions") == []
+    assert service.metrics.commands.labels(verb="-", outcome="busy", surface="slack")._value.get() == 8
 
 
 def test_what_the_bot_does_not_queue_is_still_bolts_to_answer(front: Any) -> None:

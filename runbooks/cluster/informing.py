@@ -247,10 +247,22 @@ class Watches:
         """After :meth:`close`, an informer a step still starts stops when the step lets go of it."""
         self.lists = 0
         """Informers started (each listed its objects once): what sharing saves shows here."""
+        self._memos: dict[tuple[str, str], Any] = {}
 
     def on(self, context: str | None) -> ClusterWatches:
         """The watches of one cluster (``context`` as the run names it: None is the default one)."""
         return ClusterWatches(self, context)
+
+    def memo(self, context: str | None, name: str, make: Callable[[], T]) -> T:
+        """What the steps of this process keep of ``context`` under ``name`` besides its informers
+        (``make()`` on first use, then the same object for as long as the process runs): facts a
+        watch does not bring, kept by what says they still hold (a plugin's registration, by its
+        pod's uid and restarts)."""
+        with self._lock:
+            kept = self._memos.get((context or "", name))
+            if kept is None:
+                kept = self._memos[(context or "", name)] = make()
+            return kept
 
     @contextlib.contextmanager
     def share(self, context: str | None, resource: Resource, *, kept: Hashable,
@@ -348,6 +360,10 @@ class ClusterWatches:
 
     def share(self, resource: Resource, **options: Any) -> contextlib.AbstractContextManager[Informer[Any]]:
         return self.watches.share(self.context, resource, **options)
+
+    def memo(self, name: str, make: Callable[[], T]) -> T:
+        """:meth:`Watches.memo` of this cluster."""
+        return self.watches.memo(self.context, name, make)
 
 
 def held_informer(held: contextlib.ExitStack, cluster: Any, resource: Resource, *, watches: ClusterWatches | None,

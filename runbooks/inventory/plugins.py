@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -116,6 +117,44 @@ class LogResult:
     registered: bool | None
     drivers: list[str]
     problem: str | None = None
+
+
+REGISTRATIONS_KEPT = 50_000
+"""The most plugin pods a :class:`Registrations` keeps (one per node and plugin of a large cluster)."""
+
+
+class Registrations:
+    """What the logs of plugin pods that registered showed, kept by what makes it still true: the
+    pod (its uid) and its containers not restarted since (their restarts), read with the same
+    pattern. A container's log only grows, so a registration once seen stays seen until the
+    container starts again (a new uid or another restart count: read again). A log that did not
+    show it is never kept: it is read again next time. Thread-safe; at most
+    :data:`REGISTRATIONS_KEPT` pods (beyond, it starts again empty)."""
+
+    def __init__(self, limit: int = REGISTRATIONS_KEPT) -> None:
+        self.limit = limit
+        self._kept: dict[tuple[object, ...], LogResult] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(pod: PluginPod, read: LogRead) -> tuple[object, ...] | None:
+        if not pod.uid:
+            return None
+        return (read.namespace, read.pod, pod.uid, pod.restarts, tuple(read.containers), read.kind, read.pattern)
+
+    def get(self, pod: PluginPod, read: LogRead) -> LogResult | None:
+        key = self._key(pod, read)
+        with self._lock:
+            return self._kept.get(key) if key is not None else None
+
+    def keep(self, pod: PluginPod, read: LogRead, result: LogResult) -> None:
+        key = self._key(pod, read)
+        if key is None or result.registered is not True or result.problem:
+            return
+        with self._lock:
+            if len(self._kept) >= self.limit:
+                self._kept.clear()
+            self._kept[key] = result
 
 
 def suspicion(pod: PluginPod, nodes: dict[str, Node]) -> int:

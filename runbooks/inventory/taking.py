@@ -119,8 +119,9 @@ def _take(
         gpus, waiting = tally.gpus, tally.waiting
     daemonsets = [_plugin_daemonset(cluster, ds, kind, known_drivers, read.get(plugins.ref_of(ds)))
                   for ds, kind in chosen]
+    kept = cache.memo("registrations", plugins.Registrations) if cache is not None else None
     daemonsets, log_notes = _registrations(cluster, daemonsets, {n.name: n for n in nodes}, log_budget,
-                                           registration or {})
+                                           registration or {}, kept)
     daemonsets, driver_notes = _assign_drivers(daemonsets, slices, classes)
     notes += log_notes + driver_notes
     if in_use_of is not None:  # a few nodes' (a canary's): never the whole cluster's pods for them (every
@@ -206,20 +207,37 @@ def _plugin_daemonset(cluster: Cluster, ds: Obj, kind: PluginKind, known_drivers
 
 def _registrations(
     cluster: Cluster, daemonsets: list[DaemonSet], nodes: dict[str, Node], budget: int,
-    registration: Mapping[str, str],
+    registration: Mapping[str, str], kept: plugins.Registrations | None = None,
 ) -> tuple[list[DaemonSet], list[str]]:
     """Plugin pods with ``registered`` read from their logs (within the budget); ``registration``
-    names the line to look for per target (else the kind's default)."""
-    candidates = [
-        (pod, plugins.LogRead(ds.ref, ds.namespace, pod.name, sorted(pod.images), ds.kind, registration.get(ds.ref)))
-        for ds in daemonsets for pod in ds.pods
-    ]
+    names the line to look for per target (else the kind's default). ``kept`` (a worker's, with
+    its watch cache): the registrations its earlier inventories saw, not read again while the
+    pod and its containers are the same; the budget goes to the others."""
+    known: dict[tuple[str, str], plugins.LogResult] = {}
+    candidates = []
+    for ds in daemonsets:
+        for pod in ds.pods:
+            read = plugins.LogRead(ds.ref, ds.namespace, pod.name, sorted(pod.images), ds.kind,
+                                   registration.get(ds.ref))
+            seen = kept.get(pod, read) if kept is not None else None
+            if seen is not None:
+                known[(ds.namespace, pod.name)] = seen
+            else:
+                candidates.append((pod, read))
     chosen = plugins.choose_logs(candidates, nodes, budget)
     results = plugins.read_registrations(
         [read for _, read in chosen],
         lambda ns, pod, container: cluster.pod_log(ns, pod, container=container, tail_lines=plugins.LOG_TAIL),
     )
+    if kept is not None:
+        for pod, read in chosen:
+            if (found := results.get((read.namespace, read.pod))) is not None:
+                kept.keep(pod, read, found)
+    results.update(known)
     notes = []
+    if known:
+        notes.append(f"registration of {len(known)} plugin pods as their logs showed it to an earlier inventory "
+                     "(the same pods, not restarted since): not read again")
     if len(chosen) < len(candidates):
         notes.append(
             f"registration read from the logs of {len(chosen)} of {len(candidates)} plugin pods "

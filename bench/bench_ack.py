@@ -15,9 +15,13 @@ them all would measure the quota's refusals). The latency of one command is the 
 sending the request to reading the HTTP answer (the ack). For each verb and concurrency the
 bare app's rounds come first, then the bot's, then the bot's answers are awaited: the bare
 app is measured under the same background as the bot (the promotion), never while the
-bot's workers still answer a burst. kubesim and the fake Slack run at normal priority
+bot's workers still answer a burst (before the bare app's rounds, the bench waits, up to
+``--drain`` seconds, until the bot's commands lane holds nothing waiting or running: the
+backlog of the scenario before, ``inventory`` at 50, once ran beside the bare app at 200 and
+made it look 1.5x slower than it is). kubesim and the fake Slack run at normal priority
 (``--kubesim-nice``/``--slack-nice`` lower them). Two scenarios: ``help`` (the front end's
-own cost: the bot answers it in the ack itself, counted "in the ack") and ``inventory`` (the workers keep taking inventories while
+own cost: the bot answers it in the ack itself, counted "in the ack", as is a command its
+queue refuses, told it is busy there) and ``inventory`` (the workers keep taking inventories while
 later rounds arrive, as in a busy channel). The bare app only acks. Each server's timed
 rounds follow ``--warmup`` bursts of the same verb, answered but not timed (the first burst
 after a pause wakes idle threads). Prints p50/p99/max of each, the ratio, and how every
@@ -141,7 +145,8 @@ def stop(proc: subprocess.Popen[str]) -> None:
 # --------------------------------------------------------------------------- client
 def burst(url: str, text: str, concurrency: int, response_url: str) -> tuple[list[float], int]:
     """``concurrency`` signed commands released together; the seconds each took to be acked, and
-    how many acks carried the answer itself (a message: the bot's ``help``).
+    how many acks carried the answer itself (a message: the bot's ``help``, or a command the
+    bot's queue refused), and how many of those said the bot is busy.
 
     Sent from a client process of its own (:func:`child_client`): in this process the fake
     Slack serves the bot's replies, and its threads would slow the clock of the commands
@@ -154,7 +159,7 @@ def burst(url: str, text: str, concurrency: int, response_url: str) -> tuple[lis
     answer = json.loads(client.stdout.readline())
     if answer["failures"]:
         raise SystemExit(f"{len(answer['failures'])} command(s) failed at {url}: {answer['failures'][0]}")
-    return [float(x) for x in answer["seconds"]], int(answer["in_ack"])
+    return [float(x) for x in answer["seconds"]], int(answer["in_ack"]), int(answer["busy"])
 
 
 _CLIENT: list[subprocess.Popen[str]] = []
@@ -172,15 +177,16 @@ def child_client() -> None:
     """The client: a burst per line of stdin (JSON), its timings as a line of JSON on stdout."""
     for line in sys.stdin:
         ask = json.loads(line)
-        seconds, failures, in_ack = _send_together(ask["url"], ask["text"], int(ask["concurrency"]),
-                                                   ask["response_url"])
-        print(json.dumps({"seconds": seconds, "failures": failures, "in_ack": in_ack}), flush=True)
+        seconds, failures, in_ack, busy = _send_together(ask["url"], ask["text"], int(ask["concurrency"]),
+                                                         ask["response_url"])
+        print(json.dumps({"seconds": seconds, "failures": failures, "in_ack": in_ack, "busy": busy}), flush=True)
 
 
 _NEXT = itertools.count()
 
 
-def _send_together(url: str, text: str, concurrency: int, response_url: str) -> tuple[list[float], list[str], int]:
+def _send_together(url: str, text: str, concurrency: int,
+                   response_url: str) -> tuple[list[float], list[str], int, int]:
     from tests.fakeslack import post, slash_command
 
     people = [next(_NEXT) % len(USERS) for _ in range(concurrency)]  # each command the next person's, burst after burst
@@ -190,6 +196,7 @@ def _send_together(url: str, text: str, concurrency: int, response_url: str) -> 
     seconds: list[float] = [0.0] * concurrency
     failures: list[str] = []
     in_ack = [False] * concurrency
+    busy = [False] * concurrency
 
     def one(i: int) -> None:
         barrier.wait()
@@ -198,13 +205,14 @@ def _send_together(url: str, text: str, concurrency: int, response_url: str) -> 
             failures.append(f"{answer.status} {answer.body[:200]!r}")
         seconds[i] = answer.seconds
         in_ack[i] = answer.body.startswith(b"{") and b'"response_type"' in answer.body
+        busy[i] = in_ack[i] and b"I am busy" in answer.body
 
     workers = [threading.Thread(target=one, args=(i,)) for i in range(concurrency)]
     for w in workers:
         w.start()
     for w in workers:
         w.join()
-    return seconds, failures, sum(in_ack)
+    return seconds, failures, sum(in_ack), sum(busy)
 
 
 def summary(label: str, seconds: list[float]) -> tuple[float, float, float]:
@@ -227,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="commands sent at once, one scenario each (default: 1 50 200)")
     parser.add_argument("--verb", action="append", help="command text, repeatable (default: help, then inventory)")
     parser.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the replies of a scenario")
+    parser.add_argument("--drain", type=float, default=600.0,
+                        help="seconds to wait, before a scenario's bare rounds, for the bot's workers to answer the "
+                             "commands of the scenarios before (default 600)")
     parser.add_argument("--threads", type=int, default=16, help="HTTP threads of both servers")
     parser.add_argument("--nodes", type=int, default=5000, help="GPU nodes of the kubesim gpu-large cluster")
     parser.add_argument("--idle", action="store_true", help="no promotion running while the commands arrive")
@@ -308,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             for verb in args.verb:
                 for concurrency in args.concurrency:
                     worst = max(worst, scenario(fake, verb, args, concurrency, bare_url=bare_url, bot_url=bot_url,
-                                                again_url=again_url, cpu=cpu))
+                                                again_url=again_url, cpu=cpu, redis_url=redis_server.url))
             if run_id is not None:
                 state = store.get(run_id).state.value  # type: ignore[union-attr]
                 print(f"the promotion on {args.nodes} nodes was still running after the last burst: "
@@ -374,23 +385,26 @@ def promotion_running(fake: FakeSlack, url: str, store: RedisRunStore, nodes: in
 
 
 def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: int, *, bare_url: str,
-             bot_url: str, again_url: str | None, cpu: CpuTally) -> int:
+             bot_url: str, again_url: str | None, cpu: CpuTally, redis_url: str) -> int:
     """One verb: rounds of bursts to each server in turn (the bare app, the bare app again at
     ``again_url`` with ``--noise``, the bot), then the replies awaited (capped); ``cpu`` tells
     what each process used during each server's rounds."""
+    idle_after = commands_drained(redis_url, timeout=args.drain)
+    print(f"the bot's commands lane idle before the bare app's rounds: {idle_after}", flush=True)
     fake.clear()
     timings: dict[str, list[float]] = {"bare": [], "again": [], "bot": []}
     started = time.perf_counter()
     warm: dict[str, list[float]] = {"bare": [], "again": [], "bot": []}
     servers = [("bare", bare_url), *([("again", again_url)] if again_url else []), ("bot", bot_url)]
     spent: dict[str, tuple[float, dict[str, float]]] = {}
-    in_ack = 0  # the bot's commands answered in the ack itself (help)
+    in_ack = busy_in_ack = 0  # the bot's commands answered in the ack itself (help, a refusal); told busy there
     for name, url in servers:  # the bare app first, the bot's workers idle
         before, since = cpu.sample(), time.perf_counter()
         for n in range(args.warmup + args.rounds):  # the warm-up bursts: sent and answered, not timed
-            seconds, carried = burst(url, verb, concurrency, fake.response_url(name))
+            seconds, carried, busy_carried = burst(url, verb, concurrency, fake.response_url(name))
             (warm if n < args.warmup else timings)[name] += seconds
             in_ack += carried if name == "bot" else 0
+            busy_in_ack += busy_carried if name == "bot" else 0
         spent[name] = (time.perf_counter() - since, cpu.since(before))
     commands = (args.warmup + args.rounds) * concurrency
 
@@ -404,7 +418,7 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
         time.sleep(0.1)
     posted, ephemeral = answered()
     replies = [c.body.get("text", "") for c in fake.of("response_url") if c.path.endswith("/bot")]
-    busy = sum("busy" in text for text in replies)
+    busy = sum("busy" in text for text in replies) + busy_in_ack
     reads = sum(text.startswith("I am busy:") for text in replies)  # the worker's long reads all running
     limited = sum("long command(s) running" in text for text in replies)
     print(f"{args.rounds} rounds of {concurrency} concurrent signed '/upgrade {verb}' (after {args.warmup} "
@@ -439,6 +453,33 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
         return 1 if late > 0 or unanswered > 0 or posted + ephemeral < commands else 0
     missed = late > 0 or (concurrency > 1 and ratio > 1.5) or (concurrency < 200 and busy > 0)
     return 1 if missed else 0
+
+
+def commands_drained(url: str, *, timeout: float) -> str:
+    """Wait until the bot's workers have answered every command queued before (the commands
+    lane: waiting, delayed and taken), so the next bare app's rounds never run beside them;
+    how long that took (or that ``timeout`` seconds passed first)."""
+    import redis
+
+    from bot.jobs import NAMESPACE
+
+    client = redis.Redis.from_url(url)
+    started = time.monotonic()
+    try:
+        while True:
+            pipe = client.pipeline(transaction=False)
+            pipe.llen(f"{NAMESPACE}:commands")
+            pipe.hlen(f"{NAMESPACE}:commands.DQ.msgs")
+            acks = [k for k in client.scan_iter(f"{NAMESPACE}:__acks__.*.commands*", count=1000)]
+            for key in acks:
+                pipe.scard(key)
+            if not sum(int(n) for n in pipe.execute()):
+                return f"after {time.monotonic() - started:.0f} s"
+            if time.monotonic() - started > timeout:
+                return f"no: still answering after {timeout:.0f} s"
+            time.sleep(0.5)
+    finally:
+        client.close()
 
 
 def processes() -> dict[int, tuple[int, float]]:

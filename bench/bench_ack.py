@@ -470,8 +470,7 @@ def commands_drained(url: str, *, timeout: float) -> str:
             pipe = client.pipeline(transaction=False)
             pipe.llen(f"{NAMESPACE}:commands")
             pipe.hlen(f"{NAMESPACE}:commands.DQ.msgs")
-            acks = [k for k in client.scan_iter(f"{NAMESPACE}:__acks__.*.commands*", count=1000)]
-            for key in acks:
+            for key in client.scan_iter(f"{NAMESPACE}:__acks__.*.commands*", count=1000):
                 pipe.scard(key)
             if not sum(int(n) for n in pipe.execute()):
                 return f"after {time.monotonic() - started:.0f} s"

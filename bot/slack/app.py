@@ -194,7 +194,10 @@ class Listeners:
             return
         if self.deps.jobs is not None:  # the workers run it, in other processes; a refusal is said in the ack
             refused = self._queue_command(body, retry_of(request))  # (the ack leaves when this returns anyway)
-            ack(**dict(self._refusals(refused)[0])) if refused is not None else ack()
+            if refused is None:
+                ack()
+            else:
+                ack(**self._refusals(refused)[0])
             return
         ack()
         _, lane = self.deps.router.lane(str(body.get("text", "")))

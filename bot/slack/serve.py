@@ -33,7 +33,7 @@ from slack_bolt.adapter.wsgi import SlackRequestHandler
 from bot import logs
 from bot.exiting import exit_now
 from bot.jobs import ACK_DEADLINE, Jobs, JobsUnavailable
-from bot.processes import DEFAULT_GROUPS, WorkerProcesses
+from bot.processes import DEFAULT_GROUPS, WorkerProcesses, freeze_heap, keep_cache
 from bot.runtime import Runtime, connector, open_store
 from bot.settings import Settings, SettingsError
 from bot.slack.app import BotIdentity, Listeners, SlackDeps, build_app
@@ -306,7 +306,9 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
     socket_mode = bool(app_token)
     policy = service.policy if service is not None else settings.policy()
     cluster_check = check_clusters(settings, policy)
-    if service is None and settings.config_file is None:
+    deployed = service is None  # its own process, as deployed (a test passes the service it built)
+    read_only = deployed and settings.config_file is None
+    if read_only:
         log.warning(msg.SERVE_READ_ONLY)
         off = {c.name: msg.READ_ONLY_VERB for c in VERBS if c.chat and c.name != inventory.COMMAND.name}
         service = build_service(settings, Policy(), disabled=off)  # help and inventory; no engine, no decisions
@@ -332,6 +334,10 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
     service.readiness.add("cluster", cluster_check, required=False)  # reported: users are told, replicas stay
     if runtime is not None:
         runtime.start()
+    if deployed:  # before the first request: its acks never wait on a pass over what start-up built
+        freeze_heap()
+    if read_only:  # it keeps the watch cache a worker would
+        keep_cache()
     http = HttpServer(service.wsgi(with_slack=not socket_mode, with_metrics=metrics_port is None), host=host,
                       port=port, threads=settings.http_threads).start()
     metrics_http = (HttpServer(service.metrics_wsgi(), host=host, port=metrics_port, threads=2).start()

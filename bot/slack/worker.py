@@ -28,7 +28,7 @@ import time
 from typing import Any, TextIO
 
 from bot.jobs import LANES, Jobs, JobsUnavailable
-from bot.processes import die_with_parent, lower_priority
+from bot.processes import die_with_parent, freeze_heap, keep_cache, lower_priority
 from bot.runtime import build_runtime
 from bot.settings import Settings, SettingsError
 from bot.slack.serve import build_slack_service, configure_logging, exit_leaving_work
@@ -76,6 +76,8 @@ def work(settings: Settings, lanes: set[str], *, stop: threading.Event, drain: f
     threads = settings.decision_workers if lanes == {"decisions"} else settings.workers
     dead_lettered = service.metrics.jobs_dead_lettered
     jobs.on_dead_letter = lambda lane, reason: dead_lettered.labels(lane=lane, reason=reason).inc()
+    freeze_heap()
+    keep_cache()
     jobs.consume(handle, lanes=lanes, threads=threads)
     runtime.start(sweep=drives, reports=drives)
     log.info("worker taking %s on %d thread(s)", ", ".join(sorted(lanes)), threads)

@@ -26,9 +26,10 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -84,6 +85,9 @@ class Caller:
     channel: str | None = None
     surface: str = "slack"
     account: str = ""
+    asked_at: float | None = None
+    """When the command was asked (seconds since the epoch: the front end's clock when it queued
+    it); None: now. A read that began after it answers it as well as one begun for it."""
 
 
 @dataclass(frozen=True)
@@ -111,15 +115,34 @@ T = TypeVar("T")
 class InFlight:
     """Identical reads in flight done once: callers asking for ``key`` while another caller's read
     of it runs wait for that read and get its result (or its exception). Nothing is cached after
-    it finishes: the next caller reads anew."""
+    it finishes for :meth:`do`: the next caller reads anew. :meth:`since` also keeps the last
+    result of each key with the moment its read began, and answers with it whoever asked before
+    that moment: a read begun after you asked is as fresh an answer as one begun for you."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._lock = threading.Lock()
         self._running: dict[Hashable, _Flight] = {}
+        self._last: dict[Hashable, tuple[float, Any]] = {}
+        self._clock = clock
         self.shared = 0
         """Callers that got another's result (for tests and metrics)."""
 
     def do(self, key: Hashable, read: Callable[[], T]) -> T:
+        return self._do(key, read, keep=False)
+
+    def since(self, key: Hashable, asked_at: float | None, read: Callable[[], T]) -> T:
+        """``read()``'s result for a caller who asked at ``asked_at`` (None: now): the last one
+        kept under ``key`` if its read began at or after then, else the one in flight, else a
+        new one, kept (one per key: ``key`` must come from a bounded set, a cluster's name)."""
+        if asked_at is not None:
+            with self._lock:
+                last = self._last.get(key)
+                if last is not None and last[0] >= asked_at:
+                    self.shared += 1
+                    return cast("T", last[1])
+        return self._do(key, read, keep=True)
+
+    def _do(self, key: Hashable, read: Callable[[], T], *, keep: bool) -> T:
         with self._lock:
             flight = self._running.get(key)
             leader = flight is None
@@ -131,7 +154,8 @@ class InFlight:
             flight.done.wait()
             if flight.error is not None:
                 raise flight.error
-            return flight.value
+            return cast("T", flight.value)
+        began = self._clock()
         try:
             flight.value = read()
         except BaseException as exc:
@@ -140,8 +164,10 @@ class InFlight:
         finally:
             with self._lock:
                 self._running.pop(key, None)
+                if keep and flight.error is None:
+                    self._last[key] = (began, flight.value)
             flight.done.set()
-        return flight.value
+        return cast("T", flight.value)
 
 
 class _Flight:

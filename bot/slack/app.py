@@ -45,7 +45,7 @@ from slack_bolt.logger.messages import (
 from slack_sdk.errors import SlackClientError
 
 from bot import logs
-from bot.jobs import WAIT_MAX, Jobs, JobsBusy, JobsUnavailable, queued_for
+from bot.jobs import WAIT_MAX, Jobs, JobsBusy, JobsUnavailable, asked_at, queued_for
 from bot.settings import Settings
 from bot.slack.blocks import Payload, escape, render_message, render_reply
 from bot.slack.idempotency import Idempotency
@@ -332,7 +332,7 @@ class Listeners:
         elif kind == "long":
             self._run_queued_long(lane, payload, respond)
         elif kind == "command":
-            self.run_command(body, retry, respond)
+            self.run_command(body, retry, respond, asked_at=asked_at(payload))
         else:
             log.warning("a job of an unknown kind %r was dropped", kind)
 
@@ -389,21 +389,22 @@ class Listeners:
         verb = self.deps.router.registry.get(name)
         return lane == "long" and verb is not None and not verb.mutating
 
-    def _run_counted(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+    def _run_counted(self, body: dict[str, Any], retry: str | None, respond: Respond, *,
+                     asked: float | None = None) -> None:
         """A long command counted in by :meth:`_over_quota`: run, then counted out."""
         try:
-            self.run_command(body, retry, respond)
+            self.run_command(body, retry, respond, asked_at=asked)
         finally:
             self._quota_done(body)
 
     def run_long(self, body: dict[str, Any], retry: str | None, respond: Respond, *,
-                 wait: Callable[[], bool] | None = None) -> None:
+                 wait: Callable[[], bool] | None = None, asked: float | None = None) -> None:
         """A long command taken off the queue: refused when its quota is full (answered from
         this worker thread, as the command's own answer would be, so a burst of refusals cannot
         overflow the notice pool and be dropped), else run and counted out. ``wait``: see
         :meth:`_over_quota`."""
         if not self._over_quota(body, respond, now=True, wait=wait):
-            self._run_counted(body, retry, respond)
+            self._run_counted(body, retry, respond, asked=asked)
 
     def _run_queued_long(self, lane: str, payload: dict[str, Any], respond: Respond) -> None:
         """A long command off the job queue (issue 39). A long read that finds every long-read slot
@@ -435,7 +436,7 @@ class Listeners:
                 return False
             return True
 
-        self.run_long(body, retry, respond, wait=wait)
+        self.run_long(body, retry, respond, wait=wait, asked=asked_at(payload))
 
     def _enqueue_long(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
         """A long command, counted against its user's and channel's quotas while it runs."""
@@ -469,16 +470,18 @@ class Listeners:
         return False
 
     # ------------------------------------------------------------------- workers
-    def run_command(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+    def run_command(self, body: dict[str, Any], retry: str | None, respond: Respond, *,
+                    asked_at: float | None = None) -> None:
+        """``asked_at``: when the front end queued it (its reads may share a read begun since)."""
         verb, _ = self.deps.router.lane(str(body.get("text", "")))
         with logs.bound(user=str(body.get("user_id", "")), channel=str(body.get("channel_id") or ""), verb=verb):
-            self._run_command(body, retry, respond)
+            self._run_command(body, retry, respond, asked_at)
 
-    def _run_command(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
+    def _run_command(self, body: dict[str, Any], retry: str | None, respond: Respond, asked_at: float | None) -> None:
         if self._foreign(body, respond) or not self._claimed("command", body, retry, respond):
             return
         user, channel = str(body.get("user_id", "")), body.get("channel_id")
-        routed = self.deps.router.route(str(body.get("text", "")), Caller(user=user, channel=channel))
+        routed = self.deps.router.route(str(body.get("text", "")), Caller(user=user, channel=channel, asked_at=asked_at))
         self.deps.metrics.commands.labels(verb=routed.verb, outcome=routed.outcome, surface="slack").inc()
         log.info("command %s from %s in %s: %s", routed.verb, user, channel, routed.outcome)
         reply = routed.reply

@@ -351,3 +351,32 @@ def test_a_long_read_that_waited_beyond_slacks_answer_is_answered_expired_and_no
     assert quotas.take("U0ANA", "C0OPS") is None and quotas.take("U0ANA", "C0OPS") is None
     quotas.give("U0ANA", "C0OPS")
     quotas.give("U0ANA", "C0OPS")
+
+
+def test_a_queued_command_reaches_its_handler_with_the_time_it_was_queued(front: tuple[Service, str, Any]) -> None:
+    """Issue 39: a worker hands each command's ``queued_at`` to the router as ``Caller.asked_at``,
+    a long read's and a short command's alike, so an ``inventory`` asked before the last one
+    began is answered by it (:meth:`handlers.routing.InFlight.since`); a job that says nothing of
+    when it was queued is asked now (None)."""
+    service, _, _ = front
+    listeners = service.listeners
+    assert listeners is not None
+    router = listeners.deps.router
+    asked: list[tuple[str, float | None]] = []
+    real_route = router.route
+
+    def route(text: str, caller: Any) -> Any:
+        asked.append((text, caller.asked_at))
+        return real_route(text, caller)
+
+    router.route = route  # type: ignore[method-assign]
+    queued_at = time.time() - 3
+    with FakeSlack() as fake:
+        for text, kind, payload in (("inventory", "long", {"queued_at": queued_at}),
+                                    ("runs", "command", {"queued_at": queued_at + 1}),
+                                    ("runs", "command", {})):
+            body = {"user_id": "U0ANA", "channel_id": "C0OPS", "team_id": "T0TEST", "text": text,
+                    "trigger_id": f"t-asked-{len(asked)}",
+                    "response_url": fake.response_url(f"asked-{len(asked)}")}
+            listeners.run_job("commands", kind, {"body": body, "retry": None, **payload})
+    assert asked == [("inventory", queued_at), ("runs", queued_at + 1), ("runs", None)], asked

@@ -84,3 +84,53 @@ def test_a_failed_read_fails_every_caller_that_waited_for_it() -> None:
     assert len(errors) == 6 and flights.shared == 5
     with pytest.raises(ConnectionError):
         flights.do("k", read)
+
+
+def test_an_inventory_asked_before_the_last_one_began_is_answered_by_it(cluster: KubeSim,
+                                                                        connect: Callable[..., Cluster]) -> None:
+    """Issue 39: at 5,000 nodes a worker answered ~6 inventories a second through a burst, each
+    asked before the one taken for it began; now whoever asked before the last inventory of the
+    cluster began gets that one (read after they asked: as fresh as one read for them), and
+    whoever asked after it began, or says nothing of when (the shell: now), reads anew."""
+    opened: list[float] = []
+
+    def counting(context: str | None) -> Cluster:
+        opened.append(time.time())
+        return connect(cluster)
+
+    deps = Deps(policy=Policy(), connect=counting)
+    request = inventory.InventoryRequest()
+
+    def ask(asked_at: float | None) -> inventory.Inventory:
+        result: inventory.Inventory = inventory.COMMAND.handle(request, deps, Caller(user="U0ANA", asked_at=asked_at))
+        return result
+
+    before = time.time()
+    first = ask(before)
+    assert len(opened) == 1
+    assert ask(before - 60) is first and ask(before) is first and len(opened) == 1, "asked before it began: the same"
+    now = time.time()
+    second = ask(now)
+    assert len(opened) == 2 and second is not first, "asked after it began: read anew"
+    assert ask(now) is second and len(opened) == 2
+    third = ask(None)
+    assert len(opened) == 3 and third is not second, "no time said: asked now, read anew"
+    other = inventory.COMMAND.handle(inventory.InventoryRequest(cluster="elsewhere"), deps,
+                                     Caller(user="U0ANA", asked_at=before - 60))
+    assert len(opened) == 4 and other is not third, "another cluster's inventory is its own"
+
+
+def test_a_failed_read_leaves_the_last_good_one_to_those_who_asked_before_it() -> None:
+    clock = [100.0]
+    flights = InFlight(clock=lambda: clock[0])
+    assert flights.since("k", 99.0, lambda: "read at 100") == "read at 100"
+    clock[0] = 110.0
+
+    def failing() -> str:
+        raise ConnectionError("unreachable")
+
+    with pytest.raises(ConnectionError):
+        flights.since("k", 105.0, failing)
+    assert flights.since("k", 99.5, failing) == "read at 100"
+    with pytest.raises(ConnectionError):
+        flights.since("k", 100.5, failing)

@@ -23,10 +23,12 @@ builds the registry)::
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
@@ -112,18 +114,26 @@ class Verb:
 T = TypeVar("T")
 
 
+KEEP_FOR = 120.0
+"""Seconds :meth:`InFlight.since` keeps a result after its read ended (as the watch cache lingers)."""
+
+
 class InFlight:
     """Identical reads in flight done once: callers asking for ``key`` while another caller's read
     of it runs wait for that read and get its result (or its exception). Nothing is cached after
     it finishes for :meth:`do`: the next caller reads anew. :meth:`since` also keeps the last
     result of each key with the moment its read began, and answers with it whoever asked before
-    that moment: a read begun after you asked is as fresh an answer as one begun for you."""
+    that moment: a read begun after you asked is as fresh an answer as one begun for you. A kept
+    result is let go ``keep_for`` seconds after its read ended (an inventory of 5,000 nodes is
+    about 34 MiB): by then whoever waited in a burst before it has been answered."""
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time, *, keep_for: float = KEEP_FOR) -> None:
         self._lock = threading.Lock()
         self._running: dict[Hashable, _Flight] = {}
-        self._last: dict[Hashable, tuple[float, Any]] = {}
-        self._clock = clock
+        self._last: dict[Hashable, tuple[float, Any, float]] = {}
+        """Per key: when its last read began, its result, when it ended."""
+        self._clock, self.keep_for = clock, keep_for
+        self._sweep: threading.Timer | None = None
         self.shared = 0
         """Callers that got another's result (for tests and metrics)."""
 
@@ -137,7 +147,7 @@ class InFlight:
         if asked_at is not None:
             with self._lock:
                 last = self._last.get(key)
-                if last is not None and last[0] >= asked_at:
+                if last is not None and last[0] >= asked_at and self._clock() - last[2] < self.keep_for:
                     self.shared += 1
                     return cast("T", last[1])
         return self._do(key, read, keep=True)
@@ -165,9 +175,25 @@ class InFlight:
             with self._lock:
                 self._running.pop(key, None)
                 if keep and flight.error is None:
-                    self._last[key] = (began, flight.value)
+                    self._last[key] = (began, flight.value, self._clock())
+                    self._sweep_later()
             flight.done.set()
         return cast("T", flight.value)
+
+    def expire(self) -> None:
+        """Let go of the results kept ``keep_for`` seconds or more (a timer calls it while any is kept)."""
+        with self._lock:
+            self._sweep = None
+            now = self._clock()
+            for key in [k for k, (_, _, ended) in self._last.items() if now - ended >= self.keep_for]:
+                del self._last[key]
+            self._sweep_later()
+
+    def _sweep_later(self) -> None:
+        if self._sweep is None and self._last:  # one timer at a time, while anything is kept
+            self._sweep = threading.Timer(self.keep_for, self.expire)
+            self._sweep.daemon = True
+            self._sweep.start()
 
 
 class _Flight:
@@ -307,15 +333,16 @@ class Command:
         callers (:class:`InFlight`) is presented once per surface: the last one presented is kept
         (at 5,000 nodes, an inventory's summary was a quarter of a worker's CPU, made again for
         each of the callers one inventory answered)."""
-        last: list[tuple[Any, str, Reply]] = []
+        last: list[tuple[Callable[[], Any], str, Reply]] = []
 
         def handle(request: Any, caller: Caller) -> Reply:
             result = self.handle(request, deps, caller)
             kept = last[0] if last else None
-            if kept is not None and kept[0] is result and kept[1] == caller.surface:
+            if kept is not None and kept[0]() is result and kept[1] == caller.surface:
                 return kept[2]
             reply = self.reply(result, caller.surface)
-            last[:] = [(result, caller.surface, reply)]
+            with contextlib.suppress(TypeError):  # a result that cannot be referred to weakly is not kept
+                last[:] = [(weakref.ref(result), caller.surface, reply)]  # never keeps the result alive
             return reply
 
         return Verb(name=self.name, usage=self.usage, summary=self.summary, parse=self.parse, handle=handle,

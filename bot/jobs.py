@@ -566,13 +566,13 @@ def wait_delay(waiting: int) -> float:
     return random.uniform(0.5, 1.0) * min(WAIT_MOST, max(WAIT_FIRST, waiting / WAIT_RATE))
 
 
-def asked_at(payload: dict[str, Any]) -> float | None:
+def queued_at(payload: dict[str, Any]) -> float | None:
     """When ``payload`` was queued (seconds since the epoch, the front end's clock), None when it says nothing."""
     queued = payload.get("queued_at")
-    return float(queued) if isinstance(queued, (int, float)) and not isinstance(queued, bool) else None
+    return float(queued) if isinstance(queued, (int, float)) else None
 
 
 def queued_for(payload: dict[str, Any]) -> float:
     """Seconds since ``payload`` was queued (0 when it says nothing)."""
-    queued = payload.get("queued_at")
-    return max(0.0, time.time() - float(queued)) if isinstance(queued, (int, float)) else 0.0
+    queued = queued_at(payload)
+    return max(0.0, time.time() - queued) if queued is not None else 0.0

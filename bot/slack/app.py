@@ -45,7 +45,7 @@ from slack_bolt.logger.messages import (
 from slack_sdk.errors import SlackClientError
 
 from bot import logs
-from bot.jobs import WAIT_MAX, Jobs, JobsBusy, JobsUnavailable, asked_at, queued_for
+from bot.jobs import WAIT_MAX, Jobs, JobsBusy, JobsUnavailable, queued_at, queued_for
 from bot.settings import Settings
 from bot.slack.blocks import Payload, escape, render_message, render_reply
 from bot.slack.idempotency import Idempotency
@@ -332,7 +332,7 @@ class Listeners:
         elif kind == "long":
             self._run_queued_long(lane, payload, respond)
         elif kind == "command":
-            self.run_command(body, retry, respond, asked_at=asked_at(payload))
+            self.run_command(body, retry, respond, asked_at=queued_at(payload))
         else:
             log.warning("a job of an unknown kind %r was dropped", kind)
 
@@ -390,21 +390,21 @@ class Listeners:
         return lane == "long" and verb is not None and not verb.mutating
 
     def _run_counted(self, body: dict[str, Any], retry: str | None, respond: Respond, *,
-                     asked: float | None = None) -> None:
+                     asked_at: float | None = None) -> None:
         """A long command counted in by :meth:`_over_quota`: run, then counted out."""
         try:
-            self.run_command(body, retry, respond, asked_at=asked)
+            self.run_command(body, retry, respond, asked_at=asked_at)
         finally:
             self._quota_done(body)
 
     def run_long(self, body: dict[str, Any], retry: str | None, respond: Respond, *,
-                 wait: Callable[[], bool] | None = None, asked: float | None = None) -> None:
+                 wait: Callable[[], bool] | None = None, asked_at: float | None = None) -> None:
         """A long command taken off the queue: refused when its quota is full (answered from
         this worker thread, as the command's own answer would be, so a burst of refusals cannot
         overflow the notice pool and be dropped), else run and counted out. ``wait``: see
         :meth:`_over_quota`."""
         if not self._over_quota(body, respond, now=True, wait=wait):
-            self._run_counted(body, retry, respond, asked=asked)
+            self._run_counted(body, retry, respond, asked_at=asked_at)
 
     def _run_queued_long(self, lane: str, payload: dict[str, Any], respond: Respond) -> None:
         """A long command off the job queue (issue 39). A long read that finds every long-read slot
@@ -436,7 +436,7 @@ class Listeners:
                 return False
             return True
 
-        self.run_long(body, retry, respond, wait=wait, asked=asked_at(payload))
+        self.run_long(body, retry, respond, wait=wait, asked_at=queued_at(payload))
 
     def _enqueue_long(self, body: dict[str, Any], retry: str | None, respond: Respond) -> None:
         """A long command, counted against its user's and channel's quotas while it runs."""

@@ -42,11 +42,16 @@ def steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     yield done
 
 
-def serve_once(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+def use_env(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's environment is ``env`` for the test (as a process started with it would see)."""
     for name in set(os.environ) - set(env):
         monkeypatch.delenv(name)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
+
+
+def serve_once(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    use_env(env, monkeypatch)
     stop = threading.Event()
     stop.set()  # started, then stopped at once
     assert serving.serve(load_settings(), host="127.0.0.1", port=0, out=io.StringIO(), stop=stop, drain=1,
@@ -102,11 +107,7 @@ def test_a_worker_freezes_its_start_up_heap_and_keeps_its_cache_before_it_takes_
 
     monkeypatch.setattr(Jobs, "consume", consume)
     with FakeSlack() as fake:
-        env = environment(fake, cluster, tmp_path, redis_url)
-        for name in set(os.environ) - set(env):
-            monkeypatch.delenv(name)
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
+        use_env(environment(fake, cluster, tmp_path, redis_url), monkeypatch)
         stop = threading.Event()
         stop.set()
         assert worker.work(load_settings(), {"commands", "runs"}, stop=stop, drain=1) == 0

@@ -8,7 +8,9 @@ headers, time). It answers like Slack: ``auth.test`` (checking the bearer token)
 of ``files.uploadV2`` (``files.getUploadURLExternal``, the upload URL it hands out, and
 ``files.completeUploadExternal``, which checks the bytes arrived and records the file in
 :attr:`FakeSlack.files`), and the ``response_url`` paths it hands out
-(:meth:`FakeSlack.response_url`). It can be told to
+(:meth:`FakeSlack.response_url`). It speaks HTTP/1.1, counting the connections it accepts,
+over TLS with ``tls=True``, and can close the ones clients keep (:meth:`FakeSlack.hang_up`).
+It can be told to
 answer one call with 429 and ``Retry-After`` (:meth:`FakeSlack.rate_limit_once`), to
 refuse posting in some channels (``not_in_channel``), or to fail ``auth.test``. Like Slack it
 refuses a message whose blocks break Block Kit (``invalid_blocks``, checked with
@@ -20,11 +22,14 @@ HMAC-SHA256 of ``v0:{timestamp}:{body}`` with the signing secret.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import http.client
 import itertools
 import json
+import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -66,15 +71,24 @@ class FakeSlack:
     refused: list[tuple[str, list[str]]] = field(default_factory=list)
     """Messages Slack would refuse (``invalid_blocks``): the method and what is wrong. Leaving the
     ``with`` block fails the test while any is here (:meth:`__exit__`)."""
+    tls: bool = False
+    """Serve HTTPS, as Slack does, with a certificate for 127.0.0.1 that :meth:`client_ssl` trusts."""
+    connections: int = 0
+    """Connections accepted so far (HTTP/1.1: a client may send many calls over one)."""
 
     def __post_init__(self) -> None:
         self._lock = threading.Condition()
         self._ts = itertools.count(1)
         self._rate_limits: dict[str, int] = {}
         self._failures: dict[str, str] = {}
+        self._open: set[socket.socket] = set()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        if self.tls:
+            from kubesim.certs import serving_cert
+
+            self._server.socket = serving_cert().ssl_context().wrap_socket(self._server.socket, server_side=True)
+        self.url = f"{'https' if self.tls else 'http'}://127.0.0.1:{self._server.server_address[1]}"
         self.api_url = self.url + "/api/"
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="fakeslack", daemon=True)
 
@@ -100,6 +114,21 @@ class FakeSlack:
         """The next call of ``method`` is answered 429 with ``Retry-After``."""
         with self._lock:
             self._rate_limits[method] = retry_after
+
+    def hang_up(self) -> int:
+        """Close every connection a client keeps open, as Slack's servers do to idle ones; how many."""
+        with self._lock:
+            kept = list(self._open)
+        for sock in kept:
+            with contextlib.suppress(OSError):  # closed meanwhile
+                sock.shutdown(socket.SHUT_RDWR)
+        return len(kept)
+
+    def client_ssl(self) -> ssl.SSLContext:
+        """A client's context that trusts this fake's certificate (with ``tls``)."""
+        from kubesim.certs import serving_cert
+
+        return ssl.create_default_context(cadata=serving_cert().ca_pem.decode())
 
     def response_url(self, name: str = "r") -> str:
         return f"{self.url}/response/{name}"
@@ -231,6 +260,17 @@ def _handler(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
             pass
+
+        def setup(self) -> None:
+            super().setup()
+            with fake._lock:
+                fake.connections += 1
+                fake._open.add(self.connection)
+
+        def finish(self) -> None:
+            with fake._lock:
+                fake._open.discard(self.connection)
+            super().finish()
 
         def _body(self) -> dict[str, Any]:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()

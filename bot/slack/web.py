@@ -1,8 +1,8 @@
 """The Slack Web API as the bot uses it: posting replies, updating messages, user groups.
 
-:func:`make_client` points ``WebClient`` at ``SLACK_API_URL`` and retries 429 answers
-after their ``Retry-After`` (slack_sdk's ``RateLimitErrorRetryHandler``) and dropped
-connections. :class:`SlackWeb` counts every failed call by method and error in the
+:func:`make_client` points a ``WebClient`` at ``SLACK_API_URL`` that keeps its connections
+alive between calls (:mod:`bot.slack.transport`) and retries 429 answers after their
+``Retry-After`` (slack_sdk's ``RateLimitErrorRetryHandler``) and dropped connections. :class:`SlackWeb` counts every failed call by method and error in the
 metrics and posts a :class:`~handlers.replies.Reply` as one message plus its thread (and
 its files, uploaded into the thread with ``files.uploadV2``).
 :class:`UsergroupDirectory` resolves user groups with ``usergroups.users.list``, cached.
@@ -28,6 +28,7 @@ from slack_sdk.web import SlackResponse
 from bot.settings import Settings
 from bot.slack.blocks import Payload, render_reply
 from bot.slack.metrics import Metrics
+from bot.slack.transport import KeptAliveWebClient
 from handlers import messages as msg
 from handlers.access import DirectoryUnavailable
 from handlers.replies import Attachment, Reply
@@ -59,7 +60,7 @@ def make_client(settings: Settings, *, metrics: Metrics | None = None, with_toke
     """A Web API client on ``SLACK_API_URL``; ``with_token`` False for Bolt's own client,
     which gets the token per request from the app's ``authorize``."""
     token = settings.slack_bot_token.get_secret_value() if with_token and settings.slack_bot_token else None
-    return WebClient(
+    return KeptAliveWebClient(
         token=token, base_url=settings.slack_api_url, timeout=10,
         retry_handlers=[ConnectionErrorRetryHandler(max_retry_count=1), _CountedRateLimits(metrics)],
     )

@@ -1,0 +1,146 @@
+"""The Slack Web API over kept-alive connections.
+
+slack_sdk's ``WebClient`` opens a connection for every call (``urlopen`` builds an opener,
+connects, for Slack with a TLS handshake, sends, reads and closes), and an inventory's
+answer is several ``chat.postMessage`` calls (its message, then its thread): at 5,000
+nodes and 200 commands at once, connecting was the largest part of the commands worker's
+CPU. :class:`KeptAliveWebClient` sends each call over an HTTP/1.1 connection its thread
+keeps to that host, and answers exactly as ``urlopen`` would have: a status outside 2xx
+raises ``HTTPError`` (so slack_sdk's retry handlers see a 429 and its ``Retry-After`` as
+before), a failure to connect or send raises ``URLError`` (retried once as before, by
+``ConnectionErrorRetryHandler``), a connection lost while reading raises as
+``http.client`` does.
+
+A kept connection is used again only while it is sound: not after the server closed it
+(a readable socket before a request is the server's goodbye, as urllib3 checks), not after
+an answer that closes it, not after any error, not once it has been idle for
+:data:`IDLE_REUSE` seconds (Slack's servers close idle connections; one closed in the
+instant of a request is then never the usual case), and never in another process than the
+one that opened it. With a proxy the client does what slack_sdk does.
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import logging
+import os
+import select
+import ssl
+import threading
+import time
+from typing import Any
+from urllib.error import HTTPError, URLError
+from urllib.parse import urlsplit
+from urllib.request import Request
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackRequestError
+
+IDLE_REUSE = 30.0
+"""Seconds a connection may have been idle and still be used; an older one is closed and replaced."""
+
+_Key = tuple[str, str, int | None]
+
+
+class _Kept:
+    __slots__ = ("connection", "pid", "used")
+
+    def __init__(self, connection: http.client.HTTPConnection) -> None:
+        self.connection, self.pid, self.used = connection, os.getpid(), time.monotonic()
+
+
+class KeptAliveWebClient(WebClient):
+    """A ``WebClient`` whose calls reuse one connection per thread and host (see the module)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._local = threading.local()
+        self._context: ssl.SSLContext | None = self.ssl  # without one, urlopen's default, made once
+
+    def close_connections(self) -> None:
+        """Close the connections the calling thread keeps."""
+        for key in list(self._kept()):
+            self._forget(key)
+
+    def _perform_urllib_http_request_internal(self, url: str, req: Request) -> dict[str, Any]:
+        if self.proxy is not None:
+            return super()._perform_urllib_http_request_internal(url, req)
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https") or not parts.hostname:
+            raise SlackRequestError(f"Invalid URL detected: {url}")
+        key: _Key = (scheme, parts.hostname, parts.port)
+        connection = self._connection(key)
+        selector = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        try:
+            connection.request(req.get_method(), selector, body=req.data, headers=dict(req.header_items()))
+        except OSError as err:  # as urllib's do_open: a failure to connect or send is a URLError
+            self._forget(key)
+            raise URLError(err) from err
+        try:
+            response = connection.getresponse()
+            body = response.read()
+        except BaseException:
+            self._forget(key)
+            raise
+        if response.will_close:
+            self._forget(key)
+        else:
+            self._kept()[key].used = time.monotonic()
+        if not 200 <= response.status < 300:  # as urllib's HTTPErrorProcessor (Slack's Web API never redirects)
+            raise HTTPError(url, response.status, response.reason, response.msg, io.BytesIO(body))
+        if response.msg.get_content_type() == "application/gzip":  # admin.analytics.getFile
+            return {"status": response.status, "headers": response.msg, "body": body}
+        charset = response.msg.get_content_charset() or "utf-8"
+        decoded = body.decode(charset)
+        if self._logger.level <= logging.DEBUG:
+            self._logger.debug(f"Received the following response - status: {response.status}, "
+                               f"headers: {dict(response.msg)}, body: {decoded}")
+        return {"status": response.status, "headers": response.msg, "body": decoded}
+
+    # ------------------------------------------------------------------ connections
+    def _kept(self) -> dict[_Key, _Kept]:
+        kept: dict[_Key, _Kept] | None = getattr(self._local, "kept", None)
+        if kept is None:
+            kept = self._local.kept = {}
+        return kept
+
+    def _connection(self, key: _Key) -> http.client.HTTPConnection:
+        kept = self._kept()
+        held = kept.get(key)
+        if held is not None and held.pid != os.getpid():  # inherited by a fork: the parent's socket, never ours
+            del kept[key]
+            held = None
+        if held is not None and (time.monotonic() - held.used > IDLE_REUSE or not _sound(held.connection)):
+            self._forget(key)
+            held = None
+        if held is None:
+            scheme, host, port = key
+            if scheme == "https":
+                if self._context is None:
+                    self._context = ssl.create_default_context()
+                connection: http.client.HTTPConnection = http.client.HTTPSConnection(
+                    host, port, timeout=self.timeout, context=self._context)
+            else:
+                connection = http.client.HTTPConnection(host, port, timeout=self.timeout)
+            held = kept[key] = _Kept(connection)
+        return held.connection
+
+    def _forget(self, key: _Key) -> None:
+        held = self._kept().pop(key, None)
+        if held is not None and held.pid == os.getpid():
+            held.connection.close()
+
+
+def _sound(connection: http.client.HTTPConnection) -> bool:
+    """Whether a kept connection can carry a request: not yet opened, or open with nothing to
+    read (between answers a server sends nothing; something readable is its close)."""
+    sock = connection.sock
+    if sock is None:
+        return True
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):  # closed under us
+        return False
+    return not readable

@@ -257,6 +257,7 @@ def message_problems(body: Mapping[str, Any]) -> list[str]:
 def _handler(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # as Slack's servers: an answer's body is not held back behind its headers
 
         def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
             pass

@@ -180,8 +180,9 @@ def summarize(inv: Inventory) -> Reply:
 
 def _handle(request: InventoryRequest, deps: Deps, caller: Caller) -> Inventory:
     """Inventories of one cluster asked for while one is being taken share it (read once), and
-    so do those asked before the last one began (a burst waiting its turn is answered by the
-    first inventory taken after it: at 5,000 nodes each one is a quarter of a CPU second)."""
+    so do those asked before the last one ended, however long they waited on the queue (a burst
+    waiting its turn is answered by the inventory that ran or began after it was asked: at 5,000
+    nodes each one is a quarter of a CPU second)."""
     return deps.in_flight.since(("inventory", request.cluster), caller.asked_at,
                                 lambda: handle(request, connect=deps.connect, policy=deps.policy, watches=deps.watches))
 

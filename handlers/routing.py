@@ -122,8 +122,10 @@ class InFlight:
     """Identical reads in flight done once: callers asking for ``key`` while another caller's read
     of it runs wait for that read and get its result (or its exception). Nothing is cached after
     it finishes for :meth:`do`: the next caller reads anew. :meth:`since` also keeps the last
-    result of each key with the moment its read began, and answers with it whoever asked before
-    that moment: a read begun after you asked is as fresh an answer as one begun for you. A kept
+    result of each key with the moments its read began and ended, and answers with it whoever
+    asked before it ended: one asked before it began gets a read begun after they asked, as
+    fresh as one begun for them; one asked while it ran would have joined it had a thread taken
+    them at once, and gets what joining gives, however long they waited on a queue. A kept
     result is let go ``keep_for`` seconds after its read ended (an inventory of 5,000 nodes is
     about 34 MiB): by then whoever waited in a burst before it has been answered."""
 
@@ -142,12 +144,14 @@ class InFlight:
 
     def since(self, key: Hashable, asked_at: float | None, read: Callable[[], T]) -> T:
         """``read()``'s result for a caller who asked at ``asked_at`` (None: now): the last one
-        kept under ``key`` if its read began at or after then, else the one in flight, else a
-        new one, kept (one per key: ``key`` must come from a bounded set, a cluster's name)."""
+        kept under ``key`` if its read began at or after then or was still running then, else the
+        one in flight, else a new one, kept (one per key: ``key`` must come from a bounded set, a
+        cluster's name)."""
         if asked_at is not None:
             with self._lock:
                 last = self._last.get(key)
-                if last is not None and last[0] >= asked_at and self._clock() - last[2] < self.keep_for:
+                if last is not None and (last[0] >= asked_at or asked_at < last[2]) \
+                        and self._clock() - last[2] < self.keep_for:
                     self.shared += 1
                     return cast("T", last[1])
         return self._do(key, read, keep=True)

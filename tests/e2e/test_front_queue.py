@@ -356,7 +356,7 @@ def test_a_long_read_that_waited_beyond_slacks_answer_is_answered_expired_and_no
 def test_a_queued_command_reaches_its_handler_with_the_time_it_was_queued(front: tuple[Service, str, Any]) -> None:
     """Issue 39: a worker hands each command's ``queued_at`` to the router as ``Caller.asked_at``,
     a long read's and a short command's alike, so an ``inventory`` asked before the last one
-    began is answered by it (:meth:`handlers.routing.InFlight.since`); a job that says nothing of
+    ended is answered by it (:meth:`handlers.routing.InFlight.since`); a job that says nothing of
     when it was queued is asked now (None)."""
     service, _, _ = front
     listeners = service.listeners

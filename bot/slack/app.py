@@ -391,11 +391,21 @@ class Listeners:
 
     def _run_counted(self, body: dict[str, Any], retry: str | None, respond: Respond, *,
                      asked_at: float | None = None) -> None:
-        """A long command counted in by :meth:`_over_quota`: run, then counted out."""
+        """A long command counted in by :meth:`_over_quota`: run, and counted out as soon as its
+        answer is known, before it is delivered (the slots count its work: the next long read
+        runs while this one's message and thread are posted)."""
+        counted = True
+
+        def done() -> None:
+            nonlocal counted
+            if counted:
+                counted = False
+                self._quota_done(body)
+
         try:
-            self.run_command(body, retry, respond, asked_at=asked_at)
+            self.run_command(body, retry, respond, asked_at=asked_at, answered=done)
         finally:
-            self._quota_done(body)
+            done()
 
     def run_long(self, body: dict[str, Any], retry: str | None, respond: Respond, *,
                  wait: Callable[[], bool] | None = None, asked_at: float | None = None) -> None:
@@ -471,17 +481,21 @@ class Listeners:
 
     # ------------------------------------------------------------------- workers
     def run_command(self, body: dict[str, Any], retry: str | None, respond: Respond, *,
-                    asked_at: float | None = None) -> None:
-        """``asked_at``: when the front end queued it (its reads may share a read begun since)."""
+                    asked_at: float | None = None, answered: Callable[[], None] | None = None) -> None:
+        """``asked_at``: when the front end queued it (its reads may share a read begun since);
+        ``answered()`` is called once its answer is known, before it is delivered."""
         verb, _ = self.deps.router.lane(str(body.get("text", "")))
         with logs.bound(user=str(body.get("user_id", "")), channel=str(body.get("channel_id") or ""), verb=verb):
-            self._run_command(body, retry, respond, asked_at)
+            self._run_command(body, retry, respond, asked_at, answered)
 
-    def _run_command(self, body: dict[str, Any], retry: str | None, respond: Respond, asked_at: float | None) -> None:
+    def _run_command(self, body: dict[str, Any], retry: str | None, respond: Respond, asked_at: float | None,
+                     answered: Callable[[], None] | None) -> None:
         if self._foreign(body, respond) or not self._claimed("command", body, retry, respond):
             return
         user, channel = str(body.get("user_id", "")), body.get("channel_id")
         routed = self.deps.router.route(str(body.get("text", "")), Caller(user=user, channel=channel, asked_at=asked_at))
+        if answered is not None:
+            answered()
         self.deps.metrics.commands.labels(verb=routed.verb, outcome=routed.outcome, surface="slack").inc()
         log.info("command %s from %s in %s: %s", routed.verb, user, channel, routed.outcome)
         reply = routed.reply

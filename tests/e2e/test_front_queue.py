@@ -380,3 +380,35 @@ def test_a_queued_command_reaches_its_handler_with_the_time_it_was_queued(front:
                     "response_url": fake.response_url(f"asked-{len(asked)}")}
             listeners.run_job("commands", kind, {"body": body, "retry": None, **payload})
     assert asked == [("inventory", queued_at), ("runs", queued_at + 1), ("runs", None)], asked
+
+
+def test_a_long_command_gives_its_slots_back_once_its_answer_is_known_before_delivering_it(
+        front: tuple[Service, str, Any]) -> None:
+    """Issue 39: a long read held its long-read slot, and its user's and channel's, while its
+    answer was posted (an inventory's is a message and its thread: several calls to Slack). In a
+    flood, inventories answered by one kept read spent their slots posting, the next ones found
+    them all taken and went back to wait, over and over: three waits a command, 55 Redis calls
+    each, beside the front end's own. The slots count the command's work, not its delivery."""
+    service, _, _ = front
+    listeners = service.listeners
+    assert listeners is not None
+    quotas = Quotas(per_user=1, per_channel=1, reads=1)
+    listeners.deps.quotas = quotas
+    free_while_delivered: list[bool] = []
+
+    class Recorder:
+        response_url = "http://127.0.0.1:9/r/slots"
+
+        def __call__(self, **kwargs: Any) -> Any:
+            taken = quotas.take("U0ANA", "C0OPS", read=True)  # the same user, channel and slot kind
+            free_while_delivered.append(taken is None)
+            if taken is None:
+                quotas.give("U0ANA", "C0OPS", read=True)
+            return type("Answer", (), {"status_code": 200})()
+
+    body = {"user_id": "U0ANA", "channel_id": "C0OPS", "text": "inventory", "trigger_id": "t-slots",
+            "team_id": "T0TEST"}
+    listeners.run_long(body, None, Recorder())  # type: ignore[arg-type]
+    assert free_while_delivered == [True]
+    assert quotas.take("U0ANA", "C0OPS", read=True) is None, "given back once, not twice"
+    assert quotas.take("U0BOB", "C0DEV", read=True) == "busy"

@@ -36,12 +36,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 from slack_bolt import Ack, App, BoltRequest, Respond
-from slack_bolt.authorization import AuthorizeResult
-from slack_bolt.authorization.authorize import Authorize
-from slack_bolt.logger.messages import (
-    warning_client_prioritized_and_token_skipped,
-    warning_token_skipped,
-)
 from slack_sdk.errors import SlackClientError
 
 from bot import logs
@@ -49,6 +43,7 @@ from bot.jobs import WAIT_MAX, Jobs, JobsBusy, JobsUnavailable, queued_at, queue
 from bot.settings import Settings
 from bot.slack.blocks import Payload, escape, render_message, render_reply
 from bot.slack.idempotency import Idempotency
+from bot.slack.identity import BOLT_LOG, BotAuthorize, BotIdentity
 from bot.slack.metrics import Metrics
 from bot.slack.web import SlackWeb, error_code, make_client
 from bot.workers import Quotas, Workers
@@ -69,33 +64,6 @@ ACK_ANSWERS = 256
 """Answers rendered in the ack kept by their words and channel (:meth:`Listeners.answer_in_ack`)."""
 DEDUPE_TTL = dt.timedelta(hours=1)
 """How long a delivery's key stays claimed; Slack retries within minutes."""
-
-
-class BotIdentity:
-    """The bot token and what ``auth.test`` said about it; Bolt's ``authorize``."""
-
-    def __init__(self, token: str) -> None:
-        self._token = token
-        self.user_id: str | None = None
-        self.bot_id: str | None = None
-        self.team_id: str | None = None
-        self._lock = threading.Lock()
-
-    def refresh(self, web: SlackWeb) -> None:
-        """``auth.test`` now; raises ``SlackClientError``/``OSError`` when it fails."""
-        response = web.auth_test()
-        with self._lock:
-            self.user_id, self.bot_id = response.get("user_id"), response.get("bot_id")
-            self.team_id = response.get("team_id")
-
-    def authorize(self, enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
-        return AuthorizeResult(
-            enterprise_id=enterprise_id, team_id=team_id or self.team_id,
-            bot_token=self._token, bot_user_id=self.user_id, bot_id=self.bot_id,
-        )
-
-    def __repr__(self) -> str:
-        return f"BotIdentity(user_id={self.user_id!r}, team_id={self.team_id!r})"
 
 
 @dataclass
@@ -592,33 +560,6 @@ def _encoded(answer: dict[str, Any]) -> bytes:
     return json.dumps(answer, separators=(",", ":")).encode()
 
 
-class _ExpectedWarnings(logging.Filter):
-    """Bolt falls back to ``SLACK_BOT_TOKEN`` from the environment even when given a client
-    and ``authorize``, then warns that the token is unused; that is our intent, not news."""
-
-    expected = frozenset({warning_client_prioritized_and_token_skipped(), warning_token_skipped()})
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() not in self.expected
-
-
-class _Authorize(Authorize):
-    """Bolt's ``authorize``: the cached :class:`BotIdentity`. An :class:`Authorize` of its own,
-    as Bolt allows, because a plain function would have its arguments injected by name on
-    every request (a third of the front end's own time per command)."""
-
-    def __init__(self, identity: BotIdentity) -> None:
-        self.identity = identity
-
-    def __call__(self, *, context: Any, enterprise_id: str | None, team_id: str | None, user_id: str | None,
-                 **_: Any) -> AuthorizeResult:
-        return self.identity.authorize(enterprise_id, team_id)
-
-
-_BOLT_LOG = logging.getLogger("upgradebot.bolt")
-_BOLT_LOG.addFilter(_ExpectedWarnings())
-
-
 def build_app(settings: Settings, policy: Policy, deps: SlackDeps, *, identity: BotIdentity) -> tuple[App, Listeners]:
     """The Bolt app for ``policy.slash_command`` and the Approve/Reject actions, and its
     listeners (a worker process runs queued requests with :meth:`Listeners.run_job`).
@@ -632,9 +573,9 @@ def build_app(settings: Settings, policy: Policy, deps: SlackDeps, *, identity: 
         client=make_client(settings, metrics=deps.metrics, with_token=False),
         signing_secret=secret or "",
         request_verification_enabled=bool(secret),
-        authorize=_Authorize(identity),
+        authorize=BotAuthorize(identity),
         process_before_response=True,
-        logger=_BOLT_LOG,
+        logger=BOLT_LOG,
         name="upgradebot",  # without it Bolt names the app from inspect.stack(): 47 ms of CPU each process start
     )
     listeners = Listeners(deps, policy.slash_command, teams=list(policy.slack.teams), identity=identity)

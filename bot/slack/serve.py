@@ -36,10 +36,11 @@ from bot.jobs import ACK_DEADLINE, Jobs, JobsUnavailable
 from bot.processes import DEFAULT_GROUPS, WorkerProcesses, freeze_heap, keep_cache
 from bot.runtime import Runtime, connector, open_store
 from bot.settings import Settings, SettingsError
-from bot.slack.app import BotIdentity, Listeners, SlackDeps, build_app
+from bot.slack.app import Listeners, SlackDeps, build_app
 from bot.slack.blocks import Payload
 from bot.slack.http import Check, HttpServer, Readiness, WebApp
 from bot.slack.idempotency import Idempotency, InMemoryIdempotency
+from bot.slack.identity import BotIdentity
 from bot.slack.metrics import Metrics, RunsByState, StepTimer, runs_by_state
 from bot.slack.pacing import Pacer
 from bot.slack.socket_mode import SocketMode

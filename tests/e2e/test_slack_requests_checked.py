@@ -153,7 +153,8 @@ def test_head_answers_carry_no_body(bot: Bot) -> None:
 
 def test_an_enterprise_grid_organisation_the_policy_lists_is_let_in() -> None:
     """``slack.teams`` may name an Enterprise Grid organisation (E…): its workspaces count; others do not."""
-    from bot.slack.app import BotIdentity, Listeners
+    from bot.slack.app import Listeners
+    from bot.slack.identity import BotIdentity
 
     said: list[str] = []
     listeners = Listeners(None, "/upgrade", teams=["E0GRID"], identity=BotIdentity("xoxb-test"))  # type: ignore[arg-type]

@@ -89,7 +89,8 @@ class Caller:
     account: str = ""
     asked_at: float | None = None
     """When the command was asked (seconds since the epoch: the front end's clock when it queued
-    it); None: now. A read that began after it answers it as well as one begun for it."""
+    it); None: now. A read that began after it, or was still running then, answers it as well as
+    one begun for it."""
 
 
 @dataclass(frozen=True)

@@ -450,7 +450,7 @@ class Listeners:
     # ------------------------------------------------------------------- workers
     def run_command(self, body: dict[str, Any], retry: str | None, respond: Respond, *,
                     asked_at: float | None = None, answered: Callable[[], None] | None = None) -> None:
-        """``asked_at``: when the front end queued it (its reads may share a read begun since);
+        """``asked_at``: when the front end queued it (its reads may share a read that ended since);
         ``answered()`` is called once its answer is known, before it is delivered."""
         verb, _ = self.deps.router.lane(str(body.get("text", "")))
         with logs.bound(user=str(body.get("user_id", "")), channel=str(body.get("channel_id") or ""), verb=verb):

@@ -26,7 +26,6 @@ import io
 import logging
 import os
 import select
-import ssl
 import threading
 import time
 from typing import Any
@@ -56,12 +55,6 @@ class KeptAliveWebClient(WebClient):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._local = threading.local()
-        self._context: ssl.SSLContext | None = self.ssl  # without one, urlopen's default, made once
-
-    def close_connections(self) -> None:
-        """Close the connections the calling thread keeps."""
-        for key in list(self._kept()):
-            self._forget(key)
 
     def _perform_urllib_http_request_internal(self, url: str, req: Request) -> dict[str, Any]:
         if self.proxy is not None:
@@ -70,14 +63,18 @@ class KeptAliveWebClient(WebClient):
         scheme = parts.scheme.lower()
         if scheme not in ("http", "https") or not parts.hostname:
             raise SlackRequestError(f"Invalid URL detected: {url}")
-        key: _Key = (scheme, parts.hostname, parts.port)
+        key: _Key = (scheme, parts.hostname, parts.port or (443 if scheme == "https" else 80))
         connection = self._connection(key)
         selector = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        headers = {name.title(): value for name, value in req.header_items()}  # as urllib sends them
         try:
-            connection.request(req.get_method(), selector, body=req.data, headers=dict(req.header_items()))
+            connection.request(req.get_method(), selector, body=req.data, headers=headers)
         except OSError as err:  # as urllib's do_open: a failure to connect or send is a URLError
             self._forget(key)
             raise URLError(err) from err
+        except BaseException:  # a bad header or path: the connection is mid-request, never to be used again
+            self._forget(key)
+            raise
         try:
             response = connection.getresponse()
             body = response.read()
@@ -117,14 +114,16 @@ class KeptAliveWebClient(WebClient):
             held = None
         if held is None:
             scheme, host, port = key
-            if scheme == "https":
-                if self._context is None:
-                    self._context = ssl.create_default_context()
-                connection: http.client.HTTPConnection = http.client.HTTPSConnection(
-                    host, port, timeout=self.timeout, context=self._context)
+            connection: http.client.HTTPConnection
+            if scheme == "https":  # without ssl=, http.client's own default context, as urlopen's
+                connection = http.client.HTTPSConnection(host, port, timeout=self.timeout, context=self.ssl)
             else:
                 connection = http.client.HTTPConnection(host, port, timeout=self.timeout)
             held = kept[key] = _Kept(connection)
+        elif held.connection.timeout != self.timeout:  # the client's timeout changed since it connected
+            held.connection.timeout = self.timeout
+            if held.connection.sock is not None:
+                held.connection.sock.settimeout(self.timeout)
         return held.connection
 
     def _forget(self, key: _Key) -> None:
@@ -140,7 +139,8 @@ def _sound(connection: http.client.HTTPConnection) -> bool:
     if sock is None:
         return True
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
+        poller = select.poll()  # not select(): it cannot watch a descriptor past 1023
+        poller.register(sock, select.POLLIN)
+        return not poller.poll(0)
     except (OSError, ValueError):  # closed under us
         return False
-    return not readable

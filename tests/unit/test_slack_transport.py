@@ -70,7 +70,8 @@ def test_each_thread_keeps_its_own() -> None:
 
 def test_a_connection_the_server_closed_is_replaced_not_failed_on() -> None:
     """No retry handler: a request sent over the closed connection would fail, so this holds
-    only because the client sees the server's close before it sends."""
+    only because the client sees the server's close before it sends (over loopback the close
+    has arrived by the time ``hang_up`` returns)."""
     with FakeSlack() as fake:
         client = KeptAliveWebClient(token=BOT_TOKEN, base_url=fake.api_url, retry_handlers=[])
         assert client.chat_postMessage(channel="C0OPS", text="before")["ok"]
@@ -129,3 +130,16 @@ def test_an_unreachable_slack_is_a_url_error_retried_once(kind: type[WebClient])
     with pytest.raises(URLError):
         client.chat_postMessage(channel="C0OPS", text="nobody listens")
     assert attempts == [1]
+
+
+def test_a_call_that_fails_before_it_is_sent_leaves_no_connection_half_used() -> None:
+    """A header http.client refuses fails that call only: the connection it had begun is dropped,
+    and the thread's next call goes out on a sound one (one sent per call, as urllib's were)."""
+    with FakeSlack() as fake:
+        client = KeptAliveWebClient(token=BOT_TOKEN, base_url=fake.api_url, retry_handlers=[])
+        assert client.chat_postMessage(channel="C0OPS", text="first")["ok"]
+        with pytest.raises(ValueError):
+            client.api_call("chat.postMessage", json={"channel": "C0OPS", "text": "bad"},
+                            headers={"X-Broken": "a\r\nInjected: yes"})
+        assert client.chat_postMessage(channel="C0OPS", text="after")["ok"]
+        assert [c.body["text"] for c in fake.of("chat.postMessage")] == ["first", "after"]

@@ -44,11 +44,13 @@ def parse(words: Sequence[str]) -> InventoryRequest:
 def handle(request: InventoryRequest, *, connect: Callable[[str | None], Cluster], policy: Policy,
            watches: Watches | None = None) -> Inventory:
     """The inventory of the requested cluster, with the policy's targets and GPU resources; with
-    ``watches`` (a worker's), its nodes, ResourceSlices and unfinished pods come from the watch cache."""
-    with connect(request.cluster) as cluster:
+    ``watches`` (a worker's), its nodes, ResourceSlices and unfinished pods come from the watch cache
+    and the rest is read through the connection it keeps to the cluster."""
+    kept = watches.on(request.cluster) if watches is not None else None
+    with (kept.connection() if kept is not None else connect(request.cluster)) as cluster:
         return take_inventory(cluster, targets=policy.target_refs, gpu_resources=policy.gpu_resources,
                               registration=policy.registration, max_unavailable=policy.inventory.max_unavailable,
-                              watches=watches.on(request.cluster) if watches is not None else None)
+                              watches=kept)
 
 
 # ------------------------------------------------------------------ chat surfaces

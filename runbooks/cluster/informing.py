@@ -16,7 +16,8 @@ ControllerRevisions, the nodes), counted while in use and kept for :data:`LINGER
 after the last step let go, so the next wave, the verify after a rollout or another run on
 the same DaemonSet reads what changed instead of listing it all again. Each informer of it
 reads the cluster through a connection of its own (the engine closes a run's when it stops
-driving the run).
+driving the run); the reads a step makes itself may share one connection per cluster, kept
+as long (:meth:`Watches.connection`).
 """
 
 from __future__ import annotations
@@ -315,7 +316,7 @@ class Watches:
             if entry.users:
                 return
             if self._shared.get(key) is entry:
-                if entry.informer is not None and self.linger > 0 and not self._closed:
+                if (entry.informer is not None or entry.cluster is not None) and self.linger > 0 and not self._closed:
                     entry.timer = threading.Timer(self.linger, self._reap, args=(key, entry, entry.released))
                     entry.timer.daemon = True
                     entry.timer.name = "upgradebot-watch-linger"
@@ -331,6 +332,36 @@ class Watches:
                 return
             del self._shared[key]
         _stop(entry)
+
+    @contextlib.contextmanager
+    def connection(self, context: str | None) -> Iterator[Any]:
+        """A connection to ``context`` for the reads a step makes itself (an inventory's lists and
+        plugin logs), shared by the steps of this process and kept :data:`LINGER` seconds after the
+        last let go, as an informer is: one client and its TLS connections per cluster, not one per
+        inventory (at 5,000 nodes a flood of them opened nine a second). Whatever ``connect``
+        raises, it raises, and nothing is kept."""
+        key: Key = (context or "", "connection")
+        with self._lock:
+            entry = self._shared.get(key)
+            if entry is None:
+                entry = self._shared[key] = _Shared()
+            entry.users += 1
+            if entry.timer is not None:  # taken again while it lingered
+                entry.timer.cancel()
+                entry.timer = None
+        try:
+            with entry.ready:
+                if entry.cluster is None:
+                    cluster = self.connect(context)
+                    with self._lock:
+                        entry.cluster = cluster
+        except BaseException:
+            self._release(key, entry)
+            raise
+        try:
+            yield entry.cluster
+        finally:
+            self._release(key, entry)
 
     def kept(self) -> int:
         """Informers running (in use, or lingering)."""
@@ -364,6 +395,10 @@ class ClusterWatches:
     def memo(self, name: str, make: Callable[[], T]) -> T:
         """:meth:`Watches.memo` of this cluster."""
         return self.watches.memo(self.context, name, make)
+
+    def connection(self) -> contextlib.AbstractContextManager[Any]:
+        """:meth:`Watches.connection` to this cluster."""
+        return self.watches.connection(self.context)
 
 
 def held_informer(held: contextlib.ExitStack, cluster: Any, resource: Resource, *, watches: ClusterWatches | None,

@@ -179,3 +179,43 @@ def test_a_registration_seen_in_a_plugin_log_is_not_read_again_until_the_pod_cha
     finally:
         watches.close()
 
+
+
+def test_a_workers_inventories_read_through_the_one_connection_its_watch_cache_keeps(sim: KubeSim) -> None:
+    """Issue 39: each inventory a worker took opened a client of its own (its kubeconfig loaded, a
+    TLS handshake per connection, eight for the plugin logs): at 5,000 nodes a flood of them kept
+    the API server handshaking beside the front end's acks. Now the reads it makes itself go
+    through one connection per cluster, kept as long as the watch cache keeps its informers;
+    without a linger (nothing kept), each opens its own as before."""
+    from handlers.inventory import InventoryRequest, handle
+    from runbooks.policy import Policy
+
+    def counting() -> tuple[list[str | None], Any]:
+        opened: list[str | None] = []
+
+        def connect(context: str | None) -> Cluster:
+            opened.append(context)
+            return Cluster.from_kubeconfig(sim.kubeconfig, context)
+
+        return opened, connect
+
+    opened, connect = counting()
+    watches = Watches(connect)
+    try:
+        first = handle(InventoryRequest(), connect=connect, policy=Policy(), watches=watches)
+        after_first = len(opened)
+        second = handle(InventoryRequest(), connect=connect, policy=Policy(), watches=watches)
+        assert len(opened) == after_first, f"the second inventory opened {len(opened) - after_first} connection(s)"
+        assert comparable(first)["nodes"] == comparable(second)["nodes"]
+    finally:
+        watches.close()
+
+    opened, connect = counting()
+    unkept = Watches(connect, linger=0)
+    try:
+        handle(InventoryRequest(), connect=connect, policy=Policy(), watches=unkept)
+        after_first = len(opened)
+        handle(InventoryRequest(), connect=connect, policy=Policy(), watches=unkept)
+        assert len(opened) == 2 * after_first, "nothing kept: the second opened all the first did"
+    finally:
+        unkept.close()

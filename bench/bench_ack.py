@@ -13,18 +13,21 @@ the client's clock) from :data:`USERS` distinct people over :data:`CHANNELS` cha
 ``inventory`` does real work within each person's and channel's quota (one person sending
 them all would measure the quota's refusals). The latency of one command is the time from
 sending the request to reading the HTTP answer (the ack). For each verb and concurrency the
-bare app's rounds come first, then the bot's, then the bot's answers are awaited: the bare
-app is measured under the same background as the bot (the promotion), never while the
-bot's workers still answer a burst (before the bare app's rounds, the bench waits, up to
-``--drain`` seconds, until the bot's commands lane holds nothing waiting or running: the
-backlog of the scenario before, ``inventory`` at 50, once ran beside the bare app at 200 and
-made it look 1.5x slower than it is). kubesim and the fake Slack run at normal priority
+rounds go in ``--blocks`` blocks (4), in each the bare app's rounds first, then the bot's; then
+the bot's answers are awaited: the bare app is measured under the same background as the bot
+(the same stretches of the promotion, whose rolling comes in spurts: with one block each, the
+bare app's p99 at 200 was 73-96 ms across runs, as the spurts fell, while the bot's held at
+105-118), never while the bot's workers still answer a burst (before each of the bare app's
+blocks, the bench waits, up to ``--drain`` seconds, until the bot's commands lane holds
+nothing waiting or running: the backlog of the scenario before, ``inventory`` at 50, once ran
+beside the bare app at 200 and made it look 1.5x slower than it is). kubesim and the fake Slack run at normal priority
 (``--kubesim-nice``/``--slack-nice`` lower them). Two scenarios: ``help`` (the front end's
 own cost: the bot answers it in the ack itself, counted "in the ack", as is a command its
 queue refuses, told it is busy there) and ``inventory`` (the workers keep taking inventories while
 later rounds arrive, as in a busy channel). The bare app only acks. Each server's timed
-rounds follow ``--warmup`` bursts of the same verb, answered but not timed (the first burst
-after a pause wakes idle threads). Prints p50/p99/max of each, the ratio, and how every
+rounds in each block follow ``--warmup`` bursts of the same verb, answered but not timed (the
+first burst after a pause wakes idle threads; for the bot, every timed round meets its
+workers answering the bursts before it). Prints p50/p99/max of each, the ratio, and how every
 command was answered (nobody should be told the bot is busy below 200 at once); a p99 is
 drawn from the slowest few acks (4 of 250: five rounds of 50), often one burst's tail, so
 it is judged over repeated runs, with more rounds where one run must tell.
@@ -143,7 +146,7 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 
 # --------------------------------------------------------------------------- client
-def burst(url: str, text: str, concurrency: int, response_url: str) -> tuple[list[float], int]:
+def burst(url: str, text: str, concurrency: int, response_url: str) -> tuple[list[float], int, int]:
     """``concurrency`` signed commands released together; the seconds each took to be acked, and
     how many acks carried the answer itself (a message: the bot's ``help``, or a command the
     bot's queue refused), and how many of those said the bot is busy.
@@ -228,8 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=20,
                         help="bursts per scenario and server (default 20: a burst's answers queue together, so "
                              "a p99 over ten bursts was one or two bursts' tail, over twenty it is several)")
+    parser.add_argument("--blocks", type=int, default=4,
+                        help="the rounds are sent in this many blocks, the bare app's then the bot's in each, the "
+                             "bot's answers drained before the next block (default 4: both are timed through the "
+                             "same stretches of the promotion; one block of each was one luck of each)")
     parser.add_argument("--warmup", type=int, default=1,
-                        help="bursts sent to each server before its timed rounds, in each scenario, answered but "
+                        help="bursts sent to each server before its timed rounds, in each block, answered but "
                              "not timed (default 1: the first burst after a pause wakes idle threads and connections)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 50, 200],
                         help="commands sent at once, one scenario each (default: 1 50 200)")
@@ -398,15 +405,23 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
     servers = [("bare", bare_url), *([("again", again_url)] if again_url else []), ("bot", bot_url)]
     spent: dict[str, tuple[float, dict[str, float]]] = {}
     in_ack = busy_in_ack = 0  # the bot's commands answered in the ack itself (help, a refusal); told busy there
-    for name, url in servers:  # the bare app first, the bot's workers idle
-        before, since = cpu.sample(), time.perf_counter()
-        for n in range(args.warmup + args.rounds):  # the warm-up bursts: sent and answered, not timed
-            seconds, carried, busy_carried = burst(url, verb, concurrency, fake.response_url(name))
-            (warm if n < args.warmup else timings)[name] += seconds
-            in_ack += carried if name == "bot" else 0
-            busy_in_ack += busy_carried if name == "bot" else 0
-        spent[name] = (time.perf_counter() - since, cpu.since(before))
-    commands = (args.warmup + args.rounds) * concurrency
+    blocks = max(1, min(args.blocks, args.rounds))
+    sizes = [args.rounds // blocks + (1 if b < args.rounds % blocks else 0) for b in range(blocks)]
+    for block, size in enumerate(sizes):
+        if block:  # the bot's answers of the block before, before the bare app's next rounds
+            commands_drained(redis_url, timeout=args.drain)
+        for name, url in servers:  # the bare app first, the bot's workers idle
+            before, since = cpu.sample(), time.perf_counter()
+            for n in range(args.warmup + size):  # the warm-up bursts: sent and answered, not timed
+                seconds, carried, busy_carried = burst(url, verb, concurrency, fake.response_url(name))
+                (warm if n < args.warmup else timings)[name] += seconds
+                in_ack += carried if name == "bot" else 0
+                busy_in_ack += busy_carried if name == "bot" else 0
+            wall, used = spent.get(name, (0.0, {}))
+            now = cpu.since(before)
+            spent[name] = (wall + time.perf_counter() - since,
+                           {role: used.get(role, 0.0) + now.get(role, 0.0) for role in {*used, *now}})
+    commands = (args.warmup * blocks + args.rounds) * concurrency
 
     def answered() -> tuple[int, int]:
         posted = [c for c in fake.of("chat.postMessage") if "thread_ts" not in c.body]
@@ -421,8 +436,9 @@ def scenario(fake: FakeSlack, verb: str, args: argparse.Namespace, concurrency: 
     busy = sum("busy" in text for text in replies) + busy_in_ack
     reads = sum(text.startswith("I am busy:") for text in replies)  # the worker's long reads all running
     limited = sum("long command(s) running" in text for text in replies)
-    print(f"{args.rounds} rounds of {concurrency} concurrent signed '/upgrade {verb}' (after {args.warmup} "
-          f"not timed), waitress with {args.threads} threads each, one run; a p99 of {len(timings['bot'])} acks "
+    print(f"{args.rounds} rounds of {concurrency} concurrent signed '/upgrade {verb}' in {blocks} block(s), each "
+          f"after {args.warmup} not timed, the bot's answers drained between blocks, waitress with {args.threads} "
+          f"threads each, one run; a p99 of {len(timings['bot'])} acks "
           f"is drawn from their {tail_of(len(timings['bot']))} slowest")
     print(f"  {'ack latency (ms)':<34} {'p50':>9} {'p99':>9} {'max':>9}")
     bare_p50, bare_p99, _ = summary("bare Bolt app (ack only)", timings["bare"])

@@ -47,8 +47,8 @@ def lanes_of(text: str) -> set[str]:
 def work(settings: Settings, lanes: set[str], *, stop: threading.Event, drain: float = 30.0) -> int:
     """Take work off ``lanes`` until ``stop`` is set; then stop gracefully."""
     if settings.worker_of:
+        lower_priority(settings.worker_nice)  # first: a thread started before keeps the priority it had
         die_with_parent(settings.worker_of)
-        lower_priority(settings.worker_nice)
     if settings.config_file is None:
         raise SettingsError(startup_msg.WORKER_NEEDS_POLICY)
     if not settings.redis_url and settings.in_pod:

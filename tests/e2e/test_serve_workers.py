@@ -87,6 +87,9 @@ def test_the_run_is_driven_by_a_worker_not_by_the_process_that_acks(redis_url: s
             eventually(lambda: get(url + "/readyz").status == 200, "ready once its workers run")
             eventually(lambda: [nice_of(pid) for pid in workers] == [nice_of(serve.pid) + 10] * 2,
                        "the workers' priority lowered: the acks get the CPU first")
+            threads = [int(t.name) for pid in workers for t in Path(f"/proc/{pid}/task").iterdir()]
+            assert len(threads) > 2 and all(nice_of(t) == nice_of(serve.pid) + 10 for t in threads), \
+                "every thread of a worker runs at its lowered priority"
             canary_approved(SlackClient(url, fake, kept=kept_in(store)))
             (run,) = store.list_runs()
             owner = str(eventually(lambda: store.lease_owner(run.id), "the canary driven"))

@@ -39,7 +39,7 @@ from slack_sdk.errors import SlackRequestError
 IDLE_REUSE = 30.0
 """Seconds a connection may have been idle and still be used; an older one is closed and replaced."""
 
-_Key = tuple[str, str, int | None]
+_Key = tuple[str, str, int]
 
 
 class _Kept:

@@ -277,14 +277,7 @@ class Watches:
         in hand (its first list's first page, or at once when it was listed before). ``item``: the
         shape its lists decode objects as (:class:`Informer`; not part of what is kept)."""
         key: Key = (context or "", resource.group, resource.plural, namespace, label_selector, field_selector, kept)
-        with self._lock:
-            entry = self._shared.get(key)
-            if entry is None:
-                entry = self._shared[key] = _Shared()
-            entry.users += 1
-            if entry.timer is not None:  # taken again while it lingered
-                entry.timer.cancel()
-                entry.timer = None
+        entry = self._take(key)
         try:
             with entry.ready:
                 if entry.informer is None:
@@ -308,6 +301,18 @@ class Watches:
             yield entry.informer
         finally:
             self._release(key, entry)
+
+    def _take(self, key: Key) -> _Shared:
+        """The entry under ``key``, made if new, counted in use (and no longer lingering)."""
+        with self._lock:
+            entry = self._shared.get(key)
+            if entry is None:
+                entry = self._shared[key] = _Shared()
+            entry.users += 1
+            if entry.timer is not None:  # taken again while it lingered
+                entry.timer.cancel()
+                entry.timer = None
+            return entry
 
     def _release(self, key: Key, entry: _Shared) -> None:
         with self._lock:
@@ -341,14 +346,7 @@ class Watches:
         inventory (at 5,000 nodes a flood of them opened nine a second). Whatever ``connect``
         raises, it raises, and nothing is kept."""
         key: Key = (context or "", "connection")
-        with self._lock:
-            entry = self._shared.get(key)
-            if entry is None:
-                entry = self._shared[key] = _Shared()
-            entry.users += 1
-            if entry.timer is not None:  # taken again while it lingered
-                entry.timer.cancel()
-                entry.timer = None
+        entry = self._take(key)
         try:
             with entry.ready:
                 if entry.cluster is None:

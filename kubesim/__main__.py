@@ -26,6 +26,11 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--dcgm-port", type=int, default=0,
                        help="port of the GPU nodes' dcgm-exporters on 127.0.0.1 (0 picks a free one)")
     args = parser.parse_args(argv)
+    # Caught before the cluster is built, so before the URL is printed: a supervisor that stops
+    # kubesim as soon as it reads the URL gets exit 0, never death by the signal.
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
     try:
         parse_release(args.k8s_version)
         sim = KubeSim(
@@ -45,9 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     print(sim.url, flush=True)
     print(f"kubeconfig written to {sim.kubeconfig} (context {args.context})", flush=True)
     print(f"dcgm-exporter targets (Prometheus http_sd): {sim.dcgm_url}/sim/v1/dcgm/targets", flush=True)
-    done = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
     done.wait()
     sim.stop()
     return 0

@@ -38,3 +38,32 @@ def test_serve_refuses_an_unsimulated_release(tmp_path) -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == "kubesim: Kubernetes 1.20 is not simulated: use 1.27 .. 1.34"
+
+
+def test_serve_stops_cleanly_on_sigterm_from_before_it_announces_itself(tmp_path, monkeypatch) -> None:
+    """SIGTERM and SIGINT are caught before the cluster is built, so before the URL is printed:
+    a supervisor that stops kubesim as soon as it reads the URL gets exit 0, never death by the
+    signal (CI caught one dying, -15, between the last line printed and the handlers set)."""
+    import signal
+
+    from kubesim import __main__ as cli
+
+    seen: dict[int, object] = {}
+
+    class Recording:
+        def __init__(self, **_: object) -> None:
+            pass
+
+        def start(self) -> None:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                seen[sig] = signal.getsignal(sig)
+            raise OSError("stop here")
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    monkeypatch.setattr(cli, "KubeSim", Recording)
+    try:
+        assert cli.main(["serve", "--kubeconfig", str(tmp_path / "k")]) == 2
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    assert all(callable(h) and h not in (signal.default_int_handler,) for h in seen.values()), seen

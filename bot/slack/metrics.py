@@ -117,6 +117,11 @@ class Metrics:
             ["lane"], buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
             registry=self.registry,
         )
+        self.run_save_bytes = Histogram(
+            "upgradebot_run_save_bytes", "Bytes each save of a run sent to Redis: its changed parts and audit lines "
+            "(a run's baseline is sent once; a save resending it shows in the top buckets)",
+            buckets=(1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216), registry=self.registry,
+        )
         # Socket Mode (bot/slack/socket_mode.py): what came over the WebSocket and how fast it was acked
         self.socket_envelopes = prometheus_client.Counter(
             "upgradebot_socket_mode_envelopes", "Socket Mode envelopes received, by type and whether Slack retried it",

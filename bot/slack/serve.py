@@ -229,6 +229,7 @@ def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache
     web = SlackWeb(make_client(settings, metrics=metrics), metrics)
     directory = UsergroupDirectory(web)
     runtime.observers.add(StepTimer(metrics))
+    runtime.store.on_save = metrics.run_save_bytes.observe
     pacer = Pacer(settings.slack_pace)
     runtime.on_stop(pacer.close)
     store, owner = runtime.store, runtime.engine.leases.owner

@@ -15,7 +15,7 @@ import json
 import logging
 import time
 import urllib.parse
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -103,6 +103,9 @@ class RedisRunStore:
         self._known = KnownParts()
         self.last_save_bytes = 0
         """What the last :meth:`save` sent to Redis (its arguments), for the benchmarks."""
+        self.on_save: Callable[[int], object] | None = None
+        """Told what each :meth:`save` sent (``upgradebot_run_save_bytes``, where a Slack service
+        runs the engine): a save resending a run's unchanged parts shows there."""
 
     @classmethod
     def from_url(cls, url: str) -> RedisRunStore:
@@ -214,6 +217,8 @@ class RedisRunStore:
         status, detail, self.last_save_bytes = self._write(
             self._save, keys, head=head, parts=parts, digests=digests, known=self._known.get(run.id, run.version),
             audit=_flatten(audit))
+        if self.on_save is not None:
+            self.on_save(self.last_save_bytes)
         if status == "stale":
             raise StaleRun(run.id, run.version, int(detail))
         if status == "missing":

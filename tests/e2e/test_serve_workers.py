@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -99,6 +100,8 @@ def test_the_run_is_driven_by_a_worker_not_by_the_process_that_acks(redis_url: s
             metrics = get(url + "/metrics").body.decode()
             assert 'upgradebot_job_wait_seconds_count{lane="commands"} 1.0' in metrics, "measured by the worker"
             assert 'upgradebot_job_wait_seconds_count{lane="decisions"} 1.0' in metrics
+            saves = re.search(r"^upgradebot_run_save_bytes_count ([0-9.]+)$", metrics, re.M)
+            assert saves is not None and float(saves.group(1)) >= 3, "the workers' run saves, their sizes observed"
             assert 'upgradebot_approvals_total{action="approve",outcome="accepted"} 1.0' in metrics
             assert metrics.count("# TYPE upgradebot_commands_total counter") == 1, "one family per name"
             serve.send_signal(signal.SIGTERM)

@@ -223,6 +223,8 @@ def test_a_save_writes_only_what_changed_not_a_5000_node_baseline(redis_url: str
     store = RedisRunStore.from_url(redis_url)
     baseline = big_baseline(5000)
     run = store.create(new_run())
+    told: list[int] = []
+    store.on_save = told.append  # the upgradebot_run_save_bytes histogram's, in serve and its workers
     run = store.save(run.model_copy(update={"progress": {"baseline": baseline, "saved": {"image": "v1"}}}))
     first = store.last_save_bytes
     assert first > 1_000_000  # recording the baseline writes it, once
@@ -231,6 +233,7 @@ def test_a_save_writes_only_what_changed_not_a_5000_node_baseline(redis_url: str
         run = store.save(run.model_copy(update={"progress": {**run.progress, "wave_moved": {"1": moved}}}))
         sizes.append(store.last_save_bytes)
     assert max(sizes) < 64 * 1024, sizes
+    assert told == [first, *sizes], "each save tells what it sent"
     again = RedisRunStore.from_url(redis_url).get(run.id)  # another process reads it whole
     assert again is not None and again.progress["baseline"] == baseline and again.progress["wave_moved"] == {"1": 19}
     slim = store.get(run.id, whole=False)

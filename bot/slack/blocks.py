@@ -158,7 +158,11 @@ class Rendered:
 
 def render_reply(reply: Reply, *, prefix: str, context: str | None = None) -> Rendered:
     """A reply as one message and its thread; ephemeral replies have no thread, so their
-    thread items are appended and the whole cut short at 50 blocks."""
+    thread items are appended and the whole cut short at 50 blocks. Thread items go together
+    into one message, a divider between them, while it stays within 50 blocks and
+    :data:`PACK_CHARS`: an inventory's findings, nodes, node stack and DaemonSets were seven
+    ``chat.postMessage`` calls under its summary, where Slack allows about one message a second
+    in a channel."""
     text = fallback_text(reply)
     head = message_blocks(reply) + usage_blocks(reply.usage, prefix=prefix)
     if context:
@@ -174,9 +178,32 @@ def render_reply(reply: Reply, *, prefix: str, context: str | None = None) -> Re
         head, overflow = head[: MAX_BLOCKS - 1], head[MAX_BLOCKS - 1 :]
         head.append(_section(msg.continued_in_thread(len(overflow))))
     thread = _payloads(overflow, text) if overflow else []
+    packed: Payload | None = None  # the thread message whole items go into while they fit
     for item, blocks in zip(reply.thread, thread_blocks, strict=True):
-        thread += _payloads(blocks, fallback_text(item))
+        if packed is not None and blocks and len(packed["blocks"]) + 1 + len(blocks) <= MAX_BLOCKS \
+                and _chars(packed["blocks"]) + _chars(blocks) <= PACK_CHARS:
+            packed["blocks"] += [{"type": "divider"}, *blocks]
+            packed["text"] = cut(f"{packed['text']} · {fallback_text(item)}", MAX_FALLBACK)
+            continue
+        payloads = _payloads(blocks, fallback_text(item))
+        thread += payloads
+        packed = payloads[0] if len(payloads) == 1 and _chars(blocks) <= PACK_CHARS else None
     return Rendered(main={"text": text, "blocks": head}, thread=thread)
+
+
+PACK_CHARS = 12_000
+"""The most characters of block text in a thread message that carries several items: Slack
+refuses a message whose blocks total about 13,200 (``msg_blocks_too_long``), fewer than 50."""
+
+
+def _chars(blocks: list[Block]) -> int:
+    """The characters of text in ``blocks``: sections' text and fields, context elements."""
+    total = 0
+    for block in blocks:
+        total += len((block.get("text") or {}).get("text", ""))
+        total += sum(len(f.get("text", "")) for f in block.get("fields") or ())
+        total += sum(len(e.get("text", "")) for e in block.get("elements") or () if isinstance(e.get("text"), str))
+    return total
 
 
 def all_blocks(payloads: Iterable[Payload]) -> list[Block]:

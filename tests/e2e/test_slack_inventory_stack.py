@@ -25,7 +25,7 @@ def test_inventory_thread_lists_the_hardware_classes(bot: Bot) -> None:
     """The summary counts the classes and the GPU node without GFD labels; the thread has one row
     per class (product, driver, CUDA, runtime, kernel, nodes) and each node's stack."""
     assert bot.command("inventory").status == 200
-    bot.fake.wait_for("chat.postMessage", 3)
+    bot.fake.wait_for("chat.postMessage", 2)
     bot.settle()
     root, *thread = bot.fake.of("chat.postMessage")
     assert "3 hardware class(es), 1 GPU node(s) with no GPU Feature Discovery labels" in texts(root)
@@ -47,12 +47,12 @@ def test_the_next_inventory_lists_no_node_and_no_pod(bot: Bot, cluster: KubeSim)
     """issue 39: the front end keeps the nodes and unfinished pods in its watch cache, so the
     second inventory reads neither again, and says where it read them."""
     assert bot.command("inventory").status == 200
-    bot.fake.wait_for("chat.postMessage", 3)
+    bot.fake.wait_for("chat.postMessage", 2)
     bot.settle()
     cluster.call(lambda sim: sim.reads.clear())
     posted = len(bot.fake.of("chat.postMessage"))
     assert bot.command("inventory").status == 200
-    bot.fake.wait_for("chat.postMessage", posted + 3)
+    bot.fake.wait_for("chat.postMessage", posted + 2)
     bot.settle()
     lists = [r["path"] for r in cluster.reads() if r["verb"] == "list"]
     assert "/api/v1/nodes" not in lists and "/api/v1/pods" not in lists, lists

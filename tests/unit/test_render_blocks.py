@@ -195,3 +195,35 @@ def test_files_print_in_text_and_go_inline_where_nothing_can_be_uploaded() -> No
     sections = [b["text"]["text"] for b in inline["blocks"] if b["type"] == "section"]
     assert "line 79" in "".join(sections) and all(len(s) <= MAX_SECTION for s in sections)
     assert reply.files_inline().files == [] and render_reply(reply, prefix="/upgrade").thread == []
+
+
+def test_thread_items_share_a_message_while_they_fit() -> None:
+    """Issue 39: an inventory's thread items (findings, nodes, node stack, DaemonSets) were a
+    ``chat.postMessage`` each, eight calls an answer where Slack allows about one message a
+    second in a channel. Whole items now share a thread message, a divider between them, in
+    order, within 50 blocks and :data:`PACK_CHARS`; an item that does not fit starts the next."""
+    from bot.slack.blocks import PACK_CHARS
+    from tests.fakeslack import message_problems
+
+    small = [Message(title=f"Item {i}", text=f"line of item {i}", table=Table(header=["A"], rows=[["x"]]))
+             for i in range(7)]
+    rendered = render_reply(Reply(title="Inventory", text="summary", thread=small), prefix="/upgrade")
+    assert len(rendered.thread) == 1, [p["text"] for p in rendered.thread]
+    (packed,) = rendered.thread
+    titles = [b["text"]["text"] for b in packed["blocks"] if b["type"] == "section" and "*Item" in b["text"]["text"]]
+    assert [t.strip("*") for t in titles] == [f"Item {i}" for i in range(7)]
+    assert sum(b["type"] == "divider" for b in packed["blocks"]) == 6
+    assert packed["text"].startswith("Item 0: line of item 0 · Item 1")
+    assert not message_problems({"channel": "C1", **packed}), message_problems({"channel": "C1", **packed})
+
+    big = "y" * 2900
+    large = [Message(title=f"Big {i}", text="\n".join([big] * 3)) for i in range(4)]  # ~8,700 characters each
+    rendered = render_reply(Reply(title="Report", text="summary", thread=large), prefix="/upgrade")
+    assert len(rendered.thread) == 4, "two would pass Slack's ~13,200 characters: each goes alone"
+    many = [Message(title=f"T{i}", fields=[Item(label=f"k{j}", value="v") for j in range(10)]) for i in range(30)]
+    rendered = render_reply(Reply(title="Many", text="summary", thread=many), prefix="/upgrade")
+    for payload in rendered.thread:
+        check_limits(payload)
+        assert len(payload["blocks"]) <= 50
+    assert sum(len(p["blocks"]) for p in rendered.thread) == 30 * 2 + 30 - len(rendered.thread)
+    assert all(sum(len(str(b)) for b in p["blocks"]) < PACK_CHARS * 2 for p in rendered.thread)

@@ -588,10 +588,7 @@ def save_sizes(bot_url: str) -> int:
     sent to Redis); 1 when more than one sent over :data:`TARGET_SAVE` (a run sends its canary's
     baseline once, ~1.8 MB at 5,000 nodes; every other save sends what changed: a save over a
     version another process wrote once sent the baseline again)."""
-    import urllib.request
-
-    with urllib.request.urlopen(bot_url + "/metrics", timeout=10) as answer:
-        lines = answer.read().decode().splitlines()
+    lines = metrics_lines(bot_url)
     buckets = sorted((float(m.group(1)), float(m.group(2))) for line in lines
                      if (m := re.match(r'upgradebot_run_save_bytes_bucket\{le="([0-9.e+]+)"\} ([0-9.e+]+)$', line)))
     count = next((float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith("upgradebot_run_save_bytes_count ")),
@@ -605,12 +602,17 @@ def save_sizes(bot_url: str) -> int:
     return int(over > 1)
 
 
-def unanswered_count(bot_url: str) -> float:
-    """The bot's ``upgradebot_commands_total{outcome="unanswered"}`` (0 when never counted)."""
+def metrics_lines(bot_url: str) -> list[str]:
+    """The lines of the bot's ``/metrics`` (serve's and its workers')."""
     import urllib.request
 
     with urllib.request.urlopen(bot_url + "/metrics", timeout=10) as answer:
-        lines = answer.read().decode().splitlines()
+        return answer.read().decode().splitlines()
+
+
+def unanswered_count(bot_url: str) -> float:
+    """The bot's ``upgradebot_commands_total{outcome="unanswered"}`` (0 when never counted)."""
+    lines = metrics_lines(bot_url)
     return sum(float(line.rsplit(" ", 1)[1]) for line in lines
                if line.startswith("upgradebot_commands_total{") and 'outcome="unanswered"' in line)
 

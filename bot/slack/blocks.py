@@ -179,15 +179,19 @@ def render_reply(reply: Reply, *, prefix: str, context: str | None = None) -> Re
         head.append(_section(msg.continued_in_thread(len(overflow))))
     thread = _payloads(overflow, text) if overflow else []
     packed: Payload | None = None  # the thread message whole items go into while they fit
+    packed_chars = 0
     for item, blocks in zip(reply.thread, thread_blocks, strict=True):
+        chars = _chars(blocks)
         if packed is not None and blocks and len(packed["blocks"]) + 1 + len(blocks) <= MAX_BLOCKS \
-                and _chars(packed["blocks"]) + _chars(blocks) <= PACK_CHARS:
+                and packed_chars + chars <= PACK_CHARS:
             packed["blocks"] += [{"type": "divider"}, *blocks]
             packed["text"] = cut(f"{packed['text']} · {fallback_text(item)}", MAX_FALLBACK)
+            packed_chars += chars
             continue
         payloads = _payloads(blocks, fallback_text(item))
         thread += payloads
-        packed = payloads[0] if len(payloads) == 1 and _chars(blocks) <= PACK_CHARS else None
+        packed = payloads[0] if len(payloads) == 1 and chars <= PACK_CHARS else None
+        packed_chars = chars
     return Rendered(main={"text": text, "blocks": head}, thread=thread)
 
 

@@ -106,10 +106,8 @@ class KeptAliveWebClient(WebClient):
     def _connection(self, key: _Key) -> http.client.HTTPConnection:
         kept = self._kept()
         held = kept.get(key)
-        if held is not None and held.pid != os.getpid():  # inherited by a fork: the parent's socket, never ours
-            del kept[key]
-            held = None
-        if held is not None and (time.monotonic() - held.used > IDLE_REUSE or not _sound(held.connection)):
+        if held is not None and (held.pid != os.getpid()  # inherited by a fork: let go, never closed (the parent's)
+                                 or time.monotonic() - held.used > IDLE_REUSE or not _sound(held.connection)):
             self._forget(key)
             held = None
         if held is None:

@@ -277,8 +277,7 @@ class Watches:
         in hand (its first list's first page, or at once when it was listed before). ``item``: the
         shape its lists decode objects as (:class:`Informer`; not part of what is kept)."""
         key: Key = (context or "", resource.group, resource.plural, namespace, label_selector, field_selector, kept)
-        entry = self._take(key)
-        try:
+        with self._held(key) as entry:
             with entry.ready:
                 if entry.informer is None:
                     cluster = self.connect(context)
@@ -294,16 +293,12 @@ class Watches:
                         self.lists += 1
                 elif first_page is not None:
                     first_page()
-        except BaseException:
-            self._release(key, entry)
-            raise
-        try:
             yield entry.informer
-        finally:
-            self._release(key, entry)
 
-    def _take(self, key: Key) -> _Shared:
-        """The entry under ``key``, made if new, counted in use (and no longer lingering)."""
+    @contextlib.contextmanager
+    def _held(self, key: Key) -> Iterator[_Shared]:
+        """The entry under ``key``, made if new, counted in use (and no longer lingering) until
+        the block ends, however it ends."""
         with self._lock:
             entry = self._shared.get(key)
             if entry is None:
@@ -312,7 +307,10 @@ class Watches:
             if entry.timer is not None:  # taken again while it lingered
                 entry.timer.cancel()
                 entry.timer = None
-            return entry
+        try:
+            yield entry
+        finally:
+            self._release(key, entry)
 
     def _release(self, key: Key, entry: _Shared) -> None:
         with self._lock:
@@ -346,20 +344,13 @@ class Watches:
         inventory (at 5,000 nodes a flood of them opened nine a second). Whatever ``connect``
         raises, it raises, and nothing is kept."""
         key: Key = (context or "", "connection")
-        entry = self._take(key)
-        try:
+        with self._held(key) as entry:
             with entry.ready:
                 if entry.cluster is None:
                     cluster = self.connect(context)
                     with self._lock:
                         entry.cluster = cluster
-        except BaseException:
-            self._release(key, entry)
-            raise
-        try:
             yield entry.cluster
-        finally:
-            self._release(key, entry)
 
     def kept(self) -> int:
         """Informers running (in use, or lingering)."""

@@ -87,7 +87,8 @@ def test_the_canary_pods_gpu_metrics_are_compared_with_the_originals(
     evidence = util["evidence"]
     assert len(evidence["original_pods"]) == 2 and len(evidence["canary_pods"]) == 1
     assert not set(evidence["canary_pods"]) & set(evidence["original_pods"])
-    assert 55 <= evidence["original"] <= 93 and 55 <= evidence["canary"] <= 93, evidence
+    # kubesim's busy GPU: a level of 55..90 % seeded by the pod, then 3 points of wobble either way
+    assert 52 <= evidence["original"] <= 93 and 52 <= evidence["canary"] <= 93, evidence
     assert evidence["measurements"] >= 2
     xid = _metric(engine, run.id, "xid-errors")
     assert xid["status"] == "ok" and xid["evidence"]["scope"] == "the canary's nodes", xid

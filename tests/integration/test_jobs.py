@@ -125,6 +125,21 @@ def test_a_batch_due_for_upkeep_runs_dramatiqs_script_reloading_what_a_restarted
         worker.stop(timeout=5)
 
 
+@pytest.mark.parametrize("upkeep", [False, True], ids=["store-alone", "with-upkeep"])
+def test_the_front_ends_timed_writes_load_their_script_again_when_a_restarted_redis_lost_it(
+        redis_url: str, upkeep: bool) -> None:
+    """serve's front end (a deadline: writes by the expiring script) stores what it is given after
+    Redis lost its scripts, whether its write is the store alone or carries the queue's upkeep."""
+    front = Jobs.from_url(redis_url, deadline=2.0)
+    front.broker.client.delete(f"{NAMESPACE}:commands")
+    front.broker.maintenance_chance = 1_000_000 if upkeep else 0
+    assert front.submit("commands", "command", {"n": 0})  # the scripts are loaded now
+    front.broker.client.script_flush()  # as after a restart of Redis
+    assert front.submit("commands", "command", {"n": 1})
+    assert front.submit("commands", "command", {"n": 2})
+    assert front.waiting("commands") == 3
+
+
 def test_messages_of_two_lanes_in_one_batch_each_reach_their_lane(redis_url: str) -> None:
     front = Jobs.from_url(redis_url)
     front.broker.client.delete(*(f"{NAMESPACE}:{lane}" for lane in LANES))

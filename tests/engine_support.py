@@ -55,7 +55,8 @@ class ScriptedSteps:
     request_checks: list[Check] = field(default_factory=list)
     """What ``check_request`` answers (a failing one refuses the request)."""
 
-    def check_request(self, cluster: object, run: Run, settings: StepSettings) -> list[Check]:
+    def check_request(self, cluster: object, run: Run, settings: StepSettings, *,
+                      watches: object = None) -> list[Check]:
         self.calls.append("check_request")
         return list(self.request_checks)
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from runbooks.cluster import Cluster, permissions
+from runbooks.cluster.informing import ClusterWatches
 from runbooks.cluster.wrapping import forbidden_sentence
 from runbooks.daemonset import (
     canarying,
@@ -44,7 +45,7 @@ from runbooks.daemonset import (
     verifying,
     waves,
 )
-from runbooks.daemonset.observing import observe
+from runbooks.daemonset.observing import looking, observe
 from runbooks.daemonset.patching import StrategyChanged
 from runbooks.engine.recording import failed, note
 from runbooks.engine.refusals import Refused
@@ -60,10 +61,14 @@ from runbooks.inventory.stacks import hardware_classes
 class DaemonSetSteps:
     """Canary, verify, promote and rollback of one DaemonSet, as the run engine calls them."""
 
-    def check_request(self, cluster: Cluster, run: Run, settings: StepSettings) -> list[Check]:
-        """The canary's pre-checks, before any approver is asked (they run again after approval)."""
+    def check_request(self, cluster: Cluster, run: Run, settings: StepSettings, *,
+                      watches: ClusterWatches | None = None) -> list[Check]:
+        """The canary's pre-checks, before any approver is asked (they run again after approval).
+        With ``watches`` (the process's watch cache), the target's pods are read through the
+        caches the canary's step follows after approval (issue 39: listed once for both)."""
         try:
-            snap = observe(cluster, run.target.namespace, run.target.name)
+            with looking(cluster, run.target.namespace, run.target.name, watches=watches) as look:
+                snap = look(read_daemonset=True)
         except NotFound:
             return [failed("daemonset-exists", f"daemonset {run.target.ref} does not exist on {cluster.context}")]
         dra = classify(snap.ds) == "dra-kubelet-plugin"
@@ -127,7 +132,8 @@ class DaemonSetSteps:
             draining.mark_failed(ctx, ctx.run.canary_nodes)
         target = waves.waves_of(ctx.settings, ctx.run.target.ref, drain=ctx.run.target.drain)
         if result.ok and target is not None and not ctx.run.progress.get("waves"):
-            snap = observe(ctx.cluster, ctx.run.target.namespace, ctx.run.target.name)
+            with looking(ctx.cluster, ctx.run.target.namespace, ctx.run.target.name, watches=ctx.watches) as look:
+                snap = look(read_daemonset=True)
             planned = waves.plan(ctx.cluster, snap, canary=ctx.run.canary_nodes, target=target, settings=ctx.settings)
             ctx.run = ctx.save_progress({"waves": planned})
             note(ctx, "verify_canary.waves", "info", "the promotion goes in " + "; ".join(

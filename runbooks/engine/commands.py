@@ -225,7 +225,9 @@ class Engine:
                     node, chosen = self.driver.steps.pick_node(handle, run, self.driver.settings)
                     run = run.model_copy(update={"node": node, "progress": {**run.progress, NODE_CHOICE: chosen}})
                 self._refuse_if_locked(run)
-                checks = self.driver.steps.check_request(handle, run, self.driver.settings)
+                checks = self.driver.steps.check_request(
+                    handle, run, self.driver.settings,
+                    watches=self.watches.on(run.target.cluster or None) if self.watches is not None else None)
                 failing = [c for c in checks if c.status == CheckStatus.FAIL]
                 if failing:
                     raise Refused(refusals.request_checks_failed(run, [(c.name, c.detail) for c in failing]))

@@ -13,6 +13,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from urllib.parse import parse_qs
 
 import pytest
 
@@ -251,3 +252,28 @@ def test_an_event_during_a_window_is_seen_by_the_cache_and_a_refused_list_is_sti
         assert events.status is CheckStatus.UNKNOWN and "cannot read events" in events.detail
     finally:
         watches.close()
+
+
+def test_a_canary_request_and_its_canary_in_waves_list_the_plugin_pods_once(redis_url: str) -> None:
+    """Issue 39: with the process's watch cache, the request's checks read the plugin pods through
+    it, and the canary after approval (its pre-checks, its replacement, its verify and the planning
+    of the promotion's waves) follows the same cache: the plugin pods are listed once from request
+    to canary (before: the request, the canary's step and the waves' planning each listed them)."""
+    sim = start(6)
+    watches = connect_to(sim)
+    watches.linger = 60
+    try:
+        clock = ClusterClock(Cluster.from_kubeconfig(sim.kubeconfig).server_time)
+        engine = kubesim_engine(sim, redis_url, waved_policy(["100%"]), watches=watches, clock=clock)
+        sim.call(lambda s: s.reads.clear())
+        run = engine.request_canary(actor=Actor("U0ALICE"), target=TARGET, image=NEW, node="gpu-node2").run
+        engine.approve(run.id, actor=Actor("U0BOB"))
+        run = engine.advance(run.id)
+        assert run.state is RunState.AWAITING_PROMOTION, run.reason
+        assert run.progress.get("waves"), "no waves planned"
+        plugin = [r for r in sim.reads() if r["verb"] == "list" and r["path"] == f"/api/v1/namespaces/{NS}/pods"
+                  and "labelSelector" in parse_qs(r["query"])]
+        assert len(plugin) == 1, f"the plugin pods listed {len(plugin)} times from request to canary"
+    finally:
+        watches.close()
+        sim.stop()

@@ -134,6 +134,8 @@ class DaemonSetController:
         self._eligible_gen: dict[str, Any] = {}
         self._template_changed: set[str] = set()
         self.history: History | None = None
+        self._pod_writes = 0
+        """Pods this controller deleted or created so far: a sync that wrote none reuses its pods by node."""
 
     # ------------------------------------------------------------------ start
     def start(self, sim: Simulation) -> None:
@@ -244,12 +246,14 @@ class DaemonSetController:
         _current, old = self.history.construct(ds, hash_)
         by_node = self._pods_by_node(uid)
         nodes = list(store.iter(NODES))
+        writes = self._pod_writes
         changed = self._manage(ds, nodes, by_node, hash_)
         strategy = (ds["spec"].get("updateStrategy") or {}).get("type") or "RollingUpdate"
         if not changed and strategy == "RollingUpdate":
             self._rolling_update(ds, nodes, by_node, hash_)
         self.history.cleanup(ds, old, by_node)
-        self._update_status(ds, nodes, self._pods_by_node(uid), hash_)
+        # the status counts the pods as they are now: read again only when this sync changed them
+        self._update_status(ds, nodes, by_node if self._pod_writes == writes else self._pods_by_node(uid), hash_)
 
     def _ensure_template_generation(self, ds: dict[str, Any]) -> dict[str, Any]:
         """The API server keeps ``deprecated.daemonset.template.generation``; do it if not."""
@@ -277,6 +281,9 @@ class DaemonSetController:
             if run and not pods:
                 create.append(name)
             elif keep and pods:
+                if len(pods) == 1 and not pods[0]["metadata"].get("deletionTimestamp") \
+                        and (pods[0].get("status") or {}).get("phase") != "Failed":
+                    continue  # one live pod where one belongs (nearly every node): nothing to do
                 alive = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
                 delete += [p for p in alive if (p.get("status") or {}).get("phase") == "Failed"]
                 alive = [p for p in alive if (p.get("status") or {}).get("phase") != "Failed"]
@@ -293,6 +300,7 @@ class DaemonSetController:
     def _sync_nodes(self, ds: dict[str, Any], delete: list[dict[str, Any]], create: list[str], hash_: str) -> None:
         assert self.sim is not None
         store = self.sim.store
+        self._pod_writes += len(delete) + len(create)
         for pod in delete:
             m = pod["metadata"]
             try:

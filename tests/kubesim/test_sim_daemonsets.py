@@ -266,3 +266,27 @@ def test_a_burst_of_pod_updates_costs_a_few_syncs_of_their_daemonset_not_one_eac
     status = get(sim, DAEMONSETS, "kube-system", name)["status"]
     assert status["updatedNumberScheduled"] == 200 and status["numberAvailable"] == 200
     assert len(syncs) <= 40, f"{len(syncs)} syncs of the DaemonSet for 200 pods replaced"
+
+
+def test_a_sync_that_deletes_a_pod_counts_the_status_without_it():
+    """The status a sync writes counts the pods as that sync left them: one that deleted a node's
+    Failed pod (its replacement comes with the next sync) counts that node unscheduled, not the
+    pod it just deleted; a sync that changed no pod counts the pods it read."""
+    sim = small()
+    ns, name = "kube-system", "nvidia-device-plugin-daemonset"
+    sim.advance(5)
+    assert get(sim, DAEMONSETS, ns, name)["status"]["currentNumberScheduled"] == 3
+    victim = next(p for p in pods_of(sim, ns, "name", "nvidia-device-plugin-ds") if p["spec"]["nodeName"] == "gpu-node2")
+
+    def failed(obj: dict) -> None:
+        obj["status"]["phase"] = "Failed"
+
+    sim.store.mutate(PODS, ns, victim["metadata"]["name"], failed)  # its resync not yet run
+    sim.controllers["daemonsets"].sync(ns, name)
+    assert get(sim, PODS, ns, victim["metadata"]["name"]) is None or \
+        get(sim, PODS, ns, victim["metadata"]["name"])["metadata"].get("deletionTimestamp")
+    status = get(sim, DAEMONSETS, ns, name)["status"]
+    assert (status["currentNumberScheduled"], status["numberReady"]) == (2, 2), status
+    sim.advance(60)
+    status = get(sim, DAEMONSETS, ns, name)["status"]
+    assert (status["currentNumberScheduled"], status["numberReady"]) == (3, 3), status

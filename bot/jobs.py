@@ -342,12 +342,9 @@ class _Broker(RedisBroker):
                 "fetch", current_millis(), queues[0], self.broker_id, self.heartbeat_timeout,
                 self.dead_message_ttl, 1, self._max_unpack_size(), 0]))
         calls.append((self._enqueue_by, [f"{self.namespace}:{q}" for q in queues], args))
-        if len(calls) == 1:  # one script: one command, without a pipeline's making
+        if len(calls) == 1:  # one script: one EVALSHA (loaded again if Redis lost it), without a pipeline's making
             script, keys, argv = calls[0]
-            try:
-                return bool(self.client.evalsha(script.sha, len(keys), *keys, *argv))
-            except NoScriptError:  # Redis restarted: loaded and run again
-                return bool(script(keys=keys, args=argv))
+            return bool(script(keys=keys, args=argv))
         pipe = self.client.pipeline(transaction=False)
         for script, keys, argv in calls:
             pipe.evalsha(script.sha, len(keys), *keys, *argv)

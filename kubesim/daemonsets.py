@@ -134,8 +134,6 @@ class DaemonSetController:
         self._eligible_gen: dict[str, Any] = {}
         self._template_changed: set[str] = set()
         self.history: History | None = None
-        self._pod_writes = 0
-        """Pods this controller deleted or created so far: a sync that wrote none reuses its pods by node."""
 
     # ------------------------------------------------------------------ start
     def start(self, sim: Simulation) -> None:
@@ -246,14 +244,13 @@ class DaemonSetController:
         _current, old = self.history.construct(ds, hash_)
         by_node = self._pods_by_node(uid)
         nodes = list(store.iter(NODES))
-        writes = self._pod_writes
         changed = self._manage(ds, nodes, by_node, hash_)
         strategy = (ds["spec"].get("updateStrategy") or {}).get("type") or "RollingUpdate"
         if not changed and strategy == "RollingUpdate":
-            self._rolling_update(ds, nodes, by_node, hash_)
+            changed = self._rolling_update(ds, nodes, by_node, hash_)
         self.history.cleanup(ds, old, by_node)
         # the status counts the pods as they are now: read again only when this sync changed them
-        self._update_status(ds, nodes, by_node if self._pod_writes == writes else self._pods_by_node(uid), hash_)
+        self._update_status(ds, nodes, self._pods_by_node(uid) if changed else by_node, hash_)
 
     def _ensure_template_generation(self, ds: dict[str, Any]) -> dict[str, Any]:
         """The API server keeps ``deprecated.daemonset.template.generation``; do it if not."""
@@ -300,7 +297,6 @@ class DaemonSetController:
     def _sync_nodes(self, ds: dict[str, Any], delete: list[dict[str, Any]], create: list[str], hash_: str) -> None:
         assert self.sim is not None
         store = self.sim.store
-        self._pod_writes += len(delete) + len(create)
         for pod in delete:
             m = pod["metadata"]
             try:
@@ -329,7 +325,8 @@ class DaemonSetController:
         labels = pod["metadata"].get("labels") or {}
         return labels.get(HASH_LABEL) == hash_ or labels.get(GENERATION_LABEL) == generation
 
-    def _rolling_update(self, ds: dict[str, Any], nodes: list[dict[str, Any]], by_node: dict[str, list[dict[str, Any]]], hash_: str) -> None:
+    def _rolling_update(self, ds: dict[str, Any], nodes: list[dict[str, Any]], by_node: dict[str, list[dict[str, Any]]], hash_: str) -> bool:
+        """Old pods replaced within maxUnavailable; whether any was deleted."""
         assert self.sim is not None
         now = self.sim.clock.time()
         min_ready = int(ds["spec"].get("minReadySeconds") or 0)
@@ -358,7 +355,9 @@ class DaemonSetController:
                 elif unavailable < max_unavailable:
                     candidates.append(old)
         room = max(0, min(max_unavailable - unavailable, len(candidates)))
-        self._sync_nodes(ds, replace + candidates[:room], [], hash_)
+        delete = replace + candidates[:room]
+        self._sync_nodes(ds, delete, [], hash_)
+        return bool(delete)
 
     def _update_status(self, ds: dict[str, Any], nodes: list[dict[str, Any]], by_node: dict[str, list[dict[str, Any]]], hash_: str) -> None:
         assert self.sim is not None

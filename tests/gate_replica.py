@@ -29,6 +29,7 @@ from typing import Any
 from slack_sdk import WebClient
 
 from bot.slack.blocks import render_message
+from bot.slack.claims import EffectClaims
 from bot.slack.metrics import Metrics
 from bot.slack.pacing import Pacer
 from bot.slack.threads import SlackThreads
@@ -60,8 +61,8 @@ def main(argv: list[str]) -> int:
 
     claims: dict[str, Any] = {}
     if hasattr(store, "claim_effect"):  # absent before issue 40 (run to see the test fail there)
-        claims["claim"] = lambda run_id, effect: store.claim_effect(run_id, effect, owner=owner)
-        claims["release"] = lambda run_id, effect: store.release_effect(run_id, effect, owner=owner)
+        effects = EffectClaims(store, owner=owner)  # as serve claims them
+        claims["claim"], claims["release"] = effects.claim, effects.release
     threads = SlackThreads(web=SlackWeb(WebClient(token=BOT_TOKEN, base_url=api_url), Metrics()), pacer=Pacer(1.0),
                            set_origin=set_origin, audit=store.audit, **claims)
     engine = Engine(store=store, steps=DaemonSetSteps(), policy=Policy.model_validate(POLICY), owner=owner,

@@ -38,6 +38,7 @@ from bot.runtime import Runtime, connector, open_store
 from bot.settings import Settings, SettingsError
 from bot.slack.app import Listeners, SlackDeps, build_app
 from bot.slack.blocks import Payload
+from bot.slack.claims import EffectClaims
 from bot.slack.http import Check, HttpServer, Readiness, WebApp
 from bot.slack.idempotency import Idempotency, InMemoryIdempotency
 from bot.slack.identity import BotIdentity
@@ -232,15 +233,14 @@ def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache
     runtime.store.on_save = metrics.run_save_bytes.observe
     pacer = Pacer(settings.slack_pace)
     runtime.on_stop(pacer.close)
-    store, owner = runtime.store, runtime.engine.leases.owner
     # each post of a run's thread (and a gate's rewrite) claimed in Redis right before its Slack
-    # call: one process makes it, whichever replica, however starved (issue 40)
+    # call: one process makes it, whichever replica, however starved (issue 40); a claim whose
+    # holder is provably dead is taken over at once (finding 10)
+    claims = EffectClaims(runtime.store, owner=runtime.engine.leases.owner)
     threads = SlackThreads(web=web, pacer=pacer, set_origin=runtime.engine.set_origin,
                            self_approval=policy.approvers.allow_self_approval,
                            oncall=policy.oncall.channel or "", mention=policy.oncall.mention or "",
-                           audit=runtime.engine.audit,
-                           claim=lambda run_id, effect: store.claim_effect(run_id, effect, owner=owner),
-                           release=lambda run_id, effect: store.release_effect(run_id, effect, owner=owner))
+                           audit=runtime.engine.audit, claim=claims.claim, release=claims.release)
     runtime.observers.add(threads)
     # every sweep: a gate message whose post failed goes out (one opened a minute ago or more)
     runtime.advancer.also.append(lambda runs: threads.reconcile(runs, min_age=RECONCILE_MIN_AGE))

@@ -33,7 +33,8 @@ Lua script and transaction touches one node and a managed Redis Cluster can hold
                                            verdict, posted_at (every post recorded)
     {upgradebot}:effect:<id>:<key>   string  the claim on a Slack effect of a run's thread (its root, a
                                            step's or a gate's message, a gate's rewrite, an on-call
-                                           notice): the claimer's owner id (PX ttl), taken before the
+                                           notice): the claimer's owner id and mark (pid space, pid,
+                                           start time: ``bot.liveness``; PX ttl), taken before the
                                            Slack call; the effect is recorded in the run's ``origin``
                                            under ``<key>`` (:data:`CLAIM_EFFECT`)
     {upgradebot}:quota:user:<id>     zset    slots of the long commands a user has running: a
@@ -342,12 +343,13 @@ return held
 """
 
 
-# KEYS: run, effect claim; ARGV: origin key, owner, ttl ms
+# KEYS: run, effect claim; ARGV: origin key, owner, ttl ms, dead holder ('' for none)
 # The claim on one Slack effect of a run's thread, taken right before the Slack call in the
 # script that checks it was not done: {'done', value} (the run's origin records it: value),
 # {'held', owner} (claimed less than ttl ago and not recorded: its holder, another process
 # or another thread of this one, may be doing it now), {'gone', ''} (no such run) or
-# {'claimed', ''} (ours to do now; a claim whose ttl ran out, never recorded, is taken over).
+# {'claimed', ''} (ours to do now; a claim whose ttl ran out, never recorded, is taken over,
+# and so is one still held by the dead holder the caller names: bot.slack.claims).
 CLAIM_EFFECT = """
 local raw = redis.call('HGET', KEYS[1], 'json')
 if not raw then return {'gone', ''} end
@@ -356,7 +358,7 @@ if not ok or type(run) ~= 'table' then return {'gone', ''} end
 local origin = run['origin']
 if type(origin) == 'table' and type(origin[ARGV[1]]) == 'string' then return {'done', origin[ARGV[1]]} end
 local holder = redis.call('GET', KEYS[2])
-if holder then return {'held', holder} end
+if holder and holder ~= ARGV[4] then return {'held', holder} end
 redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 return {'claimed', ''}
 """

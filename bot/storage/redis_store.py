@@ -61,7 +61,8 @@ if TYPE_CHECKING:  # the stability reports' models, loaded by their methods: `st
 log = logging.getLogger("upgradebot.store")
 EFFECT_TTL = dt.timedelta(minutes=10)
 """How long a claim on a run thread's Slack effect, never recorded (its holder died or stopped
-between the claim and the record), keeps another process from doing it again."""
+between the claim and the record), keeps another process from doing it again (a holder
+provably dead is taken over at once: ``bot.slack.claims``)."""
 
 def _flatten(entries: Sequence[dict[str, Any]]) -> list[str]:
     """Audit entries as the scripts read them: count, then (field count, fields...) each."""
@@ -412,11 +413,14 @@ class RedisRunStore:
         self._do(lambda: self.client.hsetnx(Keys.report(run_id, after), "posted_at", posted_at)
                  + self.client.pexpire(Keys.report(run_id, after), _ms(keep)))
 
-    def claim_effect(self, run_id: str, effect: str, *, owner: str, ttl: dt.timedelta = EFFECT_TTL) -> tuple[str, str]:
+    def claim_effect(self, run_id: str, effect: str, *, owner: str, ttl: dt.timedelta = EFFECT_TTL,
+                     dead: str = "") -> tuple[str, str]:
         """Claim the Slack effect recorded as ``origin[effect]`` of ``run_id`` right before doing
         it (:data:`~bot.storage.layout.CLAIM_EFFECT`): ``("claimed", "")`` (do it, then record
-        it), ``("done", recorded)``, ``("held", other owner)`` or ``("gone", "")``."""
-        return self._call(self._claim_effect, [Keys.run(run_id), Keys.effect(run_id, effect)], [effect, owner, _ms(ttl)])
+        it), ``("done", recorded)``, ``("held", other owner)`` or ``("gone", "")``; ``dead``: a
+        holder known dead, whose claim, while still its, is taken over (``bot.slack.claims``)."""
+        return self._call(self._claim_effect, [Keys.run(run_id), Keys.effect(run_id, effect)],
+                          [effect, owner, _ms(ttl), dead])
 
     def release_effect(self, run_id: str, effect: str, *, owner: str) -> None:
         """Give back our claim on ``effect`` (Slack refused it: nothing was done; tried again later)."""

@@ -11,6 +11,10 @@ and the gate in its thread; a failed root post is tried again by the next reconc
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 from bot.slack.threads import SlackThreads
 from runbooks.daemonset.steps import DaemonSetSteps
 from runbooks.engine.approving import Actor
@@ -28,8 +32,10 @@ from tests.e2e.runs_support import (
     roots,
     thread,
 )
+from tests.starving import Starvation
 
 S = RunState
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def gates_in(bot: RunBot, root_ts: str) -> list[str]:
@@ -106,3 +112,65 @@ def test_a_failed_root_post_is_retried_with_its_gate_by_the_next_reconcile(run_b
     assert stored.origin["ts"] == root_ts and gate_ts in stored.origin.values()
     assert reconciled(bot, threads) == 0
     assert len([c for c in bot.fake.of("chat.postMessage") if c.answer.get("ok")]) == 2
+
+
+def holding(redis_url: str, run_id: str, effect: str) -> subprocess.Popen[str]:
+    """A process that claimed ``effect`` of the run as a ``serve`` worker does and holds it
+    (:mod:`tests.claim_holder`), ready to be killed or stopped in what it would post."""
+    proc = subprocess.Popen([sys.executable, "-m", "tests.claim_holder", redis_url, run_id, effect], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "claimed"
+    return proc
+
+
+def unrooted(bot: RunBot) -> Run:
+    """A Slack run with its gate open and nothing posted yet (no root ts, no gate ts)."""
+    stopped = Engine(store=bot.runtime.store, steps=DaemonSetSteps(), policy=POLICY, connect=bot.runtime.connect)
+    run = stopped.request_canary(actor=Actor("U0ANA"), target=TARGET, image=NEW, node="gpu-node1",
+                                 origin={"surface": "slack", "channel": "C0OPS"}).run
+    assert run.gate is not None and run.gate.is_open and "ts" not in run.origin
+    return run
+
+
+def test_a_root_claimed_by_a_killed_worker_is_posted_with_its_gate_at_once(run_bot: RunBot, redis_url: str) -> None:
+    """Finding 10: a worker claimed the run's root message and was SIGKILLed (``serve`` killed)
+    before it recorded Slack's answer. Its claim held the root, so the gate message with it
+    (it goes in the root's thread), for the claim's 10 minutes. The claim records who holds it
+    (pid, start time, boot and pid namespace): the reconcile of the bot that runs next sees the
+    holder is dead and takes the claim over at once: one root, the gate in its thread, both
+    recorded with the run."""
+    bot = run_bot
+    run = unrooted(bot)
+    worker = holding(redis_url, run.id, "ts")
+    worker.kill()
+    worker.wait()  # dead and reaped: its pid is gone
+
+    (threads,) = bot.runtime.observers.of_type(SlackThreads)  # serve's, with serve's claims
+    assert reconciled(bot, threads) == 1
+    (root,) = roots(bot.fake)
+    root_ts = posted_ts(root)
+    (gate_ts,) = gates_in(bot, root_ts)
+    stored = bot.runtime.engine.get(run.id)
+    assert stored.origin["ts"] == root_ts and gate_ts in stored.origin.values()
+    assert reconciled(bot, threads) == 0 and len(bot.fake.of("chat.postMessage")) == 2
+
+
+def test_a_root_claimed_by_a_stopped_worker_is_left_to_it(run_bot: RunBot, redis_url: str,
+                                                          starvation: Starvation) -> None:
+    """Finding 10, the other side: the claim's holder is stopped (SIGSTOP), not dead, maybe in
+    the middle of its Slack call; its claim is respected (no second root, no gate without its
+    root) until it runs again or its 10 minutes are over."""
+    bot = run_bot
+    run = unrooted(bot)
+    worker = holding(redis_url, run.id, "ts")
+    try:
+        starvation.stop(worker.pid)
+        (threads,) = bot.runtime.observers.of_type(SlackThreads)
+        assert reconciled(bot, threads) == 1  # the gate queued, then dropped: it has no root yet
+        assert reconciled(bot, threads) == 1
+        assert bot.fake.of("chat.postMessage") == []
+        assert "ts" not in bot.runtime.engine.get(run.id).origin
+    finally:
+        starvation.resume(worker.pid)
+        worker.kill()
+        worker.wait()

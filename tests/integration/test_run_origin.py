@@ -49,3 +49,20 @@ def test_a_thread_effect_is_claimed_by_one_process_until_it_is_recorded(redis_ur
     while store.claim_effect(run.id, "step|canary", owner="b") != ("claimed", ""):  # a's claim lapses
         assert time.monotonic() < deadline, "the claim never lapsed"
         time.sleep(0.05)
+
+
+def test_a_dead_holder_s_claim_is_taken_over_once_and_only_while_it_holds_it(redis_url: str) -> None:
+    """Finding 10: ``dead`` names a holder known dead; its claim is taken over at once, in the
+    script that checks it is still that holder's and the effect not recorded: of two processes
+    that both found it dead, one takes it; a claim of another holder, or a recorded effect, is
+    not taken."""
+    engine = make_engine(redis_url)
+    store = engine.store
+    run = request(engine)
+    assert isinstance(store, RedisRunStore)
+    assert store.claim_effect(run.id, "ts", owner="dead") == ("claimed", "")
+    assert store.claim_effect(run.id, "ts", owner="b", dead="someone else") == ("held", "dead")
+    assert store.claim_effect(run.id, "ts", owner="b", dead="dead") == ("claimed", "")
+    assert store.claim_effect(run.id, "ts", owner="c", dead="dead") == ("held", "b")
+    engine.set_origin(run.id, ts="1700000003.000100")
+    assert store.claim_effect(run.id, "ts", owner="c", dead="b") == ("done", "1700000003.000100")

@@ -73,6 +73,27 @@ def policy_too_many_values(path: str, limit: int) -> str:
             "use fewer anchors and aliases")
 
 
+POLICY_EXPECTED = {"bool_type": "true or false", "int_type": "a whole number", "float_type": "a number"}
+"""What a policy value of the wrong type must be, by pydantic's error type (nothing is coerced)."""
+
+
+def policy_wrong_type(expected: str, given: object) -> str:
+    return f"must be {expected}, not {_policy_value(given)}"
+
+
+def _policy_value(value: object) -> str:
+    """A value of the policy file as YAML writes it: ``true``, ``1``, ``the string 'yes'``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "an empty value"
+    if isinstance(value, str):
+        return f"the string {value[:40]!r}" + ("…" if len(value) > 40 else "")
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return "a list" if isinstance(value, list) else "a mapping" if isinstance(value, dict) else type(value).__name__
+
+
 POLICY_KEY_NOT_PLAIN = "a key must be a plain value (a word or a number), not a list or a mapping"
 
 

@@ -13,12 +13,17 @@ it comes at once:
   counted with each alias expanded as often as it is used (an alias bomb is a few lines),
   before anything is constructed;
 - a mapping key must be a plain value (``? [a, b]`` would be an unhashable key), and a key
-  given twice is refused (the later one would silently win).
+  given twice is refused (the later one would silently win);
+- only ``true`` and ``false`` (as YAML 1.2 spells them) are booleans: YAML 1.1's unquoted
+  ``yes``, ``no``, ``on``, ``off`` stay strings, which the policy's strictly typed booleans
+  refuse with the key named (``allow_self_approval: no`` must not be read one way here and
+  another in a neighbouring tool, nor ``'yes'`` and ``yes`` differently).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -63,6 +68,12 @@ def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool 
 
 
 UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+UniqueKeyLoader.yaml_implicit_resolvers = {  # YAML 1.1's booleans dropped: yes/no/on/off read as strings
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != _BOOL_TAG]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+UniqueKeyLoader.add_implicit_resolver(_BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 
 def read_text(path: Path) -> str:

@@ -127,10 +127,10 @@ class Settings(BaseSettings):
         if not isinstance(data, dict):
             raise SettingsError(f"UPGRADEBOT_CONFIG {self.config_file} must be a YAML mapping")
         try:
-            policy = Policy.model_validate(data)
+            policy = Policy.model_validate(data, strict=True)  # nothing coerced (runbooks.policy_checks.Strict)
         except ValidationError as exc:
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'file'}: {err['msg']}{_did_you_mean(err)}"
+                f"{'.'.join(str(p) for p in err['loc']) or 'file'}: {_reason(err)}{_did_you_mean(err)}"
                 for err in exc.errors()
             )
             raise SettingsError(f"UPGRADEBOT_CONFIG {self.config_file}: {problems}") from exc
@@ -151,6 +151,17 @@ def load_settings() -> Settings:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         raise SettingsError(f"bad environment: {problems}") from exc
+
+
+def _reason(error: Any) -> str:
+    """Why a policy value is refused: pydantic's sentence, or for a boolean or number of another
+    type what it must be and what it was (``must be true or false, not the string 'yes'``)."""
+    from handlers import startup_messages as startup_msg
+
+    expected = startup_msg.POLICY_EXPECTED.get(error.get("type", ""))
+    if expected is None:
+        return str(error["msg"])
+    return startup_msg.policy_wrong_type(expected, error.get("input"))
 
 
 def _did_you_mean(error: Any) -> str:

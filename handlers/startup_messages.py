@@ -73,6 +73,27 @@ def policy_too_many_values(path: str, limit: int) -> str:
             "use fewer anchors and aliases")
 
 
+POLICY_EXPECTED = {"bool_type": "true or false", "int_type": "a whole number", "float_type": "a number"}
+"""What a policy value of the wrong type must be, by pydantic's error type (nothing is coerced)."""
+
+
+def policy_wrong_type(expected: str, given: object) -> str:
+    return f"must be {expected}, not {_policy_value(given)}"
+
+
+def _policy_value(value: object) -> str:
+    """A value of the policy file as YAML writes it: ``true``, ``1``, ``the string 'yes'``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "an empty value"
+    if isinstance(value, str):
+        return f"the string {value[:40]!r}" + ("…" if len(value) > 40 else "")
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return "a list" if isinstance(value, list) else "a mapping" if isinstance(value, dict) else type(value).__name__
+
+
 POLICY_KEY_NOT_PLAIN = "a key must be a plain value (a word or a number), not a list or a mapping"
 
 
@@ -89,3 +110,35 @@ ERROR_SIGNING_SECRET_MALFORMED = ("SLACK_SIGNING_SECRET is not a signing secret 
 
 def error_kubeconfig_unusable(reason: str) -> str:
     return f"kubeconfig unusable: {reason}"
+
+
+STATE_FIX = "set XDG_STATE_HOME to a directory of your own (the shell's Redis and `local start` keep their state there)"
+
+
+def state_is_a_link(path: str, target: str) -> str:
+    return (f"{path} is a symbolic link (to {target}), not a directory of this user's: remove it, or {STATE_FIX}")
+
+
+def state_not_kind(path: str, kind: str) -> str:
+    return f"{path} is not {kind}: remove it, or {STATE_FIX}"
+
+
+def state_not_owned(path: str, uid: int) -> str:
+    return (f"{path} belongs to another user (uid {uid}), who could replace what upgradebot keeps there: "
+            f"refused; remove it, or {STATE_FIX}")
+
+
+def state_shared(path: str, mode: int, *, directory: bool) -> str:
+    fix = "chmod 700" if directory else "chmod 600"
+    return (f"{path} can be written by other users (mode {mode:04o}), who could replace what upgradebot keeps "
+            f"there: refused; {fix} it if everything in it is yours, or {STATE_FIX}")
+
+
+def state_parent_not_owned(path: str, uid: int) -> str:
+    return (f"{path} belongs to another user (uid {uid}), who could replace upgradebot's state directory in it: "
+            f"refused; {STATE_FIX}")
+
+
+def state_parent_shared(path: str, mode: int) -> str:
+    return (f"{path} can be written by other users and is not sticky (mode {mode:04o}; /tmp is 1777): any of them "
+            f"could replace upgradebot's state directory in it: refused; {STATE_FIX}")

@@ -79,6 +79,11 @@ def at_least(minimum: str) -> Callable[[str], str]:
 
 
 class Strict(BaseModel):
-    """A policy section: unknown keys refused (a typo is an error), values frozen."""
+    """A policy section: unknown keys refused (a typo is an error), values frozen, and no value
+    coerced to its field's type: a boolean is ``true`` or ``false`` (never ``'yes'`` nor ``1``), an
+    integer a whole number (never ``true``), a number of seconds a number (never ``'30'``). A field
+    that parses a string (a duration, a wave size) says so with a validator of its own.
+    ``bot/settings.py`` validates the file with ``strict=True`` as well, for the sections whose
+    models are not these (``verify.metrics``, ``prometheus``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)

@@ -332,11 +332,13 @@ def reported_errors() -> tuple[type[Exception], ...]:
     settings): imported when one is raised, so that ``--help`` loads neither the settings
     nor the engine's driving (issue 39)."""
     from bot.settings import SettingsError
+    from bot.storage.private import UnsafeState
     from runbooks.engine.driving import StepPaused
     from runbooks.engine.refusals import Refused
     from runbooks.engine.store import StoreUnavailable
 
-    return (ClusterError, SettingsError, Refused, StoreUnavailable, StepPaused, RedisUnavailable, IdentityRefused)
+    return (ClusterError, SettingsError, Refused, StoreUnavailable, StepPaused, RedisUnavailable, IdentityRefused,
+            UnsafeState)
 
 
 def run() -> int:

@@ -13,6 +13,11 @@ the users of a machine such as ``/tmp/kubesim.kubeconfig``):
   token (``UPGRADEBOT_TOKEN``) whose secret is in ``try/bob.token`` and whose SHA-256 is in
   the policy. Self-approval stays refused; shell approvals are on.
 
+Every directory it uses is this user's alone (:mod:`bot.storage.private`): made with mode
+0700, or refused, exit 2, when another user owns it, others (or the group) can write it, or it
+is a symbolic link; so is a policy or token it would reuse. The policy and the token are
+written afresh with mode 0600.
+
 It prints three lines to paste: ``.venv/bin`` on ``PATH``, ``KUBECONFIG`` and
 ``UPGRADEBOT_CONFIG``, and a ``bob`` shell function that runs a command as Bob. A second
 ``start`` while kubesim runs starts nothing and prints the same lines.
@@ -43,6 +48,7 @@ from typing import TYPE_CHECKING, TextIO
 from bot.shell import local_messages as msg
 from bot.shell.identity import os_account
 from bot.storage.local import local_redis_url
+from bot.storage.private import existing_dir, private_dir, private_file, write_private
 from handlers.messages import PROG, shell_error
 
 if TYPE_CHECKING:  # the type only: `upgradebot --help` loads no settings (issue 39)
@@ -110,7 +116,9 @@ def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
 
 
 def start(paths: Paths, settings: Settings, out: TextIO) -> int:
-    paths.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(paths.state)  # this user's alone, or refused (bot.storage.private), before anything is used
+    private_dir(paths.dir)
+    have_policy, have_token = private_file(paths.policy), private_file(paths.token)  # each this user's, or refused
     if settings.redis_url is None:  # first: when it cannot start, nothing else is left running
         local_redis_url(paths.state)
     running = _running(paths.kubesim_pid, "kubesim")
@@ -122,7 +130,7 @@ def start(paths: Paths, settings: Settings, out: TextIO) -> int:
             _terminate("kubesim", running)
         running, url = _start_kubesim(paths)
         out.write(msg.local_started(running, url) + "\n")
-    if not (paths.policy.exists() and paths.token.exists()):
+    if not (have_policy and have_token):
         _write_policy(paths)
     out.write(msg.local_paste(paste_lines(paths, home=settings.home)) + "\n")
     out.write(msg.local_stop_hint(PROG) + "\n")
@@ -130,6 +138,8 @@ def start(paths: Paths, settings: Settings, out: TextIO) -> int:
 
 
 def stop(paths: Paths, out: TextIO) -> int:
+    if existing_dir(paths.state):  # its pid files are believed only where no one else could have written them
+        existing_dir(paths.dir)
     stopped = False
     for what, pid_file, marker in (("kubesim", paths.kubesim_pid, "kubesim"),
                                    ("the local Redis", paths.redis_pid, "redis-server")):
@@ -184,12 +194,9 @@ def policy_text(*, account: str, token_sha256: str) -> str:
 
 def _write_policy(paths: Paths) -> None:
     token = secrets.token_urlsafe(24)
-    paths.token.unlink(missing_ok=True)
-    fd = os.open(paths.token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(token + "\n")
+    write_private(paths.token, token + "\n")
     digest = hashlib.sha256(token.encode()).hexdigest()
-    paths.policy.write_text(policy_text(account=os_account(), token_sha256=digest))
+    write_private(paths.policy, policy_text(account=os_account(), token_sha256=digest))
 
 
 def _start_kubesim(paths: Paths) -> tuple[int, str]:

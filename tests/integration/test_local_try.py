@@ -143,3 +143,140 @@ def test_a_kubesim_whose_kubeconfig_is_gone_is_replaced_not_left_behind(home: Pa
     assert second != first and gone(first) and not gone(second)
     assert (state / "kubeconfig").exists()
 
+
+
+OTHER_UID = 12345
+"""Another user of the machine (the tests run as root, who may give a directory away)."""
+
+
+def _refused(home: Path, state_home: Path) -> subprocess.CompletedProcess[str]:
+    """``local start`` with ``XDG_STATE_HOME=state_home``, which must refuse: exit 2, one line naming
+    what it refused, and nothing started (no Redis) nor written (no policy)."""
+    proc = in_process(env_of(home, XDG_STATE_HOME=str(state_home)), "local", "start")
+    state = state_home / "upgradebot"
+    try:
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stdout == "" and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.startswith("upgradebot: ") and str(state_home) in proc.stderr, proc.stderr
+        assert not (state / "redis.pid").exists() and not (state / "redis.sock").exists()
+        assert not (state / "try" / "kubesim.pid").exists()
+    finally:  # the code before the fix started both: stop them (by their pid files), whatever the state
+        for pid_file in (state / "redis.pid", state / "try" / "kubesim.pid"):
+            if pid_file.is_file() and not gone(pid := int(pid_file.read_text())):
+                os.kill(pid, signal.SIGKILL)
+    return proc
+
+
+def _shared(home: Path) -> Path:
+    """A directory every user may write, sticky as /tmp is (each may replace only their own entries)."""
+    shared = home / "xs"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    return shared
+
+
+@pytest.mark.parametrize("how", ["another user's", "writable by others", "writable by the group", "a symlink"])
+def test_start_refuses_a_state_directory_it_does_not_own(home: Path, how: str) -> None:
+    """finding 8: on a world-writable XDG_STATE_HOME another user pre-created ``upgradebot/`` (or a
+    symlink by that name to a directory of theirs): `local start` used it as it was, and that user
+    could replace the policy it wrote. It refuses it, exit 2, in one line naming it, starting nothing."""
+    shared = _shared(home)
+    state = shared / "upgradebot"
+    if how == "a symlink":
+        elsewhere = home / "elsewhere"
+        elsewhere.mkdir(mode=0o700)
+        state.symlink_to(elsewhere)
+    else:
+        state.mkdir()
+        state.chmod({"another user's": 0o700, "writable by others": 0o777, "writable by the group": 0o770}[how])
+        if how == "another user's":
+            os.chown(state, OTHER_UID, OTHER_UID)
+    proc = _refused(home, shared)
+    assert str(state) in proc.stderr
+    assert not (home / "elsewhere" / "try").exists()  # nothing was made through the link
+
+
+@pytest.mark.parametrize("how", ["another user's", "writable by others", "a symlink"])
+def test_start_refuses_a_try_directory_it_does_not_own(home: Path, how: str) -> None:
+    """finding 8: ``upgradebot/try/`` (kubesim's kubeconfig, the policy, Bob's token) is held to the same."""
+    shared = _shared(home)
+    state = shared / "upgradebot"
+    state.mkdir(mode=0o700)
+    if how == "a symlink":
+        (home / "elsewhere").mkdir(mode=0o700)
+        (state / "try").symlink_to(home / "elsewhere")
+    else:
+        (state / "try").mkdir(mode=0o700)
+        if how == "another user's":
+            os.chown(state / "try", OTHER_UID, OTHER_UID)
+        else:
+            (state / "try").chmod(0o777)
+    proc = _refused(home, shared)
+    assert str(state / "try") in proc.stderr
+    assert not (home / "elsewhere" / "policy.yaml").exists()
+
+
+def test_start_refuses_a_state_home_others_can_write_without_the_sticky_bit(home: Path) -> None:
+    """finding 8: in a directory anyone may write and that is not sticky (as /tmp is), another
+    user can rename this user's ``upgradebot/`` away and put one of theirs in its place."""
+    open_to_all = home / "xs"
+    open_to_all.mkdir()
+    open_to_all.chmod(0o777)
+    _refused(home, open_to_all)
+    assert not (open_to_all / "upgradebot" / "try").exists()
+
+
+@pytest.mark.parametrize("how", ["another user's", "a symlink"])
+def test_start_refuses_a_policy_it_did_not_write(home: Path, how: str) -> None:
+    """finding 8: a policy or token in ``try/`` that is not this user's own regular file (left by
+    another user while the directory was open to them, or a link to elsewhere) is not reused."""
+    shared = _shared(home)
+    try_dir = shared / "upgradebot" / "try"
+    try_dir.mkdir(parents=True, mode=0o700)
+    (shared / "upgradebot").chmod(0o700)
+    (try_dir / "bob.token").write_text("theirs\n")
+    if how == "a symlink":
+        (home / "their-policy.yaml").write_text("approvers: {users: [U0MALLORY]}\n")
+        (try_dir / "policy.yaml").symlink_to(home / "their-policy.yaml")
+    else:
+        (try_dir / "policy.yaml").write_text("approvers: {users: [U0MALLORY]}\n")
+        os.chown(try_dir / "policy.yaml", OTHER_UID, OTHER_UID)
+    proc = _refused(home, shared)
+    assert str(try_dir / "policy.yaml") in proc.stderr
+
+
+def test_start_makes_its_directories_and_files_private(home: Path) -> None:
+    """finding 8: in a shared sticky XDG_STATE_HOME, what `local start` makes is the user's alone:
+    its directories 0700, the policy and Bob's token 0600 (whatever the umask)."""
+    shared = _shared(home)
+    env = env_of(home, XDG_STATE_HOME=str(shared))
+    started = subprocess.run([UPGRADEBOT, "local", "start"], capture_output=True, text=True, env=env, cwd=ROOT,
+                             timeout=120)
+    try:
+        assert started.returncode == 0, started.stderr
+        state = shared / "upgradebot"
+        for directory in (state, state / "try"):
+            assert directory.stat().st_mode & 0o777 == 0o700, directory
+        for private in (state / "try" / "policy.yaml", state / "try" / "bob.token", state / "try" / "kubeconfig"):
+            assert private.stat().st_mode & 0o777 == 0o600, private
+    finally:
+        assert in_process(env, "local", "stop").returncode == 0
+
+
+def test_the_shells_redis_and_stop_refuse_a_state_directory_of_another_user(home: Path) -> None:
+    """finding 8, the same directory: a shell command (its Redis, whose socket would be there) and
+    `local stop` (its pid files) refuse it too; neither starts nor signals anything."""
+    shared = _shared(home)
+    state = shared / "upgradebot"
+    state.mkdir(mode=0o700)
+    os.chown(state, OTHER_UID, OTHER_UID)
+    env = env_of(home, XDG_STATE_HOME=str(shared))
+    try:
+        for verb in ("runs", "local stop"):
+            proc = in_process(env, *verb.split())
+            assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
+            assert f"{state} belongs to another user (uid {OTHER_UID})" in proc.stderr
+        assert not (state / "redis.sock").exists() and not (state / "redis.pid").exists()
+    finally:  # the code before the fix started the Redis there
+        if (state / "redis.pid").is_file() and not gone(pid := int((state / "redis.pid").read_text())):
+            os.kill(pid, signal.SIGKILL)

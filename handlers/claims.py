@@ -67,7 +67,7 @@ def summarize(result: ClaimsReport) -> Reply:
     more = f" (the first {MAX_ROWS}; --json lists them all)" if len(result.broken) > MAX_ROWS else ""
     deletable = sum(1 for b in result.broken if b.deletable)
     text = (f"{len(result.broken)} broken ResourceClaim(s){more}; {deletable} of them `cleanup-claims` would delete "
-            "(a terminating one is left to a person: its fix says how)")
+            "(one still reserved for a live pod is kept, a terminating one left to a person: its fix says how)")
     return Reply(title=f"ResourceClaims of {result.context}", text=text, fields=fields, tone="warn",
                  thread=[Message(title="Broken claims", table=Table(header=["CLAIM", "REASON", "SEEN", "FIX"],
                                                                      rows=rows), tone="warn")])

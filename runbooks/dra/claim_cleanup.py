@@ -3,12 +3,16 @@
 :class:`ClaimCleanupSteps` implements :class:`runbooks.engine.steps.ChangeSteps`:
 
 - ``plan`` (at request time, read-only): :func:`runbooks.dra.claims.broken_claims`; the claims
-  it may delete (every broken one but a terminating one, which deleting again does not move)
-  are stored with the run with the uid and resourceVersion each was read at, the terminating
-  ones listed only. Refused when there is none to delete. The approvers approve exactly that.
+  it may delete (every broken one but a terminating one, which deleting again does not move,
+  and one still reserved for a live pod) are stored with the run with the uid and
+  resourceVersion each was read at, the others listed only, each in use one with the live
+  pods holding it, so the approver sees them. Refused when there is none to delete. The
+  approvers approve exactly that.
 - ``check_request``: each deletion made as a server-side dry run (authorized like the
   deletion), so a missing RBAC rule refuses the request before anyone approves.
-- ``apply``: each listed claim deleted with its listed uid and resourceVersion as the delete's
+- ``apply``: each listed claim read again with its namespace's pods just before its delete:
+  one a live pod holds now (:func:`runbooks.dra.claims.live_holders`) is kept and reported,
+  no delete sent. The others deleted with their listed uid and resourceVersion as the delete's
   preconditions: a claim that changed since it was listed (another resourceVersion: a pod took
   it, the controller released it) or a new claim of the same name is not deleted (the API
   server answers 409) and is reported; one gone already is noted. The engine lets the run
@@ -17,7 +21,8 @@
   controller's to remove once nothing reserves it).
 - ``rollback``: nothing to put back (a deleted claim cannot be restored).
 
-What the steps keep in ``run.progress``: ``deleted`` and ``changed`` (``namespace/name``).
+What the steps keep in ``run.progress``: ``deleted``, ``changed`` (``namespace/name``) and ``kept``
+(``namespace/name`` -> the live pods that held it at its delete)
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ from __future__ import annotations
 from typing import Any
 
 from runbooks.cluster import Cluster
-from runbooks.cluster.resources import DRA_GROUP, Resource
+from runbooks.cluster.resources import DRA_GROUP, PODS, Resource
 from runbooks.daemonset.checks import listing
-from runbooks.dra.claims import broken_claims
+from runbooks.dra.claims import broken_claims, live_holders
 from runbooks.engine.recording import failed, note, note_checks, passed, result
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import Run
@@ -46,9 +51,20 @@ def _claims(run: Run) -> Resource:
 def plan_text(change: dict[str, Any]) -> str:
     """``delete 3 broken ResourceClaims as listed: ml-team/a (reason), ...; listed only: ...``."""
     deleting = [f"{_ref(c)} ({c['reason']})" for c in change.get("delete") or []]
-    listed = [f"{_ref(c)} ({c['reason']})" for c in change.get("listed") or []]
+    listed = [f"{_ref(c)} ({c['reason']}" + (f"; in use by live pod(s) {', '.join(c['holders'])}: kept"
+                                               if c.get("holders") else "") + ")" for c in change.get("listed") or []]
     return (f"delete {plural(len(deleting), 'broken ResourceClaim')} as listed (uid and resourceVersion as read "
             f"now): {listing(deleting)}" + (f"; listed only, for a person: {listing(listed)}" if listed else ""))
+
+
+def _holders_now(ctx: StepContext, claims: Resource, claim: dict[str, Any]) -> list[str]:
+    """The live pods the claim (this uid) is reserved for as it is now; [] when it is gone or is another."""
+    found = ctx.cluster.list_objects(claims, namespace=claim["namespace"],  # list: the read rule has no get
+                                     field_selector=f"metadata.name={claim['name']}")
+    now = next((o for o in found if o["metadata"].get("uid") == claim["uid"]), None)
+    if now is None or not (now.get("status") or {}).get("reservedFor"):
+        return []
+    return live_holders(now, ctx.cluster.list_objects(PODS, namespace=claim["namespace"]))
 
 
 class ClaimCleanupSteps:
@@ -82,10 +98,18 @@ class ClaimCleanupSteps:
         run, claims = ctx.run, _claims(ctx.run)
         deleted = list(run.progress.get("deleted") or [])
         changed = list(run.progress.get("changed") or [])
+        kept = dict(run.progress.get("kept") or {})
         for claim in run.change.get("delete") or []:
             ref = _ref(claim)
-            if ref in deleted or ref in changed:
+            if ref in deleted or ref in changed or ref in kept:
                 continue  # done before a restart
+            holders = _holders_now(ctx, claims, claim)
+            if holders:
+                kept[ref] = holders
+                ctx.run = ctx.save_progress({"kept": kept})
+                note(ctx, "cleanup.delete-claim", "skipped", f"ResourceClaim {ref} is reserved for live pod(s) "
+                     f"{', '.join(holders)} now: kept, not deleted", claim=ref, holders=holders)
+                continue
             try:
                 ctx.cluster.delete(claims, claim["name"], namespace=claim["namespace"], uid=claim["uid"],
                                    resource_version=claim["resource_version"])
@@ -118,16 +142,21 @@ class ClaimCleanupSteps:
                    for o in found):
                 left.append(_ref(claim))
         changed = list(run.progress.get("changed") or [])
+        kept = [f"{ref} ({', '.join(holders)})" for ref, holders in (run.progress.get("kept") or {}).items()]
         checks = [failed("claims-deleted", f"still there: {listing(left)}", "claims") if left else
                   passed("claims-deleted", f"{plural(len(deleted), 'claim')} deleted as listed", "claims")]
         if changed:
             checks.append(passed("claims-changed", f"not deleted, changed since they were listed: {listing(changed)} "
                                  "(`claims` shows whether they are still broken)", "claims", changed=changed))
+        if kept:
+            checks.append(passed("claims-in-use", f"not deleted, kept, in use by a live pod: {listing(kept)}", "claims",
+                                 kept=kept))
         note_checks(ctx, "verify", checks)
         outcome = result(checks, what="the cleanup of broken ResourceClaims")
         if outcome.ok:
             reason = f"{plural(len(deleted), 'broken ResourceClaim')} deleted as listed" + (
-                f"; not deleted, changed since listed: {listing(changed)}" if changed else "")
+                f"; not deleted, changed since listed: {listing(changed)}" if changed else "") + (
+                f"; kept, in use by a live pod: {listing(kept)}" if kept else "")
             return outcome.model_copy(update={"reason": reason})
         return outcome
 

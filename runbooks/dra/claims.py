@@ -3,8 +3,8 @@
 Read-only. A claim is listed when what holds it is gone:
 
 - ``reserved-for-missing-pods``: ``status.reservedFor`` names pods (by uid) that no longer
-  exist; the resourceclaim controller drops such entries when it sees the pod go, so one
-  left over means it missed it, and the devices stay taken.
+  exist or have finished; the resourceclaim controller drops such entries when it sees the
+  pod go, so one left over means it missed it, and the devices stay taken.
 - ``driver-gone``: allocated to a node that no longer exists, or on which no ResourceSlice of
   the allocating driver is published any more (read only where slices are served, 1.30 on):
   its devices cannot be prepared for a new pod there.
@@ -14,6 +14,11 @@ Read-only. A claim is listed when what holds it is gone:
   ago with no live pod reserving it: its finalizer is never going to be removed by the
   controller. Deleting it again does nothing, so ``cleanup-claims`` leaves it to a person
   (the fix names the command).
+
+A claim whose ``status.reservedFor`` names a live pod (:func:`live_holders`: one that exists
+and has not finished, a pod being deleted included) is in use: when it is listed all the same
+(a stale entry beside the live one, or its driver gone under a running pod) it carries its
+``holders`` and is never deletable, and ``cleanup-claims`` checks again just before each delete.
 
 Each :class:`BrokenClaim` carries the claim's uid and resourceVersion as read, so a
 cleanup deletes it only as it was listed (a delete precondition on both).
@@ -34,6 +39,8 @@ PENDING_GRACE = dt.timedelta(minutes=10)
 """How old a pending claim (or a deletion) must be before it is called broken: a pod being created
 names its claim a moment after the claim exists."""
 REASONS = ("reserved-for-missing-pods", "driver-gone", "pending-without-pod", "terminating-stuck")
+FINISHED = ("Succeeded", "Failed")
+"""A pod in these phases has stopped its containers: the resourceclaim controller drops its reservations itself."""
 
 
 class BrokenClaim(BaseModel):
@@ -44,7 +51,9 @@ class BrokenClaim(BaseModel):
     reason: str = Field(description="one of REASONS")
     detail: str = Field(description="what was seen, in a sentence")
     fix: str = Field(description="what to do, in a sentence")
-    deletable: bool = Field(description="cleanup-claims deletes it (a terminating claim is only listed)")
+    deletable: bool = Field(description="cleanup-claims deletes it (a terminating claim, or one in use, is only listed)")
+    holders: list[str] = Field(default_factory=list, description="the live pods its status.reservedFor names: "
+                               "it is in use, so it is kept")
 
     @property
     def ref(self) -> str:
@@ -102,6 +111,18 @@ def _named_claims(pod: dict[str, Any]) -> set[str]:
     return names
 
 
+def live_holders(claim: dict[str, Any], pods: Sequence[dict[str, Any]]) -> list[str]:
+    """The pods of ``pods`` (the claim's namespace) that ``status.reservedFor`` names by uid and
+    that have not finished, each ``name`` (``name (being deleted)`` for one with a
+    deletionTimestamp: its containers may still run on the devices until the kubelet stops
+    them, and the controller releases the claim once it is gone, so it still holds it)."""
+    reserved = {str(r.get("uid")) for r in (claim.get("status") or {}).get("reservedFor") or []
+                if r.get("resource", "pods") == "pods"}
+    return [str(p["metadata"]["name"]) + (" (being deleted)" if p["metadata"].get("deletionTimestamp") else "")
+            for p in pods if str(p["metadata"].get("uid")) in reserved
+            and (p.get("status") or {}).get("phase") not in FINISHED]
+
+
 def _age(claim: dict[str, Any], key: str, now: dt.datetime) -> dt.timedelta:
     stamp = claim["metadata"].get(key)
     if not stamp:
@@ -111,24 +132,32 @@ def _age(claim: dict[str, Any], key: str, now: dt.datetime) -> dt.timedelta:
 
 def diagnose(claim: dict[str, Any], *, pods: Sequence[dict[str, Any]], nodes: set[str],
              slices: set[tuple[str, str]] | None, now: dt.datetime) -> BrokenClaim | None:
-    """Why ``claim`` is broken, or None. ``pods``: the live pods of its namespace; ``slices``:
-    (node, driver) of every published ResourceSlice, None where slices are not served."""
+    """Why ``claim`` is broken, or None. ``pods``: the pods of its namespace (finished ones
+    included: they hold nothing); ``slices``: (node, driver) of every published ResourceSlice,
+    None where slices are not served. A claim with a live holder is never deletable."""
     meta = claim["metadata"]
     namespace, name = str(meta.get("namespace") or ""), str(meta["name"])
     status = claim.get("status") or {}
-    live = {str(p["metadata"]["uid"]) for p in pods}
+    running = [p for p in pods if (p.get("status") or {}).get("phase") not in FINISHED]
+    live = {str(p["metadata"]["uid"]) for p in running}
+    finished = {str(p["metadata"]["uid"]): str((p.get("status") or {}).get("phase")) for p in pods
+                if str(p["metadata"]["uid"]) not in live}
     reserved = [r for r in status.get("reservedFor") or [] if r.get("resource", "pods") == "pods"]
     gone = [r for r in reserved if str(r.get("uid")) not in live]
+    holders = live_holders(claim, running)
     allocated = bool(status.get("allocation"))
-    users = [p["metadata"]["name"] for p in pods if name in _named_claims(p)]
+    users = [p["metadata"]["name"] for p in running if name in _named_claims(p)]
 
     def broken(reason: str, detail: str, fix: str, *, deletable: bool = True) -> BrokenClaim:
+        if holders:  # in use: shown with its holders, never deleted
+            detail = f"{detail}; still reserved for live pod(s) {', '.join(holders)}"
+            fix = (f"kept: it is in use by {', '.join(holders)} (cleanup-claims does not delete it); "
+                   f"once those pods are gone: {fix}")
         return BrokenClaim(namespace=namespace, name=name, uid=str(meta.get("uid") or ""),
                            resource_version=str(meta.get("resourceVersion") or ""), reason=reason, detail=detail,
-                           fix=fix, deletable=deletable)
+                           fix=fix, deletable=deletable and not holders, holders=holders)
 
     if meta.get("deletionTimestamp"):
-        holders = [r for r in reserved if str(r.get("uid")) in live]
         if holders or _age(claim, "deletionTimestamp", now) < PENDING_GRACE:
             return None  # kept for the pods it serves, as the API server does
         finalizers = ", ".join(meta.get("finalizers") or []) or "none"
@@ -138,9 +167,11 @@ def diagnose(claim: dict[str, Any], *, pods: Sequence[dict[str, Any]], nodes: se
                       f"patch resourceclaim {name} -n {namespace} --type=merge -p "
                       "'{\"metadata\":{\"finalizers\":null}}'", deletable=False)
     if gone:
-        names = ", ".join(str(r.get("name")) for r in gone)
+        names = ", ".join(str(r.get("name")) + (f" ({finished[str(r.get('uid'))]})" if str(r.get("uid")) in finished
+                                                else "") for r in gone)
         return broken("reserved-for-missing-pods", f"reserved for {'a pod' if len(gone) == 1 else 'pods'} that no "
-                      f"longer {'exists' if len(gone) == 1 else 'exist'} ({names}); its devices stay taken",
+                      f"longer {'exists or has' if len(gone) == 1 else 'exist or have'} finished ({names}); "
+                      + ("the stale entry stays beside the live one" if holders else "its devices stay taken"),
                       "delete it (a claim made from a template is made again for the next pod; a claim a pod names "
                       "directly must be re-created by its owner)")
     node = claim_node(claim) if allocated else None
@@ -173,8 +204,7 @@ def broken_claims(cluster: Cluster) -> ClaimsReport:
     nodes = {str(n["metadata"]["name"]) for n in cluster.list_objects(NODES)}
     pods: dict[str, list[dict[str, Any]]] = {}
     for namespace in sorted({str(c["metadata"].get("namespace") or "") for c in claims}):
-        pods[namespace] = [p for p in cluster.list_objects(PODS, namespace=namespace)
-                           if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        pods[namespace] = cluster.list_objects(PODS, namespace=namespace)
     now = cluster.server_time()
     found = [diagnose(c, pods=pods.get(str(c["metadata"].get("namespace") or ""), []), nodes=nodes, slices=slices,
                       now=now) for c in claims]

@@ -7,8 +7,16 @@ itself, its selector and its pod template: the original's selector plus the labe
 the replicas asked (``canary=2``, or ``canary=25%`` of the original's, at least one).
 
 - ``canary`` (:func:`create_duplicate`): the plan's ResourceClaimTemplates created, then the
-  duplicate (its name saved in the run's progress first, so a rollback after a crash knows it);
-  a workload of that name that is not this run's stops the step. The original is not touched.
+  duplicate, which the run proves it made by its uid, never by its name or label (anyone
+  allowed to create a Deployment there can set those, and the run id is in the request).
+  Before the create the step saves in the run's progress the SHA-256 of a random token it
+  puts on the duplicate (annotation ``upgradebot.io/canary-token``, the token itself kept
+  nowhere else), then creates it and saves its uid. After a crash between the create and
+  that save, the object of that name whose token hashes to the saved hash is the run's: only
+  the run knew the token, and it is on no other object (the progress, which ``status`` shows,
+  has its hash only). A workload of that name whose uid or token is not the run's, one there
+  before the run's first create above all, is never adopted and never deleted: the step
+  fails naming it (delete or rename it and request again). The original is not touched.
 - ``verify_canary`` (:func:`verify_duplicate`): the duplicate's rollout followed; its pods
   Running and Ready with each claim allocated and reserved for them (the migration's own
   check); then, with ``prometheus`` in the policy, the metric checks over verify's window
@@ -16,14 +24,20 @@ the replicas asked (``canary=2``, or ``canary=25%`` of the original's, at least 
   pods, the canary's nodes against their own values for the others. Passed, the switch
   request opens; the switch is the migration as without a canary.
 - the duplicate is deleted once the switched workload is verified, and by the rollback
-  (:func:`delete_duplicate`: only the object this run created, by uid and label).
+  (:func:`delete_duplicate`: only the object this run created, by its saved uid, or by its
+  token when the run died before saving it; the delete has the uid as its precondition).
+
+What this keeps in ``run.progress``: ``canary_created`` (the name), ``canary_token_sha256``
+(saved before each create) and ``canary_uid`` (saved right after it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import math
+import secrets
 from typing import Any
 
 from runbooks import rollouts
@@ -37,7 +51,9 @@ from runbooks.metrics.comparing import PodGroup, canary_watches
 from runbooks.metrics.prometheus import client_of
 
 CANARY_LABEL = "upgradebot.io/canary"
-"""On the duplicate, its selector and its pods: the run's id."""
+"""On the duplicate, its selector and its pods: the run's id (to select its pods; it proves nothing)."""
+TOKEN_ANNOTATION = "upgradebot.io/canary-token"
+"""On the duplicate: the random token whose SHA-256 the run saved before creating it."""
 SUFFIX = "-upgradebot-canary"
 MAX_NAME = 52
 """A StatefulSet's pods carry its name in a 63-character label with a revision hash: kept short for both kinds."""
@@ -76,24 +92,54 @@ def plan_canary(run: Run, workload: dict[str, Any], template: dict[str, Any], as
     return {"name": name, "replicas": replicas, "ask": ask, "object": body}
 
 
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _owned(run: Run, obj: dict[str, Any]) -> bool:
+    """Whether ``obj`` is the duplicate this run created: its saved uid, or (the run died between
+    the create and saving the uid) the token whose hash it saved just before the create."""
+    meta = obj["metadata"]
+    if run.progress.get("canary_uid"):
+        return bool(meta.get("uid") == run.progress["canary_uid"])
+    token = (meta.get("annotations") or {}).get(TOKEN_ANNOTATION)
+    saved = run.progress.get("canary_token_sha256")
+    return bool(token and saved and secrets.compare_digest(_digest(str(token)), str(saved)))
+
+
 def create_duplicate(ctx: StepContext) -> Check:
-    """The duplicate created (or found, this run's, after a restart)."""
+    """The duplicate created, or found after a restart when this run provably created it."""
     run, target = ctx.run, ctx.run.target
     canary = run.change["canary"]
-    resource = WORKLOADS[target.kind]
-    if not run.progress.get("canary_created"):
-        ctx.run = ctx.save_progress({"canary_created": canary["name"]})
+    resource, what = WORKLOADS[target.kind], f"{target.kind} {target.namespace}/{canary['name']}"
+    not_ours = failed("canary-created", f"a {what} exists already and was not created by this run (a label or a "
+                      "name proves nothing): left as it is; delete or rename it, then request the migration again",
+                      target.ref)
     try:
-        ctx.cluster.create(resource, canary["object"], namespace=target.namespace)
-        note(ctx, "canary.duplicate", "ok", f"created {target.kind} {target.namespace}/{canary['name']} "
-             f"({canary['replicas']} replica(s), the migrated pod template)", kind="mutation")
-    except Conflict:
         existing = ctx.cluster.get(resource, canary["name"], target.namespace)
-        if (existing["metadata"].get("labels") or {}).get(CANARY_LABEL) != run.id:
-            return failed("canary-created", f"a {target.kind} {target.namespace}/{canary['name']} exists already and "
-                          "is not this run's: delete or rename it first", target.ref)
-    return passed("canary-created", f"{target.kind} {target.namespace}/{canary['name']} runs the plan with "
-                  f"{canary['replicas']} replica(s); {target.ref} is unchanged", target.ref)
+    except NotFound:
+        existing = None
+    if existing is not None:
+        if not _owned(run, existing):
+            return not_ours
+        if not run.progress.get("canary_uid"):  # made before a crash, its uid not saved then
+            ctx.run = ctx.save_progress({"canary_uid": existing["metadata"]["uid"]})
+        return passed("canary-created", f"{what} runs the plan with {canary['replicas']} replica(s); {target.ref} is "
+                      "unchanged", target.ref)
+    token = secrets.token_hex(16)
+    body = copy.deepcopy(canary["object"])
+    body["metadata"]["annotations"] = {**(body["metadata"].get("annotations") or {}), TOKEN_ANNOTATION: token}
+    ctx.run = ctx.save_progress({"canary_created": canary["name"], "canary_token_sha256": _digest(token),
+                                 "canary_uid": None})
+    try:
+        made = ctx.cluster.create(resource, body, namespace=target.namespace)
+    except Conflict:  # someone made one of that name since the read: not this run's
+        return not_ours
+    ctx.run = ctx.save_progress({"canary_uid": made["metadata"]["uid"]})
+    note(ctx, "canary.duplicate", "ok", f"created {what} ({canary['replicas']} replica(s), the migrated pod "
+         "template)", kind="mutation", uid=made["metadata"]["uid"])
+    return passed("canary-created", f"{what} runs the plan with {canary['replicas']} replica(s); {target.ref} is "
+                  "unchanged", target.ref)
 
 
 def follow_duplicate(ctx: StepContext) -> Check:
@@ -112,24 +158,26 @@ def follow_duplicate(ctx: StepContext) -> Check:
 
 
 def delete_duplicate(ctx: StepContext, step: str) -> Check | None:
-    """The duplicate this run created deleted (None when it made none)."""
+    """The duplicate this run created deleted (None when it tried to create none)."""
     run, target = ctx.run, ctx.run.target
     name = run.progress.get("canary_created")
     if not name:
         return None
-    resource = WORKLOADS[target.kind]
+    resource, what = WORKLOADS[target.kind], f"{target.kind} {target.namespace}/{name}"
     try:
         existing = ctx.cluster.get(resource, name, target.namespace)
     except NotFound:
-        return passed("canary-deleted", f"{target.kind} {target.namespace}/{name} is gone", target.ref)
-    if (existing["metadata"].get("labels") or {}).get(CANARY_LABEL) != run.id:
-        return failed("canary-deleted", f"{target.kind} {target.namespace}/{name} is not this run's: left",
+        return passed("canary-deleted", f"{what} is gone", target.ref)
+    if not _owned(run, existing):
+        if not run.progress.get("canary_uid") and not run.progress.get("canary_token_sha256"):
+            return failed("canary-deleted", f"{what} was recorded without its uid (by an older version): left for a "
+                          "person to check and delete", target.ref)
+        return passed("canary-deleted", f"the {what} there is not the one this run created: left as it is",
                       target.ref)
     with contextlib.suppress(NotFound):
-        ctx.cluster.delete(WORKLOADS[target.kind], name, namespace=target.namespace, uid=existing["metadata"]["uid"])
-    note(ctx, f"{step}.duplicate", "ok", f"deleted the canary {target.kind} {target.namespace}/{name}",
-         kind="mutation")
-    return passed("canary-deleted", f"the canary {target.kind} {target.namespace}/{name} is deleted", target.ref)
+        ctx.cluster.delete(resource, name, namespace=target.namespace, uid=existing["metadata"]["uid"])
+    note(ctx, f"{step}.duplicate", "ok", f"deleted the canary {what}", kind="mutation", uid=existing["metadata"]["uid"])
+    return passed("canary-deleted", f"the canary {what} is deleted", target.ref)
 
 
 def plan_if_asked(run: Run, workload: dict[str, Any], template: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,9 @@ mutating requests referees what was written."""
 
 from __future__ import annotations
 
+import json
 import re
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from kubesim import KubeSim
 from runbooks.cluster import Cluster
 from runbooks.daemonset.steps import DaemonSetSteps
 from runbooks.dra.claim_cleanup import ClaimCleanupSteps
+from runbooks.dra.claims import broken_claims
 from runbooks.engine.commands import Engine
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import GateKind, RunKind, RunState
@@ -172,3 +175,61 @@ def test_shell_cleanup_claims_approved_by_another_person(redis_url: str, tmp_pat
         assert f"{run['id']} done" in proc.stdout, proc.stdout
         left = json.loads(bot("claims", "--json").stdout)["broken"]
         assert [(b["name"], b["reason"]) for b in left] == [("stuck-gpu", "terminating-stuck")]
+
+
+def _reserve(kubectl: Kubectl, claim: str, *holders: dict[str, str]) -> None:
+    """Add ``holders`` to the claim's ``status.reservedFor`` (as a scheduler would, or one that left a stale entry)."""
+    now = kubectl.json("get", "resourceclaim", claim, "-n", "ml-team")["status"].get("reservedFor") or []
+    body = {"status": {"reservedFor": [*now, *({"resource": "pods", **h} for h in holders)]}}
+    kubectl("patch", "resourceclaim", claim, "-n", "ml-team", "--subresource=status", "--type=merge",
+            "-p", json.dumps(body))
+
+
+def test_a_claim_with_a_live_holder_and_a_gone_one_is_shown_with_its_holder_and_kept(
+        sim: KubeSim, redis_url: str) -> None:
+    """Attack finding 2: shared-gpu, reserved for the running inference-0 AND for a pod that is
+    gone, is listed (reserved for a missing pod) but kept: ``claims`` does not count it as one
+    cleanup-claims deletes, names its live holder, and the request lists it only, naming
+    inference-0 for the approver; after approval no delete of it is ever sent."""
+    from handlers.claims import summarize
+    from handlers.run_views import gate_message
+
+    kubectl = Kubectl(sim.kubeconfig)
+    _reserve(kubectl, "shared-gpu", {"name": "batch-9", "uid": str(uuid.uuid4())})
+    report = broken_claims(Cluster.from_kubeconfig(sim.kubeconfig))
+    shared = next(b for b in report.broken if b.name == "shared-gpu")
+    assert (shared.reason, shared.deletable, shared.holders) == ("reserved-for-missing-pods", False, ["inference-0"])
+    assert "inference-0" in shared.detail and "batch-9" in shared.detail
+    assert "3 of them `cleanup-claims` would delete" in summarize(report).text
+    engine = engine_on(sim, redis_url)
+    run = engine.request_cleanup(actor=ALICE).run
+    assert {c["name"] for c in run.change["delete"]} == DELETABLE
+    assert {c["name"]: c["holders"] for c in run.change["listed"]} == {"stuck-gpu": [], "shared-gpu": ["inference-0"]}
+    assert run.gate is not None
+    shown = gate_message(run, run.gate).text + " ".join(f.value for f in gate_message(run, run.gate).fields)
+    assert "ml-team/shared-gpu" in shown and "inference-0" in shown, shown
+    start = len(sim.mutations())
+    engine.decide(run.id, actor=BOB, approve=True, kind=GateKind.CLEANUP)
+    assert engine.advance(run.id).state is RunState.DONE
+    assert "shared-gpu" not in {name for _, name, _, _ in _writes(sim, start)}
+    kept = kubectl.json("get", "resourceclaim", "shared-gpu", "-n", "ml-team")
+    assert not kept["metadata"].get("deletionTimestamp")
+
+
+def test_a_holder_that_appears_after_approval_keeps_the_claim_at_deletion_time(sim: KubeSim, redis_url: str) -> None:
+    """Attack finding 2: orphaned-gpu is listed for deletion (its only holder is gone); before
+    the deletion the running inference-0 is reserved on it too. The run re-reads the claim and
+    its pods before each delete: it sends no delete for it and says which live pod holds it."""
+    kubectl = Kubectl(sim.kubeconfig)
+    engine = engine_on(sim, redis_url)
+    run = engine.request_cleanup(actor=ALICE).run
+    assert "orphaned-gpu" in {c["name"] for c in run.change["delete"]}
+    pod = kubectl.json("get", "pod", "inference-0", "-n", "ml-team")
+    _reserve(kubectl, "orphaned-gpu", {"name": "inference-0", "uid": pod["metadata"]["uid"]})
+    start = len(sim.mutations())
+    engine.decide(run.id, actor=BOB, approve=True, kind=GateKind.CLEANUP)
+    done = engine.advance(run.id)
+    assert done.state is RunState.DONE, done.reason
+    assert sorted(_writes(sim, start)) == [("delete", "pending-gpu", False, 200), ("delete", "stranded-gpu", False, 200)]
+    assert "kept, in use by a live pod: ml-team/orphaned-gpu (inference-0)" in done.reason, done.reason
+    assert not kubectl.json("get", "resourceclaim", "orphaned-gpu", "-n", "ml-team")["metadata"].get("deletionTimestamp")

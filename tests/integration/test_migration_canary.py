@@ -16,6 +16,7 @@ import pytest
 from handlers.run_views import gate_message, root_message
 from kubesim import KubeSim
 from runbooks.dra.migration_canary import CANARY_LABEL
+from runbooks.engine.commands import Engine
 from runbooks.engine.runs import GateKind, RunState
 from tests.engine_support import ALICE, BOB
 from tests.integration.test_migration_run import deployment, engine_on
@@ -158,3 +159,122 @@ def test_canary_values_are_checked_before_anything_is_asked() -> None:
             APPLY_COMMAND.parse(["ml-team/trainer", f"canary={bad}"])
     with pytest.raises(UsageError):
         COMMAND.parse(["ml-team/trainer", "canary=2"])
+
+
+class _Killed(BaseException):
+    """The process dying mid-step: nothing in the engine catches it, and the run is left as stored."""
+
+
+def _engine_killed_at_create(sim: KubeSim, redis_url: str, *, before: bool) -> tuple[Engine, list[str]]:
+    """An engine whose cluster dies at its first create of a canary workload: just ``before`` it
+    is sent, or just after the server created it (before the step could save anything)."""
+    from bot.storage.redis_store import RedisRunStore
+    from runbooks.cluster import Cluster
+    from runbooks.daemonset.steps import DaemonSetSteps
+    from runbooks.dra.migration_run import MigrationSteps
+    from runbooks.engine.runs import RunKind
+    from tests.integration.test_migration_run import POLICY
+
+    killed: list[str] = []
+
+    class Dying(Cluster):  # the steps' writes reach it through the engine's ScopedCluster as write_json
+        def write_json(self, method, path, **kw):  # type: ignore[no-untyped-def]
+            body = kw.get("body")
+            name = (body.get("metadata") or {}).get("name", "") if isinstance(body, dict) else ""
+            if method == "POST" and name.endswith("-upgradebot-canary") and not kw.get("query") and not killed:
+                killed.append(name)
+                if before:
+                    raise _Killed(name)
+                super().write_json(method, path, **kw)
+                raise _Killed(name)
+            return super().write_json(method, path, **kw)
+
+    def connect(context: str | None) -> Cluster:
+        plain = Cluster.from_kubeconfig(sim.kubeconfig, context)
+        plain.__class__ = Dying
+        return plain
+
+    engine = Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=POLICY,
+                    connect=connect, kinds={RunKind.MIGRATION: MigrationSteps()})
+    return engine, killed
+
+
+def _lookalike(kubectl: Kubectl, run_id: str, planned: dict) -> str:
+    """Someone else's Deployment of the canary's name, labelled with the run as the canary is; its uid."""
+    body = {"apiVersion": "apps/v1", "kind": "Deployment", **json.loads(json.dumps(planned))}
+    body["metadata"]["annotations"] = {"upgradebot.io/canary-token": "guessed"}
+    body["spec"]["replicas"] = 0
+    kubectl("apply", "-f", "-", input=json.dumps(body))
+    made = kubectl.json("get", "deployment", body["metadata"]["name"], "-n", "ml-team")
+    assert made["metadata"]["labels"][CANARY_LABEL] == run_id
+    return str(made["metadata"]["uid"])
+
+
+def test_a_lookalike_made_before_approval_is_never_adopted_nor_deleted(sim: KubeSim, redis_url: str) -> None:
+    """Attack finding 7: a Deployment of the canary's name, with the run's label, made by someone
+    else between the request and its approval, is not taken for the run's duplicate: the
+    canary step refuses, naming it, the run rolls back, and the look-alike is still there
+    (same uid, never deleted); the original is unchanged."""
+    kubectl = Kubectl(sim.kubeconfig)
+    _deploy(kubectl, deployment("copied", 1))
+    before = _state(kubectl, "deployment", "copied")
+    engine = engine_on(sim, redis_url)
+    run = engine.request_migration(actor=ALICE, namespace="ml-team", name="copied", device_class="gpu.example.com",
+                                   canary="1").run
+    uid = _lookalike(kubectl, run.id, run.change["canary"]["object"])
+    start = len(sim.mutations())
+    engine.decide(run.id, actor=BOB, approve=True, kind=GateKind.MIGRATION)
+    end = engine.advance(run.id)
+    assert end.state is RunState.ROLLED_BACK, end.reason
+    refused = next(e for e in engine.audit(run.id) if e["name"] == "canary.canary-created")
+    assert refused["status"] == "failed" and "not created by this run" in refused["detail"], refused
+    assert kubectl.json("get", "deployment", "copied-upgradebot-canary", "-n", "ml-team")["metadata"]["uid"] == uid
+    assert not [m for m in sim.mutations()[start:] if m["verb"] == "delete" and
+                m["path"].endswith("/copied-upgradebot-canary")]
+    assert _state(kubectl, "deployment", "copied") == before
+    kubectl("delete", "deployment", "copied-upgradebot-canary", "-n", "ml-team")
+
+
+def test_a_run_killed_just_after_creating_its_duplicate_adopts_it_on_resume(sim: KubeSim, redis_url: str) -> None:
+    """Attack finding 7, crash-resume: killed after the server created the duplicate and before
+    the step saved its uid, the run resumed finds it (the token it saved the hash of before
+    the create is on it), saves its uid, does not create it again, and deletes it once the switch is verified."""
+    kubectl = Kubectl(sim.kubeconfig)
+    _deploy(kubectl, deployment("resumed", 1))
+    engine, killed = _engine_killed_at_create(sim, redis_url, before=False)
+    run = engine.request_migration(actor=ALICE, namespace="ml-team", name="resumed", device_class="gpu.example.com",
+                                   canary="1").run
+    engine.decide(run.id, actor=BOB, approve=True, kind=GateKind.MIGRATION)
+    with pytest.raises(_Killed):
+        engine.advance(run.id)
+    assert killed == ["resumed-upgradebot-canary"]
+    made = kubectl.json("get", "deployment", "resumed-upgradebot-canary", "-n", "ml-team")["metadata"]
+    start = len(sim.mutations())
+    waiting = engine.advance(run.id)
+    assert waiting.state is RunState.AWAITING_PROMOTION, waiting.reason
+    assert waiting.progress["canary_uid"] == made["uid"]
+    assert not [m for m in sim.mutations()[start:] if m["verb"] == "create" and "deployments" in m["path"]]
+    engine.decide(run.id, actor=BOB, approve=True, kind=GateKind.PROMOTION)
+    done = engine.advance(run.id)
+    assert done.state is RunState.DONE, (done.reason, [(e["name"], e["detail"]) for e in engine.audit(run.id)][-8:])
+    assert _absent(kubectl, "deployment", "resumed-upgradebot-canary")
+
+
+def test_a_run_killed_before_its_create_does_not_adopt_a_lookalike_made_meanwhile(sim: KubeSim, redis_url: str) -> None:
+    """Attack finding 7, crash-resume: killed after saving what it would create but before
+    creating it; meanwhile someone makes a look-alike (the run's label, a made-up token). The
+    resumed run refuses it and rolls back without deleting it."""
+    kubectl = Kubectl(sim.kubeconfig)
+    _deploy(kubectl, deployment("raced", 1))
+    engine, killed = _engine_killed_at_create(sim, redis_url, before=True)
+    run = engine.request_migration(actor=ALICE, namespace="ml-team", name="raced", device_class="gpu.example.com",
+                                   canary="1").run
+    engine.decide(run.id, actor=BOB, approve=True, kind=GateKind.MIGRATION)
+    with pytest.raises(_Killed):
+        engine.advance(run.id)
+    assert killed == ["raced-upgradebot-canary"] and _absent(kubectl, "deployment", "raced-upgradebot-canary")
+    uid = _lookalike(kubectl, run.id, run.change["canary"]["object"])
+    end = engine.advance(run.id)
+    assert end.state is RunState.ROLLED_BACK, end.reason
+    assert kubectl.json("get", "deployment", "raced-upgradebot-canary", "-n", "ml-team")["metadata"]["uid"] == uid
+    kubectl("delete", "deployment", "raced-upgradebot-canary", "-n", "ml-team")

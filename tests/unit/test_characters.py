@@ -92,3 +92,37 @@ def test_typed_values_and_mentions_read_as_before() -> None:
     slack = slack_message(message)[0]["blocks"][0]["text"]["text"]
     assert slack == "<@U1> typed `&lt;\u2060@U2&gt;`"
     assert text_message(message) == "@U1 typed `<\u2060@U2>`\n"
+
+
+def test_shell_progress_lines_write_no_hidden_character() -> None:
+    """The shell's progress lines (a step's detail says what it found: an event's message) are
+    guarded as replies are."""
+    import datetime as dt
+    import io
+
+    from bot.shell.output import ShellObserver
+    from runbooks.engine.runs import Run, Step, Target
+
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    run = Run(id="r-1", target=Target(cluster="kubesim", namespace="kube-system", name="p"), image="i:1", container="c",
+              node="gpu-node1", requester="U0A", created_at=now, updated_at=now)
+    out = io.StringIO()
+    ShellObserver(out).on_step(run, Step(name="verify", status="failed", kind="check", at=now,
+                                         detail="BackOff: \x1b[2J\x1b]0;owned\x07 \u202eevil\r"))
+    assert not any(c in out.getvalue() for c in ("\x1b", "\x07", "\u202e", "\r")), repr(out.getvalue())
+    assert out.getvalue().count("\n") == 1
+
+
+def test_events_and_failure_evidence_are_read_shown() -> None:
+    """An event's message, a container's waiting message and its log lines are read shown: no
+    mention in Slack, nothing a terminal acts on, whatever renders them."""
+    from runbooks.daemonset.events import event_from
+    from runbooks.daemonset.evidence import pull_failure, tail
+
+    event = event_from({"reason": "BackOff", "message": "<@U0ADMIN> \x1b[31m\u202e", "involvedObject": {
+        "kind": "Pod", "namespace": "kube-system", "name": "p"}, "source": {"host": "gpu-node1\u202e"}})
+    assert (event.message, event.host) == (shown("<@U0ADMIN> \x1b[31m\u202e"), shown("gpu-node1\u202e"))
+    pod = {"status": {"containerStatuses": [{"name": "c", "state": {"waiting": {
+        "reason": "ErrImagePull", "message": "pull <!here> \x1b[2J"}}}]}}
+    assert pull_failure(pod) == ("c", "ErrImagePull", shown("pull <!here> \x1b[2J"))
+    assert tail("one <@U1>\r\ntwo \x1b[31m\u202e\n") == [shown("one <@U1>"), shown("two \x1b[31m\u202e")]

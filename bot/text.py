@@ -6,6 +6,12 @@ in the shell); its thread items indented; its files (Slack uploads them) printed
 between ``--- <filename>`` and ``--- end of <filename>`` (an image named only). User, channel and group references show as
 ``@U1``, ``#C1``, ``@S1``. :func:`table` pads columns as kubectl prints them (Slack's code
 blocks use it too).
+
+Nothing printed can act on the terminal or change how a line reads, whatever its source: each
+table cell and each line is written through :func:`runbooks.characters.escaped` (ESC, CR, C1,
+bidi overrides and isolates, zero-width characters as ``\\x1b``, ``\\u202e``…), so a cell is one
+line of its row (values read from the cluster were made inert as they were read; this is the
+surface's own guard).
 """
 
 from __future__ import annotations
@@ -14,11 +20,13 @@ import re
 from collections.abc import Iterable, Sequence
 
 from handlers.replies import Message, Reply
+from runbooks.characters import escaped
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]], indent: str = "  ") -> list[str]:
-    """Columns padded to their widest cell, as kubectl prints them."""
-    all_rows = [list(header)] + [list(r) for r in rows]
+    """Columns padded to their widest cell, as kubectl prints them; a cell is one line
+    (:func:`~runbooks.characters.escaped`)."""
+    all_rows = [[escaped(c) for c in header]] + [[escaped(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in all_rows) for i in range(len(header))]
     return [indent + "   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in all_rows]
 
@@ -47,14 +55,14 @@ def render_message(message: Message, *, indent: str = "", first_choice: int = 1)
             lines.append("  " + message.table.note)
     if message.buttons:
         lines.append("  ".join(f"[{first_choice + i}] {b.label}" for i, b in enumerate(message.buttons)))
-    return "\n".join(indent + line for line in lines) + "\n"
+    return "\n".join(indent + escaped(line) for line in lines) + "\n"
 
 
 def render_reply(reply: Reply, *, prefix: str = "/upgrade") -> str:
     """A reply for the console: the message, its usage lines, then its thread indented."""
     out = [render_message(reply)]
     if reply.usage:
-        out.append("".join(f"  {prefix} {line}\n" for line in reply.usage))
+        out.append("".join(f"  {prefix} {escaped(line)}\n" for line in reply.usage))
     choice = len(reply.buttons) + 1
     for item in reply.thread:
         out.append(render_message(item, indent="  | ", first_choice=choice))
@@ -69,9 +77,10 @@ def render_files(reply: Reply) -> str:
     out = []
     for attached in reply.files:
         if attached.binary:
-            out.append(f"--- {attached.filename}: {plain(attached.title)} ({len(attached.data) // 1024 + 1} KiB "
-                       "image; Slack shows it in the thread)\n")
+            out.append(escaped(f"--- {attached.filename}: {plain(attached.title)} ({len(attached.data) // 1024 + 1} KiB "
+                               "image; Slack shows it in the thread)") + "\n")
             continue
-        body = attached.content if attached.content.endswith("\n") else attached.content + "\n"
-        out.append(f"--- {attached.filename}: {plain(attached.title)}\n{body}--- end of {attached.filename}\n")
+        body = escaped(attached.content.removesuffix("\n"), keep="\n\t") + "\n"
+        out.append(escaped(f"--- {attached.filename}: {plain(attached.title)}") + f"\n{body}"
+                   + escaped(f"--- end of {attached.filename}") + "\n")
     return "".join(out)

@@ -7,7 +7,9 @@ without parsing text. While a command runs steps in the shell's process,
 :class:`ShellObserver` prints each transition, step and request as one line (not with
 ``--json``, whose stdout is the model alone). A promotion in waves also shows the wave it is
 at: one live line redrawn in place on a terminal, plain lines otherwise (on stderr with
-``--json``).
+``--json``). A line says what a step found (an event's message, a container's): its control,
+bidi and zero-width characters are written as escapes (:func:`runbooks.characters.escaped`), as
+:mod:`bot.text` writes a reply's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from bot.text import render_reply
 from handlers.messages import PROG
 from handlers.routing import Command, model_json
 from handlers.run_views import wave_now
+from runbooks.characters import escaped
 from runbooks.engine.runs import Gate, GateKind, Run, RunState, Step
 
 GATE_LABEL = {kind: f"{kind.value} request" for kind in GateKind}
@@ -80,7 +83,7 @@ class ShellObserver:
         if not self.events:
             return
         self._end_live()
-        self.out.write(text + "\n")
+        self.out.write(escaped(text) + "\n")
         self.out.flush()
 
     def _end_live(self) -> None:
@@ -94,6 +97,7 @@ class ShellObserver:
         now = wave_now(run)
         if run.pause is not None:
             now = f"{now} (paused by {run.pause.by})" if now else f"paused by {run.pause.by}"
+        now = escaped(now)
         if not now or now == self._progress:
             return
         self._progress = now

@@ -6,7 +6,10 @@ characters each, 25 buttons an ``actions`` block. A long text or table is split 
 several sections; what does not fit in the reply's message moves to the thread, and a
 thread item too large for one message becomes several messages. ``&``, ``<`` and ``>``
 are escaped everywhere except in the user, channel and group references of
-:mod:`handlers.replies`. Payloads are plain dicts: ``{"text": …, "blocks": […]}``.
+:mod:`handlers.replies`; control, bidi and zero-width characters are written as their escapes
+(:func:`runbooks.characters.escaped`; a text's line ends kept, a table cell's not), whatever the
+text's source. A value read from the cluster cannot mention anyone: its ``<@`` was broken as it
+was read (:func:`runbooks.characters.shown`). Payloads are plain dicts: ``{"text": …, "blocks": […]}``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 from bot.text import table as pad_table
 from handlers import messages as msg
 from handlers.replies import BACKTICK_STAND_IN, SUMMARY_SEPARATOR, Button, Message, Reply, Table
+from runbooks.characters import escaped
 
 Block = dict[str, Any]
 Payload = dict[str, Any]
@@ -36,8 +40,9 @@ _REFERENCE = re.compile(r"(<(?:@[UWB][A-Z0-9]+|#C[A-Z0-9]+|!subteam\^S[A-Z0-9]+)
 
 
 def escape(text: str) -> str:
-    """``&`` ``<`` ``>`` escaped as Slack requires, user/channel/group references kept."""
-    parts = _REFERENCE.split(text)
+    """``&`` ``<`` ``>`` escaped as Slack requires, user/channel/group references kept; control,
+    bidi and zero-width characters as their escapes, line ends kept."""
+    parts = _REFERENCE.split(escaped(text, keep="\n"))
     return "".join(
         p if i % 2 else p.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
         for i, p in enumerate(parts)

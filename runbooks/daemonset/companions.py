@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from runbooks import rollouts
+from runbooks.characters import shown
 from runbooks.cluster.resources import DAEMONSETS, DEPLOYMENTS, Resource
 from runbooks.engine.recording import failed, note, passed
 from runbooks.engine.runs import Part, Run
@@ -185,6 +186,6 @@ def _followed(ctx: StepContext, part: Part, want: dict[str, Any], *, what: str,
         return passed(name, f"{label} {what}: {rollouts.counts(last)}", part.ref)
     if state == rollouts.CHANGED:
         return failed(name, f"{label} was changed by someone else during the step", part.ref)
-    why = (rollouts.progressing(last).get("message") if state == rollouts.STUCK
+    why = (shown(str(rollouts.progressing(last).get("message") or "")) if state == rollouts.STUCK
            else f"not finished in {ctx.settings.ready_timeout:g}s")
     return failed(name, f"{label} did not roll out ({rollouts.counts(last)}): {why}", part.ref)

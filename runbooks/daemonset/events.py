@@ -13,6 +13,7 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from runbooks.characters import shown
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import EVENTS
 from runbooks.engine.recording import failed, passed, warned
@@ -47,15 +48,18 @@ class Event:
 
 
 def event_from(obj: Obj) -> Event:
+    """An event as read: its strings :func:`~runbooks.characters.shown` (its message is the
+    cluster's words, quoted to people)."""
     involved, source = obj.get("involvedObject") or {}, obj.get("source") or {}
     first = parse_time(obj.get("firstTimestamp")) or parse_time(obj.get("eventTime")) \
         or parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
     last = parse_time(obj.get("lastTimestamp")) or parse_time((obj.get("series") or {}).get("lastObservedTime")) or first
     return Event(
-        reason=obj.get("reason") or "", message=obj.get("message") or "", kind=involved.get("kind") or "",
-        namespace=involved.get("namespace") or "", name=involved.get("name") or "",
-        host=source.get("host") or obj.get("reportingInstance") or "",
-        component=source.get("component") or obj.get("reportingComponent") or "",
+        reason=shown(str(obj.get("reason") or "")), message=shown(str(obj.get("message") or "")),
+        kind=shown(str(involved.get("kind") or "")), namespace=shown(str(involved.get("namespace") or "")),
+        name=shown(str(involved.get("name") or "")),
+        host=shown(str(source.get("host") or obj.get("reportingInstance") or "")),
+        component=shown(str(source.get("component") or obj.get("reportingComponent") or "")),
         first=first, last=last, count=int(obj.get("count") or (obj.get("series") or {}).get("count") or 1),
     )
 

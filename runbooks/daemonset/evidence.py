@@ -6,7 +6,9 @@ exit code) from the pod's status, the tail of its ``--previous`` log (bounded:
 and matches its lines against :data:`SIGNATURES`, the known failures of GPU device plugins,
 each with what it means and the fix. :func:`pull_failure` names a container whose image
 cannot be pulled (``ErrImagePull``, ``ImagePullBackOff``, ``InvalidImageName``) with the
-registry's message: waiting longer does not make a tag exist.
+registry's message: waiting longer does not make a tag exist. What the cluster said (a
+message, each log line) is kept :func:`~runbooks.characters.shown`: quoted to people, it
+mentions nobody and writes nothing a terminal acts on.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from runbooks.characters import shown
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import PODS
 from runbooks.daemonset.observing import Snapshot
@@ -92,7 +95,8 @@ def pull_failure(pod: dict[str, Any]) -> tuple[str, str, str] | None:
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         waiting = (status.get("state") or {}).get("waiting") or {}
         if waiting.get("reason") in PULL_ERRORS:
-            return str(status.get("name") or ""), str(waiting["reason"]), scrub(str(waiting.get("message") or ""))
+            return (shown(str(status.get("name") or "")), shown(str(waiting["reason"])),
+                    shown(scrub(str(waiting.get("message") or ""))))
     return None
 
 
@@ -108,8 +112,9 @@ def image_id(pod: dict[str, Any], container: str) -> str:
 
 
 def tail(text: str, *, lines: int = TAIL_LINES, limit: int = TAIL_BYTES) -> list[str]:
-    """The last ``lines`` lines of ``text``, at most ``limit`` bytes of them, secrets scrubbed."""
-    kept = scrub(text).splitlines()[-lines:]
+    """The last ``lines`` lines of ``text``, at most ``limit`` bytes of them, secrets scrubbed,
+    each :func:`~runbooks.characters.shown`."""
+    kept = [shown(line) for line in scrub(text).splitlines()[-lines:]]
     end = next((i for i, ln in enumerate(kept) if _PEM_END.search(ln)), None)
     if end is not None and not any(_PEM_BEGIN.search(ln) for ln in kept[:end]):
         kept = ["<redacted>", *kept[end + 1:]]  # the tail began inside a PEM block: its start was cut off
@@ -125,12 +130,12 @@ def gather(cluster: Cluster, pod: dict[str, Any], container: str) -> dict[str, A
     term = (status.get("lastState") or {}).get("terminated") or {}
     out: dict[str, Any] = {"container": container}
     if term:
-        out["last_state"] = {"reason": term.get("reason") or "", "exit_code": term.get("exitCode")}
+        out["last_state"] = {"reason": shown(str(term.get("reason") or "")), "exit_code": term.get("exitCode")}
     try:
         text = cluster.pod_log(meta.get("namespace", ""), meta.get("name", ""), container=container,
                                tail_lines=TAIL_LINES, previous=True)
     except ClusterError as exc:
-        out["log_problem"] = shorten(scrub(str(exc)), 200)
+        out["log_problem"] = shown(shorten(scrub(str(exc)), 200))
         text = ""
     out["log_tail"] = tail(text)
     out["signatures"] = matches(out["log_tail"])

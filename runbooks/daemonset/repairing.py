@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from runbooks.characters import shown
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import NODES, PODS
 from runbooks.daemonset.checks import listing
@@ -70,7 +71,7 @@ def _why_stuck(obj: dict[str, Any], nodes: set[str], resources: tuple[str, ...])
             message = str(cond.get("message") or "")
             if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and \
                     any(_insufficient(message, r) for r in wanted):
-                return f"pending: {message[:160]}", False
+                return f"pending: {shown(message[:160])}", False
     return "", False
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from runbooks.characters import shown
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import PODS
 from runbooks.daemonset.observing import wait_for
@@ -57,7 +58,7 @@ def pending_reason(pod: dict[str, Any]) -> str:
     """``: <the scheduler's message>`` of a pod that is not scheduled or not ready, else ""."""
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if cond.get("status") == "False" and cond.get("message"):
-            return f": {cond['message'][:200]}"
+            return f": {shown(str(cond['message'])[:200])}"
     return ""
 
 

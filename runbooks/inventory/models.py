@@ -3,18 +3,28 @@
 It is the baseline later steps compare against (verify, stability reports), so it
 serializes losslessly: ``Inventory.model_validate_json(inv.model_dump_json()) == inv``.
 Slack-free and surface-neutral; renderers live in ``bot/``.
+
+Every string it keeps of what the cluster said is a :data:`Shown`: made inert once, as the model
+is built from what was read (:func:`runbooks.characters.shown`: control, bidi and zero-width
+characters escaped, mention openers broken), so no surface shows a node's ``osImage`` raw
+(attack run, finding 3); ``--json`` carries these values as kept.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from runbooks.characters import shown
 
 Severity = Literal["info", "warn", "fail"]
 GateState = Literal["enabled", "disabled", "unknown"]
 PluginKind = Literal["device-plugin", "dra-kubelet-plugin"]
+Shown = Annotated[str, AfterValidator(shown)]
+"""A string read from the cluster, kept as :func:`runbooks.characters.shown` makes it (idempotent:
+an inventory read back from the store is unchanged)."""
 
 
 class Model(BaseModel):
@@ -22,9 +32,9 @@ class Model(BaseModel):
 
 
 class KubernetesInfo(Model):
-    version: str = Field(description="gitVersion, e.g. v1.31.13")
+    version: Shown = Field(description="gitVersion, e.g. v1.31.13")
     minor: int
-    platform: str = ""
+    platform: Shown = ""
 
 
 class DraInfo(Model):
@@ -36,32 +46,32 @@ class DraInfo(Model):
 
 
 class Taint(Model):
-    key: str
-    value: str = ""
-    effect: str
+    key: Shown
+    value: Shown = ""
+    effect: Shown
 
 
 class Node(Model):
-    name: str
+    name: Shown
     ready: bool
     unschedulable: bool = Field(description="cordoned")
     taints: list[Taint] = Field(default_factory=list)
     gpu_hardware: bool = Field(description="NFD or GPU-operator labels say the node has GPUs")
-    labels: dict[str, str] = Field(default_factory=dict, description="NFD and GPU labels only")
+    labels: dict[Shown, Shown] = Field(default_factory=dict, description="NFD and GPU labels only")
     capacity: dict[str, int] = Field(default_factory=dict, description="GPU extended resources")
     allocatable: dict[str, int] = Field(default_factory=dict, description="GPU extended resources")
-    kubelet_version: str = ""
+    kubelet_version: Shown = ""
     in_use: dict[str, int] = Field(default_factory=dict, description="GPU extended resources requested by the "
                                    "node's pods that have not finished")
     devices_in_use: int = Field(0, description="DRA devices allocated to claims on the node")
-    os_image: str | None = Field(None, description="status.nodeInfo.osImage; None: unknown")
-    kernel: str | None = Field(None, description="status.nodeInfo.kernelVersion; None: unknown")
-    runtime: str | None = Field(None, description="status.nodeInfo.containerRuntimeVersion; None: unknown")
-    gpu_product: str | None = Field(None, description="GFD's nvidia.com/gpu.product; None: not labelled")
-    gpu_family: str | None = Field(None, description="GFD's nvidia.com/gpu.family; None: not labelled")
+    os_image: Shown | None = Field(None, description="status.nodeInfo.osImage; None: unknown")
+    kernel: Shown | None = Field(None, description="status.nodeInfo.kernelVersion; None: unknown")
+    runtime: Shown | None = Field(None, description="status.nodeInfo.containerRuntimeVersion; None: unknown")
+    gpu_product: Shown | None = Field(None, description="GFD's nvidia.com/gpu.product; None: not labelled")
+    gpu_family: Shown | None = Field(None, description="GFD's nvidia.com/gpu.family; None: not labelled")
     gpu_count: int | None = Field(None, description="GFD's nvidia.com/gpu.count; None: not labelled")
-    driver: str | None = Field(None, description="NVIDIA driver version from GFD's labels; None: not labelled")
-    cuda: str | None = Field(None, description="CUDA version from GFD's labels; None: not labelled")
+    driver: Shown | None = Field(None, description="NVIDIA driver version from GFD's labels; None: not labelled")
+    cuda: Shown | None = Field(None, description="CUDA version from GFD's labels; None: not labelled")
 
     @property
     def busy(self) -> int:
@@ -74,27 +84,27 @@ class HardwareClass(Model):
 
     name: str = Field(description="product / driver branch / runtime, e.g. "
                       "NVIDIA-A100-SXM4-80GB / driver 535 / containerd 1.7")
-    gpu_product: str | None = None
-    driver_branch: str | None = Field(None, description="the driver's major version, e.g. 535")
-    runtime: str | None = Field(None, description="runtime name and minor, e.g. containerd 1.7")
-    drivers: list[str] = Field(default_factory=list, description="driver versions of its nodes")
-    cuda: list[str] = Field(default_factory=list, description="CUDA versions of its nodes")
-    kernels: list[str] = Field(default_factory=list)
-    os_images: list[str] = Field(default_factory=list)
-    kubelets: list[str] = Field(default_factory=list)
-    nodes: list[str] = Field(default_factory=list)
+    gpu_product: Shown | None = None
+    driver_branch: Shown | None = Field(None, description="the driver's major version, e.g. 535")
+    runtime: Shown | None = Field(None, description="runtime name and minor, e.g. containerd 1.7")
+    drivers: list[Shown] = Field(default_factory=list, description="driver versions of its nodes")
+    cuda: list[Shown] = Field(default_factory=list, description="CUDA versions of its nodes")
+    kernels: list[Shown] = Field(default_factory=list)
+    os_images: list[Shown] = Field(default_factory=list)
+    kubelets: list[Shown] = Field(default_factory=list)
+    nodes: list[Shown] = Field(default_factory=list)
 
 
 class PluginPod(Model):
-    name: str
-    node: str
-    phase: str
+    name: Shown
+    node: Shown
+    phase: Shown
     ready: bool
     restarts: int
     crashloop: bool
-    waiting_reason: str | None = None
-    images: dict[str, str] = Field(default_factory=dict, description="container -> image")
-    revision_hash: str | None = Field(None, description="controller-revision-hash label")
+    waiting_reason: Shown | None = None
+    images: dict[Shown, Shown] = Field(default_factory=dict, description="container -> image")
+    revision_hash: Shown | None = Field(None, description="controller-revision-hash label")
     registered: bool | None = Field(
         None, description="the log shows the registration line; None when the log was not read"
     )
@@ -105,36 +115,36 @@ class PluginPod(Model):
 class ContainerFacts(Model):
     """What the findings read of one container of a plugin's pod template."""
 
-    name: str
-    image: str = ""
-    env: dict[str, str] = Field(default_factory=dict, description="literal values (valueFrom left out)")
-    args: list[str] = Field(default_factory=list)
-    command: list[str] = Field(default_factory=list)
+    name: Shown
+    image: Shown = ""
+    env: dict[Shown, Shown] = Field(default_factory=dict, description="literal values (valueFrom left out)")
+    args: list[Shown] = Field(default_factory=list)
+    command: list[Shown] = Field(default_factory=list)
     privileged: bool = False
     allow_privilege_escalation: bool | None = Field(None, description="None: not set (Kubernetes allows it)")
     drops_all: bool = Field(False, description="capabilities.drop has ALL")
-    mounts: dict[str, str] = Field(default_factory=dict, description="mountPath -> volume name")
+    mounts: dict[Shown, Shown] = Field(default_factory=dict, description="mountPath -> volume name")
 
 
 class Manifest(Model):
     """What the findings read of a plugin's pod template: the settings that break GPU nodes."""
 
-    priority_class: str = ""
-    tolerations: list[dict[str, str]] = Field(default_factory=list)
-    host_paths: dict[str, str] = Field(default_factory=dict, description="volume name -> hostPath path")
+    priority_class: Shown = ""
+    tolerations: list[dict[Shown, Shown]] = Field(default_factory=list)
+    host_paths: dict[Shown, Shown] = Field(default_factory=dict, description="volume name -> hostPath path")
     containers: list[ContainerFacts] = Field(default_factory=list)
 
 
 class DaemonSet(Model):
-    namespace: str
-    name: str
+    namespace: Shown
+    name: Shown
     kind: PluginKind
-    drivers: list[str] = Field(default_factory=list, description="DRA drivers it serves")
-    images: dict[str, str] = Field(description="container -> image of the pod template")
-    update_strategy: str
-    max_unavailable: str | None = None
+    drivers: list[Shown] = Field(default_factory=list, description="DRA drivers it serves")
+    images: dict[Shown, Shown] = Field(description="container -> image of the pod template")
+    update_strategy: Shown
+    max_unavailable: Shown | None = None
     current_revision: int | None = Field(None, description="newest ControllerRevision number")
-    current_revision_hash: str | None = None
+    current_revision_hash: Shown | None = None
     generation: int = Field(0, description="metadata.generation")
     observed_generation: int = Field(0, description="status.observedGeneration")
     desired: int = Field(0, description="status.desiredNumberScheduled")
@@ -142,7 +152,7 @@ class DaemonSet(Model):
     updated: int = Field(0, description="status.updatedNumberScheduled")
     ready: int = Field(0, description="status.numberReady")
     available: int = Field(0, description="status.numberAvailable")
-    selector: dict[str, str] = Field(default_factory=dict)
+    selector: dict[Shown, Shown] = Field(default_factory=dict)
     pods: list[PluginPod] = Field(default_factory=list)
     manifest: Manifest = Field(default_factory=Manifest, description="the pod template's settings")
 
@@ -152,39 +162,39 @@ class DaemonSet(Model):
 
 
 class DeviceClass(Model):
-    name: str
+    name: Shown
     kind: Literal["DeviceClass", "ResourceClass"]
-    drivers: list[str] = Field(default_factory=list, description="drivers its selectors name")
+    drivers: list[Shown] = Field(default_factory=list, description="drivers its selectors name")
 
 
 class ResourceSlice(Model):
-    name: str
-    node: str | None
-    driver: str
-    pool: str = ""
+    name: Shown
+    node: Shown | None
+    driver: Shown
+    pool: Shown = ""
     devices: int = 0
 
 
 class ResourceClaim(Model):
-    namespace: str
-    name: str
+    namespace: Shown
+    name: Shown
     state: str = Field(description="as kubectl prints it: pending, allocated, allocated,reserved, deleted")
     created: dt.datetime | None = None
     age: str = Field("", description="as kubectl prints it, at taken_at")
-    classes: list[str] = Field(default_factory=list)
-    drivers: list[str] = Field(default_factory=list, description="drivers of the allocated devices")
-    reserved_for: list[str] = Field(default_factory=list, description="consumers (pod names)")
-    node: str | None = Field(None, description="the node an allocated claim's devices are on")
+    classes: list[Shown] = Field(default_factory=list)
+    drivers: list[Shown] = Field(default_factory=list, description="drivers of the allocated devices")
+    reserved_for: list[Shown] = Field(default_factory=list, description="consumers (pod names)")
+    node: Shown | None = Field(None, description="the node an allocated claim's devices are on")
     devices: int = Field(0, description="devices allocated to the claim")
-    waiting_pods: list[str] = Field(default_factory=list, description="Pending pods that use it")
+    waiting_pods: list[Shown] = Field(default_factory=list, description="Pending pods that use it")
 
 
 class Finding(Model):
     severity: Severity
     code: str = Field(description="stable identifier, e.g. plugin-not-registered")
-    message: str
-    next_step: str
-    object: str = Field(description="kind/namespace/name the finding is about")
+    message: Shown
+    next_step: Shown
+    object: Shown = Field(description="kind/namespace/name the finding is about")
 
 
 class Inventory(Model):
@@ -203,7 +213,7 @@ class Inventory(Model):
     slices: list[ResourceSlice] = Field(default_factory=list)
     claims: list[ResourceClaim] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list, description="what was not read, and why")
+    notes: list[Shown] = Field(default_factory=list, description="what was not read, and why")
 
     @property
     def failed(self) -> bool:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from runbooks.characters import shown
 from runbooks.errors import ClusterError, Forbidden, InvalidRequest, NotFound
 from runbooks.inventory.models import Node, PluginKind, PluginPod
 from runbooks.inventory.reading import Obj
@@ -218,7 +219,7 @@ def read_registrations(
             except (InvalidRequest, NotFound):
                 texts.append("")  # not started (crash loop, creating) or gone: no registration
         text = "\n".join(texts)
-        return LogResult(bool(pattern.search(text)), sorted(set(_DRIVER_IN_LOG.findall(text))))
+        return LogResult(bool(pattern.search(text)), sorted({shown(d) for d in _DRIVER_IN_LOG.findall(text)}))
 
     results: dict[tuple[str, str], LogResult] = {}
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(reads)))) as pool:

@@ -120,7 +120,7 @@ class Verdict:
 
 def driver_branch(tag: str) -> int | None:
     """550 of ``v0.17.0-driver550`` (or ``v0.17.0-driver550-ubi9``): the NVIDIA driver branch a
-    ``-driver<branch>`` build needs, wherever the suffix stands after the first; None without one."""
+    ``-driver<branch>`` build needs, in whichever ``-``-separated part after the version; None without one."""
     for suffix in tag.split("-")[1:]:
         if found := _DRIVER_SUFFIX.fullmatch(suffix):
             return int(found.group(1))

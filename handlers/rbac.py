@@ -10,7 +10,7 @@ Reads nothing but the policy.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -29,7 +29,7 @@ class RbacRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     repair: tuple[str, ...] = ()
-    """The namespaces whose GPU pods a repair may delete (default: migrations.namespaces)."""
+    """The namespaces whose GPU pods a repair may delete (default: none, no repair Role)."""
     account: tuple[str, str] = ("upgradebot", "upgradebot")
 
 
@@ -39,22 +39,27 @@ class Rbac(BaseModel):
     objects: list[dict[str, Any]]
 
 
-def _name(value: str, what: str) -> str:
+def _name(value: str, what: str, check: Callable[[str, str], str] = validation.dns1123_subdomain) -> str:
     try:
-        return validation.dns1123_subdomain(value, what)
+        return check(value, what)
     except ValueError as exc:
         raise UsageError(str(exc), USAGE) from None
 
 
+def _namespace(value: str, what: str) -> str:
+    """A namespace: a DNS-1123 label (at most 63 characters, no '.'), as the API server requires."""
+    return _name(value, what, validation.dns1123_label)
+
+
 def parse(words: Sequence[str]) -> RbacRequest:
     _, pairs = split_pairs(words, allowed=("repair", "account"), usage=USAGE)
-    repair = tuple(_name(n, "repair namespace") for n in pairs.get("repair", "").split(",") if n)
+    repair = tuple(_namespace(n, "repair namespace") for n in pairs.get("repair", "").split(",") if n)
     account = ("upgradebot", "upgradebot")
     if "account" in pairs:
         namespace, sep, name = pairs["account"].partition("/")
         if not sep:
             raise UsageError("account= is the ServiceAccount as <namespace>/<name>, e.g. upgradebot/upgradebot", USAGE)
-        account = (_name(namespace, "namespace"), _name(name, "ServiceAccount"))
+        account = (_namespace(namespace, "account namespace"), _name(name, "ServiceAccount"))
     return RbacRequest(repair=repair, account=account)
 
 

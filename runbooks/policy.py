@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from runbooks.metrics.spec import MetricCheckSpec, PrometheusPolicy
+from runbooks.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, Namespace, ObjectName
 from runbooks.policy_checks import (
     LONGEST_SECONDS,
     Strict,
@@ -25,8 +26,6 @@ from runbooks.policy_checks import (
 )
 from runbooks.policy_rollout import LABEL_KEY, MAX_WAVES, WAVE_SIZE, Drain, Wave, Window
 
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-DNS1123_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
 GROUP_ID = re.compile(r"^S[A-Z0-9]{2,}$")
 CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
@@ -62,8 +61,8 @@ class Target(Strict):
     """A DaemonSet the bot may upgrade: ``namespace/name``, and optionally the log line
     (a regular expression) that says its plugin registered with the kubelet."""
 
-    namespace: str
-    name: str
+    namespace: Namespace
+    name: ObjectName
     registration: str | None = None
     workloads: list[str] = Field(default_factory=list)
     """The workloads upgraded in one run with this DaemonSet, in order, the DaemonSet itself
@@ -301,19 +300,12 @@ class SmokeTest(Strict):
     image: str | None = None
     command: list[str] | str | None = None
     expect: str = "Test PASSED"
-    namespace: str = "upgradebot-smoke"
+    namespace: Namespace = "upgradebot-smoke"
     timeout: Annotated[float, Field(gt=0, le=LONGEST_SECONDS)] = 120.0
     """Seconds the pod may take to finish (at most a year, as every duration of the policy)."""
     gpus: Annotated[int, Field(ge=1)] = 1
     device_class: str | None = None
     """For a DRA driver: the device class its claim asks for (default: the class naming the driver)."""
-
-    @field_validator("namespace")
-    @classmethod
-    def _namespace(cls, value: str) -> str:
-        if not DNS1123_LABEL.fullmatch(value):
-            raise ValueError(f"{value!r} is not a namespace name: at most 63 lower-case letters, digits and '-'")
-        return value
 
 
 class StepTimings(Strict):
@@ -491,16 +483,8 @@ class Verify(Strict):
 class Migrations(Strict):
     """Which workloads ``apply-migration`` may change (``migrate`` only reads, anywhere)."""
 
-    namespaces: list[str] = Field(default_factory=list)
+    namespaces: list[Namespace] = Field(default_factory=list)
     """The namespaces whose Deployments a migration run may change; empty: migration runs are off."""
-
-    @field_validator("namespaces")
-    @classmethod
-    def _names(cls, values: list[str]) -> list[str]:
-        for value in values:
-            if not DNS1123_LABEL.fullmatch(value):
-                raise ValueError(f"{value!r} is not a namespace name (a DNS-1123 label)")
-        return values
 
 
 class CanaryPolicy(Strict):

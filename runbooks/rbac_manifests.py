@@ -4,8 +4,9 @@
 
 One ClusterRole of reads; a Role per namespace holding a target (its DaemonSets and companion
 Deployments by name in ``resourceNames``), one for the smoke test's namespace, one per
-``migrations.namespaces`` entry and per repair namespace; the drain ClusterRole only when a
-target drains. The verbs and code needing each rule are in the table (docs/security.md).
+``migrations.namespaces`` entry and one per namespace ``repair=`` names (a repair deletes pods;
+a migration run deletes none, so ``migrations.namespaces`` alone grants no pod deletion); the
+drain ClusterRole only when a target drains: what the policy's verbs need, nothing more. The verbs and code needing each rule are in the table (docs/security.md).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def manifests(policy: Policy, *, repair_namespaces: Sequence[str] = (),
               account: tuple[str, str] = ("upgradebot", "upgradebot")) -> list[dict[str, Any]]:
     """The RBAC objects ``policy`` needs for the ServiceAccount ``account`` (namespace, name);
     ``repair_namespaces``: where the GPU workloads a repair may delete run (the policy does not
-    list them; by default ``migrations.namespaces``)."""
+    list them; none by default, so no repair Role)."""
     out = _pair("cluster", None, _rules("cluster", {}), account=account)
     for namespace in sorted({t.namespace for t in policy.targets}):
         targets = [t for t in policy.targets if t.namespace == namespace]
@@ -68,7 +69,7 @@ def manifests(policy: Policy, *, repair_namespaces: Sequence[str] = (),
         out += _pair("drain", None, _rules("drain", {}), account=account)
     for namespace in policy.migrations.namespaces:
         out += _pair("migration", namespace, _rules("migration", {}), account=account)
-    for namespace in repair_namespaces or policy.migrations.namespaces:
+    for namespace in repair_namespaces:
         out += _pair("repair", namespace, _rules("repair", {}), account=account)
     return out
 

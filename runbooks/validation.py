@@ -3,7 +3,8 @@
 Each function returns the value (stripped) or raises ``ValueError`` whose message says
 what is wrong and gives an example; front ends add the verb's usage line. Kubernetes'
 own rules: names are DNS-1123 labels or subdomains, image references follow the
-distribution grammar (``[registry[:port]/]repository[:tag][@sha256:<64 hex>]``, ASCII only).
+distribution grammar (``[registry[:port]/]repository[:tag][@sha256:<64 hex>]``, ASCII only,
+:data:`runbooks.image_names.IMAGE_REFERENCE`).
 """
 
 from __future__ import annotations
@@ -11,18 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from runbooks.image_names import IMAGE_REFERENCE, parse
 from runbooks.policy import DNS1123_LABEL, DNS1123_SUBDOMAIN, Target
 
-_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
-_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_TAG = r"[\w][\w.-]{0,127}"
-_DIGEST = r"sha256:[0-9a-f]{64}"
-IMAGE_REFERENCE = re.compile(
-    rf"^(?P<name>(?:(?P<domain>{_DOMAIN})/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
-    rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?$",
-    re.ASCII,  # the grammar's \w is [A-Za-z0-9_]: no other script's digits or letters
-)
 MAX_NAME = 255
 
 
@@ -89,7 +81,8 @@ def image_reference(value: str, *, allow_latest: bool = True) -> str:
             f"image {value!r} has no tag or digest: name the version, e.g. {text}:v0.17.0 "
             "(an implicit :latest cannot be rolled back to reliably)"
         )
-    if not allow_latest and match.group("tag") == "latest" and not match.group("digest"):
+    name = parse(text)  # the one reading of a reference every comparison of images uses
+    if not allow_latest and name.tag == "latest" and not name.digest:
         raise ValueError(
             f"image {value!r} is tagged latest, which names whatever was pushed last: name the version "
             "(e.g. :v0.17.0) or a digest; the policy's images.allow_latest: true accepts it"

@@ -62,6 +62,7 @@ from runbooks.engine.steps import ChangeSteps, CheckStatus, Clock, Steps, StepSe
 from runbooks.engine.store import LeaseLost, LockHeld, RunStore
 from runbooks.engine.transitioning import Observer, SilentObserver, Writer, audit_entry
 from runbooks.errors import ClusterError, shorten
+from runbooks.image_names import same_image
 from runbooks.metrics.spec import DEFAULT_CHECKS
 from runbooks.policy import Policy, duration_seconds
 from runbooks.templates import RESTARTED_AT, Edits
@@ -377,7 +378,7 @@ class Engine:
         before = stages[index - 1]
         earlier = sorted((r for r in self.store.list_runs(limit=10_000)
                           if r.kind is RunKind.UPGRADE and r.target.ref == run.target.ref
-                          and r.target.cluster == before and r.image == run.image and r.edits.change == run.edits.change),
+                          and r.target.cluster == before and same_image(r.image, run.image) and r.edits.change == run.edits.change),
                          key=lambda r: (r.created_at, r.updated_at), reverse=True)
         if not earlier:
             raise Refused(refusals.stage_not_reached(run, here, before, index, len(stages)))

@@ -12,6 +12,12 @@ wants and the hardware classes of the nodes the plugin runs on, one :class:`Verd
   source does not document;
 - ``pass``: the classes the row's stated needs were checked against.
 
+The image is read once, by :mod:`runbooks.image_names`, whatever its spelling: the registry's
+case and ``:443``, Docker Hub's defaults and a digest beside the tag do not change its row;
+the tag's version picks the row (``v0.17.0-ubi9`` is ``v0.17.0`` where the row's line
+publishes ``ubi9``). A digest alone names no version: an image of a repository the matrix
+knows, by digest only, warns that its row could not be told (write ``:tag@sha256:…``).
+
 The policy's override per target (``compatibility: {min_driver: "550"}`` or ``{ignore:
 true}``) is passed in as ``min_driver``/``ignore``. Pure: no I/O.
 """
@@ -25,11 +31,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from runbooks.image_names import ImageName, parse, release, repository
 from runbooks.inventory.compatibility_matrix import ROWS
 from runbooks.inventory.models import HardwareClass
 from runbooks.inventory.stacks import UNKNOWN
 
-_DRIVER_TAG = re.compile(r"-driver(\d+)$")
+_DRIVER_SUFFIX = re.compile(r"driver(\d+)")
 _K8S = re.compile(r"^1\.\d+$")
 
 
@@ -49,6 +56,9 @@ class Row(BaseModel):
     release: str
     repositories: list[str]
     tags: str
+    variants: list[str] = []
+    """The distribution suffixes the line's tags carry (``ubi9``: ``v0.17.0-ubi9``)."""
+    variants_source: str = ""
     kubernetes_min: str | None = None
     kubernetes_max: str | None = None
     min_driver: str | None = None
@@ -56,6 +66,11 @@ class Row(BaseModel):
     runtimes: list[str] | None = None
     source: Source
     note: str = ""
+
+    @field_validator("repositories")
+    @classmethod
+    def _canonical(cls, values: list[str]) -> list[str]:
+        return [repository(v) for v in values]
 
     @field_validator("tags")
     @classmethod
@@ -81,8 +96,15 @@ class Row(BaseModel):
     def name(self) -> str:
         return f"{self.component} {self.release}"
 
-    def matches(self, repository: str, tag: str) -> bool:
-        return repository in self.repositories and re.fullmatch(self.tags, tag) is not None
+    def matches(self, image: ImageName) -> bool:
+        """The image's repository is the row's and its tag a release of the row's line: its
+        version matches ``tags`` and each suffix is a published variant or ``driver<branch>``."""
+        parts = release(image.tag)
+        if image.repository not in self.repositories or parts is None:
+            return False
+        version, suffixes = parts
+        return re.fullmatch(self.tags, version) is not None and all(
+            s in self.variants or _DRIVER_SUFFIX.fullmatch(s) for s in suffixes)
 
 
 MATRIX: list[Row] = [Row.model_validate(row) for row in ROWS]
@@ -96,27 +118,22 @@ class Verdict:
     nodes: list[str] = field(default_factory=list)
 
 
-def split_image(image: str) -> tuple[str, str]:
-    """``(repository, tag)`` of an image reference; the digest dropped, ``latest`` when untagged."""
-    name = image.split("@", 1)[0]
-    head, _, last = name.rpartition("/")
-    if ":" in last:
-        last, tag = last.split(":", 1)
-    else:
-        tag = "latest"
-    return (f"{head}/{last}" if head else last), tag
+def driver_branch(tag: str) -> int | None:
+    """550 of ``v0.17.0-driver550`` (or ``v0.17.0-driver550-ubi9``): the NVIDIA driver branch a
+    ``-driver<branch>`` build needs, in whichever ``-``-separated part after the version; None without one."""
+    for suffix in tag.split("-")[1:]:
+        if found := _DRIVER_SUFFIX.fullmatch(suffix):
+            return int(found.group(1))
+    return None
 
 
-def base_tag(tag: str) -> tuple[str, int | None]:
-    """``("v0.17.0", 550)`` of ``v0.17.0-driver550``: the release tag and the driver branch the build needs."""
-    found = _DRIVER_TAG.search(tag)
-    return (tag[: found.start()], int(found.group(1))) if found else (tag, None)
-
-
-def row_for(image: str, rows: Iterable[Row] = MATRIX) -> Row | None:
-    repository, tag = split_image(image)
-    release, _ = base_tag(tag)
-    return next((r for r in rows if r.matches(repository, release)), None)
+def row_for(image: str | ImageName, rows: Iterable[Row] = MATRIX) -> Row | None:
+    """The row of ``image`` (any spelling); None for a reference that is not one, or is in no row."""
+    try:
+        name = image if isinstance(image, ImageName) else parse(image)
+    except ValueError:
+        return None
+    return next((r for r in rows if r.matches(name)), None)
 
 
 def _minor(version: str) -> int:
@@ -148,6 +165,12 @@ def not_in_matrix(image: str) -> str:
             "unknown, so they were not checked (compatibility.min_driver in the policy checks a driver)")
 
 
+def digest_only(image: str) -> str:
+    return (f"{image} names its image by digest only: the compatibility matrix is by version, so its row "
+            "could not be told and nothing was checked against it (name the tag too, :<tag>@sha256:<digest>, "
+            "or set compatibility.min_driver in the policy)")
+
+
 def stack_unknown(nodes: list[str]) -> str:
     return (f"the driver of {', '.join(nodes)} is unknown (no GPU Feature Discovery labels): the matrix's "
             "driver minimum could not be checked there")
@@ -174,19 +197,27 @@ def judge(
     (``v1.32.1``); ``min_driver`` and ``ignore`` are the policy's override for the target."""
     if ignore:
         return [Verdict("pass", compatible(image, None, classes, True))]
-    row = row_for(image, rows)
-    _, tag_branch = base_tag(split_image(image)[1])
+    rows = list(rows)
+    try:
+        name: ImageName | None = parse(image)
+    except ValueError:
+        name = None
+    row = row_for(name, rows) if name is not None else None
+    tag_branch = driver_branch(name.tag) if name is not None else None
     verdicts: list[Verdict] = []
     if row is None and min_driver is None:
-        verdicts.append(Verdict("warn", not_in_matrix(image)))
+        by_digest = name is not None and not name.tag and any(name.repository in r.repositories for r in rows)
+        verdicts.append(Verdict("warn", digest_only(image) if by_digest else not_in_matrix(image)))
     if min_driver is not None:
         needed, why = int(min_driver), f"{min_driver} or newer (compatibility.min_driver of this target in the policy)"
     elif row is not None and (row.min_driver is not None or tag_branch is not None):
         needed = max(int(row.min_driver or 0), tag_branch or 0)
         why = f"{needed} or newer ({row_text(row)}" + (f"; the tag's -driver{tag_branch} build" if tag_branch else "") + ")"
+    elif tag_branch is not None:  # in no row, the tag still says what its build needs
+        needed, why = tag_branch, f"{tag_branch} or newer (the tag's -driver{tag_branch} build)"
     else:
         needed, why = 0, ""
-    label = row.name if row is not None else "policy"
+    label = row.name if row is not None else "policy" if min_driver is not None or tag_branch is None else "tag"
     minor = _minor(kubernetes.lstrip("v"))
     if row is not None and (
         (row.kubernetes_min is not None and minor < _minor(row.kubernetes_min))

@@ -18,6 +18,15 @@ is guessed.
   ``KIND_K8S_TAG``) runs v1.32.0 at v0.1.0, v1.34.0 at v0.2.x, v1.36.0 at v0.3.0 and v1.36.1
   at v0.4.0: what it was tried on, not a stated range, so the rows leave the range open.
 
+Distribution suffixes (``variants``): the device plugin's ``deployments/container/Makefile`` at
+each cited tag builds ``IMAGE_TAG ?= $(IMAGE_VERSION)-$(DIST)`` for each of its
+``DISTRIBUTIONS`` and copies the default one to the bare version (``push-short``):
+``ubuntu20.04`` (default) and ``ubi8`` at v0.14.5; ``ubuntu22.04`` (default) and ``ubi8`` at
+v0.15.1 and v0.16.2; ``ubi9`` alone at v0.17.4; from v0.18.0 ``IMAGE_TAG ?= $(IMAGE_VERSION)``,
+no suffix. ``v0.17.0-ubi9`` is therefore the release ``v0.17.0`` (:func:`runbooks.image_names.release`
+splits the version from the suffixes); a suffix a line does not publish keeps the tag out of
+its row. The DRA example driver's rows list none.
+
 A tag may carry a ``-driver<branch>`` suffix (``v0.17.0-driver550``): a build for that NVIDIA
 driver branch or newer; it raises the row's minimum (kubesim's images honour it).
 """
@@ -28,16 +37,18 @@ from typing import Any
 
 DEVICE_PLUGIN = "nvcr.io/nvidia/k8s-device-plugin"
 DRA_EXAMPLE = "registry.k8s.io/dra-example-driver/dra-example-driver"
+_DP_MAKEFILE = "https://github.com/NVIDIA/k8s-device-plugin/blob/{tag}/deployments/container/Makefile"
 _DP_README = "https://github.com/NVIDIA/k8s-device-plugin/blob/{tag}/README.md#prerequisites"
 _DP_PREREQ = ("NVIDIA drivers ~= 384.81; nvidia-docker >= 2.0 || nvidia-container-toolkit >= 1.7.0; "
               "Kubernetes version >= 1.10")
 _DRA_README = "https://github.com/kubernetes-sigs/dra-example-driver/blob/{tag}/README.md#prerequisites"
 
 
-def _device_plugin(line: str, tag: str, runtimes: list[str]) -> dict[str, Any]:
+def _device_plugin(line: str, tag: str, runtimes: list[str], variants: list[str]) -> dict[str, Any]:
     return {
         "component": "NVIDIA device plugin", "release": f"{line}.x", "repositories": [DEVICE_PLUGIN],
-        "tags": "^" + line.replace(".", r"\.") + r"\.\d+$",
+        "tags": "^" + line.replace(".", r"\.") + r"\.\d+$", "variants": variants,
+        "variants_source": _DP_MAKEFILE.format(tag=tag),
         "kubernetes_min": "1.10", "kubernetes_max": None, "min_driver": "384", "container_toolkit": "1.7.0",
         "runtimes": runtimes,
         "source": {"title": f"NVIDIA/k8s-device-plugin {tag} README, Prerequisites: {_DP_PREREQ}",
@@ -64,11 +75,11 @@ _DOCKER_CONTAINERD = ["docker", "containerd"]
 _WITH_CRIO = ["docker", "containerd", "cri-o"]
 
 ROWS: list[dict[str, Any]] = [
-    _device_plugin("v0.14", "v0.14.5", _DOCKER_CONTAINERD),
-    _device_plugin("v0.15", "v0.15.1", _WITH_CRIO),
-    _device_plugin("v0.16", "v0.16.2", _WITH_CRIO),
-    _device_plugin("v0.17", "v0.17.4", _WITH_CRIO),
-    _device_plugin("v0.18", "v0.18.2", _WITH_CRIO),
+    _device_plugin("v0.14", "v0.14.5", _DOCKER_CONTAINERD, ["ubuntu20.04", "ubi8"]),
+    _device_plugin("v0.15", "v0.15.1", _WITH_CRIO, ["ubuntu22.04", "ubi8"]),
+    _device_plugin("v0.16", "v0.16.2", _WITH_CRIO, ["ubuntu22.04", "ubi8"]),
+    _device_plugin("v0.17", "v0.17.4", _WITH_CRIO, ["ubi9"]),
+    _device_plugin("v0.18", "v0.18.2", _WITH_CRIO, []),
     _dra_example("v0.1", "v0.1.0", "v1.32.0"),
     _dra_example("v0.2", "v0.2.1", "v1.34.0"),
     _dra_example("v0.3", "v0.3.0", "v1.36.0"),

@@ -73,6 +73,35 @@ def _refused_naming_the_a100_nodes(mixed: KubeSim, redis_url: str) -> None:
     assert engine.runs(limit=5) == []
 
 
+DIGEST = "sha256:" + "ab" * 32
+SPELLINGS = [
+    "nvcr.io:443/nvidia/k8s-device-plugin:v0.17.0-driver550",  # the https default port
+    "NVCR.IO/nvidia/k8s-device-plugin:v0.17.0-driver550",  # the host's case
+    f"{PLUGIN}:v0.17.0-ubi9-driver550",  # v0.17's one published distribution suffix (its Makefile)
+    f"{PLUGIN}:v0.17.0-driver550-ubi9",
+    f"{NEEDS_550}@{DIGEST}",  # tag and digest: judged by its tag
+    f"nvcr.io:443/nvidia/k8s-device-plugin:v0.17.0-ubi9-driver550@{DIGEST}",
+]
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_every_spelling_of_the_image_is_refused_as_the_canonical_one(mixed: KubeSim, redis_url: str,
+                                                                       spelling: str) -> None:
+    """Attack finding 5: the registry's default port, the host's case, the release's distribution
+    suffix and a digest beside the tag do not take the -driver550 build out of its row: each is
+    refused before any approver is asked, in the same words as the canonical spelling (but for
+    the image as written), naming the row and gpu-node1, gpu-node2; no run is stored."""
+    engine = kubesim_engine(mixed, redis_url, policy())
+    with pytest.raises(Refused) as canonical:
+        engine.request_canary(actor=ALICE, target=TARGET, image=NEEDS_550, node="gpu-node3")
+    with pytest.raises(Refused) as refused:
+        engine.request_canary(actor=ALICE, target=TARGET, image=spelling, node="gpu-node3")
+    said = str(refused.value)
+    assert "NVIDIA device plugin v0.17.x" in said and "gpu-node1, gpu-node2" in said, said
+    assert said.replace(spelling, NEEDS_550) == str(canonical.value)
+    assert engine.runs(limit=5) == []
+
+
 def test_the_release_is_requested_with_the_unknown_stack_as_a_warning(mixed: KubeSim, redis_url: str) -> None:
     """issue 36, item 2: v0.17.0 (driver 384 or newer per its README) is requested; the request
     the approvers see warns that gpu-node5's driver is unknown, and is not refused for it."""

@@ -70,3 +70,20 @@ def test_stages_need_reports_and_two_distinct_contexts() -> None:
         policy(targets=[{"namespace": "kube-system", "name": "x", "stages": ["prod"]}], reports={"after": ["24h"]})
     with pytest.raises(ValidationError, match="a stage is listed twice"):
         policy(targets=[{"namespace": "kube-system", "name": "x", "stages": ["a", "a"]}], reports={"after": ["24h"]})
+
+
+def test_the_stage_before_counts_any_spelling_of_the_same_image(redis_url: str) -> None:
+    """Attack finding 5: the image that went through staging, spelled with the registry's case and
+    :443, opens prod-eu; another tag of the release (a distribution suffix: another build) does not."""
+    engine = make_engine(redis_url, steps=ScriptedSteps(), pol=policy(**STAGED))
+    first = monitored(engine, "staging")
+    engine.finish_monitoring(first.id, reason="reports posted",
+                             report={"after": "24h", "verdict": "stable", "posted_at": "2025-01-07T09:00:00+00:00"})
+    respelt = IMAGE.replace("nvcr.io/", "NVCR.io:443/")
+    eu = engine.request_canary(actor=ALICE, target=TARGET, image=respelt, node="gpu-node1", container="plugin",
+                               cluster="prod-eu").run
+    assert eu.gate is not None and eu.gate.reason is not None and f"run {first.id} there ended" in eu.gate.reason
+    engine.reject(eu.id, actor=BOB)
+    with pytest.raises(Refused, match="must first go through staging"):
+        engine.request_canary(actor=ALICE, target=TARGET, image=f"{IMAGE}-ubi9", node="gpu-node1", container="plugin",
+                              cluster="prod-eu")

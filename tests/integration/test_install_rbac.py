@@ -388,3 +388,48 @@ def test_the_repair_example_lets_a_repair_delete_the_stuck_pods_with_zero_403s(
     run = engine.advance(run.id)
     assert run.state is RunState.DONE, run.reason
     assert bot.refusals() == before
+
+
+def _in_ml_team(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in objects if o["metadata"].get("namespace") == "ml-team"]
+
+
+def test_rbac_grants_a_repair_only_in_the_namespaces_repair_names(sim: KubeSim, redis_url: str, tmp_path: Path) -> None:
+    """Attack finding 6: ``upgradebot rbac`` for a policy with ml-team under migrations.namespaces
+    (its objects in ml-team beside the install), without ``repair=``, grants no pod deletion in ml-team (a migration deletes no pods): applied
+    beside the install, a repair there is still refused before anyone approves, naming the rule,
+    and the bot may not delete pods in ml-team. ``rbac repair=ml-team`` grants it: the repair runs,
+    with no 403."""
+    from runbooks.daemonset.repairing import RepairSteps
+    from runbooks.engine.refusals import Refused
+    from runbooks.engine.runs import RunKind
+    from runbooks.rbac_manifests import manifests
+
+    policy = Policy.model_validate({**POLICY.model_dump(exclude_unset=True), "migrations": {"namespaces": ["ml-team"]}})
+    stuck_after_a_reboot(sim)
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "with-repair").mkdir()
+    plain = manifests(policy)
+    assert {o["metadata"]["name"] for o in plain if o["metadata"].get("namespace") == "ml-team"} == {"upgradebot-migration"}
+    assert not [r for o in plain if o["kind"] == "Role" for r in o["rules"]
+                if r["resources"] == ["pods"] and "delete" in r["verbs"] and o["metadata"]["namespace"] == "ml-team"]
+    bot = install(sim, tmp_path / "plain", [*rendered_rbac(), *_in_ml_team(plain)])
+    can_i = ("auth", "can-i", "delete", "pods", "-n", "ml-team")
+    assert Kubectl(bot.kubeconfig).run(*can_i, check=False).stdout.strip() == "no"  # as the bot's ServiceAccount
+    kinds = {RunKind.REPAIR: RepairSteps()}
+    engine = Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=policy,
+                    connect=bot.connect, kinds=kinds)
+    with pytest.raises(Refused, match=re.escape('lacks the rule {apiGroups: [""], resources: [pods], verbs: [delete]} '
+                                                "in a Role of namespace ml-team")):
+        engine.request_repair(actor=ALICE, target=TARGET)
+
+    bot = install(sim, tmp_path / "with-repair",
+                  [*rendered_rbac(), *_in_ml_team(manifests(policy, repair_namespaces=["ml-team"]))])
+    assert Kubectl(bot.kubeconfig).run(*can_i, check=False).stdout.strip() == "yes"
+    before = bot.refusals()
+    engine = Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=policy,
+                    connect=bot.connect, kinds=kinds)
+    run = engine.request_repair(actor=ALICE, target=TARGET).run
+    engine.decide(run.id, actor=BOB, approve=True)
+    assert engine.advance(run.id).state is RunState.DONE
+    assert bot.refusals() == before

@@ -78,13 +78,52 @@ def sim() -> Iterator[KubeSim]:
 
 
 def rbac_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """What ``upgradebot rbac`` prints for the policy (the shell's own entry point)."""
+    """What ``upgradebot rbac repair=ml-team`` prints for the policy (the shell's own entry point):
+    the walk's repair deletes a stuck pod in ml-team."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(POLICY_DOC))
+    monkeypatch.setenv("UPGRADEBOT_CONFIG", str(policy))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["rbac", "repair=ml-team"], out=out, err=err) == 0, err.getvalue()
+    return out.getvalue()
+
+
+def _pod_deletions(text: str) -> set[str]:
+    return {o["metadata"]["namespace"] for o in yaml.safe_load_all(text) if o["kind"] == "Role"
+            for r in o["rules"] if r.get("resources") == ["pods"] and "delete" in r["verbs"]}
+
+
+def test_rbac_grants_pod_deletion_for_a_repair_only_where_repair_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack finding 6: ``upgradebot rbac`` grants what the policy's verbs need: pods delete in
+    the targets' namespaces (canary, promote) and the smoke test's, and in ml-team
+    (migrations.namespaces) only with ``repair=ml-team`` (docs/operations.md: repair's
+    namespaces come from ``repair=``)."""
     policy = tmp_path / "policy.yaml"
     policy.write_text(yaml.safe_dump(POLICY_DOC))
     monkeypatch.setenv("UPGRADEBOT_CONFIG", str(policy))
     out, err = io.StringIO(), io.StringIO()
     assert main(["rbac"], out=out, err=err) == 0, err.getvalue()
-    return out.getvalue()
+    assert _pod_deletions(out.getvalue()) == {"kube-system", "dra-example-driver", "upgradebot-smoke"}
+    assert _pod_deletions(rbac_output(tmp_path, monkeypatch)) == {"kube-system", "dra-example-driver",
+                                                                   "upgradebot-smoke", "ml-team"}
+
+
+@pytest.mark.parametrize("argument", [f"repair={'a' * 70}", "repair=ml-team,ML-Team", "repair=ml.team",
+                                      f"account={'u' * 64}/upgradebot", "account=upgrade.bot/upgradebot"])
+def test_rbac_refuses_a_namespace_that_is_no_dns_label(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       argument: str) -> None:
+    """Attack finding 6: a namespace is a DNS-1123 label (at most 63 characters, no '.'):
+    ``repair=`` and ``account=``'s namespace otherwise exit 2 with one line naming the argument,
+    and print no manifest."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(POLICY_DOC))
+    monkeypatch.setenv("UPGRADEBOT_CONFIG", str(policy))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["rbac", argument], out=out, err=err) == 2
+    said = err.getvalue()
+    assert out.getvalue() == "" and "Traceback" not in said and "is not a valid Kubernetes name" in said, said
+    assert f"{argument.split('=')[0]} namespace" in said.splitlines()[0], said
 
 
 def as_bot(sim: KubeSim, tmp_path: Path) -> Installed:

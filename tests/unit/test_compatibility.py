@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from runbooks.inventory.compatibility import MATRIX, Row, base_tag, judge, row_for, split_image
+from runbooks.inventory.compatibility import MATRIX, Row, driver_branch, judge, row_for
 from runbooks.inventory.compatibility_matrix import ROWS
 from runbooks.inventory.models import HardwareClass
 from runbooks.policy import Policy
@@ -51,8 +51,8 @@ def test_a_bad_row_is_refused_when_loaded() -> None:
 
 def test_images_find_their_rows() -> None:
     """The tag's release line picks the row; a -driver<branch> suffix is a build of that release."""
-    assert split_image("nvcr.io/nvidia/k8s-device-plugin:v0.17.0-driver550@sha256:ab") == (PLUGIN, "v0.17.0-driver550")
-    assert base_tag("v0.17.0-driver550") == ("v0.17.0", 550)
+    assert driver_branch("v0.17.0-driver550") == 550 and driver_branch("v0.17.0-driver550-ubi9") == 550
+    assert driver_branch("v0.17.0") is None and driver_branch("driver550") is None
     row = row_for(f"{PLUGIN}:v0.17.0-driver550")
     assert row is not None and row.release == "v0.17.x"
     assert row_for(f"{PLUGIN}:v0.13.0") is None and row_for("registry.example.com/acme/plugin:v1") is None
@@ -113,3 +113,86 @@ def test_the_policy_reads_the_override_per_target() -> None:
     with pytest.raises(ValidationError, match="not a driver branch"):
         Policy.model_validate({"approvers": {"users": ["U0BOB"]}, "targets": [
             {"namespace": "kube-system", "name": "a", "compatibility": {"min_driver": "r550"}}]})
+
+
+# ---------------------------------------------------------------------- spellings (attack finding 5)
+NEEDS_550 = f"{PLUGIN}:v0.17.0-driver550"
+DIGEST = "sha256:" + "0f" * 32
+
+
+def _same(spelling: str, canonical: str, rows: list[Row] | None = None) -> None:
+    classes = [A100, H100, UNKNOWN]
+    want = judge(canonical, classes, kubernetes="v1.32.1", **({"rows": rows} if rows else {}))
+    got = judge(spelling, classes, kubernetes="v1.32.1", **({"rows": rows} if rows else {}))
+    assert [(v.status, v.row, v.nodes, v.detail.replace(spelling, canonical)) for v in got] == \
+        [(v.status, v.row, v.nodes, v.detail) for v in want]
+    assert "fail" in {v.status for v in got}, got
+
+
+@pytest.mark.parametrize("spelling", [
+    "nvcr.io:443/nvidia/k8s-device-plugin:v0.17.0-driver550",
+    "NVCR.IO/nvidia/k8s-device-plugin:v0.17.0-driver550",
+    "Nvcr.Io:443/nvidia/k8s-device-plugin:v0.17.0-driver550",
+    f"{PLUGIN}:v0.17.0-ubi9-driver550",
+    f"{PLUGIN}:v0.17.0-driver550-ubi9",
+    f"{NEEDS_550}@{DIGEST}",
+    f"nvcr.io:443/nvidia/k8s-device-plugin:v0.17.0-ubi9-driver550@{DIGEST}",
+])
+def test_a_spelling_of_the_image_is_judged_as_the_canonical_one(spelling: str) -> None:
+    """The registry's case and https port, v0.17's published distribution suffix (ubi9) and a
+    digest beside the tag leave the -driver550 build in its row: the same verdicts, row and nodes."""
+    _same(spelling, NEEDS_550)
+
+
+def _hub_rows(repository: str) -> list[Row]:
+    return [Row.model_validate({**ROWS[3], "repositories": [repository]})]
+
+
+@pytest.mark.parametrize(("row_repository", "canonical", "spellings"), [
+    ("docker.io/nvidia/k8s-device-plugin", "docker.io/nvidia/k8s-device-plugin:v0.17.0-driver550",
+     ["nvidia/k8s-device-plugin:v0.17.0-driver550", "index.docker.io/nvidia/k8s-device-plugin:v0.17.0-driver550",
+      "registry-1.docker.io/nvidia/k8s-device-plugin:v0.17.0-driver550",
+      "Docker.IO:443/nvidia/k8s-device-plugin:v0.17.0-driver550"]),
+    ("gpu-plugin", "docker.io/library/gpu-plugin:v0.17.0-driver550",
+     ["gpu-plugin:v0.17.0-driver550", "library/gpu-plugin:v0.17.0-driver550", "docker.io/gpu-plugin:v0.17.0-driver550",
+      "index.docker.io/library/gpu-plugin:v0.17.0-driver550", f"registry-1.docker.io/gpu-plugin:v0.17.0-driver550@{DIGEST}"]),
+])
+def test_docker_hub_spellings_are_one_repository(row_repository: str, canonical: str, spellings: list[str]) -> None:
+    """Docker Hub by no registry, docker.io, index.docker.io, registry-1.docker.io (any case,
+    :443), and library/ for a one-component name: one repository, whichever way the row or the
+    request spells it."""
+    rows = _hub_rows(row_repository)
+    for spelling in spellings:
+        _same(spelling, canonical, rows)
+
+
+def test_another_port_or_registry_is_another_repository() -> None:
+    """An explicit port other than 443 is another endpoint (a mirror, another registry): in no row,
+    so a warning, as any other repository; its -driver550 tag still refuses the older driver."""
+    for image in ("nvcr.io:5000/nvidia/k8s-device-plugin:v0.17.0", "ghcr.io/nvidia/k8s-device-plugin:v0.17.0"):
+        assert [v.status for v in judge(image, [A100], kubernetes="v1.32.1")] == ["warn"]
+    verdicts = judge("nvcr.io:5000/nvidia/k8s-device-plugin:v0.17.0-driver550", [A100, H100], kubernetes="v1.32.1")
+    assert [(v.status, v.row, v.nodes) for v in verdicts] == [("warn", "", []), ("fail", "tag", ["gpu-node1", "gpu-node2"])]
+    assert "the tag's -driver550 build" in verdicts[1].detail
+
+
+def test_each_line_takes_the_distribution_suffixes_its_makefile_publishes() -> None:
+    """v0.14: -ubuntu20.04 and -ubi8; v0.15 and v0.16: -ubuntu22.04 and -ubi8; v0.17: -ubi9;
+    v0.18: none (deployments/container/Makefile at each tag). A suffix the line does not
+    publish, or a pre-release, is in no row."""
+    found = {tag: (row.release if (row := row_for(f"{PLUGIN}:{tag}")) else None) for tag in (
+        "v0.14.5-ubuntu20.04", "v0.14.5-ubi8", "v0.15.1-ubuntu22.04", "v0.16.2-ubi8", "v0.17.4-ubi9",
+        "v0.18.2", "v0.18.2-ubi9", "v0.17.0-ubuntu22.04", "v0.17.0-rc.1", "v0.17.0-ubi9-ubi9x", "v0.17")}
+    assert found == {"v0.14.5-ubuntu20.04": "v0.14.x", "v0.14.5-ubi8": "v0.14.x", "v0.15.1-ubuntu22.04": "v0.15.x",
+                     "v0.16.2-ubi8": "v0.16.x", "v0.17.4-ubi9": "v0.17.x", "v0.18.2": "v0.18.x", "v0.18.2-ubi9": None,
+                     "v0.17.0-ubuntu22.04": None, "v0.17.0-rc.1": None, "v0.17.0-ubi9-ubi9x": None, "v0.17": None}
+
+
+def test_a_digest_alone_warns_that_its_row_could_not_be_told() -> None:
+    """A digest names no version: a repository the matrix knows, by digest only, is a warning
+    saying so (not 'in no row'); the policy's min_driver still judges it."""
+    image = f"{PLUGIN}@{DIGEST}"
+    [warn] = judge(image, [A100], kubernetes="v1.32.1")
+    assert warn.status == "warn" and "by digest only" in warn.detail and ":<tag>@sha256:<digest>" in warn.detail
+    assert [v.status for v in judge(image, [A100], kubernetes="v1.32.1", min_driver="550")] == ["fail"]
+    assert "in no row" in judge(f"registry.example.com/acme/plugin@{DIGEST}", [A100], kubernetes="v1.32.1")[0].detail

@@ -61,3 +61,37 @@ def test_a_sound_policy_still_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     load(tmp_path, monkeypatch, "approvers: {users: [U0LEAD1], usergroups: [S0LEADS], quorum: 3}\n"
          "steps: {smoke_test: {image: 'nvcr.io/x:1', timeout: 300, gpus: 1}}\n"
          "oncall: {channel: C0ONCALL, mention: S0ONCALL}\nchannels: {C0OPS: {cluster: prod}}\n")
+
+
+LONG = "a" * 70
+TARGET_DS = "name: nvidia-device-plugin-daemonset"
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    (f"targets: [{{namespace: {LONG}, {TARGET_DS}}}]\n", "targets.0.namespace"),
+    (f"targets: [{{namespace: Kube_System, {TARGET_DS}}}]\n", "targets.0.namespace"),
+    (f"targets: [{{namespace: kube-system, {TARGET_DS}}}, {{namespace: '-gpu', {TARGET_DS}}}]\n", "targets.1.namespace"),
+    (f"targets: ['{LONG}/nvidia-device-plugin-daemonset']\n", "targets"),
+    ("targets: [{namespace: kube-system, name: Plugin_DS}]\n", "targets.0.name"),
+    (f"migrations: {{namespaces: [ml-team, {LONG}]}}\n", "migrations.namespaces.1"),
+    ("migrations: {namespaces: [ml-team, 'ml.team']}\n", "migrations.namespaces.1"),
+    (f"steps: {{smoke_test: {{namespace: {'b' * 64}}}}}\n", "steps.smoke_test.namespace"),
+])
+def test_a_namespace_that_is_no_dns_label_is_refused_naming_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, key: str,
+) -> None:
+    """Attack finding 6: every namespace the policy names (a target's, migrations.namespaces, the
+    smoke test's) is a DNS-1123 label, at most 63 lower-case letters, digits and '-', starting
+    and ending with a letter or digit; anything else is refused in one line naming the key."""
+    with pytest.raises(SettingsError) as refused:
+        load(tmp_path, monkeypatch, BASE + text)
+    said = str(refused.value)
+    assert f": {key}: " in said and ("namespace" in said or "target" in said or "name" in said), said
+    assert "\n" not in said and "Traceback" not in said
+
+
+def test_a_63_character_namespace_is_a_label(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ns = "a" + "-" * 61 + "z"
+    policy = load(tmp_path, monkeypatch, BASE + f"targets: [{{namespace: {ns}, {TARGET_DS}}}]\n"
+                  f"migrations: {{namespaces: [{ns}]}}\n")
+    assert policy.targets[0].namespace == ns  # type: ignore[attr-defined]

@@ -34,11 +34,11 @@ def _bindings(objects: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
 def test_deploy_holds_exactly_the_rules_upgradebot_rbac_prints_for_its_policy() -> None:
     """Issue 34 item 3: the socket-mode overlay's RBAC and the drain, migration and repair examples
     are, rule for rule and binding for binding, ``upgradebot rbac`` for deploy/base/policy.yaml
-    with its target draining and ml-team under migrations.namespaces."""
+    with its target draining, ml-team under migrations.namespaces and ``repair=ml-team``."""
     doc = yaml.safe_load((ROOT / "deploy" / "base" / "policy.yaml").read_text())
     doc["targets"] = [{**Policy.model_validate(doc).targets[0].model_dump(exclude_defaults=True), "drain": {}}]
     doc["migrations"] = {"namespaces": ["ml-team"]}
-    generated = manifests(Policy.model_validate(doc))
+    generated = manifests(Policy.model_validate(doc), repair_namespaces=["ml-team"])
     deployed = list(yaml.safe_load_all(kustomize(ROOT / "deploy" / "overlays" / "socket-mode")))
     for example in ("drain", "migrations", "repair"):
         deployed += list(yaml.safe_load_all((ROOT / "deploy" / "examples" / f"{example}.yaml").read_text()))
@@ -69,3 +69,15 @@ def test_every_rule_a_request_checks_is_one_the_table_grants() -> None:
     asked = run_actions(namespace="gpu", name="plugin", dra=True, drain=True, smoke_namespace="upgradebot-smoke",
                         workloads=["controller"])
     assert [a for a in asked if rule_for(a) is None] == []
+
+
+def test_a_repair_role_only_where_repair_names_a_namespace() -> None:
+    """Attack finding 6: migrations.namespaces grants the migration Role there, no pod deletion (a
+    migration run deletes no pods); the repair Role is in the namespaces ``repair=`` names only."""
+    policy = Policy.model_validate({"approvers": {"users": ["U0BOB"]}, "targets": ["kube-system/plugin"],
+                                    "migrations": {"namespaces": ["ml-team", "research"]}})
+    roles = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in manifests(policy) if o["kind"] == "Role"}
+    assert roles == {("kube-system", "upgradebot-upgrade"), ("ml-team", "upgradebot-migration"),
+                     ("research", "upgradebot-migration")}
+    repaired = manifests(policy, repair_namespaces=["batch"])
+    assert {o["metadata"]["namespace"] for o in repaired if o["metadata"]["name"] == "upgradebot-repair"} == {"batch"}

@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 
+from kubesim.dcgmprofiles import PROFILES, RELEASES, ExporterConfig
 from kubesim.running import KubeSim, parse_release
 
 
@@ -25,6 +26,14 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--context", default="kubesim", help="context name in the kubeconfig")
     serve.add_argument("--dcgm-port", type=int, default=0,
                        help="port of the GPU nodes' dcgm-exporters on 127.0.0.1 (0 picks a free one)")
+    serve.add_argument("--dcgm-profile", default="default", choices=sorted(PROFILES),
+                       help="the dcgm-exporters' counters CSV: default (default-counters.csv) or dcp "
+                            "(dcp-metrics-included.csv, the GPU operator's)")
+    serve.add_argument("--dcgm-enable", default="", metavar="FIELD[,FIELD]",
+                       help="fields the CSV comments out that the exporters export all the same "
+                            "(e.g. DCGM_FI_DEV_ECC_DBE_VOL_TOTAL,DCGM_EXP_XID_ERRORS_COUNT)")
+    serve.add_argument("--dcgm-release", default="4.5.3-4.8.2", choices=sorted(RELEASES),
+                       help="the dcgm-exporter release imitated: its node label is Hostname, or hostname for main-d5e5f51")
     args = parser.parse_args(argv)
     # Caught before the cluster is built, so before the URL is printed: a supervisor that stops
     # kubesim as soon as it reads the URL gets exit 0, never death by the signal.
@@ -33,10 +42,13 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: done.set())
     try:
         parse_release(args.k8s_version)
+        exporters = ExporterConfig(profile=args.dcgm_profile, release=args.dcgm_release,
+                                   enabled=tuple(f for f in args.dcgm_enable.split(",") if f))
         sim = KubeSim(
             scenario=args.scenario, nodes=args.nodes, k8s_version=args.k8s_version,
             event_ttl=args.event_ttl, speed=args.speed, port=args.port,
             kubeconfig=args.kubeconfig, context=args.context, dcgm_port=args.dcgm_port,
+            dcgm=exporters,
         ).start()
     except (ValueError, OSError) as exc:
         print(f"kubesim: {exc}", file=sys.stderr)

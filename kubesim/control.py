@@ -13,7 +13,10 @@
   ``forbid`` ``{path, verb?}`` / ``allow`` (403 for a path prefix); ``feature-gate`` ``{name, enabled}``;
   ``xid`` ``{node, code=79, gpu=0}`` / ``ecc`` ``{node, gpu=0, count=1}`` (a GPU's dcgm-exporter
   shows the XID / double-bit ECC errors: :mod:`kubesim.dcgm`).
-- ``GET /sim/v1/dcgm`` tells where the dcgm-exporters listen and their HTTP SD URL.
+- ``GET /sim/v1/dcgm`` tells where the dcgm-exporters listen, their HTTP SD URL and what they
+  export; ``POST /sim/v1/dcgm/config`` ``{"profile": "default"|"dcp", "enable": [fields],
+  "release": "4.5.3-4.8.2"|"main-d5e5f51", "xid_window_ms": 300000}`` changes it (keys left out
+  are kept: :class:`kubesim.dcgmprofiles.ExporterConfig`).
 - ``POST /sim/v1/clock`` ``{"advance": "24h"}`` moves simulated time and fires what falls due;
   ``GET /sim/v1/clock`` tells the simulated now.
 - ``GET /sim/v1/requests`` lists the mutating API requests received (verb, path, time);
@@ -29,6 +32,7 @@ from typing import Any
 from aiohttp import web
 
 from kubesim.clock import parse_duration
+from kubesim.dcgmprofiles import ExporterConfig
 from kubesim.simulation import Simulation
 
 
@@ -135,8 +139,19 @@ async def handle(sim: Simulation, request: web.Request) -> web.Response:
             sim.advance(seconds)
         return _json({"now": sim.clock.now().isoformat().replace("+00:00", "Z")})
     if path == "/sim/v1/dcgm" and request.method == "GET":
-        url = getattr(sim.controllers.get("dcgm"), "url", "")
-        return _json({"url": url, "targets": f"{url}/sim/v1/dcgm/targets" if url else ""})
+        exporters = sim.controllers.get("dcgm")
+        url = getattr(exporters, "url", "")
+        config = exporters.config.as_json() if exporters is not None else {}
+        return _json({"url": url, "targets": f"{url}/sim/v1/dcgm/targets" if url else "", "config": config})
+    if path == "/sim/v1/dcgm/config" and request.method == "POST":
+        exporters = sim.controllers.get("dcgm")
+        if exporters is None:
+            return _bad("this simulation runs no dcgm-exporters")
+        try:
+            exporters.config = ExporterConfig.of(body, base=exporters.config)
+        except ValueError as exc:
+            return _bad(str(exc))
+        return _json(exporters.config.as_json())
     if path == "/sim/v1/requests":
         log: Any = sim.reads if request.query.get("reads") == "true" else sim.mutations
         if request.method == "DELETE":

@@ -7,12 +7,22 @@ of thousands of nodes needs no thousands of ports), one path per node:
 - ``GET /sim/v1/dcgm/<node>/metrics``: the node's exporter, in the text exposition format;
 - ``GET /sim/v1/dcgm/targets``: every GPU node as a target in Prometheus' HTTP service
   discovery format (``http_sd_configs``, Prometheus >= 2.28): the listener's address, the
-  node's path as ``__metrics_path__``, ``instance`` and ``node`` set to the node's name.
+  node's path as ``__metrics_path__``, ``instance`` and ``node`` set to the node's name (a
+  plain scrape configuration);
+- ``GET /sim/v1/dcgm/targets?scrape=servicemonitor``: the same targets with the labels the
+  Prometheus Operator gives a ServiceMonitor's endpoint (the GPU operator's
+  ``nvidia-dcgm-exporter``: ``namespace``, ``service``, ``pod``, ``container``, ``endpoint``,
+  ``instance`` = the exporter pod's IP:9400). Scraped with ``honor_labels: false`` (the
+  ServiceMonitor's default), Prometheus renames the exporter's own ``pod``, ``namespace`` and
+  ``container`` to ``exported_pod``, ``exported_namespace`` and ``exported_container``.
 
-Metric names, types, help and labels are dcgm-exporter's (``etc/default-counters.csv``):
-``gpu``, ``UUID``, ``pci_bus_id``, ``device``, ``modelName``, ``Hostname``, and
-``container``/``namespace``/``pod`` on a GPU a running pod was given. Values follow the
-simulated clock:
+What each exporter exports is :class:`~kubesim.dcgmprofiles.ExporterConfig` (``POST
+/sim/v1/dcgm/config``): the fields of NVIDIA's counters CSV of its profile (``default`` or
+``dcp``), with their types and help strings, plus the commented-out ones the simulation
+enables; the node label of its release (``Hostname``, or ``hostname``); labels ``gpu``,
+``UUID``, ``pci_bus_id``, ``device``, ``modelName``, the node label, ``DCGM_FI_DRIVER_VERSION``
+(the node's driver), and ``container``/``namespace``/``pod`` on a GPU a running pod was given,
+in the order dcgm-exporter's template prints them. Values follow the simulated clock:
 
 - ``DCGM_FI_DEV_GPU_UTIL``: 0 on an idle GPU; a GPU of a running pod is busy, at a level
   seeded by the pod's namespace and name (55..90 %, a few points of wobble per simulated
@@ -21,15 +31,17 @@ simulated clock:
   They read 0 once the workload lost them: the node's ``nvidia.com/gpu`` allocatable
   dropped to 0 (its device plugin gone), or the claim's DRA driver is no longer registered
   on the node.
-- ``DCGM_FI_DEV_XID_ERRORS`` (gauge): the value of the last XID the GPU raised, 0 before any;
-  ``DCGM_EXP_XID_ERRORS_TOTAL{xid}`` (counter): how many the GPU raised since the exporter
-  started. A device or DRA plugin whose image tag ends in ``-xid`` raises XID 79 (GPU has
+- ``DCGM_FI_DEV_XID_ERRORS`` (gauge): the code of the last XID the GPU raised, 0 before any.
+  ``DCGM_EXP_XID_ERRORS_COUNT`` (only when enabled): the GPU's XIDs in the last
+  ``xid_window_ms`` simulated milliseconds, one series per code (``xid``), 0 without ``xid``
+  when none. A device or DRA plugin whose image tag ends in ``-xid`` raises XID 79 (GPU has
   fallen off the bus) on GPU 0 of its node when its container starts and every
   :data:`XID_EVERY` simulated seconds while it runs; ``POST /sim/v1/faults`` ``{"kind":
   "xid", "node", "code"=79, "gpu"=0}`` raises one.
-- ``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`` (counter): double-bit volatile ECC errors, raised by
-  ``{"kind": "ecc", "node", "gpu"=0, "count"=1}``.
-- ``DCGM_FI_DEV_GPU_TEMP``: a few degrees above 30 when idle, warmer with utilisation.
+- ``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`` (counter, only when enabled: both CSVs comment it out):
+  double-bit volatile ECC errors, raised by ``{"kind": "ecc", "node", "gpu"=0, "count"=1}``.
+- the other fields: steady values that follow the GPU's utilisation (clocks, temperatures,
+  power, framebuffer), 0 for the error counters kubesim does not simulate.
 
 Prometheus stamps samples with its own (real) time: the values are what the exporter reads
 at the simulated "now" of the scrape, so a clock advanced by 24 h shows a day's XIDs at once.
@@ -37,8 +49,11 @@ at the simulated "now" of the scrape, so a clock advanced by 24 h shows a day's 
 
 from __future__ import annotations
 
+import collections
 import hashlib
+import ipaddress
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +61,7 @@ from aiohttp import web
 
 from kubesim import dra
 from kubesim.clock import parse_time
+from kubesim.dcgmprofiles import XID_COUNT, ExporterConfig
 from kubesim.devices import container_kind
 from kubesim.podstatus import GPU, image_tag
 from kubesim.simulation import Simulation
@@ -59,15 +75,20 @@ XID_FALLEN_OFF_BUS = 79
 XID_EVERY = 600.0
 """Simulated seconds between two XIDs of a running ``-xid`` plugin."""
 PRODUCT_LABEL = "nvidia.com/gpu.product"
+DRIVER_LABEL = "nvidia.com/cuda.driver-version.full"
 DEFAULT_MODEL = "NVIDIA A100-SXM4-80GB"
 
-METRICS = (
-    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
-    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
-    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
-    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
-    ("DCGM_EXP_XID_ERRORS_TOTAL", "counter", "Total XID errors observed since exporter start."),
-)
+GPU_OPERATOR_NAMESPACE = "gpu-operator"
+EXPORTER = "nvidia-dcgm-exporter"
+"""The GPU operator's exporter: DaemonSet, Service, ServiceMonitor and container name
+(``assets/state-dcgm-exporter/`` of NVIDIA/gpu-operator v26.7.0), its Service port ``gpu-metrics``."""
+EXPORTER_PORT = 9400
+DOUBLES = frozenset({"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+                     "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY",
+                     "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "DCGM_FI_PROF_PIPE_FP16_ACTIVE"})
+"""DCGM fields of type double: dcgm-exporter prints them with Go's ``%f`` (``toString``)."""
+_POD_SUFFIX = "bcdfghjklmnpqrstvwxz2456789"
+"""The characters of a generated pod name's suffix (Kubernetes' ``utilrand`` alphabet)."""
 
 
 @dataclass
@@ -78,13 +99,15 @@ class XidRun:
     start: float
     end: float | None = None
 
-    def raised(self, now: float) -> tuple[int, float]:
-        """(XIDs raised by ``now``, when the last one was), 0 before the container started."""
+    def raised(self, now: float, *, since: float = float("-inf")) -> list[float]:
+        """When it raised its XIDs, those after ``since`` and by ``now``: at its start, then every
+        :data:`XID_EVERY` seconds while it ran."""
         until = now if self.end is None else min(now, self.end)
         if until < self.start:
-            return 0, 0.0
+            return []
         count = 1 + int((until - self.start) // XID_EVERY)
-        return count, self.start + (count - 1) * XID_EVERY
+        first = 0 if since < self.start else max(0, int((since - self.start) // XID_EVERY) + 1)
+        return [self.start + k * XID_EVERY for k in range(first, count)]
 
 
 def _seed(*parts: object) -> int:
@@ -159,6 +182,8 @@ class DcgmExporters:
         """node -> pod uid -> (namespace, name) of the pods there that ask for GPUs."""
         self._injected: dict[tuple[str, int], list[tuple[float, int]]] = {}
         self._ecc: dict[tuple[str, int], int] = {}
+        self.config = ExporterConfig()
+        """What every exporter exports (``POST /sim/v1/dcgm/config``)."""
 
     # ------------------------------------------------------------ the simulation
     def start(self, sim: Simulation) -> None:
@@ -233,23 +258,13 @@ class DcgmExporters:
         return None
 
     # ------------------------------------------------------------ reading
-    def xids(self, node: str, gpu: int, now: float) -> dict[int, tuple[int, float]]:
-        """XID code -> (how many the GPU raised by ``now``, when the last one was)."""
-        seen: dict[int, tuple[int, float]] = {}
-
-        def add(code: int, count: int, last: float) -> None:
-            before, when = seen.get(code, (0, 0.0))
-            seen[code] = (before + count, max(when, last))
-
-        for when, code in self._injected.get((node, gpu), ()):
-            if when <= now:
-                add(code, 1, when)
+    def xids(self, node: str, gpu: int, now: float, *, since: float = float("-inf")) -> list[tuple[float, int]]:
+        """(when, XID code) of each XID the GPU raised after ``since`` and by ``now``, oldest first."""
+        seen = [(when, code) for when, code in self._injected.get((node, gpu), ()) if since < when <= now]
         if gpu == 0:
             for run in self._node_runs.get(node, ()):
-                count, last = run.raised(now)
-                if count:
-                    add(XID_FALLEN_OFF_BUS, count, last)
-        return seen
+                seen += [(when, XID_FALLEN_OFF_BUS) for when in run.raised(now, since=since)]
+        return sorted(seen)
 
     def _assignments(self, node: str, gpus: int, *, plugin_gone: bool) -> dict[int, tuple[str, str, str, bool]]:
         """GPU index -> (namespace, pod, container, still usable) for the running pods given GPUs
@@ -301,47 +316,112 @@ class DcgmExporters:
         gpus = self.gpus(node)
         if node_obj is None or not gpus:
             return None
-        now = self.sim.clock.time()
+        config, now = self.config, self.sim.clock.time()
         allocatable = str(((node_obj.get("status") or {}).get("allocatable") or {}).get(GPU, "0"))
-        lost = allocatable in ("", "0")
-        given = self._assignments(node, gpus, plugin_gone=lost)
+        given = self._assignments(node, gpus, plugin_gone=allocatable in ("", "0"))
         model = model_name(node_obj)
-        rows: dict[str, list[str]] = {name: [] for name, _, _ in METRICS}
+        driver = ((node_obj.get("metadata") or {}).get("labels") or {}).get(DRIVER_LABEL, "")
+        series = config.series()
+        rows: dict[str, list[str]] = {c.name: [] for c in series}
         for gpu in range(gpus):
-            labels = {
-                "gpu": str(gpu), "UUID": gpu_uuid(node, gpu), "pci_bus_id": f"00000000:{0x10 + gpu:02X}:00.0",
-                "device": f"nvidia{gpu}", "modelName": model, "Hostname": node,
-            }
+            head = {"gpu": str(gpu), "UUID": gpu_uuid(node, gpu), "pci_bus_id": f"00000000:{0x10 + gpu:02X}:00.0",
+                    "device": f"nvidia{gpu}", "modelName": model, config.node_label: node}
+            labels = {c.name: driver for c in config.labels() if c.name == "DCGM_FI_DRIVER_VERSION" and driver}
+            attributes: dict[str, str] = {}
             util = 0
             if gpu in given:
                 ns, pod, ctr, usable = given[gpu]
-                labels.update({"container": ctr, "namespace": ns, "pod": pod})
+                attributes = {"container": ctr, "namespace": ns, "pod": pod}
                 util = utilisation(ns, pod, gpu, now) if usable else 0
-            text = _labels(labels)
             xids = self.xids(node, gpu, now)
-            last_code = max(xids, key=lambda code: xids[code][1]) if xids else 0
-            rows["DCGM_FI_DEV_GPU_TEMP"].append(f"{text} {31 + _seed(node, gpu) % 6 + util * 2 // 5}")
-            rows["DCGM_FI_DEV_GPU_UTIL"].append(f"{text} {util}")
-            rows["DCGM_FI_DEV_XID_ERRORS"].append(f"{text} {last_code}")
-            rows["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"].append(f"{text} {self._ecc.get((node, gpu), 0)}")
-            for code, (count, _) in sorted(xids.items()):
-                rows["DCGM_EXP_XID_ERRORS_TOTAL"].append(f"{_labels({**labels, 'xid': str(code)})} {count}")
+            state = _Gpu(node=node, gpu=gpu, util=util, model=model, now=now, last_xid=xids[-1][1] if xids else 0,
+                         ecc=self._ecc.get((node, gpu), 0))
+            for counter in series:
+                if counter.name == XID_COUNT:
+                    window = {**labels, "window_size_in_ms": str(config.xid_window_ms)}
+                    recent = collections.Counter(code for _, code in self.xids(node, gpu, now, since=now - config.xid_window_ms / 1000))
+                    counted: list[tuple[int | None, int]] = [*sorted(recent.items())] or [(None, 0)]
+                    for code, count in counted:
+                        extra = window if code is None else {**window, "xid": str(code)}
+                        rows[counter.name].append(f"{_labels({**head, **extra, **attributes})} {count}")
+                    continue
+                rows[counter.name].append(f"{_labels({**head, **labels, **attributes})} {state.value(counter.name)}")
         out = []
-        for name, kind, help_text in METRICS:
-            out += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-            out += [f"{name}{row}" for row in rows[name]]
+        for counter in series:
+            out += [f"# HELP {counter.name} {counter.help}", f"# TYPE {counter.name} {counter.kind}"]
+            out += [f"{counter.name}{row}" for row in rows[counter.name]]
         return "\n".join(out) + "\n"
 
-    def targets(self) -> list[dict[str, Any]]:
-        """Prometheus HTTP SD: one target per GPU node, all on this listener."""
+    def targets(self, *, scrape: str = "plain") -> list[dict[str, Any]]:
+        """Prometheus HTTP SD: one target per GPU node, all on this listener; ``scrape``
+        ``servicemonitor``: with the target labels the Prometheus Operator gives the GPU
+        operator's ServiceMonitor (the exporter pod's own ``pod``/``namespace``/``container``)."""
+        assert self.sim is not None
         address = self.url.removeprefix("http://")
-        return [
-            {
-                "targets": [address],
-                "labels": {"__metrics_path__": f"{PREFIX}/{node}/metrics", "instance": node, "node": node},
-            }
-            for node in self.gpu_nodes()
-        ]
+        out = []
+        for node in self.gpu_nodes():
+            labels = {"__metrics_path__": f"{PREFIX}/{node}/metrics"}
+            if scrape == "servicemonitor":
+                node_obj = self.sim.store.get(NODES, "", node) or {}
+                labels.update({"instance": f"{exporter_pod_ip(node_obj)}:{EXPORTER_PORT}",
+                               "namespace": GPU_OPERATOR_NAMESPACE, "service": EXPORTER,
+                               "pod": exporter_pod_name(node), "container": EXPORTER, "endpoint": "gpu-metrics"})
+            else:
+                labels.update({"instance": node, "node": node})
+            out.append({"targets": [address], "labels": labels})
+        return out
+
+
+@dataclass(frozen=True)
+class _Gpu:
+    """One GPU as its exporter reads it now: the values of the fields kubesim does not drive."""
+
+    node: str
+    gpu: int
+    util: int
+    model: str
+    now: float
+    last_xid: int
+    ecc: int
+
+    def value(self, field: str) -> str:
+        temp = 31 + _seed(self.node, self.gpu) % 6 + self.util * 2 // 5
+        memory = _memory_mib(self.model)
+        used = 0 if not self.util else memory // 4 + self.util * memory // 200
+        power = 60.0 + 3.1 * self.util + _seed(self.node, self.gpu) % 10
+        ints = {
+            "DCGM_FI_DEV_GPU_UTIL": self.util, "DCGM_FI_DEV_GPU_TEMP": temp, "DCGM_FI_DEV_MEMORY_TEMP": temp + 4,
+            "DCGM_FI_DEV_XID_ERRORS": self.last_xid, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": self.ecc,
+            "DCGM_FI_DEV_SM_CLOCK": 1410 if self.util else 210, "DCGM_FI_DEV_MEM_CLOCK": 1593,
+            "DCGM_FI_DEV_MEM_COPY_UTIL": self.util // 3, "DCGM_FI_DEV_FB_RESERVED": 594,
+            "DCGM_FI_DEV_FB_USED": used, "DCGM_FI_DEV_FB_FREE": memory - 594 - used,
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": int(self.now * 60_000) % 10**15,
+            "DCGM_FI_PROF_PCIE_TX_BYTES": self.util * 1_200_000, "DCGM_FI_PROF_PCIE_RX_BYTES": self.util * 3_400_000,
+        }
+        doubles = {"DCGM_FI_DEV_POWER_USAGE": power, "DCGM_FI_PROF_GR_ENGINE_ACTIVE": self.util / 100,
+                   "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": self.util / 250, "DCGM_FI_PROF_DRAM_ACTIVE": self.util / 200,
+                   "DCGM_FI_PROF_SM_ACTIVE": self.util / 110}
+        if field in DOUBLES:
+            return f"{doubles.get(field, 0.0):f}"
+        return str(ints.get(field, 0))
+
+
+def _memory_mib(model: str) -> int:
+    """The framebuffer of a GPU named ``model`` (``...-80GB``), 80 GiB when its name does not say."""
+    match = re.search(r"(\d+)GB", model)
+    return int(match.group(1)) * 1024 if match else 80 * 1024
+
+
+def exporter_pod_name(node: str) -> str:
+    """The GPU operator's exporter pod on ``node``: the DaemonSet's name and a 5-character suffix."""
+    seed = _seed("dcgm-exporter", node)
+    return f"{EXPORTER}-" + "".join(_POD_SUFFIX[(seed >> (5 * i)) % len(_POD_SUFFIX)] for i in range(5))
+
+
+def exporter_pod_ip(node_obj: dict[str, Any]) -> str:
+    """The exporter pod's IP: an address of the node's pod CIDR (``.200`` of its /24)."""
+    cidr = str((node_obj.get("spec") or {}).get("podCIDR") or "10.244.0.0/24")
+    return str(ipaddress.ip_network(cidr, strict=False).network_address + 200)
 
 
 def _labels(labels: dict[str, str]) -> str:
@@ -355,7 +435,10 @@ def app(exporters: DcgmExporters) -> web.Application:
     """The listener's routes (read-only, no authentication, as dcgm-exporter's port 9400)."""
 
     async def targets(request: web.Request) -> web.Response:
-        return web.Response(text=json.dumps(exporters.targets()), content_type="application/json")
+        scrape = request.query.get("scrape", "plain")
+        if scrape not in ("plain", "servicemonitor"):
+            return web.Response(status=400, text="scrape must be plain or servicemonitor\n")
+        return web.Response(text=json.dumps(exporters.targets(scrape=scrape)), content_type="application/json")
 
     async def metrics(request: web.Request) -> web.Response:
         text = exporters.metrics_text(request.match_info["node"])

@@ -25,6 +25,7 @@ from kubesim import dcgm
 from kubesim.certs import serving_cert
 from kubesim.clock import parse_duration
 from kubesim.control import apply_fault
+from kubesim.dcgmprofiles import ExporterConfig
 from kubesim.server import ApiServer
 from kubesim.simulation import Simulation
 
@@ -94,6 +95,7 @@ class KubeSim:
         context: str = "kubesim",
         token: str | None = None,
         dcgm_port: int = 0,
+        dcgm: ExporterConfig | None = None,
     ) -> None:
         self.scenario = scenario
         self.nodes = nodes
@@ -104,6 +106,8 @@ class KubeSim:
         self.context = context
         self.token = token or secrets.token_urlsafe(24)
         self.dcgm_port = dcgm_port
+        self.dcgm_config = dcgm or ExporterConfig()
+        """What the dcgm-exporters export at start (:meth:`exporters` changes it while serving)."""
         self.dcgm_url = ""
         """``http://127.0.0.1:<port>``: the dcgm-exporters of the GPU nodes (:mod:`kubesim.dcgm`)."""
         self._dcgm_runner: web.AppRunner | None = None
@@ -158,6 +162,7 @@ class KubeSim:
         port = sockets[0].getsockname()[1] if sockets else self.port
         server.address = f"127.0.0.1:{port}"
         exporters = dcgm.DcgmExporters()
+        exporters.config = self.dcgm_config
         self.sim.add_controller("dcgm", exporters)
         self._dcgm_runner = await dcgm.serve(exporters, port=self.dcgm_port)
         self.dcgm_url = exporters.url
@@ -213,6 +218,17 @@ class KubeSim:
         problem = self.call(lambda sim: apply_fault(sim, fault))
         if problem:
             raise ValueError(problem)
+
+    def exporters(self, **changes: Any) -> ExporterConfig:
+        """Change what the dcgm-exporters export (``profile``, ``enable``, ``release``,
+        ``xid_window_ms``, as ``POST /sim/v1/dcgm/config``); returns the new configuration."""
+
+        def change(sim: Simulation) -> ExporterConfig:
+            exporters = sim.controllers["dcgm"]
+            exporters.config = ExporterConfig.of(changes, base=exporters.config)
+            return exporters.config
+
+        return self.call(change)
 
     def mutations(self) -> list[dict[str, Any]]:
         return self.call(lambda sim: list(sim.mutations))

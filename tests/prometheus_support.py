@@ -143,10 +143,16 @@ class Prometheus:
         self._write_config()
         self._post("/-/reload")
 
-    def scrape(self, sim: KubeSim, *, job: str = "dcgm") -> str:
-        """Scrape ``sim``'s dcgm-exporters, one target per GPU node found by HTTP SD; returns the job."""
+    def scrape(self, sim: KubeSim, *, job: str = "dcgm", servicemonitor: bool = False) -> str:
+        """Scrape ``sim``'s dcgm-exporters, one target per GPU node found by HTTP SD; returns the job.
+
+        ``servicemonitor``: as the Prometheus Operator scrapes the GPU operator's ServiceMonitor
+        (``honorLabels: false``): the targets carry the exporter pod's ``namespace``, ``pod`` and
+        ``container``, so Prometheus renames the exporter's own to ``exported_*``."""
+        query = "?scrape=servicemonitor" if servicemonitor else ""
         self.jobs[job] = {
-            "http_sd_configs": [{"url": f"{sim.dcgm_url}/sim/v1/dcgm/targets", "refresh_interval": "1s"}],
+            "http_sd_configs": [{"url": f"{sim.dcgm_url}/sim/v1/dcgm/targets{query}", "refresh_interval": "1s"}],
+            **({"honor_labels": False} if servicemonitor else {}),
         }
         self._reload()
         return job

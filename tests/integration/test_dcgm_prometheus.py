@@ -28,10 +28,12 @@ XID_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.15.0-xid"
 GPU_NODES = ("gpu-node1", "gpu-node2", "gpu-node3")
 
 
-def xid_counts(prom: Prometheus, job: str) -> dict[str, float]:
-    """XIDs per node, 0 for a node whose GPUs raised none (dcgm-exporter only has a series per XID seen)."""
-    query = (f'sum by (Hostname) (DCGM_EXP_XID_ERRORS_TOTAL{{job="{job}"}})'
-             f' or sum by (Hostname) (DCGM_FI_DEV_XID_ERRORS{{job="{job}"}}) * 0')
+ECC = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+
+
+def last_xids(prom: Prometheus, job: str) -> dict[str, float]:
+    """The largest last-XID code among each node's GPUs (DCGM_FI_DEV_XID_ERRORS, 0 before any)."""
+    query = f'max by (Hostname) (DCGM_FI_DEV_XID_ERRORS{{job="{job}"}})'
     return {r["metric"]["Hostname"]: float(r["value"][1]) for r in prom.query(query)}
 
 
@@ -52,14 +54,15 @@ def control(sim: KubeSim, path: str, body: dict[str, Any] | None = None) -> tupl
 def test_prometheus_reads_the_xid_count_of_the_node_an_xid_plugin_runs_on(
     prometheus: Prometheus, fresh_cluster: KubeSim
 ) -> None:
-    """Issue 37 items 1-2: a ``-xid`` plugin image rolled onto gpu-node2 (its pod Running as any
-    healthy plugin's) shows there as XID 79, counted per node by PromQL on the real Prometheus;
-    the healthy nodes count 0; a GPU workload pod's utilisation is nonzero."""
+    """Issue 37 items 1-2, issue 56: a ``-xid`` plugin image rolled onto gpu-node2 (its pod Running
+    as any healthy plugin's) shows there as its GPU 0's last XID, 79, on the real Prometheus; the
+    healthy nodes read 0; with DCGM_EXP_XID_ERRORS_COUNT enabled, the XIDs of the exporter's
+    5-minute window are counted per code; a GPU workload pod's utilisation is nonzero."""
     kubectl = Kubectl(fresh_cluster.kubeconfig)
     job = prometheus.scrape(fresh_cluster)
     targets = prometheus.wait_scraped(job, instances=3)
     assert sorted(t["labels"]["instance"] for t in targets) == list(GPU_NODES)
-    assert xid_counts(prometheus, job) == dict.fromkeys(GPU_NODES, 0.0)
+    assert last_xids(prometheus, job) == dict.fromkeys(GPU_NODES, 0.0)
 
     patch = {"spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": None},
                       "template": {"spec": {"containers": [{"name": CTR, "image": XID_IMAGE}]}}}}
@@ -75,9 +78,17 @@ def test_prometheus_reads_the_xid_count_of_the_node_an_xid_plugin_runs_on(
     assert all(s["ready"] for s in canary[0]["status"]["containerStatuses"])
 
     prometheus.wait_scraped(job, instances=3)
-    assert xid_counts(prometheus, job) == {"gpu-node1": 0.0, "gpu-node2": 4.0, "gpu-node3": 0.0}
+    assert last_xids(prometheus, job) == {"gpu-node1": 0.0, "gpu-node2": 79.0, "gpu-node3": 0.0}
     last = prometheus.query(f'DCGM_FI_DEV_XID_ERRORS{{job="{job}", Hostname="gpu-node2"}} > 0')
     assert [(r["metric"]["gpu"], r["value"][1]) for r in last] == [("0", "79")]
+    assert prometheus.query(f'DCGM_EXP_XID_ERRORS_COUNT{{job="{job}"}}') == []  # commented out in the CSV
+
+    assert control(fresh_cluster, "/sim/v1/dcgm/config", {"enable": ["DCGM_EXP_XID_ERRORS_COUNT"]})[0] == 200
+    fresh_cluster.advance("10m")  # the plugin's next XID, inside the 5-minute window
+    prometheus.wait_scraped(job, instances=3)
+    counted = prometheus.query(f'DCGM_EXP_XID_ERRORS_COUNT{{job="{job}", Hostname="gpu-node2", gpu="0"}}')
+    assert [(r["metric"].get("xid"), r["metric"]["window_size_in_ms"], r["value"][1]) for r in counted] == [
+        ("79", "300000", "1")]
     util = prometheus.query(f'DCGM_FI_DEV_GPU_UTIL{{job="{job}", namespace="ml-team", pod="trainer-0"}}')
     assert len(util) == 4 and all(float(r["value"][1]) > 0 for r in util), util
     assert {r["metric"]["Hostname"] for r in util} == {"gpu-node1"}
@@ -86,9 +97,14 @@ def test_prometheus_reads_the_xid_count_of_the_node_an_xid_plugin_runs_on(
 def test_prometheus_sees_an_injected_ecc_fault_and_workloads_losing_their_gpus(
     prometheus: Prometheus, fresh_cluster: KubeSim
 ) -> None:
-    """Issue 37 items 1-2: ``POST /sim/v1/faults`` ``ecc`` and ``xid`` on gpu-node3 show on that node
-    only; a bad fault is a 400 with its reason; once the device plugin is deleted, the workloads'
-    GPU utilisation reads 0 in Prometheus."""
+    """Issue 37 items 1-2, issue 56: ``POST /sim/v1/faults`` ``ecc`` and ``xid`` on gpu-node3 show
+    on that node only (the ECC field once the exporters are told to export it, as a user's own
+    counters CSV does); a bad fault or configuration is a 400 with its reason; once the device
+    plugin is deleted, the workloads' GPU utilisation reads 0 in Prometheus."""
+    assert control(fresh_cluster, "/sim/v1/dcgm/config", {"enable": ["DCGM_EXP_XID_ERRORS_TOTAL"]}) == (
+        400, {"error": "DCGM_EXP_XID_ERRORS_TOTAL is not a field of dcgm-exporter's default-counters.csv"})
+    status, config = control(fresh_cluster, "/sim/v1/dcgm/config", {"enable": [ECC]})
+    assert status == 200 and config["node_label"] == "Hostname" and ECC in config["fields"]
     job = prometheus.scrape(fresh_cluster)
     prometheus.wait_scraped(job, instances=3)
     busy = f'sum(DCGM_FI_DEV_GPU_UTIL{{job="{job}", pod=~"trainer-.*"}})'
@@ -103,13 +119,28 @@ def test_prometheus_sees_an_injected_ecc_fault_and_workloads_losing_their_gpus(
     prometheus.wait_scraped(job, instances=3)
     ecc = prometheus.query(f'sum by (Hostname) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{job="{job}"}})')
     assert {r["metric"]["Hostname"]: r["value"][1] for r in ecc} == {"gpu-node1": "0", "gpu-node2": "0", "gpu-node3": "2"}
-    assert xid_counts(prometheus, job) == {"gpu-node1": 0.0, "gpu-node2": 0.0, "gpu-node3": 1.0}
+    assert last_xids(prometheus, job) == {"gpu-node1": 0.0, "gpu-node2": 0.0, "gpu-node3": 48.0}
 
     Kubectl(fresh_cluster.kubeconfig)("-n", NS, "delete", "ds", DS, "--wait=false")
     fresh_cluster.advance("2m")
     prometheus.wait_scraped(job, instances=3)
     assert prometheus.value(busy) == 0.0
     assert len(prometheus.query(f'DCGM_FI_DEV_GPU_UTIL{{job="{job}", pod=~"trainer-.*"}}')) == 8
+
+
+def test_a_servicemonitor_scrape_renames_the_exporters_pod_labels(prometheus: Prometheus, cluster: KubeSim) -> None:
+    """Issue 56 item 1: scraped as the Prometheus Operator scrapes the GPU operator's ServiceMonitor
+    (``honorLabels: false``), a series keeps the exporter pod's ``pod``/``namespace`` and the
+    workload's become ``exported_pod``/``exported_namespace``; ``instance`` is the pod's IP:9400."""
+    job = prometheus.scrape(cluster, job="servicemonitor", servicemonitor=True)
+    prometheus.wait_scraped(job, instances=3)
+    util = prometheus.query(f'DCGM_FI_DEV_GPU_UTIL{{job="{job}", exported_pod="trainer-0"}}')
+    assert len(util) == 4, util
+    labels = util[0]["metric"]
+    assert labels["exported_namespace"] == "ml-team" and labels["namespace"] == "gpu-operator"
+    assert labels["pod"].startswith("nvidia-dcgm-exporter-") and labels["container"] == "nvidia-dcgm-exporter"
+    assert labels["instance"].endswith(":9400") and labels["Hostname"] == "gpu-node1"
+    assert prometheus.query(f'DCGM_FI_DEV_GPU_UTIL{{job="{job}", pod="trainer-0"}}') == []
 
 
 def test_the_generated_configuration_scrapes_every_second(prometheus: Prometheus) -> None:

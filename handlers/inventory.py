@@ -48,9 +48,17 @@ def handle(request: InventoryRequest, *, connect: Callable[[str | None], Cluster
     and the rest is read through the connection it keeps to the cluster."""
     kept = watches.on(request.cluster) if watches is not None else None
     with (kept.connection() if kept is not None else connect(request.cluster)) as cluster:
-        return take_inventory(cluster, targets=policy.target_refs, gpu_resources=policy.gpu_resources,
-                              registration=policy.registration, max_unavailable=policy.inventory.max_unavailable,
-                              watches=kept)
+        inv = take_inventory(cluster, targets=policy.target_refs, gpu_resources=policy.gpu_resources,
+                             registration=policy.registration, max_unavailable=policy.inventory.max_unavailable,
+                             watches=kept)
+    if policy.prometheus is None:
+        return inv
+    from runbooks.daemonset.metric_checks import (
+        coverage,  # the metric checks' modules only with a Prometheus
+    )
+
+    metrics = coverage(policy.prometheus, policy.verify.metrics, [n.name for n in inv.nodes if n.gpu_hardware])
+    return inv.model_copy(update={"metrics": metrics})
 
 
 # ------------------------------------------------------------------ chat surfaces
@@ -144,6 +152,21 @@ def _dra(inv: Inventory) -> Message | None:
     return Message(title="Dynamic Resource Allocation", text="\n".join(lines), table=table if claims else None)
 
 
+def _metrics(inv: Inventory) -> Message | None:
+    """What the policy's metric checks would read in Prometheus, and where they would be blind."""
+    info = inv.metrics
+    if info is None:
+        return None
+    if info.error:
+        return Message(title="Metrics", text=f"{info.prometheus} was not asked: {info.error}", tone="warn")
+    lines = [f"{info.prometheus}: the node in {info.node_label}, workloads in {info.pod_label}"]
+    for c in info.checks:
+        lines.append(f"{c.check}: reads {', '.join(c.reads) or 'its query'} on {c.nodes} GPU node(s)"
+                     + (f"; blind on {len(c.blind)}: {next(iter(c.blind.values()))}" if c.blind else ""))
+    blind = any(c.blind for c in info.checks)
+    return Message(title="Metrics", text="\n".join(lines), tone="warn" if blind else "ok")
+
+
 def _findings(inv: Inventory) -> Message:
     lines = [f"{SEVERITY[f.severity]}  {f.message}\n      next: {f.next_step}" for f in inv.findings]
     tone = "error" if inv.failed else "warn"
@@ -173,7 +196,7 @@ def summarize(inv: Inventory) -> Reply:
     ]
     thread = [_findings(inv)] if inv.findings else []
     thread += [_nodes(inv), *node_stack.messages(inv), *(_daemonset(d) for d in inv.daemonsets)]
-    thread += [m for m in (_dra(inv),) if m is not None]
+    thread += [m for m in (_dra(inv), _metrics(inv)) if m is not None]
     if inv.notes:
         thread.append(Message(title="Notes", text="\n".join(inv.notes)))
     tone = "error" if fails else ("warn" if warns else "ok")

@@ -33,7 +33,7 @@ import runbooks.daemonset.evidence as failure
 from runbooks import templates
 from runbooks.daemonset import checks as judge
 from runbooks.daemonset import companions, draining
-from runbooks.daemonset.metric_checks import metrics_before
+from runbooks.daemonset.metric_checks import metrics_before, with_gpus
 from runbooks.daemonset.observing import Revision, Snapshot, looking, wait_for
 from runbooks.daemonset.patching import ON_DELETE, delete_pod, set_image, set_strategy, set_template
 from runbooks.daemonset.preflight import canary_prechecks, resolve_container
@@ -107,7 +107,8 @@ def _canary(ctx: StepContext, snap: Snapshot, look: Callable[..., Snapshot]) -> 
         ctx.run = ctx.save_progress({
             "saved": saved, "baseline": baseline.model_dump(mode="json"),
             "canary_started_at": ctx.cluster.server_time().isoformat(),
-            **metrics_before(ctx.settings, list(baseline.nodes), at=ctx.clock.now()),
+            **metrics_before(ctx.settings, with_gpus(list(baseline.nodes), baseline=baseline.nodes),
+                             at=ctx.clock.now()),
         })
         note(ctx, "canary.saved", "info", f"saved the template, strategy {saved['update_strategy'].get('type')} and "
              f"revision {(saved['revision'] or {}).get('number')} before changing anything",

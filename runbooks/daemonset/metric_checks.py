@@ -4,19 +4,46 @@
 value on every node of the plugin, stored in the run's progress as ``metrics_before`` (the
 node's own baseline that verify and the stability reports compare with). :func:`watch`
 gives verify a :class:`~runbooks.metrics.judging.MetricWatch` when the policy names a
-Prometheus. The HTTP client comes from :mod:`runbooks.metrics.prometheus`, the only module
-that speaks to it.
+Prometheus. :func:`request_checks` tells, before anyone approves, which checks will be blind. The HTTP client comes from :mod:`runbooks.metrics.prometheus`, the only module
+that speaks to it. Both measure the plugin's nodes that have GPUs (:func:`with_gpus`): a node
+without GPUs runs no dcgm-exporter, so there is nothing to measure there, while a GPU node
+without series makes a check ``unknown``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runbooks.engine.steps import Clock, StepSettings
+from runbooks.engine.recording import passed, unknown
+from runbooks.engine.steps import Check, Clock, StepSettings
+from runbooks.errors import plural
+from runbooks.inventory.models import MetricCoverage, MetricsInfo, Node
 from runbooks.metrics.judging import MetricWatch, record_baseline
+from runbooks.metrics.probing import adapt, probe, probed_metrics
 from runbooks.metrics.prometheus import client_of
+from runbooks.metrics.spec import DEFAULT_CHECKS, MetricCheckSpec, PrometheusPolicy, metrics_of
+
+
+def with_gpus(nodes: Sequence[str], *, baseline: Mapping[str, Any] | None = None,
+              sample: Mapping[str, Node] | None = None) -> list[str]:
+    """``nodes`` less those known to have no GPU: neither GPU hardware nor GPU capacity in
+    ``sample`` (the nodes as read now), nor GPU capacity or DRA devices in ``baseline`` (the
+    run's baseline's nodes, as models or as stored). A node neither knows is kept."""
+    out = []
+    for name in nodes:
+        seen = (sample or {}).get(name)
+        base = (baseline or {}).get(name)
+        if base is not None and not isinstance(base, dict):
+            base = base.model_dump()
+        unknown = seen is None and base is None
+        gpus_now = seen is not None and (seen.gpu_hardware or any(seen.capacity.values()))
+        gpus_before = base is not None and (any((base.get("capacity") or {}).values())
+                                            or any((base.get("slices") or {}).values()))
+        if unknown or gpus_now or gpus_before:
+            out.append(name)
+    return out
 
 
 def metrics_before(settings: StepSettings, nodes: Sequence[str], *, at: dt.datetime) -> dict[str, Any]:
@@ -38,3 +65,56 @@ def watch(settings: StepSettings, nodes: Sequence[str], *, scope: str, baseline:
     started = clock.now()
     return MetricWatch(source, settings.metric_checks, nodes, window=settings.observe_window, scope=scope,
                        baseline=baseline, elapsed=lambda: (clock.now() - started).total_seconds())
+
+
+def request_checks(settings: StepSettings, nodes: Sequence[str]) -> list[Check]:
+    """Before anyone approves: for each metric check, whether Prometheus holds its series for
+    ``nodes`` and under which labels, ``unknown`` naming the nodes it will be blind on and why
+    (no ``prometheus``/checks: none)."""
+    source = client_of(settings.prometheus)
+    if source is None or not settings.metric_checks or not nodes:
+        return []
+    found = probe(source, probed_metrics(settings.metric_checks), nodes)
+    where = ", ".join(nodes)
+    out = []
+    for spec in adapt(settings.metric_checks, found):
+        name = f"metric:{spec.name}"
+        if found.error:
+            out.append(unknown(name, f"Prometheus did not answer, so what {spec.name} reads is not known: "
+                                     f"{found.error}", where))
+            continue
+        blind = found.blind(spec, nodes)
+        if blind:
+            said = "; ".join(blind[n] for n in sorted(blind)[:5])
+            out.append(unknown(name, f"{spec.name} will be blind on {plural(len(blind), 'node')} (unknown in "
+                                     f"verify): {said}", ", ".join(sorted(blind)), blind=blind))
+            continue
+        read = ", ".join(metrics_of(spec.query)) or spec.query
+        out.append(passed(name, f"{spec.name} reads {read} on {plural(len(nodes), 'node')}, the node in "
+                                f"{found.labels.node}" + (f", workloads in {found.labels.pod}"
+                                                          if "$pods" in spec.query else ""), where,
+                          labels=found.labels.as_json()))
+    return out
+
+
+
+def coverage(prometheus: PrometheusPolicy | None, specs: Sequence[MetricCheckSpec] | None,
+             nodes: Sequence[str]) -> MetricsInfo | None:
+    """The inventory's Metrics section: for each metric check (``specs``, the policy's
+    ``verify.metrics``; None: the built-in ones), what it reads on ``nodes`` (the GPU nodes) and
+    where it would be blind (None without ``prometheus`` or checks)."""
+    source = client_of(prometheus)
+    specs = DEFAULT_CHECKS if specs is None else specs
+    if source is None or not specs:
+        return None
+    found = probe(source, probed_metrics(specs), nodes)
+    info = MetricsInfo(prometheus=source.where, node_label=found.labels.node, pod_label=found.labels.pod,
+                       error=found.error)
+    if found.error:
+        return info
+    checks = []
+    for spec in adapt(specs, found):
+        blind = found.blind(spec, nodes)
+        checks.append(MetricCoverage(check=spec.name, reads=metrics_of(spec.query), nodes=len(nodes) - len(blind),
+                                     blind=blind))
+    return info.model_copy(update={"checks": checks})

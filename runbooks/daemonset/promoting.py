@@ -16,7 +16,7 @@ from runbooks.daemonset import companions, waves
 from runbooks.daemonset.canarying import changed_template
 from runbooks.daemonset.checks import listing
 from runbooks.daemonset.following import follow_rollout, replace_node_by_node
-from runbooks.daemonset.metric_checks import metrics_before
+from runbooks.daemonset.metric_checks import metrics_before, with_gpus
 from runbooks.daemonset.observing import looking, wait_for
 from runbooks.daemonset.patching import set_strategy
 from runbooks.engine.recording import failed, note, note_checks, passed
@@ -31,8 +31,9 @@ def promote(ctx: StepContext) -> StepResult:
     if not saved:
         return StepResult(ok=False, reason="the run has no canary state (saved template and strategy): run the canary first")
     if "promote_started_at" not in run.progress:
-        nodes = list((run.progress.get("baseline") or {}).get("nodes") or {})
-        recorded = metrics_before(ctx.settings, nodes, at=ctx.clock.now()).get("metrics_before")
+        nodes = (run.progress.get("baseline") or {}).get("nodes") or {}
+        recorded = metrics_before(ctx.settings, with_gpus(list(nodes), baseline=nodes),
+                                  at=ctx.clock.now()).get("metrics_before")
         ctx.run = ctx.save_progress({"promote_started_at": ctx.cluster.server_time().isoformat(),
                                      **({"metrics_promoted": recorded} if recorded else {})})
     target = run.target

@@ -39,6 +39,7 @@ from runbooks.daemonset import (
     canarying,
     companions,
     draining,
+    metric_checks,
     preflight,
     promoting,
     rolling_back,
@@ -84,7 +85,8 @@ class DaemonSetSteps:
             for node in run.canary_nodes:
                 checks += draining.request_checks(cluster, node, dra=dra,
                                                   settings=settings)
-        return [*checks, *companions.request_checks(cluster, run, snap.images.get(run.container, ""))]
+        return [*checks, *companions.request_checks(cluster, run, snap.images.get(run.container, "")),
+                *metric_checks.request_checks(settings, list(run.canary_nodes))]
 
     def pick_node(self, cluster: Cluster, run: Run, settings: StepSettings) -> tuple[str, str]:
         """``node=auto``: in each hardware class of the target's nodes (GPU product x driver branch x

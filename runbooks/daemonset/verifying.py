@@ -158,7 +158,8 @@ def _verify(
         final = sampler.sample()
         _, chosen, early = log_reads(start, scope, final, kind=kind, pattern=pattern, budget=settings.log_budget)
         logs.start(early, {pod.name: pod for _, pod in chosen})  # read while the window runs
-        metrics = metric_checks.watch(settings, scope, scope=judge.scope_of(scope, everywhere),
+        gpu_nodes = metric_checks.with_gpus(scope, baseline=baseline.nodes if baseline else None, sample=final)
+        metrics = metric_checks.watch(settings, gpu_nodes, scope=judge.scope_of(scope, everywhere),
                                       baseline=metrics_before, clock=clock)
         end_at = opened + dt.timedelta(seconds=window)
         while (left := (end_at - clock.now()).total_seconds()) > 0:

@@ -232,7 +232,8 @@ class Engine:
                 failing = [c for c in checks if c.status == CheckStatus.FAIL]
                 if failing:
                     raise Refused(refusals.request_checks_failed(run, [(c.name, c.detail) for c in failing]))
-                warnings = [f"{c.name}: {c.detail}" for c in checks if c.status == CheckStatus.WARN]
+                # a warning, and a check that will be blind (issue 56: said before anyone approves)
+                warnings = [f"{c.name}: {c.detail}" for c in checks if c.status in (CheckStatus.WARN, CheckStatus.UNKNOWN)]
                 if warnings:
                     run = run.model_copy(update={"progress": {**run.progress, "request_warnings": warnings}})
         if not run.container:

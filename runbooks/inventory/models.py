@@ -197,6 +197,25 @@ class Finding(Model):
     object: Shown = Field(description="kind/namespace/name the finding is about")
 
 
+class MetricCoverage(Model):
+    """One metric check as Prometheus can feed it on the GPU nodes: what it reads, where it is blind."""
+
+    check: str
+    reads: list[Shown] = Field(default_factory=list, description="the metrics its query selects")
+    nodes: int = Field(0, description="GPU nodes whose exporter exports them")
+    blind: dict[Shown, Shown] = Field(default_factory=dict, description="node -> why the check cannot judge it")
+
+
+class MetricsInfo(Model):
+    """What the policy's metric checks would find in Prometheus (the inventory's Metrics section)."""
+
+    prometheus: str = Field(description="scheme://host:port of the policy's Prometheus")
+    node_label: str = Field("", description="the label naming a series' node (Hostname or hostname)")
+    pod_label: str = Field("", description="the label naming a workload's pod (pod or exported_pod)")
+    checks: list[MetricCoverage] = Field(default_factory=list)
+    error: Shown = Field("", description="why Prometheus could not be asked")
+
+
 class Inventory(Model):
     taken_at: dt.datetime
     context: str
@@ -214,6 +233,8 @@ class Inventory(Model):
     claims: list[ResourceClaim] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
     notes: list[Shown] = Field(default_factory=list, description="what was not read, and why")
+    metrics: MetricsInfo | None = Field(None, description="with a Prometheus in the policy: what its metric "
+                                        "checks would read, and where they would be blind")
 
     @property
     def failed(self) -> bool:

@@ -24,13 +24,9 @@ from typing import Any
 from runbooks.engine.recording import failed, passed, unknown
 from runbooks.engine.steps import Check
 from runbooks.metrics import MetricSource, MetricsUnavailable
-from runbooks.metrics.judging import MetricWatch, PodScope, measure, show
+from runbooks.metrics.judging import MetricWatch, PodScope, is_workload_check, measure, show
+from runbooks.metrics.probing import Probe, SeriesLabels, probe, probed_metrics
 from runbooks.metrics.spec import MetricCheckSpec
-
-
-def is_workload_check(spec: MetricCheckSpec) -> bool:
-    """A check over pods (its query names ``$pods``) rather than over nodes."""
-    return "$pods" in spec.query
 
 
 @dataclass(frozen=True)
@@ -69,6 +65,8 @@ class PodComparison:
     original: PodGroup
     window: float
     elapsed: Callable[[], float]
+    labels: SeriesLabels = field(default_factory=SeriesLabels)
+    """The labels naming a series' node, pod and namespace (:mod:`runbooks.metrics.probing`)."""
     sides: list[_Side] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -77,7 +75,7 @@ class PodComparison:
     def _value(self, spec: MetricCheckSpec, group: PodGroup) -> float | None:
         if not group.nodes or not group.scope.names:
             return None
-        values = measure(self.source, spec, group.nodes, window=self.window, pods=group.scope)
+        values = measure(self.source, spec, group.nodes, window=self.window, pods=group.scope, labels=self.labels)
         return fmean(values.values()) if values else None
 
     def tick(self, *, final: bool = False) -> None:
@@ -96,8 +94,7 @@ class PodComparison:
             if canary is None:  # a series shows a scrape after the pod got its GPU: judged at the window's end
                 bad = final and original is not None
             else:
-                bound = side.spec.parsed.bound(original)
-                bad = bound is not None and not side.spec.parsed.holds(canary, bound)
+                bad = side.spec.parsed.judge(canary, original) is False
             if bad:
                 side.failures += 1
                 side.worst = (canary, original)
@@ -126,11 +123,12 @@ class PodComparison:
             return unknown(name, f"Prometheus did not answer, so {spec.name} was not compared: {side.error}",
                            where, **evidence)
         if canary is None:
-            return passed(name, f"no series for the canary's pods nor the original's ({spec.condition} holds "
-                                "vacuously)", where, **evidence)
+            return unknown(name, f"no series for the canary's pods nor the original's in Prometheus (labels "
+                                 f"{self.labels.pod}/{self.labels.namespace}): {spec.condition} cannot be judged",
+                           where, **evidence)
         if original is None and spec.parsed.needs_baseline:
-            return passed(name, f"the canary's pods {show(canary, spec.unit)}; the original's pods have no series "
-                                "to compare with", where, **evidence)
+            return unknown(name, f"the canary's pods {show(canary, spec.unit)}; the original's pods have no series "
+                                 "to compare with", where, **evidence)
         than = f", the original's {show(original, spec.unit)}" if original is not None else ""
         return passed(name, f"{spec.condition}: the canary's pods {show(canary, spec.unit)}{than}", where, **evidence)
 
@@ -140,6 +138,7 @@ def canary_watches(source: MetricSource, specs: Sequence[MetricCheckSpec], *, ca
     """The node checks on the canary's nodes (against their values now) and the workload checks
     side by side, both to :meth:`tick` over the window."""
     nodes = [s for s in specs if not is_workload_check(s)]
+    found: Probe = probe(source, probed_metrics(specs), sorted({*canary.nodes, *original.nodes}))
     watch = MetricWatch(source, nodes, canary.nodes, window=window, scope="the canary's nodes", baseline=None,
-                        elapsed=elapsed)
-    return watch, PodComparison(source, specs, canary, original, window, elapsed)
+                        elapsed=elapsed, found=found)
+    return watch, PodComparison(source, specs, canary, original, window, elapsed, found.labels)

@@ -2,11 +2,20 @@
 
 :func:`measure` runs a check's query for the nodes in scope (``$nodes``: one query;
 ``$node``: one per node, at most :data:`PER_NODE`); :func:`record_baseline` keeps every
-check's values before the run (stored in the run's progress at the canary's start);
-:class:`MetricWatch` measures each check every ``interval`` of verify's window and once at
-its end, then judges it: ``fail`` naming each node and its value once more measurements
-failed than ``failure_limit`` allows, ``unknown`` with the reason when the source did not
-answer (or no value before the run exists to compare with), else ``pass``.
+check's values before the run (stored in the run's progress at the canary's start), with the
+labels and queries it measured them with; :class:`MetricWatch` measures each check every
+``interval`` of verify's window and once at its end, then judges it:
+
+- ``fail`` naming each node (or GPU) and its value once more measurements failed than
+  ``failure_limit`` allows;
+- ``unknown`` with the reason when the source did not answer, when a node in scope has
+  nothing to judge (its exporter exports none of the check's series, its series vanished
+  after the values before the run were taken, or it had none at all), when a value cannot be
+  compared (no value before the run), and for a workload check when no workload used a GPU
+  on any node in scope;
+- ``pass`` only when every node in scope was measured and met the condition.
+
+No data is never a pass: a check that cannot fail says so.
 """
 
 from __future__ import annotations
@@ -19,8 +28,9 @@ from typing import Any
 from runbooks.engine.recording import failed, passed, unknown
 from runbooks.engine.steps import Check
 from runbooks.errors import plural
-from runbooks.metrics import MetricSource, MetricsUnavailable
-from runbooks.metrics.spec import MetricCheckSpec
+from runbooks.metrics import MetricSource, MetricsUnavailable, node_of, node_regex, shown
+from runbooks.metrics.probing import Probe, SeriesLabels, adapt, probe, probed_metrics
+from runbooks.metrics.spec import XID_CHECK, XID_COUNT_CHECK, XID_LAST, MetricCheckSpec
 
 PER_NODE = 50
 """A ``$node`` query runs once per node for at most this many nodes (use ``$nodes`` for more)."""
@@ -28,18 +38,16 @@ SHOWN = 5
 """Nodes a step message names at most (the evidence keeps them all)."""
 
 
-def _regex(nodes: Sequence[str]) -> str:
-    """``$nodes``: the node names as a PromQL regex alternation (dots escaped)."""
-    return "|".join(n.replace(".", "\\\\.") for n in sorted(nodes))
-
-
 def render(query: str, *, nodes: Sequence[str], window: float, node: str = "",
-           pods: PodScope | None = None) -> str:
+           pods: PodScope | None = None, labels: SeriesLabels | None = None) -> str:
     """``query`` with its placeholders filled; ``$pods``/``$namespace`` match any pod (``.+``)
-    unless ``pods`` names the ones in scope."""
-    return (query.replace("$nodes", _regex(nodes)).replace("$node", node)
-            .replace("$pods", _regex(pods.names) if pods else ".+")
-            .replace("$namespace", _regex([pods.namespace]) if pods else ".+")
+    unless ``pods`` names the ones in scope; the ``$*_label`` ones from ``labels``."""
+    labels = labels or SeriesLabels()
+    return (query.replace("$node_label", labels.node).replace("$pod_label", labels.pod)
+            .replace("$namespace_label", labels.namespace)
+            .replace("$nodes", node_regex(nodes)).replace("$node", node)
+            .replace("$pods", node_regex(pods.names) if pods else ".+")
+            .replace("$namespace", node_regex([pods.namespace]) if pods else ".+")
             .replace("$window", f"{max(1, round(window))}s"))
 
 
@@ -51,42 +59,56 @@ class PodScope:
     names: tuple[str, ...]
 
 
+def is_workload_check(spec: MetricCheckSpec) -> bool:
+    """A check over pods (its query names ``$pods``) rather than over nodes."""
+    return "$pods" in spec.query
+
+
 def measure(source: MetricSource, spec: MetricCheckSpec, nodes: Sequence[str], *, window: float,
-            pods: PodScope | None = None) -> dict[str, float]:
-    """``{node: value}`` of ``spec`` on ``nodes`` now (nodes the answer does not name are left
-    out); :class:`MetricsUnavailable` when the source does not answer."""
+            pods: PodScope | None = None, labels: SeriesLabels | None = None) -> dict[str, float]:
+    """``{key: value}`` of ``spec`` on ``nodes`` now (keys of nodes the answer does not name are
+    left out); :class:`MetricsUnavailable` when the source does not answer."""
     wanted = set(nodes)
     if "$nodes" not in spec.query and "$node" in spec.query:
         found: dict[str, float] = {}
         for node in sorted(wanted)[:PER_NODE]:
-            answer = source.vector(render(spec.query, nodes=nodes, window=window, node=node, pods=pods))
-            if node in answer:
-                found[node] = answer[node]
-            elif len(answer) == 1:
+            answer = source.vector(render(spec.query, nodes=nodes, window=window, node=node, pods=pods, labels=labels))
+            if len(answer) == 1 and node_of(next(iter(answer))) not in wanted:  # a scalar, or a node-less row
                 found[node] = next(iter(answer.values()))
+            else:
+                found.update({k: v for k, v in answer.items() if node_of(k) == node})
         return found
-    answer = source.vector(render(spec.query, nodes=nodes, window=window, pods=pods))
-    return {n: v for n, v in answer.items() if n in wanted}
+    answer = source.vector(render(spec.query, nodes=nodes, window=window, pods=pods, labels=labels))
+    return {k: v for k, v in answer.items() if node_of(k) in wanted}
 
 
 def record_baseline(source: MetricSource, specs: Sequence[MetricCheckSpec], nodes: Sequence[str], *,
-                    window: float, at: dt.datetime) -> dict[str, Any]:
-    """Every check's values on ``nodes`` before the run: ``{taken_at, values: {check: {node: v}}}``,
-    with ``error`` (the reason) when the source did not answer."""
+                    window: float, at: dt.datetime, found: Probe | None = None) -> dict[str, Any]:
+    """Every check's values on ``nodes`` before the run: ``{taken_at, values: {check: {key: v}},
+    labels, queries: {check: query}}``, with ``error`` (the reason) when the source did not answer."""
+    found = found or probe(source, probed_metrics(specs), nodes)
+    fitted = adapt(specs, found)
     values: dict[str, dict[str, float]] = {}
+    recorded: dict[str, Any] = {"taken_at": at.isoformat(), "values": values, "labels": found.labels.as_json(),
+                                "queries": {spec.name: spec.query for spec in fitted}}
+    if any(spec.name == XID_CHECK.name and spec in (XID_CHECK, XID_COUNT_CHECK) for spec in fitted):
+        fitted = [*fitted, XID_LAST]  # what the stability reports tell new XIDs from
     try:
-        for spec in specs:
-            values[spec.name] = measure(source, spec, nodes, window=window)
+        for spec in fitted:
+            values[spec.name] = measure(source, spec, nodes, window=window, labels=found.labels)
     except MetricsUnavailable as exc:
-        return {"taken_at": at.isoformat(), "values": values, "error": str(exc)}
-    return {"taken_at": at.isoformat(), "values": values}
+        return {**recorded, "error": str(exc)}
+    return recorded
 
 
 def show(value: float, unit: str) -> str:
-    """``3 XIDs``, ``1 XID``, ``40% workload GPU utilisation`` (units are given in the plural)."""
+    """``3 XIDs``, ``1 XID``, ``40% workload GPU utilisation``, ``last XID 79`` (units are given
+    in the plural; ``{}`` marks where the number goes)."""
     text = f"{value:g}"
     if not unit:
         return text
+    if "{}" in unit:
+        return unit.replace("{}", text)
     if unit.startswith("%"):
         return f"{text}{unit}"
     return f"{text} {unit[:-1] if value == 1 and unit.endswith('s') else unit}"
@@ -97,8 +119,8 @@ class _Tally:
     spec: MetricCheckSpec
     measurements: int = 0
     failures: int = 0
-    worst: dict[str, tuple[float, float]] = field(default_factory=dict)
-    """node -> (value, bound) of its latest failed measurement."""
+    worst: dict[str, tuple[float, float | None]] = field(default_factory=dict)
+    """key -> (value, value before the run) of its latest failed measurement."""
     last: dict[str, float] = field(default_factory=dict)
     error: str = ""
     not_compared: set[str] = field(default_factory=set)
@@ -110,17 +132,22 @@ class MetricWatch:
 
     def __init__(self, source: MetricSource, specs: Sequence[MetricCheckSpec], nodes: Sequence[str], *,
                  window: float, scope: str, baseline: dict[str, Any] | None,
-                 elapsed: Callable[[], float]) -> None:
+                 elapsed: Callable[[], float], found: Probe | None = None) -> None:
         self.source, self.nodes, self.window, self.scope = source, list(nodes), window, scope
         self.elapsed = elapsed
-        self.tallies = [_Tally(spec) for spec in specs]
+        self.found = found or probe(source, probed_metrics(specs), self.nodes)
+        self.labels = self.found.labels
+        prefer = baseline.get("queries") if isinstance(baseline, dict) else None
+        self.tallies = [_Tally(spec) for spec in adapt(specs, self.found,
+                                                         prefer=prefer if isinstance(prefer, dict) else None)]
         self.before: dict[str, dict[str, float]] = {}
         self.before_error = ""
         if baseline is not None:
             self.before = {k: {n: float(v) for n, v in vals.items()} for k, vals in (baseline.get("values") or {}).items()}
             self.before_error = str(baseline.get("error") or "")
         else:  # outside a run: the values at the window's start are the baseline
-            taken = record_baseline(source, specs, self.nodes, window=window, at=dt.datetime.now(dt.UTC))
+            taken = record_baseline(source, specs, self.nodes, window=window, at=dt.datetime.now(dt.UTC),
+                                    found=self.found)
             self.before, self.before_error = taken["values"], str(taken.get("error") or "")
 
     def tick(self, *, final: bool = False) -> None:
@@ -134,21 +161,21 @@ class MetricWatch:
     def _measure(self, tally: _Tally) -> None:
         spec = tally.spec
         try:
-            values = measure(self.source, spec, self.nodes, window=self.window)
+            values = measure(self.source, spec, self.nodes, window=self.window, labels=self.labels)
         except MetricsUnavailable as exc:
             tally.error = str(exc)
             return
         tally.measurements += 1
         tally.last, tally.error = values, ""  # a later answer makes up for a missed one
         condition = spec.parsed
-        bad: dict[str, tuple[float, float]] = {}
-        for node, value in values.items():
-            base = self.before.get(spec.name, {}).get(node)
-            bound = condition.bound(base)
-            if bound is None:
-                tally.not_compared.add(node)
-            elif not condition.holds(value, bound):
-                bad[node] = (value, bound)
+        bad: dict[str, tuple[float, float | None]] = {}
+        for key, value in values.items():
+            base = self.before.get(spec.name, {}).get(key)
+            verdict = condition.judge(value, base)
+            if verdict is None:
+                tally.not_compared.add(key)
+            elif not verdict:
+                bad[key] = (value, base)
         if bad:
             tally.failures += 1
             tally.worst.update(bad)
@@ -157,33 +184,66 @@ class MetricWatch:
         self.tick(final=True)
         return [self._judge(t) for t in self.tallies]
 
+    def blind(self, tally: _Tally) -> dict[str, str]:
+        """node -> why the check has nothing to judge there, for the nodes in scope."""
+        spec = tally.spec
+        out = {} if self.found.error else self.found.blind(spec, self.nodes)
+        have = {node_of(k) for k in tally.last}
+        before = {node_of(k) for k in self.before.get(spec.name, {})}
+        for node in self.nodes:
+            if node in out or node in have:
+                continue
+            if node in before:
+                out[node] = (f"{node} had series before the run and has none now (its workloads gone, or its "
+                             "exporter down or no longer scraped)")
+            elif not is_workload_check(spec):
+                out[node] = f"the query answered no series for {node}"
+        return out
+
     def _judge(self, tally: _Tally) -> Check:
         spec, name = tally.spec, f"metric:{tally.spec.name}"
+        before = self.before.get(spec.name, {})
         evidence: dict[str, Any] = {"query": spec.query, "condition": spec.condition, "measurements": tally.measurements,
                                     "failed_measurements": tally.failures, "values": dict(sorted(tally.last.items())),
-                                    "before": dict(sorted(self.before.get(spec.name, {}).items()))}
+                                    "before": dict(sorted(before.items())), "labels": self.labels.as_json()}
         if tally.failures > spec.failure_limit:
-            nodes = sorted(tally.worst)
+            keys = sorted(tally.worst)
             said = ", ".join(
-                f"{n}: {show(tally.worst[n][0], spec.unit)}"
-                + (f" (before the run {show(self.before[spec.name][n], spec.unit)})"
-                   if spec.parsed.needs_baseline else "")
-                for n in nodes[:SHOWN])
-            more = f" and {len(nodes) - SHOWN} more" if len(nodes) > SHOWN else ""
+                f"{shown(k)}: {show(tally.worst[k][0], spec.unit)}"
+                + (f" (before the run {show(base, spec.unit)})"
+                   if spec.parsed.needs_baseline and (base := tally.worst[k][1]) is not None else "")
+                for k in keys[:SHOWN])
+            more = f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else ""
+            nodes = sorted({node_of(k) for k in keys})
             detail = (f"{said}{more}: not {spec.condition} in {tally.failures} of "
                       f"{plural(tally.measurements, 'measurement')} (failure limit {spec.failure_limit})")
-            return failed(name, detail, ", ".join(nodes[:SHOWN]) + more, nodes=nodes, **evidence)
+            return failed(name, detail, ", ".join(nodes[:SHOWN]) + (f" and {len(nodes) - SHOWN} more"
+                                                                     if len(nodes) > SHOWN else ""),
+                          nodes=nodes, **evidence)
         if tally.error:
             return unknown(name, f"Prometheus did not answer, so {spec.name} was not measured: {tally.error}",
                            self.scope, **evidence)
-        if spec.parsed.needs_baseline and self.before_error and not self.before.get(spec.name):
+        if spec.parsed.needs_baseline and self.before_error and not before:
             return unknown(name, f"no value before the run to compare with (Prometheus did not answer at the "
                                  f"canary's start: {self.before_error})", self.scope, **evidence)
+        blind = self.blind(tally)
+        if blind:
+            nodes = sorted(blind)
+            said = "; ".join(blind[n] for n in nodes[:SHOWN])
+            more = f" (and {plural(len(nodes) - SHOWN, 'more node')})" if len(nodes) > SHOWN else ""
+            return unknown(name, f"{spec.name} not measured on {plural(len(nodes), 'node')}: {said}{more}",
+                           ", ".join(nodes[:SHOWN]), blind=blind, **evidence)
         compared = sorted(set(tally.last) - tally.not_compared)
-        shown = ", ".join(f"{n}: {show(tally.last[n], spec.unit)}" for n in compared[:SHOWN])
-        extra = f"; {plural(len(tally.not_compared), 'node')} without a value before the run" if tally.not_compared else ""
-        if not tally.last:
-            return passed(name, f"no series for the nodes in scope ({spec.condition} holds vacuously){extra}",
-                          self.scope, **evidence)
-        return passed(name, f"{spec.condition} on {plural(len(compared), 'node')} ({shown}"
+        if tally.not_compared and not is_workload_check(spec):
+            keys = sorted(tally.not_compared)
+            return unknown(name, f"{', '.join(shown(k) for k in keys[:SHOWN])}"
+                                 f"{' …' if len(keys) > SHOWN else ''}: no value before the run to compare with, "
+                                 f"so {spec.condition} could not be judged", self.scope, **evidence)
+        if not compared:
+            return unknown(name, "no workload used a GPU on the nodes in scope before the run: nothing to compare "
+                                 f"({spec.condition} cannot be judged)", self.scope, **evidence)
+        values = ", ".join(f"{shown(k)}: {show(tally.last[k], spec.unit)}" for k in compared[:SHOWN])
+        extra = (f"; {plural(len(tally.not_compared), 'node')} had no workload on a GPU before the run"
+                 if tally.not_compared else "")
+        return passed(name, f"{spec.condition} on {plural(len(compared), 'series', 'series')} ({values}"
                             f"{' …' if len(compared) > SHOWN else ''}){extra}", self.scope, **evidence)

@@ -15,11 +15,13 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from runbooks.metrics import MetricsUnavailable
+from runbooks.characters import shown
+from runbooks.metrics import MetricsUnavailable, key_of
 from runbooks.metrics.spec import PrometheusPolicy
 
-NODE_LABELS = ("Hostname", "node", "instance")
-"""The label naming a series' node, in order: dcgm-exporter's, kube-state-metrics', the target's."""
+NODE_LABELS = ("Hostname", "hostname", "node", "instance")
+"""The label naming a series' node, in order: dcgm-exporter's (up to 4.5.3-4.8.2, then its main
+branch's), kube-state-metrics', the target's."""
 MAX_ANSWER = 16 * 1024 * 1024
 
 
@@ -81,33 +83,60 @@ class PrometheusClient:
         if len(body) > MAX_ANSWER:
             raise MetricsUnavailable(f"{self.where} answered more than {MAX_ANSWER // 2**20} MiB: narrow the query")
         try:
-            answer: dict[str, Any] = json.loads(body)
+            answer = json.loads(body)
         except ValueError:
             raise MetricsUnavailable(f"{self.where} answered something that is not Prometheus' JSON") from None
+        if not isinstance(answer, dict):
+            raise MetricsUnavailable(f"{self.where} answered JSON that is not Prometheus' answer (a "
+                                     f"{type(answer).__name__}, not an object)")
         return answer
 
     def vector(self, promql: str) -> dict[str, float]:
         answer = self._post(promql)
         if answer.get("status") != "success":
-            raise MetricsUnavailable(f"{self.where} refused the query: {str(answer.get('error', '?'))[:300]}")
-        data = answer.get("data") or {}
-        if data.get("resultType") == "scalar":
-            return {"": float(data["result"][1])}
-        if data.get("resultType") != "vector":
-            raise MetricsUnavailable(f"the query answered a {data.get('resultType')}, not an instant vector")
-        found: dict[str, float] = {}
-        for row in data.get("result") or []:
-            labels = row.get("metric") or {}
-            node = next((labels[k] for k in NODE_LABELS if labels.get(k)), "")
-            found[node] = found.get(node, 0.0) + float(row["value"][1])
-        return found
+            raise MetricsUnavailable(f"{self.where} refused the query: {shown(str(answer.get('error', '?'))[:300])}")
+        return vector_of(answer.get("data"), self.where)
+
+
+def vector_of(data: Any, where: str) -> dict[str, float]:
+    """``{key: value}`` of a query's ``data`` (:func:`~runbooks.metrics.key_of`; values of one key
+    added up); :class:`MetricsUnavailable` naming what is wrong when it is not an instant vector
+    or a scalar as Prometheus' API documents them."""
+    if not isinstance(data, dict):
+        raise MetricsUnavailable(f"{where} answered success without a data object")
+    kind, result = data.get("resultType"), data.get("result")
+    if kind == "scalar":
+        return {"": _number(result, where)}
+    if kind != "vector":
+        raise MetricsUnavailable(f"the query answered a {str(kind)[:40]}, not an instant vector")
+    if not isinstance(result, list):
+        raise MetricsUnavailable(f"{where} answered a vector whose result is not a list")
+    found: dict[str, float] = {}
+    for row in result:
+        labels = row.get("metric") if isinstance(row, dict) else None
+        if not isinstance(labels, dict):
+            raise MetricsUnavailable(f"{where} answered a vector sample without its labels")
+        node = next((str(labels[k]) for k in NODE_LABELS if labels.get(k)), "")
+        key = key_of(node, shown(str(labels["gpu"])) if labels.get("gpu") not in (None, "") else None)
+        found[key] = found.get(key, 0.0) + _number(row.get("value"), where)
+    return found
+
+
+def _number(sample: Any, where: str) -> float:
+    """The value of a ``[time, "value"]`` sample (NaN and infinities as Prometheus writes them)."""
+    if not isinstance(sample, list) or len(sample) != 2 or not isinstance(sample[1], str):
+        raise MetricsUnavailable(f"{where} answered a sample that is not [time, \"value\"]: {shown(str(sample)[:80])}")
+    try:
+        return float(sample[1])
+    except ValueError:
+        raise MetricsUnavailable(f"{where} answered a value that is not a number: {shown(repr(sample[1][:40]))}") from None
 
 
 def _error_of(exc: urllib.error.HTTPError) -> str:
     try:
-        return str(json.loads(exc.read(65536)).get("error", exc.reason))[:300]
+        return shown(str(json.loads(exc.read(65536)).get("error", exc.reason))[:300])
     except (ValueError, OSError, AttributeError):
-        return str(exc.reason)[:300]
+        return shown(str(exc.reason)[:300])
 
 
 def _words(reason: object) -> str:

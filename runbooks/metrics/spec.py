@@ -3,12 +3,16 @@
 A check is declared as in Argo Rollouts' analysis: a PromQL ``query`` with ``$node`` (one
 node: the query runs once per node), ``$nodes`` (a regex of every node in scope),
 ``$window`` (verify's observation window, e.g. ``30s``), ``$pods`` and ``$namespace`` (the
-pods in scope: any pod in ``verify``, the canary's or the original's in a migration canary);
-a ``condition`` every node's value must meet (``result <op> <number>``, or against the node's own value before the run:
-``result <op> baseline``, ``result <op> baseline * 0.5``); ``interval``, how often verify
-measures it during its window (and once at its end); ``failure_limit``, the failed
-measurements tolerated. Without ``verify.metrics`` the built-in checks
-(:data:`DEFAULT_CHECKS`: XID errors, double-bit ECC errors, workload GPU utilisation)
+pods in scope: any pod in ``verify``, the canary's or the original's in a migration canary),
+``$node_label``, ``$pod_label`` and ``$namespace_label`` (the labels that name a series'
+node, pod and namespace where the query runs: ``Hostname`` or ``hostname`` by dcgm-exporter
+release, ``pod`` or ``exported_pod`` by how Prometheus scrapes it, found by
+:mod:`runbooks.metrics.probing`); a ``condition`` every node's (or GPU's, when the answer
+keeps the ``gpu`` label) value must meet (``result <op> <number>``, or against its own value
+before the run: ``result <op> baseline``, ``result <op> baseline * 0.5``; clauses joined by
+``or``); ``interval``, how often verify measures it during its window (and once at its end);
+``failure_limit``, the failed measurements tolerated. Without ``verify.metrics`` the built-in
+checks (:data:`DEFAULT_CHECKS`: XID errors, double-bit ECC errors, workload GPU utilisation)
 run whenever ``prometheus`` is set.
 """
 
@@ -36,7 +40,7 @@ _INTERVAL = re.compile(r"^(\d+(?:\.\d+)?)(s|m)$")
 
 
 @dataclass(frozen=True)
-class Condition:
+class Clause:
     """``result <op> <number>`` or ``result <op> baseline [<*|+|-> <number>]``."""
 
     op: str
@@ -45,11 +49,11 @@ class Condition:
     factor: float = 0.0
 
     @classmethod
-    def parse(cls, text: str) -> Condition:
+    def parse(cls, text: str) -> Clause:
         match = CONDITION.fullmatch(text)
         if match is None:
-            raise ValueError(f"{text!r} is not a condition: use e.g. 'result == 0', 'result <= baseline' or "
-                             "'result >= baseline * 0.5'")
+            raise ValueError(f"{text!r} is not a condition: use e.g. 'result == 0', 'result <= baseline', "
+                             "'result >= baseline * 0.5' or 'result == baseline or result == 0'")
         if match.group("number") is not None:
             return cls(match.group("op"), number=float(match.group("number")))
         return cls(match.group("op"), arith=match.group("arith") or "", factor=float(match.group("factor") or 0))
@@ -72,8 +76,34 @@ class Condition:
             return baseline - self.factor
         return baseline
 
-    def holds(self, value: float, bound: float) -> bool:
-        return not math.isnan(value) and _OPS[self.op](value, bound)
+
+@dataclass(frozen=True)
+class Condition:
+    """One clause, or several joined by ``or`` (any that holds is enough)."""
+
+    clauses: tuple[Clause, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Condition:
+        return cls(tuple(Clause.parse(part) for part in re.split(r"\s+or\s+", text.strip())))
+
+    @property
+    def needs_baseline(self) -> bool:
+        return any(c.needs_baseline for c in self.clauses)
+
+    def judge(self, value: float, baseline: float | None) -> bool | None:
+        """Whether ``value`` meets the condition; None when no clause holds and one that needed
+        the value before the run could not be judged (there is none)."""
+        if math.isnan(value):
+            return False
+        undecided = False
+        for clause in self.clauses:
+            bound = clause.bound(baseline)
+            if bound is None:
+                undecided = True
+            elif _OPS[clause.op](value, bound):
+                return True
+        return None if undecided else False
 
 
 class MetricCheckSpec(BaseModel):
@@ -87,7 +117,8 @@ class MetricCheckSpec(BaseModel):
     failure_limit: int = Field(default=0, ge=0, le=100)
     interval: str = "10s"
     unit: str = ""
-    """How a value reads in the step message (``XIDs``, ``%``); empty: the number alone."""
+    """How a value reads in the step message: ``XIDs`` (after the number, in the plural), ``%``,
+    or a text with ``{}`` where the number goes (``last XID {}``); empty: the number alone."""
 
     @field_validator("name")
     @classmethod
@@ -158,17 +189,44 @@ class PrometheusPolicy(BaseModel):
         return value
 
 
-_XID = ('sum by (Hostname) (DCGM_EXP_XID_ERRORS_TOTAL{Hostname=~"$nodes"})'
-        ' or sum by (Hostname) (DCGM_FI_DEV_XID_ERRORS{Hostname=~"$nodes"}) * 0')
+def metrics_of(query: str) -> list[str]:
+    """The metric names ``query`` selects (``NAME{...}``), in order, once each."""
+    names = re.findall(r"([A-Za-z_:][A-Za-z0-9_:]*)\s*\{", query)
+    return list(dict.fromkeys(n for n in names if n not in _PROMQL_WORDS))
+
+
+_PROMQL_WORDS = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless",
+                           "offset", "bool"})
+XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
+XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
+ECC_DBE = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+XID_CHECK = MetricCheckSpec(
+    name="xid-errors", query=f'max by ($node_label, gpu) ({XID_GAUGE}{{$node_label=~"$nodes"}})',
+    condition="result == baseline or result == 0", unit="last XID {}", interval="10s")
+"""dcgm-exporter's default: ``DCGM_FI_DEV_XID_ERRORS`` holds the code of the GPU's last XID, so
+an XID during the run is a GPU whose code changed to one that is not 0 (the same code raised
+again leaves no trace in this field)."""
+XID_COUNT_CHECK = MetricCheckSpec(
+    name="xid-errors", query=f'sum by ($node_label, gpu) ({XID_COUNT}{{$node_label=~"$nodes"}})',
+    condition="result <= baseline", unit="XIDs in the exporter's window", interval="10s")
+"""Where the exporter exports ``DCGM_EXP_XID_ERRORS_COUNT`` (commented out in NVIDIA's CSVs): a
+GPU's XIDs over the exporter's window (``--xid-count-window-size``, 5 minutes by default)."""
+XID_LAST = XID_CHECK.model_copy(update={"name": "xid-last"})
+"""Every GPU's last XID code, recorded with the values before the run whichever XID check runs:
+the stability reports tell new XIDs from it (:mod:`runbooks.stability.metric_view`)."""
 DEFAULT_CHECKS: tuple[MetricCheckSpec, ...] = (
-    MetricCheckSpec(name="xid-errors", query=_XID, condition="result <= baseline", unit="XIDs", interval="10s"),
-    MetricCheckSpec(name="ecc-errors", query='sum by (Hostname) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{Hostname=~"$nodes"})',
+    XID_CHECK,
+    MetricCheckSpec(name="ecc-errors", query=f'sum by ($node_label) ({ECC_DBE}{{$node_label=~"$nodes"}})',
                     condition="result <= baseline", unit="double-bit ECC errors", interval="10s"),
     MetricCheckSpec(name="gpu-utilisation",
-                    query='avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL{Hostname=~"$nodes", namespace=~"$namespace", pod=~"$pods"})',
+                    query=f'avg by ($node_label) ({GPU_UTIL}{{$node_label=~"$nodes", '
+                          '$namespace_label=~"$namespace", $pod_label=~"$pods"})',
                     condition="result >= baseline * 0.5", unit="% workload GPU utilisation", interval="10s"),
 )
 """What ``verify.metrics`` means when the policy does not say: no new XID, no new
 double-bit ECC error, the workloads' GPUs at least half as busy as before the run (in a
 migration canary, the canary's pods' GPUs at least half as busy as the original's: ``$pods``
-makes a check compare pods, see :mod:`runbooks.metrics.comparing`)."""
+makes a check compare pods, see :mod:`runbooks.metrics.comparing`). The XID check reads
+``DCGM_EXP_XID_ERRORS_COUNT`` instead where the exporter exports it
+(:func:`runbooks.metrics.probing.adapt`)."""

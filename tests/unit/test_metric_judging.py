@@ -14,18 +14,28 @@ from runbooks.engine.steps import CheckStatus
 from runbooks.metrics import MetricsUnavailable
 from runbooks.metrics.comparing import PodComparison, PodGroup
 from runbooks.metrics.judging import MetricWatch, PodScope, render
+from runbooks.metrics.probing import SeriesLabels
 from runbooks.metrics.spec import DEFAULT_CHECKS, Condition, MetricCheckSpec, PrometheusPolicy
 from runbooks.policy import Policy
 
 
 class Answers:
-    """Each query answers the next of ``answers`` (a dict of values, or an exception)."""
+    """Each query answers the next of ``answers`` (a dict of values, or an exception); the
+    probe's questions (``count by (...)``) are answered by ``exported``: the nodes whose exporter
+    exports what is asked (every node in scope unless told), but for DCGM_EXP_XID_ERRORS_COUNT,
+    which NVIDIA's counters CSVs comment out (and the XID check used here reads)."""
 
-    def __init__(self, *answers: dict[str, float] | Exception) -> None:
+    def __init__(self, *answers: dict[str, float] | Exception,
+                 exported: dict[str, float] | None = None) -> None:
         self.answers = list(answers)
+        self.exported = {"gpu-node1": 1.0, "gpu-node2": 1.0} if exported is None else exported
         self.queries: list[str] = []
 
     def vector(self, promql: str) -> dict[str, float]:
+        if promql.startswith("count by ("):
+            if "exported_pod" in promql or "(DCGM_EXP_XID_ERRORS_COUNT{" in promql:
+                return {}
+            return dict(self.exported)
         self.queries.append(promql)
         answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
         if isinstance(answer, Exception):
@@ -33,12 +43,15 @@ class Answers:
         return dict(answer)
 
 
-XID = DEFAULT_CHECKS[0]
+XID = MetricCheckSpec(name="xids", query='sum by ($node_label) (XIDS{$node_label=~"$nodes"})',
+                      condition="result <= baseline", unit="XIDs")
+"""A count of XIDs per node (a user's own metric), compared with the node's own count before the run."""
 
 
-def watch(source: Answers, spec: MetricCheckSpec = XID, before: dict[str, float] | None = None) -> MetricWatch:
+def watch(source: Answers, spec: MetricCheckSpec = XID, before: dict[str, float] | None = None,
+          nodes: tuple[str, ...] = ("gpu-node1", "gpu-node2")) -> MetricWatch:
     baseline = {"values": {spec.name: before or {}}}
-    return MetricWatch(source, [spec], ["gpu-node1", "gpu-node2"], window=30, scope="all nodes", baseline=baseline,
+    return MetricWatch(source, [spec], list(nodes), window=30, scope="all nodes", baseline=baseline,
                        elapsed=lambda: 0.0)
 
 
@@ -49,13 +62,47 @@ def test_a_new_xid_fails_naming_the_node_and_the_count() -> None:
     assert check.detail.startswith("gpu-node2: 3 XIDs (before the run 1 XID): not result <= baseline"), check.detail
 
 
+def test_the_built_in_xid_check_fails_on_a_gpu_whose_last_xid_changed_naming_gpu_and_code() -> None:
+    """Issue 56 item 3: dcgm-exporter's default exports only DCGM_FI_DEV_XID_ERRORS, the code of
+    each GPU's last XID: a GPU whose code changed to one that is not 0 raised an XID (named with
+    its code); a code unchanged since before the run, or 0, is no new XID."""
+    before = {"gpu-node1/0": 0, "gpu-node1/1": 48, "gpu-node2/0": 0}
+    fine = watch(Answers({"gpu-node1/0": 0, "gpu-node1/1": 48, "gpu-node2/0": 0}), DEFAULT_CHECKS[0], before)
+    assert fine.checks()[0].status is CheckStatus.PASS
+    bad = watch(Answers({"gpu-node1/0": 0, "gpu-node1/1": 48, "gpu-node2/0": 79}), DEFAULT_CHECKS[0], before)
+    check = bad.checks()[0]
+    assert check.status is CheckStatus.FAIL and check.scope == "gpu-node2", check
+    assert check.detail.startswith("gpu-node2 GPU 0: last XID 79 (before the run last XID 0)"), check.detail
+    assert 'max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS{Hostname=~"gpu-node1|gpu-node2"})' in bad.source.queries[0]
+
+
+def test_series_that_vanish_after_the_baseline_are_unknown_never_a_pass() -> None:
+    """Issue 57 finding 1: Prometheus answering no series for a node that had them before the run
+    (its workloads evicted, its exporter dead) is ``unknown`` naming the node, for every check."""
+    for spec, before in ((XID, {"gpu-node1": 0.0}), (DEFAULT_CHECKS[1], {"gpu-node1": 0.0}),
+                         (DEFAULT_CHECKS[2], {"gpu-node1": 70.0})):
+        check = watch(Answers({}), spec, before, nodes=("gpu-node1",)).checks()[0]
+        assert check.status is CheckStatus.UNKNOWN, (spec.name, check)
+        assert "gpu-node1 had series before the run and has none now" in check.detail, check.detail
+
+
+def test_a_field_the_exporter_does_not_export_makes_its_check_unknown_with_the_reason() -> None:
+    """Issue 56 item 2: the ECC field is commented out in dcgm-exporter's counters CSVs: a node
+    whose exporter does not export it cannot fail the ECC check, which is ``unknown`` saying so."""
+    source = Answers({}, exported={})
+    check = watch(source, DEFAULT_CHECKS[1], nodes=("gpu-node2",)).checks()[0]
+    assert check.status is CheckStatus.UNKNOWN
+    assert ("dcgm-exporter on gpu-node2 exports no DCGM_FI_DEV_ECC_DBE_VOL_TOTAL: add it to the exporter's counters"
+            in check.detail), check.detail
+
+
 def test_the_failure_limit_tolerates_that_many_failed_measurements() -> None:
     """Issue 37 item 3: ``failure_limit: 1`` lets one bad measurement pass, not two."""
     spec = XID.model_copy(update={"failure_limit": 1})
-    once = watch(Answers({"gpu-node1": 2}, {"gpu-node1": 0}), spec, before={"gpu-node1": 0})
+    once = watch(Answers({"gpu-node1": 2}, {"gpu-node1": 0}), spec, before={"gpu-node1": 0}, nodes=("gpu-node1",))
     once.tick()
     assert once.checks()[0].status is CheckStatus.PASS
-    twice = watch(Answers({"gpu-node1": 2}), spec, before={"gpu-node1": 0})
+    twice = watch(Answers({"gpu-node1": 2}), spec, before={"gpu-node1": 0}, nodes=("gpu-node1",))
     twice.tick()
     assert twice.checks()[0].status is CheckStatus.FAIL
 
@@ -63,11 +110,11 @@ def test_the_failure_limit_tolerates_that_many_failed_measurements() -> None:
 def test_no_answer_is_unknown_with_the_reason_and_a_later_answer_makes_up_for_it() -> None:
     """Issue 37 item 3: the source not answering at the end is ``unknown`` with its reason."""
     down = MetricsUnavailable("http://prom:9090 did not answer: Connection refused")
-    check = watch(Answers({"gpu-node1": 0}, down), before={"gpu-node1": 0})
+    check = watch(Answers({"gpu-node1": 0}, down), before={"gpu-node1": 0}, nodes=("gpu-node1",))
     check.tick()
     verdict = check.checks()[0]
     assert verdict.status is CheckStatus.UNKNOWN and "Connection refused" in verdict.detail
-    back = watch(Answers(down, {"gpu-node1": 0}), before={"gpu-node1": 0})
+    back = watch(Answers(down, {"gpu-node1": 0}), before={"gpu-node1": 0}, nodes=("gpu-node1",))
     back.tick()
     assert back.checks()[0].status is CheckStatus.PASS
 
@@ -76,7 +123,10 @@ def test_utilisation_is_compared_with_half_the_nodes_own_baseline() -> None:
     """Issue 37 item 3: workload GPU utilisation must stay at least half what the node had before."""
     util = DEFAULT_CHECKS[2]
     fine = watch(Answers({"gpu-node1": 40.0}), util, before={"gpu-node1": 70.0}).checks()[0]
-    assert fine.status is CheckStatus.PASS
+    assert fine.status is CheckStatus.PASS, fine
+    assert "gpu-node2" not in fine.detail or "no workload" in fine.detail
+    idle = watch(Answers({}), util, before={}).checks()[0]
+    assert idle.status is CheckStatus.UNKNOWN and "no workload used a GPU" in idle.detail, idle
     dropped = watch(Answers({"gpu-node1": 0.0}), util, before={"gpu-node1": 70.0}).checks()[0]
     assert dropped.status is CheckStatus.FAIL
     assert dropped.detail.startswith("gpu-node1: 0% workload GPU utilisation (before the run 70% workload"), dropped.detail
@@ -88,7 +138,7 @@ def test_placeholders_render_the_nodes_the_node_and_the_window() -> None:
     assert render(query, nodes=["b.example", "a"], window=30, node="a") == (
         'max_over_time(X{Hostname=~"a|b\\\\.example"}[30s]) + Y{Hostname="a"}')
     source = Answers({"gpu-node1": 1.0})
-    per_node = MetricCheckSpec(name="temp", query='T{Hostname="$node"}', condition="result < 90")
+    per_node = MetricCheckSpec(name="temp", query='T{$node_label="$node"}', condition="result < 90")
     watch(source, per_node).checks()
     assert source.queries == ['T{Hostname="gpu-node1"}', 'T{Hostname="gpu-node2"}']
 
@@ -108,21 +158,26 @@ def test_the_policy_refuses_bad_metric_checks_and_prometheus_settings(bad: dict[
 
 
 def test_conditions_compare_with_numbers_or_the_baseline() -> None:
-    assert Condition.parse("result >= baseline * 0.5").bound(80) == 40
-    assert Condition.parse("result == 0").bound(None) == 0
-    assert Condition.parse("result <= baseline").bound(None) is None
+    assert Condition.parse("result >= baseline * 0.5").judge(40, 80) is True
+    assert Condition.parse("result >= baseline * 0.5").judge(39, 80) is False
+    assert Condition.parse("result == 0").judge(0, None) is True
+    assert Condition.parse("result <= baseline").judge(3, None) is None
+    either = Condition.parse("result == baseline or result == 0")
+    assert (either.judge(0, None), either.judge(48, 48), either.judge(79, 48), either.judge(79, None)) == (
+        True, True, False, None)
+    assert Condition.parse("result < 1").judge(float("nan"), None) is False
     assert PrometheusPolicy(url="https://prom.monitoring.svc:9090/").url == "https://prom.monitoring.svc:9090"
 
 
 def test_outside_a_run_the_values_at_the_windows_start_are_the_baseline() -> None:
     """Issue 37 item 3: ``upgradebot verify`` (no run, no recorded values) compares each node with
     its own value when the window began: an XID during the window fails, none passes."""
-    grew = MetricWatch(Answers({"gpu-node1": 2}, {"gpu-node1": 3}), [XID], ["gpu-node1"], window=30,
-                       scope="all nodes", baseline=None, elapsed=lambda: 0.0)
+    grew = MetricWatch(Answers({"gpu-node1": 2}, {"gpu-node1": 3}, exported={"gpu-node1": 1}), [XID], ["gpu-node1"],
+                       window=30, scope="all nodes", baseline=None, elapsed=lambda: 0.0)
     verdict = grew.checks()[0]
     assert verdict.status is CheckStatus.FAIL and verdict.detail.startswith("gpu-node1: 3 XIDs (before the run 2 XIDs)")
-    same = MetricWatch(Answers({"gpu-node1": 2}), [XID], ["gpu-node1"], window=30, scope="all nodes", baseline=None,
-                       elapsed=lambda: 0.0)
+    same = MetricWatch(Answers({"gpu-node1": 2}, exported={"gpu-node1": 1}), [XID], ["gpu-node1"], window=30,
+                       scope="all nodes", baseline=None, elapsed=lambda: 0.0)
     assert same.checks()[0].status is CheckStatus.PASS
 
 
@@ -133,6 +188,10 @@ def test_pods_and_namespace_render_the_pods_in_scope_or_any_pod() -> None:
     assert render(query, nodes=["n1"], window=5) == 'U{namespace=~".+", pod=~".+", Hostname=~"n1"}'
     scoped = render(query, nodes=["n1"], window=5, pods=PodScope("ml-team", ("b-1.x", "a-0")))
     assert scoped == 'U{namespace=~"ml-team", pod=~"a-0|b-1\\\\.x", Hostname=~"n1"}'
+    labelled = render(DEFAULT_CHECKS[2].query, nodes=["n1"], window=5,
+                      labels=SeriesLabels("hostname", "exported_pod", "exported_namespace"))
+    assert labelled == ('avg by (hostname) (DCGM_FI_DEV_GPU_UTIL{hostname=~"n1", exported_namespace=~".+", '
+                        'exported_pod=~".+"})')
 
 
 def comparison(source: Answers, spec: MetricCheckSpec) -> PodComparison:
@@ -161,6 +220,8 @@ def test_a_canary_without_series_fails_only_at_the_windows_end_and_a_silent_sour
     Prometheus not answering makes it ``unknown`` with the reason."""
     util = DEFAULT_CHECKS[2]
     watch = comparison(Answers({}, {"gpu-node2": 70.0}), util)
+    [neither] = comparison(Answers({}), util).checks()
+    assert neither.status is CheckStatus.UNKNOWN and "no series for the canary's pods nor the original's" in neither.detail
     watch.tick()
     assert watch.sides[0].failures == 0
     [check] = watch.checks()

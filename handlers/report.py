@@ -25,12 +25,13 @@ from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps, ReadTa
 from handlers.run_views import rollback_button
 from handlers.verbs import entry
 from runbooks.engine.refusals import moment_text
+from runbooks.errors import plural
 
 if TYPE_CHECKING:  # types only; the reporting is imported by `handle` (issue 39: the shell's other verbs skip it)
     from runbooks.cluster import Cluster
     from runbooks.engine.commands import Engine
     from runbooks.policy import Policy
-    from runbooks.stability.reports import Count, StabilityReport
+    from runbooks.stability.reports import Count, MetricNode, StabilityReport
 
 log = logging.getLogger("upgradebot.report")
 USAGE = entry("report").usage
@@ -148,17 +149,35 @@ def _num(value: float | None, unit: str = "") -> str:
     return "-" if value is None else f"{value:g}{unit}"
 
 
+NOT_MEASURED = "not measured"
+
+
+def _xids(node: MetricNode) -> str:
+    if node.xid_new is None:
+        return NOT_MEASURED
+    return ", ".join(node.xid_codes) if node.xid_codes else "none"
+
+
+def _ecc(node: MetricNode) -> str:
+    if node.ecc_start is None or node.ecc_now is None:
+        return NOT_MEASURED
+    return f"{node.ecc_start:g} -> {node.ecc_now:g}"
+
+
 def _metric_fields(report: StabilityReport) -> list[Item]:
-    """XID/ECC errors since the promotion and utilisation before/now, from Prometheus."""
+    """XID/ECC errors since the promotion and utilisation before/now, from Prometheus; what was
+    not measured says so, never 0."""
     view = report.metrics
     if view is None:
         return []
     if view.error:
         return [Item(label="GPU metrics", value=f"not read: {view.error}")]
-    xid = sum(max(0.0, (n.xid_now or 0) - (n.xid_start or 0)) for n in view.nodes if n.xid_start is not None)
-    ecc = sum(max(0.0, (n.ecc_now or 0) - (n.ecc_start or 0)) for n in view.nodes if n.ecc_start is not None)
+    xids = [n.xid_new for n in view.nodes if n.xid_new is not None]
+    eccs = [n.ecc_now - n.ecc_start for n in view.nodes if n.ecc_start is not None and n.ecc_now is not None]
+    xid = f"{plural(sum(xids), 'GPU')} with a new XID" if xids else f"XIDs {NOT_MEASURED}"
+    ecc = f"{sum(max(0.0, e) for e in eccs):g} double-bit ECC errors" if eccs else f"ECC errors {NOT_MEASURED}"
     util = [n for n in view.nodes if n.util_before is not None or n.util_now is not None]
-    return [Item(label="New XID / ECC errors", value=f"{xid:g} / {ecc:g}"),
+    return [Item(label="New XID / ECC errors", value=f"{xid} / {ecc}"),
             Item(label="GPU utilisation before -> now",
                  value=", ".join(f"{n.node} {_num(n.util_before, '%')} -> {_num(n.util_now, '%')}" for n in util[:5])
                  or "no workload on the GPUs")]
@@ -168,14 +187,13 @@ def _metric_items(report: StabilityReport) -> list[Message]:
     view = report.metrics
     if view is None or not view.nodes:
         return []
-    rows = [[n.node, f"{_num(n.xid_start)} -> {_num(n.xid_now)}", f"{_num(n.ecc_start)} -> {_num(n.ecc_now)}",
-             f"{_num(n.util_before, '%')} -> {_num(n.util_now, '%')}"] for n in view.nodes]
-    items = [Message(title="GPU metrics per node (Prometheus): XIDs and ECC errors at the promotion -> now, "
-                           "workload utilisation before the run -> now",
-                     table=Table(header=["node", "XIDs", "ECC errors", "utilisation"], rows=rows))]
+    rows = [[n.node, _xids(n), _ecc(n), f"{_num(n.util_before, '%')} -> {_num(n.util_now, '%')}"] for n in view.nodes]
+    items = [Message(title="GPU metrics per node (Prometheus): new XIDs since the promotion, ECC errors at the "
+                           "promotion -> now, workload utilisation before the run -> now",
+                     table=Table(header=["node", "new XIDs", "ECC errors", "utilisation"], rows=rows))]
     if view.hours:
         items.append(Message(title="New XID / ECC errors per node and hour", text="\n".join(
-            f"{moment_text(h.hour)} {h.node}: {h.xid:g} XID, {h.ecc:g} ECC" for h in view.hours[:24])))
+            f"{moment_text(h.hour)} {h.node}: {h.xid:g} GPU(s) with a new XID, {h.ecc:g} ECC" for h in view.hours[:24])))
     return items
 
 

@@ -1,12 +1,18 @@
-"""The stability report's metric view: XID and ECC errors per node and hour, workload GPU
-utilisation before the run and now, read from the policy's Prometheus.
+"""The stability report's metric view: new XIDs and double-bit ECC errors per node and hour,
+workload GPU utilisation before the run and now, read from the policy's Prometheus.
 
 Prometheus stamps its samples with its own (real) time, so the view never asks it for a
 range: the values come from instant queries taken at the run's own moments and kept in the
 run: before the run (the canary's ``metrics_before``), at the promotion
 (``metrics_promoted``), each hour of monitoring (the collector's hourly sample, in the
-tally) and now (at report time). Counts per hour are the differences between consecutive
-samples. :func:`sample` queries (the source handed in); the rest is pure.
+tally) and now (at report time). :func:`sample` queries (the source handed in); the rest is pure.
+
+XIDs are read from ``DCGM_FI_DEV_XID_ERRORS`` (``xid-last``: the code of each GPU's last XID,
+in both of dcgm-exporter's default counters CSVs): a GPU whose code changed to one that is not
+0 since the promotion raised at least one XID. ``DCGM_EXP_XID_ERRORS_COUNT`` counts only a
+few minutes back, so it cannot tell a day's XIDs from hourly samples. A value that was not
+measured (no series, the exporter exports no such field) is ``None`` and the report says
+"not measured", never 0.
 """
 
 from __future__ import annotations
@@ -15,19 +21,28 @@ from collections.abc import Sequence
 from typing import Any
 
 from runbooks.errors import plural
-from runbooks.metrics import MetricSource
+from runbooks.metrics import MetricSource, node_of, shown
 from runbooks.metrics.judging import measure
-from runbooks.metrics.spec import DEFAULT_CHECKS
+from runbooks.metrics.probing import probe, probed_metrics
+from runbooks.metrics.spec import DEFAULT_CHECKS, XID_LAST, MetricCheckSpec
 from runbooks.stability.reports import Finding, MetricHour, MetricNode, MetricView
 from runbooks.stability.tallying import hour_moment
 
-XID, ECC, UTIL = (c.name for c in DEFAULT_CHECKS)
+_, ECC_SPEC, UTIL_SPEC = DEFAULT_CHECKS
+XID, ECC, UTIL = XID_LAST.name, ECC_SPEC.name, UTIL_SPEC.name
+VIEW: tuple[MetricCheckSpec, ...] = (XID_LAST, ECC_SPEC, UTIL_SPEC)
 SHOWN = 5
 
 
 def sample(source: MetricSource, nodes: Sequence[str]) -> dict[str, dict[str, float]]:
-    """The view's values on ``nodes`` now: ``{check: {node: value}}`` (MetricsUnavailable if no answer)."""
-    return {spec.name: measure(source, spec, nodes, window=60) for spec in DEFAULT_CHECKS}
+    """The view's values on ``nodes`` now: ``{check: {key: value}}``, a check left out when no
+    node in scope exports its field (MetricsUnavailable if no answer)."""
+    found = probe(source, probed_metrics(VIEW), nodes)
+    out = {}
+    for spec in VIEW:
+        if len(found.blind(spec, nodes)) < len(nodes):
+            out[spec.name] = measure(source, spec, nodes, window=60, labels=found.labels)
+    return out
 
 
 def _values(recorded: Any) -> dict[str, dict[str, float]]:
@@ -36,48 +51,78 @@ def _values(recorded: Any) -> dict[str, dict[str, float]]:
     return {k: {n: float(v) for n, v in by.items()} for k, by in (recorded.get("values") or {}).items()}
 
 
+def _by_node(values: dict[str, float]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for key, value in values.items():
+        out.setdefault(node_of(key), {})[key] = value
+    return out
+
+
+def new_xids(start: dict[str, float] | None, now: dict[str, float] | None) -> list[str] | None:
+    """GPUs (``gpu-node2 GPU 0: XID 79``) whose last XID code changed to one that is not 0
+    between ``start`` and ``now`` (keys of one node); None when either was not measured."""
+    if start is None or now is None:
+        return None
+    return [f"{shown(k)}: XID {code:g}" for k, code in sorted(now.items())
+            if code and k in start and start[k] != code]
+
+
 def view_of(progress: dict[str, Any], *, nodes: Sequence[str], hourly: dict[str, dict[str, dict[str, float]]],
             now: dict[str, dict[str, float]] | None, error: str = "") -> MetricView:
     """The view from the run's recorded values, the tally's hourly samples and ``now`` (None: no answer, ``error``)."""
     before, promoted = _values(progress.get("metrics_before")), _values(progress.get("metrics_promoted"))
     start = promoted or before or (hourly[min(hourly)] if hourly else {})
     current = now or {}
+    xid_start, xid_now = _by_node(start.get(XID, {})), _by_node(current.get(XID, {}))
     rows = []
     for node in sorted(nodes):
         def at(values: dict[str, dict[str, float]], check: str, node: str = node) -> float | None:
-            return values.get(check, {}).get(node)
+            by = values.get(check)
+            if by is None:
+                return None
+            found = [v for k, v in by.items() if node_of(k) == node]
+            return sum(found) if found else None
 
-        rows.append(MetricNode(node=node, xid_start=at(start, XID), xid_now=at(current, XID), ecc_start=at(start, ECC),
-                               ecc_now=at(current, ECC), util_before=at(before, UTIL), util_now=at(current, UTIL)))
+        codes = new_xids(xid_start.get(node) if XID in start else None, xid_now.get(node) if XID in current else None)
+        rows.append(MetricNode(node=node, xid_new=None if codes is None else len(codes), xid_codes=codes or [],
+                               ecc_start=at(start, ECC), ecc_now=at(current, ECC), util_before=at(before, UTIL),
+                               util_now=at(current, UTIL)))
     hours: list[MetricHour] = []
-    previous = {check: dict(start.get(check, {})) for check in (XID, ECC)}
+    last_xid = {n: dict(v) for n, v in xid_start.items()}
+    last_ecc = dict(start.get(ECC, {}))
     for hour in sorted(hourly):
-        for node in sorted(set(hourly[hour].get(XID, {})) | set(hourly[hour].get(ECC, {}))):
-            counts = []
-            for check in (XID, ECC):
-                value = hourly[hour].get(check, {}).get(node)
-                last = previous[check].get(node)
-                counts.append(max(0.0, value - last) if value is not None and last is not None else 0.0)
-                if value is not None:
-                    previous[check][node] = value
-            if any(counts):
-                hours.append(MetricHour(hour=hour_moment(hour), node=node, xid=counts[0], ecc=counts[1]))
+        xids, eccs = _by_node(hourly[hour].get(XID, {})), hourly[hour].get(ECC, {})
+        for node in sorted(set(xids) | {node_of(k) for k in eccs}):
+            codes = new_xids(last_xid.get(node), xids.get(node)) or []
+            if node in xids:
+                last_xid[node] = xids[node]
+            ecc = 0.0
+            for key, value in eccs.items():
+                if node_of(key) == node:
+                    if key in last_ecc:
+                        ecc += max(0.0, value - last_ecc[key])
+                    last_ecc[key] = value
+            if codes or ecc:
+                hours.append(MetricHour(hour=hour_moment(hour), node=node, xid=len(codes), ecc=ecc))
     return MetricView(nodes=rows, hours=hours, error=error, recorded=bool(start))
 
 
 def metric_findings(view: MetricView | None) -> list[Finding]:
-    """New XID or ECC errors on a node since the promotion (failing); a node's workload GPU
+    """New XIDs or ECC errors on a node since the promotion (failing); a node's workload GPU
     utilisation under half of what it was before the run (degraded)."""
     if view is None:
         return []
     out: list[Finding] = []
-    for label, code, new in (("XID", "xid-errors", lambda r: _new(r.xid_start, r.xid_now)),
-                             ("double-bit ECC", "ecc-errors", lambda r: _new(r.ecc_start, r.ecc_now))):
-        bad = [(r.node, n) for r in view.nodes if (n := new(r)) > 0]
-        if bad:
-            said = ", ".join(f"{node} ({plural(int(n), label + ' error')})" for node, n in bad[:SHOWN])
-            out.append(Finding(severity="failing", code=code, nodes=[b[0] for b in bad],
-                               text=f"new {label} errors since the promotion on {said}"))
+    xids = [r for r in view.nodes if r.xid_new]
+    if xids:
+        said = ", ".join(code for r in xids for code in r.xid_codes[:2])
+        out.append(Finding(severity="failing", code="xid-errors", nodes=[r.node for r in xids],
+                           text=f"new XID errors since the promotion: {said}"))
+    ecc = [(r.node, n) for r in view.nodes if (n := _new(r.ecc_start, r.ecc_now)) > 0]
+    if ecc:
+        said = ", ".join(f"{node} ({plural(int(n), 'double-bit ECC error')})" for node, n in ecc[:SHOWN])
+        out.append(Finding(severity="failing", code="ecc-errors", nodes=[b[0] for b in ecc],
+                           text=f"new double-bit ECC errors since the promotion on {said}"))
     dropped = [r for r in view.nodes if r.util_before and r.util_now is not None and r.util_now < r.util_before / 2]
     if dropped:
         said = ", ".join(f"{r.node} ({r.util_before:g}% -> {r.util_now:g}%)" for r in dropped[:SHOWN])

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from runbooks.cluster import Cluster
 from runbooks.daemonset.baselines import Baseline
+from runbooks.daemonset.metric_checks import with_gpus
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import Run, RunState
 from runbooks.inventory.reading import human_duration, parse_time
@@ -176,7 +177,8 @@ def report_of(
     check_reportable(run)
     baseline = baseline_of(run)
     return build_report(run, now=read_now(cluster, baseline), tally=tally, info=info, policy=policy, due=due,
-                        metrics=metrics_now(run, list(baseline.nodes), tally=tally, policy=policy))
+                        metrics=metrics_now(run, with_gpus(list(baseline.nodes), baseline=baseline.nodes),
+                                                   tally=tally, policy=policy))
 
 
 def metrics_now(run: Run, nodes: list[str], *, tally: Tally | None, policy: Policy) -> MetricView | None:

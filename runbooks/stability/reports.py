@@ -116,12 +116,13 @@ class GpuSample(Model):
 
 
 class MetricNode(Model):
-    """One GPU node in the metric view: XIDs and double-bit ECC errors at the promotion and now,
-    the workloads' mean GPU utilisation (%) before the run and now (None: no series)."""
+    """One GPU node in the metric view: its GPUs that raised an XID since the promotion, its
+    double-bit ECC errors at the promotion and now, the workloads' mean GPU utilisation (%)
+    before the run and now (None: not measured, never 0)."""
 
     node: str
-    xid_start: float | None = None
-    xid_now: float | None = None
+    xid_new: int | None = Field(None, description="GPUs whose last XID code changed since the promotion")
+    xid_codes: list[str] = Field(default_factory=list, description="those GPUs with their XID code")
     ecc_start: float | None = None
     ecc_now: float | None = None
     util_before: float | None = None

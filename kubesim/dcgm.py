@@ -28,9 +28,8 @@ in the order dcgm-exporter's template prints them. Values follow the simulated c
   seeded by the pod's namespace and name (55..90 %, a few points of wobble per simulated
   minute). A pod's GPUs are those its ResourceClaims were allocated (device ``gpu-<i>`` is
   GPU ``i``), then for ``nvidia.com/gpu`` the lowest free indexes, pods in creation order.
-  They read 0 once the workload lost them: the node's ``nvidia.com/gpu`` allocatable
-  dropped to 0 (its device plugin gone), or the claim's DRA driver is no longer registered
-  on the node.
+  A running container keeps its GPUs busy when the device plugin or DRA driver that gave
+  them goes away: the kubelet does not take devices back from running containers.
 - ``DCGM_FI_DEV_XID_ERRORS`` (gauge): the code of the last XID the GPU raised, 0 before any.
   ``DCGM_EXP_XID_ERRORS_COUNT`` (only when enabled): the GPU's XIDs in the last
   ``xid_window_ms`` simulated milliseconds, one series per code (``xid``), 0 without ``xid``
@@ -266,9 +265,11 @@ class DcgmExporters:
                 seen += [(when, XID_FALLEN_OFF_BUS) for when in run.raised(now, since=since)]
         return sorted(seen)
 
-    def _assignments(self, node: str, gpus: int, *, plugin_gone: bool) -> dict[int, tuple[str, str, str, bool]]:
-        """GPU index -> (namespace, pod, container, still usable) for the running pods given GPUs
-        on ``node``: their claims' devices first, then ``nvidia.com/gpu`` on the lowest free indexes."""
+    def assignments(self, node: str, gpus: int) -> dict[int, tuple[str, str, str]]:
+        """GPU index -> (namespace, pod, container) for the running pods given GPUs on ``node``:
+        their claims' devices first, then ``nvidia.com/gpu`` on the lowest free indexes. A running
+        container keeps the devices it was given whatever becomes of the plugin or driver that
+        gave them (the kubelet never takes them back: kubernetes#118635)."""
         assert self.sim is not None
         pods = []
         for uid in self._gpu_pods.get(node, {}):
@@ -277,19 +278,17 @@ class DcgmExporters:
                 meta = pod["metadata"]
                 pods.append((str(meta.get("creationTimestamp")), str(meta["namespace"]), str(meta["name"]), pod))
         pods.sort(key=lambda p: p[:3])
-        kubelet = self.sim.controllers.get("kubelet")
-        drivers: set[str] = kubelet.drivers_on(node) if kubelet is not None else set()
-        given: dict[int, tuple[str, str, str, bool]] = {}
+        given: dict[int, tuple[str, str, str]] = {}
         for _, ns, name, pod in pods:
-            for index, driver, ctr in self._claimed(pod, node):
+            for index, _driver, ctr in self._claimed(pod, node):
                 if 0 <= index < gpus and index not in given:
-                    given[index] = (ns, name, ctr, driver in drivers)
+                    given[index] = (ns, name, ctr)
         free = [i for i in range(gpus) if i not in given]
         for _, ns, name, pod in pods:
             for ctr, count in gpu_requests(pod):
                 taken, free = free[:count], free[count:]
                 for index in taken:
-                    given[index] = (ns, name, ctr, not plugin_gone)
+                    given[index] = (ns, name, ctr)
         return given
 
     def _claimed(self, pod: dict[str, Any], node: str) -> list[tuple[int, str, str]]:
@@ -317,8 +316,7 @@ class DcgmExporters:
         if node_obj is None or not gpus:
             return None
         config, now = self.config, self.sim.clock.time()
-        allocatable = str(((node_obj.get("status") or {}).get("allocatable") or {}).get(GPU, "0"))
-        given = self._assignments(node, gpus, plugin_gone=allocatable in ("", "0"))
+        given = self.assignments(node, gpus)
         model = model_name(node_obj)
         driver = ((node_obj.get("metadata") or {}).get("labels") or {}).get(DRIVER_LABEL, "")
         series = config.series()
@@ -330,9 +328,9 @@ class DcgmExporters:
             attributes: dict[str, str] = {}
             util = 0
             if gpu in given:
-                ns, pod, ctr, usable = given[gpu]
+                ns, pod, ctr = given[gpu]
                 attributes = {"container": ctr, "namespace": ns, "pod": pod}
-                util = utilisation(ns, pod, gpu, now) if usable else 0
+                util = utilisation(ns, pod, gpu, now)
             xids = self.xids(node, gpu, now)
             state = _Gpu(node=node, gpu=gpu, util=util, model=model, now=now, last_xid=xids[-1][1] if xids else 0,
                          ecc=self._ecc.get((node, gpu), 0))

@@ -123,9 +123,9 @@ def container_of(sim: Any, pod: dict[str, Any], container: str) -> Container:
     if node_obj is not None:
         model = dcgm.model_name(node_obj)
     if exporters is not None and node:
-        given = exporters._assignments(node, exporters.gpus(node), plugin_gone=False)  # the exporters attribute GPUs to pods
+        given = exporters.assignments(node, exporters.gpus(node))  # the exporters attribute GPUs to pods
         m = pod["metadata"]
-        gpus = [(i, dcgm.gpu_uuid(node, i)) for i, (ns, name, ctr, _) in sorted(given.items())
+        gpus = [(i, dcgm.gpu_uuid(node, i)) for i, (ns, name, ctr) in sorted(given.items())
                 if (ns, name) == (m.get("namespace"), m["name"]) and ctr in (container, "")]
     return Container(gpus=gpus, model=model)
 

@@ -100,7 +100,8 @@ def test_prometheus_sees_an_injected_ecc_fault_and_workloads_losing_their_gpus(
     """Issue 37 items 1-2, issue 56: ``POST /sim/v1/faults`` ``ecc`` and ``xid`` on gpu-node3 show
     on that node only (the ECC field once the exporters are told to export it, as a user's own
     counters CSV does); a bad fault or configuration is a 400 with its reason; once the device
-    plugin is deleted, the workloads' GPU utilisation reads 0 in Prometheus."""
+    plugin is deleted, the running workloads keep their GPUs busy (the kubelet takes no device
+    back from a running container)."""
     assert control(fresh_cluster, "/sim/v1/dcgm/config", {"enable": ["DCGM_EXP_XID_ERRORS_TOTAL"]}) == (
         400, {"error": "DCGM_EXP_XID_ERRORS_TOTAL is not a field of dcgm-exporter's default-counters.csv"})
     status, config = control(fresh_cluster, "/sim/v1/dcgm/config", {"enable": [ECC]})
@@ -124,7 +125,7 @@ def test_prometheus_sees_an_injected_ecc_fault_and_workloads_losing_their_gpus(
     Kubectl(fresh_cluster.kubeconfig)("-n", NS, "delete", "ds", DS, "--wait=false")
     fresh_cluster.advance("2m")
     prometheus.wait_scraped(job, instances=3)
-    assert prometheus.value(busy) == 0.0
+    assert (prometheus.value(busy) or 0) > 0
     assert len(prometheus.query(f'DCGM_FI_DEV_GPU_UTIL{{job="{job}", pod=~"trainer-.*"}}')) == 8
 
 

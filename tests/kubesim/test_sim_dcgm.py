@@ -124,10 +124,11 @@ def test_a_workloads_gpus_are_busy_at_a_seeded_level_and_idle_ones_at_zero() -> 
     assert values(one, "gpu-node1", "DCGM_FI_DEV_GPU_UTIL")[4:] == [0.0] * 4
 
 
-def test_a_pod_using_a_dra_claim_is_busy_on_its_allocated_device_until_the_driver_goes() -> None:
+def test_a_pod_using_a_dra_claim_is_busy_on_its_allocated_device_even_once_the_driver_goes() -> None:
     """Issue 37 item 2: inference-0's ResourceClaim was allocated device gpu-0 on gpu-node3: GPU 0
     there carries the pod's labels and a nonzero utilisation, the other seven are idle; once the
-    DRA driver's kubelet plugin is gone from the node, the pod reads 0."""
+    DRA driver's kubelet plugin is gone from the node, the running pod keeps its device and stays
+    busy (issue 56: the kubelet takes no device back from a running container)."""
     sim, exporters = with_exporters()
     rows = [(labels, v) for n, labels, v in samples(exporters, "gpu-node3") if n == "DCGM_FI_DEV_GPU_UTIL"]
     first = rows[0][0]
@@ -135,18 +136,20 @@ def test_a_pod_using_a_dra_claim_is_busy_on_its_allocated_device_until_the_drive
     assert rows[0][1] > 0 and [v for _, v in rows[1:]] == [0.0] * 7
     sim.store.delete(DAEMONSETS, "dra-example-driver", "dra-example-driver-kubeletplugin")
     sim.advance(60)
-    assert values(exporters, "gpu-node3", "DCGM_FI_DEV_GPU_UTIL", pod="inference-0") == [0.0]
+    [busy] = values(exporters, "gpu-node3", "DCGM_FI_DEV_GPU_UTIL", pod="inference-0")
+    assert busy > 0
 
 
-def test_workloads_drop_to_zero_when_their_gpus_vanish() -> None:
-    """Issue 37 item 2: once the device plugin is gone and the node's nvidia.com/gpu allocatable
-    drops to 0, the pods still running there read 0 % utilisation."""
+def test_running_workloads_keep_their_gpus_busy_when_the_device_plugin_goes() -> None:
+    """Issue 56: once the device plugin is gone and the node's nvidia.com/gpu allocatable drops to
+    0, the pods still running there keep the GPUs they were given and stay busy: the kubelet takes
+    no device back from a running container (kubernetes#118635); only new pods cannot get one."""
     sim, exporters = with_exporters()
     assert all(v > 0 for v in values(exporters, "gpu-node1", "DCGM_FI_DEV_GPU_UTIL", pod="trainer-0"))
     sim.store.delete(DAEMONSETS, NS, DS)
     sim.advance(60)
     assert sim.store.get(NODES, "", "gpu-node1")["status"]["allocatable"]["nvidia.com/gpu"] == "0"
-    assert values(exporters, "gpu-node1", "DCGM_FI_DEV_GPU_UTIL", pod="trainer-0") == [0.0] * 4
+    assert all(v > 0 for v in values(exporters, "gpu-node1", "DCGM_FI_DEV_GPU_UTIL", pod="trainer-0"))
 
 
 def test_the_dcp_profile_and_the_newer_release_export_as_upstream() -> None:

@@ -187,15 +187,18 @@ class MetricWatch:
     def blind(self, tally: _Tally) -> dict[str, str]:
         """node -> why the check has nothing to judge there, for the nodes in scope."""
         spec = tally.spec
-        out = {} if self.found.error else self.found.blind(spec, self.nodes)
+        missing = {} if self.found.error else self.found.blind(spec, self.nodes)
         have = {node_of(k) for k in tally.last}
         before = {node_of(k) for k in self.before.get(spec.name, {})}
+        out: dict[str, str] = {}
         for node in self.nodes:
-            if node in out or node in have:
+            if node in have and node not in missing:
                 continue
-            if node in before:
+            if node in before and node not in have:
                 out[node] = (f"{node} had series before the run and has none now (its workloads gone, or its "
                              "exporter down or no longer scraped)")
+            elif node in missing:
+                out[node] = missing[node]
             elif not is_workload_check(spec):
                 out[node] = f"the query answered no series for {node}"
         return out

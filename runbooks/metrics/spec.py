@@ -209,7 +209,7 @@ an XID during the run is a GPU whose code changed to one that is not 0 (the same
 again leaves no trace in this field)."""
 XID_COUNT_CHECK = MetricCheckSpec(
     name="xid-errors", query=f'sum by ($node_label, gpu) ({XID_COUNT}{{$node_label=~"$nodes"}})',
-    condition="result <= baseline", unit="XIDs in the exporter's window", interval="10s")
+    condition="result <= baseline", unit="{} XID(s) in the exporter's window", interval="10s")
 """Where the exporter exports ``DCGM_EXP_XID_ERRORS_COUNT`` (commented out in NVIDIA's CSVs): a
 GPU's XIDs over the exporter's window (``--xid-count-window-size``, 5 minutes by default)."""
 XID_LAST = XID_CHECK.model_copy(update={"name": "xid-last"})

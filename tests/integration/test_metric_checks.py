@@ -20,7 +20,7 @@ from kubesim import KubeSim
 from runbooks.engine.approving import Actor
 from runbooks.engine.commands import Engine
 from runbooks.engine.runs import Run, RunState
-from runbooks.metrics.spec import DEFAULT_CHECKS, XID_CHECK
+from runbooks.metrics.spec import DEFAULT_CHECKS, XID_CHECK, XID_COUNT_CHECK
 from runbooks.policy import Policy
 from tests.engine_support import kubesim_engine
 from tests.prometheus_support import Prometheus
@@ -107,6 +107,28 @@ def test_an_xid_canary_passes_the_pod_checks_fails_its_metric_check_and_is_rolle
             "counters") in ecc["detail"], ecc
     assert plugin_image(fast_cluster, "gpu-node2") != XID_IMAGE
     assert "s3cret-prometheus-token" not in str(engine.audit(run.id)) + str(run.progress) + run.reason
+
+
+def test_where_the_exporter_counts_xids_the_xid_check_reads_the_count(
+    prometheus: Prometheus, fast_cluster: KubeSim, redis_url: str,
+) -> None:
+    """Issue 56 item 3: with DCGM_EXP_XID_ERRORS_COUNT enabled (as a user's counters CSV can), the
+    built-in XID check reads the exporter's count of the last 5 minutes per GPU instead of the
+    last-XID gauge, through the real Prometheus: the ``-xid`` canary fails naming gpu-node2's GPU 0
+    and its count, the values before the run measured with the same query."""
+    fast_cluster.exporters(enable=["DCGM_EXP_XID_ERRORS_COUNT"])
+    job = prometheus.scrape(fast_cluster)
+    prometheus.wait_scraped(job, instances=3)
+    engine = kubesim_engine(fast_cluster, redis_url, policy(prometheus.url, built_in=True))
+    run = engine.request_canary(actor=ALICE, target=TARGET, image=XID_IMAGE, node="gpu-node2").run
+    engine.approve(run.id, actor=BOB)
+    run = engine.advance(run.id)
+    assert run.state in (RunState.ROLLED_BACK, RunState.FAILED), (run.state, run.reason)
+    assert run.progress["metrics_before"]["queries"]["xid-errors"] == XID_COUNT_CHECK.query
+    xid = entries(engine, run, "verify_canary.metric:xid-errors")[0]
+    assert xid["status"] == "failed", xid
+    assert xid["detail"].startswith("gpu-node2 GPU 0: 1 XID(s) in the exporter's window (before the run 0 XID(s) "
+                                    "in the exporter's window)"), xid
 
 
 def _stop_when_verifying(engine: Engine, run_id: str, prom: Prometheus, *,

@@ -23,7 +23,7 @@ from typing import Any
 
 from runbooks.engine.recording import failed, passed, unknown
 from runbooks.engine.steps import Check
-from runbooks.metrics import MetricSource, MetricsUnavailable
+from runbooks.metrics import MetricSource, MetricsUnavailable, node_of
 from runbooks.metrics.judging import MetricWatch, PodScope, is_workload_check, measure, show
 from runbooks.metrics.probing import Probe, SeriesLabels, probe, probed_metrics
 from runbooks.metrics.spec import MetricCheckSpec
@@ -51,6 +51,8 @@ class _Side:
     worst: tuple[float | None, float | None] | None = None
     """(canary, original) of the latest failed measurement."""
     last: tuple[float | None, float | None] = (None, None)
+    unmeasured: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    """(canary's, original's) nodes of pods in scope that answered no series at the last measurement."""
     error: str = ""
     next_at: float = 0.0
 
@@ -72,11 +74,13 @@ class PodComparison:
     def __post_init__(self) -> None:
         self.sides = [_Side(spec) for spec in self.specs if is_workload_check(spec)]
 
-    def _value(self, spec: MetricCheckSpec, group: PodGroup) -> float | None:
+    def _value(self, spec: MetricCheckSpec, group: PodGroup) -> tuple[float | None, tuple[str, ...]]:
+        """The mean of the group's nodes' values, and the group's nodes that answered none."""
         if not group.nodes or not group.scope.names:
-            return None
+            return None, ()
         values = measure(self.source, spec, group.nodes, window=self.window, pods=group.scope, labels=self.labels)
-        return fmean(values.values()) if values else None
+        answered = {node_of(k) for k in values}
+        return (fmean(values.values()) if values else None), tuple(n for n in group.nodes if n not in answered)
 
     def tick(self, *, final: bool = False) -> None:
         now = self.elapsed()
@@ -85,12 +89,14 @@ class PodComparison:
                 continue
             side.next_at = now + side.spec.every
             try:
-                canary, original = self._value(side.spec, self.canary), self._value(side.spec, self.original)
+                (canary, canary_gone), (original, original_gone) = (self._value(side.spec, self.canary),
+                                                                    self._value(side.spec, self.original))
             except MetricsUnavailable as exc:
                 side.error = str(exc)
                 continue
             side.measurements += 1
             side.last, side.error = (canary, original), ""
+            side.unmeasured = (canary_gone, original_gone)
             if canary is None:  # a series shows a scrape after the pod got its GPU: judged at the window's end
                 bad = final and original is not None
             else:
@@ -129,6 +135,11 @@ class PodComparison:
         if original is None and spec.parsed.needs_baseline:
             return unknown(name, f"the canary's pods {show(canary, spec.unit)}; the original's pods have no series "
                                  "to compare with", where, **evidence)
+        for whose, gone in zip(("canary's", "original's"), side.unmeasured, strict=True):
+            if gone:  # a mean over the nodes that answered would judge part of the pods as if all
+                return unknown(name, f"no series for the {whose} pods on {', '.join(gone)}: only part of them "
+                                     f"was measured, so {spec.condition} cannot be judged", where,
+                               unmeasured=list(gone), **evidence)
         than = f", the original's {show(original, spec.unit)}" if original is not None else ""
         return passed(name, f"{spec.condition}: the canary's pods {show(canary, spec.unit)}{than}", where, **evidence)
 

@@ -30,7 +30,7 @@ from runbooks.engine.steps import Check
 from runbooks.errors import plural
 from runbooks.metrics import MetricSource, MetricsUnavailable, node_of, node_regex, shown
 from runbooks.metrics.probing import Probe, SeriesLabels, adapt, probe, probed_metrics
-from runbooks.metrics.spec import XID_CHECK, XID_COUNT_CHECK, XID_LAST, MetricCheckSpec
+from runbooks.metrics.spec import XID_CHECK, XID_LAST, MetricCheckSpec
 
 PER_NODE = 50
 """A ``$node`` query runs once per node for at most this many nodes (use ``$nodes`` for more)."""
@@ -91,8 +91,8 @@ def record_baseline(source: MetricSource, specs: Sequence[MetricCheckSpec], node
     values: dict[str, dict[str, float]] = {}
     recorded: dict[str, Any] = {"taken_at": at.isoformat(), "values": values, "labels": found.labels.as_json(),
                                 "queries": {spec.name: spec.query for spec in fitted}}
-    if any(spec.name == XID_CHECK.name and spec in (XID_CHECK, XID_COUNT_CHECK) for spec in fitted):
-        fitted = [*fitted, XID_LAST]  # what the stability reports tell new XIDs from
+    if XID_CHECK in fitted:
+        fitted = [*fitted, XID_LAST]  # what the stability reports tell new XIDs from (a check may be renamed)
     try:
         for spec in fitted:
             values[spec.name] = measure(source, spec, nodes, window=window, labels=found.labels)
@@ -189,17 +189,22 @@ class MetricWatch:
         spec = tally.spec
         missing = {} if self.found.error else self.found.blind(spec, self.nodes)
         have = {node_of(k) for k in tally.last}
-        before = {node_of(k) for k in self.before.get(spec.name, {})}
+        vanished: dict[str, list[str]] = {}
+        for key in sorted(set(self.before.get(spec.name, {})) - set(tally.last)):  # a node, or one of its GPUs
+            vanished.setdefault(node_of(key), []).append(key)
         out: dict[str, str] = {}
         for node in self.nodes:
-            if node in have and node not in missing:
-                continue
-            if node in before and node not in have:
+            gone = vanished.get(node)
+            if gone and node not in have:
                 out[node] = (f"{node} had series before the run and has none now (its workloads gone, or its "
                              "exporter down or no longer scraped)")
+            elif gone:
+                out[node] = (f"{', '.join(shown(k) for k in gone[:SHOWN])} had series before the run and "
+                             f"{'has' if len(gone) == 1 else 'have'} none now (the GPU gone from its exporter, "
+                             "or its series dropped)")
             elif node in missing:
                 out[node] = missing[node]
-            elif not is_workload_check(spec):
+            elif node not in have and not is_workload_check(spec):
                 out[node] = f"the query answered no series for {node}"
         return out
 

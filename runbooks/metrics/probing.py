@@ -117,17 +117,15 @@ def probe(source: MetricSource, metrics: Sequence[str], nodes: Sequence[str]) ->
 
 def adapt(specs: Sequence[MetricCheckSpec], found: Probe, *,
           prefer: dict[str, str] | None = None) -> list[MetricCheckSpec]:
-    """``specs`` fitted to what ``found`` says is there: the built-in XID check reads the XID count
-    where the exporter exports it for the nodes in scope. ``prefer`` (check -> query, from the
-    values recorded before the run) keeps the variant the run's baseline was measured with, so
-    the values stay comparable."""
+    """``specs`` fitted to what ``found`` says is there: beside the built-in XID check, the XID
+    count where the exporter exports it for a node in scope. ``prefer`` (check -> query, from the
+    values recorded before the run) keeps to the checks the run's baseline was measured with, so
+    the values stay comparable: the count is added only when it was recorded too."""
     out = []
     for spec in specs:
-        if spec in (XID_CHECK, XID_COUNT_CHECK):
-            wanted = (prefer or {}).get(spec.name)
-            if wanted in (XID_CHECK.query, XID_COUNT_CHECK.query):
-                spec = XID_COUNT_CHECK if wanted == XID_COUNT_CHECK.query else XID_CHECK
-            else:
-                spec = XID_COUNT_CHECK if found.exported.get(XID_COUNT) else XID_CHECK
         out.append(spec)
+        if spec == XID_CHECK and XID_COUNT_CHECK not in specs:
+            counted = (XID_COUNT_CHECK.name in prefer) if prefer is not None else bool(found.exported.get(XID_COUNT))
+            if counted:
+                out.append(XID_COUNT_CHECK)
     return out

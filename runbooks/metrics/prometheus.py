@@ -9,6 +9,7 @@ host and port and say why it did not answer.
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.parse
@@ -80,6 +81,9 @@ class PrometheusClient:
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", None) or exc
             raise MetricsUnavailable(f"{self.where} did not answer: {_words(reason)}") from None
+        except http.client.HTTPException as exc:  # a status line, header or body that is not HTTP
+            raise MetricsUnavailable(f"{self.where} answered something that is not HTTP "
+                                     f"({type(exc).__name__})") from None
         if len(body) > MAX_ANSWER:
             raise MetricsUnavailable(f"{self.where} answered more than {MAX_ANSWER // 2**20} MiB: narrow the query")
         try:

@@ -208,16 +208,18 @@ XID_CHECK = MetricCheckSpec(
 an XID during the run is a GPU whose code changed to one that is not 0 (the same code raised
 again leaves no trace in this field)."""
 XID_COUNT_CHECK = MetricCheckSpec(
-    name="xid-errors", query=f'sum by ($node_label, gpu) ({XID_COUNT}{{$node_label=~"$nodes"}})',
+    name="xid-count", query=f'sum by ($node_label, gpu) ({XID_COUNT}{{$node_label=~"$nodes"}})',
     condition="result <= baseline", unit="{} XID(s) in the exporter's window", interval="10s")
 """Where the exporter exports ``DCGM_EXP_XID_ERRORS_COUNT`` (commented out in NVIDIA's CSVs): a
-GPU's XIDs over the exporter's window (``--xid-count-window-size``, 5 minutes by default)."""
+GPU's XIDs over the exporter's window (``--xid-count-window-size``, 5 minutes by default), run
+beside :data:`XID_CHECK` (it sees the same code raised again, which the last-XID gauge cannot;
+a sliding count alone would miss an XID that arrives as an older one ages out of the window)."""
 XID_LAST = XID_CHECK.model_copy(update={"name": "xid-last"})
 """Every GPU's last XID code, recorded with the values before the run whichever XID check runs:
 the stability reports tell new XIDs from it (:mod:`runbooks.stability.metric_view`)."""
 DEFAULT_CHECKS: tuple[MetricCheckSpec, ...] = (
     XID_CHECK,
-    MetricCheckSpec(name="ecc-errors", query=f'sum by ($node_label) ({ECC_DBE}{{$node_label=~"$nodes"}})',
+    MetricCheckSpec(name="ecc-errors", query=f'sum by ($node_label, gpu) ({ECC_DBE}{{$node_label=~"$nodes"}})',
                     condition="result <= baseline", unit="double-bit ECC errors", interval="10s"),
     MetricCheckSpec(name="gpu-utilisation",
                     query=f'avg by ($node_label) ({GPU_UTIL}{{$node_label=~"$nodes", '
@@ -227,6 +229,7 @@ DEFAULT_CHECKS: tuple[MetricCheckSpec, ...] = (
 """What ``verify.metrics`` means when the policy does not say: no new XID, no new
 double-bit ECC error, the workloads' GPUs at least half as busy as before the run (in a
 migration canary, the canary's pods' GPUs at least half as busy as the original's: ``$pods``
-makes a check compare pods, see :mod:`runbooks.metrics.comparing`). The XID check reads
-``DCGM_EXP_XID_ERRORS_COUNT`` instead where the exporter exports it
-(:func:`runbooks.metrics.probing.adapt`)."""
+makes a check compare pods, see :mod:`runbooks.metrics.comparing`). XIDs and ECC errors are
+judged per GPU (a GPU whose series vanish cannot hide behind its node's others); where the
+exporter exports ``DCGM_EXP_XID_ERRORS_COUNT``, :data:`XID_COUNT_CHECK` runs beside the XID
+check (:func:`runbooks.metrics.probing.adapt`)."""

@@ -109,13 +109,14 @@ def test_an_xid_canary_passes_the_pod_checks_fails_its_metric_check_and_is_rolle
     assert "s3cret-prometheus-token" not in str(engine.audit(run.id)) + str(run.progress) + run.reason
 
 
-def test_where_the_exporter_counts_xids_the_xid_check_reads_the_count(
+def test_where_the_exporter_counts_xids_the_xid_count_is_judged_too(
     prometheus: Prometheus, fast_cluster: KubeSim, redis_url: str,
 ) -> None:
     """Issue 56 item 3: with DCGM_EXP_XID_ERRORS_COUNT enabled (as a user's counters CSV can), the
-    built-in XID check reads the exporter's count of the last 5 minutes per GPU instead of the
-    last-XID gauge, through the real Prometheus: the ``-xid`` canary fails naming gpu-node2's GPU 0
-    and its count, the values before the run measured with the same query."""
+    built-in checks read the exporter's count of the last 5 minutes per GPU beside the last-XID
+    gauge (the count sees the same code raised again, the gauge an XID that arrives as an older
+    one leaves the count's window), through the real Prometheus: the ``-xid`` canary fails both,
+    naming gpu-node2's GPU 0, the values before the run measured with the same queries."""
     fast_cluster.exporters(enable=["DCGM_EXP_XID_ERRORS_COUNT"])
     job = prometheus.scrape(fast_cluster)
     prometheus.wait_scraped(job, instances=3)
@@ -124,11 +125,13 @@ def test_where_the_exporter_counts_xids_the_xid_check_reads_the_count(
     engine.approve(run.id, actor=BOB)
     run = engine.advance(run.id)
     assert run.state in (RunState.ROLLED_BACK, RunState.FAILED), (run.state, run.reason)
-    assert run.progress["metrics_before"]["queries"]["xid-errors"] == XID_COUNT_CHECK.query
-    xid = entries(engine, run, "verify_canary.metric:xid-errors")[0]
-    assert xid["status"] == "failed", xid
-    assert xid["detail"].startswith("gpu-node2 GPU 0: 1 XID(s) in the exporter's window (before the run 0 XID(s) "
-                                    "in the exporter's window)"), xid
+    queries = run.progress["metrics_before"]["queries"]
+    assert (queries["xid-errors"], queries["xid-count"]) == (XID_CHECK.query, XID_COUNT_CHECK.query), queries
+    count = entries(engine, run, "verify_canary.metric:xid-count")[0]
+    assert count["status"] == "failed", count
+    assert count["detail"].startswith("gpu-node2 GPU 0: 1 XID(s) in the exporter's window (before the run 0 XID(s) "
+                                      "in the exporter's window)"), count
+    assert entries(engine, run, "verify_canary.metric:xid-errors")[0]["status"] == "failed"
 
 
 def _stop_when_verifying(engine: Engine, run_id: str, prom: Prometheus, *,

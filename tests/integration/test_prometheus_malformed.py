@@ -81,3 +81,30 @@ def test_a_canary_measured_against_malformed_answers_is_rolled_back_not_halted(
     assert run.state is RunState.ROLLED_BACK, (run.state, run.reason)
     xid = entries(engine, run, "verify_canary.metric:xid-errors")[0]
     assert xid["status"] == "unknown" and "a value that is not a number: 'lots'" in xid["detail"], xid
+
+
+def test_an_answer_that_is_not_http_is_unavailable_with_the_reason() -> None:
+    """A second attack run (N2): a status line that is not HTTP (``BadStatusLine``) escaped as an
+    internal error: at the request it was a traceback, mid-verify it halted the run with the
+    canary's node changed. It is ``MetricsUnavailable``, so the checks are ``unknown``."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+
+    def answer() -> None:
+        for _ in range(2):
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HELLO\r\n\r\n")
+
+    threading.Thread(target=answer, daemon=True).start()
+    client = PrometheusClient(PrometheusPolicy(url=f"http://127.0.0.1:{listener.getsockname()[1]}"))
+    try:
+        with pytest.raises(MetricsUnavailable, match="answered something that is not HTTP"):
+            client.vector("up")
+    finally:
+        listener.close()

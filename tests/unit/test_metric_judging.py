@@ -228,3 +228,34 @@ def test_a_canary_without_series_fails_only_at_the_windows_end_and_a_silent_sour
     assert check.status is CheckStatus.FAIL and check.detail.startswith("no series for the canary's pods"), check.detail
     [down] = comparison(Answers(MetricsUnavailable("connection refused")), util).checks()
     assert down.status is CheckStatus.UNKNOWN and "connection refused" in down.detail
+
+
+def test_a_gpu_whose_series_vanish_while_its_node_still_answers_is_unknown() -> None:
+    """A second attack run (N1): the vanished-series rule held per node, so a node was measured
+    if any one GPU answered: GPU 1's series dropped while GPU 0's stayed passed the XID check on
+    "7 series". Each GPU that had series before the run and has none now is named, and the check
+    is ``unknown``; the ECC errors are judged per GPU, so a vanished GPU's count hides no new
+    errors on another (before: GPU 0 at 0 and GPU 1 at 5 summed 5; GPU 1 gone and GPU 0 at 3 gave
+    3 <= 5, a pass with three new double-bit errors)."""
+    before = {"gpu-node1/0": 0.0, "gpu-node1/1": 0.0}
+    xid = watch(Answers({"gpu-node1/0": 0.0}), DEFAULT_CHECKS[0], before, nodes=("gpu-node1",)).checks()[0]
+    assert xid.status is CheckStatus.UNKNOWN, xid
+    assert "gpu-node1 GPU 1 had series before the run and has none now" in xid.detail, xid.detail
+    ecc = DEFAULT_CHECKS[1]
+    assert "gpu)" in ecc.query  # per GPU
+    masked = watch(Answers({"gpu-node1/0": 3.0}), ecc, {"gpu-node1/0": 0.0, "gpu-node1/1": 5.0}, nodes=("gpu-node1",))
+    check = masked.checks()[0]
+    assert check.status is CheckStatus.FAIL and check.detail.startswith("gpu-node1 GPU 0: 3 double-bit ECC errors"), check
+
+
+def test_a_canary_whose_pods_answer_on_only_some_of_their_nodes_is_unknown() -> None:
+    """A second attack run (N6): the canary's value was the mean over the nodes that answered, so
+    a canary on two nodes, one without series, was judged on half its pods as if on all."""
+    util = DEFAULT_CHECKS[2]
+    canary = PodGroup(PodScope("ml", ("c-0", "c-1")), ("gpu-node1", "gpu-node2"))
+    original = PodGroup(PodScope("ml", ("o-0",)), ("gpu-node3",))
+    half = PodComparison(Answers({"gpu-node1": 80.0}, {"gpu-node3": 80.0}), [util], canary, original, window=10,
+                         elapsed=lambda: 0.0)
+    [check] = half.checks()
+    assert check.status is CheckStatus.UNKNOWN, check
+    assert "no series for the canary's pods on gpu-node2: only part of them was measured" in check.detail, check.detail

@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from runbooks.characters import shown
 from runbooks.cluster.permissions import rule_for, split
 from runbooks.errors import (
     Action,
@@ -43,10 +44,10 @@ def status_message(body: bytes | str | None) -> str:
     try:
         status: Any = json.loads(text)
     except ValueError:
-        return shorten(text)
-    if isinstance(status, dict) and status.get("message"):
-        return shorten(str(status["message"]))
-    return shorten(text)
+        return shown(shorten(text))
+    if isinstance(status, dict) and status.get("message"):  # an admission webhook's words, any of them
+        return shown(shorten(str(status["message"])))
+    return shown(shorten(text))
 
 
 def budget_causes(body: bytes | str | None) -> list[str]:
@@ -59,7 +60,7 @@ def budget_causes(body: bytes | str | None) -> list[str]:
     if not isinstance(status, dict) or not isinstance(status.get("details"), dict):
         return []
     causes = status["details"].get("causes") or []
-    return [shorten(str(c.get("message") or status.get("message") or ""), 300) for c in causes
+    return [shown(shorten(str(c.get("message") or status.get("message") or ""), 300)) for c in causes
             if isinstance(c, dict) and c.get("reason") == "DisruptionBudget"]
 
 

@@ -3,6 +3,7 @@ surface's renderer guarding what it prints whatever its source (attack run, find
 
 from __future__ import annotations
 
+import json
 import unicodedata
 
 from hypothesis import given, settings
@@ -126,3 +127,15 @@ def test_events_and_failure_evidence_are_read_shown() -> None:
         "reason": "ErrImagePull", "message": "pull <!here> \x1b[2J"}}}]}}
     assert pull_failure(pod) == ("c", "ErrImagePull", shown("pull <!here> \x1b[2J"))
     assert tail("one <@U1>\r\ntwo \x1b[31m\u202e\n") == [shown("one <@U1>"), shown("two \x1b[31m\u202e")]
+
+
+def test_an_api_servers_refusal_is_shown_inert() -> None:
+    """A second attack run (N3): an admission webhook's denial is the API server's message, and any
+    words may be in it: ``<@U…>`` or ``<!subteam^…>`` there reached Slack as a mention."""
+    from runbooks.cluster.wrapping import status_message
+
+    body = json.dumps({"kind": "Status", "message": "denied: ask <@U0ADMIN> or <!subteam^S0OPS>\x1b[31m"})
+    said = status_message(body)
+    assert "<@U0ADMIN>" not in said and "<!subteam" not in said and "\x1b" not in said, said
+    assert "U0ADMIN" in said
+

@@ -68,12 +68,18 @@ def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool 
 
 
 UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
-_BOOL_TAG = "tag:yaml.org,2002:bool"
-UniqueKeyLoader.yaml_implicit_resolvers = {  # YAML 1.1's booleans dropped: yes/no/on/off read as strings
-    first: [(tag, pattern) for tag, pattern in resolvers if tag != _BOOL_TAG]
+_BOOL_TAG, _INT_TAG, _FLOAT_TAG = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+UniqueKeyLoader.yaml_implicit_resolvers = {  # YAML 1.1's booleans and numbers dropped, read as YAML 1.2 reads them
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in (_BOOL_TAG, _INT_TAG, _FLOAT_TAG)]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 UniqueKeyLoader.add_implicit_resolver(_BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+# numbers as YAML 1.2 and every other tool read them: decimal only (010, 0x10, 0b11, 1_0 and 1:05,
+# which YAML 1.1 reads as 8, 16, 3, 10 and 65, are strings, so a number field refuses them by name)
+UniqueKeyLoader.add_implicit_resolver(_INT_TAG, re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), list("-+0123456789"))
+UniqueKeyLoader.add_implicit_resolver(
+    _FLOAT_TAG, re.compile(r"^[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$|^[-+]?[0-9]+[eE][-+]?[0-9]+$"
+                           r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"), list("-+0123456789."))
 
 
 def read_text(path: Path) -> str:

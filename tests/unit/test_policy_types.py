@@ -60,6 +60,11 @@ def refusal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> str:
      "verify.metrics.0.failure_limit: must be a whole number, not true"),
     (APPROVER + "prometheus: {url: 'http://prometheus:9090', timeout: '5'}",
      "prometheus.timeout: must be a number, not the string '5'"),
+    # a second attack run (N5): YAML 1.1's other integer forms, which YAML 1.2 tools read otherwise
+    ("approvers: {users: [U0BOB], quorum: 010}", "approvers.quorum: must be a whole number, not the string '010'"),
+    ("approvers: {users: [U0BOB], quorum: 0x10}", "approvers.quorum: must be a whole number, not the string '0x10'"),
+    ("approvers: {users: [U0BOB], quorum: 1_0}", "approvers.quorum: must be a whole number, not the string '1_0'"),
+    ("approvers: {users: [U0BOB], quorum: 1:05}", "approvers.quorum: must be a whole number, not the string '1:05'"),
 ])
 def test_a_boolean_or_number_of_another_type_is_refused_naming_the_key(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, said: str) -> None:

@@ -88,12 +88,17 @@ def _check(path: Path, *, directory: bool) -> None:
 
 
 def _check_parent(parent: Path) -> None:
-    """The directory holding a private one: made if missing (0700, as XDG asks), else this user's or
-    root's, and sticky if others can write it (followed if a link: the user chose it)."""
+    """The directory holding a private one: made if missing (0700, as XDG asks); it and every
+    directory above it (links followed: the user chose them) this user's or root's, and sticky
+    if others can write it, as OpenSSH's StrictModes asks of a key's path: whoever may rename a
+    directory on the way may put a tree of theirs in the private one's place."""
     if not parent.exists():
         parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    info = os.stat(parent)
-    if info.st_uid not in (os.geteuid(), 0):
-        raise UnsafeState(startup_msg.state_parent_not_owned(str(parent), info.st_uid))
-    if info.st_mode & SHARED_WRITE and not info.st_mode & stat.S_ISVTX:
-        raise UnsafeState(startup_msg.state_parent_shared(str(parent), stat.S_IMODE(info.st_mode)))
+    real = parent.resolve()
+    for directory in (real, *real.parents):
+        info = os.stat(directory)
+        named = str(directory) if directory == real else f"{directory} (above {parent})"
+        if info.st_uid not in (os.geteuid(), 0):
+            raise UnsafeState(startup_msg.state_parent_not_owned(named, info.st_uid))
+        if info.st_mode & SHARED_WRITE and not info.st_mode & stat.S_ISVTX:
+            raise UnsafeState(startup_msg.state_parent_shared(named, stat.S_IMODE(info.st_mode)))

@@ -226,6 +226,19 @@ def test_start_refuses_a_state_home_others_can_write_without_the_sticky_bit(home
     assert not (open_to_all / "upgradebot" / "try").exists()
 
 
+def test_start_refuses_a_state_home_under_a_directory_of_another_user(home: Path) -> None:
+    """A second attack run (N7): only the state home's own parent was checked, so a state home
+    below a directory another user owns was used, and that user could rename our directories
+    away and put theirs in their place. Every directory on the way must be ours or root's."""
+    theirs = home / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, OTHER_UID, OTHER_UID)
+    ours = theirs / "ours"
+    ours.mkdir(mode=0o700)
+    proc = _refused(home, ours / "state")
+    assert f"{theirs} (above {ours / 'state'}) belongs to another user (uid {OTHER_UID})" in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize("how", ["another user's", "a symlink"])
 def test_start_refuses_a_policy_it_did_not_write(home: Path, how: str) -> None:
     """finding 8: a policy or token in ``try/`` that is not this user's own regular file (left by

@@ -80,6 +80,8 @@ def registry_host(domain: str) -> str:
     host, port = found.group("host"), found.group("port")
     if host in DOCKER_HUB_ALIASES:
         host = DOCKER_HUB
+    if port is not None and port.isdigit():
+        port = str(int(port))  # a port is a number: 0443 is dialled as 443
     return host if port in (None, HTTPS_PORT) else f"{host}:{port}"
 
 

@@ -89,6 +89,7 @@ def test_every_reference_validation_accepts_normalises(image: str) -> None:
 
 @pytest.mark.parametrize(("spelling", "canonical"), [
     ("nvcr.io:443/nvidia/k8s-device-plugin:v0.17.0", "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"),
+    ("nvcr.io:0443/nvidia/k8s-device-plugin:v0.17.0", "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"),
     ("NVCR.IO/nvidia/k8s-device-plugin:v0.17.0", "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"),
     ("busybox:1.36", "docker.io/library/busybox:1.36"),
     ("library/busybox:1.36", "docker.io/library/busybox:1.36"),

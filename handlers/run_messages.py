@@ -38,8 +38,9 @@ def run_now(run_id: str, state: str, note: str = "") -> str:
 
 
 def audit_cut(older: int, run_id: str) -> str:
-    return (f"… {older} older checks and steps left out (the request, every transition and decision are above): "
-            f"`audit {run_id} --all` shows every entry")
+    return (f"… {older} older checks and steps left out (shown: the request, every transition, request "
+            f"and decision, every change to the cluster, the newest checks and steps): "
+            f"`audit {run_id} --all` adds them")
 
 
 # ------------------------------------------------------------------ the root message: where it is, what next, who acts

@@ -69,9 +69,11 @@ def runs_reply(runs: Sequence[Run], *, title: str = "Runs", notes: Mapping[str, 
                  text=text if rows else msg.NO_RUNS, ephemeral=True)
 
 
-KEPT_KINDS = frozenset({"transition", "decision", "gate"})
+KEPT_KINDS = frozenset({"transition", "decision", "gate", "mutation"})
 """Entries the text audit always shows, however long the trail: the request, each change of state,
-each request opened or closed and each decision on it (issue 41); checks and steps are cut first."""
+each request opened or closed and each decision on it (issue 41), and each change the run made to
+the cluster (``mutation``: written by :func:`runbooks.engine.recording.note` where the change is
+made, issue 64); checks and steps are cut first."""
 
 
 def _kept(entry: dict[str, Any]) -> bool:
@@ -80,7 +82,7 @@ def _kept(entry: dict[str, Any]) -> bool:
 
 def audit_reply(found: tuple[Run, list[dict[str, Any]]], *, whole: bool = False) -> Reply:
     """``audit <run>``: its trail, in order; beyond :data:`MAX_AUDIT_ROWS` rows the oldest checks
-    and steps are left out (counted in a note), never the request, a transition or a decision.
+    and steps are left out (counted in a note), never an entry of :data:`KEPT_KINDS`.
     ``whole`` (``audit <run> --all``): every entry."""
     run, entries = found
     room = max(MAX_AUDIT_ROWS - sum(1 for e in entries if _kept(e)), 0)

@@ -112,6 +112,9 @@ def error_kubeconfig_unusable(reason: str) -> str:
     return f"kubeconfig unusable: {reason}"
 
 
+LOCAL_REDIS_STOPPED = ("the local Redis is stopped (`upgradebot local stop`), and nothing was started: "
+                       "`upgradebot local start` (or `make try`) starts it again, with kubesim; "
+                       "or set REDIS_URL to another Redis")
 STATE_FIX = "set XDG_STATE_HOME to a directory of your own (the shell's Redis and `local start` keep their state there)"
 
 

@@ -24,7 +24,9 @@ It prints three lines to paste: ``.venv/bin`` on ``PATH``, ``KUBECONFIG`` and
 
 ``stop`` stops kubesim and the local Redis (whoever started it: ``start`` or any shell
 command), each with SIGTERM (Redis writes its append-only file and exits), SIGKILL after
-:data:`STOP_TIMEOUT`; a pid file is believed only when its process is still the one it
+:data:`STOP_TIMEOUT`, and they stay stopped: until the next ``start``, a shell command that
+would start the local Redis again refuses, saying so (:func:`bot.storage.local.mark_stopped`;
+with ``REDIS_URL`` set the local Redis is not used, and nothing is refused); a pid file is believed only when its process is still the one it
 names (its command line), so a reused pid is never signalled. The policy and Bob's token
 stay for the next ``start``; the runs stay in Redis's append-only file.
 """
@@ -47,7 +49,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from bot.shell import local_messages as msg
 from bot.shell.identity import os_account
-from bot.storage.local import local_redis_url
+from bot.storage.local import clear_stopped, local_redis_url, mark_stopped
 from bot.storage.private import existing_dir, private_dir, private_file, write_private
 from handlers.messages import PROG, shell_error
 
@@ -119,6 +121,7 @@ def start(paths: Paths, settings: Settings, out: TextIO) -> int:
     private_dir(paths.state)  # this user's alone, or refused (bot.storage.private), before anything is used
     private_dir(paths.dir)
     have_policy, have_token = private_file(paths.policy), private_file(paths.token)  # each this user's, or refused
+    clear_stopped(paths.state)  # the shell may start its Redis again
     if settings.redis_url is None:  # first: when it cannot start, nothing else is left running
         local_redis_url(paths.state)
     running = _running(paths.kubesim_pid, "kubesim")
@@ -140,6 +143,7 @@ def start(paths: Paths, settings: Settings, out: TextIO) -> int:
 def stop(paths: Paths, out: TextIO) -> int:
     if existing_dir(paths.state):  # its pid files are believed only where no one else could have written them
         existing_dir(paths.dir)
+    mark_stopped(paths.state)  # first: no command starts the local Redis again meanwhile, nor after
     stopped = False
     for what, pid_file, marker in (("kubesim", paths.kubesim_pid, "kubesim"),
                                    ("the local Redis", paths.redis_pid, "redis-server")):

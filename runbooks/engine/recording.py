@@ -24,10 +24,11 @@ def note(ctx: StepContext, name: str, status: str, detail: str = "", *, kind: st
 
 
 def note_checks(ctx: StepContext, step: str, checks: Iterable[Check]) -> None:
+    """Append each check as a ``check`` entry (what ``audit`` leaves out first, ``--all`` shows)."""
     for check in checks:
         evidence = {"scope": check.scope, **check.evidence} if check.scope else dict(check.evidence)
         ctx.record(Step(name=f"{step}.{check.name}", status=STEP_STATUS[check.status], detail=check.detail,
-                        evidence=evidence, at=ctx.clock.now()))
+                        kind="check", evidence=evidence, at=ctx.clock.now()))
 
 
 def failing(checks: Iterable[Check], *, unknown_blocks: bool = False) -> list[Check]:

@@ -102,7 +102,7 @@ def test_slack_audit_keeps_the_request_and_every_decision(run_bot: RunBot) -> No
     bot.slack.command(f"audit {run_id} --all", user="U0EVE")
     every = eventually(lambda: [c for c in bot.fake.of("response_url") if f"Audit of {run_id}" in texts(c)][1:],
                        "the whole trail")
-    assert isinstance(every, list) and "--all` shows every entry" not in texts(every[0]), texts(every[0])
+    assert isinstance(every, list) and "--all` adds them" not in texts(every[0]), texts(every[0])
 
 
 def test_slack_node_auto_says_why_in_the_request(run_bot: RunBot) -> None:

@@ -145,6 +145,49 @@ def test_a_kubesim_whose_kubeconfig_is_gone_is_replaced_not_left_behind(home: Pa
 
 
 
+def redis_servers_on(socket: Path) -> list[int]:
+    """The pids of the redis-servers whose command line names ``socket`` (this home's local Redis)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if proc.name.isdigit() and "redis-server" in cmdline and str(socket) in cmdline and not gone(int(proc.name)):
+            found.append(int(proc.name))
+    return found
+
+
+def test_after_stop_the_shell_starts_no_redis_until_start(home: Path, redis_url: str) -> None:
+    """issue 64, item 5: after `local stop`, a command that would start the local Redis again
+    (status, runs, audit) says it is stopped and how to start it, exits 2 and starts nothing;
+    with REDIS_URL (a Redis of the team's) nothing is refused; after `local start` it works again."""
+    state = home / ".local" / "state" / "upgradebot"
+    socket = state / "redis.sock"
+    assert in_process(env_of(home), "runs").returncode == 0  # the shell's Redis, started on demand
+    assert redis_servers_on(socket)
+    stopped = in_process(env_of(home), "local", "stop")
+    assert stopped.returncode == 0 and "Stopped the local Redis" in stopped.stdout, stopped.stdout + stopped.stderr
+    assert not redis_servers_on(socket)
+
+    for verb in ("status", "runs", "audit r-00000000", "status --json"):
+        proc = in_process(env_of(home), *verb.split())
+        assert proc.returncode == 2 and proc.stdout == "", (verb, proc.stdout, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+        said = proc.stderr
+        assert "the local Redis is stopped" in said and "`upgradebot local start`" in said and "make try" in said, said
+        assert not socket.exists() and not (state / "redis.pid").exists(), verb
+        assert not redis_servers_on(socket), verb
+    assert in_process(env_of(home, REDIS_URL=redis_url), "runs").returncode == 0  # not the local Redis: no refusal
+    assert not redis_servers_on(socket)
+
+    started = local(home, "start")
+    assert started.returncode == 0, started.stderr
+    proc = in_process(env_of(home), "status")
+    assert proc.returncode == 0, proc.stderr
+    assert answers(str(socket)) and redis_servers_on(socket)
+
+
 OTHER_UID = 12345
 """Another user of the machine (the tests run as root, who may give a directory away)."""
 

@@ -270,3 +270,37 @@ def test_restart_and_repair_from_the_shell(env: dict[str, str], sim: KubeSim) ->
     assert proc.returncode == 0 and json.loads(proc.stdout)["state"] == "awaiting_promotion", proc.stdout
     proc = bot(env, "--help")
     assert "restart        restart a plugin's pods" in proc.stdout and "repair         delete the pods" in proc.stdout
+
+
+
+def test_audit_shows_every_change_to_the_cluster_and_all_adds_the_checks(env: dict[str, str], tmp_path: Path) -> None:
+    """A canary promoted on every node, then rolled back from monitoring: its trail is long, and the
+    default ``audit`` still lists every mutation of the cluster (the canary's image, strategy and
+    pod deleted, the promotion's strategy, the rollback's restores) beside the request, the
+    transitions and the decisions, however many checks came after them; its footer says what was
+    left out and that ``--all`` adds it, and ``--all`` shows every check too (issue 64)."""
+    (tmp_path / "policy.yaml").write_text(POLICY.replace("reports: {after: []}", "reports: {after: [24h]}"))
+    run_id = json.loads(bot(env, "canary", TARGET, f"image={NEW}", "node=gpu-node1", "--json").stdout)["id"]
+    assert bot(env, "approve", run_id, "canary", who="U0BOB").returncode == 0
+    assert bot(env, "approve", run_id, "promotion", who="U0CAROL").returncode == 0
+    assert bot(env, "rollback", run_id, "reason=audit").returncode == 0
+    proc = bot(env, "approve", run_id, "rollback", "--json", who="U0BOB")
+    assert json.loads(proc.stdout)["state"] == "rolled_back", (proc.stdout, proc.stderr)
+    entries = json.loads(bot(env, "audit", run_id, "--json").stdout)["entries"]
+    mutations = [e["name"] for e in entries if e["kind"] == "mutation"]
+    assert {"canary.image", "canary.delete-pod", "canary.strategy", "promote.strategy"} <= set(mutations), mutations
+    assert "rollback.template" in mutations, mutations
+    checks = [e for e in entries if e["kind"] == "check"]
+    assert len(entries) > 60 and len(checks) > 20, [(e["kind"], e["name"]) for e in entries]
+
+    text = bot(env, "audit", run_id).stdout
+    rows = [line.split() for line in text.splitlines()[2:-1]]
+    assert [r[4] for r in rows if r[3] == "mutation"] == mutations, text  # every change, however old
+    assert "awaiting_approval -> canary_rolling" in text and "awaiting_promotion -> promoting" in text, text
+    assert "canary approved" in text and "promotion approved" in text and "rollback approved" in text, text
+    footer = text.strip().splitlines()[-1]
+    assert "every change to the cluster" in footer and f"`audit {run_id} --all` adds them" in footer, footer
+    whole = bot(env, "audit", run_id, "--all").stdout
+    assert sum(line.split()[3:4] == ["check"] for line in whole.splitlines()) == len(checks), whole
+    assert sum(line.split()[3:4] == ["check"] for line in text.splitlines()) < len(checks), text
+    assert len(whole.strip().splitlines()) == len(entries) + 2, whole  # the title, the header, every entry

@@ -145,3 +145,29 @@ def state_parent_not_owned(path: str, uid: int) -> str:
 def state_parent_shared(path: str, mode: int) -> str:
     return (f"{path} can be written by other users and is not sticky (mode {mode:04o}; /tmp is 1777): any of them "
             f"could replace upgradebot's state directory in it: refused; {STATE_FIX}")
+
+
+SERVE_ENVIRONMENT_HEADING = "environment (read once, at start; each in full in docs/operations.md):"
+SERVE_ENVIRONMENT: tuple[tuple[str, str], ...] = (
+    ("SLACK_BOT_TOKEN", "the Bot User OAuth Token xoxb-… (required)"),
+    ("SLACK_SIGNING_SECRET", "checks that requests come from Slack (required in HTTP mode)"),
+    ("SLACK_APP_TOKEN", "an app-level token xapp-… (connections:write): set, Socket Mode"),
+    ("SLACK_API_URL", "the Slack Web API base URL (default https://slack.com/api/)"),
+    ("REDIS_URL", "runs, locks, audit (unset: your own local Redis; required in a pod)"),
+    ("KUBECONFIG", "the clusters, :-separated (default ~/.kube/config, else in-cluster)"),
+    ("UPGRADEBOT_CONFIG", "the policy file (unset: read-only, help and inventory only)"),
+    ("UPGRADEBOT_WORKER_PROCESSES", "sets of worker processes started beside serve (1; 0: none)"),
+    ("UPGRADEBOT_WORKER_NICE", "how much lower the workers' priority is (10)"),
+    ("UPGRADEBOT_WORKERS", "threads of a worker for commands, and as many for runs (8)"),
+    ("UPGRADEBOT_RESERVED_WORKERS", "of those, how many long reads never take (2)"),
+    ("UPGRADEBOT_DECISION_WORKERS", "threads of a worker for decisions (4)"),
+    ("UPGRADEBOT_HTTP_THREADS", "threads answering HTTP (16)"),
+    ("UPGRADEBOT_SLACK_PACE", "seconds between two messages of runs to one channel (1.0)"),
+    ("UPGRADEBOT_SWEEP_INTERVAL", "seconds between two sweeps of overdue requests and runs (30)"),
+    ("LOG_LEVEL", "DEBUG, INFO (default), WARNING or ERROR"),
+    ("LOG_FORMAT", "text (default) or json, one object a line"),
+    ("KUBERNETES_SERVICE_HOST", "set in a pod: REDIS_URL is then required"),
+    ("XDG_STATE_HOME", "the local Redis lives in $XDG_STATE_HOME/upgradebot"),
+    ("HOME", "where ~/.kube/config and ~/.local/state are"),
+)
+"""``upgradebot serve --help``'s epilog: what ``serve`` reads from the environment (bot/settings.py)."""

@@ -34,6 +34,7 @@ from bot.shell import local
 from bot.shell.identity import IdentityRefused, ShellIdentity, check_as, resolve
 from bot.storage.embedded import RedisUnavailable
 from handlers import messages as msg
+from handlers import startup_messages as startup_msg
 from handlers.argument_help import described
 from handlers.arguments import UsageError
 from handlers.verbs import VERBS
@@ -59,6 +60,8 @@ class Process:
     usage: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: ProcessMain
+    epilog: str | None = None
+    """What ``--help`` prints after the flags (``serve``: the environment it reads)."""
 
 
 def serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,6 +72,12 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="serve /metrics on this port only (default: on --port, with the rest)")
     parser.add_argument("--allow-volatile-redis", action="store_true",
                         help="start even when Redis keeps nothing on disk (a Redis restart then loses every run)")
+
+
+def environment_epilog(heading: str, variables: Sequence[tuple[str, str]]) -> str:
+    """The ``--help`` text of the environment a process reads: each variable, then what it is, one line."""
+    width = max(len(name) for name, _ in variables)
+    return "\n".join([heading, *(f"  {name.ljust(width)}  {meaning}" for name, meaning in variables)])
 
 
 def run_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -116,7 +125,8 @@ def run_demo(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
 PROCESSES: dict[str, Process] = {
     "serve": Process("the Slack front end: Socket Mode with SLACK_APP_TOKEN, else HTTP on --port",
                      "serve [--port 3000] [--host 0.0.0.0] [--drain 30] [--metrics-port N] [--allow-volatile-redis]",
-                     serve_arguments, run_serve),
+                     serve_arguments, run_serve,
+                     environment_epilog(startup_msg.SERVE_ENVIRONMENT_HEADING, startup_msg.SERVE_ENVIRONMENT)),
     "worker": Process("run what serve queues (serve starts its own; more on other machines)",
                       "worker [--lanes decisions|commands,runs] [--drain 30]", worker_arguments, run_worker),
     "console": Process("a chat in the terminal: the Slack commands and buttons, as text", "console [--kubeconfig PATH]",
@@ -163,7 +173,9 @@ def build_parser(only: str | None = None) -> Parser:
     for name, process in PROCESSES.items():
         if only is not None and name != only:
             continue
-        process.add_arguments(verbs.add_parser(name, help=process.summary, usage=f"{msg.PROG} {process.usage}"))
+        process.add_arguments(verbs.add_parser(name, help=process.summary, usage=f"{msg.PROG} {process.usage}",
+                                               epilog=process.epilog,
+                                               formatter_class=argparse.RawDescriptionHelpFormatter))
     return parser
 
 

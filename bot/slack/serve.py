@@ -276,22 +276,21 @@ def configure_logging(settings: Settings, stream: TextIO | None = None) -> None:
                            stream=stream)
 
 
-def check_durable(store: RedisRunStore, *, allow_volatile: bool) -> None:
-    """Refuse (``SettingsError``) a Redis that keeps nothing on disk, unless ``allow_volatile``."""
+def check_durable(store: RedisRunStore, *, allow_volatile: bool) -> tuple[int, str]:
+    """Refuse (``SettingsError``) a Redis that keeps nothing on disk, unless ``allow_volatile``; else
+    the log line that says how it keeps its data (level, message), logged once the URL is printed."""
     url = store.safe_url
     try:
         kept = store.persistence()
     except StoreUnavailable as exc:
         if not allow_volatile:
             raise SettingsError(startup_msg.error_redis_persistence_unknown(str(exc))) from exc
-        log.warning("%s", exc)
-        return
+        return logging.WARNING, str(exc)
     if kept is None:
         if not allow_volatile:
             raise SettingsError(startup_msg.error_redis_volatile(url))
-        log.warning(startup_msg.warning_redis_volatile(url))
-    else:
-        log.info("Redis at %s keeps its data in %s", url, kept)
+        return logging.WARNING, startup_msg.warning_redis_volatile(url)
+    return logging.INFO, f"Redis at {url} keeps its data in {kept}"
 
 
 def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: threading.Event,
@@ -302,7 +301,11 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
     Without ``service``: the front end (:func:`build_front`), which acks and queues every
     request on Redis, and ``UPGRADEBOT_WORKER_PROCESSES`` sets of worker processes that run
     them (:mod:`bot.processes`; each resumes unfinished runs at start and periodically).
-    With ``service`` (and ``runtime``), everything in this process (tests)."""
+    With ``service`` (and ``runtime``), everything in this process (tests).
+
+    The first lines written are the URL and where Slack's requests go, before any log line
+    (docs/operations.md): what start-up has to say (read-only, how Redis keeps its data) is
+    logged after them, and the worker processes, which log as they start, start after them."""
     # before anything starts (a worker process, a port): the Slack secrets, the policy, the clusters
     app_token = check_slack_secrets(settings, serving=True)
     socket_mode = bool(app_token)
@@ -310,8 +313,9 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
     cluster_check = check_clusters(settings, policy)
     deployed = service is None  # its own process, as deployed (a test passes the service it built)
     read_only = deployed and settings.config_file is None
+    notes: list[tuple[int, str]] = []  # logged once the URL is printed
     if read_only:
-        log.warning(msg.SERVE_READ_ONLY)
+        notes.append((logging.WARNING, msg.SERVE_READ_ONLY))
         off = {c.name: msg.READ_ONLY_VERB for c in VERBS if c.chat and c.name != inventory.COMMAND.name}
         service = build_service(settings, Policy(), disabled=off)  # help and inventory; no engine, no decisions
         service.readiness.mode = "read-only"
@@ -322,7 +326,7 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
             raise SettingsError(startup_msg.ERROR_REDIS_URL_IN_POD)
         store = open_store(settings)
         try:
-            check_durable(store, allow_volatile=allow_volatile)
+            notes.append(check_durable(store, allow_volatile=allow_volatile))
             jobs = Jobs.from_url(store.url, deadline=ACK_DEADLINE)  # Slack's acks wait on it: 2 s at most
         except SettingsError:
             store.close()
@@ -331,10 +335,10 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
             store.close()
             raise SettingsError(str(exc)) from exc
         if settings.worker_processes:
-            workers = WorkerProcesses(DEFAULT_GROUPS * settings.worker_processes, drain=drain).start()
+            workers = WorkerProcesses(DEFAULT_GROUPS * settings.worker_processes, drain=drain)  # started below
         service = build_front(settings, policy, store=store, jobs=jobs, workers=workers)
     service.readiness.add("cluster", cluster_check, required=False)  # reported: users are told, replicas stay
-    if runtime is not None:
+    if runtime is not None:  # a test's runtime, in this process
         runtime.start()
     if deployed:  # before the first request: its acks never wait on a pass over what start-up built
         freeze_heap()
@@ -348,6 +352,10 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
     out.write(("Socket Mode; probes on " if socket_mode else "Slack requests on POST ") + http.url
               + ("" if socket_mode else "/slack/events") + "\n")
     out.flush()
+    for level, note in notes:
+        log.log(level, "%s", note)
+    if workers is not None:
+        workers.start()
     try:
         slack_check(service.identity, service.web, service.metrics)()
     except Exception as exc:  # not fatal: /readyz and upgradebot_slack_up report it until Slack answers

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,16 +41,18 @@ class Served:
     url: str
 
     def stop(self, timeout: float = 20) -> str:
-        """SIGTERM, then its stderr once it has exited."""
+        """SIGTERM, then its stderr once it has exited (the rest of its output when merged)."""
         self.proc.send_signal(signal.SIGTERM)
-        _, err = self.proc.communicate(timeout=timeout)
-        return err
+        out, err = self.proc.communicate(timeout=timeout)
+        return out if err is None else err
 
 
 @contextlib.contextmanager
-def served(env: dict[str, str], *args: str, command: list[str] = SERVE) -> Iterator[Served]:
-    """``serve`` started with ``env`` (and ``args``), killed if the test did not stop it."""
-    proc = subprocess.Popen([*command, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def served(env: dict[str, str], *args: str, command: list[str] = SERVE, merged: bool = False) -> Iterator[Served]:
+    """``serve`` started with ``env`` (and ``args``), killed if the test did not stop it; ``merged``:
+    its stderr on the same pipe as its stdout, as a terminal or ``kubectl logs`` shows them."""
+    proc = subprocess.Popen([*command, *args], env=env, stdout=subprocess.PIPE, text=True,
+                            stderr=subprocess.STDOUT if merged else subprocess.PIPE)
     try:
         assert proc.stdout is not None
         yield Served(proc, proc.stdout.readline().strip())
@@ -77,6 +80,24 @@ def test_serve_answers_and_stops_on_sigterm(cluster: KubeSim, tmp_path: Path, re
         err = bot.stop()
     assert bot.proc.returncode == 0, err
     assert "stopping" in err and BOT_TOKEN not in err and SIGNING_SECRET not in err
+
+
+def test_the_first_line_serve_prints_is_the_url_before_any_log_line(cluster: KubeSim, tmp_path: Path,
+                                                                   redis_url: str) -> None:
+    """Issue 64 item 6: docs/slack.md and docs/operations.md promise that the first line ``serve``
+    prints is the URL it listens on, then where Slack's requests go. Read as an operator reads it,
+    stdout and stderr together (a terminal, ``kubectl logs``) with the INFO log lines of a start
+    (Redis's persistence, the worker processes): the URL comes first all the same."""
+    with FakeSlack() as fake:
+        env = environment(fake, cluster, tmp_path, redis_url, LOG_LEVEL="INFO")
+        with served(env, merged=True) as bot:
+            assert re.fullmatch(r"http://127\.0\.0\.1:\d+", bot.url), bot.url
+            assert bot.proc.stdout is not None
+            assert bot.proc.stdout.readline().strip() == f"Slack requests on POST {bot.url}/slack/events"
+            assert get(bot.url + "/healthz").status == 200
+            rest = bot.stop()
+    assert bot.proc.returncode == 0, rest
+    assert "stopping" in rest
 
 
 def test_serve_without_signing_secret_refuses(cluster: KubeSim, tmp_path: Path, redis_url: str) -> None:

@@ -250,3 +250,24 @@ def test_the_servicemonitor_label_is_kube_prometheus_stacks_and_patchable(
         "      - {op: replace, path: /metadata/labels/release, value: monitoring}\n")
     patched = of(render(overlay), "ServiceMonitor")[0]
     assert patched["metadata"]["labels"]["release"] == "monitoring"
+
+
+def test_the_slack_manifests_and_the_pages_agree_on_which_is_socket_mode() -> None:
+    """Issue 64 item 6: deploy/slack-app-manifest.yaml is HTTP (``socket_mode_enabled: false``,
+    Slack posts to ``https://<your-host>/slack/events``), the ``-socket-mode`` one is Socket Mode
+    (true, no URL); the pages send a Socket Mode install to the latter, never asking to flip the
+    HTTP manifest's switch, and so does the HTTP manifest's own comment."""
+    http_text = (DEPLOY / "slack-app-manifest.yaml").read_text()
+    http = yaml.safe_load(http_text)
+    socket = yaml.safe_load((DEPLOY / "slack-app-manifest-socket-mode.yaml").read_text())
+    assert http["settings"]["socket_mode_enabled"] is False
+    assert http["settings"]["interactivity"]["request_url"] == "https://<your-host>/slack/events"
+    assert [c["url"] for c in http["features"]["slash_commands"]] == ["https://<your-host>/slack/events"]
+    assert socket["settings"]["socket_mode_enabled"] is True
+    assert "request_url" not in socket["settings"]["interactivity"]
+    assert not [c for c in socket["features"]["slash_commands"] if "url" in c]
+    assert "slack-app-manifest-socket-mode.yaml" in http_text and "switch to Socket Mode" not in http_text
+    for page in ("docs/slack.md", "docs/install.md", "README.md"):
+        text = (ROOT / page).read_text()
+        assert "slack-app-manifest-socket-mode.yaml" in text, page
+        assert "socket_mode_enabled: true" not in text, page

@@ -61,11 +61,12 @@ OVERLAYS = sorted(p for p in (Path(__file__).resolve().parents[2] / "deploy" / "
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[KubeSim]:
-    """kubesim with docs/install.md's "Install in your cluster" done as written, with the real kubectl: the
-    namespace, both Secrets, ``apply -k`` of each overlay (zero errors), the rollouts."""
+    """kubesim with docs/install.md's "Install in your cluster" done, with the real kubectl: the
+    namespaces, both Secrets, ``apply -k`` of each overlay (zero errors), the rollouts (the page's
+    own commands, verbatim, one mode a cluster: tests/integration/test_install_doc.py)."""
     with KubeSim(scenario="gpu-small", k8s_version="1.32", speed=20) as served:
         admin = Kubectl(served.kubeconfig)
-        admin("create", "namespace", "upgradebot")
+        admin("apply", "-f", str(OVERLAYS[0].parents[1] / "base" / "namespaces.yaml"))
         admin("-n", "upgradebot", "create", "secret", "generic", "upgradebot-slack",
               "--from-literal=bot-token=xoxb-walk", "--from-literal=app-token=xapp-walk")
         admin("-n", "upgradebot", "create", "secret", "generic", "upgradebot-redis", "--from-literal=password=walk")

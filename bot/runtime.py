@@ -122,7 +122,10 @@ def killer(point: str | None, *, parent: int | None = None) -> Callable[[str], N
 def build_engine(settings: Settings, policy: Policy, *, store: RedisRunStore, connect: Connect,
                  clock: Clock | None = None, observer: Observer | None = None) -> Engine:
     """The engine with the DaemonSet steps, a migration's and a repair's, and the process's
-    watch cache its steps share; nobody is woken until the caller sets ``wake``."""
+    watch cache its steps share; nobody is woken until the caller sets ``wake``. Without
+    ``REDIS_URL`` the runs are in this user's own Redis, which no bot serving Slack reads: a
+    request from the shell or the console is then refused unless an approver can approve it
+    there (``slack_sees_runs``, issue 64)."""
     # Imported here, not at the top: the steps (and the engine's commands) are for the verbs
     # that act, and `upgradebot status` or `--help` start without them (issue 39).
     from runbooks.cluster.informing import Watches
@@ -135,7 +138,8 @@ def build_engine(settings: Settings, policy: Policy, *, store: RedisRunStore, co
     return Engine(store=store, steps=DaemonSetSteps(), policy=policy, connect=connect, clock=clock or SystemClock(),
                   observer=observer, owner_dead=local_owner_dead, checkpoint=killer(settings.test_kill_at, parent=settings.worker_of),
                   kinds={RunKind.MIGRATION: MigrationSteps(), RunKind.REPAIR: RepairSteps(),
-                         RunKind.CLEANUP: ClaimCleanupSteps()}, watches=Watches(connect))
+                         RunKind.CLEANUP: ClaimCleanupSteps()}, watches=Watches(connect),
+                  slack_sees_runs=settings.redis_url is not None)
 
 
 class Observers:

@@ -70,6 +70,15 @@ def _failed_only(outcome: Outcome) -> int:
     return EXIT_FAILED if outcome.run.state in (RunState.FAILED, RunState.HALTED) else EXIT_OK
 
 
+def _approved_exit(outcome: Outcome) -> int:
+    """approve: as :func:`failed_unless_done`, but an approved rollback request asked for the rollback,
+    so a run rolled back by it did what was asked (0); 1 only if it halted or failed (issue 64)."""
+    gate = outcome.run.gate
+    if gate is not None and gate.kind is GateKind.ROLLBACK and gate.outcome == "approved":
+        return _failed_only(outcome)
+    return failed_unless_done(outcome)
+
+
 def _one_run(usage: str) -> Any:
     return lambda words: run_id(words, usage=usage)[0]
 
@@ -400,7 +409,7 @@ COMMANDS: tuple[Command, ...] = (
                to_json=outcome_json, by_surface=True),
     Command.of(entry("repair"), parse_repair, repair, requested_reply, exit_code=failed_unless_done,
                to_json=outcome_json, by_surface=True),
-    Command.of(entry("approve"), _decision(APPROVE_USAGE), approve, outcome_reply, exit_code=failed_unless_done,
+    Command.of(entry("approve"), _decision(APPROVE_USAGE), approve, outcome_reply, exit_code=_approved_exit,
                to_json=outcome_json, by_surface=True),
     Command.of(entry("reject"), _decision(REJECT_USAGE), reject, outcome_reply, exit_code=_failed_only,
                to_json=outcome_json, by_surface=True),

@@ -14,8 +14,9 @@ crashed command goes on with the next one). Who acts is derived, never told: the
 account (or a CI job's ``UPGRADEBOT_TOKEN``) through the policy's ``identities``
 (:mod:`bot.shell.identity`); ``--as`` may only name that identity.
 
-Exit codes: 0 all checks passed (or the run waits at a gate); 1 a check failed or the run
-failed (rolled back, rejected, expired); 2 bad usage, a refusal or an unreachable
+Exit codes: 0 all checks passed (or the run waits at a gate; or the rollback or rejection
+asked for happened: ``rollback``, ``reject``, ``approve <run> rollback``); 1 a check failed or
+the run failed (rolled back, rejected, expired); 2 bad usage, a refusal or an unreachable
 dependency (cluster, config, Redis), with a one-line reason on stderr and no traceback.
 """
 

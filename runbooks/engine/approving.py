@@ -5,8 +5,9 @@ stores what they return with a compare-and-set. Every front end shares them, so 
 and the shell refuse the same things with the same sentences (:mod:`runbooks.engine.refusals`).
 
 - Requesters: the policy's ``requesters`` users and usergroups; both empty = anyone.
-- Approvers: the policy's ``approvers`` users and usergroups; both empty = anyone (the
-  shell without a policy file). Usergroup membership is resolved by the front end and
+- Approvers: the policy's ``approvers`` users and usergroups; both empty = anyone (only the
+  built-in policy, which no front end approves with: a file must name approvers, ``serve``
+  without one is read-only, and the shell's requests are then refused by :func:`check_approvable`). Usergroup membership is resolved by the front end and
   passed in as :attr:`Actor.groups`.
 - The requester of a gate may not approve it unless ``allow_self_approval``; they may
   reject (withdraw) it.
@@ -16,6 +17,13 @@ and the shell refuse the same things with the same sentences (:mod:`runbooks.eng
   that gate is not the run's open one.
 - Approvals from the shell or the console (an OS account or a CI token, not a Slack
   session) are refused unless the policy says ``shell.approvals: true``.
+- A request opened from the shell or the console that nobody could ever approve is refused
+  before anything is stored (:func:`check_approvable`): no approvers at all (no policy file),
+  or none the request can reach. Slack's approvers reach it when a bot serving Slack may read
+  the run (the engine's store is shared, ``REDIS_URL``); the shell's and the console's are the
+  ``approvers.users`` the policy's ``identities`` map an account or a CI token to, when
+  ``shell.approvals`` is on, the requester not counted unless ``allow_self_approval``; they
+  must make the ``quorum``.
 - Ownership: ending a run's monitoring (``close``), asking for its rollback (which
   cancels a pending promotion) and rejecting its requests are for the run's requester
   and the approvers only (:func:`check_owner`).
@@ -50,6 +58,42 @@ def may_approve(policy: Policy, actor: Actor) -> bool:
 def check_requester(policy: Policy, actor: Actor) -> None:
     if not may_request(policy, actor):
         raise Refused(refusals.not_a_requester(actor.user))
+
+
+def local_approvers(policy: Policy, requester: str) -> set[str]:
+    """Who could approve ``requester``'s request from the shell or the console: the approvers listed by
+    user id (those surfaces look up no groups) that ``identities`` map an account or a token to, but
+    the requester unless self-approval is allowed; nobody when ``shell.approvals`` is off."""
+    if not policy.shell.approvals:
+        return set()
+    mapped = set(policy.identities.accounts.values()) | {entry.user for entry in policy.identities.tokens}
+    rules = policy.approvers
+    return {user for user in rules.users if user in mapped and (user != requester or rules.allow_self_approval)}
+
+
+def check_approvable(policy: Policy, actor: Actor, *, slack_sees_runs: bool) -> None:
+    """:class:`Refused` when a request ``actor`` opens from the shell or the console could never be
+    approved: the policy names no approvers (the built-in one, without a policy file: nobody is
+    trusted to decide), or no bot serving Slack may read the run (``slack_sees_runs`` False) and
+    fewer than ``quorum`` approvers can act from these surfaces (:func:`local_approvers`). A request
+    from Slack is for Slack's approvers, who see it."""
+    if not actor.local:
+        return
+    rules = policy.approvers
+    if not rules.users and not rules.usergroups:
+        raise Refused(refusals.no_approvers())
+    if slack_sees_runs:
+        return
+    reachable = local_approvers(policy, actor.user)
+    if len(reachable) < rules.quorum:
+        raise Refused(refusals.no_approver_reachable(actor.surface, approvals=policy.shell.approvals,
+                                                     reachable=len(reachable), quorum=rules.quorum))
+
+
+def check_may_open(policy: Policy, actor: Actor, *, slack_sees_runs: bool) -> None:
+    """Whether ``actor`` may open a new run's request: a requester, and someone could approve it."""
+    check_requester(policy, actor)
+    check_approvable(policy, actor, slack_sees_runs=slack_sees_runs)
 
 
 def is_owner(policy: Policy, run: Run, actor: Actor) -> bool:

@@ -29,7 +29,7 @@ from runbooks.cluster.informing import Watches
 from runbooks.cluster.resources import WORKLOADS
 from runbooks.engine import refusals
 from runbooks.engine.actors import ENGINE_ACTOR
-from runbooks.engine.approving import Actor, check_owner, check_requester, decide
+from runbooks.engine.approving import Actor, check_may_open, check_owner, check_requester, decide
 from runbooks.engine.clocks import SystemClock
 from runbooks.engine.driving import Driver, StepPaused, label_of
 from runbooks.engine.gating import Gates
@@ -138,6 +138,7 @@ class Engine:
         wake: Wake | None = None,
         kinds: Mapping[RunKind, ChangeSteps] | None = None,
         watches: Watches | None = None,
+        slack_sees_runs: bool = True,
     ) -> None:
         """``connect(context)`` opens a cluster (None: no cluster reads at request time,
         steps get ``None``); ``owner`` is this worker's lease id (default host/pid/random);
@@ -145,8 +146,11 @@ class Engine:
         once; ``checkpoint(point)`` is called at named points (see :mod:`runbooks.engine.driving`);
         ``wake(run_id)`` moves a run on when a command left it with work (settable later);
         ``kinds`` the steps of other kinds of runs than upgrades (``migration``); ``watches``
-        the process's watch cache the steps share (None: each step keeps its own)."""
+        the process's watch cache the steps share (None: each step keeps its own); ``slack_sees_runs``
+        False: no bot serving Slack reads this store (the shell's own Redis), so a request from the
+        shell or the console must be approvable there (:func:`~runbooks.engine.approving.check_approvable`)."""
         self.store, self.policy, self.connect, self.watches = store, policy, connect, watches
+        self.slack_sees_runs = slack_sees_runs
         self.wake: Wake = wake or _nobody
         self.clock: Clock = clock or SystemClock()
         self.writer = Writer(store=store, clock=self.clock, observer=observer or SilentObserver(), checkpoint=checkpoint)
@@ -190,7 +194,7 @@ class Engine:
 
         ``edits`` change the pod template besides the image (``image`` may then be "": the
         container keeps its own); the template diff is planned now and shown in the request."""
-        check_requester(self.policy, actor)
+        check_may_open(self.policy, actor, slack_sees_runs=self.slack_sees_runs)
         edits = edits or Edits()
         if not image and edits.empty:
             raise InvalidRequest("image= is required (or a change of the template: env=, args=, limits=, ...)")
@@ -262,7 +266,7 @@ class Engine:
         approvers approve exactly what ``apply`` writes. Refused before anything is stored when
         the plan cannot be made or the server's dry run refuses it, when the workload has an
         active run (``LockHeld``), or when a request check fails."""
-        check_requester(self.policy, actor)
+        check_may_open(self.policy, actor, slack_sees_runs=self.slack_sees_runs)
         try:
             namespace, name = validation.node_name(namespace), validation.node_name(name)
         except ValueError as exc:
@@ -293,7 +297,7 @@ class Engine:
         approved, those with a controller are deleted so it recreates them (bare pods are listed
         only, never deleted). Refused when the plugin is not healthy yet, when nothing is stuck,
         or when the target has an active run."""
-        check_requester(self.policy, actor)
+        check_may_open(self.policy, actor, slack_sees_runs=self.slack_sees_runs)
         try:
             parsed = validation.target(target, self.policy.target_refs)
         except ValueError as exc:
@@ -312,7 +316,7 @@ class Engine:
         """A new cleanup run waiting at its request: the broken ResourceClaims listed now (read-only,
         with the uid and resourceVersion each was read at) and stored with the run; once approved,
         each is deleted only as it was listed. Refused when none can be deleted."""
-        check_requester(self.policy, actor)
+        check_may_open(self.policy, actor, slack_sees_runs=self.slack_sees_runs)
         if self.connect is None:
             raise Refused("a cleanup is planned from the cluster, and this engine has none")
         now, context = self.clock.now(), context_name(cluster) if cluster is not None else None

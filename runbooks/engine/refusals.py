@@ -72,6 +72,28 @@ def local_approval(surface: str) -> str:
             "with identities for each approver)")
 
 
+NOTHING_REQUESTED = ": nothing was requested"
+
+
+def no_approvers() -> str:
+    return ("nobody could approve this request: there is no policy file (UPGRADEBOT_CONFIG is unset), so nobody "
+            "is an approver; set UPGRADEBOT_CONFIG to a policy that names the approvers (`make try` writes one)"
+            + NOTHING_REQUESTED)
+
+
+def no_approver_reachable(surface: str, *, approvals: bool, reachable: int, quorum: int) -> str:
+    where = (f"this {surface} keeps its runs in your own Redis (REDIS_URL is unset), which no bot serving Slack "
+             "reads")
+    if not approvals:
+        why = f"approvals from the {surface} are off (shell.approvals: false) and {where}"
+        fix = "set shell.approvals: true with identities for an approver, or REDIS_URL to the bot's Redis"
+    else:
+        but = "no approver but you has" if not reachable else f"only {reachable} approver(s), of a quorum of {quorum}, have"
+        why = f"{but} an identity the {surface} acts as (approvers.users mapped in identities), and {where}"
+        fix = "map an approver's OS account or CI token in identities, or set REDIS_URL to the bot's Redis"
+    return f"nobody could approve this request: {why}; {fix}" + NOTHING_REQUESTED
+
+
 def self_approval(run: Run, gate: Gate) -> str:
     return f"you requested this run; another approver must approve it ({_what(gate)} of {run.id})"
 

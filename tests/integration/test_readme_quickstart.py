@@ -22,6 +22,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,16 +73,24 @@ def bash(script: str, *, repo: Path, env: dict[str, str]) -> subprocess.Complete
                           timeout=240)
 
 
-def test_the_quickstart_ends_with_the_canary_verified_and_the_promotion_approved(
+def printed_json(out: str) -> list[dict[str, Any]]:
+    """The JSON documents printed in ``out`` (``--json``: each an object from a line's start)."""
+    decoder = json.JSONDecoder()
+    return [decoder.raw_decode(out, found.start() + 1)[0] for found in re.finditer(r"\n\{\n", out)]
+
+
+def test_the_quickstart_runs_to_its_end_the_rollback_approved_included(
         clone: tuple[Path, dict[str, str]]) -> None:
     """issue 41: README's Quickstart, verbatim, in a fresh clone: `make try` prints the very lines
     the README says to paste and writes the policy it shows; Alice requests a canary and her own
     approval is refused; Bob (his CI token) approves the canary, which is verified on gpu-node1,
-    then the promotion, verified on every node; `local stop` leaves nothing running."""
+    then the promotion, verified on every node; issue 64: Alice's `rollback` opens a request and
+    Bob's approval of it rolls the run back, every command exiting 0 under `bash -e` but the one
+    the README says is refused; `local stop` leaves nothing running."""
     repo, env = clone
     blocks, shown_policy = quickstart()
-    assert len(blocks) == 5, blocks
-    make_try, paste, alice, bob, stop = blocks
+    assert len(blocks) == 6, blocks
+    make_try, paste, alice, bob, rollback, stop = blocks
 
     tried = bash(make_try, repo=repo, env=env)
     assert tried.returncode == 0, tried.stdout + tried.stderr
@@ -93,16 +102,19 @@ def test_the_quickstart_ends_with_the_canary_verified_and_the_promotion_approved
     assert digest and written == policy_text(account=os_account(), token_sha256=digest.group(1))
     assert shown_policy == policy_text(account="alice", token_sha256="5c0f…")
 
-    walked = bash("\n".join([paste, alice, bob, 'upgradebot status "$run" --json']), repo=repo, env=env)
+    walked = bash("\n".join([paste, alice, bob, 'upgradebot status "$run" --json', rollback,
+                              'upgradebot status "$run" --json || true']), repo=repo, env=env)
     out = walked.stdout
-    assert walked.returncode == 0, out[-3000:] + walked.stderr
+    assert walked.returncode == 0, out[-3000:] + walked.stderr  # bash -e: each command exited 0
     assert "refused, as it should be" in out  # README's echo: Alice's own approve exited non-zero
     assert "canary approved (U0BOB)" in out
     assert re.search(r"ok +step +verify_canary\n", out), out[-3000:]
     assert "promotion approved (U0BOB)" in out
     assert re.search(r"ok +step +verify_all\n", out), out[-3000:]
-    run = json.loads(out[out.rindex("\n{"):])
-    assert run["state"] == "monitoring" and run["requester"] == "U0ALICE", run["state"]
+    promoted, rolled_back = printed_json(out)
+    assert promoted["state"] == "monitoring" and promoted["requester"] == "U0ALICE", promoted["state"]
+    assert "rollback approved (U0BOB)" in out
+    assert rolled_back["state"] == "rolled_back" and rolled_back["gate"]["kind"] == "rollback", rolled_back["state"]
 
     stopped = bash(stop, repo=repo, env={**env, "PATH": f"{repo / '.venv' / 'bin'}:{env['PATH']}"})
     assert stopped.returncode == 0 and "Stopped kubesim" in stopped.stdout, stopped.stdout + stopped.stderr

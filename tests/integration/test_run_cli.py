@@ -129,6 +129,22 @@ def test_close_and_rollback_verbs_and_their_refusals(env: dict[str, str]) -> Non
     assert proc.returncode == 0 and json.loads(proc.stdout) == {"runs": []}
 
 
+def test_an_approved_rollback_that_happened_exits_0(env: dict[str, str]) -> None:
+    """issue 64: `rollback` opens a request (exit 0); its approval rolls the run back, which is what
+    was asked: exit 0, as `rollback` without approval and `reject` do (1 only for a halted or failed run)."""
+    run_id = json.loads(bot(env, "canary", TARGET, f"image={NEW}", "node=gpu-node1", "--json").stdout)["id"]
+    assert bot(env, "approve", run_id, "canary", who="U0BOB").returncode == 0
+    proc = bot(env, "rollback", run_id, "--json")
+    assert proc.returncode == 0, proc.stderr
+    opened = json.loads(proc.stdout)
+    assert (opened["state"], opened["gate"]["kind"], opened["gate"]["outcome"]) == (
+        "awaiting_promotion", "rollback", None)
+    proc = bot_process(env, "approve", run_id, "rollback", who="U0CAROL")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    assert "rolled_back" in proc.stdout
+    assert bot(env, "status", run_id).returncode == 1  # the upgrade did not happen: status still says so
+
+
 @pytest.mark.parametrize(
     ("args", "reason"),
     [

@@ -14,7 +14,7 @@ from handlers.clicks import Click, EngineDecisions
 from runbooks.engine.approving import Actor
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import GateKind, RunState
-from tests.engine_support import ALICE, BOB, make_engine, policy, request
+from tests.engine_support import ALICE, BOB, TARGET, make_engine, policy, request
 
 DAVE = Actor("U0DAVE")  # a requester too (the policy lets anyone request), not an approver
 
@@ -101,3 +101,43 @@ def test_every_audit_line_records_surface_identity_and_account(redis_url: str) -
     people = {(e["actor"], e["surface"], e.get("account")) for e in entries if e["actor"] != "upgradebot"}
     assert ("U0ALICE", "shell", "alice@bastion-1") in people and ("U0BOB", "slack", None) in people
     assert {e["surface"] for e in entries if e["actor"] == "upgradebot"} == {"engine"}
+
+
+def _own_redis(redis_url: str, **sections: object):  # type: ignore[no-untyped-def]
+    """The engine of a shell on its user's own Redis: no bot serving Slack reads its runs."""
+    return make_engine(redis_url, pol=policy(**sections), slack_sees_runs=False)
+
+
+@pytest.mark.parametrize(("requester", "sections", "reason"), [
+    ("U0ALICE", {"shell": {"approvals": True}, "identities": {"accounts": {"alice": "U0ALICE", "bob": "U0BOB"}},
+                 "approvers": {"quorum": 2}}, r"only 1 approver\(s\), of a quorum of 2, have an identity the shell"),
+    ("U0ALICE", {"shell": {"approvals": True}, "identities": {"accounts": {"alice": "U0ALICE"}}},
+     "no approver but you has an identity the shell acts as"),
+    ("U0BOB", {"shell": {"approvals": True}, "identities": {"accounts": {"bob": "U0BOB"}}},
+     "no approver but you has an identity the shell acts as"),
+], ids=["quorum-unreachable", "approvers-unmapped", "only-the-requester"])
+def test_a_request_from_the_shell_nobody_could_approve_is_refused_locking_nothing(
+        redis_url: str, requester: str, sections: dict[str, object], reason: str) -> None:
+    """issue 64: on the shell's own Redis, the approvers who could approve are those the identities
+    map (groups are not looked up there), the requester not counted, and they must make the quorum."""
+    engine = _own_redis(redis_url, **sections)
+    with pytest.raises(Refused, match=reason):
+        request(engine, Actor(requester, surface="shell", account="someone"))
+    assert engine.runs() == [] and engine.store.lock_holder(f"prod/{TARGET}") is None
+
+
+def test_a_request_from_the_shell_some_approver_could_approve_opens(redis_url: str) -> None:
+    """Approvers reachable from the shell (or self-approval allowed), or a store a Slack bot may read:
+    the request opens; a request from Slack is for Slack's approvers, never refused so."""
+    alice = Actor("U0ALICE", surface="shell", account="alice")
+    reachable = _own_redis(redis_url, shell={"approvals": True}, identities={"accounts": {"alice": "U0ALICE", "bob": "U0BOB"}})
+    assert request(reachable, alice, target="kube-system/a").state is RunState.AWAITING_APPROVAL
+    own = _own_redis(redis_url, shell={"approvals": True}, identities={"accounts": {"bob": "U0BOB"}},
+                     approvers={"allow_self_approval": True})
+    assert request(own, Actor("U0BOB", surface="shell", account="bob"), target="kube-system/b").requester == "U0BOB"
+    off = _own_redis(redis_url)  # shell.approvals off: only Slack's approvers, whom a Slack request reaches
+    assert request(off, Actor("U0ALICE", surface="slack"), target="kube-system/c").requester == "U0ALICE"
+    with pytest.raises(Refused, match=r"approvals from the console are off \(shell.approvals: false\)"):
+        request(off, Actor("U0ALICE", surface="console"), target="kube-system/d")
+    shared = make_engine(redis_url)  # REDIS_URL: a bot serving Slack may read the run
+    assert request(shared, alice, target="kube-system/e").requester == "U0ALICE"

@@ -15,12 +15,15 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from kubesim import KubeSim
 from tests.integration.test_run_cli import NEW, TARGET, TOKENS, bot, refused
+from tests.shell_support import in_process
 
 ME = pwd.getpwuid(os.geteuid()).pw_name
 BASE = "approvers: {users: [U0BOB, U0CAROL]}\nreports: {after: []}\n"
@@ -90,11 +93,56 @@ def test_approving_from_the_shell_is_off_unless_the_policy_enables_it(shell: dic
     assert TOKENS  # the tokens of test_run_cli: one per person
 
 
-def test_without_a_policy_file_the_shell_is_its_os_account_and_cannot_approve(shell: dict[str, str]) -> None:
-    refused(bot(shell, "canary", TARGET, f"image={NEW}", "node=gpu-node1", "--as", "U0BOB"),
+def no_lock_and_no_run(env: dict[str, str], url: str) -> None:
+    """Nothing a refused request leaves: no target's lock in the Redis at ``url``, no run listed."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        assert [k for k in client.keys("*") if b":lock:" in k or b":run:" in k] == []
+    finally:
+        client.close()
+    assert runs(env) == []
+    assert bot(env, "status").returncode == 0
+
+
+@pytest.mark.parametrize("verb", [("canary", f"image={NEW}"), ("restart",)], ids=["canary", "restart"])
+def test_without_a_policy_file_a_request_nobody_could_approve_is_refused(
+        shell: dict[str, str], redis_url: str, verb: tuple[str, ...]) -> None:
+    """issue 64: no policy file (a line of `make try` not pasted): nobody is an approver, so a request
+    is refused at once, with the reason and the fix, locking nothing; reading works without one."""
+    refused(bot(shell, verb[0], TARGET, *verb[1:], "node=gpu-node1", "--as", "U0BOB"),
             f"--as U0BOB refused: you act as {ME}")
-    proc = bot(shell, "canary", TARGET, f"image={NEW}", "node=gpu-node1", "--json")
+    refused(bot(shell, verb[0], TARGET, *verb[1:], "node=gpu-node1"),
+            "nobody could approve this request: there is no policy file (UPGRADEBOT_CONFIG is unset)")
+    no_lock_and_no_run(shell, redis_url)
+    assert bot(shell, "inventory").returncode == 0
+
+
+UNREACHABLE = [
+    ("shell: {approvals: false}\n", "approvals from the shell are off (shell.approvals: false)"),
+    ("shell: {approvals: true}\n", "no approver but you has an identity the shell acts as"),
+]
+
+
+@pytest.mark.parametrize(("text", "reason"), UNREACHABLE, ids=["approvals-off", "approvers-unmapped"])
+def test_a_request_no_approver_can_reach_is_refused(shell: dict[str, str], tmp_path: Path, text: str,
+                                                    reason: str) -> None:
+    """issue 64: without REDIS_URL the shell keeps its runs in the user's own Redis, which no Slack bot
+    reads: a request whose approvers could approve only in Slack (shell.approvals off), or have no
+    identity of the policy, is refused with the reason, locking nothing; with REDIS_URL (a Redis a
+    serving bot may share) the same request opens, for Slack's approvers."""
+    shared = with_policy(shell, tmp_path, f"identities: {{accounts: {{{ME}: U0ALICE}}}}\n" + text)
+    state = Path(tempfile.mkdtemp(prefix="sh-"))  # short: the local Redis's unix socket path is under it
+    own = {**{k: v for k, v in shared.items() if k != "REDIS_URL"}, "XDG_STATE_HOME": str(state)}
+    try:
+        proc = bot(own, "canary", TARGET, f"image={NEW}", "node=gpu-node1")
+        refused(proc, "nobody could approve this request: ")
+        assert reason in proc.stderr and "REDIS_URL" in proc.stderr, proc.stderr
+        no_lock_and_no_run(own, f"unix://{state / 'upgradebot' / 'redis.sock'}")
+    finally:
+        in_process(own, "local", "stop")
+        shutil.rmtree(state, ignore_errors=True)
+    proc = bot(shared, "canary", TARGET, f"image={NEW}", "node=gpu-node1", "--json")
     assert proc.returncode == 0, proc.stderr
-    run = json.loads(proc.stdout)
-    assert run["requester"] == ME
-    refused(bot(shell, "approve", run["id"], "canary"), "approvals from the shell are off")
+    assert json.loads(proc.stdout)["state"] == "awaiting_approval"

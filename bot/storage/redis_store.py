@@ -286,6 +286,19 @@ class RedisRunStore:
         entries = self._do(lambda: self.client.xrevrange(Keys.audit, count=count))
         return [_entry(entry_id, fields) for entry_id, fields in reversed(entries)]
 
+    def audit_after(self, last: str | None, *, block: float) -> tuple[str, list[str]]:
+        """The runs of the audit entries written after entry ``last``, waiting up to ``block`` seconds for
+        one, and the entry to read after next; ``last`` None: the newest entry now, no run, no wait
+        (a console's feed: ``bot.console_feed``)."""
+        def read() -> tuple[str, list[str]]:
+            if last is None:
+                newest = self.client.xrevrange(Keys.audit, count=1)
+                return (str(newest[0][0]) if newest else "0-0"), []
+            got: Any = self.client.xread({Keys.audit: last}, block=max(1, int(block * 1000)), count=500)
+            entries = got[0][1] if got else []
+            return (str(entries[-1][0]) if entries else last), [str(f.get("run", "")) for _, f in entries]
+        return self._do(read)
+
     # ---------------------------------------------------------------- leases
     def acquire_lease(self, run_id: str, owner: str, ttl: dt.timedelta) -> bool:
         return bool(self._call_int(self._acquire, [Keys.lease(run_id)], [owner, _ms(ttl)]))

@@ -55,14 +55,17 @@ def _columns(kubectl: Kubectl, *args: str) -> list[str]:
 
 
 def readme_install_commands() -> list[list[str]]:
-    """The kubectl commands of docs/install.md's "Create the namespace and the two Secrets" step, as
-    written there (continuation lines joined, comments dropped), with the placeholders filled:
-    the test runs what a reader would paste, so the page and the test cannot drift apart."""
-    readme = INSTALL_PAGE.read_text()
-    block = re.search(r"Create the namespace and the two Secrets.*?```sh\n(.*?)```", readme, re.S)
-    assert block, "docs/install.md has no shell block under 'Create the namespace and the two Secrets'"
-    text = block.group(1).replace("\\\n", " ")
-    filled = {"xoxb-…": SLACK_TOKEN, "xapp-…": "xapp-issue34", '"$(openssl rand -hex 24)"': REDIS_PASSWORD}
+    """The kubectl commands of docs/install.md's steps that create the namespaces and the two
+    Secrets for Socket Mode, as written there (continuation lines joined, comments dropped), with
+    the placeholders filled and the page's paths made this checkout's: the test runs what a
+    reader would paste, so the page and the test cannot drift apart."""
+    page = INSTALL_PAGE.read_text()
+    blocks = re.findall(r"<!-- install-walk: (both|socket-mode) -->\s*```sh\n(.*?)```", page, re.S)
+    text = "".join(body for _, body in blocks
+                   if "namespaces.yaml" in body or "create secret generic" in body).replace("\\\n", " ")
+    assert text, "docs/install.md has no marked blocks creating the namespaces and the Secrets"
+    filled = {"xoxb-…": SLACK_TOKEN, "xapp-…": "xapp-issue34", '"$(openssl rand -hex 24)"': REDIS_PASSWORD,
+              "deploy/": f"{ROOT / 'deploy'}/"}
     commands = []
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
@@ -81,10 +84,10 @@ def _apply_json(kubectl: Kubectl, *objs: dict) -> str:
 
 @pytest.fixture(scope="module")
 def installed(sim: KubeSim, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """docs/install.md's steps 5 and 6, verbatim (step 5 read from the page itself), for every
-    overlay; what each ``apply -k`` printed."""
+    """docs/install.md's steps 5 and 6, verbatim (read from the page itself), for every overlay;
+    what each ``apply -k`` printed."""
     commands = readme_install_commands()
-    assert [c[:2] for c in commands] == [["create", "namespace"], ["-n", "upgradebot"], ["-n", "upgradebot"]], commands
+    assert [c[:2] for c in commands] == [["apply", "-f"], ["-n", "upgradebot"], ["-n", "upgradebot"]], commands
     for command in commands:
         kubectl(*command)
     assert "kubectl apply -k deploy/overlays/socket-mode" in INSTALL_PAGE.read_text()

@@ -236,3 +236,30 @@ def test_every_signature_cites_its_source() -> None:
         assert sig.sources, sig.name
         for source in sig.sources:
             assert source.startswith(("NVIDIA/k8s-device-plugin ", "NVIDIA/go-nvml ", "kubesim ", "unverified")), source
+
+
+def test_an_unregistered_plugins_log_is_read_for_its_signature() -> None:
+    """Issue 58: a plugin that runs without registering (``Failed to start plugin`` … ``Retrying
+    in 30s...``) never crash-loops, so only the registration check sees it: the log it read
+    keeps its last lines (scrubbed), and the failed check names the signature's meaning and fix."""
+    from runbooks.daemonset import checks as judge
+    from runbooks.daemonset.observing import Snapshot
+    from runbooks.engine.steps import CheckStatus
+    from runbooks.inventory import PluginPod
+    from runbooks.inventory.plugins import LogRead, read_registrations
+
+    log = "\n".join([klog("I", "main.go:294", "Starting Plugins."),
+                     klog("I", "main.go:330", "token: s3cr3t-value-1234567890"),
+                     klog("E", "main.go:409", "Failed to start plugin: context deadline exceeded"),
+                     klog("I", "main.go:302", "Failed to start one or more plugins. Retrying in 30s...")])
+    read = LogRead(daemonset="ds", namespace="ns", pod="plugin-0", containers=["c"], kind="device-plugin")
+    result = read_registrations([read], lambda ns, pod, container: log)[("ns", "plugin-0")]
+    assert result.registered is False and result.tail and "s3cr3t-value-1234567890" not in "\n".join(result.tail)
+    pods = [PluginPod(name="plugin-0", node="n000", phase="Running", ready=True, restarts=0, crashloop=False)]
+    check = judge.registered(Snapshot(ds={}, pods=pods, revisions=[]), ["n000"], {"n000": result},
+                             kind="device-plugin", everywhere=True)
+    assert check.status is CheckStatus.FAIL
+    assert "it did not register" in check.detail and "retries every 30 s" in check.detail, check.detail
+    assert "hostPath" in check.detail, check.detail
+    assert [s["signature"] for s in check.evidence["signatures"]] == ["kubelet-unreachable"], check.evidence
+    assert check.evidence["signatures_of"] == "n000"

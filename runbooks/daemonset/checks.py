@@ -12,6 +12,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+from runbooks.daemonset import signatures
 from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.observing import Snapshot
 from runbooks.engine.recording import failed, passed, skipped, unknown, warned
@@ -144,8 +145,11 @@ def registered(snap: Snapshot, nodes: Sequence[str], logs: dict[str, LogResult],
         parts = [f"the plugin log on {listing(missing)} has no {line}"] if missing else []
         if silent:
             parts.append(f"{listing(silent)} advertise{'s' if len(silent) == 1 else ''} no {', '.join(resources)}")
-        return failed("plugin-registered", "; ".join(parts) + ": it did not register", scope, missing=missing,
-                      silent=silent, unread=unread)
+        known = _unregistered_signatures(missing, logs)
+        said = f"; on {known[0]}: {known[1][0]['meaning']}: {known[1][0]['fix']}" if known else ""
+        why = {"signatures": known[1], "signatures_of": known[0]} if known else {}
+        return failed("plugin-registered", "; ".join(parts) + ": it did not register" + said, scope, missing=missing,
+                      silent=silent, unread=unread, **why)
     if unread:
         first = next(iter(unread.values()))
         return unknown("plugin-registered", f"could not read the plugin log on {listing(list(unread))} ({first})",
@@ -155,6 +159,18 @@ def registered(snap: Snapshot, nodes: Sequence[str], logs: dict[str, LogResult],
     also = f"; the other {plural(others, 'node')} advertise {', '.join(resources)}" if others else ""
     return passed("plugin-registered", f"{line} found on {plural(len(by_logs), 'node')}{also}", scope,
                   by_logs=len(by_logs), by_capacity=others)
+
+
+def _unregistered_signatures(missing: Sequence[str],
+                             logs: dict[str, LogResult]) -> tuple[str, list[dict[str, str]]] | None:
+    """The first node in ``missing`` whose log shows a known failure (a plugin running unregistered:
+    ``Failed to start plugin`` … ``Retrying in 30s...``, ``No devices found``), with what it matched."""
+    for node in missing:
+        result = logs.get(node)
+        found = signatures.matches(list(result.tail)) if result is not None else []
+        if found:
+            return node, found
+    return None
 
 
 def gpu_capacity(

@@ -3,9 +3,9 @@
 For a pod whose container failed, :func:`gather` reads the container's last state (reason,
 exit code) from the pod's status, the tail of its ``--previous`` log (bounded:
 :data:`TAIL_LINES` lines, :data:`TAIL_BYTES` bytes; secrets scrubbed) through the adapter,
-and matches its lines against :data:`SIGNATURES`, the known failures of GPU device plugins,
-each with what it means and the fix. :func:`pull_failure` names a container whose image
-cannot be pulled (``ErrImagePull``, ``ImagePullBackOff``, ``InvalidImageName``) with the
+and matches its lines against :data:`~runbooks.daemonset.signatures.SIGNATURES`, the known
+failures of GPU device plugins (each with what it means, the fix and its source).
+:func:`pull_failure` names a container whose image cannot be pulled (``ErrImagePull``, ``ImagePullBackOff``, ``InvalidImageName``) with the
 registry's message: waiting longer does not make a tag exist. What the cluster said (a
 message, each log line) is kept :func:`~runbooks.characters.shown`: quoted to people, it
 mentions nobody and writes nothing a terminal acts on.
@@ -15,72 +15,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from runbooks.characters import shown
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import PODS
 from runbooks.daemonset.observing import Snapshot
+from runbooks.daemonset.signatures import SIGNATURES, Signature, matches
 from runbooks.engine.steps import Check, CheckStatus
 from runbooks.errors import ClusterError, scrub, shorten
 
 TAIL_LINES = 40
 TAIL_BYTES = 4096
 PULL_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
+__all__ = ["EVIDENCED", "PULL_ERRORS", "SIGNATURES", "TAIL_BYTES", "TAIL_LINES", "Signature", "attach", "gather",
+           "image_id", "matches", "pull_failure", "read_pod", "summary", "tail"]
 _PEM_BEGIN, _PEM_END = re.compile(r"-----BEGIN [A-Z ]+-----"), re.compile(r"-----END [A-Z ]+-----")
-
-
-@dataclass(frozen=True)
-class Signature:
-    """A known failure: a pattern of its log line, what it means and the fix."""
-
-    name: str
-    pattern: re.Pattern[str]
-    meaning: str
-    fix: str
-
-
-SIGNATURES: tuple[Signature, ...] = (
-    Signature("driver-mismatch", re.compile(r"Driver/library version mismatch", re.I),
-              "the plugin's NVML does not match the node's kernel driver (a build for a newer driver branch, "
-              "or a driver upgraded without a reboot)",
-              "use a plugin build for the node's driver branch, or upgrade the driver (and reboot) first"),
-    Signature("nvml-missing", re.compile(r"could not load NVML library|Failed to initialize NVML|"
-                                         r"libnvidia-ml\.so\.1: cannot open shared object file", re.I),
-              "the plugin cannot load NVML: the NVIDIA driver or container toolkit is not visible in the container",
-              "install the NVIDIA Container Toolkit and make nvidia the default runtime (or set runtimeClassName), "
-              "or keep the plugin off nodes without GPUs"),
-    Signature("socket-permission", re.compile(r"/var/lib/kubelet/device-plugins[^\s]*:? .*permission denied|"
-                                              r"permission denied.*/var/lib/kubelet/device-plugins", re.I),
-              "the plugin may not create its socket in /var/lib/kubelet/device-plugins (or reach kubelet.sock)",
-              "mount /var/lib/kubelet/device-plugins as a hostPath and run the container privileged or as root "
-              "(check SELinux/AppArmor)"),
-    Signature("device-open", re.compile(r"failed to open device|/dev/nvidia\S*: (no such file|permission denied)",
-                                        re.I),
-              "the plugin cannot open a GPU device node (/dev/nvidia*)",
-              "check the driver is loaded on the node (nvidia-smi) and the device nodes exist; with a device "
-              "list strategy of volume-mounts or CDI, check the runtime's configuration"),
-    Signature("config", re.compile(r"unable to load config", re.I),
-              "the plugin's configuration (flags, environment or config file) is invalid",
-              "correct the option the line names, or roll back to the previous template"),
-)
-
-
-def matches(lines: list[str]) -> list[dict[str, str]]:
-    """Each signature found in ``lines``, once, with the first line that shows it; a line an
-    earlier (more specific) signature explains is not matched again (NVML's ``Failed to
-    initialize NVML: Driver/library version mismatch`` is a driver mismatch, not a missing NVML)."""
-    found = []
-    explained: set[int] = set()
-    for sig in SIGNATURES:
-        hits = [i for i, ln in enumerate(lines) if i not in explained and sig.pattern.search(ln)]
-        explained.update(hits)
-        line = lines[hits[0]] if hits else None
-        if line is not None:
-            found.append({"signature": sig.name, "line": shorten(line.strip(), 300), "meaning": sig.meaning,
-                          "fix": sig.fix})
-    return found
 
 
 def _status(pod: dict[str, Any], container: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from runbooks.characters import shown
-from runbooks.errors import ClusterError, Forbidden, InvalidRequest, NotFound
+from runbooks.errors import ClusterError, Forbidden, InvalidRequest, NotFound, scrub, shorten
 from runbooks.inventory.models import Node, PluginKind, PluginPod
 from runbooks.inventory.reading import Obj
 
@@ -37,6 +37,8 @@ LOG_WORKERS = 8
 """Logs are read this many at a time: the kubelet serves them, so a few in parallel."""
 LOG_TAIL = 500
 """Lines read from the end of each log: the registration line follows start-up closely."""
+UNREGISTERED_TAIL = 20
+"""Lines kept of a log that did not show the registration (:attr:`LogResult.tail`)."""
 
 
 def _haystack(ds: Obj) -> str:
@@ -118,6 +120,9 @@ class LogResult:
     registered: bool | None
     drivers: list[str]
     problem: str | None = None
+    tail: tuple[str, ...] = ()
+    """A log that did not show the registration: its last :data:`UNREGISTERED_TAIL` lines (secrets
+    scrubbed, each shown), for the failure signatures of a plugin that runs unregistered."""
 
 
 REGISTRATIONS_KEPT = 50_000
@@ -219,7 +224,10 @@ def read_registrations(
             except (InvalidRequest, NotFound):
                 texts.append("")  # not started (crash loop, creating) or gone: no registration
         text = "\n".join(texts)
-        return LogResult(bool(pattern.search(text)), sorted({shown(d) for d in _DRIVER_IN_LOG.findall(text)}))
+        registered = bool(pattern.search(text))
+        tail = () if registered else tuple(shown(shorten(line, 300))
+                                           for line in scrub(text).splitlines()[-UNREGISTERED_TAIL:])
+        return LogResult(registered, sorted({shown(d) for d in _DRIVER_IN_LOG.findall(text)}), tail=tail)
 
     results: dict[tuple[str, str], LogResult] = {}
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(reads)))) as pool:

@@ -77,7 +77,8 @@ def test_a_crash_looping_canary_shows_its_previous_log_and_the_signatures_fix(k8
     """Issue 36 item 4: the -driver550 build on gpu-node1 (driver 535) crash-loops; its
     ``no-crashloop`` check carries the container's last state (Error, exit code 1), the
     bounded ``--previous`` log tail with NVIDIA's lines, and the driver-mismatch signature
-    with its fix; the canary's thread message shows the log lines and the fix."""
+    with its fix; the canary's thread message shows the log lines and the fix. Issue 58: the
+    fix is the host's (reboot or reload the kernel module), never another plugin build."""
     with KubeSim(scenario="gpu-mixed", k8s_version=k8s, speed=4) as sim:
         run, audit = _run(sim, redis_url, f"{PLUGIN}:v0.17.0-driver550", "gpu-node1")
     assert run.state in (RunState.ROLLED_BACK, RunState.FAILED), (run.state, run.reason)
@@ -88,11 +89,12 @@ def test_a_crash_looping_canary_shows_its_previous_log_and_the_signatures_fix(k8
     assert len(evidence["log_tail"]) <= 40 and len("\n".join(evidence["log_tail"]).encode()) <= 4096
     names = [s["signature"] for s in evidence["signatures"]]
     assert names == ["driver-mismatch"], names
-    assert "use a plugin build for the node's driver branch" in crash["detail"], crash["detail"]
+    assert "the driver was upgraded on the host and the kernel module was not reloaded" in crash["detail"]
+    assert "reboot it" in crash["detail"] and "plugin build" not in crash["detail"], crash["detail"]
     thread = _canary_thread(run, audit)
     assert "Last log lines of" in thread and "previous run, exit code 1, Error" in thread, thread
     assert "Failed to initialize NVML: Driver/library version mismatch." in thread
-    assert "Known failure (driver-mismatch)" in thread and "fix: use a plugin build for the node's driver branch" in thread
+    assert "Known failure (driver-mismatch)" in thread and "fix: drain the node, then reboot it" in thread, thread
 
 
 def test_a_crash_tag_canary_names_the_socket_permission_fix(redis_url: str) -> None:

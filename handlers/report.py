@@ -159,9 +159,9 @@ def _xids(node: MetricNode) -> str:
 
 
 def _ecc(node: MetricNode) -> str:
-    if node.ecc_start is None or node.ecc_now is None:
+    if node.ecc_new is None or node.ecc_start is None or node.ecc_now is None:
         return NOT_MEASURED
-    return f"{node.ecc_start:g} -> {node.ecc_now:g}"
+    return f"{node.ecc_start:g} -> {node.ecc_now:g}" + (f" ({node.ecc_new:g} new)" if node.ecc_new else "")
 
 
 def _metric_fields(report: StabilityReport) -> list[Item]:
@@ -173,9 +173,12 @@ def _metric_fields(report: StabilityReport) -> list[Item]:
     if view.error:
         return [Item(label="GPU metrics", value=f"not read: {view.error}")]
     xids = [n.xid_new for n in view.nodes if n.xid_new is not None]
-    eccs = [n.ecc_now - n.ecc_start for n in view.nodes if n.ecc_start is not None and n.ecc_now is not None]
+    eccs = [n.ecc_new for n in view.nodes if n.ecc_new is not None]
     xid = f"{plural(sum(xids), 'GPU')} with a new XID" if xids else f"XIDs {NOT_MEASURED}"
-    ecc = f"{sum(max(0.0, e) for e in eccs):g} double-bit ECC errors" if eccs else f"ECC errors {NOT_MEASURED}"
+    ecc = f"{sum(eccs):g} double-bit ECC errors" if eccs else f"ECC errors {NOT_MEASURED}"
+    gone = [g for n in view.nodes for g in n.vanished]
+    if gone:
+        ecc += f"; {plural(len(gone), 'GPU')} {NOT_MEASURED} now ({', '.join(gone[:3])})"
     util = [n for n in view.nodes if n.util_before is not None or n.util_now is not None]
     return [Item(label="New XID / ECC errors", value=f"{xid} / {ecc}"),
             Item(label="GPU utilisation before -> now",

@@ -24,7 +24,14 @@ from typing import Any
 from runbooks.engine.recording import failed, passed, unknown
 from runbooks.engine.steps import Check
 from runbooks.metrics import MetricSource, MetricsUnavailable, node_of
-from runbooks.metrics.judging import MetricWatch, PodScope, is_workload_check, measure, show
+from runbooks.metrics.judging import (
+    PER_NODE,
+    MetricWatch,
+    PodScope,
+    is_workload_check,
+    measure,
+    show,
+)
 from runbooks.metrics.probing import Probe, SeriesLabels, probe, probed_metrics
 from runbooks.metrics.spec import MetricCheckSpec
 
@@ -52,6 +59,8 @@ class _Side:
     """(canary, original) of the latest failed measurement."""
     last: tuple[float | None, float | None] = (None, None)
     unmeasured: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    silent: tuple[str, ...] = ()
+    """The canary's pods with no series of their own at the window's end."""
     """(canary's, original's) nodes of pods in scope that answered no series at the last measurement."""
     error: str = ""
     next_at: float = 0.0
@@ -82,6 +91,18 @@ class PodComparison:
         answered = {node_of(k) for k in values}
         return (fmean(values.values()) if values else None), tuple(n for n in group.nodes if n not in answered)
 
+    def _silent_pods(self, spec: MetricCheckSpec) -> tuple[str, ...]:
+        """The canary's pods that answer no series of their own (asked one by one, at most
+        :data:`~runbooks.metrics.judging.PER_NODE`): a node's mean can hide a pod beside one that
+        answers (a pod dcgm-exporter cannot tie a GPU to, as a plugin naming its devices anew makes)."""
+        group = self.canary
+        silent = []
+        for pod in group.scope.names[:PER_NODE]:
+            alone = PodScope(group.scope.namespace, (pod,))
+            if not measure(self.source, spec, group.nodes, window=self.window, pods=alone, labels=self.labels):
+                silent.append(pod)
+        return tuple(silent)
+
     def tick(self, *, final: bool = False) -> None:
         now = self.elapsed()
         for side in self.sides:
@@ -91,12 +112,14 @@ class PodComparison:
             try:
                 (canary, canary_gone), (original, original_gone) = (self._value(side.spec, self.canary),
                                                                     self._value(side.spec, self.original))
+                silent = self._silent_pods(side.spec) if final and canary is not None else ()
             except MetricsUnavailable as exc:
                 side.error = str(exc)
                 continue
             side.measurements += 1
             side.last, side.error = (canary, original), ""
             side.unmeasured = (canary_gone, original_gone)
+            side.silent = silent
             if canary is None:  # a series shows a scrape after the pod got its GPU: judged at the window's end
                 bad = final and original is not None
             else:
@@ -140,6 +163,10 @@ class PodComparison:
                 return unknown(name, f"no series for the {whose} pods on {', '.join(gone)}: only part of them "
                                      f"was measured, so {spec.condition} cannot be judged", where,
                                unmeasured=list(gone), **evidence)
+        if side.silent:
+            return unknown(name, f"no series for the canary's pod(s) {', '.join(side.silent[:5])}: only part of "
+                                 f"them was measured, so {spec.condition} cannot be judged", where,
+                           unmeasured_pods=list(side.silent), **evidence)
         than = f", the original's {show(original, spec.unit)}" if original is not None else ""
         return passed(name, f"{spec.condition}: the canary's pods {show(canary, spec.unit)}{than}", where, **evidence)
 

@@ -125,6 +125,10 @@ class _Tally:
     error: str = ""
     not_compared: set[str] = field(default_factory=set)
     next_at: float = 0.0
+    previous: dict[str, float] = field(default_factory=dict)
+    """Each key's value at the measurement before (a ``windowed`` check fails on a rise from it)."""
+    rose: set[str] = field(default_factory=set)
+    """Keys whose latest failure was a rise from the measurement before (``worst`` holds that value)."""
 
 
 class MetricWatch:
@@ -176,6 +180,11 @@ class MetricWatch:
                 tally.not_compared.add(key)
             elif not verdict:
                 bad[key] = (value, base)
+                tally.rose.discard(key)
+            elif spec.windowed and key in tally.previous and value > tally.previous[key]:
+                bad[key] = (value, tally.previous[key])  # a new event, whatever left the window meanwhile
+                tally.rose.add(key)
+        tally.previous = dict(values)
         if bad:
             tally.failures += 1
             tally.worst.update(bad)
@@ -204,9 +213,18 @@ class MetricWatch:
                              "or its series dropped)")
             elif node in missing:
                 out[node] = missing[node]
+            elif node not in have and node in self.unasked(spec):
+                out[node] = (f"{node} was not asked: a $node query runs for {PER_NODE} nodes at most "
+                             "(use $nodes)")
             elif node not in have and not is_workload_check(spec):
                 out[node] = f"the query answered no series for {node}"
         return out
+
+    def unasked(self, spec: MetricCheckSpec) -> set[str]:
+        """The nodes in scope a per-node (``$node``) query is not run for (past :data:`PER_NODE`)."""
+        if "$nodes" in spec.query or "$node" not in spec.query:
+            return set()
+        return set(sorted(self.nodes)[PER_NODE:])
 
     def _judge(self, tally: _Tally) -> Check:
         spec, name = tally.spec, f"metric:{tally.spec.name}"
@@ -218,12 +236,15 @@ class MetricWatch:
             keys = sorted(tally.worst)
             said = ", ".join(
                 f"{shown(k)}: {show(tally.worst[k][0], spec.unit)}"
-                + (f" (before the run {show(base, spec.unit)})"
+                + (f" (up from {show(base, spec.unit)} at the measurement before)" if k in tally.rose
+                   and (base := tally.worst[k][1]) is not None else
+                   f" (before the run {show(base, spec.unit)})"
                    if spec.parsed.needs_baseline and (base := tally.worst[k][1]) is not None else "")
                 for k in keys[:SHOWN])
             more = f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else ""
             nodes = sorted({node_of(k) for k in keys})
-            detail = (f"{said}{more}: not {spec.condition} in {tally.failures} of "
+            rule = f"{spec.condition}, and no rise between measurements" if spec.windowed else spec.condition
+            detail = (f"{said}{more}: not {rule} in {tally.failures} of "
                       f"{plural(tally.measurements, 'measurement')} (failure limit {spec.failure_limit})")
             return failed(name, detail, ", ".join(nodes[:SHOWN]) + (f" and {len(nodes) - SHOWN} more"
                                                                      if len(nodes) > SHOWN else ""),

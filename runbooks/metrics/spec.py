@@ -116,6 +116,10 @@ class MetricCheckSpec(BaseModel):
     condition: str
     failure_limit: int = Field(default=0, ge=0, le=100)
     interval: str = "10s"
+    windowed: bool = False
+    """The value counts events over a sliding window (``DCGM_EXP_XID_ERRORS_COUNT``): any rise
+    from one measurement to the next fails too, since an event that arrives as an older one
+    leaves the window keeps the value level with the one before the run."""
     unit: str = ""
     """How a value reads in the step message: ``XIDs`` (after the number, in the plural), ``%``,
     or a text with ``{}`` where the number goes (``last XID {}``); empty: the number alone."""
@@ -209,7 +213,7 @@ an XID during the run is a GPU whose code changed to one that is not 0 (the same
 again leaves no trace in this field)."""
 XID_COUNT_CHECK = MetricCheckSpec(
     name="xid-count", query=f'sum by ($node_label, gpu) ({XID_COUNT}{{$node_label=~"$nodes"}})',
-    condition="result <= baseline", unit="{} XID(s) in the exporter's window", interval="10s")
+    condition="result <= baseline", unit="{} XID(s) in the exporter's window", interval="10s", windowed=True)
 """Where the exporter exports ``DCGM_EXP_XID_ERRORS_COUNT`` (commented out in NVIDIA's CSVs): a
 GPU's XIDs over the exporter's window (``--xid-count-window-size``, 5 minutes by default), run
 beside :data:`XID_CHECK` (it sees the same code raised again, which the last-XID gauge cannot;
@@ -219,8 +223,8 @@ XID_LAST = XID_CHECK.model_copy(update={"name": "xid-last"})
 the stability reports tell new XIDs from it (:mod:`runbooks.stability.metric_view`)."""
 DEFAULT_CHECKS: tuple[MetricCheckSpec, ...] = (
     XID_CHECK,
-    MetricCheckSpec(name="ecc-errors", query=f'sum by ($node_label, gpu) ({ECC_DBE}{{$node_label=~"$nodes"}})',
-                    condition="result <= baseline", unit="double-bit ECC errors", interval="10s"),
+    MetricCheckSpec(name="ecc-errors", query=f'max by ($node_label, gpu) ({ECC_DBE}{{$node_label=~"$nodes"}})',
+                    condition="result == baseline", unit="double-bit ECC errors", interval="10s"),
     MetricCheckSpec(name="gpu-utilisation",
                     query=f'avg by ($node_label) ({GPU_UTIL}{{$node_label=~"$nodes", '
                           '$namespace_label=~"$namespace", $pod_label=~"$pods"})',

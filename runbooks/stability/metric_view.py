@@ -60,11 +60,29 @@ def _by_node(values: dict[str, float]) -> dict[str, dict[str, float]]:
 
 def new_xids(start: dict[str, float] | None, now: dict[str, float] | None) -> list[str] | None:
     """GPUs (``gpu-node2 GPU 0: XID 79``) whose last XID code changed to one that is not 0
-    between ``start`` and ``now`` (keys of one node); None when either was not measured."""
+    between ``start`` and ``now`` (keys of one node), and GPUs that appeared since with a code
+    that is not 0 (an XID that cannot be dated after the promotion is not let pass); None when
+    either was not measured."""
     if start is None or now is None:
         return None
-    return [f"{shown(k)}: XID {code:g}" for k, code in sorted(now.items())
-            if code and k in start and start[k] != code]
+    return [f"{shown(k)}: XID {code:g}" + ("" if k in start else " (no value at the promotion)")
+            for k, code in sorted(now.items()) if code and start.get(k) != code]
+
+
+def new_errors(start: dict[str, float] | None, now: dict[str, float] | None) -> float | None:
+    """Double-bit ECC errors since ``start`` on the GPUs of one node, each GPU's own count
+    compared (a volatile count that went down was reset: its value now is all new); None when
+    either was not measured."""
+    if start is None or now is None:
+        return None
+    return sum(value - start[k] if value >= start[k] else value for k, value in now.items() if k in start)
+
+
+def vanished(start: dict[str, float] | None, now: dict[str, float] | None) -> list[str]:
+    """GPUs (``gpu-node1 GPU 1``) that had a value at the start and have none now."""
+    if not start or now is None:
+        return []
+    return [shown(k) for k in sorted(start) if k not in now]
 
 
 def view_of(progress: dict[str, Any], *, nodes: Sequence[str], hourly: dict[str, dict[str, dict[str, float]]],
@@ -74,6 +92,7 @@ def view_of(progress: dict[str, Any], *, nodes: Sequence[str], hourly: dict[str,
     start = promoted or before or (hourly[min(hourly)] if hourly else {})
     current = now or {}
     xid_start, xid_now = _by_node(start.get(XID, {})), _by_node(current.get(XID, {}))
+    ecc_start, ecc_now = _by_node(start.get(ECC, {})), _by_node(current.get(ECC, {}))
     rows = []
     for node in sorted(nodes):
         def at(values: dict[str, dict[str, float]], check: str, node: str = node) -> float | None:
@@ -84,9 +103,12 @@ def view_of(progress: dict[str, Any], *, nodes: Sequence[str], hourly: dict[str,
             return sum(found) if found else None
 
         codes = new_xids(xid_start.get(node) if XID in start else None, xid_now.get(node) if XID in current else None)
+        errors = new_errors(ecc_start.get(node) if ECC in start else None, ecc_now.get(node) if ECC in current else None)
+        gone = sorted({*vanished(xid_start.get(node), xid_now.get(node) if XID in current else None),
+                       *vanished(ecc_start.get(node), ecc_now.get(node) if ECC in current else None)})
         rows.append(MetricNode(node=node, xid_new=None if codes is None else len(codes), xid_codes=codes or [],
-                               ecc_start=at(start, ECC), ecc_now=at(current, ECC), util_before=at(before, UTIL),
-                               util_now=at(current, UTIL)))
+                               ecc_start=at(start, ECC), ecc_now=at(current, ECC), ecc_new=errors,
+                               vanished=gone, util_before=at(before, UTIL), util_now=at(current, UTIL)))
     hours: list[MetricHour] = []
     last_xid = {n: dict(v) for n, v in xid_start.items()}
     last_ecc = dict(start.get(ECC, {}))
@@ -99,8 +121,8 @@ def view_of(progress: dict[str, Any], *, nodes: Sequence[str], hourly: dict[str,
             ecc = 0.0
             for key, value in eccs.items():
                 if node_of(key) == node:
-                    if key in last_ecc:
-                        ecc += max(0.0, value - last_ecc[key])
+                    if key in last_ecc:  # a count that went down was reset: its value is all new
+                        ecc += value - last_ecc[key] if value >= last_ecc[key] else value
                     last_ecc[key] = value
             if codes or ecc:
                 hours.append(MetricHour(hour=hour_moment(hour), node=node, xid=len(codes), ecc=ecc))
@@ -118,18 +140,20 @@ def metric_findings(view: MetricView | None) -> list[Finding]:
         said = ", ".join(code for r in xids for code in r.xid_codes[:2])
         out.append(Finding(severity="failing", code="xid-errors", nodes=[r.node for r in xids],
                            text=f"new XID errors since the promotion: {said}"))
-    ecc = [(r.node, n) for r in view.nodes if (n := _new(r.ecc_start, r.ecc_now)) > 0]
+    ecc = [(r.node, r.ecc_new) for r in view.nodes if r.ecc_new]
     if ecc:
         said = ", ".join(f"{node} ({plural(int(n), 'double-bit ECC error')})" for node, n in ecc[:SHOWN])
         out.append(Finding(severity="failing", code="ecc-errors", nodes=[b[0] for b in ecc],
                            text=f"new double-bit ECC errors since the promotion on {said}"))
+    gone = [r for r in view.nodes if r.vanished]
+    if gone:
+        said = ", ".join(g for r in gone for g in r.vanished[:2])
+        out.append(Finding(severity="degraded", code="gpu-metrics-vanished", nodes=[r.node for r in gone],
+                           text=f"GPUs whose metrics were there at the promotion and are gone now (not measured): "
+                                f"{said}"))
     dropped = [r for r in view.nodes if r.util_before and r.util_now is not None and r.util_now < r.util_before / 2]
     if dropped:
         said = ", ".join(f"{r.node} ({r.util_before:g}% -> {r.util_now:g}%)" for r in dropped[:SHOWN])
         out.append(Finding(severity="degraded", code="gpu-utilisation-dropped", nodes=[r.node for r in dropped],
                            text=f"workload GPU utilisation fell below half of what it was before the run on {said}"))
     return out
-
-
-def _new(start: float | None, now: float | None) -> float:
-    return 0.0 if now is None or start is None else now - start

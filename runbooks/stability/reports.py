@@ -123,6 +123,8 @@ class MetricNode(Model):
     node: str
     xid_new: int | None = Field(None, description="GPUs whose last XID code changed since the promotion")
     xid_codes: list[str] = Field(default_factory=list, description="those GPUs with their XID code")
+    ecc_new: float | None = Field(None, description="double-bit ECC errors since the promotion, GPU by GPU")
+    vanished: list[str] = Field(default_factory=list, description="GPUs with values at the promotion and none now")
     ecc_start: float | None = None
     ecc_now: float | None = None
     util_before: float | None = None

@@ -7,6 +7,8 @@ A source of values stands in for Prometheus here: it is what the check is handed
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pydantic import ValidationError
 
@@ -15,7 +17,7 @@ from runbooks.metrics import MetricsUnavailable
 from runbooks.metrics.comparing import PodComparison, PodGroup
 from runbooks.metrics.judging import MetricWatch, PodScope, render
 from runbooks.metrics.probing import SeriesLabels
-from runbooks.metrics.spec import DEFAULT_CHECKS, Condition, MetricCheckSpec, PrometheusPolicy
+from runbooks.metrics.spec import DEFAULT_CHECKS, XID_COUNT_CHECK, Condition, MetricCheckSpec, PrometheusPolicy
 from runbooks.policy import Policy
 
 
@@ -194,7 +196,24 @@ def test_pods_and_namespace_render_the_pods_in_scope_or_any_pod() -> None:
                         'exported_pod=~".+"})')
 
 
-def comparison(source: Answers, spec: MetricCheckSpec) -> PodComparison:
+class PodValues:
+    """Prometheus as the pods' series would answer: each pod (``pod -> (node, value)``) counts
+    towards its node's mean when the query's ``$pods`` names it."""
+
+    def __init__(self, pods: dict[str, tuple[str, float]]) -> None:
+        self.pods = pods
+
+    def vector(self, promql: str) -> dict[str, float]:
+        named = re.search(r'pod=~"([^"]*)"', promql)
+        asked = set(named.group(1).split("|")) if named else set(self.pods)
+        by_node: dict[str, list[float]] = {}
+        for pod, (node, value) in self.pods.items():
+            if pod in asked:
+                by_node.setdefault(node, []).append(value)
+        return {node: sum(v) / len(v) for node, v in by_node.items()}
+
+
+def comparison(source: Answers | PodValues, spec: MetricCheckSpec) -> PodComparison:
     canary = PodGroup(PodScope("ml", ("c-0",)), ("gpu-node1",))
     original = PodGroup(PodScope("ml", ("o-0", "o-1")), ("gpu-node2", "gpu-node3"))
     return PodComparison(source, [XID, spec], canary, original, window=10, elapsed=lambda: 0.0)
@@ -205,10 +224,12 @@ def test_a_canary_is_judged_against_the_originals_pods_with_their_value_as_basel
     mean of their nodes' values), and the condition takes the original's value as ``baseline``;
     checks over nodes (XID) are not compared here."""
     util = DEFAULT_CHECKS[2]
-    held = comparison(Answers({"gpu-node1": 60.0}, {"gpu-node2": 70.0, "gpu-node3": 90.0}), util)
+    held = comparison(PodValues({"c-0": ("gpu-node1", 60.0), "o-0": ("gpu-node2", 70.0), "o-1": ("gpu-node3", 90.0)}),
+                      util)
     [check] = held.checks()
     assert check.status is CheckStatus.PASS and check.evidence["canary"] == 60.0 and check.evidence["original"] == 80.0
-    low = comparison(Answers({"gpu-node1": 30.0}, {"gpu-node2": 70.0, "gpu-node3": 90.0}), util)
+    low = comparison(PodValues({"c-0": ("gpu-node1", 30.0), "o-0": ("gpu-node2", 70.0), "o-1": ("gpu-node3", 90.0)}),
+                     util)
     [check] = low.checks()
     assert check.status is CheckStatus.FAIL
     assert check.detail.startswith("the canary's pods 30% workload GPU utilisation, the original's 80%"), check.detail
@@ -250,12 +271,50 @@ def test_a_gpu_whose_series_vanish_while_its_node_still_answers_is_unknown() -> 
 
 def test_a_canary_whose_pods_answer_on_only_some_of_their_nodes_is_unknown() -> None:
     """A second attack run (N6): the canary's value was the mean over the nodes that answered, so
-    a canary on two nodes, one without series, was judged on half its pods as if on all."""
+    a canary on two nodes, one without series, was judged on half its pods as if on all. And its
+    second re-run (F2): a pod without series beside one that has them on the same node was hidden
+    in that node's mean."""
     util = DEFAULT_CHECKS[2]
-    canary = PodGroup(PodScope("ml", ("c-0", "c-1")), ("gpu-node1", "gpu-node2"))
     original = PodGroup(PodScope("ml", ("o-0",)), ("gpu-node3",))
-    half = PodComparison(Answers({"gpu-node1": 80.0}, {"gpu-node3": 80.0}), [util], canary, original, window=10,
-                         elapsed=lambda: 0.0)
+    two_nodes = PodGroup(PodScope("ml", ("c-0", "c-1")), ("gpu-node1", "gpu-node2"))
+    half = PodComparison(PodValues({"c-0": ("gpu-node1", 80.0), "o-0": ("gpu-node3", 80.0)}), [util], two_nodes,
+                         original, window=10, elapsed=lambda: 0.0)
     [check] = half.checks()
     assert check.status is CheckStatus.UNKNOWN, check
     assert "no series for the canary's pods on gpu-node2: only part of them was measured" in check.detail, check.detail
+    one_node = PodGroup(PodScope("ml", ("c-0", "c-1")), ("gpu-node1",))
+    hidden = PodComparison(PodValues({"c-0": ("gpu-node1", 90.0), "o-0": ("gpu-node3", 80.0)}), [util], one_node,
+                           original, window=10, elapsed=lambda: 0.0)
+    [check] = hidden.checks()
+    assert check.status is CheckStatus.UNKNOWN, check
+    assert "no series for the canary's pod(s) c-1: only part of them was measured" in check.detail, check.detail
+
+
+def test_the_xid_count_fails_on_a_rise_between_measurements_and_ecc_on_any_change() -> None:
+    """The second re-run (F4, F3): the XID count slides over the exporter's window, so an XID that
+    arrives as an older one leaves keeps it level with the value before the run: a rise from one
+    measurement to the next fails. The volatile ECC count going down (a reset, with new errors
+    since) or up is a change, and fails; duplicate series of a GPU are not added up (``max``)."""
+    count = next(spec for spec in (*DEFAULT_CHECKS, XID_COUNT_CHECK) if spec.windowed)
+    slid = watch(Answers({"gpu-node1/0": 0.0}, {"gpu-node1/0": 1.0}), count, {"gpu-node1/0": 1.0}, nodes=("gpu-node1",))
+    slid.tick()
+    check = slid.checks()[0]
+    assert check.status is CheckStatus.FAIL, check
+    assert "gpu-node1 GPU 0: 1 XID(s) in the exporter's window (up from 0 XID(s) in the exporter's window at the " \
+           "measurement before)" in check.detail, check.detail
+    ecc = DEFAULT_CHECKS[1]
+    assert ecc.query.startswith("max by ($node_label, gpu)") and ecc.condition == "result == baseline"
+    reset = watch(Answers({"gpu-node1/0": 3.0}), ecc, {"gpu-node1/0": 5.0}, nodes=("gpu-node1",)).checks()[0]
+    assert reset.status is CheckStatus.FAIL, reset
+
+
+def test_nodes_a_per_node_query_does_not_ask_are_said_so() -> None:
+    """The second re-run (F5): a ``$node`` query runs for 50 nodes at most; the others are
+    ``unknown`` as not asked, not as "no series"."""
+    nodes = tuple(f"node-{i:02}" for i in range(55))
+    per_node = MetricCheckSpec(name="temp", query='T{$node_label="$node"}', condition="result < 90")
+    source = Answers({}, exported=dict.fromkeys(nodes, 1.0))
+    source.answers = [{n: 40.0} for n in nodes[:50]] * 3
+    check = watch(source, per_node, nodes=nodes).checks()[0]
+    assert check.status is CheckStatus.UNKNOWN, check
+    assert "node-50 was not asked: a $node query runs for 50 nodes at most (use $nodes)" in check.detail, check.detail

@@ -1,0 +1,40 @@
+"""The stability report's metric view judged GPU by GPU (the second re-run of the attack
+classes, F1): a GPU whose series vanished since the promotion is named and makes the report
+degraded, a new XID on a GPU that had no value at the promotion is not let pass, and a GPU's
+vanished ECC count hides no new errors on another."""
+
+from __future__ import annotations
+
+from runbooks.stability.metric_view import ECC, XID, metric_findings, view_of
+
+
+def promoted(values: dict[str, dict[str, float]]) -> dict[str, object]:
+    return {"metrics_promoted": {"values": values}}
+
+
+def test_a_vanished_gpu_hides_no_new_ecc_errors_and_is_named() -> None:
+    """S1: GPU 0 at 0 and GPU 1 at 5 double-bit errors at the promotion; GPU 1 gone and GPU 0 at 3
+    now: 3 new errors (failing) and GPU 1 not measured (degraded), never "0 new"."""
+    view = view_of(promoted({ECC: {"n1/0": 0.0, "n1/1": 5.0}, XID: {"n1/0": 0.0, "n1/1": 0.0}}), nodes=["n1"],
+                   hourly={}, now={ECC: {"n1/0": 3.0}, XID: {"n1/0": 0.0}})
+    [row] = view.nodes
+    assert row.ecc_new == 3.0 and row.vanished == ["n1 GPU 1"], row
+    codes = {f.code: f for f in metric_findings(view)}
+    assert codes["ecc-errors"].severity == "failing" and "n1 (3 double-bit ECC errors)" in codes["ecc-errors"].text
+    assert codes["gpu-metrics-vanished"].severity == "degraded" and "n1 GPU 1" in codes["gpu-metrics-vanished"].text
+
+
+def test_an_xid_on_a_gpu_without_a_value_at_the_promotion_is_not_let_pass() -> None:
+    """S2: GPU 1 vanished and a GPU 2 absent at the promotion shows XID 79: a new XID, and GPU 1
+    not measured."""
+    view = view_of(promoted({XID: {"n1/0": 0.0, "n1/1": 0.0}}), nodes=["n1"], hourly={},
+                   now={XID: {"n1/0": 0.0, "n1/2": 79.0}})
+    [row] = view.nodes
+    assert row.xid_new == 1 and row.xid_codes == ["n1 GPU 2: XID 79 (no value at the promotion)"], row
+    assert row.vanished == ["n1 GPU 1"]
+    assert {f.code for f in metric_findings(view)} == {"xid-errors", "gpu-metrics-vanished"}
+
+
+def test_a_reset_ecc_count_counts_what_it_holds_now_as_new() -> None:
+    view = view_of(promoted({ECC: {"n1/0": 5.0}}), nodes=["n1"], hourly={}, now={ECC: {"n1/0": 2.0}})
+    assert view.nodes[0].ecc_new == 2.0

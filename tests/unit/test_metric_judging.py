@@ -17,7 +17,13 @@ from runbooks.metrics import MetricsUnavailable
 from runbooks.metrics.comparing import PodComparison, PodGroup
 from runbooks.metrics.judging import MetricWatch, PodScope, render
 from runbooks.metrics.probing import SeriesLabels
-from runbooks.metrics.spec import DEFAULT_CHECKS, XID_COUNT_CHECK, Condition, MetricCheckSpec, PrometheusPolicy
+from runbooks.metrics.spec import (
+    DEFAULT_CHECKS,
+    XID_COUNT_CHECK,
+    Condition,
+    MetricCheckSpec,
+    PrometheusPolicy,
+)
 from runbooks.policy import Policy
 
 

@@ -25,7 +25,6 @@ from runbooks.engine.recording import failed, passed, unknown
 from runbooks.engine.steps import Check
 from runbooks.metrics import MetricSource, MetricsUnavailable, node_of
 from runbooks.metrics.judging import (
-    PER_NODE,
     MetricWatch,
     PodScope,
     is_workload_check,
@@ -34,6 +33,9 @@ from runbooks.metrics.judging import (
 )
 from runbooks.metrics.probing import Probe, SeriesLabels, probe, probed_metrics
 from runbooks.metrics.spec import MetricCheckSpec
+
+POD_QUERIES = 500
+"""Pods asked one by one, per side, at the window's end (more: the check says the rest were not asked)."""
 
 
 @dataclass(frozen=True)
@@ -59,8 +61,8 @@ class _Side:
     """(canary, original) of the latest failed measurement."""
     last: tuple[float | None, float | None] = (None, None)
     unmeasured: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
-    silent: tuple[str, ...] = ()
-    """The canary's pods with no series of their own at the window's end."""
+    silent: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    """(canary's, original's) pods with no series of their own at the window's end."""
     """(canary's, original's) nodes of pods in scope that answered no series at the last measurement."""
     error: str = ""
     next_at: float = 0.0
@@ -91,17 +93,18 @@ class PodComparison:
         answered = {node_of(k) for k in values}
         return (fmean(values.values()) if values else None), tuple(n for n in group.nodes if n not in answered)
 
-    def _silent_pods(self, spec: MetricCheckSpec) -> tuple[str, ...]:
-        """The canary's pods that answer no series of their own (asked one by one, at most
-        :data:`~runbooks.metrics.judging.PER_NODE`): a node's mean can hide a pod beside one that
-        answers (a pod dcgm-exporter cannot tie a GPU to, as a plugin naming its devices anew makes)."""
-        group = self.canary
+    def _silent_pods(self, spec: MetricCheckSpec, group: PodGroup) -> tuple[str, ...]:
+        """The group's pods that answer no series of their own, asked one by one (those past
+        :data:`POD_QUERIES` are not asked, and said so): a node's mean can hide a pod beside one
+        that answers (a pod dcgm-exporter cannot tie a GPU to, as a plugin naming its devices
+        anew makes), on the canary's side and on the original's, whose mean is the bar."""
         silent = []
-        for pod in group.scope.names[:PER_NODE]:
+        for pod in group.scope.names[:POD_QUERIES]:
             alone = PodScope(group.scope.namespace, (pod,))
             if not measure(self.source, spec, group.nodes, window=self.window, pods=alone, labels=self.labels):
                 silent.append(pod)
-        return tuple(silent)
+        unasked = group.scope.names[POD_QUERIES:]
+        return (*silent, *(f"{pod} (not asked: more than {POD_QUERIES} pods)" for pod in unasked[:1]))
 
     def tick(self, *, final: bool = False) -> None:
         now = self.elapsed()
@@ -112,7 +115,8 @@ class PodComparison:
             try:
                 (canary, canary_gone), (original, original_gone) = (self._value(side.spec, self.canary),
                                                                     self._value(side.spec, self.original))
-                silent = self._silent_pods(side.spec) if final and canary is not None else ()
+                silent = ((self._silent_pods(side.spec, self.canary), self._silent_pods(side.spec, self.original))
+                          if final and canary is not None and original is not None else ((), ()))
             except MetricsUnavailable as exc:
                 side.error = str(exc)
                 continue
@@ -163,10 +167,11 @@ class PodComparison:
                 return unknown(name, f"no series for the {whose} pods on {', '.join(gone)}: only part of them "
                                      f"was measured, so {spec.condition} cannot be judged", where,
                                unmeasured=list(gone), **evidence)
-        if side.silent:
-            return unknown(name, f"no series for the canary's pod(s) {', '.join(side.silent[:5])}: only part of "
-                                 f"them was measured, so {spec.condition} cannot be judged", where,
-                           unmeasured_pods=list(side.silent), **evidence)
+        for whose, pods in zip(("canary's", "original's"), side.silent, strict=True):
+            if pods:
+                return unknown(name, f"no series for the {whose} pod(s) {', '.join(pods[:5])}: only part of "
+                                     f"them was measured, so {spec.condition} cannot be judged", where,
+                               unmeasured_pods=list(pods), **evidence)
         than = f", the original's {show(original, spec.unit)}" if original is not None else ""
         return passed(name, f"{spec.condition}: the canary's pods {show(canary, spec.unit)}{than}", where, **evidence)
 

@@ -17,7 +17,9 @@ measured (no series, the exporter exports no such field) is ``None`` and the rep
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from runbooks.errors import plural
@@ -71,11 +73,11 @@ def new_xids(start: dict[str, float] | None, now: dict[str, float] | None) -> li
 
 def new_errors(start: dict[str, float] | None, now: dict[str, float] | None) -> float | None:
     """Double-bit ECC errors since ``start`` on the GPUs of one node, each GPU's own count
-    compared (a volatile count that went down was reset: its value now is all new); None when
-    either was not measured."""
+    compared (a volatile count that went down was reset: its value now is all new; a GPU with
+    no value at the start counts all it holds); None when either was not measured."""
     if start is None or now is None:
         return None
-    return sum(value - start[k] if value >= start[k] else value for k, value in now.items() if k in start)
+    return sum(value - start[k] if k in start and value >= start[k] else value for k, value in now.items())
 
 
 def vanished(start: dict[str, float] | None, now: dict[str, float] | None) -> list[str]:
@@ -85,14 +87,60 @@ def vanished(start: dict[str, float] | None, now: dict[str, float] | None) -> li
     return [shown(k) for k in sorted(start) if k not in now]
 
 
+def _finite(values: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """``values`` without the NaN and infinite ones (not a measurement: such a GPU is not measured)."""
+    return {check: {k: v for k, v in by.items() if math.isfinite(v)} for check, by in values.items()}
+
+
+@dataclass
+class _Walk:
+    """One node's XIDs and ECC errors from the promotion through each hourly sample to now."""
+
+    codes: dict[str, str]
+    """GPU key -> what its new XID reads (the latest code it changed to)."""
+    errors: float = 0.0
+
+
+def _walk(node: str, steps: list[dict[str, dict[str, float]]]) -> tuple[list[str] | None, float | None]:
+    """(new XIDs, new ECC errors) of ``node`` over ``steps`` (the promotion's values, the hourly
+    samples, now), each pair of consecutive samples compared GPU by GPU, so a count reset or a
+    code raised again between two samples is not lost; None where the first or last step did
+    not measure the node's check."""
+    out: list[list[str] | float | None] = []
+    for check in (XID, ECC):
+        taken = [_by_node(step[check]).get(node, {}) for step in steps if check in step]
+        if len(taken) < 2 or check not in steps[0] or check not in steps[-1] or not taken[0] or not taken[-1]:
+            out.append(None)
+            continue
+        walk, seen = _Walk(codes={}), taken[0]
+        for later in taken[1:]:
+            if not later:  # a sample that did not see the node: the next one is compared with the last seen
+                continue
+            if check == XID:
+                for text in new_xids(seen, later) or []:
+                    walk.codes[text.split(":", 1)[0]] = text
+            else:
+                walk.errors += new_errors(seen, later) or 0.0
+            seen = later
+        out.append(sorted(walk.codes.values()) if check == XID else walk.errors)
+    codes, errors = out
+    return (codes if isinstance(codes, list) else None), (errors if isinstance(errors, float) else None)
+
+
 def view_of(progress: dict[str, Any], *, nodes: Sequence[str], hourly: dict[str, dict[str, dict[str, float]]],
             now: dict[str, dict[str, float]] | None, error: str = "") -> MetricView:
-    """The view from the run's recorded values, the tally's hourly samples and ``now`` (None: no answer, ``error``)."""
+    """The view from the run's recorded values, the tally's hourly samples and ``now`` (None: no answer, ``error``).
+
+    A GPU that had values at the promotion and has none now is ``vanished`` (a node all of whose
+    GPUs are gone too, or a check the exporter no longer exports at all): not measured, which
+    makes the report degraded. When Prometheus did not answer now, nothing is said vanished."""
     before, promoted = _values(progress.get("metrics_before")), _values(progress.get("metrics_promoted"))
-    start = promoted or before or (hourly[min(hourly)] if hourly else {})
-    current = now or {}
-    xid_start, xid_now = _by_node(start.get(XID, {})), _by_node(current.get(XID, {}))
-    ecc_start, ecc_now = _by_node(start.get(ECC, {})), _by_node(current.get(ECC, {}))
+    start = _finite(promoted or before or (hourly[min(hourly)] if hourly else {}))
+    current = _finite(now or {})
+    if now is not None:  # asked: a check the exporter no longer exports at all answered nothing
+        current = {**{check: {} for check in (XID, ECC) if check in start}, **current}
+    samples = [_finite(hourly[hour]) for hour in sorted(hourly)]
+    steps = [start, *samples, current]
     rows = []
     for node in sorted(nodes):
         def at(values: dict[str, dict[str, float]], check: str, node: str = node) -> float | None:
@@ -102,30 +150,22 @@ def view_of(progress: dict[str, Any], *, nodes: Sequence[str], hourly: dict[str,
             found = [v for k, v in by.items() if node_of(k) == node]
             return sum(found) if found else None
 
-        codes = new_xids(xid_start.get(node) if XID in start else None, xid_now.get(node) if XID in current else None)
-        errors = new_errors(ecc_start.get(node) if ECC in start else None, ecc_now.get(node) if ECC in current else None)
-        gone = sorted({*vanished(xid_start.get(node), xid_now.get(node) if XID in current else None),
-                       *vanished(ecc_start.get(node), ecc_now.get(node) if ECC in current else None)})
+        codes, errors = _walk(node, steps) if now is not None else (None, None)
+        gone = sorted({*vanished(_by_node(start.get(XID, {})).get(node), _by_node(current.get(XID, {})).get(node, {})
+                                 if XID in current else None),
+                       *vanished(_by_node(start.get(ECC, {})).get(node), _by_node(current.get(ECC, {})).get(node, {})
+                                 if ECC in current else None)})
         rows.append(MetricNode(node=node, xid_new=None if codes is None else len(codes), xid_codes=codes or [],
                                ecc_start=at(start, ECC), ecc_now=at(current, ECC), ecc_new=errors,
                                vanished=gone, util_before=at(before, UTIL), util_now=at(current, UTIL)))
     hours: list[MetricHour] = []
-    last_xid = {n: dict(v) for n, v in xid_start.items()}
-    last_ecc = dict(start.get(ECC, {}))
-    for hour in sorted(hourly):
-        xids, eccs = _by_node(hourly[hour].get(XID, {})), hourly[hour].get(ECC, {})
-        for node in sorted(set(xids) | {node_of(k) for k in eccs}):
-            codes = new_xids(last_xid.get(node), xids.get(node)) or []
-            if node in xids:
-                last_xid[node] = xids[node]
-            ecc = 0.0
-            for key, value in eccs.items():
-                if node_of(key) == node:
-                    if key in last_ecc:  # a count that went down was reset: its value is all new
-                        ecc += value - last_ecc[key] if value >= last_ecc[key] else value
-                    last_ecc[key] = value
-            if codes or ecc:
-                hours.append(MetricHour(hour=hour_moment(hour), node=node, xid=len(codes), ecc=ecc))
+    last = start
+    for hour, sample in zip(sorted(hourly), samples, strict=True):
+        for node in sorted({node_of(k) for check in (XID, ECC) for k in sample.get(check, {})}):
+            codes, errors = _walk(node, [last, sample])
+            if codes or errors:
+                hours.append(MetricHour(hour=hour_moment(hour), node=node, xid=len(codes or []), ecc=errors or 0.0))
+        last = {check: {**last.get(check, {}), **sample.get(check, {})} for check in {*last, *sample}}
     return MetricView(nodes=rows, hours=hours, error=error, recorded=bool(start))
 
 

@@ -324,3 +324,16 @@ def test_nodes_a_per_node_query_does_not_ask_are_said_so() -> None:
     check = watch(source, per_node, nodes=nodes).checks()[0]
     assert check.status is CheckStatus.UNKNOWN, check
     assert "node-50 was not asked: a $node query runs for 50 nodes at most (use $nodes)" in check.detail, check.detail
+
+
+def test_an_original_pod_without_series_of_its_own_is_unknown_not_a_lower_bar() -> None:
+    """Third re-run (N6): the original's busy pod without series and an idle one left the bar at
+    the idle one's value, so a canary at 6% passed against 10%."""
+    util = DEFAULT_CHECKS[2]
+    canary = PodGroup(PodScope("ml", ("c-0",)), ("gpu-node1",))
+    original = PodGroup(PodScope("ml", ("o-a", "o-b")), ("gpu-node3",))
+    low_bar = PodComparison(PodValues({"c-0": ("gpu-node1", 6.0), "o-b": ("gpu-node3", 10.0)}), [util], canary,
+                            original, window=10, elapsed=lambda: 0.0)
+    [check] = low_bar.checks()
+    assert check.status is CheckStatus.UNKNOWN, check
+    assert "no series for the original's pod(s) o-a" in check.detail, check.detail

@@ -38,3 +38,43 @@ def test_an_xid_on_a_gpu_without_a_value_at_the_promotion_is_not_let_pass() -> N
 def test_a_reset_ecc_count_counts_what_it_holds_now_as_new() -> None:
     view = view_of(promoted({ECC: {"n1/0": 5.0}}), nodes=["n1"], hourly={}, now={ECC: {"n1/0": 2.0}})
     assert view.nodes[0].ecc_new == 2.0
+
+
+def test_a_node_whose_gpus_all_vanished_makes_the_report_degraded_not_stable() -> None:
+    """Third re-run (N1): every GPU of n1 gone (its exporter exports nothing now), n2 still there:
+    n1's GPUs are named vanished and the report is degraded; when no node exports the checks at
+    all now, the same. Prometheus not answering is not a vanishing."""
+    start = promoted({ECC: {"n1/0": 0.0, "n1/1": 5.0, "n2/0": 0.0}, XID: {"n1/0": 0.0, "n1/1": 0.0, "n2/0": 0.0}})
+    view = view_of(start, nodes=["n1", "n2"], hourly={}, now={ECC: {"n2/0": 0.0}, XID: {"n2/0": 0.0}})
+    n1 = view.nodes[0]
+    assert n1.vanished == ["n1 GPU 0", "n1 GPU 1"] and n1.xid_new is None and n1.ecc_new is None, n1
+    assert {f.code: f.severity for f in metric_findings(view)} == {"gpu-metrics-vanished": "degraded"}
+    nothing = view_of(start, nodes=["n1", "n2"], hourly={}, now={})
+    assert [r.vanished for r in nothing.nodes] == [["n1 GPU 0", "n1 GPU 1"], ["n2 GPU 0"]]
+    silent = view_of(start, nodes=["n1", "n2"], hourly={}, now=None, error="connection refused")
+    assert not any(r.vanished for r in silent.nodes) and metric_findings(silent) == []
+
+
+def test_ecc_errors_on_a_gpu_without_a_value_at_the_promotion_count() -> None:
+    """Third re-run (N2): a GPU that appeared since the promotion with 4 double-bit errors."""
+    view = view_of(promoted({ECC: {"n1/0": 0.0, "n1/1": 5.0}}), nodes=["n1"], hourly={},
+                   now={ECC: {"n1/0": 0.0, "n1/1": 5.0, "n1/2": 4.0}})
+    assert view.nodes[0].ecc_new == 4.0
+
+
+def test_what_the_hourly_samples_saw_counts_in_the_rows() -> None:
+    """Third re-run (N3): a reset to 0 then 5 new errors, or XID 79 cleared by a GPU reset and
+    raised again, seen hour by hour, are new in the row too, not lost between the promotion and now."""
+    start = promoted({ECC: {"n1/0": 5.0}, XID: {"n1/0": 79.0}})
+    hourly = {"2026-12-07T01:00:00+00:00": {ECC: {"n1/0": 0.0}, XID: {"n1/0": 0.0}}}
+    view = view_of(start, nodes=["n1"], hourly=hourly, now={ECC: {"n1/0": 5.0}, XID: {"n1/0": 79.0}})
+    row = view.nodes[0]
+    assert row.ecc_new == 5.0 and row.xid_codes == ["n1 GPU 0: XID 79"], row
+
+
+def test_a_value_that_is_not_a_number_is_not_measured_and_breaks_no_report() -> None:
+    """Third re-run (N7): NaN or infinity from Prometheus crashed the report's findings."""
+    for bad in (float("nan"), float("inf")):
+        view = view_of(promoted({ECC: {"n1/0": 0.0}}), nodes=["n1"], hourly={}, now={ECC: {"n1/0": bad}})
+        assert view.nodes[0].vanished == ["n1 GPU 0"]
+        assert [f.code for f in metric_findings(view)] == ["gpu-metrics-vanished"]

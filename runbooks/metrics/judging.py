@@ -30,7 +30,7 @@ from runbooks.engine.steps import Check
 from runbooks.errors import plural
 from runbooks.metrics import MetricSource, MetricsUnavailable, node_of, node_regex, shown
 from runbooks.metrics.probing import Probe, SeriesLabels, adapt, probe, probed_metrics
-from runbooks.metrics.spec import XID_CHECK, XID_LAST, MetricCheckSpec
+from runbooks.metrics.spec import XID_LAST, MetricCheckSpec
 
 PER_NODE = 50
 """A ``$node`` query runs once per node for at most this many nodes (use ``$nodes`` for more)."""
@@ -91,8 +91,8 @@ def record_baseline(source: MetricSource, specs: Sequence[MetricCheckSpec], node
     values: dict[str, dict[str, float]] = {}
     recorded: dict[str, Any] = {"taken_at": at.isoformat(), "values": values, "labels": found.labels.as_json(),
                                 "queries": {spec.name: spec.query for spec in fitted}}
-    if XID_CHECK in fitted:
-        fitted = [*fitted, XID_LAST]  # what the stability reports tell new XIDs from (a check may be renamed)
+    if all(spec.name != XID_LAST.name for spec in fitted):
+        fitted = [*fitted, XID_LAST]  # what the stability reports tell new XIDs from, whatever the checks are
     try:
         for spec in fitted:
             values[spec.name] = measure(source, spec, nodes, window=window, labels=found.labels)

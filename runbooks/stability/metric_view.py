@@ -26,7 +26,7 @@ from runbooks.errors import plural
 from runbooks.metrics import MetricSource, node_of, shown
 from runbooks.metrics.judging import measure
 from runbooks.metrics.probing import probe, probed_metrics
-from runbooks.metrics.spec import DEFAULT_CHECKS, XID_LAST, MetricCheckSpec
+from runbooks.metrics.spec import DEFAULT_CHECKS, ECC_DBE, XID_GAUGE, XID_LAST, MetricCheckSpec
 from runbooks.stability.reports import Finding, MetricHour, MetricNode, MetricView
 from runbooks.stability.tallying import hour_moment
 
@@ -48,9 +48,16 @@ def sample(source: MetricSource, nodes: Sequence[str]) -> dict[str, dict[str, fl
 
 
 def _values(recorded: Any) -> dict[str, dict[str, float]]:
+    """The values recorded before the run or at the promotion, the ECC check's under the view's
+    name whatever the policy named it (the one whose query reads the ECC field)."""
     if not isinstance(recorded, dict) or recorded.get("error"):
         return {}
-    return {k: {n: float(v) for n, v in by.items()} for k, by in (recorded.get("values") or {}).items()}
+    values = {k: {n: float(v) for n, v in by.items()} for k, by in (recorded.get("values") or {}).items()}
+    queries: dict[str, Any] = recorded["queries"] if isinstance(recorded.get("queries"), dict) else {}
+    ecc = next((name for name, query in queries.items() if ECC_DBE in str(query) and name in values), None)
+    if ecc is not None and ECC not in values:
+        values[ECC] = values[ecc]
+    return values
 
 
 def _by_node(values: dict[str, float]) -> dict[str, dict[str, float]]:
@@ -88,8 +95,9 @@ def vanished(start: dict[str, float] | None, now: dict[str, float] | None) -> li
 
 
 def _finite(values: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    """``values`` without the NaN and infinite ones (not a measurement: such a GPU is not measured)."""
-    return {check: {k: v for k, v in by.items() if math.isfinite(v)} for check, by in values.items()}
+    """``values`` without the NaN, infinite and negative ones (no count or XID code is: such a GPU
+    is not measured)."""
+    return {check: {k: v for k, v in by.items() if math.isfinite(v) and v >= 0} for check, by in values.items()}
 
 
 @dataclass
@@ -132,15 +140,32 @@ def view_of(progress: dict[str, Any], *, nodes: Sequence[str], hourly: dict[str,
     """The view from the run's recorded values, the tally's hourly samples and ``now`` (None: no answer, ``error``).
 
     A GPU that had values at the promotion and has none now is ``vanished`` (a node all of whose
-    GPUs are gone too, or a check the exporter no longer exports at all): not measured, which
-    makes the report degraded. When Prometheus did not answer now, nothing is said vanished."""
+    GPUs are gone too, or a check the exporter no longer exports at all). When Prometheus did not
+    answer now, the hourly samples are judged as far as they go and nothing is said vanished.
+    What could not be measured, and why, is in ``gaps`` (:func:`metric_findings` decides what it
+    makes of them): a GPU node without values at the promotion or now, a check the run did not
+    record, nothing recorded at all (the first hourly sample is then no baseline: it is not used)."""
     before, promoted = _values(progress.get("metrics_before")), _values(progress.get("metrics_promoted"))
-    start = _finite(promoted or before or (hourly[min(hourly)] if hourly else {}))
+    start = _finite(promoted or before)
     current = _finite(now or {})
     if now is not None:  # asked: a check the exporter no longer exports at all answered nothing
         current = {**{check: {} for check in (XID, ECC) if check in start}, **current}
     samples = [_finite(hourly[hour]) for hour in sorted(hourly)]
-    steps = [start, *samples, current]
+    steps = [start, *samples, current] if now is not None else [start, *samples]
+    gaps: list[str] = []
+    if not start:
+        gaps.append("no GPU metrics were recorded before the run or at the promotion (Prometheus did not answer, or "
+                    "the policy's checks read none of XIDs and ECC errors): XIDs and ECC errors since the promotion "
+                    "are not measured")
+    elif now is None:
+        gaps.append(f"Prometheus did not answer now ({error or 'no answer'}): judged up to the last hourly sample")
+    for check, said, field in ((XID, "XIDs", XID_GAUGE), (ECC, "double-bit ECC errors", ECC_DBE)):
+        if start and check not in start:
+            gaps.append(f"{said} not measured: the run recorded no {said} at the promotion (no such check in "
+                        "verify.metrics)")
+        elif start and not start[check]:
+            gaps.append(f"{said} not measured: no node's dcgm-exporter exported {field} at the promotion (add it to "
+                        "the exporter's counters)")
     rows = []
     for node in sorted(nodes):
         def at(values: dict[str, dict[str, float]], check: str, node: str = node) -> float | None:
@@ -150,11 +175,15 @@ def view_of(progress: dict[str, Any], *, nodes: Sequence[str], hourly: dict[str,
             found = [v for k, v in by.items() if node_of(k) == node]
             return sum(found) if found else None
 
-        codes, errors = _walk(node, steps) if now is not None else (None, None)
+        codes, errors = _walk(node, steps) if start and len(steps) > 1 else (None, None)
         gone = sorted({*vanished(_by_node(start.get(XID, {})).get(node), _by_node(current.get(XID, {})).get(node, {})
                                  if XID in current else None),
                        *vanished(_by_node(start.get(ECC, {})).get(node), _by_node(current.get(ECC, {})).get(node, {})
                                  if ECC in current else None)})
+        for check, value, said in ((XID, codes, "XIDs"), (ECC, errors, "double-bit ECC errors")):
+            if value is None and check in start and start[check] and not gone and now is not None:
+                gaps.append(f"{said} on {node} not measured: no values "
+                            + ("at the promotion" if not _by_node(start[check]).get(node) else "now"))
         rows.append(MetricNode(node=node, xid_new=None if codes is None else len(codes), xid_codes=codes or [],
                                ecc_start=at(start, ECC), ecc_now=at(current, ECC), ecc_new=errors,
                                vanished=gone, util_before=at(before, UTIL), util_now=at(current, UTIL)))
@@ -166,15 +195,22 @@ def view_of(progress: dict[str, Any], *, nodes: Sequence[str], hourly: dict[str,
             if codes or errors:
                 hours.append(MetricHour(hour=hour_moment(hour), node=node, xid=len(codes or []), ecc=errors or 0.0))
         last = {check: {**last.get(check, {}), **sample.get(check, {})} for check in {*last, *sample}}
-    return MetricView(nodes=rows, hours=hours, error=error, recorded=bool(start))
+    return MetricView(nodes=rows, hours=hours, error=error, recorded=bool(start), gaps=gaps)
 
 
-def metric_findings(view: MetricView | None) -> list[Finding]:
+def metric_findings(view: MetricView | None, *, unknown: str = "fail") -> list[Finding]:
     """New XIDs or ECC errors on a node since the promotion (failing); a node's workload GPU
-    utilisation under half of what it was before the run (degraded)."""
+    utilisation under half of what it was before the run, GPUs whose series vanished, and (with
+    ``unknown`` ``fail``, policy ``verify.unknown``) anything not measured (degraded): no data is
+    never a pass, here as in verify."""
     if view is None:
         return []
     out: list[Finding] = []
+    if unknown == "fail" and (view.gaps or view.error):
+        said = "; ".join(view.gaps[:3]) or f"Prometheus did not answer: {view.error}"
+        more = f" (and {len(view.gaps) - 3} more)" if len(view.gaps) > 3 else ""
+        out.append(Finding(severity="degraded", code="gpu-metrics-not-measured",
+                           text=f"GPU metrics not measured, so not judged: {said}{more}"))
     xids = [r for r in view.nodes if r.xid_new]
     if xids:
         said = ", ".join(code for r in xids for code in r.xid_codes[:2])

@@ -148,8 +148,8 @@ def build_report(
     pending = judging.pending_claims(baseline, now, older_than=duration_seconds(policy.reports.claims_pending_after))
     lost = judging.lost_claims(baseline, now)
     found = judging.findings(baseline, now, events=events, drops=drops, restarted=restarted, pending=pending, lost=lost)
-    found += metric_findings(metrics)
-    notes = list(now.notes)
+    found += metric_findings(metrics, unknown=policy.verify.unknown)
+    notes = list(now.notes) + (metrics.gaps if metrics is not None and policy.verify.unknown != "fail" else [])
     collection = collection_of(tally, info)
     if tally is None:
         notes.append("no bot process collected this run's events, so only the cluster's state now is judged")

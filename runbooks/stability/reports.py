@@ -147,6 +147,7 @@ class MetricView(Model):
     hours: list[MetricHour] = Field(default_factory=list, description="hours with new errors only")
     error: str = Field("", description="why Prometheus gave no values now")
     recorded: bool = Field(False, description="values were recorded before the run or at the promotion")
+    gaps: list[str] = Field(default_factory=list, description="what could not be measured, and why")
 
 
 class StabilityReport(Model):

@@ -62,11 +62,13 @@ def field(reply: Reply, label: str) -> str:
 def test_a_48h_report_of_a_healthy_run_shows_utilisation_before_and_after(
     sim: KubeSim, bot: tuple[World, Posts, str], prometheus: Prometheus,
 ) -> None:
-    """Issue 37 item 4 (done-when 3), issue 56 item 2: the 48 h report of a quiet run is STABLE and
-    shows, from Prometheus, each busy node's workload GPU utilisation before the run and now, no
-    new XID, the ECC errors "not measured" (dcgm-exporter's default CSV exports no ECC field: never
-    "0"), the per-node metric table in the thread and a chart with the metric panel."""
+    """Issue 37 item 4 (done-when 3), issue 56 item 2: the 48 h report of a quiet run, its exporters
+    exporting the ECC field (as a user's counters CSV enables it), is STABLE and shows, from
+    Prometheus, each busy node's workload GPU utilisation before the run and now, no new XID or
+    ECC error, the per-node metric table in the thread and a chart with the metric panel."""
     w, posts, job = bot
+    sim.exporters(enable=["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"])
+    prometheus.wait_scraped(job, instances=3)
     before = recorded(prometheus)
     busy = before["metrics_before"]["values"]["gpu-utilisation"]
     assert busy and all(v > 0 for v in busy.values()), busy
@@ -80,14 +82,14 @@ def test_a_48h_report_of_a_healthy_run_shows_utilisation_before_and_after(
 
     reply = last_report(posts, run.id, "48h")
     assert reply.title == f"Stability report (48h) of {run.id}: STABLE", reply.text
-    assert field(reply, "New XID / ECC errors") == "0 GPUs with a new XID / ECC errors not measured"
+    assert field(reply, "New XID / ECC errors") == "0 GPUs with a new XID / 0 double-bit ECC errors"
     util = field(reply, "GPU utilisation before -> now")
     for node, value in busy.items():
         assert f"{node} {value:g}% -> " in util, util
     assert "-> -" not in util, util
     table = next(m.table for m in reply.thread if m.title and m.title.startswith("GPU metrics per node"))
     assert table is not None and [r[0] for r in table.rows] == NODES
-    assert [r[1:3] for r in table.rows] == [["none", "not measured"]] * 3, table.rows
+    assert [r[1:3] for r in table.rows] == [["none", "0 -> 0"]] * 3, table.rows
     assert reply.files and reply.files[0].data[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -116,5 +118,8 @@ def test_an_xid_after_the_promotion_makes_the_report_not_stable_naming_the_node(
     assert "- failing: new XID errors since the promotion: gpu-node3 GPU 0: XID 79" in reply.text, reply.text
     assert "gpu-node1" not in reply.text.split("XID errors", 1)[1].split("\n", 1)[0]
     assert field(reply, "New XID / ECC errors") == "1 GPU with a new XID / ECC errors not measured"
+    # dcgm-exporter's default CSV exports no ECC field: said not measured, never "0", and no pass
+    assert ("- degraded: GPU metrics not measured, so not judged: double-bit ECC errors not measured: no node's "
+            "dcgm-exporter exported DCGM_FI_DEV_ECC_DBE_VOL_TOTAL at the promotion") in reply.text, reply.text
     hours = next(m.text for m in reply.thread if m.title == "New XID / ECC errors per node and hour")
     assert hours.count("\n") == 0 and "gpu-node3: 1 GPU(s) with a new XID, 0 ECC" in hours, hours

@@ -32,7 +32,8 @@ def test_an_xid_on_a_gpu_without_a_value_at_the_promotion_is_not_let_pass() -> N
     [row] = view.nodes
     assert row.xid_new == 1 and row.xid_codes == ["n1 GPU 2: XID 79 (no value at the promotion)"], row
     assert row.vanished == ["n1 GPU 1"]
-    assert {f.code for f in metric_findings(view)} == {"xid-errors", "gpu-metrics-vanished"}
+    assert {f.code for f in metric_findings(view, unknown="warn")} == {"xid-errors", "gpu-metrics-vanished"}
+    assert "gpu-metrics-not-measured" in {f.code for f in metric_findings(view)}  # no ECC recorded: not judged
 
 
 def test_a_reset_ecc_count_counts_what_it_holds_now_as_new() -> None:
@@ -52,7 +53,9 @@ def test_a_node_whose_gpus_all_vanished_makes_the_report_degraded_not_stable() -
     nothing = view_of(start, nodes=["n1", "n2"], hourly={}, now={})
     assert [r.vanished for r in nothing.nodes] == [["n1 GPU 0", "n1 GPU 1"], ["n2 GPU 0"]]
     silent = view_of(start, nodes=["n1", "n2"], hourly={}, now=None, error="connection refused")
-    assert not any(r.vanished for r in silent.nodes) and metric_findings(silent) == []
+    assert not any(r.vanished for r in silent.nodes) and metric_findings(silent, unknown="warn") == []
+    [finding] = metric_findings(silent)  # verify.unknown: fail: not measured is no pass
+    assert finding.code == "gpu-metrics-not-measured" and "connection refused" in finding.text
 
 
 def test_ecc_errors_on_a_gpu_without_a_value_at_the_promotion_count() -> None:
@@ -77,4 +80,32 @@ def test_a_value_that_is_not_a_number_is_not_measured_and_breaks_no_report() -> 
     for bad in (float("nan"), float("inf")):
         view = view_of(promoted({ECC: {"n1/0": 0.0}}), nodes=["n1"], hourly={}, now={ECC: {"n1/0": bad}})
         assert view.nodes[0].vanished == ["n1 GPU 0"]
-        assert [f.code for f in metric_findings(view)] == ["gpu-metrics-vanished"]
+        assert [f.code for f in metric_findings(view, unknown="warn")] == ["gpu-metrics-vanished"]
+
+
+def test_what_was_not_measured_is_no_pass() -> None:
+    """Fourth re-run: a node without values at the promotion (its exporter restarting as the
+    plugin rolled), nothing recorded at all, or Prometheus silent now: the report says what was
+    not measured and, with ``verify.unknown: fail``, is degraded, never stable; the hourly samples
+    still count when Prometheus does not answer now, and are never taken as the baseline."""
+    start = promoted({XID: {"n1/0": 0.0}, ECC: {"n1/0": 0.0}})
+    late = view_of(start, nodes=["n1", "n2"], hourly={}, now={XID: {"n1/0": 0.0, "n2/0": 79.0},
+                                                              ECC: {"n1/0": 0.0, "n2/0": 10.0}})
+    assert "XIDs on n2 not measured: no values at the promotion" in late.gaps, late.gaps
+    assert [f.code for f in metric_findings(late)] == ["gpu-metrics-not-measured"]
+    assert metric_findings(late, unknown="warn") == []
+    hourly = {"2026-12-07T01:00:00+00:00": {XID: {"n1/0": 79.0}, ECC: {"n1/0": 10.0}}}
+    silent_now = view_of(start, nodes=["n1"], hourly=hourly, now=None, error="connection refused")
+    assert {f.code for f in metric_findings(silent_now)} == {"xid-errors", "ecc-errors", "gpu-metrics-not-measured"}
+    nothing = view_of({}, nodes=["n1"], hourly=hourly, now={XID: {"n1/0": 79.0}})
+    assert nothing.nodes[0].xid_new is None and nothing.gaps[0].startswith("no GPU metrics were recorded")
+
+
+def test_the_ecc_check_is_found_by_what_it_reads_not_its_name() -> None:
+    """Fourth re-run: a policy naming its ECC check ``dbe`` recorded it under that name, and the
+    report judged no ECC at all."""
+    start = {"metrics_promoted": {"values": {"dbe": {"n1/0": 0.0}, XID: {"n1/0": 0.0}},
+                                  "queries": {"dbe": 'max by (Hostname, gpu) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{})'}}}
+    view = view_of(start, nodes=["n1"], hourly={}, now={ECC: {"n1/0": 3.0}, XID: {"n1/0": 0.0}})
+    assert view.nodes[0].ecc_new == 3.0 and [f.code for f in metric_findings(view)] == ["ecc-errors"]
+

@@ -176,6 +176,10 @@ def _metric_fields(report: StabilityReport) -> list[Item]:
     eccs = [n.ecc_new for n in view.nodes if n.ecc_new is not None]
     xid = f"{plural(sum(xids), 'GPU')} with a new XID" if xids else f"XIDs {NOT_MEASURED}"
     ecc = f"{sum(eccs):g} double-bit ECC errors" if eccs else f"ECC errors {NOT_MEASURED}"
+    if xids and (missed := sum(n.xid_new is None for n in view.nodes)):
+        xid += f" ({NOT_MEASURED} on {plural(missed, 'node')})"
+    if eccs and (missed := sum(n.ecc_new is None for n in view.nodes)):
+        ecc += f" ({NOT_MEASURED} on {plural(missed, 'node')})"
     gone = [g for n in view.nodes for g in n.vanished]
     if gone:
         ecc += f"; {plural(len(gone), 'GPU')} {NOT_MEASURED} now ({', '.join(gone[:3])})"

@@ -180,6 +180,11 @@ def view_of(progress: dict[str, Any], *, nodes: Sequence[str], hourly: dict[str,
                                  if XID in current else None),
                        *vanished(_by_node(start.get(ECC, {})).get(node), _by_node(current.get(ECC, {})).get(node, {})
                                  if ECC in current else None)})
+        latched = [k for k, code in sorted(_by_node(start.get(XID, {})).get(node, {}).items()) if code]
+        if latched:  # the gauge holds the last code: the same XID raised again leaves no trace in it
+            gaps.append(f"XIDs on {', '.join(shown(k) for k in latched[:3])} not measured: "
+                        f"{'its' if len(latched) == 1 else 'their'} last XID at the promotion was not 0, and "
+                        "the same XID raised again does not change it (export DCGM_EXP_XID_ERRORS_COUNT)")
         for check, value, said in ((XID, codes, "XIDs"), (ECC, errors, "double-bit ECC errors")):
             if value is None and check in start and start[check] and not gone and now is not None:
                 gaps.append(f"{said} on {node} not measured: no values "

@@ -103,7 +103,8 @@ def test_console_rollback_and_status_agree(env: dict[str, str]) -> None:
     run_id, _ = _canary(env)
     assert bot(env, "approve", run_id, "canary", who="U0BOB").returncode == 0
     said = console(env, f"rollback {run_id} reason=flaky", f"status {run_id}")
-    reply, status = said.split(f"status {run_id}", 1) if f"> status {run_id}" in said else (said, said)
+    # split at the typed command: a line of the console's feed may name `status <run>` before it
+    reply, status = said.split(f"> status {run_id}", 1) if f"> status {run_id}" in said else (said, said)
     assert "is awaiting_promotion" not in said and f"approve {run_id} rollback" in reply, said
     assert "Waiting for approval: rollback request, open until" in status and "in the thread" not in status, said
     progress = next(line for line in status.splitlines() if "Progress:" in line)

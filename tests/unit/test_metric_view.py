@@ -109,3 +109,13 @@ def test_the_ecc_check_is_found_by_what_it_reads_not_its_name() -> None:
     view = view_of(start, nodes=["n1"], hourly={}, now={ECC: {"n1/0": 3.0}, XID: {"n1/0": 0.0}})
     assert view.nodes[0].ecc_new == 3.0 and [f.code for f in metric_findings(view)] == ["ecc-errors"]
 
+
+
+def test_a_gpu_whose_last_xid_was_not_0_at_the_promotion_is_not_measured() -> None:
+    """Fifth re-run: XID 79 at the promotion and 79 now: the gauge cannot show it was raised
+    again, so the GPU is not said clean; with ``verify.unknown: fail`` the report is degraded."""
+    view = view_of(promoted({XID: {"n1/0": 79.0}, ECC: {"n1/0": 0.0}}), nodes=["n1"], hourly={},
+                   now={XID: {"n1/0": 79.0}, ECC: {"n1/0": 0.0}})
+    assert any(g.startswith("XIDs on n1 GPU 0 not measured: its last XID at the promotion was not 0")
+               for g in view.gaps), view.gaps
+    assert [f.code for f in metric_findings(view)] == ["gpu-metrics-not-measured"]

@@ -40,13 +40,6 @@ class SeriesLabels:
     def as_json(self) -> dict[str, str]:
         return {"node": self.node, "pod": self.pod, "namespace": self.namespace}
 
-    @classmethod
-    def of(cls, data: object) -> SeriesLabels:
-        if not isinstance(data, dict):
-            return cls()
-        known = {k: str(v) for k, v in data.items() if k in ("node", "pod", "namespace") and isinstance(v, str)}
-        return cls(**known)
-
 
 @dataclass(frozen=True)
 class Probe:
@@ -66,10 +59,6 @@ class Probe:
             if missing is not None:
                 out[node] = exports_no(node, missing)
         return out
-
-    def as_json(self) -> dict[str, object]:
-        return {"labels": self.labels.as_json(), "exported": {m: sorted(n) for m, n in self.exported.items()},
-                **({"error": self.error} if self.error else {})}
 
 
 def exports_no(node: str, metric: str) -> str:

@@ -7,7 +7,7 @@ but for the :class:`MetricSource` it is handed; :mod:`runbooks.metrics.prometheu
 module that speaks HTTP to a Prometheus.
 
 A value is keyed by its node (``gpu-node2``), or by its node and GPU (``gpu-node2/0``) when the
-query's answer keeps dcgm-exporter's ``gpu`` label: :func:`key_of`, :func:`node_of`, :func:`shown`.
+query's answer keeps dcgm-exporter's ``gpu`` label: :func:`key_of`, :func:`node_of`, :func:`key_text`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def node_of(key: str) -> str:
     return key.split(GPU_SEP, 1)[0]
 
 
-def shown(key: str) -> str:
+def key_text(key: str) -> str:
     """``gpu-node2`` or ``gpu-node2 GPU 0``."""
     node, _, gpu = key.partition(GPU_SEP)
     return f"{node} GPU {gpu}" if gpu else node

@@ -28,7 +28,7 @@ from typing import Any
 from runbooks.engine.recording import failed, passed, unknown
 from runbooks.engine.steps import Check
 from runbooks.errors import plural
-from runbooks.metrics import MetricSource, MetricsUnavailable, node_of, node_regex, shown
+from runbooks.metrics import MetricSource, MetricsUnavailable, key_text, node_of, node_regex
 from runbooks.metrics.probing import Probe, SeriesLabels, adapt, probe, probed_metrics
 from runbooks.metrics.spec import XID_LAST, MetricCheckSpec
 
@@ -208,7 +208,7 @@ class MetricWatch:
                 out[node] = (f"{node} had series before the run and has none now (its workloads gone, or its "
                              "exporter down or no longer scraped)")
             elif gone:
-                out[node] = (f"{', '.join(shown(k) for k in gone[:SHOWN])} had series before the run and "
+                out[node] = (f"{', '.join(key_text(k) for k in gone[:SHOWN])} had series before the run and "
                              f"{'has' if len(gone) == 1 else 'have'} none now (the GPU gone from its exporter, "
                              "or its series dropped)")
             elif node in missing:
@@ -235,7 +235,7 @@ class MetricWatch:
         if tally.failures > spec.failure_limit:
             keys = sorted(tally.worst)
             said = ", ".join(
-                f"{shown(k)}: {show(tally.worst[k][0], spec.unit)}"
+                f"{key_text(k)}: {show(tally.worst[k][0], spec.unit)}"
                 + (f" (up from {show(base, spec.unit)} at the measurement before)" if k in tally.rose
                    and (base := tally.worst[k][1]) is not None else
                    f" (before the run {show(base, spec.unit)})"
@@ -265,13 +265,13 @@ class MetricWatch:
         compared = sorted(set(tally.last) - tally.not_compared)
         if tally.not_compared and not is_workload_check(spec):
             keys = sorted(tally.not_compared)
-            return unknown(name, f"{', '.join(shown(k) for k in keys[:SHOWN])}"
+            return unknown(name, f"{', '.join(key_text(k) for k in keys[:SHOWN])}"
                                  f"{' …' if len(keys) > SHOWN else ''}: no value before the run to compare with, "
                                  f"so {spec.condition} could not be judged", self.scope, **evidence)
         if not compared:
             return unknown(name, "no workload used a GPU on the nodes in scope before the run: nothing to compare "
                                  f"({spec.condition} cannot be judged)", self.scope, **evidence)
-        values = ", ".join(f"{shown(k)}: {show(tally.last[k], spec.unit)}" for k in compared[:SHOWN])
+        values = ", ".join(f"{key_text(k)}: {show(tally.last[k], spec.unit)}" for k in compared[:SHOWN])
         extra = (f"; {plural(len(tally.not_compared), 'node')} had no workload on a GPU before the run"
                  if tally.not_compared else "")
         return passed(name, f"{spec.condition} on {plural(len(compared), 'series', 'series')} ({values}"

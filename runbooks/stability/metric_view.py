@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runbooks.errors import plural
-from runbooks.metrics import MetricSource, node_of, shown
+from runbooks.metrics import MetricSource, key_text, node_of
 from runbooks.metrics.judging import measure
 from runbooks.metrics.probing import probe, probed_metrics
 from runbooks.metrics.spec import DEFAULT_CHECKS, ECC_DBE, XID_GAUGE, XID_LAST, MetricCheckSpec
@@ -74,7 +74,7 @@ def new_xids(start: dict[str, float] | None, now: dict[str, float] | None) -> li
     either was not measured."""
     if start is None or now is None:
         return None
-    return [f"{shown(k)}: XID {code:g}" + ("" if k in start else " (no value at the promotion)")
+    return [f"{key_text(k)}: XID {code:g}" + ("" if k in start else " (no value at the promotion)")
             for k, code in sorted(now.items()) if code and start.get(k) != code]
 
 
@@ -91,7 +91,7 @@ def vanished(start: dict[str, float] | None, now: dict[str, float] | None) -> li
     """GPUs (``gpu-node1 GPU 1``) that had a value at the start and have none now."""
     if not start or now is None:
         return []
-    return [shown(k) for k in sorted(start) if k not in now]
+    return [key_text(k) for k in sorted(start) if k not in now]
 
 
 def _finite(values: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -182,7 +182,7 @@ def view_of(progress: dict[str, Any], *, nodes: Sequence[str], hourly: dict[str,
                                  if ECC in current else None)})
         latched = [k for k, code in sorted(_by_node(start.get(XID, {})).get(node, {}).items()) if code]
         if latched:  # the gauge holds the last code: the same XID raised again leaves no trace in it
-            gaps.append(f"XIDs on {', '.join(shown(k) for k in latched[:3])} not measured: "
+            gaps.append(f"XIDs on {', '.join(key_text(k) for k in latched[:3])} not measured: "
                         f"{'its' if len(latched) == 1 else 'their'} last XID at the promotion was not 0, and "
                         "the same XID raised again does not change it (export DCGM_EXP_XID_ERRORS_COUNT)")
         for check, value, said in ((XID, codes, "XIDs"), (ECC, errors, "double-bit ECC errors")):

@@ -332,18 +332,20 @@ class DcgmExporters:
                 attributes = {"container": ctr, "namespace": ns, "pod": pod}
                 util = utilisation(ns, pod, gpu, now)
             xids = self.xids(node, gpu, now)
-            state = _Gpu(node=node, gpu=gpu, util=util, model=model, now=now, last_xid=xids[-1][1] if xids else 0,
-                         ecc=self._ecc.get((node, gpu), 0))
+            values = _Gpu(node=node, gpu=gpu, util=util, model=model, now=now, last_xid=xids[-1][1] if xids else 0,
+                          ecc=self._ecc.get((node, gpu), 0)).values()
+            text = _labels({**head, **labels, **attributes})
             for counter in series:
                 if counter.name == XID_COUNT:
                     window = {**labels, "window_size_in_ms": str(config.xid_window_ms)}
-                    recent = collections.Counter(code for _, code in self.xids(node, gpu, now, since=now - config.xid_window_ms / 1000))
+                    since = now - config.xid_window_ms / 1000
+                    recent = collections.Counter(code for when, code in xids if when > since)
                     counted: list[tuple[int | None, int]] = [*sorted(recent.items())] or [(None, 0)]
                     for code, count in counted:
                         extra = window if code is None else {**window, "xid": str(code)}
                         rows[counter.name].append(f"{_labels({**head, **extra, **attributes})} {count}")
                     continue
-                rows[counter.name].append(f"{_labels({**head, **labels, **attributes})} {state.value(counter.name)}")
+                rows[counter.name].append(f"{text} {values.get(counter.name, '0.000000' if counter.name in DOUBLES else '0')}")
         out = []
         for counter in series:
             out += [f"# HELP {counter.name} {counter.help}", f"# TYPE {counter.name} {counter.kind}"]
@@ -382,7 +384,8 @@ class _Gpu:
     last_xid: int
     ecc: int
 
-    def value(self, field: str) -> str:
+    def values(self) -> dict[str, str]:
+        """Each field kubesim gives a value, as the exporter prints it (the rest read 0)."""
         temp = 31 + _seed(self.node, self.gpu) % 6 + self.util * 2 // 5
         memory = _memory_mib(self.model)
         used = 0 if not self.util else memory // 4 + self.util * memory // 200
@@ -399,9 +402,8 @@ class _Gpu:
         doubles = {"DCGM_FI_DEV_POWER_USAGE": power, "DCGM_FI_PROF_GR_ENGINE_ACTIVE": self.util / 100,
                    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": self.util / 250, "DCGM_FI_PROF_DRAM_ACTIVE": self.util / 200,
                    "DCGM_FI_PROF_SM_ACTIVE": self.util / 110}
-        if field in DOUBLES:
-            return f"{doubles.get(field, 0.0):f}"
-        return str(ints.get(field, 0))
+        return {**{name: str(value) for name, value in ints.items()},
+                **{name: f"{value:f}" for name, value in doubles.items()}}
 
 
 def _memory_mib(model: str) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from runbooks.engine.recording import passed, unknown
@@ -21,7 +22,7 @@ from runbooks.engine.steps import Check, Clock, StepSettings
 from runbooks.errors import plural
 from runbooks.inventory.models import MetricCoverage, MetricsInfo, Node
 from runbooks.metrics.judging import MetricWatch, record_baseline
-from runbooks.metrics.probing import adapt, probe, probed_metrics
+from runbooks.metrics.probing import Probe, adapt, probe, probed_metrics
 from runbooks.metrics.prometheus import client_of
 from runbooks.metrics.spec import DEFAULT_CHECKS, MetricCheckSpec, PrometheusPolicy, metrics_of
 
@@ -71,31 +72,27 @@ def request_checks(settings: StepSettings, nodes: Sequence[str]) -> list[Check]:
     """Before anyone approves: for each metric check, whether Prometheus holds its series for
     ``nodes`` and under which labels, ``unknown`` naming the nodes it will be blind on and why
     (no ``prometheus``/checks: none)."""
-    source = client_of(settings.prometheus)
-    if source is None or not settings.metric_checks or not nodes:
+    found = _probed(settings.prometheus, settings.metric_checks, nodes) if nodes else None
+    if found is None:
         return []
-    found = probe(source, probed_metrics(settings.metric_checks), nodes)
     where = ", ".join(nodes)
     out = []
-    for spec in adapt(settings.metric_checks, found):
+    for spec, blind in found.checks:
         name = f"metric:{spec.name}"
-        if found.error:
+        if found.probe.error:
             out.append(unknown(name, f"Prometheus did not answer, so what {spec.name} reads is not known: "
-                                     f"{found.error}", where))
-            continue
-        blind = found.blind(spec, nodes)
-        if blind:
+                                     f"{found.probe.error}", where))
+        elif blind:
             said = "; ".join(blind[n] for n in sorted(blind)[:5])
             out.append(unknown(name, f"{spec.name} will be blind on {plural(len(blind), 'node')} (unknown in "
                                      f"verify): {said}", ", ".join(sorted(blind)), blind=blind))
-            continue
-        read = ", ".join(metrics_of(spec.query)) or spec.query
-        out.append(passed(name, f"{spec.name} reads {read} on {plural(len(nodes), 'node')}, the node in "
-                                f"{found.labels.node}" + (f", workloads in {found.labels.pod}"
-                                                          if "$pods" in spec.query else ""), where,
-                          labels=found.labels.as_json()))
+        else:
+            labels = found.probe.labels
+            read = ", ".join(metrics_of(spec.query)) or spec.query
+            out.append(passed(name, f"{spec.name} reads {read} on {plural(len(nodes), 'node')}, the node in "
+                                    f"{labels.node}" + (f", workloads in {labels.pod}" if "$pods" in spec.query
+                                                        else ""), where, labels=labels.as_json()))
     return out
-
 
 
 def coverage(prometheus: PrometheusPolicy | None, specs: Sequence[MetricCheckSpec] | None,
@@ -103,18 +100,31 @@ def coverage(prometheus: PrometheusPolicy | None, specs: Sequence[MetricCheckSpe
     """The inventory's Metrics section: for each metric check (``specs``, the policy's
     ``verify.metrics``; None: the built-in ones), what it reads on ``nodes`` (the GPU nodes) and
     where it would be blind (None without ``prometheus`` or checks)."""
+    found = _probed(prometheus, DEFAULT_CHECKS if specs is None else specs, nodes)
+    if found is None:
+        return None
+    labels, error = found.probe.labels, found.probe.error
+    return MetricsInfo(prometheus=found.where, node_label=labels.node, pod_label=labels.pod, error=error,
+                       checks=[] if error else [
+                           MetricCoverage(check=spec.name, reads=metrics_of(spec.query),
+                                          nodes=len(nodes) - len(blind), blind=blind)
+                           for spec, blind in found.checks])
+
+
+@dataclass(frozen=True)
+class _Probed:
+    where: str
+    probe: Probe
+    checks: list[tuple[MetricCheckSpec, dict[str, str]]]
+    """Each check as fitted to what Prometheus holds, with the nodes it is blind on and why."""
+
+
+def _probed(prometheus: PrometheusPolicy | None, specs: Sequence[MetricCheckSpec],
+            nodes: Sequence[str]) -> _Probed | None:
+    """What the request and the inventory say of the checks: Prometheus asked once for ``nodes``
+    (None without ``prometheus`` or checks)."""
     source = client_of(prometheus)
-    specs = DEFAULT_CHECKS if specs is None else specs
     if source is None or not specs:
         return None
     found = probe(source, probed_metrics(specs), nodes)
-    info = MetricsInfo(prometheus=source.where, node_label=found.labels.node, pod_label=found.labels.pod,
-                       error=found.error)
-    if found.error:
-        return info
-    checks = []
-    for spec in adapt(specs, found):
-        blind = found.blind(spec, nodes)
-        checks.append(MetricCoverage(check=spec.name, reads=metrics_of(spec.query), nodes=len(nodes) - len(blind),
-                                     blind=blind))
-    return info.model_copy(update={"checks": checks})
+    return _Probed(source.where, found, [(spec, found.blind(spec, nodes)) for spec in adapt(specs, found)])

@@ -234,13 +234,8 @@ class MetricWatch:
                                     "before": dict(sorted(before.items())), "labels": self.labels.as_json()}
         if tally.failures > spec.failure_limit:
             keys = sorted(tally.worst)
-            said = ", ".join(
-                f"{key_text(k)}: {show(tally.worst[k][0], spec.unit)}"
-                + (f" (up from {show(base, spec.unit)} at the measurement before)" if k in tally.rose
-                   and (base := tally.worst[k][1]) is not None else
-                   f" (before the run {show(base, spec.unit)})"
-                   if spec.parsed.needs_baseline and (base := tally.worst[k][1]) is not None else "")
-                for k in keys[:SHOWN])
+            said = ", ".join(f"{key_text(k)}: {show(tally.worst[k][0], spec.unit)}{_compared(tally, k)}"
+                             for k in keys[:SHOWN])
             more = f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else ""
             nodes = sorted({node_of(k) for k in keys})
             rule = f"{spec.condition}, and no rise between measurements" if spec.windowed else spec.condition
@@ -276,3 +271,14 @@ class MetricWatch:
                  if tally.not_compared else "")
         return passed(name, f"{spec.condition} on {plural(len(compared), 'series', 'series')} ({values}"
                             f"{' …' if len(compared) > SHOWN else ''}){extra}", self.scope, **evidence)
+
+
+def _compared(tally: _Tally, key: str) -> str:
+    """What ``key``'s failed value was compared with, as the failure says it."""
+    spec, base = tally.spec, tally.worst[key][1]
+    if base is None:
+        return ""
+    if key in tally.rose:
+        return f" (up from {show(base, spec.unit)} at the measurement before)"
+    return f" (before the run {show(base, spec.unit)})" if spec.parsed.needs_baseline else ""
+

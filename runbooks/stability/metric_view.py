@@ -17,9 +17,9 @@ measured (no series, the exporter exports no such field) is ``None`` and the rep
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from runbooks.errors import plural
@@ -74,8 +74,13 @@ def new_xids(start: dict[str, float] | None, now: dict[str, float] | None) -> li
     either was not measured."""
     if start is None or now is None:
         return None
-    return [f"{key_text(k)}: XID {code:g}" + ("" if k in start else " (no value at the promotion)")
-            for k, code in sorted(now.items()) if code and start.get(k) != code]
+    return list(_xid_changes(start, now).values())
+
+
+def _xid_changes(start: dict[str, float], now: dict[str, float]) -> dict[str, str]:
+    """GPU key -> how its new XID reads, for :func:`new_xids` (sorted by key)."""
+    return {k: f"{key_text(k)}: XID {code:g}" + ("" if k in start else " (no value at the promotion)")
+            for k, code in sorted(now.items()) if code and start.get(k) != code}
 
 
 def new_errors(start: dict[str, float] | None, now: dict[str, float] | None) -> float | None:
@@ -100,39 +105,29 @@ def _finite(values: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
     return {check: {k: v for k, v in by.items() if math.isfinite(v) and v >= 0} for check, by in values.items()}
 
 
-@dataclass
-class _Walk:
-    """One node's XIDs and ECC errors from the promotion through each hourly sample to now."""
-
-    codes: dict[str, str]
-    """GPU key -> what its new XID reads (the latest code it changed to)."""
-    errors: float = 0.0
+def _seen(node: str, check: str, steps: list[dict[str, dict[str, float]]]) -> list[dict[str, float]] | None:
+    """``node``'s values of ``check`` in each step that saw the node; None unless the first step
+    (the promotion) and the last (now) both did."""
+    taken = [_by_node(step[check]).get(node, {}) for step in steps if check in step]
+    if len(taken) < 2 or check not in steps[0] or check not in steps[-1] or not taken[0] or not taken[-1]:
+        return None
+    return [values for values in taken if values]
 
 
 def _walk(node: str, steps: list[dict[str, dict[str, float]]]) -> tuple[list[str] | None, float | None]:
     """(new XIDs, new ECC errors) of ``node`` over ``steps`` (the promotion's values, the hourly
-    samples, now), each pair of consecutive samples compared GPU by GPU, so a count reset or a
-    code raised again between two samples is not lost; None where the first or last step did
-    not measure the node's check."""
-    out: list[list[str] | float | None] = []
-    for check in (XID, ECC):
-        taken = [_by_node(step[check]).get(node, {}) for step in steps if check in step]
-        if len(taken) < 2 or check not in steps[0] or check not in steps[-1] or not taken[0] or not taken[-1]:
-            out.append(None)
-            continue
-        walk, seen = _Walk(codes={}), taken[0]
-        for later in taken[1:]:
-            if not later:  # a sample that did not see the node: the next one is compared with the last seen
-                continue
-            if check == XID:
-                for text in new_xids(seen, later) or []:
-                    walk.codes[text.split(":", 1)[0]] = text
-            else:
-                walk.errors += new_errors(seen, later) or 0.0
-            seen = later
-        out.append(sorted(walk.codes.values()) if check == XID else walk.errors)
-    codes, errors = out
-    return (codes if isinstance(codes, list) else None), (errors if isinstance(errors, float) else None)
+    samples, now), each pair of consecutive samples that saw it compared GPU by GPU, so a count
+    reset or a code raised again between two samples is not lost (a GPU's XID read as its latest
+    new code); None where the first or last step did not measure the node's check."""
+    xids, eccs = _seen(node, XID, steps), _seen(node, ECC, steps)
+    codes: list[str] | None = None
+    if xids is not None:
+        latest: dict[str, str] = {}
+        for earlier, later in itertools.pairwise(xids):
+            latest.update(_xid_changes(earlier, later))
+        codes = [latest[k] for k in sorted(latest)]
+    errors = None if eccs is None else sum(new_errors(a, b) or 0.0 for a, b in itertools.pairwise(eccs))
+    return codes, errors
 
 
 def view_of(progress: dict[str, Any], *, nodes: Sequence[str], hourly: dict[str, dict[str, dict[str, float]]],

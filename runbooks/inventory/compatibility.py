@@ -4,13 +4,22 @@
 row fails at import, not at a request). :func:`judge` answers, for the image a request
 wants and the hardware classes of the nodes the plugin runs on, one :class:`Verdict` each:
 
-- ``fail``: a class whose driver branch is older than the row's minimum (or the tag's
-  ``-driver<branch>``, or the policy's ``compatibility.min_driver``), or a cluster whose
-  Kubernetes is outside the row's range: the row and the nodes are named;
-- ``warn``: an unknown combination: an image the matrix has no row for, GPU nodes whose
-  driver or runtime is unknown (no GPU Feature Discovery labels), a runtime the row's
-  source does not document;
-- ``pass``: the classes the row's stated needs were checked against.
+- ``fail``: a class whose driver branch is older than the row's minimum (or the policy's
+  ``compatibility.min_driver``) or whose kubelet is older than the row's Kubernetes floor, or
+  a cluster whose Kubernetes is outside the row's range: the row and the nodes are named,
+  with the host's fix (upgrade the driver, the kubelet);
+- ``warn``: an unknown combination: an image the matrix has no row for (another repository;
+  a tag its release line does not publish, such as kubesim's old ``-driver550``; a release
+  newer than the matrix, naming its newest row), GPU nodes whose driver or runtime is unknown
+  (no GPU Feature Discovery labels), a runtime the row's source does not document;
+- ``pass``: the classes the row's stated needs were checked against, naming what the cluster
+  cannot show (the row's ``unchecked``: the container toolkit, the default runtime) as not
+  checked.
+
+There is no build per driver branch: the plugin's image carries no NVML, the host's library
+is injected, so ``Driver/library version mismatch`` is the node's (its driver upgraded, its
+kernel module not reloaded: reboot or reload it), named by the failure signatures
+(:mod:`runbooks.daemonset.signatures`), never answered with another plugin image.
 
 The image is read once, by :mod:`runbooks.image_names`, whatever its spelling: the registry's
 case and ``:443``, Docker Hub's defaults and a digest beside the tag do not change its row;
@@ -36,8 +45,9 @@ from runbooks.inventory.compatibility_matrix import ROWS
 from runbooks.inventory.models import HardwareClass
 from runbooks.inventory.stacks import UNKNOWN
 
-_DRIVER_SUFFIX = re.compile(r"driver(\d+)")
 _K8S = re.compile(r"^1\.\d+$")
+_KUBELET = re.compile(r"^v?1\.(\d+)(?:\.|$)")
+_LINE = re.compile(r"^v?(\d+)\.(\d+)")
 
 
 class Source(BaseModel):
@@ -64,7 +74,14 @@ class Row(BaseModel):
     min_driver: str | None = None
     container_toolkit: str | None = None
     runtimes: list[str] | None = None
+    prerequisites: list[str] = []
+    """The source's prerequisites, quoted."""
+    unchecked: list[str] = []
+    """Those of ``prerequisites`` no node object reports (the host's): said, not passed."""
     source: Source
+    changelog: list[str] = []
+    """Notes of the line's CHANGELOG, quoted, each after its version heading (``v0.19.2: …``)."""
+    changelog_source: Source | None = None
     note: str = ""
 
     @field_validator("repositories")
@@ -96,15 +113,23 @@ class Row(BaseModel):
     def name(self) -> str:
         return f"{self.component} {self.release}"
 
-    def matches(self, image: ImageName) -> bool:
-        """The image's repository is the row's and its tag a release of the row's line: its
-        version matches ``tags`` and each suffix is a published variant or ``driver<branch>``."""
+    @property
+    def line(self) -> tuple[int, int]:
+        """(0, 20) of ``v0.20.x``: the release line, to tell a newer release."""
+        found = _LINE.match(self.release)
+        return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+
+    def of_line(self, image: ImageName) -> bool:
+        """The image's repository is the row's and its tag's version is of the row's line."""
         parts = release(image.tag)
-        if image.repository not in self.repositories or parts is None:
-            return False
-        version, suffixes = parts
-        return re.fullmatch(self.tags, version) is not None and all(
-            s in self.variants or _DRIVER_SUFFIX.fullmatch(s) for s in suffixes)
+        return image.repository in self.repositories and parts is not None and \
+            re.fullmatch(self.tags, parts[0]) is not None
+
+    def matches(self, image: ImageName) -> bool:
+        """The image's tag is a release of the row's line as published: its version matches
+        ``tags`` and each suffix is a variant the line's Makefile builds."""
+        parts = release(image.tag)
+        return self.of_line(image) and parts is not None and all(s in self.variants for s in parts[1])
 
 
 MATRIX: list[Row] = [Row.model_validate(row) for row in ROWS]
@@ -116,15 +141,6 @@ class Verdict:
     detail: str
     row: str = ""
     nodes: list[str] = field(default_factory=list)
-
-
-def driver_branch(tag: str) -> int | None:
-    """550 of ``v0.17.0-driver550`` (or ``v0.17.0-driver550-ubi9``): the NVIDIA driver branch a
-    ``-driver<branch>`` build needs, in whichever ``-``-separated part after the version; None without one."""
-    for suffix in tag.split("-")[1:]:
-        if found := _DRIVER_SUFFIX.fullmatch(suffix):
-            return int(found.group(1))
-    return None
 
 
 def row_for(image: str | ImageName, rows: Iterable[Row] = MATRIX) -> Row | None:
@@ -151,18 +167,39 @@ def row_text(row: Row) -> str:
 
 def driver_too_old(image: str, why: str, hw: HardwareClass) -> str:
     return (f"{image} needs NVIDIA driver branch {why}; class {hw.name} has {', '.join(hw.nodes)} on driver "
-            f"{', '.join(hw.drivers) or hw.driver_branch}: upgrade their driver first, or pin another image")
+            f"{', '.join(hw.drivers) or hw.driver_branch}: upgrade the NVIDIA driver on those nodes first")
+
+
+def _wanted(row: Row) -> str:
+    return (f"Kubernetes {row.kubernetes_min or '?'} to {row.kubernetes_max}" if row.kubernetes_max
+            else f"Kubernetes {row.kubernetes_min} or newer")
 
 
 def kubernetes_outside(image: str, row: Row, version: str) -> str:
-    wanted = (f"Kubernetes {row.kubernetes_min or '?'} to {row.kubernetes_max}" if row.kubernetes_max
-              else f"Kubernetes {row.kubernetes_min} or newer")
-    return f"{image} needs {wanted} ({row_text(row)}); this cluster runs {version}"
+    return f"{image} needs {_wanted(row)} ({row_text(row)}); this cluster runs {version}"
+
+
+def kubelet_too_old(image: str, row: Row, hw: HardwareClass, kubelets: list[str]) -> str:
+    return (f"{image} needs {_wanted(row)} ({row_text(row)}); class {hw.name} has {', '.join(hw.nodes)} on "
+            f"kubelet {', '.join(kubelets)}: upgrade the kubelet on those nodes first")
 
 
 def not_in_matrix(image: str) -> str:
     return (f"{image} is in no row of the compatibility matrix: its Kubernetes range, driver and runtimes are "
             "unknown, so they were not checked (compatibility.min_driver in the policy checks a driver)")
+
+
+def not_published(image: str, row: Row) -> str:
+    line = row.release.removesuffix(".x")
+    tags = ", ".join([f"{line}.N"] + [f"{line}.N-{v}" for v in row.variants])
+    return (f"{image} is not a release tag {row.name} publishes ({tags}, per {row.variants_source or row.source.url}): "
+            "its row's needs were not checked against it")
+
+
+def newer_than_matrix(image: str, row: Row) -> str:
+    return (f"{image} is newer than the compatibility matrix's newest row, {row.name} ({row.source.url}): its "
+            "Kubernetes range, driver and runtimes were not checked (compatibility.min_driver in the policy "
+            "checks a driver)")
 
 
 def digest_only(image: str) -> str:
@@ -185,10 +222,36 @@ def compatible(image: str, row: Row | None, classes: list[HardwareClass], ignore
     if ignored:
         return f"the compatibility check of {image} is off for this target (compatibility.ignore in the policy)"
     where = "; ".join(f"{c.name}: {', '.join(c.nodes)}" for c in classes) or "no GPU node"
-    return f"{image} fits every hardware class it will run on ({where}) per {row_text(row) if row else 'the policy'}"
+    said = f"{image} fits every hardware class it will run on ({where}) per {row_text(row) if row else 'the policy'}"
+    if row is not None and row.unchecked:
+        said += f"; not checked (the host's, which no node reports): {'; '.join(row.unchecked)}"
+    return said
 
 
 # ------------------------------------------------------------------ the check
+def _unmatched(image: str, name: ImageName | None, rows: list[Row]) -> Verdict:
+    """The warning for an image in no row: why its row could not be told."""
+    known = [r for r in rows if name is not None and name.repository in r.repositories]
+    if name is None or not known:
+        return Verdict("warn", not_in_matrix(image))
+    if not name.tag:
+        return Verdict("warn", digest_only(image))
+    if (line := next((r for r in known if r.of_line(name)), None)) is not None:
+        return Verdict("warn", not_published(image, line), row=line.name)
+    parts, newest = release(name.tag), max(known, key=lambda r: r.line)
+    found = _LINE.match(parts[0]) if parts else None
+    if found is not None and (int(found.group(1)), int(found.group(2))) > newest.line:
+        return Verdict("warn", newer_than_matrix(image, newest), row=newest.name)
+    return Verdict("warn", not_in_matrix(image))
+
+
+def _old_kubelets(row: Row, hw: HardwareClass) -> list[str]:
+    if row.kubernetes_min is None:
+        return []
+    floor = _minor(row.kubernetes_min)
+    return [k for k in hw.kubelets if (found := _KUBELET.match(k)) is not None and int(found.group(1)) < floor]
+
+
 def judge(
     image: str, classes: list[HardwareClass], *, kubernetes: str, min_driver: str | None = None,
     ignore: bool = False, rows: Iterable[Row] = MATRIX,
@@ -203,21 +266,16 @@ def judge(
     except ValueError:
         name = None
     row = row_for(name, rows) if name is not None else None
-    tag_branch = driver_branch(name.tag) if name is not None else None
     verdicts: list[Verdict] = []
     if row is None and min_driver is None:
-        by_digest = name is not None and not name.tag and any(name.repository in r.repositories for r in rows)
-        verdicts.append(Verdict("warn", digest_only(image) if by_digest else not_in_matrix(image)))
+        verdicts.append(_unmatched(image, name, rows))
     if min_driver is not None:
         needed, why = int(min_driver), f"{min_driver} or newer (compatibility.min_driver of this target in the policy)"
-    elif row is not None and (row.min_driver is not None or tag_branch is not None):
-        needed = max(int(row.min_driver or 0), tag_branch or 0)
-        why = f"{needed} or newer ({row_text(row)}" + (f"; the tag's -driver{tag_branch} build" if tag_branch else "") + ")"
-    elif tag_branch is not None:  # in no row, the tag still says what its build needs
-        needed, why = tag_branch, f"{tag_branch} or newer (the tag's -driver{tag_branch} build)"
+    elif row is not None and row.min_driver is not None:
+        needed, why = int(row.min_driver), f"{row.min_driver} or newer ({row_text(row)})"
     else:
         needed, why = 0, ""
-    label = row.name if row is not None else "policy" if min_driver is not None or tag_branch is None else "tag"
+    label = row.name if row is not None else "policy"
     minor = _minor(kubernetes.lstrip("v"))
     if row is not None and (
         (row.kubernetes_min is not None and minor < _minor(row.kubernetes_min))
@@ -230,6 +288,8 @@ def judge(
             unknown += hw.nodes
         elif needed and int(hw.driver_branch) < needed:
             verdicts.append(Verdict("fail", driver_too_old(image, why, hw), row=label, nodes=hw.nodes))
+        if row is not None and (old := _old_kubelets(row, hw)):
+            verdicts.append(Verdict("fail", kubelet_too_old(image, row, hw, old), row=row.name, nodes=hw.nodes))
         runtime = _runtime_name(hw.runtime)
         if row is not None and row.runtimes is not None and runtime is not None and runtime not in row.runtimes:
             verdicts.append(Verdict("warn", runtime_undocumented(image, row, hw), row=row.name, nodes=hw.nodes))

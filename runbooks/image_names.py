@@ -18,9 +18,9 @@ github.com/distribution/reference, ``normalize.go``):
 - the tag kept as written (tags are case-sensitive), the digest kept beside it.
 
 :func:`release` splits a tag into its version (the ``[v]MAJOR.MINOR.PATCH`` part) and the
-suffixes after it (``v0.17.0-ubi9-driver550``: ``v0.17.0`` with ``ubi9`` and
-``driver550``); which suffixes name builds of the same release is the compatibility
-matrix's to say, row by row. :func:`same_image` is the stricter question, whether two
+suffixes after it (``v0.17.0-ubi9-local``: ``v0.17.0`` with ``ubi9`` and ``local``);
+which suffixes name published builds of the release is the compatibility matrix's to say,
+row by row (``ubi9`` for v0.17: its Makefile; ``local``, or kubesim's old ``driver550``, none). :func:`same_image` is the stricter question, whether two
 references pull the same content. Pure: no I/O.
 """
 
@@ -118,7 +118,7 @@ def repository(image: str) -> str:
 
 
 def release(tag: str) -> tuple[str, tuple[str, ...]] | None:
-    """``("v0.17.0", ("ubi9", "driver550"))`` of ``v0.17.0-ubi9-driver550``: the version a tag
+    """``("v0.17.0", ("ubi9", "local"))`` of ``v0.17.0-ubi9-local``: the version a tag
     names and the ``-``-separated suffixes after it; None for a tag with no
     ``[v]MAJOR.MINOR.PATCH`` at its start (``latest``, ``devel``, ``v0.17``)."""
     found = _RELEASE.fullmatch(tag)

@@ -236,3 +236,15 @@ def at_once(asks: list[Callable[[], Any]], timeout: float = 60.0) -> list[Any]:
     for t in threads:
         t.join(timeout=timeout)
     return results
+
+
+def relabel_driver(kubeconfig: Path, nodes: tuple[str, ...], driver: str) -> None:
+    """GFD's driver labels on ``nodes`` as GFD publishes them for ``driver`` (``375.66``: major
+    375, minor 66, no revision), the rest of the node as it was: a node on an older driver
+    branch for the compatibility matrix's floor (kubesim's scenarios have none below 535)."""
+    major, minor, *rev = driver.split(".")
+    labels = [f"nvidia.com/cuda.driver-version.full={driver}"]
+    for prefix, revision in (("nvidia.com/cuda.driver-version.", "revision"), ("nvidia.com/cuda.driver.", "rev")):
+        labels += [f"{prefix}major={major}", f"{prefix}minor={minor}",
+                   f"{prefix}{revision}={rev[0]}" if rev else f"{prefix}{revision}-"]
+    Kubectl(kubeconfig).run("label", "node", *nodes, *labels, "--overwrite")

@@ -222,10 +222,10 @@ def compatible(image: str, row: Row | None, classes: list[HardwareClass], ignore
     if ignored:
         return f"the compatibility check of {image} is off for this target (compatibility.ignore in the policy)"
     where = "; ".join(f"{c.name}: {', '.join(c.nodes)}" for c in classes) or "no GPU node"
-    said = f"{image} fits every hardware class it will run on ({where}) per {row_text(row) if row else 'the policy'}"
-    if row is not None and row.unchecked:
-        said += f"; not checked (the host's, which no node reports): {'; '.join(row.unchecked)}"
-    return said
+    if row is None:
+        return f"{image} fits every hardware class it will run on ({where}) per the policy"
+    unchecked = f"; not checked (on the host, no node reports it): {'; '.join(row.unchecked)}" if row.unchecked else ""
+    return f"{image} fits every hardware class it will run on per {row.name}{unchecked} ({where}; {row_text(row)})"
 
 
 # ------------------------------------------------------------------ the check

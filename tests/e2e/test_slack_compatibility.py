@@ -1,7 +1,9 @@
-"""The compatibility matrix from Slack, end to end (issue 36, item 2), on kubesim ``gpu-mixed``:
-a signed ``/upgrade canary`` of a device plugin built for driver 550 gets one ephemeral line
-naming the matrix row and the A100 nodes on driver 535, and nothing is posted for approvers;
-the release itself opens its request, which shows gpu-node5's unknown driver as a warning."""
+"""The compatibility matrix from Slack, end to end (issue 36, item 2; issue 58, item 5), on
+kubesim ``gpu-mixed`` with gpu-node1 and gpu-node2 labelled by GFD as on driver 375.66: a
+signed ``/upgrade canary`` of v0.17.0 (README: drivers ~= 384.81) gets one ephemeral line
+naming the matrix row and those nodes, and nothing is posted for approvers; v0.18.2, once
+the nodes are back on 535, opens its request, which shows gpu-node5's unknown driver as a
+warning."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from tests.e2e.runs_support import (
     thread,
 )
 from tests.fakeslack import FakeSlack
+from tests.support import relabel_driver
 
 PLUGIN = "nvcr.io/nvidia/k8s-device-plugin"
 
@@ -31,20 +34,23 @@ def mixed_bot(fake_slack: FakeSlack, redis_url: str) -> Iterator[RunBot]:
         yield bot
 
 
-def test_a_plugin_needing_a_newer_driver_is_refused_from_slack(mixed_bot: RunBot) -> None:
-    """issue 36, item 2: the refusal names the row and gpu-node1, gpu-node2 in one line; no run,
-    no root message; then v0.17.0's request carries the warning about gpu-node5."""
+def test_a_node_below_the_driver_floor_is_refused_from_slack(mixed_bot: RunBot) -> None:
+    """issue 36, item 2: the refusal names the row and gpu-node1, gpu-node2 in one line with the
+    host's fix; no run, no root message; then a request carries the warning about gpu-node5."""
     bot = mixed_bot
-    assert bot.slack.command(f"canary {TARGET} image={PLUGIN}:v0.17.0-driver550 node=gpu-node3").status == 200
+    assert bot.kubeconfig is not None
+    relabel_driver(bot.kubeconfig, ("gpu-node1", "gpu-node2"), "375.66")
+    assert bot.slack.command(f"canary {TARGET} image={PLUGIN}:v0.17.0 node=gpu-node3").status == 200
     reply = eventually(lambda: next((c for c in bot.fake.of("response_url") if "compatibility" in texts(c)), None),
                        "the refusal")
     lines = [line for line in texts(reply).splitlines() if "compatibility" in line]  # type: ignore[arg-type]
     assert len(set(lines)) == 1, lines
     assert "refused before any approver was asked" in lines[0] and "NVIDIA device plugin v0.17.x" in lines[0]
-    assert "has gpu-node1, gpu-node2 on driver 535.183.01" in lines[0], lines[0]
+    assert "has gpu-node1, gpu-node2 on driver 375.66: upgrade the NVIDIA driver on those nodes first" in lines[0]
     assert bot.runtime.engine.runs(limit=5) == [] and roots(bot.fake) == []
 
-    assert bot.slack.command(f"canary {TARGET} image={PLUGIN}:v0.17.0 node=gpu-node3").status == 200
+    relabel_driver(bot.kubeconfig, ("gpu-node1", "gpu-node2"), "535.183.01")
+    assert bot.slack.command(f"canary {TARGET} image={PLUGIN}:v0.18.2 node=gpu-node3").status == 200
     (root,) = eventually(lambda: roots(bot.fake), "the root message")  # type: ignore[misc]
     gate = eventually(lambda: next((c for c in thread(bot.fake, posted_ts(root)) if buttons(c)), None), "the request")
     shown = texts(gate)  # type: ignore[arg-type]

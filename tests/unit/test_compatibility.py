@@ -123,7 +123,7 @@ def test_what_the_cluster_cannot_show_is_said_not_passed() -> None:
     [verdict] = judge(f"{PLUGIN}:v0.20.0", [A100, H100], kubernetes="v1.34.0")
     assert verdict.status == "pass" and verdict.row == "NVIDIA device plugin v0.20.x"
     assert "v0.20.0 README" in verdict.detail
-    assert ("not checked (the host's, which no node reports): nvidia-docker >= 2.0 || nvidia-container-toolkit "
+    assert ("not checked (on the host, no node reports it): nvidia-docker >= 2.0 || nvidia-container-toolkit "
             ">= 1.7.0") in verdict.detail, verdict.detail
     assert "nvidia-container-runtime configured as the default low-level runtime" in verdict.detail
 

@@ -123,7 +123,7 @@ def test_what_tells_two_images_apart_stays() -> None:
 
 
 def test_a_tag_is_a_version_and_its_suffixes() -> None:
-    assert release("v0.17.0-ubi9-driver550") == ("v0.17.0", ("ubi9", "driver550"))
+    assert release("v0.17.0-ubi9-local") == ("v0.17.0", ("ubi9", "local"))
     assert release("v0.14.5-ubuntu20.04") == ("v0.14.5", ("ubuntu20.04",))
     assert release("0.4.0") == ("0.4.0", ())
     assert release("v0.17.0-rc.1") == ("v0.17.0", ("rc.1",))

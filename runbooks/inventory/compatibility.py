@@ -267,8 +267,9 @@ def judge(
         name = None
     row = row_for(name, rows) if name is not None else None
     verdicts: list[Verdict] = []
-    if row is None and min_driver is None:
-        verdicts.append(_unmatched(image, name, rows))
+    if row is None and ((unmatched := _unmatched(image, name, rows)).row or min_driver is None):
+        verdicts.append(unmatched)  # the policy's min_driver stands for an unknown repository, not a release
+        # of a known one the matrix cannot judge (newer than its rows, a tag its line does not publish)
     if min_driver is not None:
         needed, why = int(min_driver), f"{min_driver} or newer (compatibility.min_driver of this target in the policy)"
     elif row is not None and row.min_driver is not None:

@@ -113,6 +113,8 @@ def test_a_release_newer_than_the_matrix_is_unchecked_naming_the_newest_row() ->
         assert warn.status == "warn" and warn.row == newest, warn
         assert f"newer than the compatibility matrix's newest row, {newest}" in warn.detail, warn.detail
         assert "not checked" in warn.detail and "\n" not in warn.detail
+    policed = judge(f"{PLUGIN}:v0.21.0", [A100], kubernetes="v1.32.1", min_driver="535")
+    assert [(v.status, v.row) for v in policed] == [("warn", "NVIDIA device plugin v0.20.x"), ("pass", "policy")]
     [older] = judge(f"{PLUGIN}:v0.13.0", [A100], kubernetes="v1.32.1")
     assert older.status == "warn" and "in no row of the compatibility matrix" in older.detail
 

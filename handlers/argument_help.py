@@ -26,7 +26,9 @@ ARGUMENTS: dict[str, str] = {
     "image=": "the new image, with a tag or digest (nvcr.io/nvidia/k8s-device-plugin:v0.17.0)",
     "node=": "the canary node, changed and verified first; auto picks the least busy qualifying node of each "
              "hardware class and says why in the request",
-    "container=": "the container to change (default: the only one, or the one the policy names)",
+    "container=": "the container to change (default: the only one, the one running the plugin beside "
+                  "gpu-feature-discovery, mps-control-daemon or config-manager containers, or the one the policy "
+                  "names)",
     "when=": "next-window: wait for the policy's next maintenance window instead of refusing outside one",
     "env=": "set (NAME=value) or remove (NAME-) an environment variable of the container; repeatable",
     "args=": "the container's arguments, comma-separated (- removes them)",

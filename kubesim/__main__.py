@@ -17,7 +17,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve a simulated GPU cluster on 127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="port (0 picks a free one)")
-    serve.add_argument("--scenario", default="gpu-small", help="gpu-small (default), gpu-large, gpu-unsafe, gpu-mixed or dra-broken-claims")
+    serve.add_argument("--scenario", default="gpu-small", help="gpu-small (default), gpu-large, gpu-unsafe, gpu-mixed, dra-broken-claims, "
+                       "gpu-helm, gpu-helm-mig or gpu-operator")
     serve.add_argument("--nodes", type=int, default=None, help="node count (gpu-large)")
     serve.add_argument("--k8s-version", default="1.31", help="release to simulate, 1.27 .. 1.34")
     serve.add_argument("--event-ttl", default="1h", help="how long events are kept (default 1h)")

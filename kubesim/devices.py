@@ -5,6 +5,7 @@ DRA driver publishes. GPU hardware per node lives here (set by the scenario)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from kubesim import dra
@@ -21,13 +22,29 @@ DEVICE_PLUGIN_RESOURCES = (GPU,)
 """The extended resources the simulated device plugins advertise (and the device manager allocates)."""
 
 
-def container_kind(image: str) -> str:
-    """``device-plugin``, ``dra-plugin`` or ``generic``, from the image name."""
+NOT_THE_PLUGIN = ("gpu-feature-discovery", "mps-control-daemon", "config-manager")
+"""Programs NVIDIA's device-plugin image ships beside ``nvidia-device-plugin`` (k8s-device-plugin's
+``deployments/container/Dockerfile`` copies all four to ``/usr/bin``; its ENTRYPOINT is the plugin):
+a container of that image whose command or args run one of them registers nothing (the Helm chart's
+GFD and MPS control daemon, the config-manager sidecars of the chart and of the GPU operator)."""
+
+
+def container_kind(image: str, runs: str = "") -> str:
+    """``device-plugin``, ``dra-plugin`` or ``generic``, from the image name and what the
+    container runs (``runs``: its command and args, see :func:`kind_of`)."""
+    if DEVICE_PLUGIN_IMAGE in image and any(program in runs for program in NOT_THE_PLUGIN):
+        return "generic"
     if DEVICE_PLUGIN_IMAGE in image or OTHER_DEVICE_PLUGIN in image.rsplit("/", 1)[-1]:
         return "device-plugin"
     if DRA_PLUGIN_IMAGE in image:
         return "dra-plugin"
     return "generic"
+
+
+def kind_of(container: Mapping[str, Any]) -> str:
+    """:func:`container_kind` of a container of a pod spec."""
+    runs = " ".join(str(word) for word in [*(container.get("command") or []), *(container.get("args") or [])])
+    return container_kind(str(container.get("image", "")), runs)
 
 
 class DeviceRegistry:

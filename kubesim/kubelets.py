@@ -21,7 +21,7 @@ from kubesim import dra, pluginlogs
 from kubesim import podstatus as ps
 from kubesim.clock import rfc3339
 from kubesim.configrefs import ConfigRefs
-from kubesim.devices import NODES, DeviceRegistry, container_kind
+from kubesim.devices import NODES, DeviceRegistry, kind_of
 from kubesim.ipam import PodAddresses
 from kubesim.jobs import JobRunner, is_job, sleeps
 from kubesim.nodestatus import NodeLifecycle
@@ -106,7 +106,7 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, C
             return
         containers = pod["spec"].get("containers") or []
         labels = self._node_labels(pod["spec"]["nodeName"])
-        if all(container_kind(c.get("image", "")) == "generic" and ps.behaviour(c.get("image", ""), labels) != "crash"
+        if all(kind_of(c) == "generic" and ps.behaviour(c.get("image", ""), labels) != "crash"
                for c in containers):
             for c in containers:
                 self._touch_log_key(m.get("namespace", ""), m["name"], c["name"])

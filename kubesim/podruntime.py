@@ -13,7 +13,7 @@ from typing import Any
 
 from kubesim import pluginlogs
 from kubesim import podstatus as ps
-from kubesim.devices import container_kind
+from kubesim.devices import kind_of
 
 BACKOFF_START, BACKOFF_MAX = 10.0, 300.0
 
@@ -69,7 +69,7 @@ def new_runtime(pod: dict[str, Any], node: str, node_labels: Mapping[str, str] |
     rt = PodRt(pod["metadata"]["uid"], pod["metadata"].get("namespace", ""), pod["metadata"]["name"], node)
     for c in pod["spec"].get("containers") or []:
         image = c.get("image", "")
-        kind = container_kind(image)
+        kind = kind_of(c)
         mode, why = ps.behaviour(image, node_labels), None
         if kind == "device-plugin" and mode != "crash":
             why = ps.device_plugin_config_error(c)

@@ -30,6 +30,8 @@ published), so nothing churns at start.
   GPU Feature Discovery labels (its product, driver and CUDA are unknown; Rocky Linux 9);
   ``trainer-0`` on ``gpu-node1`` and ``trainer-1`` on ``gpu-node3`` use 4 GPUs each.
 - ``dra-broken-claims``: gpu-small plus broken ResourceClaims in ``ml-team`` (:func:`_broken_claims`).
+- ``gpu-helm``, ``gpu-helm-mig``, ``gpu-operator``: NVIDIA's Helm chart and GPU operator installed
+  from their published objects (:mod:`kubesim.installs`).
 
 The GPU nodes of ``gpu-small`` and ``gpu-unsafe`` carry GFD's labels of an A100 node on
 driver 535 (:mod:`kubesim.hardware`); ``gpu-large``'s carry none (kept light at 5000 nodes).
@@ -64,6 +66,7 @@ from kubesim.fixtures import (
 from kubesim.hardware import A100_535, H100_550, Stack, equip
 from kubesim.heartbeats import NodeHeartbeats
 from kubesim.installkinds import BuiltinObjects
+from kubesim.installs import INSTALLS, install
 from kubesim.kubelets import KubeletController
 from kubesim.namespaces import NamespaceController
 from kubesim.nodestatus import UnschedulableTaints
@@ -72,7 +75,7 @@ from kubesim.scheduling import Scheduler
 from kubesim.simulation import Simulation
 from kubesim.statefulsets import StatefulSetController
 
-SCENARIOS = ("gpu-small", "gpu-large", "gpu-unsafe", "gpu-mixed", "dra-broken-claims")
+SCENARIOS = ("gpu-small", "gpu-large", "gpu-unsafe", "gpu-mixed", "dra-broken-claims", *INSTALLS)
 GPUS_PER_NODE = 8
 NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "dra-example-driver", "ml-team")
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.14.2"
@@ -345,6 +348,8 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
     elif scenario == "dra-broken-claims":
         _gpu_small(b, kubelet)
         _broken_claims(b)
+    elif scenario in INSTALLS:
+        install(b, kubelet, scenario)
     else:
         _gpu_large(b, kubelet, 5000 if nodes is None else nodes)
     b.load()

@@ -101,7 +101,7 @@ def _canary(ctx: StepContext, snap: Snapshot, look: Callable[..., Snapshot]) -> 
         note_checks(ctx, "canary.precheck", checks)
         if baseline is None:
             return result(checks, what="canary pre-checks")
-        container = resolve_container(run.container, snap.images)
+        container = resolve_container(run.container, snap.template)
         assert container is not None  # the pre-checks said so
         saved = saved_state(snap, container)
         ctx.run = ctx.save_progress({

@@ -28,14 +28,18 @@ from runbooks.inventory.compatibility import judge
 from runbooks.inventory.plugins import LOG_BUDGET, classify
 from runbooks.inventory.reading import node_from
 from runbooks.inventory.stacks import hardware_classes
+from runbooks.plugin_containers import plugin_container
 from runbooks.templates import same
 
 
-def resolve_container(requested: str, images: dict[str, str]) -> str | None:
-    """The container to upgrade: the one named, else the only one; ``None`` if ambiguous or absent."""
+def resolve_container(requested: str, template: dict[str, Any]) -> str | None:
+    """The container of the pod ``template`` to upgrade: the one named, else the only one, else the
+    only one that is not GFD, the MPS control daemon or config-manager
+    (:func:`runbooks.plugin_containers.plugin_container`); ``None`` if ambiguous or absent."""
+    containers = templates.containers(template)
     if requested:
-        return requested if requested in images else None
-    return next(iter(images)) if len(images) == 1 else None
+        return requested if any(c.get("name") == requested for c in containers) else None
+    return plugin_container(containers)
 
 
 def daemonset_health(snap: Snapshot) -> Check:
@@ -167,7 +171,7 @@ def request_checks(
         checks.append(passed("image-valid", f"{run.image} is a valid image reference"))
     except ValueError as exc:
         checks.append(failed("image-valid", str(exc)))
-    container = resolve_container(run.container, snap.images)
+    container = resolve_container(run.container, snap.template)
     if container is None:
         which = f"no container {run.container!r}" if run.container else "more than one container"
         checks.append(failed("container-exists", f"the pod template has {which}: use container=<one of "

@@ -4,7 +4,8 @@
 names, image reference, a target the policy lists). :func:`resolve` then reads the
 cluster once: the kubeconfig context the target lives in (so the one-active-run lock is
 per real cluster, not per "current context"), the DaemonSet, its container (``container=``
-may be left out when there is one), and the node. A change of the template is planned
+may be left out when there is one, or one that runs the plugin beside GFD, MPS or
+config-manager containers: :func:`runbooks.plugin_containers.plugin_container`), and the node. A change of the template is planned
 (:func:`planned_change`) and asked of the API server as dry runs (:func:`refused_by_server`),
 so its own refusals come before any approver is asked. Each raises :class:`InvalidRequest`
 with the reason; nothing is stored.
@@ -23,6 +24,7 @@ from runbooks.engine.runs import (
     NODE_CHOICE as NODE_CHOICE,  # kept with the run model (issue 39); named here as before
 )
 from runbooks.errors import NotFound
+from runbooks.plugin_containers import plugin_container
 from runbooks.policy import Policy
 from runbooks.templates import Edits, same
 
@@ -94,9 +96,10 @@ def resolve(cluster: Any, request: CanaryRequest) -> tuple[str, str]:
             raise InvalidRequest(f"there is no node {node} in cluster {cluster.context}: pick a GPU node from `inventory`") from exc
     names = containers_of(daemonset)
     if request.container is None:
-        if len(names) != 1:
+        chosen = plugin_container(templates.containers((daemonset.get("spec") or {}).get("template") or {}))
+        if chosen is None:
             raise InvalidRequest(f"{request.ref} has {len(names)} containers: name one with container=<{'|'.join(names)}>")
-        return cluster.context, names[0]
+        return cluster.context, chosen
     if request.container not in names:
         raise InvalidRequest(f"{request.ref} has no container {request.container}: use one of {', '.join(names)}")
     return cluster.context, request.container

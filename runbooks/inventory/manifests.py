@@ -22,7 +22,10 @@ Rules about the plugin container skip the containers NVIDIA's chart runs from th
 that are not the plugin (gpu-feature-discovery, the MPS control daemon, the config manager).
 - ``privilege-escalation`` (warn): a device plugin container that is not privileged and leaves
   ``allowPrivilegeEscalation`` unset or true, or drops no capabilities (a DRA kubelet plugin,
-  privileged by need, is left alone);
+  privileged by need, is left alone), or adds capabilities; NVIDIA's chart's own variant is no
+  finding: ``capabilities: add: [SYS_ADMIN]`` alone, on a plugin run with a MIG strategy other
+  than none, a config file (a config map) or the ``volume-mounts`` device-list strategy (the
+  chart's ``requiresCapSysAdmin`` in ``templates/_helpers.tpl``, k8s-device-plugin v0.15+);
 - ``resource-claimed-twice`` (fail): two device-plugin DaemonSets advertising the same resource
   on one node: the kubelet keeps whichever registered last;
 - ``max-unavailable`` (warn): a RollingUpdate ``maxUnavailable`` above the policy's
@@ -36,6 +39,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from runbooks.inventory.models import ContainerFacts, DaemonSet, Finding, Node
+from runbooks.plugin_containers import COMPANIONS
 
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 NVIDIA_PLUGIN = "k8s-device-plugin"
@@ -55,17 +59,31 @@ def _canary(ds: DaemonSet, change: str) -> str:
     return f"`canary {ds.ref} {change} node=auto`, then promote it (approved and verified like an image)"
 
 
-NOT_THE_PLUGIN = ("gpu-feature-discovery", "mps-control-daemon", "config-manager")
-"""Commands NVIDIA's chart runs from the plugin's image that are not the plugin itself."""
-
-
 def _plugin_containers(ds: DaemonSet) -> list[ContainerFacts]:
     """The containers of ``ds`` that run NVIDIA's device plugin (not the chart's feature
     discovery, MPS daemon or config manager, which share its image)."""
     if ds.kind != "device-plugin":
         return []
     return [c for c in ds.manifest.containers if NVIDIA_PLUGIN in c.image
-            and not any(word in " ".join([*c.command, *c.args]) for word in NOT_THE_PLUGIN)]
+            and not any(word in " ".join([*c.command, *c.args]) for word in COMPANIONS)]
+
+
+def _setting(ctr: ContainerFacts, flag: str, variable: str) -> str | None:
+    """A plugin setting as the plugin reads it: the ``--flag=value`` argument, else the variable."""
+    given = next((a.partition("=")[2] for a in ctr.args if a.startswith(f"--{flag}=")), None)
+    return given if given is not None else ctr.env.get(variable)
+
+
+def charts_sys_admin(ctr: ContainerFacts) -> bool:
+    """The securityContext NVIDIA's chart gives the plugin on purpose (``requiresCapSysAdmin``):
+    SYS_ADMIN added, nothing else, with a MIG strategy other than none, a config file (the chart
+    sets CONFIG_FILE when a config map is used) or the volume-mounts device-list strategy."""
+    if ctr.adds != ["SYS_ADMIN"]:
+        return False
+    mig = _setting(ctr, "mig-strategy", "MIG_STRATEGY")
+    lists = _setting(ctr, "device-list-strategy", "DEVICE_LIST_STRATEGY") or ""
+    return (mig not in (None, "", "none") or bool(_setting(ctr, "config-file", "CONFIG_FILE"))
+            or "volume-mounts" in lists)
 
 
 
@@ -197,13 +215,16 @@ def coverage(daemonsets: Sequence[DaemonSet], nodes: Sequence[Node], *, every_pl
 def privilege_escalation(ds: DaemonSet) -> list[Finding]:
     out = []
     for ctr in _plugin_containers(ds):
-        if ctr.privileged:
-            continue  # it asked for the node's devices outright: a matter for review, not this rule
+        if ctr.privileged or charts_sys_admin(ctr):
+            continue  # privileged: asked for the node's devices outright, a matter for review, not this rule
         wrong = []
         if ctr.allow_privilege_escalation is not False:
             wrong.append("allowPrivilegeEscalation is " + ("unset" if ctr.allow_privilege_escalation is None else "true"))
         if not ctr.drops_all:
             wrong.append("no capability is dropped")
+        if ctr.adds:
+            wrong.append(f"it adds {', '.join(ctr.adds)} (NVIDIA's chart adds SYS_ADMIN alone, and only for MIG, "
+                         "a config map or volume-mounts device lists)")
         if wrong:
             out.append(Finding(
                 severity="warn", code="privilege-escalation", object=f"daemonset/{ds.ref}",

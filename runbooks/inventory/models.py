@@ -123,6 +123,7 @@ class ContainerFacts(Model):
     privileged: bool = False
     allow_privilege_escalation: bool | None = Field(None, description="None: not set (Kubernetes allows it)")
     drops_all: bool = Field(False, description="capabilities.drop has ALL")
+    adds: list[Shown] = Field(default_factory=list, description="capabilities.add")
     mounts: dict[Shown, Shown] = Field(default_factory=dict, description="mountPath -> volume name")
 
 

@@ -2,8 +2,11 @@
 
 Pure except :func:`read_registrations`, which reads pod logs through the adapter. Plugin
 DaemonSets are the configured targets when there are any, else recognised by known
-names, labels and images. A DRA kubelet plugin's drivers are found in its pod template
-(``--driver-name``, env values naming a known driver), else in its logs.
+names, labels and images; a DaemonSet whose every container runs GFD, the MPS control daemon
+or config-manager (or whose labels name one of them) is none, though it runs the plugin's
+image and, in NVIDIA's Helm chart, carries the plugin's own labels
+(:mod:`runbooks.plugin_containers`). A DRA kubelet plugin's drivers are found in its pod
+template (``--driver-name``, env values naming a known driver), else in its logs.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from runbooks.characters import shown
 from runbooks.errors import ClusterError, Forbidden, InvalidRequest, NotFound, scrub, shorten
 from runbooks.inventory.models import Node, PluginKind, PluginPod
 from runbooks.inventory.reading import Obj
+from runbooks.plugin_containers import companion_labels, is_companion
 
 DEVICE_PLUGIN_MARKERS = ("device-plugin", "deviceplugin", "gpu-plugin")
 DRA_PLUGIN_MARKERS = ("kubeletplugin", "kubelet-plugin", "dra-driver", "dra-example-driver", "k8s-dra-driver")
@@ -49,8 +53,19 @@ def _haystack(ds: Obj) -> str:
     return " ".join([meta.get("name", ""), *labels.values(), *images]).lower()
 
 
+def _companion(ds: Obj) -> bool:
+    """Every container runs GFD, the MPS control daemon or config-manager, or the labels name one."""
+    template = ((ds.get("spec") or {}).get("template")) or {}
+    containers = (template.get("spec") or {}).get("containers") or []
+    labels = {**((ds.get("metadata") or {}).get("labels") or {}), **((template.get("metadata") or {}).get("labels") or {})}
+    return (bool(containers) and all(is_companion(c) for c in containers)) or companion_labels(labels)
+
+
 def classify(ds: Obj) -> PluginKind | None:
-    """``dra-kubelet-plugin``, ``device-plugin``, or ``None`` for anything else."""
+    """``dra-kubelet-plugin``, ``device-plugin``, or ``None`` for anything else (GFD and the MPS
+    control daemon on the plugin's image included)."""
+    if _companion(ds):
+        return None
     text = _haystack(ds)
     if any(m in text for m in DRA_PLUGIN_MARKERS):
         return "dra-kubelet-plugin"

@@ -231,6 +231,7 @@ def manifest_of(pod_spec: Obj) -> Manifest:
             privileged=bool(context.get("privileged")),
             allow_privilege_escalation=None if escalation is None else bool(escalation),
             drops_all="ALL" in ((context.get("capabilities") or {}).get("drop") or []),
+            adds=[str(a) for a in (context.get("capabilities") or {}).get("add") or []],
             mounts={str(m.get("mountPath", "")): str(m.get("name", "")) for m in ctr.get("volumeMounts") or []},
         ))
     return Manifest(

@@ -1,0 +1,152 @@
+"""Scenarios installed from NVIDIA's published objects: the device-plugin Helm chart and the GPU
+operator, their DaemonSets read from the YAML kept in ``kubesim/manifests/`` (each file's header
+names its source: repository, path, tag, and the values it was rendered with).
+
+- ``gpu-helm``: the chart v0.17.0 as its README installs it with GPU Feature Discovery
+  (``helm-nvidia-device-plugin-0.17.0.yaml``, release ``nvdp`` in ``nvidia-device-plugin``):
+  ``nvdp-nvidia-device-plugin`` (the plugin), ``nvdp-nvidia-device-plugin-gpu-feature-discovery``
+  and ``nvdp-nvidia-device-plugin-mps-control-daemon``, all three on the plugin's image and
+  under one selector. GFD labels ``nvidia.com/mps.capable`` on every GPU node: ``true`` on
+  ``gpu-node3`` (as on a node whose GPUs are shared with MPS), ``false`` elsewhere, so the MPS
+  control daemon, whose template selects ``nvidia.com/mps.capable: "true"``, runs there only.
+- ``gpu-helm-mig``: the same install with ``migStrategy=mixed``
+  (``helm-nvidia-device-plugin-0.17.0-mig.yaml``): the chart gives the plugin
+  ``capabilities: add: [SYS_ADMIN]`` instead of its hardened securityContext.
+- ``gpu-operator``: the GPU operator v26.7.0's ``nvidia-device-plugin-daemonset`` (containers
+  ``nvidia-device-plugin`` and ``config-manager``, init containers ``toolkit-validation`` and
+  ``config-manager-init``, ``runtimeClassName: nvidia``) and ``gpu-feature-discovery`` in
+  ``gpu-operator`` (``gpu-operator-v26.7.0.yaml``), with the ConfigMaps they mount; the GPU nodes
+  carry the operator's ``nvidia.com/gpu.deploy.device-plugin`` and
+  ``nvidia.com/gpu.deploy.gpu-feature-discovery`` labels. No ClusterPolicy: a patch of the
+  DaemonSet stays (the operator's reconciling is not simulated).
+
+Each has gpu-small's nodes (``gpu-node1..3`` with 8 A100s on driver 535, ``cpu-node1``), no DRA
+driver and no workload. Only the container that runs the plugin registers (see
+:func:`kubesim.devices.kind_of`): GFD, the MPS control daemon and config-manager register nothing.
+The objects go in as the API server stores them (:func:`server_defaults`), their pods settled.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from kubesim import admission
+from kubesim.fixtures import make_namespace, make_node
+from kubesim.hardware import A100_535, equip
+from kubesim.podruntime import PodRt, init_status
+from kubesim.revisions import TEMPLATE_GENERATION
+
+if TYPE_CHECKING:
+    from kubesim.kubelets import KubeletController
+    from kubesim.scenarios import _Builder
+
+MANIFESTS = Path(__file__).parent / "manifests"
+HELM_FILES = {"gpu-helm": "helm-nvidia-device-plugin-0.17.0.yaml",
+              "gpu-helm-mig": "helm-nvidia-device-plugin-0.17.0-mig.yaml"}
+OPERATOR_FILE = "gpu-operator-v26.7.0.yaml"
+INSTALLS = (*HELM_FILES, "gpu-operator")
+HELM_NAMESPACE, OPERATOR_NAMESPACE = "nvidia-device-plugin", "gpu-operator"
+MPS_CAPABLE = "nvidia.com/mps.capable"
+OPERATOR_DEPLOY_LABELS = {"nvidia.com/gpu.deploy.device-plugin": "true",
+                          "nvidia.com/gpu.deploy.gpu-feature-discovery": "true"}
+"""What the operator's state labeler puts on a GPU node (``gpuStateLabels`` in
+``controllers/state_manager.go`` at v26.7.0), that its DaemonSets select."""
+GPU_NODES = (("gpu-node1", 1), ("gpu-node2", 2), ("gpu-node3", 3))
+MPS_NODES = ("gpu-node3",)
+
+
+def manifest(name: str) -> list[dict[str, Any]]:
+    """The objects of one file of ``kubesim/manifests/``, in order."""
+    with (MANIFESTS / name).open(encoding="utf-8") as fh:
+        return [doc for doc in yaml.safe_load_all(fh) if doc]
+
+
+def _pod_template_defaults(spec: dict[str, Any]) -> None:
+    """``SetDefaults_Volume``-level fields the API server writes into a pod template: a hostPath's
+    ``type: ""``, a ConfigMap volume's ``defaultMode: 420``, a fieldRef's ``apiVersion: v1``."""
+    for volume in spec.get("volumes") or []:
+        if "hostPath" in volume:
+            volume["hostPath"].setdefault("type", "")
+        if "configMap" in volume:
+            volume["configMap"].setdefault("defaultMode", 420)
+    for kind in ("initContainers", "containers"):
+        for ctr in spec.get(kind) or []:
+            for env in ctr.get("env") or []:
+                ref = (env.get("valueFrom") or {}).get("fieldRef")
+                if ref is not None:
+                    ref.setdefault("apiVersion", "v1")
+    admission.default_pod_spec(spec)
+
+
+def server_defaults(ds: dict[str, Any], created: str) -> dict[str, Any]:
+    """A DaemonSet as the API server stores it once created: ``SetDefaults_DaemonSet``
+    (RollingUpdate with maxUnavailable 1 and maxSurge 0, revisionHistoryLimit 10), its pod
+    template defaulted, uid, generation 1 and the template-generation annotation."""
+    ds = copy.deepcopy(ds)
+    meta = ds["metadata"]
+    meta.update(uid=str(uuid.uuid4()), generation=1, creationTimestamp=created)
+    meta["annotations"] = {**(meta.get("annotations") or {}), TEMPLATE_GENERATION: "1"}
+    spec = ds["spec"]
+    spec.setdefault("revisionHistoryLimit", 10)
+    strategy = spec.setdefault("updateStrategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxUnavailable", 1)
+        rolling.setdefault("maxSurge", 0)
+    _pod_template_defaults(spec["template"]["spec"])
+    return ds
+
+
+def _nodes(b: _Builder, kubelet: KubeletController, labels: dict[str, dict[str, str]], namespace: str) -> None:
+    """gpu-small's nodes with ``labels`` added per node, its namespaces and ``namespace``."""
+    from kubesim.scenarios import GPUS_PER_NODE, NAMESPACES
+
+    for ns in (*NAMESPACES, namespace):
+        b.add(("", "namespaces"), make_namespace(ns, b.created))
+    for name, index in GPU_NODES:
+        node = b.add(("", "nodes"), make_node(name, index, b.sim.minor, gpus=GPUS_PER_NODE, created=b.created))
+        node["metadata"]["uid"] = str(uuid.uuid4())
+        equip(node, A100_535, gpus=GPUS_PER_NODE, labelled_at=b.started)
+        node["metadata"]["labels"].update(labels.get(name, {}))
+        kubelet.gpus[name] = GPUS_PER_NODE
+    b.add(("", "nodes"), make_node("cpu-node1", len(GPU_NODES) + 1, b.sim.minor, gpus=0, created=b.created))
+
+
+def _settle(b: _Builder, obj: dict[str, Any], nodes: list[tuple[str, int]]) -> None:
+    """A DaemonSet of the file, stored as the server would, with a settled pod on each of ``nodes``
+    (its init containers completed)."""
+    ds = server_defaults(obj, b.created)
+    before = len(b.objects.get(("", "pods"), []))
+    b.daemonset(ds, nodes)
+    for pod in b.objects[("", "pods")][before:]:
+        inits = pod["spec"].get("initContainers") or []
+        if inits:
+            rt = PodRt(pod["metadata"]["uid"], pod["metadata"]["namespace"], pod["metadata"]["name"],
+                       pod["spec"]["nodeName"], start_time=pod["status"]["startTime"])
+            pod["status"]["initContainerStatuses"] = [init_status(c, rt, True) for c in inits]
+
+
+def install(b: _Builder, kubelet: KubeletController, scenario: str) -> None:
+    """Load ``scenario`` (one of :data:`INSTALLS`) into the builder."""
+    gpu_nodes = list(GPU_NODES)
+    if scenario in HELM_FILES:
+        _nodes(b, kubelet, {name: {MPS_CAPABLE: "true" if name in MPS_NODES else "false"} for name, _ in GPU_NODES},
+               HELM_NAMESPACE)
+        for obj in manifest(HELM_FILES[scenario]):
+            selector = ((obj["spec"]["template"]["spec"].get("nodeSelector")) or {})
+            where = [(n, i) for n, i in gpu_nodes if selector.get(MPS_CAPABLE) != "true" or n in MPS_NODES]
+            _settle(b, obj, where)
+        return
+    _nodes(b, kubelet, dict.fromkeys((name for name, _ in GPU_NODES), OPERATOR_DEPLOY_LABELS), OPERATOR_NAMESPACE)
+    for obj in manifest(OPERATOR_FILE):
+        if obj["kind"] == "ConfigMap":
+            obj["metadata"]["creationTimestamp"] = b.created
+            b.add(("", "configmaps"), obj)
+        else:
+            _settle(b, obj, gpu_nodes)

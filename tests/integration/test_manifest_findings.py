@@ -60,7 +60,7 @@ def test_every_planted_mistake_of_gpu_unsafe_is_reported_with_its_fix() -> None:
     assert "toleration=example.com/maintenance=planned:NoSchedule" in one["tolerations-missing"].next_step
     assert one["gpu-node-without-plugin"].object == "node/gpu-node3"
     assert one["plugin-on-non-gpu-node"].object == LEGACY and "cpu-node1" in one["plugin-on-non-gpu-node"].message
-    assert [f.object for f in codes["privilege-escalation"]] == [MAIN]  # the legacy one has the hardened context
+    assert [f.object for f in codes["privilege-escalation"]] == [MAIN]  # the legacy one keeps the manifest's securityContext
     assert "security=allowPrivilegeEscalation=false,capabilities.drop=ALL" in one["privilege-escalation"].next_step
     assert "both advertise nvidia.com/gpu on node(s) gpu-node1, gpu-node2" in one["resource-claimed-twice"].message
     assert [f.object for f in codes["max-unavailable"]] == [MAIN]

@@ -12,6 +12,10 @@
   Service of ``default``); the Priority admission plugin resolves a pod's
   ``priorityClassName`` from the stored classes (:func:`priority_value`), so one a user
   creates admits pods, and one that does not exist refuses them.
+- RuntimeClasses: the RuntimeClass admission plugin refuses a pod whose ``runtimeClassName``
+  names no stored class (``pod rejected: RuntimeClass "x" not found``, 403, as
+  ``plugin/pkg/admission/runtimeclass`` does); a class's ``overhead`` and ``scheduling``
+  are not applied to the pod.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ if TYPE_CHECKING:
 SECRETS = ("", "secrets")
 SERVICES = ("", "services")
 PRIORITY_CLASSES = ("scheduling.k8s.io", "priorityclasses")
+RUNTIME_CLASSES = ("node.k8s.io", "runtimeclasses")
 SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 _BUILTIN_CLASS_DESCRIPTION = "Used for system critical pods that must not be moved from their current node."
@@ -109,9 +114,13 @@ def priority_value(store: Store, name: str) -> int | None:
 
 
 def admit(store: Store, res: ResourceType, obj: dict[str, Any], shown: str) -> None:
-    """Admission of a create: a pod's (:func:`kubesim.admission.admit_pod`, its PriorityClass read
-    from the store), a Service's cluster IP."""
+    """Admission of a create: a pod's (:func:`kubesim.admission.admit_pod`, its PriorityClass and
+    RuntimeClass read from the store), a Service's cluster IP."""
     validation.admit_priority_class(res, obj, shown, known=lambda name: priority_value(store, name) is not None)
+    if res.group_resource == validation.PODS:
+        wanted = (obj.get("spec") or {}).get("runtimeClassName")
+        if wanted and store.get(RUNTIME_CLASSES, "", str(wanted)) is None:
+            raise errors.forbidden(res, shown, f'pod rejected: RuntimeClass "{wanted}" not found')
     if res.group_resource == validation.PODS:  # the default admission chain, on every pod created
         admission.admit_pod(obj, lambda name: priority_value(store, name))
     if res.group_resource == batchjobs.JOBS:

@@ -151,7 +151,8 @@ def _dra_for(minor: int) -> list[ResourceType]:
 
 
 def _install_kinds() -> list[ResourceType]:
-    """What an install touches besides workloads: Secrets, Services, network and scheduling kinds, Leases."""
+    """What an install touches besides workloads: Secrets, Services, network, scheduling and node
+    kinds (RuntimeClass, served as ``node.k8s.io/v1`` since 1.20), Leases."""
     net = "networking.k8s.io"
     return [
         ResourceType("", "v1", "Secret", "secrets", True, has_spec=False),
@@ -159,6 +160,7 @@ def _install_kinds() -> list[ResourceType]:
         ResourceType(net, "v1", "NetworkPolicy", "networkpolicies", True, ("netpol",)),
         ResourceType(net, "v1", "Ingress", "ingresses", True, ("ing",), ("status",)),
         ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",), has_spec=False),
+        ResourceType("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False, has_spec=False),
         ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
         ResourceType("batch", "v1", "Job", "jobs", True, (), ("status",), categories=("all",)),
     ]

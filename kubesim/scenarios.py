@@ -3,7 +3,8 @@ loaded in a settled state (pods running and ready, device plugins registered, DR
 published), so nothing churns at start.
 
 - ``gpu-small``: ``gpu-node1..3`` (8 GPUs each) and ``cpu-node1``; the NVIDIA device
-  plugin DaemonSet, the DRA example driver's kubelet plugin and its class, ResourceSlices
+  plugin DaemonSet (its v0.14.2 static manifest with the admin's two edits,
+  :data:`ADMIN_EDITS`), the DRA example driver's kubelet plugin and its class, ResourceSlices
   (1.30+), claims ``ml-team/shared-gpu`` (allocated, reserved by ``inference-0``) and
   ``ml-team/pending-gpu`` (pending), and ``trainer-0``/``trainer-1`` using 4 GPUs each.
 - ``gpu-large``: ``nodes`` GPU nodes (default 5000) with about ten pods each: the device
@@ -15,14 +16,16 @@ published), so nothing churns at start.
   ``kubesim.io/rack: <zone>-rack<k>``, eight nodes to a rack within a zone (zone a's first
   eight nodes, 1, 4, ..., 22, are ``sim-zone-a-rack1``, node 25 opens ``sim-zone-a-rack2``).
   ``gpu-small``'s nodes have none of these.
-- ``gpu-unsafe``: ``gpu-small``'s four nodes with the plugin manifest mistakes planted that
-  break GPU nodes though the image is fine: the device plugin with its old static manifest's
-  settings (``FAIL_ON_INIT_ERROR=false``, no securityContext, no priority class) and
+- ``gpu-unsafe``: ``gpu-small``'s four nodes with plugin manifest mistakes planted that break
+  GPU nodes though the image is fine, each a named delta on NVIDIA's static manifest
+  (:mod:`kubesim.plugin_manifest`; docs/kubesim.md lists them): the plugin DaemonSet with the
+  admin's nodeSelector, FAIL_ON_INIT_ERROR left as the manifest ships it (``false``), and
+  someone's edits: the priority class removed, the container's securityContext removed,
   ``maxUnavailable: 2``; ``gpu-node3`` tainted ``example.com/maintenance=planned:NoSchedule``,
-  which it does not tolerate, so no plugin runs there; a second NVIDIA plugin DaemonSet,
-  ``nvidia-device-plugin-legacy``, without a nodeSelector (it runs on ``cpu-node1`` too) and
-  with its socket directory on the wrong hostPath (``/var/lib/kubelet/plugins``), advertising
-  ``nvidia.com/gpu`` on the same nodes; no DRA driver.
+  which it does not tolerate, so no plugin runs there; the manifest applied a second time as
+  ``nvidia-device-plugin-legacy``, as shipped (no nodeSelector: it runs on ``cpu-node1`` too)
+  but with its socket directory on the wrong hostPath (``/var/lib/kubelet/plugins``),
+  advertising ``nvidia.com/gpu`` on the same nodes; no DRA driver.
 - ``gpu-mixed``: mixed hardware, ``gpu-node1..5`` (8 GPUs each) and ``cpu-node1``, with
   gpu-small's DaemonSets and DRA class: ``gpu-node1``/``gpu-node2`` are A100 nodes on driver
   535 (CUDA 12.2, Ubuntu 22.04, containerd 1.7), ``gpu-node3``/``gpu-node4`` H100 nodes on
@@ -45,6 +48,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kubesim import dra, ipam
+from kubesim import plugin_manifest as pm
 from kubesim.batchjobs import JobController
 from kubesim.clock import rfc3339
 from kubesim.crds import CrdController
@@ -82,6 +86,12 @@ DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.14.2"
 DRA_IMAGE = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.1.0"
 REGION_LABEL, ZONE_LABEL, RACK_LABEL = "topology.kubernetes.io/region", "topology.kubernetes.io/zone", "kubesim.io/rack"
 REGION, ZONES, NODES_PER_RACK = "sim-region-1", ("sim-zone-a", "sim-zone-b", "sim-zone-c"), 8
+ADMIN_EDITS = (pm.GPU_NODES_ONLY, pm.FAIL_ON_INIT_ERROR)
+"""The cluster admin's two edits of the static manifest in every scenario with the plugin."""
+UNSAFE_EDITS = (pm.GPU_NODES_ONLY, pm.NO_PRIORITY_CLASS, pm.NO_SECURITY_CONTEXT, pm.max_unavailable(2))
+"""gpu-unsafe's plugin: the admin's nodeSelector, FAIL_ON_INIT_ERROR left as shipped (false), and the planted mistakes."""
+LEGACY_EDITS = (pm.renamed("nvidia-device-plugin-legacy"), pm.socket_host_path("/var/lib/kubelet/plugins"))
+"""gpu-unsafe's second plugin DaemonSet: the manifest applied again, as shipped (no nodeSelector), on the wrong hostPath."""
 
 
 def failure_domain(index: int) -> dict[str, str]:
@@ -92,28 +102,10 @@ def failure_domain(index: int) -> dict[str, str]:
     return {REGION_LABEL: REGION, ZONE_LABEL: zone, RACK_LABEL: f"{zone}-rack{rack}"}
 
 
-def device_plugin_daemonset(created: str, *, name: str = "nvidia-device-plugin-daemonset", hardened: bool = True,
-                            host_path: str = "/var/lib/kubelet/device-plugins", gpu_nodes_only: bool = True,
-                            max_unavailable: int | str | None = None) -> dict[str, Any]:
-    """NVIDIA's device plugin as its chart deploys it (``hardened``: FAIL_ON_INIT_ERROR true, the
-    hardened securityContext, system-node-critical); ``hardened=False`` is its old static
-    manifest's settings (FAIL_ON_INIT_ERROR false, no securityContext, no priority class)."""
-    ctr = container(
-        "nvidia-device-plugin-ctr", DEVICE_PLUGIN_IMAGE,
-        env=[{"name": "FAIL_ON_INIT_ERROR", "value": "true" if hardened else "false"}],
-        volumeMounts=[{"mountPath": "/var/lib/kubelet/device-plugins", "name": "device-plugin"}],
-        **({"securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}} if hardened else {}),
-    )
-    spec = pod_spec(
-        [ctr], **({"nodeSelector": {NFD_GPU: "true"}} if gpu_nodes_only else {}),
-        **({"priorityClassName": "system-node-critical"} if hardened else {}),
-        tolerations=[{"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}],
-        volumes=[{"hostPath": {"path": host_path, "type": ""}, "name": "device-plugin"}],
-    )
-    ds = make_daemonset("kube-system", name, {"name": name.removesuffix("-daemonset") + "-ds"}, spec, created)
-    if max_unavailable is not None:
-        ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] = max_unavailable
-    return ds
+def device_plugin_daemonset(created: str, *deltas: pm.Delta) -> dict[str, Any]:
+    """NVIDIA's device plugin as its v0.14.2 static manifest ships it (:mod:`kubesim.plugin_manifest`)
+    with ``deltas``; by default the two edits of gpu-small's cluster admin (:data:`ADMIN_EDITS`)."""
+    return pm.plugin_daemonset(created, *(deltas or ADMIN_EDITS))
 
 
 def dra_plugin_daemonset(created: str) -> dict[str, Any]:
@@ -264,9 +256,8 @@ def _gpu_unsafe(b: _Builder, kubelet: KubeletController) -> None:
     cpu = ("cpu-node1", 4)
     b.add(("", "nodes"), make_node(cpu[0], cpu[1], minor, gpus=0, created=b.created))
     _equip(b, dict.fromkeys((name for name, _ in gpu_nodes), A100_535))
-    b.daemonset(device_plugin_daemonset(b.created, hardened=False, max_unavailable=2), gpu_nodes[:2])
-    b.daemonset(device_plugin_daemonset(b.created, name="nvidia-device-plugin-legacy", gpu_nodes_only=False,
-                                        host_path="/var/lib/kubelet/plugins"), [*gpu_nodes[:2], cpu])
+    b.daemonset(device_plugin_daemonset(b.created, *UNSAFE_EDITS), gpu_nodes[:2])
+    b.daemonset(device_plugin_daemonset(b.created, *LEGACY_EDITS), [*gpu_nodes[:2], cpu])
 
 
 MIXED_STACKS: dict[str, Stack | None] = {

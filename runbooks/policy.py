@@ -306,6 +306,8 @@ class SmokeTest(Strict):
     gpus: Annotated[int, Field(ge=1)] = 1
     device_class: str | None = None
     """For a DRA driver: the device class its claim asks for (default: the class naming the driver)."""
+    runtime_class: ObjectName | None = None
+    """The smoke pod's ``runtimeClassName`` (default: the target's pods' own RuntimeClass, if any)."""
 
 
 class StepTimings(Strict):

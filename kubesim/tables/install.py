@@ -1,5 +1,6 @@
 """Printers of the kinds an install writes besides workloads (``printers.go``): Secrets,
-ConfigMaps, ServiceAccounts, Services, NetworkPolicies, Ingresses, PriorityClasses, Leases."""
+ConfigMaps, ServiceAccounts, Services, NetworkPolicies, Ingresses, PriorityClasses, RuntimeClasses,
+Leases."""
 
 from __future__ import annotations
 
@@ -141,6 +142,15 @@ def _priority_class_cells(pc: dict, now: dt.datetime) -> list:
             pc.get("preemptionPolicy") or "PreemptLowerPriority"]
 
 
+_RUNTIME_CLASS_COLUMNS = (_NAME_COL, _col("Handler", "string", ""), _AGE_COL)
+"""``runtimeClassColumnDefinitions``: the Handler column's description is ``ObjectMeta``'s doc of
+``handler``, a key it has not, so empty."""
+
+
+def _runtime_class_cells(rc: dict, now: dt.datetime) -> list:
+    return [_name(rc), rc.get("handler") or "", _age(rc, now)]
+
+
 _LEASE_COLUMNS = (_NAME_COL, _col("Holder", "string", "The holder of the lease"), _AGE_COL)
 
 
@@ -156,6 +166,7 @@ PRINTERS = {
     "networkpolicies": (_NETWORK_POLICY_COLUMNS, _network_policy_cells),
     "ingresses": (_INGRESS_COLUMNS, _ingress_cells),
     "priorityclasses": (_PRIORITY_CLASS_COLUMNS, _priority_class_cells),
+    "runtimeclasses": (_RUNTIME_CLASS_COLUMNS, _runtime_class_cells),
     "leases": (_LEASE_COLUMNS, _lease_cells),
 }
 """``resource -> (columns, cells)``, registered with the other printers in :mod:`kubesim.tables`."""

@@ -38,9 +38,12 @@ RELEASE_SECONDS = 30.0
 
 
 def pod_body(spec: dict[str, Any], *, name: str, node: str | None, template: str, v1alpha2: bool) -> dict[str, Any]:
-    """A DRA driver's smoke pod: its one resource is the claim made from ``template``."""
+    """A DRA driver's smoke pod: its one resource is the claim made from ``template``; with the
+    spec's ``runtime_class`` (as :func:`~runbooks.daemonset.smoke_testing.runtime_class` resolved it)
+    as its ``runtimeClassName``."""
+    extra: dict[str, Any] = {"runtimeClassName": spec["runtime_class"]} if spec.get("runtime_class") else {}
     return smoke_pod(spec, name=name, node=node, resources={"claims": [{"name": POD_CLAIM}]},
-                     resourceClaims=[pod_claim(POD_CLAIM, template, source=v1alpha2)])
+                     resourceClaims=[pod_claim(POD_CLAIM, template, source=v1alpha2)], **extra)
 
 
 def allocated(claim: dict[str, Any]) -> list[tuple[str, str, str]]:

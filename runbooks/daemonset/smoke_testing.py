@@ -10,6 +10,13 @@ tolerates the cordon's taint, since a target that drains verifies a cordoned nod
 never restarts. It is deleted afterwards whatever happened, so nothing is left behind; a
 cleanup that failed is said in the check. A namespace that does not exist makes the
 check unknown, with the reason.
+
+The pod's ``runtimeClassName`` (:func:`runtime_class`) is ``runtime_class`` when set, else the
+RuntimeClass the target's own pods run with, if any: where ``nvidia`` is not the container
+runtime's default, NVIDIA's README has GPU pods name a RuntimeClass (``nvidia``), and a smoke
+pod without it gets no GPU. :func:`request_check` creates the pod as a dry run at request time,
+so a class the cluster does not have (the RuntimeClass admission plugin's ``pod rejected:
+RuntimeClass "x" not found``) refuses the request before anything changes.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from runbooks.daemonset.observing import wait_for
 from runbooks.engine.recording import failed, passed, unknown
 from runbooks.engine.scoping import SMOKE_NAMESPACE, SMOKE_POD_PREFIX
 from runbooks.engine.steps import Check, CheckStatus, Clock
-from runbooks.errors import ClusterError, Forbidden, NotFound
+from runbooks.errors import ClusterError, Forbidden, InvalidRequest, NotFound
 
 CONTAINER = "smoke"
 CORDONED = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
@@ -48,10 +55,48 @@ def smoke_pod(spec: dict[str, Any], *, name: str, node: str | None, resources: d
     return {"metadata": {"name": name, "labels": dict(MANAGED)}, "spec": pod_spec}
 
 
-def pod_body(spec: dict[str, Any], *, name: str, node: str | None, resource: str) -> dict[str, Any]:
-    """A device plugin's smoke pod: ``gpus`` of ``resource``, tolerating the taint named after it."""
+def pod_body(spec: dict[str, Any], *, name: str, node: str | None, resource: str,
+             runtime_class: str | None = None) -> dict[str, Any]:
+    """A device plugin's smoke pod: ``gpus`` of ``resource``, tolerating the taint named after it,
+    with ``runtime_class`` as its ``runtimeClassName`` when given."""
+    extra: dict[str, Any] = {"runtimeClassName": runtime_class} if runtime_class else {}
     return smoke_pod(spec, name=name, node=node, resources={"limits": {resource: str(int(spec.get("gpus", 1)))}},
-                     tolerations=[{"key": resource, "operator": "Exists", "effect": "NoSchedule"}])
+                     tolerations=[{"key": resource, "operator": "Exists", "effect": "NoSchedule"}], **extra)
+
+
+def runtime_class(spec: dict[str, Any], ds: dict[str, Any]) -> str | None:
+    """The smoke pod's RuntimeClass: the policy's ``runtime_class``, else the one the DaemonSet
+    ``ds``'s pod template names, else none."""
+    configured = spec.get("runtime_class")
+    if configured:
+        return str(configured)
+    own = (((ds.get("spec") or {}).get("template") or {}).get("spec") or {}).get("runtimeClassName")
+    return str(own) if own else None
+
+
+def request_check(cluster: Cluster, spec: dict[str, Any], ds: dict[str, Any], *, resource: str) -> list[Check]:
+    """At request time, when the smoke pod will name a RuntimeClass: the pod created as a dry run in
+    its namespace, so the API server's refusal (no such RuntimeClass) fails the request. Nothing to
+    say when no class applies, when there is no image, or when the namespace or the bot's right
+    is missing (verify and the request's RBAC check say those)."""
+    klass = runtime_class(spec, ds)
+    if not klass or not spec.get("image"):
+        return []
+    namespace = str(spec.get("namespace") or SMOKE_NAMESPACE)
+    body = pod_body(spec, name=f"{SMOKE_POD_PREFIX}{secrets.token_hex(3)}", node=None, resource=resource,
+                    runtime_class=klass)
+    try:
+        cluster.create(PODS, body, namespace=namespace, dry_run=True)
+    except NotFound:
+        return []
+    except (Forbidden, InvalidRequest) as exc:
+        if isinstance(exc, Forbidden) and (" cannot " in exc.detail or not exc.detail):  # RBAC, not admission
+            return []
+        origin = "steps.smoke_test.runtime_class" if spec.get("runtime_class") else "the plugin's pod template"
+        return [failed("smoke-test", f"the smoke pod with runtimeClassName {klass} (from {origin}) would be refused: "
+                       f"{shown(exc.detail or str(exc))}: create that RuntimeClass (NVIDIA's README: handler nvidia) "
+                       "or set steps.smoke_test.runtime_class to one the cluster has")]
+    return []
 
 
 def pending_reason(pod: dict[str, Any]) -> str:
@@ -64,8 +109,10 @@ def pending_reason(pod: dict[str, Any]) -> str:
 
 def smoke_test(
     cluster: Cluster, spec: dict[str, Any], *, node: str | None, resource: str, clock: Clock, interval: float,
+    runtime_class: str | None = None,
 ) -> Check:
-    """Run the smoke-test pod on ``node`` (or anywhere) and judge its log; always clean up."""
+    """Run the smoke-test pod on ``node`` (or anywhere), with ``runtime_class`` when given, and judge
+    its log; always clean up."""
     scope = node or "any GPU node"
     if not spec.get("image"):
         return unknown("smoke-test", "smoke_test has no image: set smoke_test.image in the policy", scope)
@@ -73,9 +120,11 @@ def smoke_test(
     name = f"{SMOKE_POD_PREFIX}{secrets.token_hex(3)}"
     created, cleanup_error = False, ""
     try:
-        cluster.create(PODS, pod_body(spec, name=name, node=node, resource=resource), namespace=namespace)
+        cluster.create(PODS, pod_body(spec, name=name, node=node, resource=resource, runtime_class=runtime_class),
+                       namespace=namespace)
         created = True
-        check = _run(cluster, spec, namespace=namespace, name=name, clock=clock, interval=interval, scope=scope)
+        check = _run(cluster, spec, namespace=namespace, name=name, clock=clock, interval=interval, scope=scope,
+                     runtime_class=runtime_class)
     except NotFound as exc:
         check = unknown("smoke-test", f"cannot run the smoke test: namespace {namespace} does not exist (the "
                         f"install creates it; or set smoke_test.namespace): {exc}", scope)
@@ -104,6 +153,7 @@ def smoke_test(
 
 def _run(
     cluster: Cluster, spec: dict[str, Any], *, namespace: str, name: str, clock: Clock, interval: float, scope: str,
+    runtime_class: str | None,
 ) -> Check:
     expect = str(spec.get("expect", "Test PASSED"))
     timeout = float(spec.get("timeout", 120))
@@ -116,6 +166,9 @@ def _run(
 
     pod = wait_for(clock, timeout=timeout, interval=interval, probe=finished)
     evidence: dict[str, Any] = {"image": spec["image"], "node": (last.get("spec") or {}).get("nodeName")}
+    if runtime_class:
+        evidence["runtime_class"] = runtime_class
+    ran = f"{spec['image']} (runtime class {runtime_class})" if runtime_class else spec["image"]
     if pod is None:
         phase = (last.get("status") or {}).get("phase", "unknown")
         return failed("smoke-test", f"the smoke-test pod did not finish in {timeout:g}s (phase {phase}{pending_reason(last)})",
@@ -124,6 +177,6 @@ def _run(
     phase = pod["status"]["phase"]
     evidence.update(phase=phase, log_tail=log.strip().splitlines()[-5:])
     if phase == "Succeeded" and expect in log:
-        return passed("smoke-test", f"{spec['image']} ran on {evidence['node']} and logged {expect!r}", scope, **evidence)
+        return passed("smoke-test", f"{ran} ran on {evidence['node']} and logged {expect!r}", scope, **evidence)
     said = "without logging" if expect not in log else "although it logged"
     return failed("smoke-test", f"the smoke-test pod {phase} on {evidence['node']} {said} {expect!r}", scope, **evidence)

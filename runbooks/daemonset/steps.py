@@ -43,6 +43,7 @@ from runbooks.daemonset import (
     preflight,
     promoting,
     rolling_back,
+    smoke_testing,
     verifying,
     waves,
 )
@@ -81,6 +82,8 @@ class DaemonSetSteps:
         if refused is not None:  # issue 34: refused before an approver is asked, naming the rule
             return [failed("rbac", forbidden_sentence(refused, ""))]
         checks = preflight.request_checks(cluster, snap, run=run, settings=settings, baseline=False)[0]
+        if smoke:  # a RuntimeClass the smoke pod would name and the cluster lacks
+            checks += smoke_testing.request_check(cluster, smoke, snap.ds, resource=settings.gpu_resources[0])
         if run.target.drain and not any(c.status == "fail" for c in checks):
             for node in run.canary_nodes:
                 checks += draining.request_checks(cluster, node, dra=dra,

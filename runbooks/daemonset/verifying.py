@@ -31,7 +31,7 @@ from runbooks.daemonset.dra_smoke import dra_smoke_test
 from runbooks.daemonset.events import WATCHED, Event, event_checks
 from runbooks.daemonset.evidence import attach as attach_evidence
 from runbooks.daemonset.observing import Following, Snapshot
-from runbooks.daemonset.smoke_testing import smoke_test
+from runbooks.daemonset.smoke_testing import runtime_class, smoke_test
 from runbooks.daemonset.watched import EndReads
 from runbooks.daemonset.window_logs import WindowLogs
 from runbooks.engine.clocks import SystemClock
@@ -207,12 +207,13 @@ def _verify(
         checks += metrics.checks()
     if settings.smoke_test:
         on = scope[0] if len(scope) == 1 and not everywhere else None
+        klass = runtime_class(settings.smoke_test, end.ds)
         if dra:  # a DRA driver's devices come through a claim, never through an extended resource
-            checks.append(dra_smoke_test(cluster, settings.smoke_test, node=on, drivers=drivers, clock=clock,
-                                         interval=settings.poll_interval))
+            checks.append(dra_smoke_test(cluster, {**settings.smoke_test, "runtime_class": klass}, node=on,
+                                         drivers=drivers, clock=clock, interval=settings.poll_interval))
         else:
             checks.append(smoke_test(cluster, settings.smoke_test, node=on, resource=resources[0], clock=clock,
-                                     interval=settings.poll_interval))
+                                     interval=settings.poll_interval, runtime_class=klass))
     return result(checks, what=f"verify of {target} on {where}", unknown_blocks=settings.unknown_blocks)
 
 

@@ -5,7 +5,7 @@ a canary can (it then goes through the approvals, the verification and the rollb
 image upgrade).
 
 - ``fail-on-init-error`` (warn): the NVIDIA device plugin with ``FAIL_ON_INIT_ERROR`` false (as
-  its old static manifest set it; unset is the plugin's default, true): a plugin that cannot
+  NVIDIA's static manifests v0.13 to v0.17 set it; unset is the plugin's default, true): a plugin that cannot
   initialise NVML runs on without registering, and its node's GPUs drop out of the scheduler
   with nothing crashing;
 - ``priority-class`` (warn): not ``system-node-critical``: the plugin is evicted under pressure

@@ -1,6 +1,7 @@
-"""Manifest findings on kubesim: every mistake planted in ``gpu-unsafe`` is reported with its
-severity, the objects or nodes concerned and the fix; ``gpu-small``, deployed as NVIDIA's
-chart deploys the plugin, reports none of them (no false positive)."""
+"""Manifest findings on kubesim: every mistake planted in ``gpu-unsafe`` (named deltas on NVIDIA's
+v0.14.2 static manifest, :mod:`kubesim.plugin_manifest`) is reported with its severity, the
+objects or nodes concerned and the fix; ``gpu-small``, the same manifest with its admin's two
+edits (a GPU nodeSelector, FAIL_ON_INIT_ERROR=true), reports none of them (no false positive)."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def test_every_planted_mistake_of_gpu_unsafe_is_reported_with_its_fix() -> None:
         "fail-on-init-error": "warn", "priority-class": "warn", "device-plugin-hostpath": "fail",
         "tolerations-missing": "warn", "gpu-node-without-plugin": "warn", "plugin-on-non-gpu-node": "warn",
         "privilege-escalation": "warn", "resource-claimed-twice": "fail", "max-unavailable": "warn"}
-    assert [f.object for f in codes["fail-on-init-error"]] == [MAIN]
+    assert [f.object for f in codes["fail-on-init-error"]] == [MAIN, LEGACY]  # NVIDIA's static manifest sets false
     assert "FAIL_ON_INIT_ERROR 'false'" in one["fail-on-init-error"].message
     assert one["fail-on-init-error"].next_step.startswith(
         "`canary kube-system/nvidia-device-plugin-daemonset env=FAIL_ON_INIT_ERROR=true node=auto`")
@@ -59,7 +60,7 @@ def test_every_planted_mistake_of_gpu_unsafe_is_reported_with_its_fix() -> None:
     assert "toleration=example.com/maintenance=planned:NoSchedule" in one["tolerations-missing"].next_step
     assert one["gpu-node-without-plugin"].object == "node/gpu-node3"
     assert one["plugin-on-non-gpu-node"].object == LEGACY and "cpu-node1" in one["plugin-on-non-gpu-node"].message
-    assert [f.object for f in codes["privilege-escalation"]] == [MAIN]  # the legacy one has the hardened context
+    assert [f.object for f in codes["privilege-escalation"]] == [MAIN]  # the legacy one keeps the manifest's securityContext
     assert "security=allowPrivilegeEscalation=false,capabilities.drop=ALL" in one["privilege-escalation"].next_step
     assert "both advertise nvidia.com/gpu on node(s) gpu-node1, gpu-node2" in one["resource-claimed-twice"].message
     assert [f.object for f in codes["max-unavailable"]] == [MAIN]

@@ -68,7 +68,7 @@ def request(engine: Engine, words: str) -> Any:
 
 def test_the_inventorys_fail_on_init_error_fix_goes_through_canary_verify_and_promote(
         sim: KubeSim, redis_url: str) -> None:
-    """The plugin as its old static manifest set it (FAIL_ON_INIT_ERROR=false): the inventory
+    """The plugin as its static manifest (v0.13 to v0.17) sets it (FAIL_ON_INIT_ERROR=false): the inventory
     warns and names the canary that fixes it; that canary, with a memory limit besides, shows
     its template diff in the request, changes one node first, then every node; the warning is
     gone."""

@@ -42,7 +42,7 @@ def test_gpu_small_contents(minor):
     tspec = ds["spec"]["template"]["spec"]
     assert ds["spec"]["selector"] == {"matchLabels": {"name": "nvidia-device-plugin-ds"}}
     assert tspec["containers"][0]["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.14.2"
-    assert tspec["containers"][0]["env"] == [{"name": "FAIL_ON_INIT_ERROR", "value": "true"}]  # as the chart sets it
+    assert tspec["containers"][0]["env"] == [{"name": "FAIL_ON_INIT_ERROR", "value": "true"}]  # the admin's edit
     assert tspec["priorityClassName"] == "system-node-critical"
     assert ds["spec"]["updateStrategy"]["type"] == "RollingUpdate"
     assert len(sim.store.list(REVISIONS, "kube-system")) == 1

@@ -59,7 +59,7 @@ def test_a_dangerous_policy_is_refused_with_the_key_and_why(
 def test_a_sound_policy_still_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A group may hold any number of approvers, so a quorum above the listed users is kept."""
     load(tmp_path, monkeypatch, "approvers: {users: [U0LEAD1], usergroups: [S0LEADS], quorum: 3}\n"
-         "steps: {smoke_test: {image: 'nvcr.io/x:1', timeout: 300, gpus: 1}}\n"
+         "steps: {smoke_test: {image: 'nvcr.io/x:1', timeout: 300, gpus: 1, runtime_class: nvidia}}\n"
          "oncall: {channel: C0ONCALL, mention: S0ONCALL}\nchannels: {C0OPS: {cluster: prod}}\n")
 
 
@@ -76,6 +76,8 @@ TARGET_DS = "name: nvidia-device-plugin-daemonset"
     (f"migrations: {{namespaces: [ml-team, {LONG}]}}\n", "migrations.namespaces.1"),
     ("migrations: {namespaces: [ml-team, 'ml.team']}\n", "migrations.namespaces.1"),
     (f"steps: {{smoke_test: {{namespace: {'b' * 64}}}}}\n", "steps.smoke_test.namespace"),
+    ("steps: {smoke_test: {runtime_class: NVIDIA_Runtime}}\n", "steps.smoke_test.runtime_class"),
+    ("steps: {smoke_test: {runtime_class: [nvidia]}}\n", "steps.smoke_test.runtime_class"),
 ])
 def test_a_namespace_that_is_no_dns_label_is_refused_naming_the_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, key: str,

@@ -38,6 +38,7 @@ import yaml
 from kubesim import admission
 from kubesim.fixtures import make_namespace, make_node
 from kubesim.hardware import A100_535, equip
+from kubesim.installkinds import RUNTIME_CLASSES
 from kubesim.podruntime import PodRt, init_status
 from kubesim.revisions import TEMPLATE_GENERATION
 
@@ -145,8 +146,8 @@ def install(b: _Builder, kubelet: KubeletController, scenario: str) -> None:
         return
     _nodes(b, kubelet, dict.fromkeys((name for name, _ in GPU_NODES), OPERATOR_DEPLOY_LABELS), OPERATOR_NAMESPACE)
     for obj in manifest(OPERATOR_FILE):
-        if obj["kind"] == "ConfigMap":
+        if obj["kind"] in ("ConfigMap", "RuntimeClass"):
             obj["metadata"]["creationTimestamp"] = b.created
-            b.add(("", "configmaps"), obj)
+            b.add(("", "configmaps") if obj["kind"] == "ConfigMap" else RUNTIME_CLASSES, obj)
         else:
             _settle(b, obj, gpu_nodes)

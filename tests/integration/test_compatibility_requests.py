@@ -27,7 +27,7 @@ from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import RunState
 from runbooks.policy import Policy
 from tests.engine_support import kubesim_engine
-from tests.support import Kubectl, shell_identities
+from tests.support import TEST_BUILDS, Kubectl, shell_identities
 
 NS, DS = "kube-system", "nvidia-device-plugin-daemonset"
 TARGET = f"{NS}/{DS}"
@@ -46,7 +46,7 @@ def policy(compatibility: dict[str, Any] | None = None) -> Policy:
 
 @pytest.fixture(scope="module")
 def mixed() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-mixed", k8s_version="1.32", speed=4) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-mixed", k8s_version="1.32", speed=4) as sim:
         yield sim
 
 
@@ -56,7 +56,7 @@ def test_a_plugin_needing_a_newer_driver_is_refused_naming_the_row_and_the_nodes
     before any approver is asked: the row (device plugin v0.17.x, its README), the A100 class and
     gpu-node1, gpu-node2 are named; the H100 nodes are not; no run is stored (Kubernetes 1.27,
     1.32 and 1.34)."""
-    with KubeSim(scenario="gpu-mixed", k8s_version=k8s, speed=4) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-mixed", k8s_version=k8s, speed=4) as sim:
         _refused_naming_the_a100_nodes(sim, redis_url)
 
 

@@ -38,6 +38,9 @@ TEST_BUILDS: tuple[str, ...] = (
     *(f"registry.example.com/team/app:{v}" for v in ("1.0", "2.0", "2.0-crash", "3.0")),
     "registry.example.com/train:1.0", "registry.example.com/web:1.0", "registry.example.com/web:2.4",
     "registry.example.com/x:1",
+    # the bot's own image and the Redis it runs beside (deploy/base/deployment.yaml, redis.yaml),
+    # which the install tests apply
+    "ghcr.io/upgradebot/upgradebot:0.1.0", "docker.io/library/redis:7.4.11-alpine",
     # public images some tests run: Docker's official busybox, the pause image
     "busybox:1.36", "registry.k8s.io/pause:3.9",
 )

@@ -26,6 +26,7 @@ from kubesim.certs import serving_cert
 from kubesim.clock import parse_duration
 from kubesim.control import apply_fault
 from kubesim.dcgmprofiles import ExporterConfig
+from kubesim.registry import Registry
 from kubesim.server import ApiServer
 from kubesim.simulation import Simulation
 
@@ -109,7 +110,7 @@ class KubeSim:
         self.dcgm_port = dcgm_port
         self.dcgm_config = dcgm or ExporterConfig()
         """What the dcgm-exporters export at start (:meth:`exporters` changes it while serving)."""
-        self.pushed = list(pushed)
+        self.pushed = Registry(pushed).pushed  # refuses what is not a tagged reference, before anything starts
         """Images pushed to the simulated registry before the cluster starts (:mod:`kubesim.registry`):
         a test's own builds, such as kubesim's fault tags (``…:v0.17.0-crash``)."""
         self.dcgm_url = ""

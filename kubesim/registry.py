@@ -54,6 +54,11 @@ RELEASED: dict[str, tuple[str, ...]] = {
     # NVIDIA/k8s-dra-driver-gpu v0.4.0: versions.mk REGISTRY registry.k8s.io/dra-driver-nvidia,
     # DRIVER_NAME dra-driver-nvidia-gpu, the VERSION file v0.4.0.
     "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu": ("v0.4.0",),
+    # NVIDIA/gpu-operator: the operator's image, which from v25.10.0 is also its validator's
+    # (deployments/gpu-operator/values.yaml `validator: repository nvcr.io/nvidia, image
+    # gpu-operator`, the version the chart's appVersion), the one the device plugin's and GFD's
+    # `toolkit-validation` init containers run; Makefile IMAGE_TAG $(VERSION) (versions.mk).
+    "nvcr.io/nvidia/gpu-operator": ("v25.10.0", "v25.10.1", "v26.3.0", "v26.3.1", "v26.3.2", "v26.3.3", "v26.7.0"),
     # The CUDA sample the device plugin's README runs (README.md `gpu-pod`: vectoradd-cuda10.2
     # at v0.14.0 … v0.16.x, vectoradd-cuda12.5.0 from v0.17.0) and the GPU operator's
     # tests/gpu-pod.yaml (v26.7.0: vectoradd-cuda12.5.0-ubuntu22.04); the bot's smoke test

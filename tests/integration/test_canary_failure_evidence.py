@@ -137,8 +137,8 @@ def test_latest_is_refused_unless_the_policy_allows_it_and_the_digest_is_shown(r
     """Issue 36 item 4: an explicit ``:latest`` is refused at request time, nothing stored;
     with ``images.allow_latest: true`` it is requested, and the canary that runs shows the
     digest the runtime resolved (the pod's ``imageID``) in its thread."""
-    image = f"{PLUGIN}:latest"
-    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.32", speed=4) as sim:
+    image = f"{PLUGIN}:latest"  # NVIDIA's Makefile pushes no :latest: the test pushes its own
+    with KubeSim(pushed=[*TEST_BUILDS, image], scenario="gpu-small", k8s_version="1.32", speed=4) as sim:
         engine = kubesim_engine(sim, redis_url, policy())
         with pytest.raises(InvalidRequest, match=r"is tagged latest.*images\.allow_latest: true accepts it"):
             engine.request_canary(actor=ALICE, target=TARGET, image=image, node="gpu-node1")

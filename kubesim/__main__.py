@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
                             "(e.g. DCGM_FI_DEV_ECC_DBE_VOL_TOTAL,DCGM_EXP_XID_ERRORS_COUNT)")
     serve.add_argument("--dcgm-release", default="4.5.3-4.8.2", choices=sorted(RELEASES),
                        help="the dcgm-exporter release imitated: its node label is Hostname, or hostname for main-d5e5f51")
+    serve.add_argument("--push", action="append", default=[], metavar="IMAGE",
+                       help="push an image (repository:tag) to the simulated registry, e.g. a fault build "
+                            "such as nvcr.io/nvidia/k8s-device-plugin:v0.17.0-crash; repeatable")
     args = parser.parse_args(argv)
     # Caught before the cluster is built, so before the URL is printed: a supervisor that stops
     # kubesim as soon as it reads the URL gets exit 0, never death by the signal.
@@ -49,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             scenario=args.scenario, nodes=args.nodes, k8s_version=args.k8s_version,
             event_ttl=args.event_ttl, speed=args.speed, port=args.port,
             kubeconfig=args.kubeconfig, context=args.context, dcgm_port=args.dcgm_port,
-            dcgm=exporters,
+            dcgm=exporters, pushed=args.push,
         ).start()
     except (ValueError, OSError) as exc:
         print(f"kubesim: {exc}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""kubesim's own control API under ``/sim/v1/``: faults, the clock, the mutation log.
+"""kubesim's own control API under ``/sim/v1/``: faults, the clock, the registry, the mutation log.
 
 - ``POST /sim/v1/faults`` with ``{"kind": ...}``:
   ``kubelet-restart`` ``{node}``; ``node-reboot`` ``{node}`` (a kubelet restart after which no
@@ -19,6 +19,11 @@
   are kept: :class:`kubesim.dcgmprofiles.ExporterConfig`).
 - ``POST /sim/v1/clock`` ``{"advance": "24h"}`` moves simulated time and fires what falls due;
   ``GET /sim/v1/clock`` tells the simulated now.
+- ``POST /sim/v1/registry`` ``{"images": ["repo:tag", ...]}`` pushes images to the simulated
+  registry (a test's own build, e.g. ``…/k8s-device-plugin:v0.17.0-crash``), answering the fully
+  qualified names; ``GET /sim/v1/registry`` lists what was pushed and the released tags of the
+  repositories kubesim knows. A pod whose image is neither fails ``ErrImagePull`` with
+  containerd's ``not found`` (:mod:`kubesim.registry`); one pushed later pulls on its next retry.
 - ``GET /sim/v1/requests`` lists the mutating API requests received (verb, path, time);
   ``DELETE /sim/v1/requests`` clears it. With ``?reads=true``, the same for the last reads
   (get, list, watch: verb, path, query, code, bytes answered; :data:`kubesim.simulation.READS_KEPT`).
@@ -33,6 +38,7 @@ from aiohttp import web
 
 from kubesim.clock import parse_duration
 from kubesim.dcgmprofiles import ExporterConfig
+from kubesim.registry import RELEASED
 from kubesim.simulation import Simulation
 
 
@@ -152,6 +158,17 @@ async def handle(sim: Simulation, request: web.Request) -> web.Response:
         except ValueError as exc:
             return _bad(str(exc))
         return _json(exporters.config.as_json())
+    if path == "/sim/v1/registry":
+        if request.method == "POST":
+            images = body.get("images")
+            if not isinstance(images, list) or not images or not all(isinstance(i, str) for i in images):
+                return _bad('give the images to push as {"images": ["repository:tag", ...]}')
+            try:
+                pushed = [sim.registry.push(image) for image in images]
+            except ValueError as exc:
+                return _bad(str(exc))
+            return _json({"pushed": pushed})
+        return _json({"pushed": sim.registry.pushed, "released": {r: list(t) for r, t in RELEASED.items()}})
     if path == "/sim/v1/requests":
         log: Any = sim.reads if request.query.get("reads") == "true" else sim.mutations
         if request.method == "DELETE":

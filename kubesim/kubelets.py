@@ -1,6 +1,7 @@
 """One simulated kubelet per node, all run by one controller with per-node indexes.
 
-Pods bound to a node go Pending (ContainerCreating) -> sandbox (pod IP) -> image pulled
+Pods bound to a node go Pending (ContainerCreating) -> sandbox (pod IP) -> image pulled (only
+what the simulation's registry has, :mod:`kubesim.registry`; else ErrImagePull and back-off)
 -> containers created and started -> Running and Ready, on the simulated clock. What a
 container does follows its image tag, resolved once when the kubelet starts the pod (a
 ``-crash-on-<word>`` image crashes only where the node is labelled
@@ -274,13 +275,14 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, C
         pod = self._pod(rt.uid)
         if pod is None:
             return
+        assert self.sim is not None
         rt.stage = "sandbox"
         rt.pod_ip = self._host_ip(rt.node) if pod["spec"].get("hostNetwork") else self._allocate_ip(rt.node, rt.uid)
         self._write(rt)
         for ctr in rt.ctrs.values():
             self._event(pod, "Pulling", f'Pulling image "{ctr.image}"', ctr=ctr.name)
             took = SLOW_PULL_SECONDS if ctr.mode == "slow" else PULL_SECONDS
-            if ps.pull_error(ctr.image):
+            if self.sim.registry.pull_error(ctr.image):
                 self._later(rt, PULL_SECONDS, lambda c=ctr: self._pull_failed(rt, c))
             else:
                 self._later(rt, took, lambda c=ctr, t=took: self._pulled(rt, c, t))
@@ -289,10 +291,14 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, C
         """The registry refused the image: ErrImagePull, then ImagePullBackOff until the back-off
         (10 s doubling to 300 s, as the kubelet's image back-off) lets it pull again."""
         pod = self._pod(rt.uid)
-        error = ps.pull_error(ctr.image)
-        if pod is None or error is None:
-            return
         assert self.sim is not None
+        error = self.sim.registry.pull_error(ctr.image)
+        if pod is None:
+            return
+        if error is None:  # pushed since the last attempt
+            ctr.pull_waiting = None
+            self._pulled(rt, ctr, PULL_SECONDS)
+            return
         self._event(pod, "Failed", f'Failed to pull image "{ctr.image}": {error}', "Warning", ctr=ctr.name)
         self._event(pod, "Failed", "Error: ErrImagePull", "Warning", ctr=ctr.name)
         ctr.pull_waiting = {"message": error, "reason": "ErrImagePull"}

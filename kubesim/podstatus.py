@@ -157,23 +157,6 @@ def pulled_message(minor: int, image: str, seconds: float) -> str:
     return text
 
 
-def pull_error(image: str) -> str | None:
-    """Why the runtime cannot pull ``image``, as containerd says it, else None: a tag ending in
-    ``-nopull`` is not in its registry (``NotFound``), a registry host under ``.invalid`` does
-    not resolve (RFC 2606 keeps that name unresolvable)."""
-    ref = image_ref(image)
-    host = image.split("/", 1)[0] if "/" in image else ""
-    if host.endswith(".invalid"):
-        repo, tag = ref.split("/", 1)[1].rsplit(":", 1)
-        return (f'rpc error: code = Unknown desc = failed to pull and unpack image "{ref}": failed to resolve '
-                f'reference "{ref}": failed to do request: Head "https://{host}/v2/{repo}/manifests/{tag}": '
-                f"dial tcp: lookup {host}: no such host")
-    if image_tag(image).endswith("-nopull"):
-        return (f'rpc error: code = NotFound desc = failed to pull and unpack image "{ref}": failed to resolve '
-                f'reference "{ref}": {ref}: not found')
-    return None
-
-
 def pull_backoff_message(minor: int, image: str, error: str) -> str:
     """The ImagePullBackOff message: from 1.31 the kubelet appends the last pull error to it."""
     text = f'Back-off pulling image "{image}"'

@@ -2,7 +2,7 @@
 
 :class:`KubeSim` builds a scenario, serves it on 127.0.0.1 from a background thread with
 its own event loop, writes a kubeconfig with a bearer token, and offers the control API
-as methods for tests (``advance``, ``fault``, ``mutations``) plus ``call`` to run a
+as methods for tests (``advance``, ``fault``, ``push``, ``mutations``) plus ``call`` to run a
 function on the simulation's loop.
 """
 
@@ -15,7 +15,7 @@ import os
 import secrets
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,6 +26,7 @@ from kubesim.certs import serving_cert
 from kubesim.clock import parse_duration
 from kubesim.control import apply_fault
 from kubesim.dcgmprofiles import ExporterConfig
+from kubesim.registry import Registry
 from kubesim.server import ApiServer
 from kubesim.simulation import Simulation
 
@@ -96,6 +97,7 @@ class KubeSim:
         token: str | None = None,
         dcgm_port: int = 0,
         dcgm: ExporterConfig | None = None,
+        pushed: Iterable[str] = (),
     ) -> None:
         self.scenario = scenario
         self.nodes = nodes
@@ -108,6 +110,9 @@ class KubeSim:
         self.dcgm_port = dcgm_port
         self.dcgm_config = dcgm or ExporterConfig()
         """What the dcgm-exporters export at start (:meth:`exporters` changes it while serving)."""
+        self.pushed = Registry(pushed).pushed  # refuses what is not a tagged reference, before anything starts
+        """Images pushed to the simulated registry before the cluster starts (:mod:`kubesim.registry`):
+        a test's own builds, such as kubesim's fault tags (``…:v0.17.0-crash``)."""
         self.dcgm_url = ""
         """``http://127.0.0.1:<port>``: the dcgm-exporters of the GPU nodes (:mod:`kubesim.dcgm`)."""
         self._dcgm_runner: web.AppRunner | None = None
@@ -151,6 +156,8 @@ class KubeSim:
             scenario=self.scenario, nodes=self.nodes, minor=self.minor,
             event_ttl=self.event_ttl, speed=self.speed,
         )
+        for image in self.pushed:
+            self.sim.registry.push(image)
         server = ApiServer(self.sim, token=self.token)
         self._runner = web.AppRunner(server.app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
@@ -218,6 +225,11 @@ class KubeSim:
         problem = self.call(lambda sim: apply_fault(sim, fault))
         if problem:
             raise ValueError(problem)
+
+    def push(self, *images: str) -> list[str]:
+        """Push images to the simulated registry (as ``POST /sim/v1/registry``): a test's own
+        build, e.g. ``nvcr.io/nvidia/k8s-device-plugin:v0.17.0-crash``; returns their full names."""
+        return self.call(lambda sim: [sim.registry.push(image) for image in images])
 
     def exporters(self, **changes: Any) -> ExporterConfig:
         """Change what the dcgm-exporters export (``profile``, ``enable``, ``release``,

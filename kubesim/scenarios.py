@@ -84,6 +84,10 @@ GPUS_PER_NODE = 8
 NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "dra-example-driver", "ml-team")
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.14.2"
 DRA_IMAGE = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.1.0"
+WORKLOAD_IMAGES = ("registry.example.com/ml/trainer:2.1.0", "registry.example.com/ml/inference:1.4.0",
+                   "registry.example.com/ml/worker:3.0.2")
+"""The scenarios' own workloads, built by the cluster's owner and pushed to its private registry
+(``registry.example.com``, RFC 2606): every scenario pushes them when it is built."""
 REGION_LABEL, ZONE_LABEL, RACK_LABEL = "topology.kubernetes.io/region", "topology.kubernetes.io/zone", "kubesim.io/rack"
 REGION, ZONES, NODES_PER_RACK = "sim-region-1", ("sim-zone-a", "sim-zone-b", "sim-zone-c"), 8
 ADMIN_EDITS = (pm.GPU_NODES_ONLY, pm.FAIL_ON_INIT_ERROR)
@@ -328,6 +332,8 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}: use one of {', '.join(SCENARIOS)}")
     sim = Simulation(minor=minor, event_ttl=event_ttl, speed=speed)
+    for image in WORKLOAD_IMAGES:
+        sim.registry.push(image)
     b = _Builder(sim, sim.clock.now() - dt.timedelta(days=1))
     kubelet = KubeletController()
     if scenario == "gpu-small":

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from kubesim.clock import SimClock, parse_time, rfc3339, rfc3339_micro
 from kubesim.errors import ApiError
 from kubesim.rbac import Tokens
+from kubesim.registry import Registry
 from kubesim.resources import ApiSurface
 from kubesim.store import Store, key_of
 
@@ -136,6 +137,8 @@ class Simulation:
         self.logs = PodLogs()
         self.faults = Faults()
         self.tokens = Tokens()
+        self.registry = Registry()
+        """The images the nodes can pull: released tags plus those pushed (:mod:`kubesim.registry`)."""
         """ServiceAccount tokens minted by TokenRequest (``kubesim.rbac``)."""
         self.feature_gates: dict[str, bool] = {"DynamicResourceAllocation": True}
         self.mutations: list[dict[str, Any]] = []

@@ -16,7 +16,7 @@ from bot.storage.embedded import EmbeddedRedis
 from kubesim import KubeSim
 from tests.prometheus_support import Prometheus
 from tests.starving import Starvation
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 
 @pytest.fixture(scope="session")
@@ -41,14 +41,14 @@ def redis_url(redis_server: EmbeddedRedis) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[KubeSim]:
     """A gpu-small kubesim (Kubernetes 1.31) shared by a test module."""
-    with KubeSim(scenario="gpu-small", k8s_version="1.31") as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31") as sim:
         yield sim
 
 
 @pytest.fixture
 def fresh_cluster() -> Iterator[KubeSim]:
     """A gpu-small kubesim of its own for a test that changes the cluster."""
-    with KubeSim(scenario="gpu-small", k8s_version="1.31") as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31") as sim:
         yield sim
 
 

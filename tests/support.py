@@ -15,6 +15,46 @@ from typing import Any
 
 import pytest
 
+from kubesim.simulation import Simulation
+
+_PLUGIN = "nvcr.io/nvidia/k8s-device-plugin"
+_DRA = "registry.k8s.io/dra-example-driver/dra-example-driver"
+TEST_BUILDS: tuple[str, ...] = (
+    # kubesim's fault builds of the device plugin, the DRA example driver and the CUDA sample
+    # (kubesim/podstatus.py ``behaviour``): the suite's own images, never NVIDIA's
+    *(f"{_PLUGIN}:{v}-{fault}" for v in ("v0.15.0", "v0.17.0", "v0.17.1")
+      for fault in ("crash", "silent", "slow", "xid", "crash-on-wave", "crash-on-wave3")),
+    f"{_PLUGIN}:v0.17.0-driver550", f"{_PLUGIN}:v0.17.0-crash-on-wave3-slow",
+    *(f"{_DRA}:{v}-{fault}" for v in ("v0.1.0", "v0.2.0") for fault in ("crash", "silent", "noalloc")),
+    "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-crash",
+    # the test apps of an example team, in its own registry (RFC 2606 ``example.com``)
+    "registry.example.com/acme/gpu-device-plugin:v2.0.0", "registry.example.com/acme/plugin:v1",
+    "registry.example.com/acme/plugin:v2",
+    *(f"registry.example.com/agent:{v}" for v in ("1.0", "1.0-crash", "1.0-slow", "2.0", "2.0-crash", "3.0", "4.0")),
+    "registry.example.com/app:1", "registry.example.com/app:1.0", "registry.example.com/exporter:1.0",
+    "registry.example.com/ml/infer:1.0", "registry.example.com/ml/infer:1.0-crash", "registry.example.com/ml/job:1.0",
+    "registry.example.com/ml/log:1.0", "registry.example.com/ml/notebook:1", "registry.example.com/ml/trainer:2",
+    "registry.example.com/ml/worker:3.0.2-slow", "registry.example.com/side:1",
+    *(f"registry.example.com/team/app:{v}" for v in ("1.0", "2.0", "2.0-crash", "3.0")),
+    "registry.example.com/train:1.0", "registry.example.com/web:1.0", "registry.example.com/web:2.4",
+    "registry.example.com/x:1",
+    # the bot's own image and the Redis it runs beside (deploy/base/deployment.yaml, redis.yaml),
+    # which the install tests apply
+    "ghcr.io/upgradebot/upgradebot:0.1.0", "docker.io/library/redis:7.4.11-alpine",
+    # public images some tests run: Docker's official busybox, the pause image
+    "busybox:1.36", "registry.k8s.io/pause:3.9",
+)
+"""Images the tests build and push to kubesim's registry before they use them (``KubeSim(pushed=
+TEST_BUILDS)``, ``sim.registry.push``): kubesim pulls only released tags and pushed images, so a
+test that runs its own build says so. A tag no release has and no test pushes fails ErrImagePull."""
+
+
+def push_test_builds(sim: Simulation) -> Simulation:
+    """Push :data:`TEST_BUILDS` into an in-process :class:`kubesim.simulation.Simulation`; returns it."""
+    for image in TEST_BUILDS:
+        sim.registry.push(image)
+    return sim
+
 
 def kubectl_binary() -> str:
     """The kubectl the test extra installs (beside this Python), never a system one."""

@@ -37,6 +37,7 @@ TARGET = "kube-system/nvidia-device-plugin-daemonset"
 OLD = "nvcr.io/nvidia/k8s-device-plugin:v0.14.2"
 NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
 CRASHING = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1-crash"
+"""The demo's own faulty build (kubesim's ``-crash`` tag, not NVIDIA's): pushed to kubesim's registry at start."""
 DRA_TARGET = "dra-example-driver/dra-example-driver-kubeletplugin"
 DRA_NEW = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0"
 SAMPLE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
@@ -131,7 +132,8 @@ def stage(ctx: DemoContext, number: int, title: str) -> None:
 def demo_world(settings: Settings, out: TextIO, *, speed: float = SPEED) -> Iterator[DemoContext]:
     """A real Redis, kubesim, the runtime on both and the console chat, torn down after."""
     transcript = Transcript(out)
-    with EmbeddedRedis() as redis_server, KubeSim(scenario="gpu-small", k8s_version="1.31", speed=speed) as sim:
+    with EmbeddedRedis() as redis_server, KubeSim(scenario="gpu-small", k8s_version="1.31", speed=speed,
+                                                    pushed=[CRASHING]) as sim:
         transcript.write(
             "upgradebot demo. Real: a redis-server started for this demo "
             f"({redis_server.url}), the run engine, the handlers and the console chat, the Kubernetes "

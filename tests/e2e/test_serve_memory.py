@@ -16,7 +16,7 @@ from tests.e2e.test_serve_process import environment
 from tests.e2e.test_serve_restart import start
 from tests.e2e.test_serve_workers import children_of
 from tests.fakeslack import FakeSlack, get
-from tests.support import reap
+from tests.support import TEST_BUILDS, reap
 
 DEPLOYMENT = Path(__file__).resolve().parents[2] / "deploy" / "base" / "deployment.yaml"
 
@@ -41,7 +41,7 @@ def test_the_memory_request_covers_serve_and_its_workers_when_ready(tmp_path: Pa
     request = mebibytes(container["resources"]["requests"]["memory"])
     limit = mebibytes(container["resources"]["limits"]["memory"])
     log = tmp_path / "serve.log"
-    with FakeSlack() as fake, KubeSim(scenario="gpu-small", k8s_version="1.32") as sim:
+    with FakeSlack() as fake, KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.32") as sim:
         serve, url = start(environment(fake, sim, tmp_path, redis_url), log)
         try:
             deadline = time.monotonic() + 120

@@ -30,7 +30,7 @@ from tests.e2e.runs_support import (
 )
 from tests.fakeslack import FakeSlack
 from tests.report_support import CTR, DS, NS, monitoring_run
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 POLICY = Policy.model_validate({**RUN_POLICY, "reports": {"after": ["3s"]},
                                 "oncall": {"channel": "C0ONCALL", "mention": "S0ONCALL"}})
@@ -39,7 +39,7 @@ ROOT_TS = "1700000000.000100"
 
 @pytest.fixture
 def sim() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20) as served:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31", speed=20) as served:
         yield served
 
 
@@ -99,7 +99,7 @@ def test_serve_fires_a_report_on_the_clock_of_the_cluster_that_stamped_its_promo
     """Issue 40: a run's report times are the API server's (``promote_started_at`` is its ``Date``),
     so ``serve``'s scheduler reads that clock: with the cluster's clock an hour ahead of the bot's
     (kubesim advanced), the 3 s report posts within seconds, not an hour late."""
-    with KubeSim(scenario="gpu-small", k8s_version="1.31") as ahead:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31") as ahead:
         ahead.advance("1h")
         settings = settings_for(fake_slack, ahead, REDIS_URL=redis_url, UPGRADEBOT_SLACK_PACE=0.01)
         runtime = build_runtime(settings, POLICY)

@@ -14,6 +14,7 @@ import pytest
 from kubesim import KubeSim
 from runbooks.cluster import Cluster, RetryPolicy
 from runbooks.inventory import Inventory, take_inventory
+from tests.support import TEST_BUILDS
 
 RELEASES = ("1.27", "1.31", "1.32", "1.34")
 FAST_RETRIES = RetryPolicy(attempts=4, base_delay=0.05, max_delay=0.5, deadline=5)
@@ -22,14 +23,14 @@ FAST_RETRIES = RetryPolicy(attempts=4, base_delay=0.05, max_delay=0.5, deadline=
 @pytest.fixture(scope="module", params=RELEASES)
 def release_cluster(request: pytest.FixtureRequest) -> Iterator[KubeSim]:
     """A gpu-small kubesim of each release the inventory supports (read-only: shared by a module)."""
-    with KubeSim(scenario="gpu-small", k8s_version=request.param) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version=request.param) as sim:
         yield sim
 
 
 @pytest.fixture
 def sim() -> Iterator[KubeSim]:
     """A gpu-small kubesim of its own, its clock running 4 times as fast as the wall clock."""
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=4) as served:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31", speed=4) as served:
         yield served
 
 

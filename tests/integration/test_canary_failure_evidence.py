@@ -20,6 +20,7 @@ from runbooks.engine.requesting import InvalidRequest
 from runbooks.engine.runs import Run, RunState, Step
 from runbooks.policy import Policy
 from tests.engine_support import kubesim_engine
+from tests.support import TEST_BUILDS
 
 NS, DS = "kube-system", "nvidia-device-plugin-daemonset"
 TARGET = f"{NS}/{DS}"
@@ -55,12 +56,12 @@ def _at(entry: dict[str, Any]) -> dt.datetime:
 
 @pytest.mark.parametrize("k8s", ["1.27", "1.32", "1.34"])
 def test_a_mistyped_tag_ends_the_canary_at_once_with_the_pull_error(k8s: str, redis_url: str) -> None:
-    """Issue 36 item 4: a canary of a tag the registry does not have (kubesim's ``-nopull``) ends
+    """Issue 36 item 4: a canary of a tag the registry does not have (v0.17.5: no release) ends
     in under 30 simulated seconds after its pod is deleted (not after ready_timeout, 300 s
     here), failing ``image-pull`` with the reason and containerd's message, shown in the
     canary's thread message; the run is rolled back."""
-    image = f"{PLUGIN}:v0.17.0-nopull"
-    with KubeSim(scenario="gpu-small", k8s_version=k8s, speed=4) as sim:
+    image = f"{PLUGIN}:v0.17.5"
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version=k8s, speed=4) as sim:
         run, audit = _run(sim, redis_url, image, "gpu-node1")
     assert run.state in (RunState.ROLLED_BACK, RunState.FAILED), (run.state, run.reason)
     deleted = next(e for e in audit if e["name"] == "canary.delete-pod")
@@ -72,6 +73,29 @@ def test_a_mistyped_tag_ends_the_canary_at_once_with_the_pull_error(k8s: str, re
     assert "the registry said: rpc error: code = NotFound" in thread and said in thread, thread
 
 
+@pytest.mark.parametrize(("k8s", "image"), [
+    ("1.27", "nvcr.io/nvidia/k8s-device-plugn:v0.17.0"),
+    ("1.34", f"{PLUGIN}:v0.17.9"),
+])
+def test_a_mistyped_repository_or_tag_fails_the_canary_in_seconds_with_the_registrys_words(
+        k8s: str, image: str, redis_url: str) -> None:
+    """Issue 58 Done-when 4: a repository that does not exist (``k8s-device-plugn``) or a tag no
+    release has (``v0.17.9``) is not in kubesim's registry: the canary fails ``image-pull`` within
+    30 simulated seconds of its pod's deletion (ready_timeout is 300 s), with ErrImagePull (or the
+    back-off after it) and containerd's ``not found``, and its thread quotes them."""
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version=k8s, speed=4) as sim:
+        run, audit = _run(sim, redis_url, image, "gpu-node1")
+    assert run.state in (RunState.ROLLED_BACK, RunState.FAILED), (run.state, run.reason)
+    deleted = next(e for e in audit if e["name"] == "canary.delete-pod")
+    pull = next(e for e in audit if e["name"] == "canary.image-pull")
+    assert pull["status"] == "failed" and (_at(pull) - _at(deleted)).total_seconds() < 30, (deleted, pull)
+    said = (f'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": failed to resolve '
+            f'reference "{image}": {image}: not found')
+    assert pull["evidence"]["reason"] in ("ErrImagePull", "ImagePullBackOff") and said in pull["evidence"]["message"]
+    thread = _canary_thread(run, audit)
+    assert "ErrImagePull" in thread and f"the registry said: {said}" in thread, thread
+
+
 @pytest.mark.parametrize("k8s", ["1.27", "1.32", "1.34"])
 def test_a_crash_looping_canary_shows_its_previous_log_and_the_signatures_fix(k8s: str, redis_url: str) -> None:
     """Issue 36 item 4: the -driver550 build on gpu-node1 (driver 535) crash-loops; its
@@ -79,7 +103,7 @@ def test_a_crash_looping_canary_shows_its_previous_log_and_the_signatures_fix(k8
     bounded ``--previous`` log tail with NVIDIA's lines, and the driver-mismatch signature
     with its fix; the canary's thread message shows the log lines and the fix. Issue 58: the
     fix is the host's (reboot or reload the kernel module), never another plugin build."""
-    with KubeSim(scenario="gpu-mixed", k8s_version=k8s, speed=4) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-mixed", k8s_version=k8s, speed=4) as sim:
         run, audit = _run(sim, redis_url, f"{PLUGIN}:v0.17.0-driver550", "gpu-node1")
     assert run.state in (RunState.ROLLED_BACK, RunState.FAILED), (run.state, run.reason)
     crash = next(e for e in audit if e["name"] == "canary.no-crashloop")
@@ -100,7 +124,7 @@ def test_a_crash_looping_canary_shows_its_previous_log_and_the_signatures_fix(k8
 def test_a_crash_tag_canary_names_the_socket_permission_fix(redis_url: str) -> None:
     """Issue 36 item 4: kubesim's ``-crash`` plugin dies on the device-plugin directory's
     ``permission denied``: the thread shows that line and the socket-permission fix."""
-    with KubeSim(scenario="gpu-small", k8s_version="1.32", speed=4) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.32", speed=4) as sim:
         run, audit = _run(sim, redis_url, f"{PLUGIN}:v0.17.0-crash", "gpu-node1")
     crash = next(e for e in audit if e["name"] == "canary.no-crashloop")
     assert [s["signature"] for s in crash["evidence"]["signatures"]] == ["socket-permission"]
@@ -113,8 +137,8 @@ def test_latest_is_refused_unless_the_policy_allows_it_and_the_digest_is_shown(r
     """Issue 36 item 4: an explicit ``:latest`` is refused at request time, nothing stored;
     with ``images.allow_latest: true`` it is requested, and the canary that runs shows the
     digest the runtime resolved (the pod's ``imageID``) in its thread."""
-    image = f"{PLUGIN}:latest"
-    with KubeSim(scenario="gpu-small", k8s_version="1.32", speed=4) as sim:
+    image = f"{PLUGIN}:latest"  # NVIDIA's Makefile pushes no :latest: the test pushes its own
+    with KubeSim(pushed=[*TEST_BUILDS, image], scenario="gpu-small", k8s_version="1.32", speed=4) as sim:
         engine = kubesim_engine(sim, redis_url, policy())
         with pytest.raises(InvalidRequest, match=r"is tagged latest.*images\.allow_latest: true accepts it"):
             engine.request_canary(actor=ALICE, target=TARGET, image=image, node="gpu-node1")

@@ -16,7 +16,7 @@ from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import RunState
 from runbooks.policy import Policy
 from tests.engine_support import kubesim_engine
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 NS = "dra-example-driver"
 PLUGIN = "dra-example-driver-kubeletplugin"
@@ -46,7 +46,7 @@ def controller(**spec: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def sim() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.32", speed=20) as served:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.32", speed=20) as served:
         yield served
 
 

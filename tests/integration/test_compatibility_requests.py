@@ -29,7 +29,7 @@ from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import RunState
 from runbooks.policy import Policy
 from tests.engine_support import kubesim_engine
-from tests.support import relabel_driver, shell_identities
+from tests.support import TEST_BUILDS, relabel_driver, shell_identities
 
 NS, DS = "kube-system", "nvidia-device-plugin-daemonset"
 TARGET = f"{NS}/{DS}"
@@ -48,7 +48,7 @@ def policy(compatibility: dict[str, Any] | None = None) -> Policy:
 
 @pytest.fixture(scope="module")
 def mixed() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-mixed", k8s_version="1.32", speed=4) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-mixed", k8s_version="1.32", speed=4) as sim:
         yield sim
 
 

@@ -30,7 +30,7 @@ from runbooks.engine.approving import Actor
 from runbooks.engine.commands import Engine
 from runbooks.policy import Policy
 from tests.integration.test_drain_kubesim import apply, trainer
-from tests.support import Kubectl, shell_identities
+from tests.support import TEST_BUILDS, Kubectl, shell_identities
 
 UPGRADEBOT = str(Path(sys.executable).parent / "upgradebot")
 TARGET = "kube-system/nvidia-device-plugin-daemonset"
@@ -111,7 +111,7 @@ def shape(mutations: list[tuple[str, str]]) -> Counter[tuple[str, str]]:
 def play(scenario: Scenario, redis_url: str, home: Path) -> Played:
     home.mkdir(parents=True)
     (home / "policy.yaml").write_text(POLICY + (f"targets: [{json.dumps(DRAIN_TARGET)}]\n" if scenario.drain else ""))
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=SPEED, kubeconfig=home / "kubeconfig") as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31", speed=SPEED, kubeconfig=home / "kubeconfig") as sim:
         if scenario.drain:
             kubectl = Kubectl(sim.kubeconfig)
             kubectl("delete", "pod", "-n", "ml-team", "trainer-0", "trainer-1", "--wait=false")  # bare pods

@@ -24,7 +24,7 @@ from runbooks.engine.runs import RunState, Target
 from runbooks.engine.scoping import OutOfScope, ScopedCluster
 from runbooks.policy import Policy
 from tests.engine_support import kubesim_engine
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 S = RunState
 NS, DS = "kube-system", "nvidia-device-plugin-daemonset"
@@ -108,7 +108,7 @@ def timeline(sim: KubeSim, node_of: dict[str, str]) -> list[tuple[str, str]]:
 
 @pytest.fixture
 def cluster() -> Iterator[tuple[KubeSim, Kubectl]]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31", speed=20) as sim:
         kubectl = Kubectl(sim.kubeconfig)
         kubectl("delete", "pod", "-n", ML, "trainer-0", "trainer-1", "--wait=false")  # bare pods: see the last test
         apply(kubectl, *(trainer(f"trainer-{i}", node) for i, node in enumerate(GPU_NODES, start=1)),
@@ -237,7 +237,7 @@ def test_a_pod_without_a_controller_is_never_evicted(redis_url: str) -> None:
     """gpu-small's trainer-0 is a bare pod on gpu-node1: an eviction would delete it for good, so
     a draining canary there is refused before anyone approves, naming it. One that appears on
     the node after the request stops the approved canary before anything is cordoned."""
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31", speed=20) as sim:
         kubectl = Kubectl(sim.kubeconfig)
         engine = engine_on(sim, redis_url, drain_policy(True))
         with pytest.raises(Refused, match="drain-possible: ml-team/trainer-0 on gpu-node1 uses its devices and has "

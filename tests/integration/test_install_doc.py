@@ -33,7 +33,7 @@ import pytest
 
 from kubesim import KubeSim
 from kubesim.certs import serving_cert
-from tests.support import Kubectl, kubectl_binary
+from tests.support import TEST_BUILDS, Kubectl, kubectl_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "install.md"
@@ -75,7 +75,7 @@ def test_install_md_runs_verbatim_on_a_cluster_without_upgradebots_namespaces(mo
     (work / "tls.key").write_bytes(cert.key_pem)
     home = tmp_path / "home"
     home.mkdir()
-    with KubeSim(scenario="gpu-small", k8s_version="1.32", speed=20) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.32", speed=20) as sim:
         admin = Kubectl(sim.kubeconfig)
         existing = {n["metadata"]["name"] for n in admin.json("get", "namespaces")["items"]}
         assert not existing & NAMESPACES, existing  # a cluster upgradebot was never installed in

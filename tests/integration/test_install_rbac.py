@@ -35,7 +35,7 @@ from runbooks.errors import ClusterError
 from runbooks.policy import Policy
 from runbooks.stability.collecting import Collector
 from runbooks.stability.reporting import report_of, scope_of
-from tests.support import Kubectl, kustomize
+from tests.support import TEST_BUILDS, Kubectl, kustomize
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = "kube-system/nvidia-device-plugin-daemonset"
@@ -104,7 +104,7 @@ def install(sim: KubeSim, tmp_path: Path, objects: list[dict[str, Any]]) -> Inst
 
 @pytest.fixture
 def sim() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20) as served:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31", speed=20) as served:
         yield served
 
 

@@ -40,7 +40,7 @@ from tests.integration.test_install_rbac import (
     stuck_after_a_reboot,
 )
 from tests.integration.test_migration_run import deployment
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 DRA_TARGET = "dra-example-driver/dra-example-driver-kubeletplugin"
 DRA_NEW = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0"
@@ -64,7 +64,7 @@ def sim() -> Iterator[KubeSim]:
     """kubesim with docs/install.md's "Install in your cluster" done, with the real kubectl: the
     namespaces, both Secrets, ``apply -k`` of each overlay (zero errors), the rollouts (the page's
     own commands, verbatim, one mode a cluster: tests/integration/test_install_doc.py)."""
-    with KubeSim(scenario="gpu-small", k8s_version="1.32", speed=20) as served:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.32", speed=20) as served:
         admin = Kubectl(served.kubeconfig)
         admin("apply", "-f", str(OVERLAYS[0].parents[1] / "base" / "namespaces.yaml"))
         admin("-n", "upgradebot", "create", "secret", "generic", "upgradebot-slack",

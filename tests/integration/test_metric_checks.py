@@ -24,7 +24,7 @@ from runbooks.metrics.spec import DEFAULT_CHECKS, XID_CHECK, XID_COUNT_CHECK
 from runbooks.policy import Policy
 from tests.engine_support import kubesim_engine
 from tests.prometheus_support import Prometheus
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 NS, DS = "kube-system", "nvidia-device-plugin-daemonset"
 TARGET = f"{NS}/{DS}"
@@ -41,7 +41,7 @@ EVERY_SECOND = [
 @pytest.fixture
 def fast_cluster() -> Iterator[KubeSim]:
     """A gpu-small kubesim of the test's own whose clock runs 20 times real time (pods start sooner)."""
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=20) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31", speed=20) as sim:
         yield sim
 
 

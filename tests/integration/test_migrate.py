@@ -15,7 +15,7 @@ from runbooks.cluster import Cluster
 from runbooks.dra.migrating import MigrationError, migrate
 from runbooks.dra.preflight import Discovered, Manifest, dry_run
 from tests.integration.test_cli import run
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 DEPLOYMENT = {
     "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "trainer", "namespace": "ml-team"},
@@ -31,7 +31,7 @@ SHAPE = {27: "v1alpha2", 30: "v1alpha2", 31: "v1alpha3", 32: "v1beta1", 33: "v1b
 
 @pytest.fixture(scope="module", params=sorted(SHAPE), ids=lambda m: f"1.{m}")
 def served(request: pytest.FixtureRequest) -> Iterator[tuple[int, KubeSim]]:
-    with KubeSim(scenario="gpu-small", k8s_version=f"1.{request.param}") as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version=f"1.{request.param}") as sim:
         Kubectl(sim.kubeconfig)("apply", "-f", "-", input=json.dumps(DEPLOYMENT))
         yield request.param, sim
 

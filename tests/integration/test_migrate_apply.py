@@ -20,7 +20,7 @@ from handlers.migrate import manifest_text
 from kubesim import KubeSim
 from runbooks.cluster import Cluster
 from runbooks.dra.migrating import migrate
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 NS = "ml-team"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -45,7 +45,7 @@ WORKLOADS = {"Deployment": (DEPLOYMENT, "trainer-deploy"), "StatefulSet": (STATE
 
 @pytest.fixture(scope="module", params=("1.31", "1.32", "1.34"))
 def sim(request: pytest.FixtureRequest) -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version=request.param) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version=request.param) as sim:
         kubectl = Kubectl(sim.kubeconfig)
         for obj, _ in WORKLOADS.values():  # client-side apply: each carries a last-applied annotation
             kubectl("apply", "-f", "-", input=json.dumps(obj))

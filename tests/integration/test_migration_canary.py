@@ -20,7 +20,7 @@ from runbooks.engine.commands import Engine
 from runbooks.engine.runs import GateKind, RunState
 from tests.engine_support import ALICE, BOB
 from tests.integration.test_migration_run import deployment, engine_on
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 DRIVER = ("-n", "dra-example-driver", "daemonset/dra-example-driver-kubeletplugin")
 DRIVER_IMAGE = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.1.0"
@@ -28,7 +28,7 @@ DRIVER_IMAGE = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.1.0"
 
 @pytest.fixture(scope="module", params=[32, 34], ids=lambda m: f"1.{m}")
 def sim(request: pytest.FixtureRequest) -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version=f"1.{request.param}", speed=20.0) as running:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version=f"1.{request.param}", speed=20.0) as running:
         yield running
 
 

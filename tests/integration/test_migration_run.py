@@ -20,7 +20,7 @@ from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import GateKind, RunKind, RunState
 from runbooks.engine.scoping import OutOfScope, ScopedCluster
 from tests.engine_support import ALICE, BOB, policy
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 TRAINER = "registry.example.com/ml/trainer:2.1.0"
 
@@ -42,7 +42,7 @@ POLICY = policy(migrations={"namespaces": ["ml-team"]},
 
 @pytest.fixture(scope="module", params=[32, 34], ids=lambda m: f"1.{m}")
 def sim(request: pytest.FixtureRequest) -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version=f"1.{request.param}", speed=20.0) as running:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version=f"1.{request.param}", speed=20.0) as running:
         yield running
 
 

@@ -17,6 +17,7 @@ from kubesim import KubeSim
 from runbooks.cluster import Cluster
 from runbooks.dra.preflight import Manifest, preflight
 from tests.integration.test_cli import assert_one_line_reason, run
+from tests.support import TEST_BUILDS
 
 RELEASES = (27, 30, 31, 32, 33, 34)
 
@@ -90,7 +91,7 @@ def cluster_expected(current: int, target: int) -> set[tuple[str, str]]:
 
 @pytest.fixture(scope="module", params=RELEASES, ids=lambda m: f"1.{m}")
 def served(request: pytest.FixtureRequest) -> Iterator[tuple[int, KubeSim]]:
-    with KubeSim(scenario="gpu-small", k8s_version=f"1.{request.param}") as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version=f"1.{request.param}") as sim:
         yield request.param, sim
 
 
@@ -138,7 +139,7 @@ def test_dry_runs_give_the_servers_answer(served: tuple[int, KubeSim]) -> None:
 
 @pytest.fixture(scope="module")
 def sim133() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.33") as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.33") as sim:
         yield sim
 
 
@@ -183,7 +184,7 @@ def test_the_no_downgrade_notes_come_with_the_steps_that_change_the_storage_vers
         current: int, target: int, older: str) -> None:
     """Item 5 of issue 38: an upgrade through 1.32 (storage v1beta1) or 1.35 (storage v1) says a
     downgrade with DRA objects is not supported, with its source; an upgrade through neither does not."""
-    with KubeSim(scenario="gpu-small", k8s_version=f"1.{current}") as sim, \
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version=f"1.{current}") as sim, \
             Cluster.from_kubeconfig(str(sim.kubeconfig)) as cluster:
         result = preflight(cluster, target)
         quiet = preflight(cluster, current)

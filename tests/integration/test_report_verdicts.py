@@ -28,14 +28,14 @@ from runbooks.cluster import Cluster
 from runbooks.engine.runs import GateKind, RunState
 from runbooks.stability.reports import StabilityReport
 from tests.report_support import CTR, DS, NS, Posts, World, connector, monitoring_run, policy, world
-from tests.support import Kubectl, at_once
+from tests.support import TEST_BUILDS, Kubectl, at_once
 
 POLICY = "approvers: {users: [U0BOB]}\noncall: {channel: C0ONCALL, mention: S0ONCALL}\nreports: {after: [24h, 48h]}\n"
 
 
 @pytest.fixture
 def sim() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.31") as served:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31") as served:
         yield served
 
 

@@ -29,7 +29,7 @@ from runbooks.engine.driving import StepPaused
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import RunState
 from runbooks.policy import Policy
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 S = RunState
 NS, NAME = "kube-system", "nvidia-device-plugin-daemonset"
@@ -73,7 +73,7 @@ class World:
 
 @pytest.fixture
 def world(redis_url: str) -> Iterator[World]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=SPEED) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31", speed=SPEED) as sim:
         holder: list[World] = []
         engine = Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=POLICY,
                         connect=lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context, retry=RETRIES),

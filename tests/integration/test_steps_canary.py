@@ -26,7 +26,7 @@ from tests.integration.stepkit import (
     kill_after,
     writes,
 )
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 STEPS = DaemonSetSteps()
 DS_PATH = f"/apis/apps/v1/namespaces/{NS}/daemonsets/{DS}"
@@ -34,7 +34,7 @@ DS_PATH = f"/apis/apps/v1/namespaces/{NS}/daemonsets/{DS}"
 
 @pytest.fixture
 def sim() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", speed=SPEED) as s:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", speed=SPEED) as s:
         yield s
 
 

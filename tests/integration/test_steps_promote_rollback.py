@@ -25,7 +25,7 @@ from tests.integration.stepkit import (
     kill_after,
     writes,
 )
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 STEPS = DaemonSetSteps()
 ALL_OLD = {"gpu-node1": OLD, "gpu-node2": OLD, "gpu-node3": OLD}
@@ -34,7 +34,7 @@ ALL_NEW = {"gpu-node1": NEW, "gpu-node2": NEW, "gpu-node3": NEW}
 
 @pytest.fixture
 def sim() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", speed=SPEED) as s:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", speed=SPEED) as s:
         yield s
 
 
@@ -173,7 +173,7 @@ def test_a_rollout_is_a_line_of_the_trail_per_look_with_every_node_in_its_eviden
     """On 40 nodes rolled 100 % at a time, the promotion records which nodes became Ready at
     each look at the cluster (every node exactly once, in the entries' evidence), not one
     entry per node: the trail of a 5,000-node promotion stays a few lines per wave."""
-    with KubeSim(scenario="gpu-large", nodes=40, speed=SPEED) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-large", nodes=40, speed=SPEED) as sim:
         Kubectl(sim.kubeconfig)("patch", "daemonset", DS, "-n", NS, "--type=merge", "-p",
                                 '{"spec":{"updateStrategy":{"rollingUpdate":{"maxUnavailable":"100%"}}}}')
         h = _canary(sim)

@@ -24,7 +24,7 @@ from tests.integration.stepkit import (
     harness,
     images_by_node,
 )
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 STEPS = DaemonSetSteps()
 ALL_OLD = {"gpu-node1": OLD, "gpu-node2": OLD, "gpu-node3": OLD}
@@ -35,7 +35,7 @@ DRA_NEW = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0"
 
 @pytest.fixture
 def sim() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", speed=SPEED) as s:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", speed=SPEED) as s:
         yield s
 
 
@@ -87,7 +87,7 @@ def test_broken_image_is_caught_by_verify_and_rolled_back(sim: KubeSim, tag: str
 
 def test_kubelet_restart_during_verify_is_caught_and_rolled_back() -> None:
     """A kubelet restart on the canary node while verify watches fails kubelet-restarts and the capacity dip check."""
-    with KubeSim(scenario="gpu-small", speed=5) as sim:  # slower: the 2 s without registration span many samples
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", speed=5) as sim:  # slower: the 2 s without registration span many samples
         _kubelet_restart_during_verify(sim)
 
 
@@ -182,7 +182,7 @@ def test_dra_smoke_test_passes_on_a_healthy_driver_and_a_noalloc_driver_is_caugh
     """A DRA driver's smoke test gets its device through a claim (never nvidia.com/gpu), checks
     allocation, Test PASSED and the device free again; a -noalloc driver (it runs and registers,
     but nothing can be allocated) fails verify by the smoke test, and rollback restores it."""
-    with KubeSim(scenario="gpu-small", k8s_version=release, speed=SPEED) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version=release, speed=SPEED) as sim:
         kubectl = Kubectl(sim.kubeconfig)
         kubectl("apply", "-f", "-", input="apiVersion: v1\nkind: Namespace\nmetadata: {name: upgradebot-smoke}\n")
         settings = dataclasses.replace(FAST, smoke_test={"image": SAMPLE, "timeout": 5.0})
@@ -251,7 +251,7 @@ def test_verify_judges_every_node_with_a_log_sample_covering_every_zone() -> Non
     """40 nodes over three zones, a log budget of 6: two logs per zone are read, and every other
     node's registration is judged by the GPUs it advertises; the check says which evidence covered
     how many nodes."""
-    with KubeSim(scenario="gpu-large", nodes=40, k8s_version="1.32", speed=SPEED) as large:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-large", nodes=40, k8s_version="1.32", speed=SPEED) as large:
         cluster = harness(large).ctx.cluster
         result = verify(cluster, "kube-system/nvidia-device-plugin-daemonset",
                         settings=dataclasses.replace(FAST, log_budget=6))

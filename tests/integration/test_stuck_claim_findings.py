@@ -17,7 +17,7 @@ import pytest
 from kubesim import KubeSim
 from kubesim.dra import pod_claim_ref
 from runbooks.inventory import Inventory
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 UPGRADEBOT = str(Path(sys.executable).parent / "upgradebot")
 
@@ -37,7 +37,7 @@ def test_pods_pending_on_missing_claims_and_claims_whose_driver_is_gone_are_find
     plugin is deleted, ``claim-driver-gone`` for ml-team/shared-gpu, allocated on a node
     without its driver's slice, saying to repair the plugin or delete the pods and the claim
     (1.27 serves no ResourceSlices: not judged there). Before any of this: neither finding."""
-    with KubeSim(scenario="gpu-small", k8s_version=f"1.{minor}") as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version=f"1.{minor}") as sim:
         kubectl = Kubectl(sim.kubeconfig)
         before = inventory_of(sim)
         assert not [f for f in before.findings if f.code in ("claim-missing", "claim-driver-gone")], before.findings

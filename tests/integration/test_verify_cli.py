@@ -19,7 +19,7 @@ from runbooks.daemonset.steps import DaemonSetSteps
 from tests.integration.stepkit import NEW, SPEED, harness
 from tests.integration.test_cli import assert_one_line_reason, run
 from tests.shell_support import in_process
-from tests.support import unreachable_kubeconfig
+from tests.support import TEST_BUILDS, unreachable_kubeconfig
 
 TARGET = "kube-system/nvidia-device-plugin-daemonset"
 
@@ -27,7 +27,7 @@ TARGET = "kube-system/nvidia-device-plugin-daemonset"
 @pytest.fixture(scope="module")
 def broken() -> Iterator[KubeSim]:
     """A cluster whose gpu-node1 runs a canary that never registers (-silent)."""
-    with KubeSim(scenario="gpu-small", speed=SPEED) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", speed=SPEED) as sim:
         assert DaemonSetSteps().canary(harness(sim, image=NEW + "-silent").ctx).ok
         yield sim
 

@@ -18,7 +18,7 @@ from runbooks.engine.commands import Engine
 from runbooks.engine.runs import RunState
 from runbooks.policy import Policy
 from tests.engine_support import kubesim_engine
-from tests.support import Kubectl, PodWatch
+from tests.support import TEST_BUILDS, Kubectl, PodWatch
 
 S = RunState
 NS, DS = "kube-system", "nvidia-device-plugin-daemonset"
@@ -46,7 +46,7 @@ a twentieth of them on the wall clock; soaks are crossed with ``sim.advance``.""
 
 
 def start(nodes: int) -> KubeSim:
-    sim = KubeSim(scenario="gpu-large", nodes=nodes, k8s_version="1.31", speed=SPEED).start()
+    sim = KubeSim(pushed=TEST_BUILDS, scenario="gpu-large", nodes=nodes, k8s_version="1.31", speed=SPEED).start()
     kubectl = Kubectl(sim.kubeconfig)
     kubectl("patch", "daemonset", DS, "-n", NS, "--type=merge",
             "-p", '{"spec":{"updateStrategy":{"rollingUpdate":{"maxUnavailable":"10%"}}}}')
@@ -222,7 +222,7 @@ def test_a_window_that_closes_during_a_soak_holds_the_next_wave_until_the_next_w
     minutes, wave 2 30 minutes (it fits when it starts, but its 5-minute verification makes
     the window close during its soak): wave 3 does not start at the end of that soak, it waits
     for the next day's window; kubectl shows its nodes untouched until then."""
-    sim = KubeSim(scenario="gpu-large", nodes=12, k8s_version="1.31", speed=60).start()
+    sim = KubeSim(pushed=TEST_BUILDS, scenario="gpu-large", nodes=12, k8s_version="1.31", speed=60).start()
     try:
         kubectl = Kubectl(sim.kubeconfig)
         kubectl("patch", "daemonset", DS, "-n", NS, "--type=merge",

@@ -11,7 +11,7 @@ import pytest
 from kubesim import KubeSim
 from kubesim.scenarios import build
 from kubesim.simulation import Simulation
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl, push_test_builds
 
 RELEASES = ["1.27", "1.32", "1.34"]
 """The releases a conformance module checks each behaviour on, as the real kubectl sees it."""
@@ -23,7 +23,7 @@ def per_release() -> tuple[Any, Any]:
 
     @pytest.fixture(scope="module", params=RELEASES, name="sim")
     def sim(request: pytest.FixtureRequest) -> Iterator[KubeSim]:
-        with KubeSim(scenario="gpu-small", k8s_version=request.param, speed=5.0) as s:
+        with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version=request.param, speed=5.0) as s:
             yield s
 
     @pytest.fixture(scope="module", name="kubectl")
@@ -40,7 +40,7 @@ REVISIONS = ("apps", "controllerrevisions")
 
 
 def small(minor: int = 31) -> Simulation:
-    return build(scenario="gpu-small", minor=minor)
+    return push_test_builds(build(scenario="gpu-small", minor=minor))
 
 
 def create(sim: Simulation, gr: tuple[str, str], obj: dict[str, Any]) -> dict[str, Any]:

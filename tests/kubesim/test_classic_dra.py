@@ -13,7 +13,7 @@ import pytest
 
 from kubesim import KubeSim
 from tests.kubesim.test_kubectl import wait_for
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 pytestmark = pytest.mark.conformance
 
@@ -22,7 +22,7 @@ CLASS = "gpu.example.com"
 
 @pytest.fixture(scope="module")
 def kubectl() -> Iterator[Kubectl]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.27", speed=5.0) as s:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.27", speed=5.0) as s:
         yield Kubectl(s.kubeconfig)
 
 

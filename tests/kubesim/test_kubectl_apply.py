@@ -20,7 +20,7 @@ from kubernetes import utils
 
 from kubesim import KubeSim
 from tests.kubesim.test_kubectl import wait_for
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 pytestmark = pytest.mark.conformance
 
@@ -30,7 +30,7 @@ IMAGE = "registry.example.com/exporter:1.0"
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.33", speed=5.0) as s:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.33", speed=5.0) as s:
         yield s
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from kubesim import KubeSim
 from tests.kubesim.test_kubectl import wait_for
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 pytestmark = pytest.mark.conformance
 IMAGE = "registry.example.com/team/app:1.0"
@@ -20,7 +20,7 @@ IMAGE = "registry.example.com/team/app:1.0"
 
 @pytest.fixture(scope="module")
 def kubectl() -> Iterator[Kubectl]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.32", speed=20.0) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.32", speed=20.0) as sim:
         yield Kubectl(sim.kubeconfig)
 
 

@@ -22,7 +22,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from kubesim import KubeSim
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 pytestmark = pytest.mark.conformance
 
@@ -38,7 +38,7 @@ UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 
 @pytest.fixture
 def sim() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.31") as s:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31") as s:
         yield s
 
 
@@ -117,7 +117,7 @@ def evict(core: client.CoreV1Api, pod: str, body: dict[str, Any] | None = None,
 def test_budget_is_served_with_kubectl_columns_and_status(version: str) -> None:
     """policy/v1 PodDisruptionBudget (short name pdb) in discovery; kubectl get prints the printer's
     columns; the disruption controller keeps the status and the DisruptionAllowed condition."""
-    with KubeSim(scenario="gpu-small", k8s_version=version) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version=version) as sim:
         kubectl = Kubectl(sim.kubeconfig)
         resources = kubectl("api-resources", "--api-group=policy")
         assert ["poddisruptionbudgets", "pdb", "policy/v1", "true", "PodDisruptionBudget"] in \

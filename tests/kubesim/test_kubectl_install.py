@@ -18,7 +18,7 @@ import pytest
 
 from kubesim import KubeSim
 from tests.kubesim.test_kubectl import wait_for
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 pytestmark = pytest.mark.conformance
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +40,7 @@ SERVICE_MONITOR_CRD = {
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.32", speed=20.0) as cluster:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.32", speed=20.0) as cluster:
         yield cluster
 
 

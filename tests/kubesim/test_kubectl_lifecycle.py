@@ -11,14 +11,14 @@ import pytest
 
 from kubesim import KubeSim
 from tests.kubesim.test_kubectl import wait_for
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 pytestmark = pytest.mark.conformance
 
 
 @pytest.fixture(scope="module")
 def kubectl() -> Iterator[Kubectl]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.32", speed=5.0) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.32", speed=5.0) as sim:
         yield Kubectl(sim.kubeconfig)
 
 

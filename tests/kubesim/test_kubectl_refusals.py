@@ -13,7 +13,7 @@ import pytest
 
 from kubesim import KubeSim
 from tests.kubesim.test_kubectl import wait_for
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 pytestmark = pytest.mark.conformance
 DS, NS = "nvidia-device-plugin-daemonset", "kube-system"
@@ -32,7 +32,7 @@ spec:
 
 @pytest.fixture
 def sim() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", speed=10.0) as served:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31", speed=10.0) as served:
         yield served
 
 

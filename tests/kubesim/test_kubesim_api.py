@@ -16,14 +16,14 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
 from kubesim import KubeSim
-from tests.support import kubectl_binary
+from tests.support import TEST_BUILDS, kubectl_binary
 
 PODS = ("", "pods")
 
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.31") as s:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31") as s:
         yield s
 
 
@@ -220,7 +220,7 @@ def test_dra_versions_follow_the_release() -> None:
     expected = {"1.27": ["v1alpha2"], "1.31": ["v1alpha3"], "1.32": ["v1beta1"],
                 "1.33": ["v1beta2", "v1beta1"], "1.34": ["v1", "v1beta2", "v1beta1"]}
     for release, versions in expected.items():
-        with KubeSim(k8s_version=release) as s:
+        with KubeSim(pushed=TEST_BUILDS, k8s_version=release) as s:
             api = config.new_client_from_config(config_file=str(s.kubeconfig))
             groups = client.ApisApi(api).get_api_versions().groups
             dra = next(g for g in groups if g.name == "resource.k8s.io")
@@ -232,7 +232,7 @@ def test_dra_versions_follow_the_release() -> None:
 def test_stopping_the_server_ends_its_open_watches() -> None:
     """As the API server ends its watches when it shuts down: a ``kubectl get -w`` and a client's
     watch of five minutes both end at once, and the server stops without waiting for them."""
-    own = KubeSim(scenario="gpu-small", k8s_version="1.31").start()
+    own = KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31").start()
     try:
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("KUBE")},
                "KUBECONFIG": str(own.kubeconfig), "HOME": str(own.kubeconfig.parent)}

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client, config
 
 from kubesim import KubeSim
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 NS = "kube-system"
 DS = "nvidia-device-plugin-daemonset"
@@ -20,7 +20,7 @@ REPO = "nvcr.io/nvidia/k8s-device-plugin"
 
 @pytest.fixture
 def sim() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.31") as s:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31") as s:
         yield s
 
 
@@ -168,7 +168,7 @@ def test_dra_pod_without_its_driver_fails_to_prepare(sim: KubeSim) -> None:
 
 def test_events_expire_after_the_event_ttl() -> None:
     """With --event-ttl 1h an event is listed at 59 minutes and gone at 61, as on a real API server."""
-    with KubeSim(scenario="gpu-small", k8s_version="1.31", event_ttl="1h") as s:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31", event_ttl="1h") as s:
         core, _ = apis(s)
         s.fault(kind="node-not-ready", node="gpu-node2")
         s.advance("50s")  # the node lifecycle controller's grace on the stopped heartbeat

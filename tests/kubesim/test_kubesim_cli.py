@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -13,7 +14,8 @@ def test_serve_prints_the_url_and_writes_a_kubeconfig(tmp_path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     proc = subprocess.Popen(
         [sys.executable, "-m", "kubesim", "serve", "--port", "0", "--scenario", "gpu-small",
-         "--k8s-version", "1.32", "--kubeconfig", str(kubeconfig)],
+         "--k8s-version", "1.32", "--kubeconfig", str(kubeconfig),
+         "--push", "nvcr.io/nvidia/k8s-device-plugin:v0.17.0-crash"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -24,6 +26,9 @@ def test_serve_prints_the_url_and_writes_a_kubeconfig(tmp_path) -> None:
         assert (kubeconfig.stat().st_mode & 0o777) == 0o600
         version = Kubectl(kubeconfig)("version", "-o", "json")
         assert '"gitVersion": "v1.32.' in version
+        kubectl = Kubectl(kubeconfig)
+        pushed = json.loads(kubectl("get", "--raw", "/sim/v1/registry"))["pushed"]
+        assert "nvcr.io/nvidia/k8s-device-plugin:v0.17.0-crash" in pushed, pushed
     finally:
         proc.terminate()
         assert proc.wait(timeout=30) == 0
@@ -38,6 +43,18 @@ def test_serve_refuses_an_unsimulated_release(tmp_path) -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == "kubesim: Kubernetes 1.20 is not simulated: use 1.27 .. 1.34"
+
+
+def test_serve_refuses_a_push_that_is_not_an_image_reference(tmp_path) -> None:
+    """Issue 58: ``--push`` takes ``repository:tag``; anything else exits 2 with one line."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "kubesim", "serve", "--push", "nvcr.io/nvidia/k8s-device-plugin",
+         "--kubeconfig", str(tmp_path / "k")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("kubesim: 'nvcr.io/nvidia/k8s-device-plugin' is not a tagged image reference "
+                                   "(repository:tag)")
 
 
 def test_serve_stops_cleanly_on_sigterm_from_before_it_announces_itself(tmp_path, monkeypatch) -> None:

@@ -13,7 +13,7 @@ from _simkit import DAEMONSETS, NODES, PODS, get, pods_of, set_image, small
 from kubesim import KubeSim
 from kubesim import podstatus as ps
 from kubesim.scenarios import build
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl, push_test_builds
 
 REGION, ZONE, RACK, CRASH = (
     "topology.kubernetes.io/region", "topology.kubernetes.io/zone", "kubesim.io/rack", "kubesim.io/crash")
@@ -62,7 +62,7 @@ def test_crash_on_tags_name_their_word_and_no_other_mode() -> None:
 # ------------------------------------------------------------------ in process
 def test_gpu_large_nodes_carry_region_zone_and_rack() -> None:
     """Round-robin zones a, b, c; racks of eight nodes within a zone (node 25 opens zone a's rack 2)."""
-    sim = build(scenario="gpu-large", nodes=50, minor=31)
+    sim = push_test_builds(build(scenario="gpu-large", nodes=50, minor=31))
     for i in range(1, 51):
         labels = get(sim, NODES, "", f"gpu-node{i}")["metadata"]["labels"]
         assert {k: labels.get(k) for k in (REGION, ZONE, RACK)} == expected_domain(i), i
@@ -138,7 +138,7 @@ def test_crash_on_image_crash_loops_only_on_labelled_gpu_large_nodes() -> None:
     """gpu-large with 12 nodes: kubectl sees the failure-domain labels; after labelling two nodes
     kubesim.io/crash=wave3 and rolling out a -crash-on-wave3 plugin, those two crash-loop with no
     GPUs allocatable while the other ten run it Ready and registered."""
-    with KubeSim(scenario="gpu-large", nodes=12, k8s_version="1.31") as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-large", nodes=12, k8s_version="1.31") as sim:
         kubectl = Kubectl(sim.kubeconfig)
         nodes = {n["metadata"]["name"]: n for n in kubectl.json("get", "nodes")["items"]}
         assert sorted(nodes) == sorted(f"gpu-node{i}" for i in range(1, 13))

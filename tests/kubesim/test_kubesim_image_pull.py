@@ -1,6 +1,6 @@
-"""kubesim's image pull failures (issue 36, item 6), refereed by the real kubectl: a ``-nopull``
-tag or a registry under ``.invalid`` leaves the container waiting ``ErrImagePull`` then
-``ImagePullBackOff`` with the kubelet's ``Failed``/``BackOff`` events, the pod Pending; and
+"""kubesim's image pull failures (issue 36, item 6), refereed by the real kubectl: a tag no
+release has (issue 58: not in kubesim's registry) or a registry under ``.invalid`` leaves the
+container waiting ``ErrImagePull`` then ``ImagePullBackOff`` with the kubelet's ``Failed``/``BackOff`` events, the pod Pending; and
 ``kubectl logs --previous`` of a container that never terminated is the API server's error."""
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ def _waiting(pod: dict) -> dict:  # type: ignore[type-arg]
 
 @pytest.mark.conformance
 @pytest.mark.parametrize("minor", [27, 32, 34])
-def test_a_nopull_tag_is_err_image_pull_then_image_pull_backoff(minor: int) -> None:
-    """Issue 36 item 6: a ``-nopull`` tag is not found in its registry: the container waits
+def test_a_tag_no_release_has_is_err_image_pull_then_image_pull_backoff(minor: int) -> None:
+    """Issue 36 item 6: a tag no release has (v0.17.5) is not found in its registry: the container waits
     ErrImagePull with containerd's NotFound message, then ImagePullBackOff (from 1.31 with the
     last error appended); kubectl describe shows the Failed and BackOff events as a kubelet
     writes them; the pod stays Pending with no imageID; ``logs --previous`` says there is no
     previous terminated container."""
-    image = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0-nopull"
+    image = "nvcr.io/nvidia/k8s-device-plugin:v0.17.5"
     with KubeSim(scenario="gpu-small", k8s_version=f"1.{minor}") as sim:
         kubectl = Kubectl(sim.kubeconfig)
         kubectl("-n", NS, "patch", "ds", DS, "-p", json.dumps(
@@ -62,7 +62,7 @@ def test_a_nopull_tag_is_err_image_pull_then_image_pull_backoff(minor: int) -> N
                 break
         assert {"ErrImagePull", "ImagePullBackOff"} <= seen, seen
         name = pod["metadata"]["name"]
-        ref = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0-nopull"
+        ref = "nvcr.io/nvidia/k8s-device-plugin:v0.17.5"
         error = (f'rpc error: code = NotFound desc = failed to pull and unpack image "{ref}": failed to resolve '
                  f'reference "{ref}": {ref}: not found')
         status = pod["status"]["containerStatuses"][0]

@@ -18,7 +18,7 @@ from kubesim.heartbeats import LEASES, grace_period
 from kubesim.scenarios import build
 from kubesim.simulation import Simulation
 from tests.kubesim._simkit import NODES, PODS, condition, events, get, per_release
-from tests.support import Kubectl
+from tests.support import Kubectl, push_test_builds
 
 UNREACHABLE = "node.kubernetes.io/unreachable"
 
@@ -130,7 +130,7 @@ def test_noexecute_evicts_pods_by_their_tolerations(minor: int) -> None:
     evicted at once (DisruptionTarget, TaintManagerEviction) and stays Terminating while the
     kubelet is away; one created with no toleration, given admission's 300 s, goes 300 s after
     the taint; a DaemonSet pod (tolerating it for ever) stays."""
-    s: Simulation = build(scenario="gpu-small", minor=minor)
+    s: Simulation = push_test_builds(build(scenario="gpu-small", minor=minor))
     store = s.store
     for pod in (pinned_pod("bare", "gpu-node2", [{"key": UNREACHABLE, "operator": "Exists",
                                                    "effect": "NoExecute", "tolerationSeconds": 0}]),
@@ -167,7 +167,7 @@ def test_noexecute_evicts_pods_by_their_tolerations(minor: int) -> None:
 def test_a_kubelet_back_within_the_grace_leaves_the_node_alone() -> None:
     """issue 35 item 3: a heartbeat that stops for less than the grace period (node-not-ready with
     a 20 s duration) never makes the node Unknown, and nothing is evicted."""
-    s = build(scenario="gpu-small", minor=31)
+    s = push_test_builds(build(scenario="gpu-small", minor=31))
     assert apply_fault(s, {"kind": "node-not-ready", "node": "gpu-node1", "duration": "20s"}) is None
     s.advance(120.0)
     assert condition(get(s, NODES, "", "gpu-node1") or {}, "Ready")["status"] == "True"  # type: ignore[index]
@@ -179,7 +179,7 @@ def test_a_kubelet_that_stopped_posting_holds_its_writes_within_the_grace() -> N
     """issue 35 item 3: from the moment its heartbeat stops (before the node lifecycle controller
     notices), the kubelet posts nothing: a pod deleted on its node stays Terminating; once the
     kubelet is back (within the grace) the pod goes, and the node was never marked."""
-    s = build(scenario="gpu-small", minor=31)
+    s = push_test_builds(build(scenario="gpu-small", minor=31))
     assert apply_fault(s, {"kind": "node-not-ready", "node": "gpu-node1"}) is None
     s.advance(5.0)
     s.store.delete(PODS, "ml-team", "trainer-0")

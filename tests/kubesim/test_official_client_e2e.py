@@ -28,6 +28,7 @@ from kubernetes.informer import ADDED, DELETED, MODIFIED, SharedInformer
 
 from kubesim import KubeSim
 from tests.kubesim.test_kubectl import wait_for
+from tests.support import TEST_BUILDS
 
 NS = "default"
 IMAGE = "registry.example.com/web:2.4"
@@ -35,7 +36,7 @@ IMAGE = "registry.example.com/web:2.4"
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[KubeSim]:
-    with KubeSim(scenario="gpu-small", k8s_version="1.34") as s:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.34") as s:
         yield s
 
 

@@ -13,7 +13,7 @@ import pytest
 from _simkit import PODS, create, events, get, small
 
 from kubesim import KubeSim, dra
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 RELEASES = [31, 32, 34]
 
@@ -95,7 +95,7 @@ def test_a_claim_deleted_under_a_running_pod_stays_terminating_until_the_pod_is_
 def test_kubectl_deletes_a_claim_under_a_running_pod_and_it_stays_terminating():
     """Item 3 of issue 38, with the real kubectl: ``kubectl delete resourceclaim --wait=false`` under
     a running pod leaves the claim with a deletionTimestamp and the pod Running."""
-    with KubeSim(scenario="gpu-small", k8s_version="1.34") as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.34") as sim:
         kubectl = Kubectl(sim.kubeconfig)
         template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", **_template(34)}
         pod = {"apiVersion": "v1", "kind": "Pod", **_pod(34, "user")}

@@ -17,6 +17,7 @@ from _simkit import (
 )
 
 from kubesim import podstatus as ps
+from tests.support import push_test_builds
 
 GPU_SELECTOR = {"feature.node.kubernetes.io/pci-10de.present": "true"}
 
@@ -242,7 +243,7 @@ def test_a_burst_of_pod_updates_costs_a_few_syncs_of_their_daemonset_not_one_eac
     stopped answering)."""
     from kubesim.scenarios import build
 
-    sim = build(scenario="gpu-large", nodes=200)
+    sim = push_test_builds(build(scenario="gpu-large", nodes=200))
     controller = sim.controllers["daemonsets"]
     name = "nvidia-device-plugin-daemonset"
     syncs: list[str] = []

@@ -143,7 +143,7 @@ def _set_dra_image(sim, suffix: str) -> None:
     def apply(obj: dict) -> None:
         obj["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}}
         ctr = obj["spec"]["template"]["spec"]["containers"][0]
-        ctr["image"] = ctr["image"].rsplit(":", 1)[0] + ":v9.9.9" + suffix
+        ctr["image"] = ctr["image"].rsplit(":", 1)[0] + ":v0.2.0" + suffix
 
     sim.store.mutate(DAEMONSETS, "dra-example-driver", "dra-example-driver-kubeletplugin", apply)
     sim.advance(20)

@@ -21,6 +21,7 @@ from kubernetes.client import ApiClient
 
 from kubesim import KubeSim
 from kubesim.resources import SUPPORTED_MINORS, ApiSurface, ResourceType
+from tests.support import TEST_BUILDS
 
 pytestmark = pytest.mark.conformance
 
@@ -98,7 +99,7 @@ def _typed(minor: int) -> list[ResourceType]:
 @pytest.fixture(scope="module", params=list(SUPPORTED_MINORS), ids=lambda m: f"1.{m}")
 def served(request: pytest.FixtureRequest) -> Iterator[tuple[int, Referee]]:
     minor = request.param
-    with KubeSim(scenario="gpu-small", k8s_version=f"1.{minor}") as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version=f"1.{minor}") as sim:
         sim.fault(kind="kubelet-restart", node="gpu-node3")  # events, restarts, conditions
         sim.advance("5s")
         yield minor, Referee(sim)

@@ -72,14 +72,9 @@ def apply_fault(sim: Simulation, fault: dict[str, Any]) -> str | None:
         else:
             _heartbeat(sim, node, stop=kind == "node-not-ready", duration=fault.get("duration"))
     elif kind in HOST_FAULTS:
-        node = fault.get("node")
-        if not node or sim.store.get(("", "nodes"), "", node) is None:
-            return f"unknown node {node!r}"
-        if fault.get("repaired"):
-            if sim.faults.hosts.get(node) == kind:
-                del sim.faults.hosts[node]
-        else:
-            sim.faults.hosts[node] = kind
+        refused = _host_fault(sim, str(kind), fault)
+        if refused:
+            return refused
     elif kind == "api-errors":
         code = int(fault.get("code", 500))
         if code not in (0, 429, 500, 503):
@@ -116,6 +111,18 @@ def apply_fault(sim: Simulation, fault: dict[str, Any]) -> str | None:
             "driver-mismatch, no-container-toolkit, api-errors, compact, forbid, allow, feature-gate, xid or ecc"
         )
     sim.settle()
+    return None
+
+
+def _host_fault(sim: Simulation, kind: str, fault: dict[str, Any]) -> str | None:
+    """``driver-mismatch`` / ``no-container-toolkit`` on a node, or its end (``repaired``)."""
+    where = fault.get("node")
+    if not where or sim.store.get(("", "nodes"), "", where) is None:
+        return f"unknown node {where!r}"
+    if not fault.get("repaired"):
+        sim.faults.hosts[str(where)] = kind
+    elif sim.faults.hosts.get(str(where)) == kind:
+        del sim.faults.hosts[str(where)]
     return None
 
 

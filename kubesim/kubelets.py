@@ -342,7 +342,8 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, C
             self._run_job(rt, ctr, pod)
         elif ctr.mode == "crash":
             if DEVICE_PLUGIN_IMAGE in ctr.image:
-                container = next((c for c in pod["spec"].get("containers") or [] if c["name"] == ctr.name), {})
+                container: dict[str, Any] = next(
+                    (c for c in pod["spec"].get("containers") or [] if c["name"] == ctr.name), {})
                 self._write_log(rt, ctr.name, pluginreleases.crashed(ctr.image, container, now, ctr.crash_reason))
             self._later(rt, CRASH_AFTER, lambda: self._crash(rt, ctr))
         elif ctr.kind != "generic":

@@ -91,14 +91,14 @@ class Family:
 _V14 = {
     "fs": "main.go:154", "os": "main.go:161", "plugins": "main.go:176", "load": "main.go:234",
     "update": "main.go:242", "config": "main.go:253", "retrieve": "main.go:256", "detect": "factory.go:107",
-    "nvml": "factory.go:77", "nvml-warn": "factory.go:85", "incompatible": "factory.go:115", "grpc": "server.go:165",
+    "cdi-null": "factory.go:31", "nvml": "factory.go:77", "nvml-warn": "factory.go:85", "incompatible": "factory.go:115", "grpc": "server.go:165",
     "serve": "server.go:117", "registered": "server.go:125", "stop-serve": "server.go:142", "none": "main.go:287",
     "fatal": "main.go:123", "inotify": "main.go:202", "stop": "main.go:294",
 }
 _V15 = {
     "fs": "main.go:178", "os": "main.go:185", "plugins": "main.go:200", "load": "main.go:257",
     "update": "main.go:265", "config": "main.go:276", "retrieve": "main.go:279", "detect": "factory.go:104",
-    "nvml": "factory.go:72", "nvml-warn": "factory.go:80", "incompatible": "factory.go:112", "grpc": "server.go:216",
+    "cdi-null": "factory.go:31", "nvml": "factory.go:72", "nvml-warn": "factory.go:80", "incompatible": "factory.go:112", "grpc": "server.go:216",
     "serve": "server.go:147", "registered": "server.go:154", "stop-serve": "server.go:185", "none": "main.go:308",
     "fatal": "main.go:132", "inotify": "main.go:225", "stop": "main.go:315",
 }
@@ -306,6 +306,8 @@ def _host_lines(fam: Family, why: str, *, fatal: bool) -> list[Line]:
     platform's error block, then the fatal line (FAIL_ON_INIT_ERROR) or the wait."""
     nvml = why == "driver-mismatch" or fam.name == "v0.20"
     lines = _platform(fam, nvml=why == "driver-mismatch")
+    if why == "no-container-toolkit" and "cdi-null" in fam.at:  # v0.14-v0.15: cdi.New, before the manager
+        lines.insert(0, ("W", fam.at["cdi-null"], "No valid resources detected, creating a null CDI handler"))
     if nvml:
         code = _nvml_code(fam, why)
         lines += _block("E", fam.at["nvml"], f"Failed to initialize NVML: {code}.", NVML_HINT)

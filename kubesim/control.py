@@ -12,7 +12,13 @@
   ``compact`` (drop watch history: older watches and continue tokens get 410);
   ``forbid`` ``{path, verb?}`` / ``allow`` (403 for a path prefix); ``feature-gate`` ``{name, enabled}``;
   ``xid`` ``{node, code=79, gpu=0}`` / ``ecc`` ``{node, gpu=0, count=1}`` (a GPU's dcgm-exporter
-  shows the XID / double-bit ECC errors: :mod:`kubesim.dcgm`).
+  shows the XID / double-bit ECC errors: :mod:`kubesim.dcgm`);
+  ``driver-mismatch`` ``{node, repaired?}`` (the node's NVIDIA driver was upgraded without a
+  reboot: its user-space library and loaded kernel module differ, NVML answers
+  ``NVML_ERROR_LIB_RM_VERSION_MISMATCH``; a ``node-reboot`` or ``repaired: true`` ends it) and
+  ``no-container-toolkit`` ``{node, repaired?}`` (the NVIDIA Container Toolkit is not configured for
+  the node's runtime: no NVML library in the plugin's container): device-plugin containers that
+  start on the node afterwards print their release's lines for it (:mod:`kubesim.pluginreleases`).
 - ``GET /sim/v1/dcgm`` tells where the dcgm-exporters listen, their HTTP SD URL and what they
   export; ``POST /sim/v1/dcgm/config`` ``{"profile": "default"|"dcp", "enable": [fields],
   "release": "4.5.3-4.8.2"|"main-d5e5f51", "xid_window_ms": 300000}`` changes it (keys left out
@@ -38,6 +44,7 @@ from aiohttp import web
 
 from kubesim.clock import parse_duration
 from kubesim.dcgmprofiles import ExporterConfig
+from kubesim.pluginreleases import HOST_FAULTS
 from kubesim.registry import RELEASED
 from kubesim.simulation import Simulation
 
@@ -61,6 +68,8 @@ def apply_fault(sim: Simulation, fault: dict[str, Any]) -> str | None:
         if kubelet is None:
             return "this simulation runs no kubelets"
         if kind in ("kubelet-restart", "node-reboot"):
+            if kind == "node-reboot" and sim.faults.hosts.get(node) == "driver-mismatch":
+                del sim.faults.hosts[node]  # the reboot loads the upgraded kernel module
             kubelet.restart_kubelet(node, reboot=kind == "node-reboot")
         elif kind == "runtime-down":
             kubelet.stop_runtime(node)
@@ -68,6 +77,10 @@ def apply_fault(sim: Simulation, fault: dict[str, Any]) -> str | None:
                 sim.call_later(parse_duration(fault["duration"]), lambda: _heartbeat(sim, node, stop=False, duration=None))
         else:
             _heartbeat(sim, node, stop=kind == "node-not-ready", duration=fault.get("duration"))
+    elif kind in HOST_FAULTS:
+        refused = _host_fault(sim, str(kind), fault)
+        if refused:
+            return refused
     elif kind == "api-errors":
         code = int(fault.get("code", 500))
         if code not in (0, 429, 500, 503):
@@ -101,9 +114,21 @@ def apply_fault(sim: Simulation, fault: dict[str, Any]) -> str | None:
     else:
         return (
             f"unknown fault kind {kind!r}: use kubelet-restart, node-reboot, node-not-ready, node-ready, runtime-down, "
-            "api-errors, compact, forbid, allow, feature-gate, xid or ecc"
+            "driver-mismatch, no-container-toolkit, api-errors, compact, forbid, allow, feature-gate, xid or ecc"
         )
     sim.settle()
+    return None
+
+
+def _host_fault(sim: Simulation, kind: str, fault: dict[str, Any]) -> str | None:
+    """``driver-mismatch`` / ``no-container-toolkit`` on a node, or its end (``repaired``)."""
+    where = fault.get("node")
+    if not where or sim.store.get(("", "nodes"), "", where) is None:
+        return f"unknown node {where!r}"
+    if not fault.get("repaired"):
+        sim.faults.hosts[str(where)] = kind
+    elif sim.faults.hosts.get(str(where)) == kind:
+        del sim.faults.hosts[str(where)]
     return None
 
 

@@ -18,11 +18,11 @@ import functools
 from collections import defaultdict
 from typing import Any
 
-from kubesim import dra, pluginlogs
+from kubesim import dra, pluginreleases
 from kubesim import podstatus as ps
 from kubesim.clock import rfc3339
 from kubesim.configrefs import ConfigRefs
-from kubesim.devices import NODES, DeviceRegistry, kind_of
+from kubesim.devices import DEVICE_PLUGIN_IMAGE, NODES, DeviceRegistry, kind_of
 from kubesim.ipam import PodAddresses
 from kubesim.jobs import JobRunner, is_job, sleeps
 from kubesim.nodestatus import NodeLifecycle
@@ -112,7 +112,7 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, C
             for c in containers:
                 self._touch_log_key(m.get("namespace", ""), m["name"], c["name"])
             return
-        rt = runtime_from_status(pod, labels)
+        rt = runtime_from_status(pod, labels, host=self.sim.faults.hosts.get(pod["spec"]["nodeName"]))  # type: ignore[union-attr]
         for ctr in rt.ctrs.values():
             if ctr.state != "running":
                 continue
@@ -217,7 +217,7 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, C
             if rt is not None and rt.stage != "terminating":
                 self._write(rt)
             return
-        rt = new_runtime(pod, node, node_obj["metadata"].get("labels"))
+        rt = new_runtime(pod, node, node_obj["metadata"].get("labels"), host=self.sim.faults.hosts.get(node))  # type: ignore[union-attr]
         self._rt[uid] = rt
         rt.start_time = rfc3339(self.sim.clock.now())  # type: ignore[union-attr]
         rt.stage = "preparing"
@@ -347,7 +347,10 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, C
                 (c for c in pod["spec"].get("containers") or [] if c["name"] == ctr.name), {})):
             self._run_job(rt, ctr, pod)
         elif ctr.mode == "crash":
-            self._write_log(rt, ctr.name, pluginlogs.crash(now, ctr.crash_reason))
+            if DEVICE_PLUGIN_IMAGE in ctr.image:
+                container: dict[str, Any] = next(
+                    (c for c in pod["spec"].get("containers") or [] if c["name"] == ctr.name), {})
+                self._write_log(rt, ctr.name, pluginreleases.crashed(ctr.image, container, now, ctr.crash_reason))
             self._later(rt, CRASH_AFTER, lambda: self._crash(rt, ctr))
         elif ctr.kind != "generic":
             self._plugin_started(rt, ctr, pod, adopted=False)
@@ -390,7 +393,7 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, C
         uid = pod["metadata"]["uid"]
         node = self._where[uid][2]
         if rt is None:
-            rt = runtime_from_status(pod, self._node_labels(node))
+            rt = runtime_from_status(pod, self._node_labels(node), host=self.sim.faults.hosts.get(node))  # type: ignore[union-attr]
             self._rt[uid] = rt
         if rt.stage == "terminating":
             return

@@ -1,5 +1,6 @@
 """The kubelet's side of plugin containers: what a device plugin or DRA kubelet plugin
 prints when it starts (or re-registers after a kubelet restart), and its registration.
+NVIDIA's device plugin prints the lines of its release (:mod:`kubesim.pluginreleases`).
 
 A mixin for :class:`kubesim.kubelets.KubeletController` (it uses the controller's pod
 indexes and the registrations of :class:`kubesim.devices.DeviceRegistry`).
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim import dra, pluginlogs
+from kubesim import dra, pluginlogs, pluginreleases
 from kubesim.clock import parse_time
 from kubesim.devices import DEVICE_PLUGIN_IMAGE
 from kubesim.podruntime import Ctr, PodRt
@@ -35,13 +36,13 @@ class PluginAgent:
         healthy = ctr.mode in ("healthy", "slow", "noalloc")
         if ctr.kind == "device-plugin":
             healthy = healthy and self.gpus.get(node, 0) > 0
-            fail = pluginlogs.fails_on_init_error(container)
-            if healthy and DEVICE_PLUGIN_IMAGE not in ctr.image:
-                lines = self._lines("dp-other", fail, start, lambda: pluginlogs.other_device_plugin_registered(start))
-            elif healthy:
-                lines = self._lines("dp-ok", fail, start, lambda: pluginlogs.device_plugin_registered(container, start))
+            if DEVICE_PLUGIN_IMAGE not in ctr.image:
+                lines = self._lines(("other", healthy), start, lambda: pluginlogs.other_device_plugin_registered(start)
+                                    if healthy else [])
             else:
-                lines = self._lines("dp-none", fail, start, lambda: pluginlogs.device_plugin_no_devices(container, start))
+                key = (ctr.image, repr(container.get("env")), repr(container.get("args")), ctr.crash_reason, healthy)
+                lines = self._lines(key, start, lambda: pluginreleases.started(
+                    ctr.image, container, start, why=ctr.crash_reason, registered=healthy))
             self._write_log(rt, ctr.name, lines)
             if healthy:
                 ctr.registered = True
@@ -71,7 +72,8 @@ class PluginAgent:
                     (c for c in pod["spec"]["containers"] if c["name"] == ctr.name), {}
                 )
                 if ctr.kind == "device-plugin":
-                    self._write_log(rt, ctr.name, pluginlogs.device_plugin_reregistered(container, now))
+                    if DEVICE_PLUGIN_IMAGE in ctr.image:
+                        self._write_log(rt, ctr.name, pluginreleases.reregistered(ctr.image, container, now))
                     self.register_device_plugin(node, uid)  # type: ignore[attr-defined]
                 elif ctr.kind == "dra-plugin":
                     self._write_log(rt, ctr.name, pluginlogs.dra_plugin_reregistered(dra.DRIVER, now))
@@ -84,9 +86,10 @@ class PluginAgent:
         """A started container has a (possibly empty) log, so ``kubectl logs`` answers."""
         self.sim.logs.touch(ns, pod, container)
 
-    def _lines(self, kind: str, flag: bool, start: Any, make: Any) -> list[Any]:
-        """Plugin start-up lines, shared by every pod that started at the same moment."""
-        key = (kind, flag, start)
+    def _lines(self, what: Any, start: Any, make: Any) -> list[Any]:
+        """Plugin start-up lines, shared by every pod of the same image and settings that started
+        at the same moment."""
+        key = (what, start)
         lines = self._log_cache.get(key)
         if lines is None:
             if len(self._log_cache) > 64:

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubesim import pluginlogs
+from kubesim import pluginreleases
 from kubesim import podstatus as ps
-from kubesim.devices import kind_of
+from kubesim.devices import DEVICE_PLUGIN_IMAGE, kind_of
 
 BACKOFF_START, BACKOFF_MAX = 10.0, 300.0
 
@@ -36,7 +36,8 @@ class Ctr:
     term: dict[str, Any] | None = None
     """How a run-to-completion container exited (state ``terminated``)."""
     crash_reason: str | None = None
-    """Why a container crashes other than its image tag says (a device plugin's bad config)."""
+    """Why NVIDIA's device plugin fails to serve (a bad flag, the node's host fault: the keys of
+    :func:`kubesim.pluginreleases.failure`): it crashes on it, or waits unregistered (mode ``silent``)."""
     config_error: str | None = None
     """Why the kubelet cannot create the container: a Secret or ConfigMap its environment reads is missing."""
     pull_waiting: dict[str, str] | None = None
@@ -63,27 +64,30 @@ class PodRt:
     epoch: int = 0
 
 
-def new_runtime(pod: dict[str, Any], node: str, node_labels: Mapping[str, str] | None = None) -> PodRt:
+def new_runtime(pod: dict[str, Any], node: str, node_labels: Mapping[str, str] | None = None, *,
+                host: str | None = None) -> PodRt:
     """The kubelet starts a pod on ``node``: each container's mode is resolved here, once, from
-    its image tag and the node's labels as they are now (see :func:`kubesim.podstatus.behaviour`)."""
+    its image tag and the node's labels as they are now (see :func:`kubesim.podstatus.behaviour`)
+    and, for NVIDIA's device plugin, from its flags and the node's host fault ``host``
+    (:func:`kubesim.pluginreleases.failure`)."""
     rt = PodRt(pod["metadata"]["uid"], pod["metadata"].get("namespace", ""), pod["metadata"]["name"], node)
     for c in pod["spec"].get("containers") or []:
         image = c.get("image", "")
         kind = kind_of(c)
         mode, why = ps.behaviour(image, node_labels), None
-        if kind == "device-plugin" and mode != "crash":
-            why = ps.device_plugin_config_error(c)
-            if why is None and ps.driver_too_old(image, node_labels):
-                why = pluginlogs.NVML_MISMATCH
-            mode = "crash" if why else mode
+        if kind == "device-plugin" and mode != "crash" and DEVICE_PLUGIN_IMAGE in image:
+            why = pluginreleases.failure(image, c, host)
+            if why is not None:
+                mode = "crash" if pluginreleases.exits(why, c) else "silent"
         rt.ctrs[c["name"]] = Ctr(c["name"], image, mode, kind, crash_reason=why)
     return rt
 
 
-def runtime_from_status(pod: dict[str, Any], node_labels: Mapping[str, str] | None = None) -> PodRt:
+def runtime_from_status(pod: dict[str, Any], node_labels: Mapping[str, str] | None = None, *,
+                        host: str | None = None) -> PodRt:
     """Rebuild the runtime state of a pod that is already running (scenario start-up)."""
     m, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
-    rt = new_runtime(pod, spec["nodeName"], node_labels)
+    rt = new_runtime(pod, spec["nodeName"], node_labels, host=host)
     rt.stage, rt.start_time, rt.pod_ip = "started", status.get("startTime", ""), status.get("podIP")
     known = {c.get("name"): c for c in status.get("containerStatuses") or []}
     for ctr in rt.ctrs.values():

@@ -77,49 +77,6 @@ def behaviour(image: str, node_labels: Mapping[str, str] | None = None) -> str:
     return "healthy"
 
 
-_MIN_DRIVER = re.compile(r"-driver(\d+)$")
-"""A tag ending in ``-driver<branch>`` (``v0.17.0-driver550``): a build that needs that NVIDIA
-driver branch or newer."""
-
-
-def driver_too_old(image: str, node_labels: Mapping[str, str] | None) -> bool:
-    """Whether the image's ``-driver<branch>`` tag needs a newer driver than the node's, as GFD
-    labels it (``nvidia.com/cuda.driver-version.major``, else ``cuda.driver.major``). A node
-    without those labels is not judged: kubesim knows no driver there."""
-    found = _MIN_DRIVER.search(image_tag(image))
-    labels = node_labels or {}
-    major = labels.get("nvidia.com/cuda.driver-version.major") or labels.get("nvidia.com/cuda.driver.major") or ""
-    return found is not None and major.isdigit() and int(major) < int(found.group(1))
-
-
-MIG_STRATEGIES = ("none", "single", "mixed")
-DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
-
-
-def device_plugin_config_error(container: Mapping[str, Any]) -> str | None:
-    """What the NVIDIA device plugin says when its configuration does not load, else None.
-
-    As the plugin reads them (``cmd/nvidia-device-plugin/main.go``): a flag given in ``args``
-    (``--mig-strategy=mixed``) wins over its environment variable (``MIG_STRATEGY``); an
-    unknown MIG strategy or device-list strategy stops the plugin at start-up, whatever
-    ``FAIL_ON_INIT_ERROR`` says (that setting governs NVML's initialisation, not the config).
-    """
-    env = {str(e.get("name")): str(e.get("value", "")) for e in container.get("env") or [] if "value" in e}
-    flags: dict[str, str] = {}
-    for arg in container.get("args") or []:
-        key, sep, value = str(arg).removeprefix("--").partition("=")
-        if str(arg).startswith("--") and sep:
-            flags[key] = value
-    mig = flags.get("mig-strategy", env.get("MIG_STRATEGY", "none"))
-    if mig not in MIG_STRATEGIES:
-        return f'unable to load config: unable to finalize config: invalid --mig-strategy option: "{mig}"'
-    for strategy in flags.get("device-list-strategy", env.get("DEVICE_LIST_STRATEGY", "envvar")).split(","):
-        if strategy not in DEVICE_LIST_STRATEGIES:
-            return (f'unable to load config: unable to finalize config: invalid --device-list-strategy option: '
-                    f'"{strategy}"')
-    return None
-
-
 def pod_ref(pod: dict[str, Any]) -> str:
     """``format.Pod``: ``name_namespace(uid)`` as kubelet messages print a pod."""
     m = pod["metadata"]

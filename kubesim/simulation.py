@@ -42,6 +42,9 @@ class Faults:
 
     api_errors: deque[dict[str, Any]] = field(default_factory=deque)
     forbidden: list[dict[str, Any]] = field(default_factory=list)
+    hosts: dict[str, str] = field(default_factory=dict)
+    """A node's host fault (``driver-mismatch``, ``no-container-toolkit``): what NVIDIA's device
+    plugin finds there when it starts (:mod:`kubesim.pluginreleases`)."""
 
     def next_api_error(self, path: str) -> dict[str, Any] | None:
         """Pop the next request fault that applies to ``path`` (control API excluded)."""

@@ -24,7 +24,7 @@ TEST_BUILDS: tuple[str, ...] = (
     # (kubesim/podstatus.py ``behaviour``): the suite's own images, never NVIDIA's
     *(f"{_PLUGIN}:{v}-{fault}" for v in ("v0.15.0", "v0.17.0", "v0.17.1")
       for fault in ("crash", "silent", "slow", "xid", "crash-on-wave", "crash-on-wave3")),
-    f"{_PLUGIN}:v0.17.0-driver550", f"{_PLUGIN}:v0.17.0-crash-on-wave3-slow",
+    f"{_PLUGIN}:v0.17.0-crash-on-wave3-slow",
     *(f"{_DRA}:{v}-{fault}" for v in ("v0.1.0", "v0.2.0") for fault in ("crash", "silent", "noalloc")),
     "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-crash",
     # the test apps of an example team, in its own registry (RFC 2606 ``example.com``)

@@ -2,12 +2,12 @@
 failed plugin printed means, and the fix.
 
 Each :class:`Signature` names its ``sources``: for NVIDIA's k8s-device-plugin, the repository,
-the path and the tags its lines were read at (v0.14.0 to v0.20.0, ``git show <tag>:<path>``);
-lines kubesim prints that no release does are said to be kubesim's. The lines are klog's
+the path and the tags its lines were read at (v0.14.0 to v0.20.0, ``git show <tag>:<path>``).
+The lines are klog's
 (``E0102 15:04:05.123456       1 factory.go:99] Failed to initialize NVML: …``); a pattern
 matches the message anywhere in the line. :func:`matches` tries the signatures in order and
 explains each line once, so the specific ones come first: a real line is explained by the
-signature of its real meaning before any wider (or kubesim-only) one can claim it.
+signature of its real meaning before any wider one can claim it.
 
 Two of them are not crashes: ``kubelet-unreachable`` and ``no-devices`` are printed by a
 plugin that keeps running without registering (it retries every 30 s, or waits forever).
@@ -60,9 +60,7 @@ SIGNATURES: tuple[Signature, ...] = (
          "(v0.18.x-v0.19.0) / :99 (v0.19.3, v0.20.0): go-nvml renders libnvidia-ml's own nvmlErrorString "
          "('Driver/library version mismatch', the wording nvidia-smi prints; NVIDIA/go-nvml pkg/nvml/nvml.h:1323 "
          "'RM detects a driver/library version mismatch')",
-         f"{DP} every tag {MAIN} last line '... nvml init failed: <ret>' (main.go:123/132/149/173/185/185/198)",
-         "kubesim kubesim/pluginlogs.py NVML_MISMATCH: its chain lacks v0.17's 'unable to create plugins: ' "
-         "and no release prints it; matched here by its NVML text only")),
+         f"{DP} every tag {MAIN} last line '... nvml init failed: <ret>' (main.go:123/132/149/173/185/185/198)")),
     Signature(
         "nvml-missing",
         re.compile(r"ERROR_LIBRARY_NOT_FOUND|could not load NVML library|"
@@ -120,9 +118,20 @@ SIGNATURES: tuple[Signature, ...] = (
         "correct the option the line names, or roll back to the previous template",
         (f"{DP} v0.14.0-v0.15.1 {MAIN} loadConfig 'unable to load config: %v' (v0.14.5 main.go:237: "
          "'unable to validate flags: invalid --device-list-strategy option: invalid strategy: %v')",
-         f"{DP} v0.16.0-v0.20.0 {MAIN} 'unable to validate flags: %v' (v0.16.2 main.go:297-300)",
-         "kubesim kubesim/podstatus.py: 'unable to load config: unable to finalize config: invalid "
-         "--mig-strategy option: \"x\"' (and --device-list-strategy) is kubesim's wording; no release prints it")),
+         f"{DP} v0.16.0-v0.20.0 {MAIN} 'unable to validate flags: %v' (v0.16.2 main.go:297-300)")),
+    Signature(
+        "fs-watcher",
+        re.compile(r"failed to create FS watcher", re.I),
+        "the plugin could not watch /var/lib/kubelet/device-plugins with inotify and exited: 'too many open "
+        "files' is the node's inotify instances used up, 'no such file or directory' the directory not mounted",
+        "raise fs.inotify.max_user_instances on the node (sysctl; find what holds the instances) or mount the "
+        "host's /var/lib/kubelet/device-plugins into the container as a hostPath",
+        (f"{DP} v0.14.0-v0.14.5 {MAIN}:157 'failed to create FS watcher: %v', printed by main.go:123",
+         f"{DP} v0.15.0-v0.20.0 {MAIN}:181 (v0.15.x) / :202 (v0.16.2) / :241 (v0.17.x) / :253 (v0.18.2, v0.19.3) / "
+         ":256 (v0.19.0) / :275 (v0.20.0) 'failed to create FS watcher for %s: %v' (pluginapi.DevicePluginPath), "
+         "returned from start() without the 'error starting plugins' prefix",
+         "unverified: 'too many open files' is Go's text of EMFILE, which fsnotify.NewWatcher returns when "
+         "inotify_init1 fails (vendor/github.com/fsnotify/fsnotify/inotify.go:37-42 at v0.14.0)")),
     Signature(
         "socket-permission",
         re.compile(r"/var/lib/kubelet/device-plugins[^\s]*:? .*permission denied|"
@@ -131,9 +140,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "mount /var/lib/kubelet/device-plugins as a hostPath and run the container privileged or as root "
         "(check SELinux/AppArmor)",
         (f"{DP} v0.14.0-v0.20.0 internal/plugin/server.go 'Could not start device plugin for '%s': %s' "
-         "(v0.14 :113, v0.20.0 :138) carries Go's error; its 'permission denied' wording is Go's, unverified",
-         "kubesim kubesim/pluginlogs.py CRASH_MESSAGE 'failed to create device plugin socket: mkdir ...: "
-         "permission denied' at main.go:123: no release prints it (a real one retries, kubelet-unreachable)")),
+         "(v0.14 :113, v0.20.0 :138) carries Go's error; its 'permission denied' wording is Go's, unverified",)),
     Signature(
         "device-open",
         re.compile(r"failed to open device|/dev/nvidia\S*: (no such file|permission denied)", re.I),

@@ -29,8 +29,8 @@ def _failed_canary_thread(bot: RunBot, image: str) -> str:
 @pytest.mark.parametrize(("tag", "said"), [
     ("v0.17.9", [f'the registry said: rpc error: code = NotFound desc = failed to pull and unpack image '
                  f'"{PLUGIN}:v0.17.9"', f"{PLUGIN}:v0.17.9: not found"]),
-    ("v0.17.0-crash", ["Last log lines of", "mkdir /var/lib/kubelet/device-plugins: permission denied",
-                "Known failure (socket-permission)", "fix: mount /var/lib/kubelet/device-plugins as a hostPath"]),
+    ("v0.17.0-crash", ["Last log lines of", "failed to create FS watcher for /var/lib/kubelet/device-plugins/: too many open files",
+                       "Known failure (fs-watcher)", "fix: raise fs.inotify.max_user_instances on the node"]),
 ])
 def test_the_failed_canarys_thread_carries_the_failures_own_words(run_bot: RunBot, tag: str, said: list[str]) -> None:
     """Issue 36 item 4: the canary's message in the thread names the pull error with the

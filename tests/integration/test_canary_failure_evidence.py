@@ -41,7 +41,8 @@ def _canary_thread(run: Run, entries: list[dict[str, Any]]) -> str:
     return f"{message.title}\n{message.text}"
 
 
-def _run(sim: KubeSim, redis_url: str, image: str, node: str, pol: Policy | None = None) -> tuple[Run, list[dict[str, Any]]]:
+def _run(sim: KubeSim, redis_url: str, image: str, node: str, pol: Policy | None = None
+         ) -> tuple[Run, list[dict[str, Any]]]:
     clock = ClusterClock(Cluster.from_kubeconfig(sim.kubeconfig).server_time)
     engine = kubesim_engine(sim, redis_url, pol or policy(), clock=clock)
     run = engine.request_canary(actor=ALICE, target=TARGET, image=image, node=node).run
@@ -98,14 +99,18 @@ def test_a_mistyped_repository_or_tag_fails_the_canary_in_seconds_with_the_regis
 
 @pytest.mark.parametrize("k8s", ["1.27", "1.32", "1.34"])
 def test_a_crash_looping_canary_shows_its_previous_log_and_the_signatures_fix(k8s: str, redis_url: str) -> None:
-    """Issue 36 item 4: the -driver550 build on gpu-node1 (driver 535) crash-loops; its
-    ``no-crashloop`` check carries the container's last state (Error, exit code 1), the
-    bounded ``--previous`` log tail with NVIDIA's lines, and the driver-mismatch signature
-    with its fix; the canary's thread message shows the log lines and the fix. Issue 58: the
-    fix is the host's (reboot or reload the kernel module), never another plugin build."""
-    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-mixed", k8s_version=k8s, speed=4) as sim:
-        run, audit = _run(sim, redis_url, f"{PLUGIN}:v0.17.0-driver550", "gpu-node1")
-    assert run.state in (RunState.ROLLED_BACK, RunState.FAILED), (run.state, run.reason)
+    """Issue 36 item 4: v0.17.0 on gpu-node1, whose driver library and kernel module disagree
+    (kubesim's host fault ``driver-mismatch``, issue 58), crash-loops; its ``no-crashloop``
+    check carries the container's last state (Error, exit code 1), the bounded ``--previous``
+    log tail with NVIDIA's lines, and the driver-mismatch signature with its fix; the canary's
+    thread message shows the log lines and the fix. Issue 58: the fix is the host's (reboot or
+    reload the kernel module), never another plugin build. The old plugin fails on that node
+    too once the rollback restarts it, so the run may halt with its rollback unfinished."""
+    with KubeSim(scenario="gpu-mixed", k8s_version=k8s, speed=4) as sim:
+        sim.fault(kind="driver-mismatch", node="gpu-node1")
+        run, audit = _run(sim, redis_url, f"{PLUGIN}:v0.17.0", "gpu-node1",
+                          policy(steps={"observe_window": "1s", "poll_interval": "0.2s", "ready_timeout": "60s"}))
+    assert run.state in (RunState.ROLLED_BACK, RunState.FAILED, RunState.HALTED), (run.state, run.reason)
     crash = next(e for e in audit if e["name"] == "canary.no-crashloop")
     evidence = crash["evidence"]
     assert evidence["last_state"] == {"reason": "Error", "exit_code": 1}, evidence
@@ -121,16 +126,17 @@ def test_a_crash_looping_canary_shows_its_previous_log_and_the_signatures_fix(k8
     assert "Known failure (driver-mismatch)" in thread and "fix: drain the node, then reboot it" in thread, thread
 
 
-def test_a_crash_tag_canary_names_the_socket_permission_fix(redis_url: str) -> None:
-    """Issue 36 item 4: kubesim's ``-crash`` plugin dies on the device-plugin directory's
-    ``permission denied``: the thread shows that line and the socket-permission fix."""
+def test_a_crash_tag_canary_names_the_fs_watcher_fix(redis_url: str) -> None:
+    """Issue 36 item 4, issue 58: kubesim's ``-crash`` build of v0.17.0 exits as that release
+    does when it cannot watch the device-plugin directory (inotify's ``too many open files``):
+    the thread shows its line and the fs-watcher fix."""
     with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.32", speed=4) as sim:
         run, audit = _run(sim, redis_url, f"{PLUGIN}:v0.17.0-crash", "gpu-node1")
     crash = next(e for e in audit if e["name"] == "canary.no-crashloop")
-    assert [s["signature"] for s in crash["evidence"]["signatures"]] == ["socket-permission"]
+    assert [s["signature"] for s in crash["evidence"]["signatures"]] == ["fs-watcher"]
     thread = _canary_thread(run, audit)
-    assert "mkdir /var/lib/kubelet/device-plugins: permission denied" in thread
-    assert "fix: mount /var/lib/kubelet/device-plugins as a hostPath" in thread, thread
+    assert "main.go:173] failed to create FS watcher for /var/lib/kubelet/device-plugins/: too many open files" in thread
+    assert "fix: raise fs.inotify.max_user_instances on the node" in thread, thread
 
 
 def test_latest_is_refused_unless_the_policy_allows_it_and_the_digest_is_shown(redis_url: str) -> None:

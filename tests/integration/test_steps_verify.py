@@ -267,8 +267,9 @@ def test_verify_judges_every_node_with_a_log_sample_covering_every_zone() -> Non
 
 def test_a_failed_verify_carries_the_crashed_containers_evidence(sim: KubeSim) -> None:
     """Issue 36 item 4: verify of a crash-looping canary (-crash) attaches to its failed
-    crash check the pod's last state, its --previous log tail and the socket-permission
-    signature with its fix; the other failed checks carry none (one log read)."""
+    crash check the pod's last state, its --previous log tail and the fs-watcher signature
+    (issue 58: the exit a -crash build of a real release takes) with its fix; the other failed
+    checks carry none (one log read)."""
     h = harness(sim, image=NEW + "-crash")
     STEPS.canary(h.ctx)
     result = STEPS.verify_canary(h.ctx)
@@ -276,7 +277,8 @@ def test_a_failed_verify_carries_the_crashed_containers_evidence(sim: KubeSim) -
     assert [c.name for c in with_tail] == ["no-crashloop"], [c.name for c in result.failed]
     found = with_tail[0].evidence
     assert found["last_state"]["exit_code"] == 1
-    assert any("mkdir /var/lib/kubelet/device-plugins: permission denied" in ln for ln in found["log_tail"])
-    assert [s["signature"] for s in found["signatures"]] == ["socket-permission"]
-    assert "mount /var/lib/kubelet/device-plugins as a hostPath" in with_tail[0].detail
+    assert any("failed to create FS watcher for /var/lib/kubelet/device-plugins/: too many open files" in ln
+               for ln in found["log_tail"]), found["log_tail"]
+    assert [s["signature"] for s in found["signatures"]] == ["fs-watcher"]
+    assert "raise fs.inotify.max_user_instances" in with_tail[0].detail
     assert STEPS.rollback(h.ctx).ok

@@ -108,9 +108,9 @@ def test_crash_image_crash_loops_with_backoff_events_and_previous_logs():
     assert backoff["message"] == f"Back-off restarting failed container main in pod plugin_default({uid})"
     for previous in (False, True):
         text = sim.logs.read("default", "plugin", "main", previous=previous)
-        line = text.splitlines()[0]
+        line = text.splitlines()[-1]
         assert KLOG.match(line) and line.startswith("E")
-        assert line.endswith("main.go:123] failed to create device plugin socket: mkdir /var/lib/kubelet/device-plugins: permission denied")
+        assert line.endswith("main.go:132] failed to create FS watcher for /var/lib/kubelet/device-plugins/: too many open files")
 
 
 def test_crash_backoff_doubles_up_to_five_minutes():
@@ -148,7 +148,7 @@ def test_silent_image_is_ready_but_never_registers():
     pod = _plugin_pod(sim)
     assert condition(pod, "Ready")["status"] == "True"
     assert sim.logs.read(DP_NS, pod["metadata"]["name"], DP_CTR).splitlines()[-1].endswith(
-        "main.go:287] No devices found. Waiting indefinitely.")
+        "main.go:308] No devices found. Waiting indefinitely.")  # v0.15.0's line
     assert get(sim, DAEMONSETS, DP_NS, DP_DS)["status"]["numberAvailable"] == 3
 
 

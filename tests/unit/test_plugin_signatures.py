@@ -263,3 +263,21 @@ def test_an_unregistered_plugins_log_is_read_for_its_signature() -> None:
     assert "hostPath" in check.detail, check.detail
     assert [s["signature"] for s in check.evidence["signatures"]] == ["kubelet-unreachable"], check.evidence
     assert check.evidence["signatures_of"] == "n000"
+
+
+FS_WATCHER = [  # (release, main.go line printing it, the error as start() returns it, without a prefix)
+    ("v0.14.5", 123, "failed to create FS watcher: too many open files"),
+    ("v0.15.1", 132, "failed to create FS watcher for /var/lib/kubelet/device-plugins/: too many open files"),
+    ("v0.17.4", 173, "failed to create FS watcher for /var/lib/kubelet/device-plugins/: too many open files"),
+    ("v0.20.0", 198, "failed to create FS watcher for /var/lib/kubelet/device-plugins/: no such file or directory"),
+]
+
+
+@pytest.mark.parametrize(("release", "main", "message"), FS_WATCHER, ids=[f[0] for f in FS_WATCHER])
+def test_the_fs_watchers_failure_names_inotify_and_the_directory(release: str, main: int, message: str) -> None:
+    """Issue 58: the plugin exits when it cannot watch /var/lib/kubelet/device-plugins
+    (``fsnotify.NewWatcher``'s EMFILE once the node's inotify instances are used up, or the
+    directory missing); the fix is the node's inotify limit or the hostPath, not the image."""
+    found = first([klog("I", "main.go:154", "Starting FS watcher."), klog("E", f"main.go:{main}", message)])
+    assert found["signature"] == "fs-watcher", found
+    assert "fs.inotify.max_user_instances" in found["fix"] and "hostPath" in found["fix"], found

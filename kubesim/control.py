@@ -19,6 +19,9 @@
   are kept: :class:`kubesim.dcgmprofiles.ExporterConfig`).
 - ``POST /sim/v1/clock`` ``{"advance": "24h"}`` moves simulated time and fires what falls due;
   ``GET /sim/v1/clock`` tells the simulated now.
+- ``GET /sim/v1/gpu-operator`` (scenario ``gpu-operator``): the GPU operator's reconciles so far, oldest first
+  (:attr:`kubesim.gpuoperator.GpuOperator.reconciles`: ``time``, ``clusterpolicy``, ``generation``,
+  ``daemonsets`` name -> ``created|updated|identical|deleted``, ``state``, ``error``), once what is queued has run.
 - ``GET /sim/v1/requests`` lists the mutating API requests received (verb, path, time);
   ``DELETE /sim/v1/requests`` clears it. With ``?reads=true``, the same for the last reads
   (get, list, watch: verb, path, query, code, bytes answered; :data:`kubesim.simulation.READS_KEPT`).
@@ -152,6 +155,12 @@ async def handle(sim: Simulation, request: web.Request) -> web.Response:
         except ValueError as exc:
             return _bad(str(exc))
         return _json(exporters.config.as_json())
+    if path == "/sim/v1/gpu-operator" and request.method == "GET":
+        operator = sim.controllers.get("gpu-operator")
+        if operator is None:
+            return _json({"error": "this simulation runs no GPU operator (scenario gpu-operator)"}, 404)
+        sim.settle()  # what is queued for the operator runs first: the answer is up to date
+        return _json({"namespace": operator.namespace, "reconciles": list(operator.reconciles)})
     if path == "/sim/v1/requests":
         log: Any = sim.reads if request.query.get("reads") == "true" else sim.mutations
         if request.method == "DELETE":

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from kubesim import admission, gpuoperator
+from kubesim import admission, crdschema, gpuoperator
 from kubesim.crds import CRDS, accepted_status
 from kubesim.fixtures import make_namespace, make_node
 from kubesim.hardware import A100_535, equip
@@ -157,6 +157,7 @@ def install(b: _Builder, kubelet: KubeletController, scenario: str) -> None:
     crd["status"] = accepted_status(crd, b.created)
     b.add(CRDS, crd)
     policy = gpuoperator.cluster_policy()
+    crdschema.default(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"], policy)  # as the API server stores it
     policy["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=b.created, generation=1)
     policy["status"] = gpuoperator.status_of("ready", OPERATOR_NAMESPACE, "Reconciled", gpuoperator.READY_MESSAGE,
                                              None, b.created)

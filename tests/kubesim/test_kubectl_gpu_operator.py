@@ -95,3 +95,28 @@ def test_set_image_stays_until_a_policy_edit_replaces_it(sim: KubeSim, kubectl: 
     assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2,
                                                                                        "maxSurge": 0}}
     assert [r["daemonsets"][PLUGIN] for r in sim.operator_reconciles() if r["generation"] == 2][0] == "updated"
+
+
+def test_a_policy_outside_the_crds_schema_is_refused(kubectl: Kubectl) -> None:
+    """The API server checks a ClusterPolicy against the CRD's schema: kubectl prints its refusal, nothing changes."""
+    proc = kubectl.run("patch", "clusterpolicy", "cluster-policy", "--type", "merge",
+                       "-p", json.dumps({"spec": {"daemonsets": {"updateStrategy": "Sometimes"}}}), check=False)
+    assert proc.returncode != 0
+    assert ('The ClusterPolicy "cluster-policy" is invalid: spec.daemonsets.updateStrategy: Unsupported value: '
+            '"Sometimes": supported values: "RollingUpdate", "OnDelete"') in proc.stderr
+    assert kubectl.json("get", "clusterpolicy", "cluster-policy")["metadata"]["generation"] == 1
+
+
+def test_the_crd_and_the_policy_files_create_with_kubectl_on_a_plain_cluster() -> None:
+    """kubesim/manifests/gpu-operator-v26.7.0/: the CRD as shipped becomes Established, then the chart's
+    cluster-policy is accepted as rendered (no GPU operator runs on gpu-small: nothing renders it)."""
+    from kubesim.gpuoperator import FILES
+
+    with KubeSim(scenario="gpu-small", k8s_version="1.31") as sim:
+        kubectl = Kubectl(sim.kubeconfig)
+        kubectl("create", "-f", str(FILES / "nvidia.com_clusterpolicies.yaml"))
+        kubectl("wait", "--for=condition=established", "crd/clusterpolicies.nvidia.com", "--timeout=30s")
+        kubectl("create", "-f", str(FILES / "clusterpolicy.yaml"))
+        policy = kubectl.json("get", "clusterpolicy", "cluster-policy")
+        assert policy["spec"]["devicePlugin"]["version"] == "v0.20.0"
+        assert policy["spec"]["hostPaths"]["kubeletRootDir"] == "/var/lib/kubelet"  # the schema's default

@@ -235,3 +235,31 @@ def test_a_policy_the_operator_cannot_render_is_not_ready_and_changes_nothing(si
     assert error["reason"] == "ReconcileFailed"
     assert error["message"].startswith("Failed to reconcile state-device-plugin: invalid image specification")
     assert _ds(sim)["metadata"]["resourceVersion"] == before
+
+
+def test_the_policy_is_checked_against_its_crds_schema(sim: Simulation) -> None:
+    """The API server validates a ClusterPolicy against the CRD's schema: an updateStrategy outside its enum and a
+    version of the wrong type are refused (422, kube-openapi's wording), nothing stored; an undeclared field is
+    pruned; a default of the schema is set where its object is given (devicePlugin.mps.root)."""
+    from kubesim.errors import ApiError
+
+    res = sim.store.storage_type(op.CLUSTER_POLICIES)
+    for change, said in (({"daemonsets": {"updateStrategy": "Sometimes"}},
+                          'spec.daemonsets.updateStrategy: Unsupported value: "Sometimes": supported values: '
+                          '"RollingUpdate", "OnDelete"'),
+                         ({"devicePlugin": {"version": 20}},
+                          'spec.devicePlugin.version: Invalid value: "integer": spec.devicePlugin.version in body must '
+                          'be of type string: "integer"')):
+        policy = copy.deepcopy(_policy(sim))
+        for key, value in change.items():
+            policy["spec"][key].update(value)
+        with pytest.raises(ApiError) as refused:
+            sim.store.replace(res, policy)
+        assert refused.value.code == 422
+        assert refused.value.message == f'ClusterPolicy.nvidia.com "cluster-policy" is invalid: {said}'
+    assert _policy(sim)["metadata"]["generation"] == 1
+    policy = copy.deepcopy(_policy(sim))
+    policy["spec"]["devicePlugin"].update(mps={}, colour="blue")
+    stored = sim.store.replace(res, policy)
+    assert "colour" not in stored["spec"]["devicePlugin"]
+    assert stored["spec"]["devicePlugin"]["mps"] == {"root": "/run/nvidia/mps"}

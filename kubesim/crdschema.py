@@ -98,7 +98,9 @@ def _type_name(value: Any) -> str:
         return "integer"
     if isinstance(value, float):
         return "number"
-    return {str: "string", dict: "object", list: "array"}.get(type(value), "object")
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
 
 
 def _quoted(value: Any) -> str:

@@ -55,7 +55,6 @@ from kubesim.crds import CrdController
 from kubesim.daemonsets import DaemonSetController
 from kubesim.deployments import DeploymentController, ReplicaSetController
 from kubesim.disruption import DisruptionController
-from kubesim.gpuoperator import GpuOperator
 from kubesim.fixtures import (
     NFD_GPU,
     DaemonPods,
@@ -68,6 +67,7 @@ from kubesim.fixtures import (
     settle_daemonset,
     workload_pod,
 )
+from kubesim.gpuoperator import GpuOperator
 from kubesim.hardware import A100_535, H100_550, Stack, equip
 from kubesim.heartbeats import NodeHeartbeats
 from kubesim.installkinds import BuiltinObjects

@@ -94,7 +94,7 @@ def test_set_image_stays_until_a_policy_edit_replaces_it(sim: KubeSim, kubectl: 
     ds = _ds(kubectl)
     assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2,
                                                                                        "maxSurge": 0}}
-    assert [r["daemonsets"][PLUGIN] for r in sim.operator_reconciles() if r["generation"] == 2][0] == "updated"
+    assert next(r["daemonsets"][PLUGIN] for r in sim.operator_reconciles() if r["generation"] == 2) == "updated"
 
 
 def test_a_policy_outside_the_crds_schema_is_refused(kubectl: Kubectl) -> None:

@@ -141,8 +141,10 @@ class GpuOperator:
         self.namespace = namespace
         self.sim: Simulation | None = None
         self.reconciles: list[dict[str, Any]] = []
-        """One entry per reconcile: ``time``, ``clusterpolicy``, ``generation``, ``daemonsets`` (name -> what
-        was done: ``created``, ``updated``, ``identical``, ``deleted``), ``state``, ``error``."""
+        """One entry per reconcile, the last :data:`RECONCILES_KEPT`: ``seq`` (from 1, never reused), ``time``,
+        ``clusterpolicy``, ``generation``, ``daemonsets`` (name -> what was done: ``created``, ``updated``,
+        ``identical``, ``deleted``, ``disabled``), ``state``, ``error``."""
+        self._seq = 0
         self._requeued: set[str] = set()
         self._failures: dict[str, int] = {}
         self._desired: dict[tuple[str, Any, str], dict[str, Any]] = {}
@@ -226,7 +228,8 @@ class GpuOperator:
         self._write_status(name, "ready", "Reconciled", READY_MESSAGE)
 
     def _record(self, entry: dict[str, Any]) -> None:
-        self.reconciles.append(entry)
+        self._seq += 1
+        self.reconciles.append({"seq": self._seq, **entry})
         del self.reconciles[:-RECONCILES_KEPT]
 
     def _daemonset(self, policy: dict[str, Any], name: str) -> tuple[str, bool]:

@@ -95,6 +95,9 @@ def test_set_image_stays_until_a_policy_edit_replaces_it(sim: KubeSim, kubectl: 
     assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2,
                                                                                        "maxSurge": 0}}
     assert next(r["daemonsets"][PLUGIN] for r in sim.operator_reconciles() if r["generation"] == 2) == "updated"
+    served = json.loads(kubectl("get", "--raw", "/sim/v1/gpu-operator"))  # the same log over the control API
+    assert served["namespace"] == NS and served["reconciles"][: len(after)] == sim.operator_reconciles()[: len(after)]
+    assert [r["seq"] for r in served["reconciles"]] == list(range(1, len(served["reconciles"]) + 1))
 
 
 def test_a_policy_outside_the_crds_schema_is_refused(kubectl: Kubectl) -> None:

@@ -30,6 +30,9 @@
   qualified names; ``GET /sim/v1/registry`` lists what was pushed and the released tags of the
   repositories kubesim knows. A pod whose image is neither fails ``ErrImagePull`` with
   containerd's ``not found`` (:mod:`kubesim.registry`); one pushed later pulls on its next retry.
+- ``GET /sim/v1/gpu-operator`` (scenario ``gpu-operator``): the GPU operator's reconciles so far, oldest first
+  (:attr:`kubesim.gpuoperator.GpuOperator.reconciles`: ``time``, ``clusterpolicy``, ``generation``,
+  ``daemonsets`` name -> ``created|updated|identical|deleted``, ``state``, ``error``), once what is queued has run.
 - ``GET /sim/v1/requests`` lists the mutating API requests received (verb, path, time);
   ``DELETE /sim/v1/requests`` clears it. With ``?reads=true``, the same for the last reads
   (get, list, watch: verb, path, query, code, bytes answered; :data:`kubesim.simulation.READS_KEPT`).
@@ -194,6 +197,12 @@ async def handle(sim: Simulation, request: web.Request) -> web.Response:
                 return _bad(str(exc))
             return _json({"pushed": pushed})
         return _json({"pushed": sim.registry.pushed, "released": {r: list(t) for r, t in RELEASED.items()}})
+    if path == "/sim/v1/gpu-operator" and request.method == "GET":
+        operator = sim.controllers.get("gpu-operator")
+        if operator is None:
+            return _json({"error": "this simulation runs no GPU operator (scenario gpu-operator)"}, 404)
+        sim.settle()  # what is queued for the operator runs first: the answer is up to date
+        return _json({"namespace": operator.namespace, "reconciles": list(operator.reconciles)})
     if path == "/sim/v1/requests":
         log: Any = sim.reads if request.query.get("reads") == "true" else sim.mutations
         if request.method == "DELETE":

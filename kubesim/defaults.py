@@ -27,6 +27,41 @@ def statefulset(obj: dict[str, Any]) -> None:
             rolling.setdefault("partition", 0)
 
 
+def daemonset(obj: dict[str, Any]) -> None:
+    """``SetDefaults_DaemonSet``: updateStrategy RollingUpdate with maxUnavailable 1 and maxSurge 0 (the
+    rollingUpdate's defaults only for that type), revisionHistoryLimit 10."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    strategy = spec.setdefault("updateStrategy", {})
+    if isinstance(strategy, dict):
+        strategy.setdefault("type", "RollingUpdate")
+        if strategy["type"] == "RollingUpdate":
+            rolling = strategy.setdefault("rollingUpdate", {})
+            if isinstance(rolling, dict):
+                rolling.setdefault("maxUnavailable", 1)
+                rolling.setdefault("maxSurge", 0)
+    spec.setdefault("revisionHistoryLimit", 10)
+
+
+def pod_volumes_and_env(spec: dict[str, Any]) -> None:
+    """``SetDefaults_HostPathVolumeSource`` (``type: ""``), ``SetDefaults_ConfigMapVolumeSource`` (``defaultMode:
+    420``) and ``SetDefaults_ObjectFieldSelector`` (an env fieldRef's ``apiVersion: v1``) in a pod spec, in place."""
+    for volume in spec.get("volumes") or []:
+        if not isinstance(volume, dict):
+            continue
+        if isinstance(volume.get("hostPath"), dict):
+            volume["hostPath"].setdefault("type", "")
+        if isinstance(volume.get("configMap"), dict):
+            volume["configMap"].setdefault("defaultMode", 420)
+    for kind in ("initContainers", "containers"):
+        for ctr in spec.get(kind) or []:
+            for env in (ctr.get("env") or []) if isinstance(ctr, dict) else []:
+                ref = (env.get("valueFrom") or {}).get("fieldRef") if isinstance(env, dict) else None
+                if isinstance(ref, dict):
+                    ref.setdefault("apiVersion", "v1")
+
+
 def namespace(obj: dict[str, Any]) -> None:
     """``SetDefaults_Namespace``: the ``kubernetes.io/metadata.name`` label is always the name."""
     name = (obj.get("metadata") or {}).get("name")
@@ -58,7 +93,8 @@ def csidriver(obj: dict[str, Any]) -> None:
 
 
 DEFAULTERS: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
-    ("apps", "statefulsets"): statefulset, ("", "namespaces"): namespace, ("", "nodes"): node,
+    ("apps", "statefulsets"): statefulset, ("apps", "daemonsets"): daemonset, ("", "namespaces"): namespace,
+    ("", "nodes"): node,
     ("storage.k8s.io", "csidrivers"): csidriver}
 DEFAULTERS.update({("", "secrets"): installkinds.secret, ("", "services"): installkinds.service})
 DEFAULTERS.update(classicdra.DEFAULTERS)  # allocationMode of v1alpha2 claims
@@ -70,6 +106,9 @@ def _with_template(first: Callable[[dict[str, Any]], None] | None) -> Callable[[
         if first is not None:
             first(obj)
         admission.default_template(obj)
+        spec = ((obj.get("spec") or {}).get("template") or {}).get("spec") if isinstance(obj.get("spec"), dict) else None
+        if isinstance(spec, dict):
+            pod_volumes_and_env(spec)
     return default
 
 

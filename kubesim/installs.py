@@ -17,8 +17,10 @@ names its source: repository, path, tag, and the values it was rendered with).
   ``config-manager-init``, ``runtimeClassName: nvidia``) and ``gpu-feature-discovery`` in
   ``gpu-operator`` (``gpu-operator-v26.7.0.yaml``), with the ConfigMaps they mount; the GPU nodes
   carry the operator's ``nvidia.com/gpu.deploy.device-plugin`` and
-  ``nvidia.com/gpu.deploy.gpu-feature-discovery`` labels. No ClusterPolicy: a patch of the
-  DaemonSet stays (the operator's reconciling is not simulated).
+  ``nvidia.com/gpu.deploy.gpu-feature-discovery`` labels. The ClusterPolicy CRD and ``cluster-policy``
+  (:mod:`kubesim.gpuoperator`: the chart's CRD and its rendering of the object) are installed, the two
+  DaemonSets are the operator's rendering of that ClusterPolicy (owned by it, with their
+  ``nvidia.com/last-applied-hash``), and the operator's reconcile runs (:class:`kubesim.gpuoperator.GpuOperator`).
 
 Each has gpu-small's nodes (``gpu-node1..3`` with 8 A100s on driver 535, ``cpu-node1``), no DRA
 driver and no workload. Only the container that runs the plugin registers (see
@@ -35,7 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from kubesim import admission
+from kubesim import admission, crdschema, gpuoperator
+from kubesim.crds import CRDS, accepted_status
 from kubesim.fixtures import make_namespace, make_node
 from kubesim.hardware import A100_535, equip
 from kubesim.installkinds import RUNTIME_CLASSES
@@ -149,5 +152,15 @@ def install(b: _Builder, kubelet: KubeletController, scenario: str) -> None:
         if obj["kind"] in ("ConfigMap", "RuntimeClass"):
             obj["metadata"]["creationTimestamp"] = b.created
             b.add(("", "configmaps") if obj["kind"] == "ConfigMap" else RUNTIME_CLASSES, obj)
-        else:
-            _settle(b, obj, gpu_nodes)
+    crd = gpuoperator.crd()
+    crd["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=b.created)
+    crd["status"] = accepted_status(crd, b.created)
+    b.add(CRDS, crd)
+    policy = gpuoperator.cluster_policy()
+    crdschema.default(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"], policy)  # as the API server stores it
+    policy["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=b.created, generation=1)
+    policy["status"] = gpuoperator.status_of("ready", OPERATOR_NAMESPACE, "Reconciled", gpuoperator.READY_MESSAGE,
+                                             None, b.created)
+    b.add_custom(gpuoperator.CLUSTER_POLICIES, policy)
+    for name in gpuoperator.OPERANDS:  # as the operator created them from the ClusterPolicy, settled
+        _settle(b, gpuoperator.desired(policy, name, OPERATOR_NAMESPACE), gpu_nodes)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import copy
 import os
 import secrets
 import tempfile
@@ -241,6 +242,17 @@ class KubeSim:
             return exporters.config
 
         return self.call(change)
+
+    def operator_reconciles(self) -> list[dict[str, Any]]:
+        """The GPU operator's reconciles so far (scenario ``gpu-operator``; ``GET /sim/v1/gpu-operator``), once the
+        work already queued has run: a test that changed a ClusterPolicy or an owned DaemonSet reads the reconcile
+        that change caused, without waiting on time."""
+
+        def read(sim: Simulation) -> list[dict[str, Any]]:
+            sim.settle()
+            return copy.deepcopy(sim.controllers["gpu-operator"].reconciles)
+
+        return self.call(read)
 
     def mutations(self) -> list[dict[str, Any]]:
         return self.call(lambda sim: list(sim.mutations))

@@ -67,6 +67,7 @@ from kubesim.fixtures import (
     settle_daemonset,
     workload_pod,
 )
+from kubesim.gpuoperator import GpuOperator
 from kubesim.hardware import A100_535, H100_550, Stack, equip
 from kubesim.heartbeats import NodeHeartbeats
 from kubesim.installkinds import BuiltinObjects
@@ -157,6 +158,7 @@ class _Builder:
         self.objects: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.slots: dict[int, int] = {}
         self.ds_pods: dict[str, int] = {}
+        self.custom: list[tuple[tuple[str, str], dict[str, Any]]] = []
 
     def add(self, gr: tuple[str, str], obj: dict[str, Any]) -> dict[str, Any]:
         self.objects.setdefault(gr, []).append(obj)
@@ -174,11 +176,20 @@ class _Builder:
         self.add(("apps", "daemonsets"), ds)
         self.add(("apps", "controllerrevisions"), revision_for(ds, self.created))
 
+    def add_custom(self, gr: tuple[str, str], obj: dict[str, Any]) -> dict[str, Any]:
+        """An object of a kind a CRD of the scenario serves: loaded once the CRDs are served (:meth:`load_custom`)."""
+        self.custom.append((gr, obj))
+        return obj
+
     def load(self) -> None:
         order = [("", "namespaces"), ("", "nodes")]
         for gr in order + [g for g in self.objects if g not in order]:
             if gr in self.objects:
                 self.sim.store.load(gr, self.objects[gr])
+
+    def load_custom(self) -> None:
+        for gr, obj in self.custom:
+            self.sim.store.load(gr, [obj])
 
 
 def _base(b: _Builder, gpu_nodes: list[tuple[str, int]], kubelet: KubeletController, *, dra_plugin: bool = True,
@@ -364,6 +375,9 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
     sim.add_controller("scheduler", Scheduler())
     sim.add_controller("builtins", BuiltinObjects())
     sim.add_controller("crds", CrdController())
+    b.load_custom()
+    if scenario == "gpu-operator":
+        sim.add_controller("gpu-operator", GpuOperator())
     sim.add_controller("jobs", JobController())
     sim.settle()
     return sim

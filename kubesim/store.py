@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim import apivalidation, errors, installkinds, schemas, validation
+from kubesim import apivalidation, crdschema, errors, installkinds, schemas, validation
 from kubesim.clock import SimClock, rfc3339
 from kubesim.defaults import DEFAULTERS
 from kubesim.resources import ApiSurface, ResourceType
@@ -325,6 +325,7 @@ class Store:
         validation.prepare_for_create(res, obj)
         installkinds.admit(self, res, obj, shown)
         self.complete(res, obj)
+        crdschema.admit(self, res, obj)
         validation.validate(res, obj, minor=self.surface.minor)
         if dry_run:
             return obj
@@ -388,6 +389,7 @@ class Store:
             else:
                 nm.pop("namespace", None)
         new["apiVersion"], new["kind"] = res.api_version, res.kind
+        crdschema.admit(self, res, new, status=subresource == "status")
         validation.validate(res, new, subresource=subresource, old=current, minor=self.surface.minor)
         if unchanged_write(current, new):  # the API server skips a write that changes nothing
             return current

@@ -132,12 +132,12 @@ def judge_release(item: Deployed, release: DriverRelease, *, current: int,
             break
     below = next((m for m in minors if release.kube_min is not None and m < release.kube_min), None)
     above = next((m for m in minors if release.kube_max is not None and m > release.kube_max), None)
-    if below is not None or above is not None:
-        minor = below if below is not None else above
+    edge = below if below is not None else above
+    if edge is not None:
         side = "below" if below is not None else "above"
         out.append(DriverFinding(
             "fail" if below is not None else "warn", item.subject, "driver-kube-version",
-            f"1.{minor} is {side} the Kubernetes range of {release.name}'s Helm chart (kubeVersion: "
+            f"1.{edge} is {side} the Kubernetes range of {release.name}'s Helm chart (kubeVersion: "
             f"\"{release.kube_version}\"): helm refuses to install or upgrade it there",
             _fix(release, current, minors), release.chart_source))
     return out
@@ -157,16 +157,14 @@ def judge_unknown(item: Deployed, *, current: int, minors: Sequence[int]) -> lis
             broken[library.minor] = hit
     source = f"{KUBELETS[current].source}" if current in KUBELETS else ""
     if candidates and len(broken) == len(candidates):
-        first = candidates[0]
-        minor, why = broken[first.minor]
-        built = first.name + (f" to 0.{candidates[-1].minor}" if len(candidates) > 1 else "")
+        last = candidates[-1]
+        minor, why = broken[last.minor]
+        built = candidates[0].name + (f" to 0.{last.minor}" if len(candidates) > 1 else "")
         return [DriverFinding(
             "fail", item.subject, "driver-kubelet-grpc",
             f"{unchecked}, but a driver working with the 1.{current} kubelet serves what {built} serves "
             f"({', '.join(_union(candidates))}): {why}",
-            f"upgrade Kubernetes one release at a time, moving the driver to a build on a newer "
-            f"k8s.io/dynamic-resource-allocation (one both kubelets take) before 1.{minor}",
-            f"{KUBELETS[minor].source} ; {source}")]
+            _rebuild(minor), f"{KUBELETS[minor].source} ; {source}")]
     maybe = "; ".join(f"if it is built on {LIBRARIES[m].name}: {why}" for m, (_, why) in sorted(broken.items()))
     what = (f"; its kubelet gRPC API was judged from the 1.{current} kubelet: {maybe}" if maybe else
             f"; whatever it is built on, a driver working with the 1.{current} kubelet keeps registering up to "
@@ -177,6 +175,18 @@ def judge_unknown(item: Deployed, *, current: int, minors: Sequence[int]) -> lis
         "check the driver's release notes for 1." + str(minors[-1]) + (
             f", or move to a release the matrix knows ({known.image})" if known is not None else ""),
         known.source if known is not None else source)]
+
+
+def _rebuild(minor: int) -> str:
+    """How to move a driver the matrix does not know past the kubelet of 1.<minor>."""
+    both = [lib for lib in working_libraries(minor) if with_kubelet(lib, minor - 1).works]
+    if both:
+        return (f"move the driver to a build on {both[0].name} or newer (the 1.{minor - 1} and 1.{minor} kubelets "
+                f"both take it) before the kubelets go to 1.{minor}")
+    first = working_libraries(minor)[0]
+    return (f"no k8s.io/dynamic-resource-allocation release works with both the 1.{minor - 1} and 1.{minor} "
+            f"kubelets: move the driver to a build on {first.name} as the kubelets go to 1.{minor} (claims on its "
+            "nodes are not prepared meanwhile)")
 
 
 def _union(libraries: Sequence[Library]) -> list[str]:

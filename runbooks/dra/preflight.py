@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import DAEMONSETS, DRA_GROUP, PODS, Resource
 from runbooks.dra import releases
-from runbooks.dra.driver_check import check_drivers
+from runbooks.dra.driver_check import check_drivers, deployed
 from runbooks.engine.refusals import Refused
 from runbooks.errors import ClusterError, NotFound
 
@@ -73,6 +73,7 @@ class Preflight(BaseModel):
     target_minor: int
     steps: list[int]
     checked: int = Field(description="objects checked (cluster objects and manifest documents)")
+    drivers: int = Field(default=0, description="DRA driver images the DaemonSets run, each judged on the way")
     findings: list[PreflightFinding]
     dry_runs: list[DryRun]
     notes: list[PreflightNote]
@@ -290,9 +291,10 @@ def preflight(cluster: Cluster, target: int, manifests: Sequence[Manifest] = (),
     stored = _dra_objects(cluster)
     workloads = _workloads(cluster)
     findings = check_stored(stored, current=current, steps=steps)
+    daemonsets = _daemonsets(cluster)
     findings += [PreflightFinding(severity=d.severity, subject=d.subject, origin="cluster", code=d.code,
                                   problem=d.problem, fix=d.fix, source=d.source)
-                 for d in check_drivers(_daemonsets(cluster), current=current, target=target, steps=steps)]
+                 for d in check_drivers(daemonsets, current=current, target=target, steps=steps)]
     for obj in [*stored, *workloads]:
         findings += check_object(obj, "cluster", target=target, steps=steps, manifest=False)
     discovered = Discovered(cluster)
@@ -320,6 +322,7 @@ def preflight(cluster: Cluster, target: int, manifests: Sequence[Manifest] = (),
     return Preflight(
         context=cluster.context, server=cluster.server, current=version.git_version, current_minor=current,
         target_minor=target, steps=steps, checked=len(stored) + len(workloads) + len(manifests),
+        drivers=len(deployed(daemonsets)),
         findings=findings, dry_runs=runs, notes=notes,
         taken_at=now or version.server_time or dt.datetime.now(dt.UTC),
     )

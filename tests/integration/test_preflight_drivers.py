@@ -74,6 +74,7 @@ def test_a_driver_working_with_the_1_31_kubelet_stops_registering_at_1_34(sims: 
     assert "k8s.io/dynamic-resource-allocation 0.31 serves v1alpha4 registered as version 1.0.0" in proc.stdout
     assert "https://github.com/kubernetes/kubelet/tree/v0.34.0/pkg/apis/dra" in proc.stdout
     assert "1.34: the kubelet accepts only drivers listing the v1.DRAPlugin or v1beta1.DRAPlugin" in proc.stdout
+    assert "; 1 DRA driver(s)" in proc.stdout
 
     grpc = about_drivers(checked(sim, 34))["driver-kubelet-grpc"]
     assert grpc.severity == "fail" and IN_HOUSE in grpc.problem

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from runbooks.dra import drivers, releases
+from runbooks.dra.driver_check import Deployed, deployed
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "dra-releases.md"
 
@@ -116,3 +117,20 @@ def test_images_find_their_releases() -> None:
     assert drivers.release_of("registry.k8s.io/dra-example-driver/dra-example-driver:v0.5.0") is None
     assert drivers.newest("registry.k8s.io/dra-example-driver/dra-example-driver").tag == "v0.4.0"
     assert drivers.newest("nvcr.io/nvidia/k8s-dra-driver-gpu").tag == "v25.12.0"
+
+
+def test_a_daemonset_s_driver_images_are_found_once_each() -> None:
+    """NVIDIA's kubelet plugin runs one image in two containers (gpus, compute-domains): one driver;
+    a DaemonSet recognised as a DRA kubelet plugin gives its plugin container's image; anything else none."""
+    nvidia = {"metadata": {"name": "nvidia-dra-driver-gpu-kubelet-plugin", "namespace": "nvidia-dra-driver-gpu"},
+              "spec": {"template": {"spec": {"containers": [
+                  {"name": "gpus", "image": "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0"},
+                  {"name": "compute-domains", "image": "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0"}]}}}}
+    own = {"metadata": {"name": "acme-kubeletplugin", "namespace": "acme"},
+           "spec": {"template": {"spec": {"containers": [{"name": "plugin", "image": "registry.example.com/acme:1"}]}}}}
+    other = {"metadata": {"name": "node-exporter", "namespace": "monitoring"},
+             "spec": {"template": {"spec": {"containers": [{"name": "e", "image": "quay.io/prometheus/node-exporter"}]}}}}
+    assert deployed([nvidia, own, other]) == [
+        Deployed("DaemonSet nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-kubelet-plugin",
+                 "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0"),
+        Deployed("DaemonSet acme/acme-kubeletplugin", "registry.example.com/acme:1")]

@@ -81,7 +81,7 @@ def deployed(daemonsets: Iterable[dict[str, Any]]) -> list[Deployed]:
 
 
 def _fits(release: DriverRelease, minor: int) -> bool:
-    library = LIBRARIES[release.library]
+    library = release.built_on
     return (with_kubelet(library, minor).works and resource_api_at(library, minor)[0] is not None
             and (release.kube_min is None or minor >= release.kube_min)
             and (release.kube_max is None or minor <= release.kube_max))
@@ -107,7 +107,7 @@ def _fix(release: DriverRelease, current: int, minors: Sequence[int]) -> str:
 def judge_release(item: Deployed, release: DriverRelease, *, current: int,
                   minors: Sequence[int]) -> list[DriverFinding]:
     """A known release at each release on the way: the first that breaks it, per kind of break."""
-    library = LIBRARIES[release.library]
+    library = release.built_on
     label = f"{item.image} ({release.name}, built on {library.name})"
     out: list[DriverFinding] = []
     grpc = next(((m, o) for m in minors if not (o := with_kubelet(library, m)).works), None)

@@ -18,12 +18,14 @@ same tables for people; a test checks them against this module):
   ``v1beta1.DRAPlugin`` is refused ("none of services supported by the plugin … are supported
   by the kubelet", ``pkg/kubelet/cm/dra/plugin``).
 - :data:`DRIVERS`: releases of the DRA example driver and NVIDIA's DRA driver, each with the
-  library its ``go.mod`` requires at the tag and its Helm chart's ``kubeVersion``.
+  library its ``go.mod`` requires at the tag and its Helm chart's ``kubeVersion``. Up to 0.32
+  the library registers the gRPC APIs whose server the driver implements (the example
+  driver v0.1.0: ``v1beta1`` alone); from 0.33 it serves each itself.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from runbooks.dra import releases
 from runbooks.image_names import ImageName, parse
@@ -169,19 +171,28 @@ class DriverRelease:
     source: str
     """``go.mod`` at the tag (the library it requires)."""
     chart_source: str
+    grpc: tuple[str, ...] = ()
+    """What it serves when the driver, not the library, decides (0.32 registers the gRPC APIs whose
+    server interface the driver implements); empty: the library's."""
 
     @property
     def name(self) -> str:
         return f"{self.component} {self.tag}"
 
     @property
+    def built_on(self) -> Library:
+        library = LIBRARIES[self.library]
+        return replace(library, grpc=self.grpc) if self.grpc else library
+
+    @property
     def image(self) -> str:
         return f"{self.repository}:{self.tag}"
 
 
-def _example(tag: str, library: int, kube_min: int, kube_max: int | None, kube_version: str) -> DriverRelease:
+def _example(tag: str, library: int, kube_min: int, kube_max: int | None, kube_version: str,
+             grpc: tuple[str, ...] = ()) -> DriverRelease:
     return DriverRelease("DRA example driver", DRA_EXAMPLE, tag, library, kube_min, kube_max, kube_version,
-                         _EXAMPLE.format(tag=tag, path="go.mod"), _EXAMPLE.format(tag=tag, path=_EXAMPLE_CHART))
+                         _EXAMPLE.format(tag=tag, path="go.mod"), _EXAMPLE.format(tag=tag, path=_EXAMPLE_CHART), grpc)
 
 
 def _nvidia(tag: str, kube_min: int | None) -> DriverRelease:
@@ -193,7 +204,9 @@ def _nvidia(tag: str, kube_min: int | None) -> DriverRelease:
 
 
 DRIVERS: tuple[DriverRelease, ...] = (
-    _example("v0.1.0", 32, 32, 32, "1.32.x"),
+    # v0.1.0 implements the v1beta1 server only (cmd/dra-example-kubeletplugin/driver.go imports
+    # k8s.io/kubelet/pkg/apis/dra/v1beta1), so the 0.32 library registers and lists v1beta1 alone
+    _example("v0.1.0", 32, 32, 32, "1.32.x", ("v1beta1",)),
     _example("v0.2.0", 34, 32, None, ">=1.32.0-0"),
     _example("v0.2.1", 34, 32, None, ">=1.32.0-0"),
     _example("v0.3.0", 36, 33, None, ">=1.33.0-0"),

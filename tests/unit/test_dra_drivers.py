@@ -79,8 +79,8 @@ def test_the_driver_release_table_is_the_data() -> None:
     assert [r[0] for r in rows] == [d.name for d in drivers.DRIVERS]
     for (_, image, library, grpc, resource_api, kube, source), release in zip(rows, drivers.DRIVERS, strict=True):
         assert image == f"`{release.image}`" and library == f"0.{release.library}"
-        assert tuple(versions(grpc)) == drivers.LIBRARIES[release.library].grpc
-        assert tuple(versions(resource_api)) == drivers.LIBRARIES[release.library].resource_api
+        assert tuple(versions(grpc)) == release.built_on.grpc
+        assert tuple(versions(resource_api)) == release.built_on.resource_api
         assert kube == (f"`{release.kube_version}`" if release.kube_version else "none")
         assert f"({release.source})" in source and f"({release.chart_source})" in source
         assert f"/blob/{release.tag}/" in release.source and f"/blob/{release.tag}/" in release.chart_source
@@ -109,6 +109,8 @@ def test_the_kubelet_grpc_per_release() -> None:
 
 
 def test_images_find_their_releases() -> None:
+    v010 = drivers.release_of("registry.k8s.io/dra-example-driver/dra-example-driver:v0.1.0")
+    assert v010 is not None and v010.built_on.grpc == ("v1beta1",) and v010.built_on.services  # v1beta1 server only
     v020 = drivers.release_of("registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0")
     assert v020 is not None and (v020.library, v020.kube_min, v020.kube_max) == (34, 32, None)
     nvidia = drivers.release_of("nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0")

@@ -119,7 +119,8 @@ def summarize(result: Preflight) -> Reply:
     fields = [
         Item(label="Cluster", value=f"{result.context} ({result.current})"),
         Item(label="Upgrade", value=path if result.steps else f"none: the cluster runs {result.target}"),
-        Item(label="Checked", value=f"{result.checked} object(s): DRA objects, workloads using claims, manifests"),
+        Item(label="Checked", value=f"{result.checked} object(s): DRA objects, workloads using claims, manifests; "
+                                    f"{result.drivers} DRA driver(s)"),
         Item(label="Taken", value=f"{result.taken_at:%Y-%m-%d %H:%M:%S %Z} from {result.server}"),
     ]
     thread: list[Message] = []

@@ -59,7 +59,8 @@ RULES: tuple[Rule, ...] = (
          "inventory/taking.py (Pending pods on claims), inventory/watch_cache.py, daemonset/observing.py, "
          "daemonset/repairing.py"),
     Rule("cluster", "apps", ("daemonsets",), ("list",), "inventory, preflight",
-         "inventory/taking.py (the plugins, wherever they run)"),
+         "inventory/taking.py (the plugins, wherever they run), dra/preflight.py (the DRA drivers, judged at the "
+         "target)"),
     Rule("cluster", "apps", ("controllerrevisions",), ("list",), "inventory, canary, promote, rollback",
          "inventory/taking.py (each plugin's current revision, wherever it runs), daemonset/observing.py"),
     Rule("cluster", "", ("pods/log",), ("get",), "inventory, verify, canary, promote",

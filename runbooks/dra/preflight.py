@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import DAEMONSETS, DRA_GROUP, PODS, Resource
 from runbooks.dra import releases
+from runbooks.dra.driver_check import check_drivers, deployed
 from runbooks.engine.refusals import Refused
 from runbooks.errors import ClusterError, NotFound
 
@@ -72,6 +73,7 @@ class Preflight(BaseModel):
     target_minor: int
     steps: list[int]
     checked: int = Field(description="objects checked (cluster objects and manifest documents)")
+    drivers: int = Field(default=0, description="DRA driver images the DaemonSets run, each judged on the way")
     findings: list[PreflightFinding]
     dry_runs: list[DryRun]
     notes: list[PreflightNote]
@@ -182,7 +184,7 @@ def _served(obj: dict[str, Any], origin: str, version: str, kind: str, goal: rel
                          f"write it as resource.k8s.io/{preferred} {kind}, or add resource.k8s.io/{version}=true "
                          "to the API server's --runtime-config", goal.source))
     deprecation = goal.deprecations.get(version)
-    if deprecation is not None:
+    if deprecation is not None and deprecation.concerns(kind):
         out.append(found("warn", "version-deprecated", deprecation.warning(version, kind),
                          f"write it as resource.k8s.io/{preferred} {kind}", deprecation.source))
     return out
@@ -224,6 +226,20 @@ def _workloads(cluster: Cluster) -> list[dict[str, Any]]:
             continue  # a cluster that does not serve the kind
         out += [{**obj, "apiVersion": resource.api_version, "kind": kind} for obj in items if obj is not None]
     return out
+
+
+def _daemonsets(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every DaemonSet's name, labels and containers: where the DRA drivers run."""
+    def keep(obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj.get("metadata") or {}
+        template = (obj.get("spec") or {}).get("template") or {}
+        return {"metadata": {k: meta.get(k) for k in ("name", "namespace", "labels")},
+                "spec": {"template": {"metadata": {"labels": (template.get("metadata") or {}).get("labels")},
+                                      "spec": {"containers": (template.get("spec") or {}).get("containers")}}}}
+    try:
+        return cluster.list_objects(DAEMONSETS, project=keep)
+    except NotFound:
+        return []
 
 
 def _uses_claims(obj: dict[str, Any], kind: str) -> bool:
@@ -275,6 +291,10 @@ def preflight(cluster: Cluster, target: int, manifests: Sequence[Manifest] = (),
     stored = _dra_objects(cluster)
     workloads = _workloads(cluster)
     findings = check_stored(stored, current=current, steps=steps)
+    daemonsets = _daemonsets(cluster)
+    findings += [PreflightFinding(severity=d.severity, subject=d.subject, origin="cluster", code=d.code,
+                                  problem=d.problem, fix=d.fix, source=d.source)
+                 for d in check_drivers(daemonsets, current=current, target=target, steps=steps)]
     for obj in [*stored, *workloads]:
         findings += check_object(obj, "cluster", target=target, steps=steps, manifest=False)
     discovered = Discovered(cluster)
@@ -302,6 +322,7 @@ def preflight(cluster: Cluster, target: int, manifests: Sequence[Manifest] = (),
     return Preflight(
         context=cluster.context, server=cluster.server, current=version.git_version, current_minor=current,
         target_minor=target, steps=steps, checked=len(stored) + len(workloads) + len(manifests),
+        drivers=len(deployed(daemonsets)),
         findings=findings, dry_runs=runs, notes=notes,
         taken_at=now or version.server_time or dt.datetime.now(dt.UTC),
     )

@@ -78,15 +78,31 @@ def clean(target: int) -> list[dict[str, Any]]:
     return [klass, template, pod("new-shape", ref)]
 
 
+def driver_expected(current: int, target: int) -> set[tuple[str, str]]:
+    """What the scenario's DRA example driver v0.1.0 must be reported for on the way: built on
+    k8s.io/dynamic-resource-allocation 0.32, it lists gRPC services (read by kubelets from 1.32 on)
+    and uses resource.k8s.io/v1beta1 (which exists from 1.32, served only when enabled from 1.34);
+    its chart says kubeVersion 1.32.x."""
+    steps = range(current + 1, target + 1)
+    out = set()
+    if min(steps) < 32:
+        out |= {"driver-kubelet-grpc", "driver-resource-api", "driver-kube-version"}
+    if max(steps) > 32:
+        out.add("driver-kube-version")
+    if max(steps) >= 34:
+        out.add("driver-resource-api")
+    return {("DaemonSet", code) for code in out}
+
+
 def cluster_expected(current: int, target: int) -> set[tuple[str, str]]:
     """What the scenario's own objects must be reported for: (subject prefix, code)."""
+    out = driver_expected(current, target)
     if current <= 30 < target:
-        out = {("ResourceClass", "kind-removed"), ("ResourceClass", "v1alpha2-removed"),
-               ("ResourceClaim", "v1alpha2-removed"), ("Pod ml-team/inference-0", "pod-claim-source")}
+        out |= {("ResourceClass", "kind-removed"), ("ResourceClass", "v1alpha2-removed"),
+                ("ResourceClaim", "v1alpha2-removed"), ("Pod ml-team/inference-0", "pod-claim-source")}
         if current == 30:
             out.add(("ResourceSlice", "v1alpha2-removed"))
-        return out
-    return set()
+    return out
 
 
 @pytest.fixture(scope="module", params=RELEASES, ids=lambda m: f"1.{m}")
@@ -202,7 +218,10 @@ def test_shell_reads_manifests_with_f_and_exits_by_verdict(sim133: KubeSim, tmp_
     (clean_dir / "all.yaml").write_text(yaml.safe_dump_all(clean(34)))
     ok = run("preflight", "target=1.34", "-f", str(clean_dir), env=env, home=tmp_path)
     assert ok.returncode == 0, ok.stderr
-    assert "Nothing in the DRA objects checked stops an upgrade to 1.34." in ok.stdout
+    # the clean manifests give nothing; the scenario's driver (v0.1.0: chart 1.32.x, resource.k8s.io/v1beta1,
+    # served by 1.34 only when enabled) gives the two warnings
+    assert "Nothing blocks the upgrade to 1.34; 2 to look at" in ok.stdout, ok.stdout
+    assert ok.stdout.count("WARN  DaemonSet dra-example-driver/dra-example-driver-kubeletplugin") == 2, ok.stdout
 
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
@@ -211,7 +230,8 @@ def test_shell_reads_manifests_with_f_and_exits_by_verdict(sim133: KubeSim, tmp_
                  home=tmp_path)
     assert failed.returncode == 1, failed.stderr
     data = json.loads(failed.stdout)
-    assert {f["origin"] for f in data["findings"]} == {f"{broken} item {i}" for i in (1, 2, 3)}
+    assert {f["origin"] for f in data["findings"] if not f["code"].startswith("driver-")} == {
+        f"{broken} item {i}" for i in (1, 2, 3)}
     assert [d["subject"] for d in data["dry_runs"] if str(broken) in d["origin"]] == [
         "DeviceClass beta.example.com"]  # the v1alpha3 ones are not served by 1.33: no dry run
     assert data["target_minor"] == 34 and data["steps"] == [34]

@@ -22,7 +22,7 @@ _DRA = "registry.k8s.io/dra-example-driver/dra-example-driver"
 TEST_BUILDS: tuple[str, ...] = (
     # kubesim's fault builds of the device plugin, the DRA example driver and the CUDA sample
     # (kubesim/podstatus.py ``behaviour``): the suite's own images, never NVIDIA's
-    *(f"{_PLUGIN}:{v}-{fault}" for v in ("v0.15.0", "v0.17.0", "v0.17.1")
+    *(f"{_PLUGIN}:{v}-{fault}" for v in ("v0.14.2", "v0.15.0", "v0.17.0", "v0.17.1")
       for fault in ("crash", "silent", "slow", "xid", "crash-on-wave", "crash-on-wave3")),
     f"{_PLUGIN}:v0.17.0-crash-on-wave3-slow",
     *(f"{_DRA}:{v}-{fault}" for v in ("v0.1.0", "v0.2.0") for fault in ("crash", "silent", "noalloc")),

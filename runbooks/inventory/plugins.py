@@ -22,7 +22,7 @@ from runbooks.characters import shown
 from runbooks.errors import ClusterError, Forbidden, InvalidRequest, NotFound, scrub, shorten
 from runbooks.inventory.models import Node, PluginKind, PluginPod
 from runbooks.inventory.reading import Obj
-from runbooks.plugin_containers import companion_labels, is_companion
+from runbooks.plugin_containers import companion_labels, is_companion, runs
 
 DEVICE_PLUGIN_MARKERS = ("device-plugin", "deviceplugin", "gpu-plugin")
 DRA_PLUGIN_MARKERS = ("kubeletplugin", "kubelet-plugin", "dra-driver", "dra-example-driver", "k8s-dra-driver")
@@ -110,12 +110,48 @@ def _by_drivers(ds: Obj, drivers: set[str]) -> PluginKind:
     return "dra-kubelet-plugin" if template_drivers(ds, drivers) else "device-plugin"
 
 
-def template_drivers(ds: Obj, known: set[str]) -> list[str]:
-    """DRA drivers the pod template names: ``--driver-name=…`` or a known driver in args/env."""
+PROGRAM_DRIVERS = {
+    # NVIDIA/k8s-dra-driver-gpu (v25.x): the kubelet-plugin DaemonSet's containers run these
+    # (templates/kubeletplugin.yaml); each program's DriverName is in cmd/<program>/main.go.
+    "gpu-kubelet-plugin": "gpu.nvidia.com",
+    "compute-domain-kubelet-plugin": "compute-domain.nvidia.com",
+}
+"""Kubelet-plugin programs that serve a fixed driver, which their pod template then never names."""
+_PROGRAM = re.compile(r"(?<![\w.-])(" + "|".join(map(re.escape, PROGRAM_DRIVERS)) + r")(?![\w.-])")
+DRIVER_ENV = ("DRIVER_NAME",)
+"""Env variables whose literal value is the driver's name (kubernetes-sigs/dra-example-driver's chart)."""
+
+
+def container_drivers(ds: Obj, known: set[str]) -> dict[str, list[str]]:
+    """``{container: drivers}`` of the pod template's containers: ``--driver-name=…``, a
+    ``DRIVER_NAME`` env value, a program of :data:`PROGRAM_DRIVERS`, or a known driver named in
+    its command, args or env."""
     spec = (((ds.get("spec") or {}).get("template")) or {}).get("spec") or {}
-    text = json.dumps([[c.get("command"), c.get("args"), c.get("env")] for c in spec.get("containers") or []])
-    found = set(_DRIVER_ARG.findall(text)) | {d for d in known if d and d in text}
-    return sorted(found)
+    out: dict[str, list[str]] = {}
+    for c in spec.get("containers") or []:
+        text = json.dumps([c.get("command"), c.get("args"), c.get("env")])
+        found = set(_DRIVER_ARG.findall(text)) | {d for d in known if d and d in text}
+        found |= {str(e.get("value")) for e in c.get("env") or [] if e.get("name") in DRIVER_ENV and e.get("value")}
+        found |= {PROGRAM_DRIVERS[p] for p in _PROGRAM.findall(runs(c))}
+        out[str(c.get("name", ""))] = sorted(found)
+    return out
+
+
+def template_drivers(ds: Obj, known: set[str]) -> list[str]:
+    """DRA drivers the pod template names (:func:`container_drivers` of all its containers)."""
+    return sorted({d for found in container_drivers(ds, known).values() for d in found})
+
+
+def serving(ds: Obj, drivers: Iterable[str], *, container: str | None = None) -> dict[str, list[str]]:
+    """``{driver: the containers serving it}`` (none known: ``[]``, the whole pod); with
+    ``container`` (a canary's), only the drivers it serves, when it serves any."""
+    by_container = container_drivers(ds, set(drivers))
+    out = {d: sorted(c for c, found in by_container.items() if d in found) for d in drivers}
+    if container is not None:
+        own = {d: c for d, c in out.items() if container in c}
+        if own:
+            return {d: [container] for d in own}
+    return out
 
 
 # ------------------------------------------------------------------------------ logs

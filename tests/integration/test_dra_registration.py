@@ -1,0 +1,86 @@
+"""A DRA driver's registration seen in the API, and the smoke test's device class chosen by what
+its selectors ask (issue 59), on kubesim's gpu-small (the example driver, gpu.example.com).
+
+The example driver's chart runs it at verbosity 0, where no registration line is logged: its
+ResourceSlices are the proof, so a driver whose log says nothing readable still passes
+``plugin-registered``; a ``-noalloc`` build (an incomplete pool) fails it, naming the pool. The
+classes planted here are NVIDIA-like (a ``type == 'mig'`` class of the driver sorted first by
+name, as ``compute-domain-daemon.nvidia.com`` is before ``gpu.nvidia.com``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kubesim import KubeSim
+from runbooks.daemonset.steps import DaemonSetSteps
+from runbooks.daemonset.verifying import verify
+from runbooks.engine.steps import CheckStatus
+from tests.integration.stepkit import FAST, SPEED, harness
+from tests.support import Kubectl
+
+STEPS = DaemonSetSteps()
+DRA_NS, DRA_DS = "dra-example-driver", "dra-example-driver-kubeletplugin"
+DRA_NEW = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0"
+SAMPLE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+MIG = """apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: a-mig.example.com}
+spec:
+  selectors:
+  - cel: {expression: "device.driver == 'gpu.example.com' && device.attributes['gpu.example.com'].type == 'mig'"}
+"""
+TWIN = """apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: b-gpu.example.com}
+spec:
+  selectors:
+  - cel: {expression: "device.driver == 'gpu.example.com'"}
+"""
+
+
+def test_a_driver_whose_log_shows_nothing_is_registered_by_its_slices_and_noalloc_fails_by_its_pool() -> None:
+    with KubeSim(scenario="gpu-small", k8s_version="1.34", speed=SPEED) as sim:
+        sim.fault(kind="forbid", path=f"/api/v1/namespaces/{DRA_NS}/pods/", verb="get")  # no log to read
+        cluster = harness(sim).ctx.cluster
+        result = verify(cluster, f"{DRA_NS}/{DRA_DS}", settings=FAST)
+        check = next(c for c in result.checks if c.name == "plugin-registered")
+        assert check.status is CheckStatus.PASS, check.detail
+        assert "ResourceSlices of gpu.example.com published" in check.detail and "3 nodes" in check.detail
+        sim.fault(kind="allow")
+
+        broken = harness(sim, image=DRA_NEW + "-noalloc", ns=DRA_NS, ds=DRA_DS, container="plugin", node="gpu-node1")
+        assert STEPS.canary(broken.ctx).ok
+        outcome = STEPS.verify_canary(broken.ctx)
+        check = next(c for c in outcome.checks if c.name == "plugin-registered")
+        assert check.status is CheckStatus.FAIL, check.detail
+        assert "gpu.example.com not registered on gpu-node1" in check.detail and "incomplete" in check.detail
+        assert "1 of 2 ResourceSlices" in check.detail, check.detail
+
+
+def test_the_smoke_test_claims_from_the_class_asking_a_gpu_not_the_first_by_name() -> None:
+    with KubeSim(scenario="gpu-small", k8s_version="1.34", speed=SPEED) as sim:
+        kubectl = Kubectl(sim.kubeconfig)
+        kubectl("apply", "-f", "-", input="apiVersion: v1\nkind: Namespace\nmetadata: {name: upgradebot-smoke}\n")
+        kubectl("apply", "-f", "-", input=MIG)
+        settings = dataclasses.replace(FAST, smoke_test={"image": SAMPLE, "timeout": 5.0})
+        cluster = harness(sim).ctx.cluster
+        result = verify(cluster, f"{DRA_NS}/{DRA_DS}", nodes=["gpu-node1"], settings=settings)
+        smoke = next(c for c in result.checks if c.name == "smoke-test")
+        assert smoke.evidence["device_class"] == "gpu.example.com", smoke.detail
+        assert smoke.status is CheckStatus.PASS, smoke.detail
+
+        kubectl("apply", "-f", "-", input=TWIN)
+        result = verify(cluster, f"{DRA_NS}/{DRA_DS}", nodes=["gpu-node1"], settings=settings)
+        smoke = next(c for c in result.checks if c.name == "smoke-test")
+        assert smoke.status is CheckStatus.UNKNOWN, smoke.detail
+        assert "b-gpu.example.com" in smoke.detail and "steps.smoke_test.device_class" in smoke.detail
+        named = dataclasses.replace(FAST, smoke_test={"image": SAMPLE, "timeout": 5.0,
+                                                      "device_class": "b-gpu.example.com"})
+        result = verify(cluster, f"{DRA_NS}/{DRA_DS}", nodes=["gpu-node1"], settings=named)
+        smoke = next(c for c in result.checks if c.name == "smoke-test")
+        assert smoke.evidence["device_class"] == "b-gpu.example.com" and smoke.status is CheckStatus.PASS, smoke.detail
+        missing = dataclasses.replace(FAST, smoke_test={"image": SAMPLE, "device_class": "nope.example.com"})
+        result = verify(cluster, f"{DRA_NS}/{DRA_DS}", nodes=["gpu-node1"], settings=missing)
+        smoke = next(c for c in result.checks if c.name == "smoke-test")
+        assert smoke.status is CheckStatus.UNKNOWN and "nope.example.com" in smoke.detail, smoke.detail
+        assert kubectl("get", "pods", "-n", "upgradebot-smoke", "-o", "name").strip() == ""

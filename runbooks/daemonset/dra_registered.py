@@ -23,7 +23,12 @@ from runbooks.engine.steps import Check
 from runbooks.errors import plural
 from runbooks.inventory import ResourceSlice
 from runbooks.inventory.plugins import LogResult
-from runbooks.inventory.registration import SliceRegistration, slice_registration, started_serving
+from runbooks.inventory.registration import (
+    SliceRegistration,
+    by_node,
+    slice_registration,
+    started_serving,
+)
 
 NAME = "plugin-registered"
 
@@ -45,6 +50,7 @@ def judge(snap: Snapshot, nodes: Sequence[str], slices: Sequence[ResourceSlice],
     unproven: dict[str, str] = {}
     how: dict[str, dict[str, str]] = {}
     by_log = 0
+    index = by_node(slices)
     for node in nodes:
         pod = snap.pod_on(node)
         if pod is None or pod.deleting:
@@ -53,7 +59,7 @@ def judge(snap: Snapshot, nodes: Sequence[str], slices: Sequence[ResourceSlice],
         log = logs.get(node)
         seen = bool(log is not None and log.registered)
         for driver, containers in sorted(drivers.items()):
-            verdict: SliceRegistration = slice_registration(node, driver, slices, now=now,
+            verdict: SliceRegistration = slice_registration(node, driver, index.get(node, []), now=now,
                                                             started=started_serving(pod.started, containers))
             how.setdefault(node, {})[driver] = verdict.how
             if verdict.registered is False:

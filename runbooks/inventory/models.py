@@ -106,7 +106,8 @@ class PluginPod(Model):
     images: dict[Shown, Shown] = Field(default_factory=dict, description="container -> image")
     revision_hash: Shown | None = Field(None, description="controller-revision-hash label")
     registered: bool | None = Field(
-        None, description="the log shows the registration line; None when the log was not read"
+        None, description="registered with the kubelet: a device plugin's log shows the registration line; a DRA "
+        "driver's ResourceSlices for the node are published by this pod (issue 59); None when not known"
     )
     uid: str | None = Field(None, description="metadata.uid (deletes are made with it as precondition)")
     deleting: bool = Field(False, description="has a deletionTimestamp: terminating")

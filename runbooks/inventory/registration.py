@@ -24,7 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from runbooks.inventory.models import ResourceSlice
+from runbooks.inventory.models import DaemonSet, ResourceSlice
+from runbooks.inventory.plugins import serving
+from runbooks.inventory.reading import Obj
 
 KUBELET_WIPING_DELAY = 30.0
 """Seconds the kubelet keeps a node's slices of a driver none of whose plugins is connected."""
@@ -89,3 +91,36 @@ def started_serving(started: dict[str, dt.datetime], containers: Sequence[str]) 
     if not names or any(n not in started for n in names):
         return None
     return max(started[n] for n in names)
+
+
+def by_node(slices: Sequence[ResourceSlice]) -> dict[str, list[ResourceSlice]]:
+    """The slices of each node (``spec.nodeName``), so each node's verdict reads its own only."""
+    out: dict[str, list[ResourceSlice]] = {}
+    for s in slices:
+        if s.node:
+            out.setdefault(s.node, []).append(s)
+    return out
+
+
+def pods_registered(ds: DaemonSet, raw: Obj | None, slices: Sequence[ResourceSlice], now: dt.datetime) -> DaemonSet:
+    """A DRA plugin's pods with ``registered`` as its slices show it, for each driver it serves
+    (against the start of the containers serving it): False when a driver's slices are missing
+    or incomplete, True when every one's are published (or kept); else (not proven yet) as the
+    pod's log showed it, if it did."""
+    if ds.kind != "dra-kubelet-plugin" or not ds.drivers:
+        return ds
+    drivers = serving(raw or {}, ds.drivers)
+    index = by_node(slices)
+    pods = []
+    for pod in ds.pods:
+        verdicts = [slice_registration(pod.node, d, index.get(pod.node, []), now=now,
+                                       started=started_serving(pod.started, containers))
+                    for d, containers in drivers.items()]
+        if any(v.registered is False for v in verdicts):
+            registered: bool | None = False
+        elif all(v.registered for v in verdicts):
+            registered = True
+        else:
+            registered = True if pod.registered else None
+        pods.append(pod.model_copy(update={"registered": registered}))
+    return ds.model_copy(update={"pods": pods})

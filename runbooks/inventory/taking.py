@@ -45,6 +45,7 @@ from runbooks.inventory.models import (
 )
 from runbooks.inventory.pod_use import PENDING, PodTally, PodUse, gpus_in_use, pod_use
 from runbooks.inventory.reading import Obj
+from runbooks.inventory.registration import pods_registered
 from runbooks.inventory.watch_cache import cached_reads, cached_slices
 
 DRA_GATE = "DynamicResourceAllocation"
@@ -123,6 +124,9 @@ def _take(
     daemonsets, log_notes = _registrations(cluster, daemonsets, {n.name: n for n in nodes}, log_budget,
                                            registration or {}, kept)
     daemonsets, driver_notes = _assign_drivers(daemonsets, slices, classes)
+    if "ResourceSlice" in apis.chosen:  # a DRA driver's registration is seen in its slices, its log only supports
+        raw = {plugins.ref_of(ds): ds for ds, _ in chosen}
+        daemonsets = [pods_registered(ds, raw.get(ds.ref), slices, taken_at) for ds in daemonsets]
     notes += log_notes + driver_notes
     if in_use_of is not None:  # a few nodes' (a canary's): never the whole cluster's pods for them (every
         # node's were read above, with the plugins' pods)

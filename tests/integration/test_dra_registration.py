@@ -10,11 +10,13 @@ name, as ``compute-domain-daemon.nvidia.com`` is before ``gpu.nvidia.com``)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from kubesim import KubeSim
 from runbooks.daemonset.steps import DaemonSetSteps
 from runbooks.daemonset.verifying import verify
 from runbooks.engine.steps import CheckStatus
+from runbooks.inventory import Inventory
 from tests.integration.stepkit import FAST, SPEED, harness
 from tests.support import Kubectl
 
@@ -84,3 +86,20 @@ def test_the_smoke_test_claims_from_the_class_asking_a_gpu_not_the_first_by_name
         smoke = next(c for c in result.checks if c.name == "smoke-test")
         assert smoke.status is CheckStatus.UNKNOWN and "nope.example.com" in smoke.detail, smoke.detail
         assert kubectl("get", "pods", "-n", "upgradebot-smoke", "-o", "name").strip() == ""
+
+
+def test_the_inventory_sees_a_dra_drivers_registration_in_its_slices(inventory_of: Callable[..., Inventory]) -> None:
+    """Its log unreadable (or silent, at verbosity 0), each pod of the example driver is registered by
+    its slices; the pod of a -noalloc build (an incomplete pool) is not."""
+    ref = f"{DRA_NS}/{DRA_DS}"
+    with KubeSim(scenario="gpu-small", k8s_version="1.34", speed=SPEED) as sim:
+        sim.fault(kind="forbid", path=f"/api/v1/namespaces/{DRA_NS}/pods/", verb="get")
+        dra = inventory_of(sim).daemonset(ref)
+        assert dra is not None and dra.drivers == ["gpu.example.com"]
+        assert {p.node: p.registered for p in dra.pods} == {"gpu-node1": True, "gpu-node2": True, "gpu-node3": True}
+        sim.fault(kind="allow")
+        broken = harness(sim, image=DRA_NEW + "-noalloc", ns=DRA_NS, ds=DRA_DS, container="plugin", node="gpu-node1")
+        assert STEPS.canary(broken.ctx).ok
+        dra = inventory_of(sim).daemonset(ref)
+        assert dra is not None
+        assert {p.node: p.registered for p in dra.pods} == {"gpu-node1": False, "gpu-node2": True, "gpu-node3": True}

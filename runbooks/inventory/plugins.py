@@ -30,7 +30,10 @@ REGISTERED = {
     # NVIDIA's "Registered device plugin for 'nvidia.com/gpu' with Kubelet", and the generic
     # "Registered device plugin with Kubelet" of Kubernetes' plugin examples (other vendors).
     "device-plugin": re.compile(r"Registered device plugin (?:for '[^']+' )?with Kubelet"),
-    "dra-kubelet-plugin": re.compile(r'registered=true|"GRPC server started" logger="registrar"'),
+    # A DRA driver's registration is seen in its ResourceSlices (runbooks.inventory.registration);
+    # its log only supports: kubernetes/dynamic-resource-allocation's kubeletplugin logs the
+    # registrar's "GRPC server started" at verbosity 3 (nonblockinggrpcserver.go), and nothing at 0.
+    "dra-kubelet-plugin": re.compile(r'"GRPC server started" logger="registrar"'),
 }
 _DRIVER_IN_LOG = re.compile(r'driver="([^"]+)"')
 _DRIVER_ARG = re.compile(r"--driver(?:-name)?[= ]([a-z0-9.-]+)")

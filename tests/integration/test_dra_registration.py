@@ -103,3 +103,47 @@ def test_the_inventory_sees_a_dra_drivers_registration_in_its_slices(inventory_o
         dra = inventory_of(sim).daemonset(ref)
         assert dra is not None
         assert {p.node: p.registered for p in dra.pods} == {"gpu-node1": False, "gpu-node2": True, "gpu-node3": True}
+
+
+NVIDIA_NS, NVIDIA_DS = "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu-kubelet-plugin"
+NVIDIA_OLD, NVIDIA_NEW = "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.8.1", "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0"
+
+
+def _nvidia_daemonset() -> str:
+    """NVIDIA's kubelet-plugin DaemonSet in the shape its chart renders it (NVIDIA/k8s-dra-driver-gpu
+    v25.12.0, ``templates/kubeletplugin.yaml``: two containers of one image, each running its plugin
+    through ``bash -c``), trimmed to what the canary reads; kubesim runs its containers as generic ones."""
+    def container(name: str, program: str) -> str:
+        return (f"      - name: {name}\n        image: {NVIDIA_OLD}\n        command: [bash, -c]\n"
+                f"        args: ['{program} -v $(LOG_VERBOSITY)']\n"
+                "        env: [{name: LOG_VERBOSITY, value: '4'}]\n")
+    return (f"apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {{name: {NVIDIA_DS}, namespace: {NVIDIA_NS}}}\n"
+            "spec:\n  selector: {matchLabels: {nvidia-dra-driver-gpu-component: kubelet-plugin}}\n"
+            "  updateStrategy: {type: RollingUpdate}\n"
+            "  template:\n    metadata: {labels: {nvidia-dra-driver-gpu-component: kubelet-plugin}}\n"
+            "    spec:\n      nodeSelector: {nvidia.com/gpu.present: 'true'}\n      containers:\n"
+            + container("compute-domains", "compute-domain-kubelet-plugin") + container("gpus", "gpu-kubelet-plugin"))
+
+
+def test_a_canary_of_nvidias_dra_driver_changes_gpus_and_leaves_compute_domains_as_it_was() -> None:
+    """Without container=, the canary of NVIDIA's two-container DaemonSet changes ``gpus`` (it runs
+    gpu-kubelet-plugin); ``compute-domains`` keeps its image in the template and in the canary's pod."""
+    from runbooks.engine.requesting import CanaryRequest, resolve
+
+    with KubeSim(scenario="gpu-small", k8s_version="1.34", speed=SPEED) as sim:
+        kubectl = Kubectl(sim.kubeconfig)
+        kubectl("create", "namespace", NVIDIA_NS)
+        kubectl("apply", "-f", "-", input=_nvidia_daemonset())
+        # kubesim serves no slices of gpu.nvidia.com yet, so the baseline finds every node degraded: no settling
+        h = harness(sim, image=NVIDIA_NEW, ns=NVIDIA_NS, ds=NVIDIA_DS, container="gpus", node="gpu-node1",
+                    settings=dataclasses.replace(FAST, settle_window=0.1))
+        _, container = resolve(h.ctx.cluster, CanaryRequest(NVIDIA_NS, NVIDIA_DS, NVIDIA_NEW, "gpu-node1"))
+        assert container == "gpus"
+        assert STEPS.canary(h.ctx).ok
+        template = kubectl.json("-n", NVIDIA_NS, "get", "daemonset", NVIDIA_DS)["spec"]["template"]["spec"]
+        assert {c["name"]: c["image"] for c in template["containers"]} == {"compute-domains": NVIDIA_OLD,
+                                                                            "gpus": NVIDIA_NEW}
+        pods = kubectl.json("-n", NVIDIA_NS, "get", "pods")["items"]
+        images = {p["spec"]["nodeName"]: {c["name"]: c["image"] for c in p["spec"]["containers"]} for p in pods}
+        assert images["gpu-node1"] == {"compute-domains": NVIDIA_OLD, "gpus": NVIDIA_NEW}
+        assert images["gpu-node2"] == {"compute-domains": NVIDIA_OLD, "gpus": NVIDIA_OLD}

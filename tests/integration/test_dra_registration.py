@@ -125,7 +125,8 @@ def _nvidia_daemonset() -> str:
             + container("compute-domains", "compute-domain-kubelet-plugin") + container("gpus", "gpu-kubelet-plugin"))
 
 
-def test_a_canary_of_nvidias_dra_driver_changes_gpus_and_leaves_compute_domains_as_it_was() -> None:
+def test_a_canary_of_nvidias_dra_driver_changes_gpus_and_leaves_compute_domains_as_it_was(
+        settle_until: Callable[..., None]) -> None:
     """Without container=, the canary of NVIDIA's two-container DaemonSet changes ``gpus`` (it runs
     gpu-kubelet-plugin); ``compute-domains`` keeps its image in the template and in the canary's pod."""
     from runbooks.engine.requesting import CanaryRequest, resolve
@@ -134,6 +135,8 @@ def test_a_canary_of_nvidias_dra_driver_changes_gpus_and_leaves_compute_domains_
         kubectl = Kubectl(sim.kubeconfig)
         kubectl("create", "namespace", NVIDIA_NS)
         kubectl("apply", "-f", "-", input=_nvidia_daemonset())
+        settle_until(sim, lambda: kubectl.json("-n", NVIDIA_NS, "get", "daemonset", NVIDIA_DS)
+                     .get("status", {}).get("numberReady") == 3, step="2s")
         # kubesim serves no slices of gpu.nvidia.com yet, so the baseline finds every node degraded: no settling
         h = harness(sim, image=NVIDIA_NEW, ns=NVIDIA_NS, ds=NVIDIA_DS, container="gpus", node="gpu-node1",
                     settings=dataclasses.replace(FAST, settle_window=0.1))

@@ -125,8 +125,19 @@ def _nvidia_daemonset() -> str:
             + container("compute-domains", "compute-domain-kubelet-plugin") + container("gpus", "gpu-kubelet-plugin"))
 
 
+NVIDIA_CLASSES = {  # deviceclass-*.yaml of NVIDIA/k8s-dra-driver-gpu v25.12.0, as rendered for resource.k8s.io/v1
+    "compute-domain-daemon.nvidia.com": "device.driver == 'compute-domain.nvidia.com' && "
+                                        "device.attributes['compute-domain.nvidia.com'].type == 'daemon'",
+    "compute-domain-default-channel.nvidia.com": "device.driver == 'compute-domain.nvidia.com' && "
+                                                 "device.attributes['compute-domain.nvidia.com'].type == 'channel' && "
+                                                 "device.attributes['compute-domain.nvidia.com'].id == 0",
+    "gpu.nvidia.com": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
+    "mig.nvidia.com": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
+}
+
+
 def test_a_canary_of_nvidias_dra_driver_changes_gpus_and_leaves_compute_domains_as_it_was(
-        settle_until: Callable[..., None]) -> None:
+        settle_until: Callable[..., None], inventory_of: Callable[..., Inventory]) -> None:
     """Without container=, the canary of NVIDIA's two-container DaemonSet changes ``gpus`` (it runs
     gpu-kubelet-plugin); ``compute-domains`` keeps its image in the template and in the canary's pod."""
     from runbooks.engine.requesting import CanaryRequest, resolve
@@ -135,8 +146,17 @@ def test_a_canary_of_nvidias_dra_driver_changes_gpus_and_leaves_compute_domains_
         kubectl = Kubectl(sim.kubeconfig)
         kubectl("create", "namespace", NVIDIA_NS)
         kubectl("apply", "-f", "-", input=_nvidia_daemonset())
+        for name, expression in NVIDIA_CLASSES.items():
+            kubectl("apply", "-f", "-", input=f"apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: "
+                    f"{{name: {name}}}\nspec:\n  selectors:\n  - cel: {{expression: \"{expression}\"}}\n")
         settle_until(sim, lambda: kubectl.json("-n", NVIDIA_NS, "get", "daemonset", NVIDIA_DS)
                      .get("status", {}).get("numberReady") == 3, step="2s")
+        inventory = inventory_of(sim)  # both drivers of the one DaemonSet, and their classes
+        nvidia = inventory.daemonset(f"{NVIDIA_NS}/{NVIDIA_DS}")
+        assert nvidia is not None and nvidia.kind == "dra-kubelet-plugin"
+        assert nvidia.drivers == ["compute-domain.nvidia.com", "gpu.nvidia.com"]
+        assert {c.name: c.drivers for c in inventory.device_classes if c.name.endswith("nvidia.com")} == {
+            n: [e.split("'")[1]] for n, e in NVIDIA_CLASSES.items()}
         # kubesim serves no slices of gpu.nvidia.com yet, so the baseline finds every node degraded: no settling
         h = harness(sim, image=NVIDIA_NEW, ns=NVIDIA_NS, ds=NVIDIA_DS, container="gpus", node="gpu-node1",
                     settings=dataclasses.replace(FAST, settle_window=0.1))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+from collections.abc import Iterable
 from typing import Any
 
 from runbooks.cluster import Cluster
@@ -32,6 +33,8 @@ from runbooks.engine.recording import failed, passed, unknown
 from runbooks.engine.scoping import SMOKE_NAMESPACE, SMOKE_POD_PREFIX
 from runbooks.engine.steps import Check, CheckStatus, Clock
 from runbooks.errors import ClusterError, Forbidden, NotFound
+from runbooks.inventory.plugins import drivers_by_slices, serving, template_drivers
+from runbooks.inventory.reading import class_from, slice_from
 
 POD_CLAIM = "gpu"
 RELEASE_SECONDS = 30.0
@@ -73,6 +76,37 @@ def device_class_for(cluster: Cluster, drivers: list[str], chosen: dict[str, Res
             return Chosen(named, f"{named}: the policy's smoke_test.device_class")
         return Chosen(None, problem=f"the policy's smoke_test.device_class {named} is no {kind} of this cluster")
     return choose_class(classes, drivers)
+
+
+def request_check(cluster: Cluster, spec: dict[str, Any], ds: dict[str, Any], *, nodes: Iterable[str],
+                  container: str | None) -> list[Check]:
+    """At request time, for a DRA driver's smoke test: the class its claim would ask a device of
+    (:func:`device_class_for`, for the drivers ``container`` serves: those its pod template names,
+    else those with slices on its ``nodes``), so a class that is ambiguous, missing or absent fails
+    the request in one line before anything changes. Nothing to say without an image, or when no
+    driver of the DaemonSet is known (verify says so)."""
+    if not spec.get("image"):
+        return []
+    chosen = cluster.dra_apis().chosen
+    if "ResourceClaimTemplate" not in chosen:
+        return []
+    named = str(spec.get("device_class") or "") or None
+    classes = [class_from(o, k) for k in ("DeviceClass", "ResourceClass") if k in chosen
+               for o in cluster.list_objects(chosen[k])]
+    named_drivers = template_drivers(ds, {d for c in classes for d in c.drivers})
+    if not named_drivers and "ResourceSlice" in chosen:
+        slice_nodes: dict[str, set[str]] = {}
+        for found in cluster.list_objects(chosen["ResourceSlice"], project=slice_from):
+            if found.node:
+                slice_nodes.setdefault(found.driver, set()).add(found.node)
+        named_drivers = drivers_by_slices(set(nodes), slice_nodes)
+    drivers = list(serving(ds, named_drivers, container=container))
+    if not drivers and not named:
+        return []
+    klass = device_class_for(cluster, drivers, chosen, named)
+    if klass.name is None:
+        return [failed("smoke-test", f"the DRA smoke test could not choose its device class: {klass.problem}")]
+    return []
 
 
 def dra_smoke_test(cluster: Cluster, spec: dict[str, Any], *, node: str | None, drivers: list[str], clock: Clock,

@@ -170,3 +170,21 @@ def test_a_canary_of_nvidias_dra_driver_changes_gpus_and_leaves_compute_domains_
         images = {p["spec"]["nodeName"]: {c["name"]: c["image"] for c in p["spec"]["containers"]} for p in pods}
         assert images["gpu-node1"] == {"compute-domains": NVIDIA_OLD, "gpus": NVIDIA_NEW}
         assert images["gpu-node2"] == {"compute-domains": NVIDIA_OLD, "gpus": NVIDIA_OLD}
+
+
+def test_an_ambiguous_smoke_test_class_refuses_the_request_before_anything_changes() -> None:
+    """Two classes of the driver fit the smoke test: the canary's request fails in one line naming
+    them, before an approver is asked and before anything changes; the policy's device_class settles it."""
+    with KubeSim(scenario="gpu-small", k8s_version="1.34", speed=SPEED) as sim:
+        Kubectl(sim.kubeconfig)("apply", "-f", "-", input=TWIN)
+        settings = dataclasses.replace(FAST, smoke_test={"image": SAMPLE})
+        h = harness(sim, image=DRA_NEW, ns=DRA_NS, ds=DRA_DS, container="plugin", node="gpu-node1", settings=settings)
+        before = len(sim.mutations())
+        checks = STEPS.check_request(h.ctx.cluster, h.run, settings)
+        smoke = [c for c in checks if c.name == "smoke-test"]
+        assert [c.status for c in smoke] == [CheckStatus.FAIL], checks
+        assert "b-gpu.example.com" in smoke[0].detail and "gpu.example.com" in smoke[0].detail
+        assert "steps.smoke_test.device_class" in smoke[0].detail
+        assert [m for m in sim.mutations()[before:] if not m["dryRun"]] == []
+        named = dataclasses.replace(FAST, smoke_test={"image": SAMPLE, "device_class": "gpu.example.com"})
+        assert not [c for c in STEPS.check_request(h.ctx.cluster, h.run, named) if c.name == "smoke-test"]

@@ -6,7 +6,10 @@ names, labels and images; a DaemonSet whose every container runs GFD, the MPS co
 or config-manager (or whose labels name one of them) is none, though it runs the plugin's
 image and, in NVIDIA's Helm chart, carries the plugin's own labels
 (:mod:`runbooks.plugin_containers`). A DRA kubelet plugin's drivers are found in its pod
-template (``--driver-name``, env values naming a known driver), else in its logs.
+template, container by container (``--driver-name``, a ``DRIVER_NAME`` env value, a program
+serving a fixed driver such as NVIDIA's ``gpu-kubelet-plugin``, a known driver named), else
+in its logs. Its registration is seen in its ResourceSlices (:mod:`runbooks.inventory.registration`);
+its log only supports.
 """
 
 from __future__ import annotations

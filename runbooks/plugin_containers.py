@@ -14,6 +14,7 @@ and args do. Pure functions over pod-template dicts.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -45,10 +46,20 @@ def plugin_containers(containers: Sequence[Mapping[str, Any]]) -> list[Mapping[s
     return [c for c in containers if not is_companion(c)]
 
 
+GPU_PROGRAMS = ("gpu-kubelet-plugin",)
+"""Programs that serve GPUs beside other kubelet plugins of one pod: NVIDIA's DRA driver
+(NVIDIA/k8s-dra-driver-gpu v25.x, ``templates/kubeletplugin.yaml``) runs ``gpu-kubelet-plugin`` in its
+``gpus`` container beside ``compute-domain-kubelet-plugin`` in ``compute-domains``."""
+
+
 def plugin_container(containers: Sequence[Mapping[str, Any]]) -> str | None:
     """The name of the container to change when none is named: the only one, else the only one
-    that is not a companion; ``None`` when that leaves none or several."""
+    that is not a companion, else the only one running a GPU program (:data:`GPU_PROGRAMS`);
+    ``None`` when that leaves none or several."""
     if len(containers) == 1:
         return str(containers[0].get("name", ""))
     chosen = plugin_containers(containers)
+    if len(chosen) > 1:
+        chosen = [c for c in chosen if any(re.search(rf"(?<![\w.-]){re.escape(p)}(?![\w.-])", runs(c))
+                                           for p in GPU_PROGRAMS)]
     return str(chosen[0].get("name", "")) if len(chosen) == 1 else None

@@ -201,11 +201,17 @@ class WaitingShape(_Shape):
     reason: Any = None
 
 
+class RunningShape(_Shape):
+    started_at: Any = None
+
+
 class StateShape(_Shape):
     waiting: WaitingShape | None = None
+    running: RunningShape | None = None
 
 
 class ContainerStatusShape(_Shape):
+    name: Any = None
     restart_count: Any = None
     state: StateShape | None = None
 
@@ -259,6 +265,8 @@ class CountedShape(_Shape):
 
 class PoolShape(_Shape):
     name: Any = None
+    generation: Any = None
+    resource_slice_count: Any = None
 
 
 class SliceSpecShape(_Shape):
@@ -272,11 +280,31 @@ class NamedResourcesShape(_Shape):
     instances: list[CountedShape] | None = None
 
 
-class SliceShape(_Shape):
-    """A ResourceSlice as the inventory reads it: driver, node, pool and how many devices (not the
-    devices' attributes); v1alpha2's top-level fields too."""
+class SliceOwnerShape(_Shape):
+    kind: Any = None
+    name: Any = None
 
-    metadata: MetaShape | None = None
+
+class WriteShape(_Shape):
+    time: Any = None
+
+
+class SliceMetaShape(_Shape):
+    """What says who published a slice, and when: its owner (a kubelet plugin's Node), its
+    creation and the times of its writes (``managedFields``)."""
+
+    name: Any = None
+    creation_timestamp: Any = None
+    owner_references: list[SliceOwnerShape] | None = None
+    managed_fields: list[WriteShape] | None = None
+
+
+class SliceShape(_Shape):
+    """A ResourceSlice as the inventory reads it: driver, node, pool (name, generation, slice
+    count), who published it and when, and how many devices (not the devices' attributes);
+    v1alpha2's top-level fields too."""
+
+    metadata: SliceMetaShape | None = None
     spec: SliceSpecShape | None = None
     node_name: Any = None
     driver_name: Any = None

@@ -29,7 +29,7 @@ class NodeBaseline(Model):
     restarts: int = 0
     images: dict[str, str] = Field(default_factory=dict, description="container -> image of the plugin pod")
     revision_hash: str | None = None
-    registered: bool | None = Field(None, description="its log showed the registration line")
+    registered: bool | None = Field(None, description="registered: a device plugin's log line, a DRA driver's slices")
     slices: dict[str, int] = Field(default_factory=dict, description="DRA driver -> devices in its ResourceSlices")
 
 

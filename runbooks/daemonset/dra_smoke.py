@@ -4,7 +4,8 @@ For a DRA kubelet plugin the device-plugin smoke test proves nothing (it asks fo
 ``nvidia.com/gpu``, which the DRA driver does not serve). This one follows the DRA
 upgrade guide: in the smoke test's namespace it creates a ResourceClaimTemplate in the
 version the cluster serves (each version's request shape), asking one device of the
-driver's device class, and a pod that uses it, pinned to the node under test and asking
+driver's class that asks for a GPU (:mod:`runbooks.dra.classes`: by its selectors, never by name
+order; or the policy's ``smoke_test.device_class``), and a pod that uses it, pinned to the node under test and asking
 no extended resource. It checks that the claim was allocated a device of the driver on
 that node, that the pod logged ``expect`` (``Test PASSED``). Then the guide's negative test: a
 second pod (``<name>-hold``, the same image told to ``sleep``) holds a claim of the same
@@ -19,18 +20,21 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+from collections.abc import Iterable
 from typing import Any
 
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import PODS, Resource
 from runbooks.daemonset.observing import wait_for
 from runbooks.daemonset.smoke_testing import CONTAINER, MANAGED, pending_reason, smoke_pod
+from runbooks.dra.classes import Chosen, choose_class
 from runbooks.dra.shapes import claim_spec, pod_claim
 from runbooks.engine.recording import failed, passed, unknown
 from runbooks.engine.scoping import SMOKE_NAMESPACE, SMOKE_POD_PREFIX
 from runbooks.engine.steps import Check, CheckStatus, Clock
 from runbooks.errors import ClusterError, Forbidden, NotFound
-from runbooks.inventory.reading import class_from
+from runbooks.inventory.plugins import drivers_by_slices, serving, template_drivers
+from runbooks.inventory.reading import class_from, slice_from
 
 POD_CLAIM = "gpu"
 RELEASE_SECONDS = 30.0
@@ -58,15 +62,51 @@ def allocated(claim: dict[str, Any]) -> list[tuple[str, str, str]]:
     return []
 
 
-def device_class_for(cluster: Cluster, drivers: list[str], chosen: dict[str, Resource]) -> str | None:
-    """The first device class (v1alpha2: resource class) whose driver is one of ``drivers``."""
-    for kind in ("DeviceClass", "ResourceClass"):
-        if kind in chosen:
-            for obj in cluster.list_objects(chosen[kind]):
-                klass = class_from(obj, kind)
-                if set(klass.drivers) & set(drivers):
-                    return klass.name
-    return None
+def device_class_for(cluster: Cluster, drivers: list[str], chosen: dict[str, Resource],
+                     named: str | None = None) -> Chosen:
+    """The device class (v1alpha2: resource class) the claim asks a device of: ``named`` (the
+    policy's ``smoke_test.device_class``) if the cluster has it, else the one whose selectors ask a
+    GPU of one of ``drivers`` (:func:`runbooks.dra.classes.choose_class`; never by name order)."""
+    kind = next((k for k in ("DeviceClass", "ResourceClass") if k in chosen), None)
+    if kind is None:
+        return Chosen(None, problem="this cluster serves no DeviceClass API")
+    classes = [{**obj, "kind": kind} for obj in cluster.list_objects(chosen[kind])]
+    if named:
+        if any((c.get("metadata") or {}).get("name") == named for c in classes):
+            return Chosen(named, f"{named}: the policy's smoke_test.device_class")
+        return Chosen(None, problem=f"the policy's smoke_test.device_class {named} is no {kind} of this cluster")
+    return choose_class(classes, drivers)
+
+
+def request_check(cluster: Cluster, spec: dict[str, Any], ds: dict[str, Any], *, nodes: Iterable[str],
+                  container: str | None) -> list[Check]:
+    """At request time, for a DRA driver's smoke test: the class its claim would ask a device of
+    (:func:`device_class_for`, for the drivers ``container`` serves: those its pod template names,
+    else those with slices on its ``nodes``), so a class that is ambiguous, missing or absent fails
+    the request in one line before anything changes. Nothing to say without an image, or when no
+    driver of the DaemonSet is known (verify says so)."""
+    if not spec.get("image"):
+        return []
+    chosen = cluster.dra_apis().chosen
+    if "ResourceClaimTemplate" not in chosen:
+        return []
+    named = str(spec.get("device_class") or "") or None
+    classes = [class_from(o, k) for k in ("DeviceClass", "ResourceClass") if k in chosen
+               for o in cluster.list_objects(chosen[k])]
+    named_drivers = template_drivers(ds, {d for c in classes for d in c.drivers})
+    if not named_drivers and "ResourceSlice" in chosen:
+        slice_nodes: dict[str, set[str]] = {}
+        for found in cluster.list_objects(chosen["ResourceSlice"], project=slice_from):
+            if found.node:
+                slice_nodes.setdefault(found.driver, set()).add(found.node)
+        named_drivers = drivers_by_slices(set(nodes), slice_nodes)
+    drivers = list(serving(ds, named_drivers, container=container))
+    if not drivers and not named:
+        return []
+    klass = device_class_for(cluster, drivers, chosen, named)
+    if klass.name is None:
+        return [failed("smoke-test", f"the DRA smoke test could not choose its device class: {klass.problem}")]
+    return []
 
 
 def dra_smoke_test(cluster: Cluster, spec: dict[str, Any], *, node: str | None, drivers: list[str], clock: Clock,
@@ -79,10 +119,10 @@ def dra_smoke_test(cluster: Cluster, spec: dict[str, Any], *, node: str | None, 
     if "ResourceClaimTemplate" not in chosen or "ResourceClaim" not in chosen:
         return unknown("smoke-test", "this cluster serves no ResourceClaimTemplate API: the DRA smoke test "
                        "cannot run", scope)
-    device_class = str(spec.get("device_class") or "") or device_class_for(cluster, drivers, chosen)
-    if not device_class:
-        return unknown("smoke-test", f"no device class names the driver {', '.join(drivers) or '?'}: set "
-                       "smoke_test.device_class in the policy", scope)
+    klass = device_class_for(cluster, drivers, chosen, str(spec.get("device_class") or "") or None)
+    if klass.name is None:
+        return unknown("smoke-test", f"the DRA smoke test did not run: {klass.problem}", scope)
+    device_class = klass.name
     namespace = str(spec.get("namespace") or SMOKE_NAMESPACE)
     name = f"{SMOKE_POD_PREFIX}{secrets.token_hex(3)}"
     templates, claims = chosen["ResourceClaimTemplate"], chosen["ResourceClaim"]
@@ -108,7 +148,7 @@ def dra_smoke_test(cluster: Cluster, spec: dict[str, Any], *, node: str | None, 
         check = failed("smoke-test", f"the DRA smoke test could not run: {exc}", scope)
     left = _clean_up(cluster, made, namespace)
     evidence = {**check.evidence, "namespace": namespace, "pod": name, "device_class": device_class,
-                "cleaned_up": not left}
+                "device_class_why": klass.why, "cleaned_up": not left}
     if left:
         return check.model_copy(update={
             "status": CheckStatus.WARN if check.status is CheckStatus.PASS else check.status,

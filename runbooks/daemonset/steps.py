@@ -38,6 +38,7 @@ from runbooks.cluster.wrapping import forbidden_sentence
 from runbooks.daemonset import (
     canarying,
     companions,
+    dra_smoke,
     draining,
     metric_checks,
     preflight,
@@ -82,8 +83,11 @@ class DaemonSetSteps:
         if refused is not None:  # issue 34: refused before an approver is asked, naming the rule
             return [failed("rbac", forbidden_sentence(refused, ""))]
         checks = preflight.request_checks(cluster, snap, run=run, settings=settings, baseline=False)[0]
-        if smoke:  # a RuntimeClass the smoke pod would name and the cluster lacks
+        if smoke:  # a RuntimeClass the smoke pod would name and the cluster lacks; a DRA class not to be chosen
             checks += smoke_testing.request_check(cluster, smoke, snap.ds, resource=settings.gpu_resources[0])
+            if dra:
+                checks += dra_smoke.request_check(cluster, smoke, snap.ds, nodes=snap.nodes,
+                                                  container=run.container or None)
         if run.target.drain and not any(c.status == "fail" for c in checks):
             for node in run.canary_nodes:
                 checks += draining.request_checks(cluster, node, dra=dra,

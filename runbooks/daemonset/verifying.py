@@ -18,6 +18,7 @@ import contextlib
 import datetime as dt
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from runbooks.cluster import Cluster
@@ -25,7 +26,7 @@ from runbooks.cluster.decoding import NodeShape
 from runbooks.cluster.informing import ClusterWatches, Informer, held_informer
 from runbooks.cluster.resources import NODES
 from runbooks.daemonset import checks as judge
-from runbooks.daemonset import companions, metric_checks
+from runbooks.daemonset import companions, dra_registered, metric_checks
 from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.dra_smoke import dra_smoke_test
 from runbooks.daemonset.events import WATCHED, Event, event_checks
@@ -45,6 +46,7 @@ from runbooks.inventory.plugins import (
     LogResult,
     classify,
     drivers_by_slices,
+    serving,
     template_drivers,
 )
 from runbooks.inventory.reading import node_from, parse_time
@@ -170,8 +172,9 @@ def _verify(
         end = following.snapshot(read_daemonset=True)
         events = _or_forbidden(reads.events)
         dra_objects = _or_forbidden(lambda: (reads.slices(), reads.claims(since))) if dra else None
+        seen = _dra_seen(cluster, start, end, dra_objects, baseline=baseline, container=container)
         registration = _registration(end, scope, kind=kind, everywhere=everywhere, pattern=pattern, final=final,
-                                     resources=resources, budget=settings.log_budget, logs=logs)
+                                     resources=resources, budget=settings.log_budget, logs=logs, dra=seen)
     where = judge.scope_of(scope, everywhere)
 
     checks: list[Check] = [
@@ -209,8 +212,9 @@ def _verify(
         on = scope[0] if len(scope) == 1 and not everywhere else None
         klass = runtime_class(settings.smoke_test, end.ds)
         if dra:  # a DRA driver's devices come through a claim, never through an extended resource
+            served = list(seen.drivers) if seen is not None and seen.drivers else drivers  # a canaried container's
             checks.append(dra_smoke_test(cluster, {**settings.smoke_test, "runtime_class": klass}, node=on,
-                                         drivers=drivers, clock=clock, interval=settings.poll_interval))
+                                         drivers=served, clock=clock, interval=settings.poll_interval))
         else:
             checks.append(smoke_test(cluster, settings.smoke_test, node=on, resource=resources[0], clock=clock,
                                      interval=settings.poll_interval, runtime_class=klass))
@@ -350,18 +354,51 @@ def log_reads(snap: Snapshot, nodes: Sequence[str], final: dict[str, Node], *, k
     return pods, chosen, reads
 
 
+@dataclass(frozen=True)
+class DraSeen:
+    """What a DRA driver's registration is judged by (:mod:`runbooks.daemonset.dra_registered`):
+    every ResourceSlice (None: unreadable, ``problem`` says why), the drivers judged with the
+    containers serving each, and the API server's time."""
+
+    slices: list[ResourceSlice] | None
+    drivers: dict[str, list[str]]
+    now: dt.datetime
+    problem: str = ""
+
+
+def _dra_seen(cluster: Cluster, start: Snapshot, end: Snapshot, dra_objects: Any, *, baseline: Baseline | None,
+              container: str | None) -> DraSeen | None:
+    """None when the registration is read from logs: a device plugin, or DRA before ResourceSlices (1.30)."""
+    if dra_objects is None:
+        return None
+    if isinstance(dra_objects, Forbidden):
+        return DraSeen(None, {}, cluster.server_time(), problem=str(dra_objects))
+    slices = dra_objects[0]
+    if slices is None:
+        return None
+    drivers = list(baseline.drivers) if baseline else _drivers(start, slices)
+    return DraSeen(list(slices), serving(end.ds, drivers, container=container), cluster.server_time())
+
+
 def _registration(snap: Snapshot, nodes: Sequence[str], *, kind: str, everywhere: bool,
                   pattern: str | None, final: dict[str, Node], resources: Sequence[str], logs: WindowLogs,
-                  budget: int = LOG_BUDGET) -> Check:
-    """The registration of the plugin on every node in scope: from its log on a sample of at
-    most ``budget`` nodes covering every failure domain (``logs``: those read during the
-    window, read again only where they did not show it), and (a device plugin) from what each
+                  budget: int = LOG_BUDGET, dra: DraSeen | None = None) -> Check:
+    """The registration of the plugin on every node in scope. A DRA driver's (``dra``), from its
+    ResourceSlices on each node, the logs read being supporting evidence only. Else from its log on
+    a sample of at most ``budget`` nodes covering every failure domain (``logs``: those read during
+    the window, read again only where they did not show it), and (a device plugin) from what each
     other node advertises (allocatable GPUs, read at the end of the window)."""
     namespace = snap.meta.get("namespace", "")
     pods, chosen, reads = log_reads(snap, nodes, final, kind=kind, pattern=pattern, budget=budget)
     by_pod = logs.results(reads, {pod.name: pod for _, pod in chosen})
     found: dict[str, LogResult] = {node: by_pod[(namespace, pod.name)] for node, pod in chosen
                                    if (namespace, pod.name) in by_pod}
+    if dra is not None:
+        if dra.slices is None:
+            return unknown("plugin-registered", "cannot read the ResourceSlices by which a DRA driver's registration "
+                           f"is seen: {dra.problem}", judge.scope_of(nodes, everywhere))
+        return dra_registered.judge(snap, nodes, dra.slices, drivers=dra.drivers, logs=found, now=dra.now,
+                                    everywhere=everywhere, pattern=pattern)
     sampled = {n for n, _ in chosen}
     rest = [n for n, _ in pods if n not in sampled]
     advertised = ({n: sum(final[n].allocatable.get(r, 0) for r in resources) for n in rest if n in final}

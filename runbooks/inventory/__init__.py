@@ -2,7 +2,8 @@
 
 ``models`` holds the pydantic models (the baseline later steps diff against);
 ``reading`` reduces API JSON to them (pure); ``plugins`` recognises plugin DaemonSets and
-reads their registration from logs; ``stacks`` reads a node's driver, CUDA, OS and runtime
+reads a device plugin's registration from its log; ``registration`` sees a DRA driver's in its
+ResourceSlices (pure); ``stacks`` reads a node's driver, CUDA, OS and runtime
 and groups GPU nodes into hardware classes (pure); ``findings`` judges (pure); ``taking`` runs it all
 through a :class:`~runbooks.cluster.Cluster`.
 """

@@ -106,10 +106,13 @@ class PluginPod(Model):
     images: dict[Shown, Shown] = Field(default_factory=dict, description="container -> image")
     revision_hash: Shown | None = Field(None, description="controller-revision-hash label")
     registered: bool | None = Field(
-        None, description="the log shows the registration line; None when the log was not read"
+        None, description="registered with the kubelet: a device plugin's log shows the registration line; a DRA "
+        "driver's ResourceSlices for the node are published by this pod (issue 59); None when not known"
     )
     uid: str | None = Field(None, description="metadata.uid (deletes are made with it as precondition)")
     deleting: bool = Field(False, description="has a deletionTimestamp: terminating")
+    started: dict[Shown, dt.datetime] = Field(default_factory=dict,
+                                              description="container -> when it started running (running ones only)")
 
 
 class ContainerFacts(Model):
@@ -174,6 +177,11 @@ class ResourceSlice(Model):
     driver: Shown
     pool: Shown = ""
     devices: int = 0
+    generation: int = Field(0, description="spec.pool.generation")
+    slice_count: int = Field(1, description="spec.pool.resourceSliceCount: the slices its pool says it has")
+    owner_node: Shown | None = Field(None, description="the Node its ownerReferences name (a kubelet plugin's)")
+    created: dt.datetime | None = Field(None, description="metadata.creationTimestamp")
+    written: dt.datetime | None = Field(None, description="its newest write: creation or a managedFields time")
 
 
 class ResourceClaim(Model):

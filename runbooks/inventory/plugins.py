@@ -6,7 +6,10 @@ names, labels and images; a DaemonSet whose every container runs GFD, the MPS co
 or config-manager (or whose labels name one of them) is none, though it runs the plugin's
 image and, in NVIDIA's Helm chart, carries the plugin's own labels
 (:mod:`runbooks.plugin_containers`). A DRA kubelet plugin's drivers are found in its pod
-template (``--driver-name``, env values naming a known driver), else in its logs.
+template, container by container (``--driver-name``, a ``DRIVER_NAME`` env value, a program
+serving a fixed driver such as NVIDIA's ``gpu-kubelet-plugin``, a known driver named), else
+in its logs. Its registration is seen in its ResourceSlices (:mod:`runbooks.inventory.registration`);
+its log only supports.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from runbooks.characters import shown
 from runbooks.errors import ClusterError, Forbidden, InvalidRequest, NotFound, scrub, shorten
 from runbooks.inventory.models import Node, PluginKind, PluginPod
 from runbooks.inventory.reading import Obj
-from runbooks.plugin_containers import companion_labels, is_companion
+from runbooks.plugin_containers import companion_labels, is_companion, runs
 
 DEVICE_PLUGIN_MARKERS = ("device-plugin", "deviceplugin", "gpu-plugin")
 DRA_PLUGIN_MARKERS = ("kubeletplugin", "kubelet-plugin", "dra-driver", "dra-example-driver", "k8s-dra-driver")
@@ -30,7 +33,10 @@ REGISTERED = {
     # NVIDIA's "Registered device plugin for 'nvidia.com/gpu' with Kubelet", and the generic
     # "Registered device plugin with Kubelet" of Kubernetes' plugin examples (other vendors).
     "device-plugin": re.compile(r"Registered device plugin (?:for '[^']+' )?with Kubelet"),
-    "dra-kubelet-plugin": re.compile(r'registered=true|"GRPC server started" logger="registrar"'),
+    # A DRA driver's registration is seen in its ResourceSlices (runbooks.inventory.registration);
+    # its log only supports: kubernetes/dynamic-resource-allocation's kubeletplugin logs the
+    # registrar's "GRPC server started" at verbosity 3 (nonblockinggrpcserver.go), and nothing at 0.
+    "dra-kubelet-plugin": re.compile(r'"GRPC server started" logger="registrar"'),
 }
 _DRIVER_IN_LOG = re.compile(r'driver="([^"]+)"')
 _DRIVER_ARG = re.compile(r"--driver(?:-name)?[= ]([a-z0-9.-]+)")
@@ -110,12 +116,48 @@ def _by_drivers(ds: Obj, drivers: set[str]) -> PluginKind:
     return "dra-kubelet-plugin" if template_drivers(ds, drivers) else "device-plugin"
 
 
-def template_drivers(ds: Obj, known: set[str]) -> list[str]:
-    """DRA drivers the pod template names: ``--driver-name=…`` or a known driver in args/env."""
+PROGRAM_DRIVERS = {
+    # NVIDIA/k8s-dra-driver-gpu (v25.x): the kubelet-plugin DaemonSet's containers run these
+    # (templates/kubeletplugin.yaml); each program's DriverName is in cmd/<program>/main.go.
+    "gpu-kubelet-plugin": "gpu.nvidia.com",
+    "compute-domain-kubelet-plugin": "compute-domain.nvidia.com",
+}
+"""Kubelet-plugin programs that serve a fixed driver, which their pod template then never names."""
+_PROGRAM = re.compile(r"(?<![\w.-])(" + "|".join(map(re.escape, PROGRAM_DRIVERS)) + r")(?![\w.-])")
+DRIVER_ENV = ("DRIVER_NAME",)
+"""Env variables whose literal value is the driver's name (kubernetes-sigs/dra-example-driver's chart)."""
+
+
+def container_drivers(ds: Obj, known: set[str]) -> dict[str, list[str]]:
+    """``{container: drivers}`` of the pod template's containers: ``--driver-name=…``, a
+    ``DRIVER_NAME`` env value, a program of :data:`PROGRAM_DRIVERS`, or a known driver named in
+    its command, args or env."""
     spec = (((ds.get("spec") or {}).get("template")) or {}).get("spec") or {}
-    text = json.dumps([[c.get("command"), c.get("args"), c.get("env")] for c in spec.get("containers") or []])
-    found = set(_DRIVER_ARG.findall(text)) | {d for d in known if d and d in text}
-    return sorted(found)
+    out: dict[str, list[str]] = {}
+    for c in spec.get("containers") or []:
+        text = json.dumps([c.get("command"), c.get("args"), c.get("env")])
+        found = set(_DRIVER_ARG.findall(text)) | {d for d in known if d and d in text}
+        found |= {str(e.get("value")) for e in c.get("env") or [] if e.get("name") in DRIVER_ENV and e.get("value")}
+        found |= {PROGRAM_DRIVERS[p] for p in _PROGRAM.findall(runs(c))}
+        out[str(c.get("name", ""))] = sorted(found)
+    return out
+
+
+def template_drivers(ds: Obj, known: set[str]) -> list[str]:
+    """DRA drivers the pod template names (:func:`container_drivers` of all its containers)."""
+    return sorted({d for found in container_drivers(ds, known).values() for d in found})
+
+
+def serving(ds: Obj, drivers: Iterable[str], *, container: str | None = None) -> dict[str, list[str]]:
+    """``{driver: the containers serving it}`` (none known: ``[]``, the whole pod); with
+    ``container`` (a canary's), only the drivers it serves, when it serves any."""
+    by_container = container_drivers(ds, set(drivers))
+    out = {d: sorted(c for c, found in by_container.items() if d in found) for d in drivers}
+    if container is not None:
+        own = {d: c for d, c in out.items() if container in c}
+        if own:
+            return {d: [container] for d in own}
+    return out
 
 
 # ------------------------------------------------------------------------------ logs

@@ -22,7 +22,9 @@ from runbooks.cluster.decoding import (
     PodShape,
     PodSpecShape,
     PodStatusShape,
+    PoolShape,
     ResourcesShape,
+    SliceMetaShape,
     SliceShape,
 )
 from runbooks.inventory.models import (
@@ -61,6 +63,7 @@ _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([a-zA-Z]*)$")
 
 
 _NO_META, _NO_SPEC, _NO_STATUS, _NO_RESOURCES = MetaShape(), PodSpecShape(), PodStatusShape(), ResourcesShape()
+_NO_SLICE_META, _NO_POOL = SliceMetaShape(), PoolShape()
 _NO_NODE_SPEC, _NO_NODE_STATUS = NodeSpecShape(), NodeStatusShape()
 
 
@@ -264,7 +267,15 @@ def pod_from(obj: Obj | PodShape) -> PluginPod:
         revision_hash=(meta.get("labels") or {}).get(HASH_LABEL),
         uid=meta.get("uid"),
         deleting=meta.get("deletionTimestamp") is not None,
+        started=_started({s.get("name"): ((s.get("state") or {}).get("running") or {}).get("startedAt")
+                          for s in statuses}),
     )
+
+
+def _started(running: dict[Any, Any]) -> dict[str, dt.datetime]:
+    """``{container: startedAt}`` of the containers running (the others' start says nothing now)."""
+    found = {str(name): parse_time(at) for name, at in running.items() if name and at}
+    return {name: at for name, at in found.items() if at is not None}
 
 
 def _pod_of_shape(pod: PodShape) -> PluginPod:
@@ -284,6 +295,8 @@ def _pod_of_shape(pod: PodShape) -> PluginPod:
         revision_hash=shared((meta.labels or {}).get(HASH_LABEL)),
         uid=meta.uid,
         deleting=meta.deletion_timestamp is not None,
+        started=_started({s.name: s.state.running.started_at if s.state and s.state.running else None
+                          for s in statuses}),
     )
 
 
@@ -345,27 +358,61 @@ def slice_from(obj: Obj | SliceShape) -> ResourceSlice:
         instances = (obj.get("namedResources") or {}).get("instances") or []
         return ResourceSlice(
             name=_meta(obj).get("name", ""), node=obj.get("nodeName"), driver=obj.get("driverName", ""),
-            pool=obj.get("nodeName") or "", devices=len(instances),
+            pool=obj.get("nodeName") or "", devices=len(instances), **_published_of(obj, {}),
         )
+    pool = spec.get("pool") or {}
     return ResourceSlice(
         name=_meta(obj).get("name", ""), node=spec.get("nodeName"), driver=spec.get("driver", ""),
-        pool=(spec.get("pool") or {}).get("name", ""), devices=len(spec.get("devices") or []),
+        pool=pool.get("name", ""), devices=len(spec.get("devices") or []), **_published_of(obj, pool),
     )
 
 
+def _published_of(obj: Obj, pool: Obj) -> dict[str, Any]:
+    meta = _meta(obj)
+    return _published(meta.get("creationTimestamp"), [(o.get("kind"), o.get("name")) for o in
+                                                      meta.get("ownerReferences") or []],
+                      [f.get("time") for f in meta.get("managedFields") or []], pool.get("generation"),
+                      pool.get("resourceSliceCount"))
+
+
 def _slice_of_shape(found: SliceShape) -> ResourceSlice:
-    name = given((found.metadata or _NO_META).name, "")
+    meta = found.metadata or _NO_SLICE_META
+    name = given(meta.name, "")
     spec = found.spec
     if spec is None:  # v1alpha2: top-level fields, devices as namedResources instances
         instances = (found.named_resources.instances if found.named_resources else None) or []
         return ResourceSlice(
             name=name, node=shared(found.node_name), driver=shared(given(found.driver_name, "")),
-            pool=shared(found.node_name or ""), devices=len(instances),
+            pool=shared(found.node_name or ""), devices=len(instances), **_published(
+                meta.creation_timestamp, [(o.kind, o.name) for o in meta.owner_references or []],
+                [f.time for f in meta.managed_fields or []], None, None),
         )
+    pool = spec.pool or _NO_POOL
     return ResourceSlice(
         name=name, node=shared(spec.node_name), driver=shared(given(spec.driver, "")),
-        pool=shared(given(spec.pool.name if spec.pool else None, "")), devices=len(spec.devices or []),
+        pool=shared(given(pool.name, "")), devices=len(spec.devices or []), **_published(
+            meta.creation_timestamp, [(o.kind, o.name) for o in meta.owner_references or []],
+            [f.time for f in meta.managed_fields or []], pool.generation, pool.resource_slice_count),
     )
+
+
+def _published(created: Any, owners: list[tuple[Any, Any]], writes: list[Any], generation: Any,
+               count: Any) -> dict[str, Any]:
+    """What says who published a slice and when: the Node owning it (the kubelet plugin's
+    resourceslice controller names it), its pool's generation and slice count, its creation and
+    its newest write (a ``managedFields`` time; the creation when none)."""
+    made = parse_time(created)
+    times = [t for t in (parse_time(w) for w in writes) if t is not None]
+    node = next((str(name) for kind, name in owners if kind == "Node" and name), None)
+    return {"generation": _int(generation), "slice_count": _int(count) or 1, "owner_node": node, "created": made,
+            "written": max([*times, *([made] if made else [])], default=None)}
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def claim_state(obj: Obj, *, v1alpha2: bool) -> str:

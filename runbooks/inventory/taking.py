@@ -45,6 +45,7 @@ from runbooks.inventory.models import (
 )
 from runbooks.inventory.pod_use import PENDING, PodTally, PodUse, gpus_in_use, pod_use
 from runbooks.inventory.reading import Obj
+from runbooks.inventory.registration import pods_registered
 from runbooks.inventory.watch_cache import cached_reads, cached_slices
 
 DRA_GATE = "DynamicResourceAllocation"
@@ -121,8 +122,11 @@ def _take(
                   for ds, kind in chosen]
     kept = cache.memo("registrations", plugins.Registrations) if cache is not None else None
     daemonsets, log_notes = _registrations(cluster, daemonsets, {n.name: n for n in nodes}, log_budget,
-                                           registration or {}, kept)
+                                           registration or {}, kept, by_slices="ResourceSlice" in apis.chosen)
     daemonsets, driver_notes = _assign_drivers(daemonsets, slices, classes)
+    if "ResourceSlice" in apis.chosen:  # a DRA driver's registration is seen in its slices, its log only supports
+        raw = {plugins.ref_of(ds): ds for ds, _ in chosen}
+        daemonsets = [pods_registered(ds, raw.get(ds.ref), slices, taken_at) for ds in daemonsets]
     notes += log_notes + driver_notes
     if in_use_of is not None:  # a few nodes' (a canary's): never the whole cluster's pods for them (every
         # node's were read above, with the plugins' pods)
@@ -207,15 +211,20 @@ def _plugin_daemonset(cluster: Cluster, ds: Obj, kind: PluginKind, known_drivers
 
 def _registrations(
     cluster: Cluster, daemonsets: list[DaemonSet], nodes: dict[str, Node], budget: int,
-    registration: Mapping[str, str], kept: plugins.Registrations | None = None,
+    registration: Mapping[str, str], kept: plugins.Registrations | None = None, *, by_slices: bool = False,
 ) -> tuple[list[DaemonSet], list[str]]:
     """Plugin pods with ``registered`` read from their logs (within the budget); ``registration``
     names the line to look for per target (else the kind's default). ``kept`` (a worker's, with
     its watch cache): the registrations its earlier inventories saw, not read again while the
-    pod and its containers are the same; the budget goes to the others."""
+    pod and its containers are the same; the budget goes to the others. ``by_slices``: the
+    cluster serves ResourceSlices, in which a DRA driver's registration is seen
+    (:func:`~runbooks.inventory.registration.pods_registered`), so its logs are not read
+    unless the policy names its registration line."""
     known: dict[tuple[str, str], plugins.LogResult] = {}
     candidates = []
     for ds in daemonsets:
+        if by_slices and ds.kind == "dra-kubelet-plugin" and ds.ref not in registration:
+            continue
         for pod in ds.pods:
             read = plugins.LogRead(ds.ref, ds.namespace, pod.name, sorted(pod.images), ds.kind,
                                    registration.get(ds.ref))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -104,7 +105,7 @@ def test_a_page_decoded_as_shapes_reads_what_the_dicts_read() -> None:
     assert reading.pod_from(shape).model_dump() == {
         "name": "plugin-x", "node": "gpu-node1", "phase": "Pending", "ready": False, "restarts": 3,
         "crashloop": True, "waiting_reason": "CrashLoopBackOff", "images": {"plugin": "nvcr.io/p:v1"},
-        "revision_hash": "abc", "registered": None, "uid": "u-1", "deleting": False}
+        "revision_hash": "abc", "registered": None, "uid": "u-1", "deleting": False, "started": {}}
     use = pod_use(shape, ("nvidia.com/gpu",))
     assert use == pod_use(FULL_POD, ("nvidia.com/gpu",))
     assert use is not None and use.requests == {"nvidia.com/gpu": 2} and use.unschedulable == "no fit"
@@ -120,13 +121,20 @@ def test_a_page_decoded_as_shapes_reads_what_the_dicts_read() -> None:
     assert reading.node_from(nodes[0], ("nvidia.com/gpu",)).allocatable == {"nvidia.com/gpu": 7}
 
     devices = [{"name": f"gpu-{i}", "basic": {"attributes": {"index": {"int": i}}}} for i in range(8)]
-    slices = [{"metadata": {"name": "s1"}, "spec": {"driver": "gpu.example.com", "nodeName": "gpu-node1",
-                                                     "pool": {"name": "p"}, "devices": devices}},
+    slices = [{"metadata": {"name": "s1", "creationTimestamp": "2026-12-07T12:00:00Z",
+                            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "gpu-node1", "uid": "n"}],
+                            "managedFields": [{"manager": "gpu-kubelet-plugin", "time": "2026-12-07T12:00:09Z"}]},
+               "spec": {"driver": "gpu.example.com", "nodeName": "gpu-node1",
+                        "pool": {"name": "p", "generation": 2, "resourceSliceCount": 1}, "devices": devices}},
               {"metadata": {"name": "s0"}, "driverName": "gpu.example.com", "nodeName": "gpu-node2",
                "namedResources": {"instances": devices[:2]}}]
     typed = decode_page(page(items=slices), item=SliceShape).objects
     assert [reading.slice_from(s) for s in typed] == [reading.slice_from(s) for s in slices]
     assert [(s.devices, s.pool) for s in map(reading.slice_from, typed)] == [(8, "p"), (2, "gpu-node2")]
+    first = reading.slice_from(typed[0])  # who published it, and when (issue 59: registration seen in the API)
+    assert (first.owner_node, first.generation, first.slice_count) == ("gpu-node1", 2, 1)
+    assert (first.created, first.written) == (dt.datetime(2026, 12, 7, 12, tzinfo=dt.UTC),
+                                              dt.datetime(2026, 12, 7, 12, 0, 9, tzinfo=dt.UTC))
 
 
 @pytest.mark.parametrize("obj", [

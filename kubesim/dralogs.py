@@ -138,13 +138,6 @@ def _compute_domains(container: Mapping[str, Any], uuids: Sequence[str], driver_
     return _at(start, lines, dradrivers.verbosity(container))
 
 
-def from_source(container: Mapping[str, Any]) -> bool:
-    """Whether the container's lines are read from its source: NVIDIA's plugins, and the example
-    driver as its chart runs it (``HEALTHCHECK_PORT`` set); gpu-small's hand-made DaemonSet keeps
-    kubesim's older lines for now."""
-    return dradrivers.driver_of(container) != dradrivers.EXAMPLE or dradrivers.env_value(container, "HEALTHCHECK_PORT") is not None
-
-
 def started(container: Mapping[str, Any], driver: str, *, node: str, labels: Mapping[str, str], gpus: int,
             start: dt.datetime, first: bool) -> Lines:
     """A healthy plugin of ``driver`` starting on ``node`` (``first``: the node's first start of it)."""

@@ -1,5 +1,5 @@
 """What the simulated containers print: klog lines of the NVIDIA device plugin (v0.14
-style), of the DRA example driver's kubelet plugin, and of crashing images."""
+style) and of crashing images (DRA kubelet plugins: :mod:`kubesim.dralogs`)."""
 
 from __future__ import annotations
 
@@ -171,25 +171,6 @@ def crash(start: dt.datetime, reason: str | None = None) -> Lines:
             ("E", "main.go:173", NVML_MISMATCH),
         ])
     return _at(start, [("E", "main.go:123", reason or CRASH_MESSAGE)])
-
-
-def dra_plugin_started(node: str, driver: str, start: dt.datetime, *, slices: bool) -> Lines:
-    lines = [
-        ("I", "main.go:152", f'"Starting kubelet plugin" driver="{driver}" node="{node}"'),
-        ("I", "nonblockinggrpcserver.go:105", '"GRPC server started" logger="dra"'),
-        ("I", "nonblockinggrpcserver.go:105", '"GRPC server started" logger="registrar"'),
-    ]
-    if slices:
-        lines.append(("I", "resourceslicecontroller.go:311", f'"Publishing ResourceSlices" driver="{driver}" pool="{node}"'))
-    return _at(start, lines)
-
-
-def dra_plugin_reregistered(driver: str, start: dt.datetime) -> Lines:
-    return _at(start, [("I", "registrationserver.go:80", f'"Registration status received" driver="{driver}" registered=true')])
-
-
-def dra_plugin_silent(start: dt.datetime) -> Lines:
-    return _at(start, [("I", "main.go:152", '"No devices found, waiting" driver="gpu.example.com"')])
 
 
 def cuda_vectoradd(start: dt.datetime, *, error: str | None = None) -> Lines:

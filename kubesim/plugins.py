@@ -48,10 +48,7 @@ class PluginAgent:
                 self.register_device_plugin(node, rt.uid)  # type: ignore[attr-defined]
             return
         driver = dradrivers.driver_of(container) or dra.DRIVER
-        if not dralogs.from_source(container):  # gpu-small's hand-made DaemonSet, until its lines are read too
-            lines = (pluginlogs.dra_plugin_started(node, driver, start, slices=dra.has_slices(self.sim.minor))
-                     if healthy else pluginlogs.dra_plugin_silent(start))
-        elif healthy:
+        if healthy:
             labels = self._labels_of(node)
             lines = dralogs.started(container, driver, node=node, labels=labels, gpus=self.gpus.get(node, 0),
                                     start=start, first=adopted)
@@ -90,8 +87,7 @@ class PluginAgent:
                     self._write_log(rt, ctr.name, pluginlogs.device_plugin_reregistered(container, now))
                     self.register_device_plugin(node, uid)  # type: ignore[attr-defined]
                 elif ctr.kind == "dra-plugin":
-                    self._write_log(rt, ctr.name, dralogs.reregistered(container, now) if dralogs.from_source(container)
-                                    else pluginlogs.dra_plugin_reregistered(dradrivers.driver_of(container) or dra.DRIVER, now))
+                    self._write_log(rt, ctr.name, dralogs.reregistered(container, now))
                     self._register_dra(node, uid, ctr, container)
 
     def _touch_log(self, rt: PodRt, container: str) -> None:

@@ -358,7 +358,7 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, C
         }
         if ctr.registered:
             ctr.registered = False
-            spec = next((c for c in pod["spec"].get("containers") or [] if c["name"] == ctr.name), {})
+            spec: dict[str, Any] = next((c for c in pod["spec"].get("containers") or [] if c["name"] == ctr.name), {})
             self.unregister(rt.node, rt.uid, driver=dradrivers.driver_of(spec) if ctr.kind == "dra-plugin" else None)
         if ctr.backoff <= 0:
             ctr.backoff = BACKOFF_START

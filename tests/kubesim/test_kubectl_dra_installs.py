@@ -28,5 +28,8 @@ def test_kubectl_reads_the_classes_and_slices_and_applies_the_chart(scenario, ve
         got = {(o["spec"]["nodeName"], o["spec"]["driver"]) for o in items if o["kind"] == "ResourceSlice"}
         assert got == slices
         assert all(o["metadata"]["ownerReferences"][0]["kind"] == "Node" for o in items if o["kind"] == "ResourceSlice")
+        table = kubectl("get", "deviceclasses,resourceslices")
+        assert all(f"deviceclass.resource.k8s.io/{name}" in table for name in classes), table
+        assert all(node in table and driver in table for node, driver in slices), table
         out = kubectl("apply", "--dry-run=server", "-f", str(MANIFESTS / file))
         assert "(server dry run)" in out and "error" not in out.lower(), out

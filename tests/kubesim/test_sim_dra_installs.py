@@ -241,3 +241,19 @@ def test_a_crashing_gpus_container_takes_only_its_own_driver_away():
     assert _slices(sim, "gpu.nvidia.com") == {}
     assert sorted(_slices(sim, "compute-domain.nvidia.com")) == GPU_NODES
     assert {n: s["metadata"]["name"] for n, s in _slices(sim, "compute-domain.nvidia.com").items()} != domains
+
+
+def test_the_cuda_sample_gets_a_gpu_from_nvidias_class():
+    """A claim on gpu.nvidia.com is allocated on a GPU node and prepared by the gpus plugin: Test PASSED."""
+    sim = build(scenario="nvidia-dra-driver", minor=34)
+    create(sim, dra.TEMPLATES, {"metadata": {"name": "one-gpu", "namespace": "default"},
+                                "spec": {"spec": dra.claim_spec(34, class_name="gpu.nvidia.com")}})
+    create(sim, PODS, {"metadata": {"name": "smoke", "namespace": "default"}, "spec": {
+        "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
+                        "resources": {"claims": [{"name": "gpu"}]}}],
+        "resourceClaims": [dra.pod_claim_ref(34, "gpu", template="one-gpu")]}})
+    sim.advance(10)
+    pod = get(sim, PODS, "default", "smoke")
+    assert pod["status"]["phase"] == "Succeeded" and pod["spec"]["nodeName"] in GPU_NODES
+    assert "Test PASSED" in sim.logs.read("default", "smoke", "main")

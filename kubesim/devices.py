@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from kubesim import dra
+from kubesim import dra, dradrivers
 from kubesim.podstatus import GPU
 from kubesim.simulation import Simulation
 
@@ -36,7 +36,7 @@ def container_kind(image: str, runs: str = "") -> str:
         return "generic"
     if DEVICE_PLUGIN_IMAGE in image or OTHER_DEVICE_PLUGIN in image.rsplit("/", 1)[-1]:
         return "device-plugin"
-    if DRA_PLUGIN_IMAGE in image:
+    if dradrivers.driver_for(image, runs):
         return "dra-plugin"
     return "generic"
 
@@ -56,8 +56,10 @@ class DeviceRegistry:
         self._dp: dict[str, set[str]] = defaultdict(set)
         self._dra: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
         self._slices: dict[tuple[str, str], set[str]] = defaultdict(set)
-        self._broken: set[str] = set()
-        """Registrations of DRA drivers whose devices cannot be allocated (``-noalloc`` images)."""
+        self._broken: set[tuple[str, str]] = set()
+        """(pod uid, driver) of DRA registrations whose devices cannot be allocated (``-noalloc`` images)."""
+        self._published: dict[tuple[str, str], list[dradrivers.Device] | None] = {}
+        """(node, driver) -> the devices its plugin publishes there (None: one generic GPU per GPU)."""
         self.on_dra_change: list[Any] = []
 
     # ------------------------------------------------------------- queries
@@ -76,10 +78,18 @@ class DeviceRegistry:
     def dra_inventory(self, driver: str) -> dict[str, list[str]]:
         """Devices per node of a registered DRA driver (what its slices would publish)."""
         return {
-            node: dra.device_names(self.gpus.get(node, 0))
+            node: self._device_names(node, driver)
             for node, drivers in self._dra.items()
-            if drivers.get(driver) and not drivers[driver] <= self._broken
+            if drivers.get(driver) and not self._all_broken(node, driver)
         }
+
+    def _device_names(self, node: str, driver: str) -> list[str]:
+        published = self._published.get((node, driver))
+        return dra.device_names(self.gpus.get(node, 0)) if published is None else [d[0] for d in published]
+
+    def _all_broken(self, node: str, driver: str) -> bool:
+        uids = self._dra[node][driver]
+        return bool(uids) and all((uid, driver) in self._broken for uid in uids)
 
     # ------------------------------------------------------------- changes
     def register_device_plugin(self, node: str, uid: str) -> None:
@@ -87,25 +97,29 @@ class DeviceRegistry:
             self._dp[node].add(uid)
             self._enqueue_node(node)
 
-    def register_dra(self, node: str, driver: str, uid: str, *, broken: bool = False) -> None:
+    def register_dra(self, node: str, driver: str, uid: str, *, broken: bool = False,
+                     devices: list[dradrivers.Device] | None = None) -> None:
         """A DRA driver's kubelet plugin registered; ``broken``: it publishes its devices in a pool
-        it says has two slices but publishes one, so the scheduler never allocates from it."""
+        it says has two slices but publishes one, so the scheduler never allocates from it;
+        ``devices``: what it publishes (:func:`kubesim.dradrivers.devices`)."""
         if broken:
-            self._broken.add(uid)
+            self._broken.add((uid, driver))
+        self._published[(node, driver)] = devices
         if uid not in self._dra[node][driver]:
             self._dra[node][driver].add(uid)
             self._dra_changed(node, driver)
 
-    def unregister(self, node: str, uid: str) -> None:
-        """A plugin container stopped (crash, deletion): drop whatever it registered."""
-        self._broken.discard(uid)
-        if uid in self._dp.get(node, ()):
+    def unregister(self, node: str, uid: str, *, driver: str | None = None) -> None:
+        """A plugin container stopped (crash, deletion): drop whatever it registered (only
+        ``driver``'s registration when one container of a pod of several plugins stopped)."""
+        if driver is None and uid in self._dp.get(node, ()):
             self._dp[node].discard(uid)
             self._enqueue_node(node)
-        for driver, uids in list((self._dra.get(node) or {}).items()):
-            if uid in uids:
+        for name, uids in list((self._dra.get(node) or {}).items()):
+            if uid in uids and driver in (None, name):
+                self._broken.discard((uid, name))
                 uids.discard(uid)
-                self._dra_changed(node, driver)
+                self._dra_changed(node, name)
 
     def forget_node_registrations(self, node: str) -> tuple[set[str], dict[str, set[str]]]:
         """A kubelet restart: every registration on the node is lost; returns them."""
@@ -182,12 +196,14 @@ class DeviceRegistry:
         existing = set(self._slices.get((node, driver), ()))
         if registered and not existing:
             node_obj = sim.store.get(NODES, "", node)
-            count = self.gpus.get(node, 0)
+            published = self._published.get((node, driver))
+            count = self.gpus.get(node, 0) if published is None else len(published)
             if node_obj is None or not count:
                 return
-            broken = bool(self._dra[node][driver]) and self._dra[node][driver] <= self._broken
+            broken = self._all_broken(node, driver)
             obj = dra.resource_slice(sim.minor, node, node_obj["metadata"]["uid"], 0 if broken and not
-                                     dra.has_pools(sim.minor) else count, driver, slices_in_pool=2 if broken else 1)
+                                     dra.has_pools(sim.minor) else count, driver, slices_in_pool=2 if broken else 1,
+                                     devices=published)
             sim.store.create(sim.store.storage_type(dra.SLICES), obj)
         elif not registered:
             for name in existing:

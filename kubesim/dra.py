@@ -88,12 +88,13 @@ def has_pools(minor: int) -> bool:
 
 
 def resource_slice(minor: int, node: str, node_uid: str, count: int, driver: str = DRIVER, *,
-                   slices_in_pool: int = 1) -> dict[str, Any]:
+                   slices_in_pool: int = 1, devices: list[Any] | None = None) -> dict[str, Any]:
     """A ResourceSlice publishing ``count`` GPUs of ``node`` in the release's storage shape.
 
     ``slices_in_pool`` is what the slice says its pool has (``pool.resourceSliceCount``): a
     driver that says 2 but publishes 1 leaves the pool incomplete, and the scheduler
-    allocates nothing from an incomplete pool."""
+    allocates nothing from an incomplete pool. ``devices``: the driver's own (name, attributes,
+    capacity) triples (:mod:`kubesim.dradrivers`) instead of ``count`` generic GPUs (1.31 on)."""
     meta = {
         "generateName": f"{node}-{driver}-",
         "ownerReferences": [
@@ -115,6 +116,10 @@ def resource_slice(minor: int, node: str, node_uid: str, count: int, driver: str
             for i in range(count)
         ]
         return {"metadata": meta, "nodeName": node, "driverName": driver, "namedResources": {"instances": instances}}
+    if devices is not None and version != "v1alpha2":
+        return {"metadata": meta, "spec": {"driver": driver, "nodeName": node,
+                                           "pool": {"name": node, "generation": 0, "resourceSliceCount": slices_in_pool},
+                                           "devices": [_device(version, *d) for d in devices]}}
     devices = []
     for i in range(count):
         attributes = {
@@ -136,6 +141,14 @@ def resource_slice(minor: int, node: str, node_uid: str, count: int, driver: str
         "devices": devices,
     }
     return {"metadata": meta, "spec": spec}
+
+
+def _device(version: str, name: str, attributes: dict[str, Any], capacity: dict[str, str]) -> dict[str, Any]:
+    """One device of a slice in the version's shape (``basic`` up to v1beta1, flat from v1beta2)."""
+    body: dict[str, Any] = {"attributes": attributes}
+    if capacity:
+        body["capacity"] = dict(capacity) if version == "v1alpha3" else {k: {"value": v} for k, v in capacity.items()}
+    return {"name": name, "basic": body} if version in ("v1alpha3", "v1beta1") else {"name": name, **body}
 
 
 def slice_node_driver(obj: dict[str, Any]) -> tuple[str, str]:

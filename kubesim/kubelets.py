@@ -18,7 +18,7 @@ import functools
 from collections import defaultdict
 from typing import Any
 
-from kubesim import dra, pluginreleases
+from kubesim import dra, dradrivers, pluginlogs, pluginreleases
 from kubesim import podstatus as ps
 from kubesim.clock import rfc3339
 from kubesim.configrefs import ConfigRefs
@@ -367,7 +367,8 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, C
         }
         if ctr.registered:
             ctr.registered = False
-            self.unregister(rt.node, rt.uid)
+            spec: dict[str, Any] = next((c for c in pod["spec"].get("containers") or [] if c["name"] == ctr.name), {})
+            self.unregister(rt.node, rt.uid, driver=dradrivers.driver_of(spec) if ctr.kind == "dra-plugin" else None)
         if ctr.backoff <= 0:
             ctr.backoff = BACKOFF_START
             self._restart(rt, ctr)

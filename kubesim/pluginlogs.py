@@ -1,6 +1,6 @@
-"""What the simulated containers print: klog's header, another vendor's device plugin, the DRA
-example driver's kubelet plugin and the CUDA sample. NVIDIA's device plugin prints its lines per
-release: :mod:`kubesim.pluginreleases`."""
+"""What the simulated containers print: klog's header, another vendor's device plugin and the
+CUDA sample. NVIDIA's device plugin prints its lines per release (:mod:`kubesim.pluginreleases`),
+DRA kubelet plugins theirs (:mod:`kubesim.dralogs`)."""
 
 from __future__ import annotations
 
@@ -31,25 +31,6 @@ def other_device_plugin_registered(start: dt.datetime) -> Lines:
             ("I", "server.go:73", "Registered device plugin with Kubelet"),
         ],
     )
-
-
-def dra_plugin_started(node: str, driver: str, start: dt.datetime, *, slices: bool) -> Lines:
-    lines = [
-        ("I", "main.go:152", f'"Starting kubelet plugin" driver="{driver}" node="{node}"'),
-        ("I", "nonblockinggrpcserver.go:105", '"GRPC server started" logger="dra"'),
-        ("I", "nonblockinggrpcserver.go:105", '"GRPC server started" logger="registrar"'),
-    ]
-    if slices:
-        lines.append(("I", "resourceslicecontroller.go:311", f'"Publishing ResourceSlices" driver="{driver}" pool="{node}"'))
-    return stamped(start, lines)
-
-
-def dra_plugin_reregistered(driver: str, start: dt.datetime) -> Lines:
-    return stamped(start, [("I", "registrationserver.go:80", f'"Registration status received" driver="{driver}" registered=true')])
-
-
-def dra_plugin_silent(start: dt.datetime) -> Lines:
-    return stamped(start, [("I", "main.go:152", '"No devices found, waiting" driver="gpu.example.com"')])
 
 
 def cuda_vectoradd(start: dt.datetime, *, error: str | None = None) -> Lines:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim import dra, pluginlogs, pluginreleases
+from kubesim import dra, dradrivers, dralogs, pluginlogs, pluginreleases
 from kubesim.clock import parse_time
-from kubesim.devices import DEVICE_PLUGIN_IMAGE
+from kubesim.devices import DEVICE_PLUGIN_IMAGE, NODES
 from kubesim.podruntime import Ctr, PodRt
 
 
@@ -48,14 +48,27 @@ class PluginAgent:
                 ctr.registered = True
                 self.register_device_plugin(node, rt.uid)  # type: ignore[attr-defined]
             return
+        driver = dradrivers.driver_of(container) or dra.DRIVER
         if healthy:
-            lines = pluginlogs.dra_plugin_started(node, dra.DRIVER, start, slices=dra.has_slices(self.sim.minor))
+            labels = self._labels_of(node)
+            lines = dralogs.started(container, driver, node=node, labels=labels, gpus=self.gpus.get(node, 0),
+                                    start=start, first=adopted)
         else:
-            lines = pluginlogs.dra_plugin_silent(start)
+            lines = dralogs.silent(container, start)
         self._write_log(rt, ctr.name, lines)
         if healthy:
             ctr.registered = True
-            self.register_dra(node, dra.DRIVER, rt.uid, broken=ctr.mode == "noalloc")  # type: ignore[attr-defined]
+            self._register_dra(node, rt.uid, ctr, container)
+
+    def _labels_of(self, node: str) -> dict[str, str]:
+        obj = self.sim.store.get(NODES, "", node)
+        return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
+
+    def _register_dra(self, node: str, uid: str, ctr: Ctr, container: dict[str, Any]) -> None:
+        """Register the container's DRA driver with the devices it publishes on ``node``."""
+        driver = dradrivers.driver_of(container) or dra.DRIVER
+        devices = dradrivers.devices(driver, container, node, self._labels_of(node), self.gpus.get(node, 0))
+        self.register_dra(node, driver, uid, broken=ctr.mode == "noalloc", devices=devices)  # type: ignore[attr-defined]
 
     def reregister_plugins(self, node: str) -> None:
         """After a kubelet restart: healthy running plugins register again."""
@@ -76,8 +89,8 @@ class PluginAgent:
                         self._write_log(rt, ctr.name, pluginreleases.reregistered(ctr.image, container, now))
                     self.register_device_plugin(node, uid)  # type: ignore[attr-defined]
                 elif ctr.kind == "dra-plugin":
-                    self._write_log(rt, ctr.name, pluginlogs.dra_plugin_reregistered(dra.DRIVER, now))
-                    self.register_dra(node, dra.DRIVER, uid, broken=ctr.mode == "noalloc")  # type: ignore[attr-defined]
+                    self._write_log(rt, ctr.name, dralogs.reregistered(container, now))
+                    self._register_dra(node, uid, ctr, container)
 
     def _touch_log(self, rt: PodRt, container: str) -> None:
         self._touch_log_key(rt.ns, rt.name, container)

@@ -35,6 +35,8 @@ published), so nothing churns at start.
 - ``dra-broken-claims``: gpu-small plus broken ResourceClaims in ``ml-team`` (:func:`_broken_claims`).
 - ``gpu-helm``, ``gpu-helm-mig``, ``gpu-operator``: NVIDIA's Helm chart and GPU operator installed
   from their published objects (:mod:`kubesim.installs`).
+- ``dra-example-driver``, ``nvidia-dra-driver``: the DRA drivers' own charts (1.32 on,
+  :mod:`kubesim.dra_installs`).
 
 The GPU nodes of ``gpu-small`` and ``gpu-unsafe`` carry GFD's labels of an A100 node on
 driver 535 (:mod:`kubesim.hardware`); ``gpu-large``'s carry none (kept light at 5000 nodes).
@@ -47,7 +49,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kubesim import dra, ipam
+from kubesim import dra, dra_installs, ipam
 from kubesim import plugin_manifest as pm
 from kubesim.batchjobs import JobController
 from kubesim.clock import rfc3339
@@ -80,7 +82,8 @@ from kubesim.scheduling import Scheduler
 from kubesim.simulation import Simulation
 from kubesim.statefulsets import StatefulSetController
 
-SCENARIOS = ("gpu-small", "gpu-large", "gpu-unsafe", "gpu-mixed", "dra-broken-claims", *INSTALLS)
+SCENARIOS = ("gpu-small", "gpu-large", "gpu-unsafe", "gpu-mixed", "dra-broken-claims", *INSTALLS,
+             *dra_installs.DRA_INSTALLS)
 GPUS_PER_NODE = 8
 NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "dra-example-driver", "ml-team")
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.14.2"
@@ -358,6 +361,8 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
         _broken_claims(b)
     elif scenario in INSTALLS:
         install(b, kubelet, scenario)
+    elif scenario in dra_installs.DRA_INSTALLS:
+        dra_installs.install(b, kubelet, scenario)
     else:
         _gpu_large(b, kubelet, 5000 if nodes is None else nodes)
     b.load()
@@ -380,4 +385,6 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
         sim.add_controller("gpu-operator", GpuOperator())
     sim.add_controller("jobs", JobController())
     sim.settle()
+    if scenario in dra_installs.DRA_INSTALLS:
+        dra_installs.settle(sim)
     return sim

@@ -18,7 +18,7 @@ import functools
 from collections import defaultdict
 from typing import Any
 
-from kubesim import dra, dradrivers, pluginlogs, pluginreleases
+from kubesim import dra, dradrivers, pluginreleases
 from kubesim import podstatus as ps
 from kubesim.clock import rfc3339
 from kubesim.configrefs import ConfigRefs

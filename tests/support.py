@@ -26,7 +26,7 @@ TEST_BUILDS: tuple[str, ...] = (
       for fault in ("crash", "silent", "slow", "xid", "crash-on-wave", "crash-on-wave3")),
     f"{_PLUGIN}:v0.17.0-crash-on-wave3-slow",
     *(f"{_DRA}:{v}-{fault}" for v in ("v0.1.0", "v0.2.0") for fault in ("crash", "silent", "noalloc")),
-    "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-crash",
+    "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-crash", "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.8.1-crash",
     # the test apps of an example team, in its own registry (RFC 2606 ``example.com``)
     "registry.example.com/acme/gpu-device-plugin:v2.0.0", "registry.example.com/acme/plugin:v1",
     "registry.example.com/acme/plugin:v2",

@@ -50,6 +50,7 @@ from runbooks.inventory.plugins import (
     template_drivers,
 )
 from runbooks.inventory.reading import node_from, parse_time
+from runbooks.inventory.registration import CLOCK_SKEW, KUBELET_WIPING_DELAY
 
 T = TypeVar("T")
 NODE_GETS = 20
@@ -175,6 +176,17 @@ def _verify(
         seen = _dra_seen(cluster, start, end, dra_objects, baseline=baseline, container=container)
         registration = _registration(end, scope, kind=kind, everywhere=everywhere, pattern=pattern, final=final,
                                      resources=resources, budget=settings.log_budget, logs=logs, dra=seen)
+        # A DRA driver whose slices predate its new plugin is proven registered only once the
+        # kubelet's wiping delay has passed (or the plugin publishes again): wait for that,
+        # bounded, rather than leave a fresh rollout "not proven yet".
+        until = clock.now() + dt.timedelta(seconds=KUBELET_WIPING_DELAY + CLOCK_SKEW)
+        while seen is not None and _unproven(registration) and clock.now() < until:
+            clock.sleep(min(settings.poll_interval, max((until - clock.now()).total_seconds(), 0.0)))
+            end = following.snapshot(read_daemonset=True)
+            dra_objects = _or_forbidden(lambda: (reads.slices(), reads.claims(since)))
+            seen = _dra_seen(cluster, start, end, dra_objects, baseline=baseline, container=container)
+            registration = _registration(end, scope, kind=kind, everywhere=everywhere, pattern=pattern, final=final,
+                                         resources=resources, budget=settings.log_budget, logs=logs, dra=seen)
     where = judge.scope_of(scope, everywhere)
 
     checks: list[Check] = [
@@ -219,6 +231,11 @@ def _verify(
             checks.append(smoke_test(cluster, settings.smoke_test, node=on, resource=resources[0], clock=clock,
                                      interval=settings.poll_interval, runtime_class=klass))
     return result(checks, what=f"verify of {target} on {where}", unknown_blocks=settings.unknown_blocks)
+
+
+def _unproven(check: Check) -> bool:
+    """A DRA registration left unknown only because the kubelet's wiping delay has not passed."""
+    return check.status is CheckStatus.UNKNOWN and bool(check.evidence.get("unproven"))
 
 
 def _or_forbidden(read: Callable[[], T]) -> T | Forbidden:

@@ -18,7 +18,7 @@ from runbooks.daemonset.verifying import verify
 from runbooks.engine.steps import CheckStatus
 from runbooks.inventory import Inventory
 from tests.integration.stepkit import FAST, SPEED, harness
-from tests.support import Kubectl
+from tests.support import TEST_BUILDS, Kubectl
 
 STEPS = DaemonSetSteps()
 DRA_NS, DRA_DS = "dra-example-driver", "dra-example-driver-kubeletplugin"
@@ -41,7 +41,7 @@ spec:
 
 
 def test_a_driver_whose_log_shows_nothing_is_registered_by_its_slices_and_noalloc_fails_by_its_pool() -> None:
-    with KubeSim(scenario="gpu-small", k8s_version="1.34", speed=SPEED) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.34", speed=SPEED) as sim:
         sim.fault(kind="forbid", path=f"/api/v1/namespaces/{DRA_NS}/pods/", verb="get")  # no log to read
         cluster = harness(sim).ctx.cluster
         result = verify(cluster, f"{DRA_NS}/{DRA_DS}", settings=FAST)
@@ -60,7 +60,7 @@ def test_a_driver_whose_log_shows_nothing_is_registered_by_its_slices_and_noallo
 
 
 def test_the_smoke_test_claims_from_the_class_asking_a_gpu_not_the_first_by_name() -> None:
-    with KubeSim(scenario="gpu-small", k8s_version="1.34", speed=SPEED) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.34", speed=SPEED) as sim:
         kubectl = Kubectl(sim.kubeconfig)
         kubectl("apply", "-f", "-", input="apiVersion: v1\nkind: Namespace\nmetadata: {name: upgradebot-smoke}\n")
         kubectl("apply", "-f", "-", input=MIG)
@@ -92,7 +92,7 @@ def test_the_inventory_sees_a_dra_drivers_registration_in_its_slices(inventory_o
     """Its log unreadable (or silent, at verbosity 0), each pod of the example driver is registered by
     its slices; the pod of a -noalloc build (an incomplete pool) is not."""
     ref = f"{DRA_NS}/{DRA_DS}"
-    with KubeSim(scenario="gpu-small", k8s_version="1.34", speed=SPEED) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.34", speed=SPEED) as sim:
         sim.fault(kind="forbid", path=f"/api/v1/namespaces/{DRA_NS}/pods/", verb="get")
         dra = inventory_of(sim).daemonset(ref)
         assert dra is not None and dra.drivers == ["gpu.example.com"]
@@ -142,7 +142,7 @@ def test_a_canary_of_nvidias_dra_driver_changes_gpus_and_leaves_compute_domains_
     gpu-kubelet-plugin); ``compute-domains`` keeps its image in the template and in the canary's pod."""
     from runbooks.engine.requesting import CanaryRequest, resolve
 
-    with KubeSim(scenario="gpu-small", k8s_version="1.34", speed=SPEED) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.34", speed=SPEED) as sim:
         kubectl = Kubectl(sim.kubeconfig)
         kubectl("create", "namespace", NVIDIA_NS)
         kubectl("apply", "-f", "-", input=_nvidia_daemonset())
@@ -175,7 +175,7 @@ def test_a_canary_of_nvidias_dra_driver_changes_gpus_and_leaves_compute_domains_
 def test_an_ambiguous_smoke_test_class_refuses_the_request_before_anything_changes() -> None:
     """Two classes of the driver fit the smoke test: the canary's request fails in one line naming
     them, before an approver is asked and before anything changes; the policy's device_class settles it."""
-    with KubeSim(scenario="gpu-small", k8s_version="1.34", speed=SPEED) as sim:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.34", speed=SPEED) as sim:
         Kubectl(sim.kubeconfig)("apply", "-f", "-", input=TWIN)
         settings = dataclasses.replace(FAST, smoke_test={"image": SAMPLE})
         h = harness(sim, image=DRA_NEW, ns=DRA_NS, ds=DRA_DS, container="plugin", node="gpu-node1", settings=settings)

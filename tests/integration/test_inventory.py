@@ -85,7 +85,11 @@ def test_plugin_daemonsets_match_kubectl(release_cluster: KubeSim, inv: Inventor
         selector = ",".join(f"{k}={v}" for k, v in raw["spec"]["selector"]["matchLabels"].items())
         pods = kubectl.json("-n", ds.namespace, "get", "pods", "-l", selector)["items"]
         assert {(p.name, p.node) for p in ds.pods} == {(p["metadata"]["name"], p["spec"]["nodeName"]) for p in pods}
-        assert all(p.ready and p.registered and not p.crashloop for p in ds.pods)
+        assert all(p.ready and not p.crashloop for p in ds.pods)
+        # a DRA driver's registration is seen in its ResourceSlices (1.30 on); before, its log at
+        # verbosity 0 shows none, which proves nothing either way (issue 59): unknown, not False
+        unseen = ds.kind == "dra-kubelet-plugin" and release_cluster.minor < 30
+        assert all(p.registered is (None if unseen else True) for p in ds.pods), (ds.ref, [p.registered for p in ds.pods])
         assert ds.current_revision == 1
     dra = inv.daemonset(PLUGINS[1])
     assert dra is not None and dra.kind == "dra-kubelet-plugin" and dra.drivers == ["gpu.example.com"]

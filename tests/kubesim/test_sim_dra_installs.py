@@ -13,6 +13,7 @@ from kubesim.clock import parse_time
 from kubesim.dra_installs import EXAMPLE_FILE, NVIDIA_FILE
 from kubesim.installs import manifest
 from kubesim.scenarios import SCENARIOS, build
+from tests.support import push_test_builds
 
 EXAMPLE_NS, EXAMPLE_DS = "dra-example-driver", "dra-example-driver-kubeletplugin"
 NVIDIA_NS, NVIDIA_DS = "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu-kubelet-plugin"
@@ -63,7 +64,7 @@ def test_both_scenarios_are_named_for_the_bot():
 # ------------------------------------------------------------------ the example driver
 @pytest.fixture(scope="module")
 def example():
-    return build(scenario="dra-example-driver", minor=32)
+    return push_test_builds(build(scenario="dra-example-driver", minor=32))
 
 
 def test_example_driver_runs_as_its_chart_renders_it(example):
@@ -125,7 +126,7 @@ def test_example_driver_needs_the_charts_kubernetes():
 def test_a_new_plugin_pod_republishes_its_nodes_slices():
     """The pod running on a node publishes that node's slices: its pod deleted, they go; the
     DaemonSet's next pod publishes new ones, created once it runs."""
-    sim = build(scenario="dra-example-driver", minor=34)
+    sim = push_test_builds(build(scenario="dra-example-driver", minor=34))
     before = _slices(sim, "gpu.example.com")["gpu-node2"]
     old = next(p for p in _live(sim, EXAMPLE_NS) if p["spec"]["nodeName"] == "gpu-node2")
     sim.store.delete(PODS, EXAMPLE_NS, old["metadata"]["name"])
@@ -139,7 +140,7 @@ def test_a_new_plugin_pod_republishes_its_nodes_slices():
 
 
 def test_a_noalloc_build_of_the_example_driver_registers_yet_allocates_nothing():
-    sim = build(scenario="dra-example-driver", minor=34)
+    sim = push_test_builds(build(scenario="dra-example-driver", minor=34))
     _set_image(sim, EXAMPLE_NS, EXAMPLE_DS, "plugin", "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0-noalloc")
     pods = _live(sim, EXAMPLE_NS)
     assert pods and all(p["status"]["phase"] == "Running" for p in pods)
@@ -158,7 +159,7 @@ def test_a_noalloc_build_of_the_example_driver_registers_yet_allocates_nothing()
 # ------------------------------------------------------------------ NVIDIA's DRA driver
 @pytest.fixture(scope="module")
 def nvidia():
-    return build(scenario="nvidia-dra-driver", minor=34)
+    return push_test_builds(build(scenario="nvidia-dra-driver", minor=34))
 
 
 def test_nvidia_driver_runs_both_kubelet_plugins_in_one_daemonset(nvidia):
@@ -235,7 +236,7 @@ def test_nvidia_driver_needs_the_charts_kubernetes():
 
 def test_a_crashing_gpus_container_takes_only_its_own_driver_away():
     """The gpus container on a build that crashes: gpu.nvidia.com's slices go, compute-domain.nvidia.com's stay."""
-    sim = build(scenario="nvidia-dra-driver", minor=34)
+    sim = push_test_builds(build(scenario="nvidia-dra-driver", minor=34))
     domains = {n: s["metadata"]["name"] for n, s in _slices(sim, "compute-domain.nvidia.com").items()}
     _set_image(sim, NVIDIA_NS, NVIDIA_DS, "gpus", "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.8.1-crash")
     assert _slices(sim, "gpu.nvidia.com") == {}
@@ -245,7 +246,7 @@ def test_a_crashing_gpus_container_takes_only_its_own_driver_away():
 
 def test_the_cuda_sample_gets_a_gpu_from_nvidias_class():
     """A claim on gpu.nvidia.com is allocated on a GPU node and prepared by the gpus plugin: Test PASSED."""
-    sim = build(scenario="nvidia-dra-driver", minor=34)
+    sim = push_test_builds(build(scenario="nvidia-dra-driver", minor=34))
     create(sim, dra.TEMPLATES, {"metadata": {"name": "one-gpu", "namespace": "default"},
                                 "spec": {"spec": dra.claim_spec(34, class_name="gpu.nvidia.com")}})
     create(sim, PODS, {"metadata": {"name": "smoke", "namespace": "default"}, "spec": {

@@ -199,3 +199,15 @@ def server_refuses(ref: str, reason: str) -> str:
 def request_not_opened(kind: str, detail: str) -> str:
     return (f"its {kind} request could not be opened ({detail}); nothing was changed, and the target is free "
             "for another request")
+
+
+def owned_target(reverts: str, way: str) -> str:
+    """A canary on a DaemonSet its owner would put back (:mod:`runbooks.engine.owned`)."""
+    return f"{reverts}; refused before any approver was asked, nothing was changed: {way}"
+
+
+def helm_reverts(release: str, values: str | None) -> str:
+    """The warning a canary request on a Helm release's target carries (policy ``owner: helm``)."""
+    after = (f"after promotion, make the release match: --reuse-values {values}" if values
+             else "after promotion, put the new image in the release's values")
+    return f"owner: {release}: the next `helm upgrade` puts this change back unless its values say so; {after}"

@@ -138,3 +138,9 @@ def helm_values_change(release: str, namespace: str, values: str, image: str) ->
                 f"`helm upgrade {release} <chart> -n {namespace} --reuse-values {values}`")
     return (f"Make Helm release {namespace}/{release} match, or its next upgrade puts the old image back: "
             f"set its image values to {image} (its chart's values are not known to the bot)")
+
+
+def clusterpolicy_diff(name: str, diff: str) -> str:
+    """What an operator-native canary writes, and what its rollback puts back: the ClusterPolicy's fields."""
+    return (f"The run changes ClusterPolicy/{name}, never the DaemonSet; its fields (- now, saved for the rollback; "
+            f"+ after):\n```\n{diff}\n```")

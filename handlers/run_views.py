@@ -161,6 +161,9 @@ def gate_message(run: Run, gate: Gate, *, self_approval: bool = False) -> Messag
         lines.append(msg.template_diff(literal_block(change)))
     if gate.kind is GateKind.CANARY and run.shown("owner"):
         lines.append(rmsg.owned_by(str(run.shown("owner"))))
+    policy_change = run.shown("clusterpolicy") or {}
+    if gate.kind is GateKind.CANARY and policy_change:
+        lines.append(rmsg.clusterpolicy_diff(str(policy_change.get("name")), literal_block(str(policy_change.get("diff")))))
     warnings = run.shown("request_warnings") or []
     if gate.kind is GateKind.CANARY and warnings:
         lines.append(msg.request_warnings(warnings))

@@ -171,7 +171,9 @@ def owner_way(owner: Owner, image: str = "") -> str:
         fields = device_plugin_image(image) if image else {}
         patch = (" (`kubectl patch clusterpolicy " + owner.name + " --type merge -p '{\"spec\":{\"devicePlugin\":"
                  + "{" + ",".join(f'"{k}":"{v}"' for k, v in fields.items()) + "}}}'`)") if fields else ""
-        return f"change the plugin through {owner.ref}'s spec.devicePlugin{patch}"
+        return (f"set owner: clusterpolicy/{owner.name} on the target in the policy, and the canary changes "
+                f"{owner.ref}'s spec.devicePlugin instead (`upgradebot rbac` grants get and patch on it), or change it "
+                f"yourself{patch}")
     if owner.manager == "controller":
         return f"change the plugin through {owner.ref}"
     if owner.manager == "helm":

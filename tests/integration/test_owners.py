@@ -100,10 +100,22 @@ def test_canary_on_the_operators_daemonset_is_refused_naming_the_clusterpolicy(
     text = str(refused.value)
     assert "\n" not in text
     assert "ClusterPolicy/cluster-policy" in text and "before any approver was asked, nothing was changed" in text
+    assert "set owner: clusterpolicy/cluster-policy on the target in the policy" in text
     assert ('kubectl patch clusterpolicy cluster-policy --type merge -p \'{"spec":{"devicePlugin":'
             '{"repository":"nvcr.io/nvidia","image":"k8s-device-plugin","version":"v0.19.3"}}}\'') in text
     assert engine.runs() == []
     assert template_images(operator, OPERATOR_NS, OPERATOR_DS) == before
+
+
+def test_an_owner_the_policy_names_wrongly_is_refused(operator: KubeSim, redis_url: str) -> None:
+    """owner: clusterpolicy/<name> must name the ClusterPolicy that controls the DaemonSet, and one the
+    bot can read: else refused before any approver is asked, nothing stored."""
+    wrong = kubesim_engine(operator, redis_url, policy({"namespace": OPERATOR_NS, "name": OPERATOR_DS,
+                                                        "owner": "clusterpolicy/other-policy"}))
+    with pytest.raises(Refused, match=r"the policy says ClusterPolicy/other-policy renders .* but its controller is "
+                                      r"ClusterPolicy/cluster-policy"):
+        wrong.request_canary(actor=ALICE, target=OPERATOR_TARGET, image=NEW, node="gpu-node1")
+    assert wrong.runs() == []
 
 
 def test_helm_release_read_from_the_charts_labels(helm: KubeSim, inventory_of: Callable[..., Inventory]) -> None:

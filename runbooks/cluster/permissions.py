@@ -113,7 +113,8 @@ RULES: tuple[Rule, ...] = (
     Rule("repair", "", ("pods",), ("delete",), "repair", "daemonset/repairing.py"),
     # ------------------------------------------------------------ targets the GPU operator renders
     Rule("operator", "nvidia.com", ("clusterpolicies",), ("get", "patch"),
-         "canary, promote, rollback of a target with owner: clusterpolicy/<name>", "engine/owned.py",
+         "canary, promote, rollback of a target with owner: clusterpolicy/<name>",
+         "engine/owned.py, daemonset/through_operator.py",
          names="clusterpolicies"),
 )
 """Every rule the bot may need; nothing is granted that is not here (docs/security.md lists it)."""
@@ -174,11 +175,14 @@ def refused_rule(cluster: Any, actions: list[Action]) -> Action | None:
 
 
 def run_actions(*, namespace: str, name: str, dra: bool, drain: bool, smoke_namespace: str | None,
-                workloads: list[str]) -> list[Action]:
+                workloads: list[str], clusterpolicy: str | None = None) -> list[Action]:
     """What a canary, promotion and rollback of DaemonSet ``namespace/name`` call, one per rule: the
-    request checks each before an approver is asked."""
+    request checks each before an approver is asked (``clusterpolicy``: the ClusterPolicy an
+    operator-native run patches instead of the DaemonSet)."""
     ds = "daemonsets.apps"
-    out = [Action("patch", ds, namespace, name), Action("get", ds, namespace, name), Action("watch", ds, namespace),
+    changes = ([Action(verb, "clusterpolicies.nvidia.com", None, clusterpolicy) for verb in ("get", "patch")]
+               if clusterpolicy else [Action("patch", ds, namespace, name)])
+    out = [*changes, Action("get", ds, namespace, name), Action("watch", ds, namespace),
            Action("list", "controllerrevisions.apps", namespace), Action("watch", "controllerrevisions.apps", namespace),
            Action("create", "pods", namespace), Action("delete", "pods", namespace), Action("get", "pods/log", namespace),
            Action("list", "pods"), Action("watch", "pods"), Action("list", "nodes"), Action("watch", "nodes"),

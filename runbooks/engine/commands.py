@@ -34,7 +34,7 @@ from runbooks.engine.clocks import SystemClock
 from runbooks.engine.driving import Driver, StepPaused, label_of
 from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Leases, owner_id
-from runbooks.engine.owned import CLUSTERPOLICY, judge_owner
+from runbooks.engine.owned import judge_owner, through_owner
 from runbooks.engine.refusals import Refused
 from runbooks.engine.requesting import (
     AUTO_NODE,
@@ -227,9 +227,7 @@ class Engine:
                 image, change, planned_from = planned_change(handle, run, edits)
                 owned = judge_owner(handle, namespace=request.namespace, name=request.name, image=image,
                                     allowed=entry.owner if entry is not None else None, edits=edits)
-                if CLUSTERPOLICY in owned:  # the operator renders it: the run changes the ClusterPolicy
-                    run = run.model_copy(update={"target": run.target.model_copy(update={
-                        "owner": f"clusterpolicy/{owned[CLUSTERPOLICY]['name']}"})})
+                run, change = through_owner(run, owned, change)
                 progress = {**owned, **({"template_diff": change, "planned_from": planned_from} if change else {})}
                 run = run.model_copy(update={"image": image, "progress": progress})
                 if run.node == AUTO_NODE:

@@ -22,7 +22,8 @@ from runbooks import clusterpolicy
 from runbooks.cluster.resources import CLUSTER_POLICIES, DAEMONSETS
 from runbooks.engine import refusals
 from runbooks.engine.refusals import Refused
-from runbooks.errors import NotFound
+from runbooks.engine.runs import Run
+from runbooks.errors import ClusterError
 from runbooks.owners import Owner, helm_values, owner_way, owners_of, puts_back
 from runbooks.templates import Edits
 
@@ -59,10 +60,20 @@ def _through_clusterpolicy(cluster: Any, ref: str, owner: Owner | None, name: st
     try:
         policy = cluster.get(CLUSTER_POLICIES, name)
         wanted = clusterpolicy.wanted(policy, image=image, edits=edits)
-    except NotFound as exc:
+    except ClusterError as exc:  # absent, or the bot may not read it (the sentence names the missing rule)
         raise Refused(refusals.clusterpolicy_unread(ref, name, str(exc))) from exc
     except clusterpolicy.NotThroughClusterPolicy as exc:
         raise Refused(refusals.owned_change_refused(ref, owner.ref, str(exc))) from exc
     saved = clusterpolicy.saved(policy, list(wanted))
     return {OWNER: owner.ref, CLUSTERPOLICY: {"name": name, "saved": saved, "wanted": wanted,
                                               "diff": clusterpolicy.diff(saved, wanted)}}
+
+
+def through_owner(run: Run, owned: dict[str, Any], template_diff: str) -> tuple[Run, str]:
+    """The run as :func:`judge_owner` found its target: an operator-native one names its ClusterPolicy in its
+    target (the engine's scope then lets it patch that, never the DaemonSet) and shows the ClusterPolicy's diff
+    instead of the template's (the operator renders the template)."""
+    if CLUSTERPOLICY not in owned:
+        return run, template_diff
+    owner = f"clusterpolicy/{owned[CLUSTERPOLICY]['name']}"
+    return run.model_copy(update={"target": run.target.model_copy(update={"owner": owner})}), ""

@@ -101,3 +101,13 @@ def test_a_clusterpolicy_owner_gets_get_and_patch_on_that_clusterpolicy_by_name_
     assert missing_rule(Action("patch", "clusterpolicies.nvidia.com", "", "cluster-policy")) == (
         '{apiGroups: ["nvidia.com"], resources: [clusterpolicies], verbs: [patch], resourceNames: [cluster-policy]}',
         "its ClusterRole")
+
+
+def test_an_operator_native_run_asks_for_its_clusterpolicy_not_the_daemonsets_patch() -> None:
+    """Issue 60: the request's access reviews of a run through ClusterPolicy/cluster-policy ask get and patch on
+    it (granted by the table's operator rule) instead of a patch of the DaemonSet."""
+    asked = run_actions(namespace="gpu-operator", name="plugin", dra=False, drain=False, smoke_namespace=None,
+                        workloads=[], clusterpolicy="cluster-policy")
+    assert [a for a in asked if rule_for(a) is None] == []
+    assert Action("patch", "clusterpolicies.nvidia.com", None, "cluster-policy") in asked
+    assert Action("patch", "daemonsets.apps", "gpu-operator", "plugin") not in asked

@@ -154,3 +154,39 @@ def test_without_the_clusterpolicy_role_the_request_is_refused_naming_the_rule(
     with pytest.raises(Refused, match=r'clusterpolicies.*verbs: \[get\], resourceNames: \[cluster-policy\]'):
         engine.request_canary(actor=ALICE, target=TARGET, image=CANARY, node="gpu-node1")
     assert engine.runs() == []
+
+
+def test_a_configuration_run_in_waves_through_the_clusterpolicy(sim: KubeSim, redis_url: str) -> None:
+    """env= through spec.devicePlugin.env, promoted in waves (the ClusterPolicy keeps OnDelete until the last
+    wave, then its update strategy as it was); the rollback puts the ClusterPolicy back exactly (env absent)."""
+    from runbooks.templates import Edits
+
+    kubectl = Kubectl(sim.kubeconfig)
+    before = clusterpolicy(kubectl)["spec"]
+    pol = Policy.model_validate({**POLICY.model_dump(mode="json", exclude_defaults=True), "targets": [
+        {"namespace": NS, "name": DS, "owner": "clusterpolicy/cluster-policy",
+         "waves": [{"nodes": 1, "approve_next": False}, "100%"]}]})
+    engine = kubesim_engine(sim, redis_url, pol)
+    run = engine.request_canary(actor=ALICE, target=TARGET, image="", node="gpu-node1",
+                                edits=Edits(env={"FAIL_ON_INIT_ERROR": "false"})).run
+    assert run.progress["clusterpolicy"]["wanted"] == {
+        "spec.devicePlugin.env": [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
+        "spec.daemonsets.updateStrategy": "OnDelete"}
+    engine.approve(run.id, actor=BOB)
+    assert engine.advance(run.id).state is RunState.AWAITING_PROMOTION
+    engine.approve(run.id, actor=BOB)
+    run = engine.advance(run.id)
+    assert run.state is RunState.MONITORING, (run.state, run.reason)
+    spec = clusterpolicy(kubectl)["spec"]
+    assert spec["daemonsets"] == before["daemonsets"]
+    assert spec["devicePlugin"]["env"] == [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}]
+    pods = kubectl.json("get", "pods", "-n", NS, "-l", f"app={DS}")["items"]
+    envs = {p["spec"]["nodeName"]: {e["name"]: e.get("value") for c in p["spec"]["containers"]
+                                    if c["name"] == "nvidia-device-plugin" for e in c.get("env") or []}
+            for p in pods if not p["metadata"].get("deletionTimestamp")}
+    assert all(env.get("FAIL_ON_INIT_ERROR") == "false" for env in envs.values()), envs
+    engine.rollback(run.id, actor=ALICE, reason="the test rolls back")
+    engine.decide(run.id, actor=BOB, approve=True)
+    run = engine.advance(run.id)
+    assert run.state is RunState.ROLLED_BACK, (run.state, run.reason)
+    assert clusterpolicy(kubectl)["spec"] == before

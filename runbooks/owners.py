@@ -110,7 +110,7 @@ def _helm(labels: Mapping[str, str], annotations: Mapping[str, str], namespace: 
                      namespace=annotations.get(HELM_NAMESPACE) or namespace, chart=chart, read_from=HELM_RELEASE)
     if labels.get(HELM_MANAGED_BY) == "Helm" and labels.get(INSTANCE):
         return Owner(manager="helm", kind="Release", name=labels[INSTANCE], namespace=namespace, chart=chart,
-                     read_from=f"{HELM_MANAGED_BY}: Helm and {INSTANCE} (no {HELM_RELEASE} annotation)")
+                     read_from=f"labels {HELM_MANAGED_BY}: Helm and {INSTANCE}, without {HELM_RELEASE}")
     return None
 
 

@@ -217,3 +217,70 @@ def test_plugin_nobody_owns_has_no_owner(plain: KubeSim, inventory_of: Callable[
     ds = inventory_of(plain).daemonset(PLAIN_TARGET)
     assert ds is not None and ds.owners == []
     assert "plugin-owned" not in [f.code for f in inventory_of(plain).findings]
+
+
+CRD = """apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: clusterpolicies.nvidia.com}
+spec:
+  group: nvidia.com
+  names: {kind: ClusterPolicy, listKind: ClusterPolicyList, plural: clusterpolicies, singular: clusterpolicy}
+  scope: Cluster
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+"""
+"""Test scaffolding, not the operator's CRD (op-kubesim serves that one): a ClusterPolicy to read and patch."""
+
+
+def test_an_operator_native_canary_without_an_operator_writes_only_the_clusterpolicy_and_puts_it_back(
+        plain: KubeSim, redis_url: str) -> None:
+    """owner: clusterpolicy/<name>, on a cluster where nothing renders the ClusterPolicy: the request shows the
+    ClusterPolicy's diff; the approved canary patches the ClusterPolicy (never the DaemonSet), waits for a
+    render that does not come, fails saying so, and the automatic rollback puts the ClusterPolicy's fields
+    back exactly, someone else's edit made meanwhile kept."""
+    from handlers.run_views import gate_message
+
+    kubectl = Kubectl(plain.kubeconfig)
+    kubectl("apply", "-f", "-", input=CRD)
+    kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+        "spec": {"daemonsets": {"updateStrategy": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "1"}},
+                 "devicePlugin": {"enabled": True, "repository": "nvcr.io/nvidia", "image": "k8s-device-plugin",
+                                  "version": "v0.14.2"}}}))
+    uid = kubectl.json("get", "clusterpolicies.nvidia.com", "cluster-policy")["metadata"]["uid"]
+    ds_before = kubectl.json("-n", PLAIN_NS, "get", "daemonset", PLAIN_DS)
+    patch(plain, PLAIN_NS, PLAIN_DS, {"ownerReferences": [{"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
+                                                           "name": "cluster-policy", "uid": uid, "controller": True}]})
+    try:
+        pol = Policy.model_validate({**policy().model_dump(mode="json", exclude_defaults=True),
+                                     "steps": {"observe_window": "1s", "poll_interval": "0.1s", "ready_timeout": "2s"},
+                                     "targets": [{"namespace": PLAIN_NS, "name": PLAIN_DS,
+                                                  "owner": "clusterpolicy/cluster-policy"}]})
+        engine = kubesim_engine(plain, redis_url, pol)
+        run = engine.request_canary(actor=ALICE, target=PLAIN_TARGET, image=NEW, node="gpu-node1").run
+        assert run.target.owner == "clusterpolicy/cluster-policy"
+        assert run.gate is not None
+        asked = gate_message(run, run.gate).text
+        assert "The run changes ClusterPolicy/cluster-policy, never the DaemonSet" in asked
+        assert ("- spec.devicePlugin.version: v0.14.2\n+ spec.devicePlugin.version: v0.19.3\n"
+                "- spec.daemonsets.updateStrategy: RollingUpdate\n+ spec.daemonsets.updateStrategy: OnDelete") in asked
+        before = kubectl.json("get", "clusterpolicies.nvidia.com", "cluster-policy")["spec"]
+        engine.approve(run.id, actor=BOB)
+        kubectl("patch", "clusterpolicies.nvidia.com", "cluster-policy", "--type", "merge",
+                "-p", '{"spec":{"devicePlugin":{"imagePullPolicy":"Always"}}}')  # someone else's edit
+        run = engine.advance(run.id)
+        assert run.state is RunState.ROLLED_BACK, (run.state, run.reason)
+        audit = engine.audit(run.id)
+        assert any("did not render ClusterPolicy/cluster-policy" in str(e.get("detail")) for e in audit), audit
+        assert [e["name"] for e in audit if e.get("kind") == "mutation"] == ["canary.clusterpolicy",
+                                                                            "rollback.clusterpolicy"]
+        after = kubectl.json("get", "clusterpolicies.nvidia.com", "cluster-policy")["spec"]
+        assert after == {**before, "devicePlugin": {**before["devicePlugin"], "imagePullPolicy": "Always"}}
+        ds = kubectl.json("-n", PLAIN_NS, "get", "daemonset", PLAIN_DS)
+        assert ds["spec"]["template"] == ds_before["spec"]["template"]
+        assert ds["spec"]["updateStrategy"] == ds_before["spec"]["updateStrategy"]
+    finally:
+        patch(plain, PLAIN_NS, PLAIN_DS, {"ownerReferences": None})

@@ -118,6 +118,22 @@ def pods_table(ds: DaemonSet) -> Table:
     return Table(header=["NODE", "POD", "PHASE", "READY", "RESTARTS", "WAITING", "REGISTERED", "TAG"], rows=rows, note=note)
 
 
+def owner_text(ds: DaemonSet) -> str:
+    """The OWNER column: ``ClusterPolicy/cluster-policy``, ``Helm release nvidia-device-plugin/nvdp``, or ``-``."""
+    return ds.owner.ref if ds.owner is not None else "-"
+
+
+def plugins_table(inv: Inventory) -> Table:
+    """The plugin DaemonSets, one row each, with who owns them (a direct change of an owned one does not last)."""
+    rows = [[ds.ref, ds.kind, ",".join(i.rsplit(":", 1)[-1] for i in ds.images.values()) or "-",
+             ds.update_strategy, f"{ds.ready}/{ds.desired}", owner_text(ds)] for ds in inv.daemonsets]
+    return Table(header=["DAEMONSET", "KIND", "TAG", "STRATEGY", "READY", "OWNER"], rows=rows)
+
+
+def _plugins(inv: Inventory) -> Message | None:
+    return Message(title=f"Plugin DaemonSets ({len(inv.daemonsets)})", table=plugins_table(inv)) if inv.daemonsets else None
+
+
 def _nodes(inv: Inventory) -> Message:
     return Message(title=nodes_title(inv), table=nodes_table(inv))
 
@@ -128,6 +144,7 @@ def _daemonset(ds: DaemonSet) -> Message:
     fields = [
         Item(label="Kind", value=ds.kind + (f" (driver {', '.join(ds.drivers)})" if ds.drivers else "")),
         Item(label="Images", value=", ".join(f"{c}={i}" for c, i in ds.images.items()) or "-"),
+        Item(label="Owner", value=owner_text(ds) + (f" (read from {ds.owner.read_from})" if ds.owner else "")),
         Item(label="Strategy", value=ds.update_strategy + (f", maxUnavailable {ds.max_unavailable}" if ds.max_unavailable else "")),
         Item(label="Revision", value=str(revision)),
         Item(label="Pods", value=f"desired {ds.desired}, updated {ds.updated}, ready {ds.ready}, available {ds.available}"),
@@ -195,6 +212,7 @@ def summarize(inv: Inventory) -> Reply:
         Item(label="Taken", value=f"{inv.taken_at:%Y-%m-%d %H:%M:%S %Z} from {inv.server}"),
     ]
     thread = [_findings(inv)] if inv.findings else []
+    thread += [m for m in (_plugins(inv),) if m is not None]
     thread += [_nodes(inv), *node_stack.messages(inv), *(_daemonset(d) for d in inv.daemonsets)]
     thread += [m for m in (_dra(inv), _metrics(inv)) if m is not None]
     if inv.notes:

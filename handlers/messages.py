@@ -317,11 +317,13 @@ CHECK_LABELS = {
     "drain-allowed": "Draining is allowed",
     "drain-budgets": "Disruption budgets allow the drain",
     "template-as-requested": "Template is as requested",
+    "clusterpolicy-as-requested": "ClusterPolicy is as requested",
     # canary and promotion
     "saved": "Saved what a rollback puts back",
     "strategy": "Update strategy",
     "image": "Image changed",
     "template": "Template changed",
+    "clusterpolicy": "ClusterPolicy changed (the operator renders the DaemonSet)",
     "drift": "Template unchanged since the request",
     "resume": "Resumed",
     "delete-pod": "Plugin pod replaced",
@@ -383,7 +385,9 @@ CHECK_LABELS = {
 PHASE_LABELS = {
     "rollback": {"template": "Template restored as saved", "strategy": "Update strategy restored",
                  "node": "Plugin rolled back node by node", "delete-pod": "Plugin pod replaced with the saved one",
-                 "workload": "Workload template restored", "repair": "Nothing to put back"},
+                 "workload": "Workload template restored", "repair": "Nothing to put back",
+                 "clusterpolicy": "ClusterPolicy fields restored as saved"},
+    "promote": {"clusterpolicy": "ClusterPolicy update strategy restored"},
 }
 """Labels that read differently in one step (a rollback puts back what the canary changed)."""
 COUNTED = {"node": "update", "delete-pod": "pod", "evict": "eviction", "cordon": "node", "uncordon": "node",

@@ -130,6 +130,8 @@ def _thread(report: StabilityReport) -> list[Message]:
         header.append("devices before/now")
         rows = [r + ["-"] * (len(header) - len(r)) for r in rows]
     items = [Message(title="Nodes against the baseline (capacity/allocatable)", table=Table(header=header, rows=rows))]
+    if report.warnings:
+        items.insert(0, Message(title="Warnings", text="\n".join(report.warnings), tone="warn"))
     items += _metric_items(report)
     samples = [f"{e.reason}: {s}" for e in report.events for s in e.samples]
     if samples:

@@ -124,3 +124,23 @@ def run_waits(run_id: str, request: str, until: str, *, state: str = "", note: s
     head = f"Run {run_id} is {state}" if state else f"Run {run_id}"
     done = f": {note}" if note else ""
     return f"{head}{done}; its {request} request is open until {until}, waiting for an approver ({how})"
+
+
+def owned_by(owner: str) -> str:
+    """A canary request on a target someone owns (policy ``owner: helm``): whose it is."""
+    return f"Owner: {owner}"
+
+
+def helm_values_change(release: str, namespace: str, values: str, image: str) -> str:
+    """After promotion: the values change that makes a Helm release render what the run promoted."""
+    if values:
+        return (f"Make Helm release {namespace}/{release} match, or its next upgrade puts the old image back: "
+                f"`helm upgrade {release} <chart> -n {namespace} --reuse-values {values}`")
+    return (f"Make Helm release {namespace}/{release} match, or its next upgrade puts the old image back: "
+            f"set its image values to {image} (its chart's values are not known to the bot)")
+
+
+def clusterpolicy_diff(name: str, diff: str) -> str:
+    """What an operator-native canary writes, and what its rollback puts back: the ClusterPolicy's fields."""
+    return (f"The run changes ClusterPolicy/{name}, never the DaemonSet; its fields (- now, saved for the rollback; "
+            f"+ after):\n```\n{diff}\n```")

@@ -159,6 +159,11 @@ def gate_message(run: Run, gate: Gate, *, self_approval: bool = False) -> Messag
     change = run.shown("template_diff") or ""
     if gate.kind is GateKind.CANARY and change:
         lines.append(msg.template_diff(literal_block(change)))
+    if gate.kind is GateKind.CANARY and run.shown("owner"):
+        lines.append(rmsg.owned_by(str(run.shown("owner"))))
+    policy_change = run.shown("clusterpolicy") or {}
+    if gate.kind is GateKind.CANARY and policy_change:
+        lines.append(rmsg.clusterpolicy_diff(str(policy_change.get("name")), literal_block(str(policy_change.get("diff")))))
     warnings = run.shown("request_warnings") or []
     if gate.kind is GateKind.CANARY and warnings:
         lines.append(msg.request_warnings(warnings))
@@ -314,6 +319,10 @@ def root_message(run: Run, *, self_approval: bool = False, surface: str = "slack
     if run.shown("waiting_for") and run.shown("wait_in") == run.state.value:
         lines.append(msg.waiting_for(run.shown("waiting_for")))
     lines += wave_lines(run)
+    helm = run.shown("helm")
+    if helm and run.state in (S.MONITORING, S.DONE):  # promoted: the release must say so too
+        lines.append(rmsg.helm_values_change(str(helm.get("release")), str(helm.get("namespace")),
+                                             str(helm.get("set") or ""), literal(run.image)))
     title = msg.run_title(run.kind.value, run.id, f"{run.target.kind} {run.target.ref}" if run.kind is RunKind.MIGRATION
                           else run.target.ref)
     return Message(title=title, text="\n".join(lines), fields=fields,

@@ -36,3 +36,14 @@ def object_name(value: str) -> str:
 
 Namespace = Annotated[str, AfterValidator(namespace_name)]
 ObjectName = Annotated[str, AfterValidator(object_name)]
+
+
+def owner_name(value: str) -> str:
+    """A policy target's ``owner``: ``helm`` or ``clusterpolicy/<name>``, else ``ValueError``."""
+    kind, sep, name = value.partition("/")
+    if value != "helm" and (kind != "clusterpolicy" or not sep or not DNS1123_SUBDOMAIN.fullmatch(name)):
+        raise ValueError(f"{value!r} is not an owner: use helm or clusterpolicy/<name> (e.g. clusterpolicy/cluster-policy)")
+    return value
+
+
+OwnerName = Annotated[str, AfterValidator(owner_name)]

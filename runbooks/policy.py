@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from runbooks.metrics.spec import MetricCheckSpec, PrometheusPolicy
-from runbooks.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, Namespace, ObjectName
+from runbooks.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, Namespace, ObjectName, OwnerName
 from runbooks.policy_checks import (
     LONGEST_SECONDS,
     Strict,
@@ -98,6 +98,17 @@ class Target(Strict):
 
     compatibility: CompatibilityOverride | None = None
     """The compatibility matrix overridden for this target (see :class:`CompatibilityOverride`)."""
+    owner: OwnerName | None = None
+    """Who the target's changes go through. ``helm``: the target belongs to a Helm release and the bot may
+    still change it (the next ``helm upgrade`` puts the change back unless the release's values say so: the
+    finished run prints the values change). ``clusterpolicy/<name>``: the GPU operator renders it from that
+    ClusterPolicy (``upgradebot rbac`` grants get and patch on it by name). None: a target someone owns
+    (runbooks.owners) is refused."""
+
+    @property
+    def clusterpolicy(self) -> str | None:
+        """The ClusterPolicy named by ``owner: clusterpolicy/<name>``, else None."""
+        return self.owner.partition("/")[2] if self.owner and self.owner.startswith("clusterpolicy/") else None
     stages: list[str] = Field(default_factory=list)
     """Kubeconfig contexts in the order an image goes through them (``staging``, ``prod-eu``,
     ``prod-us``): a canary on one is requested only once the same image's run on the stage

@@ -12,8 +12,9 @@ Three readers, so they cannot drift apart:
 Scopes: ``cluster`` (the ClusterRole ``upgradebot-read``: reads the bot makes across namespaces),
 ``target`` (a Role in each namespace holding a policy target), ``smoke`` (the smoke test's
 namespace), ``drain`` (a ClusterRole only for policies that drain: nodes and evictions are
-cluster-wide), ``migration`` (each of ``migrations.namespaces``) and ``repair`` (each namespace
-whose GPU pods a repair may delete).
+cluster-wide), ``migration`` (each of ``migrations.namespaces``), ``repair`` (each namespace
+whose GPU pods a repair may delete) and ``operator`` (a ClusterRole only for policies with a target
+``owner: clusterpolicy/<name>``: get and patch on those ClusterPolicies by name, cluster-scoped objects).
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ from typing import Any, Literal
 
 from runbooks.errors import Action, ClusterError
 
-Scope = Literal["cluster", "target", "smoke", "drain", "migration", "repair"]
+Scope = Literal["cluster", "target", "smoke", "drain", "migration", "repair", "operator"]
 AUTHORIZATION = "authorization.k8s.io"
 
 
 @dataclass(frozen=True)
 class Rule:
-    """One RBAC rule: ``names`` ``targets`` or ``workloads`` puts the policy's target DaemonSets or
-    their companion Deployments in ``resourceNames`` (the verb names one object: patch)."""
+    """One RBAC rule: ``names`` ``targets``, ``workloads`` or ``clusterpolicies`` puts the policy's target
+    DaemonSets, their companion Deployments or the ClusterPolicies its targets' ``owner`` names in
+    ``resourceNames`` (the verb names one object: get, patch)."""
 
     scope: Scope
     group: str
@@ -38,7 +40,7 @@ class Rule:
     verbs: tuple[str, ...]
     used_by: str
     code: str
-    names: Literal["", "targets", "workloads"] = ""
+    names: Literal["", "targets", "workloads", "clusterpolicies"] = ""
 
     def as_yaml(self, names: list[str] | None = None) -> dict[str, Any]:
         if self.resources[0].startswith("/"):
@@ -110,6 +112,11 @@ RULES: tuple[Rule, ...] = (
     Rule("migration", R, ("resourceclaims",), ("get",), "apply-migration", "dra/migration_run.py verify"),
     # ------------------------------------------------------------ repair's namespaces
     Rule("repair", "", ("pods",), ("delete",), "repair", "daemonset/repairing.py"),
+    # ------------------------------------------------------------ targets the GPU operator renders
+    Rule("operator", "nvidia.com", ("clusterpolicies",), ("get", "patch"),
+         "canary, promote, rollback of a target with owner: clusterpolicy/<name>",
+         "engine/owned.py, daemonset/through_operator.py",
+         names="clusterpolicies"),
 )
 """Every rule the bot may need; nothing is granted that is not here (docs/security.md lists it)."""
 
@@ -169,11 +176,14 @@ def refused_rule(cluster: Any, actions: list[Action]) -> Action | None:
 
 
 def run_actions(*, namespace: str, name: str, dra: bool, drain: bool, smoke_namespace: str | None,
-                workloads: list[str]) -> list[Action]:
+                workloads: list[str], clusterpolicy: str | None = None) -> list[Action]:
     """What a canary, promotion and rollback of DaemonSet ``namespace/name`` call, one per rule: the
-    request checks each before an approver is asked."""
+    request checks each before an approver is asked (``clusterpolicy``: the ClusterPolicy an
+    operator-native run patches instead of the DaemonSet)."""
     ds = "daemonsets.apps"
-    out = [Action("patch", ds, namespace, name), Action("get", ds, namespace, name), Action("watch", ds, namespace),
+    changes = ([Action(verb, "clusterpolicies.nvidia.com", None, clusterpolicy) for verb in ("get", "patch")]
+               if clusterpolicy else [Action("patch", ds, namespace, name)])
+    out = [*changes, Action("get", ds, namespace, name), Action("watch", ds, namespace),
            Action("list", "controllerrevisions.apps", namespace), Action("watch", "controllerrevisions.apps", namespace),
            Action("create", "pods", namespace), Action("delete", "pods", namespace), Action("get", "pods/log", namespace),
            Action("list", "pods"), Action("watch", "pods"), Action("list", "nodes"), Action("watch", "nodes"),

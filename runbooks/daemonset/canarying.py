@@ -6,7 +6,10 @@ re-entered after a kill repeats nothing):
 1. pre-checks and the baseline, then the saved state in the run's progress *before*
    any change: the whole pod template, the update strategy, the current revision
    (number, name, hash), the generation, the container and its image;
-2. ``updateStrategy: OnDelete`` (the controller stops replacing pods by itself);
+2. ``updateStrategy: OnDelete`` (the controller stops replacing pods by itself); a target the GPU
+   operator renders (``owner: clusterpolicy/<name>``) is never patched: its ClusterPolicy's fields
+   are written instead, OnDelete with the image, env and args (:mod:`runbooks.daemonset.through_operator`),
+   and the step waits for the operator to render them;
 3. the new image on the chosen container, or, when the run also edits the template (env,
    args, resources, security contexts, priority class, tolerations), the whole new
    template in one write (the template changes, no pod does);
@@ -32,7 +35,7 @@ from typing import Any
 import runbooks.daemonset.evidence as failure
 from runbooks import templates
 from runbooks.daemonset import checks as judge
-from runbooks.daemonset import companions, draining
+from runbooks.daemonset import companions, draining, through_operator
 from runbooks.daemonset.metric_checks import metrics_before, with_gpus
 from runbooks.daemonset.observing import Revision, Snapshot, looking, wait_for
 from runbooks.daemonset.patching import ON_DELETE, delete_pod, set_image, set_strategy, set_template
@@ -91,6 +94,9 @@ def _canary(ctx: StepContext, snap: Snapshot, look: Callable[..., Snapshot]) -> 
     run = ctx.run
     saved = run.progress.get("saved")
     planned = run.progress.get("planned_from")
+    if saved is None and run.target.clusterpolicy and (changed := through_operator.as_requested(ctx)):
+        note(ctx, "canary.precheck", "failed", changed)
+        return StepResult(ok=False, reason=changed, checks=[failed("clusterpolicy-as-requested", changed, judge.ALL)])
     if saved is None and planned and not same(snap.template, planned):
         reason = (f"the template of {run.target.ref} changed since the request (someone changed it): the diff the "
                   "approvers saw no longer says what the canary would write; nothing was changed, request it again")
@@ -113,7 +119,9 @@ def _canary(ctx: StepContext, snap: Snapshot, look: Callable[..., Snapshot]) -> 
         note(ctx, "canary.saved", "info", f"saved the template, strategy {saved['update_strategy'].get('type')} and "
              f"revision {(saved['revision'] or {}).get('number')} before changing anything",
              revision=saved["revision"], strategy=saved["update_strategy"], image=saved["image"])
-    elif not same(snap.template, saved["template"]) and not same(snap.template, changed_template(run)):
+    elif not same(snap.template, saved["template"]) and not (
+            through_operator.rendered(snap, ctx, saved["container"]) if run.target.clusterpolicy
+            else same(snap.template, changed_template(run))):
         reason = (f"{run.target.ref} changed since the canary began (its template is neither the saved one nor the "
                   "saved one with the new image): someone else is changing it; roll back and start again")
         note(ctx, "canary.drift", "failed", reason)
@@ -125,24 +133,33 @@ def _canary(ctx: StepContext, snap: Snapshot, look: Callable[..., Snapshot]) -> 
     if any(c.status != "pass" for c in before):
         note_checks(ctx, "canary", before)
         return result(before, what="the workloads upgraded before the canary")
-    set_strategy(ctx, ON_DELETE, step="canary.strategy")
-    if run.edits.empty:
+    if run.target.clusterpolicy:  # the operator renders the DaemonSet from it: never patched here
+        through_operator.change(ctx, step="canary.clusterpolicy")
+    elif run.edits.empty:
+        set_strategy(ctx, ON_DELETE, step="canary.strategy")
         set_image(ctx, container, run.image, step="canary.image")
     else:
+        set_strategy(ctx, ON_DELETE, step="canary.strategy")
         set_template(ctx, changed_template(ctx.run), step="canary.template",
                      summary=f"{run.image} ({container}); {run.edits.summary()}")
-    new = _new_revision(ctx, look)
+    new = _new_revision(ctx, look, container)
+    if new is None and run.target.clusterpolicy:
+        return StepResult(ok=False, reason=f"the GPU operator did not render ClusterPolicy/{run.target.clusterpolicy}'s "
+                          f"change into {run.target.ref} in {ctx.settings.ready_timeout:g}s: is the operator running?")
     if new is None:
         return StepResult(ok=False, reason=f"the DaemonSet controller did not pick up the new template of "
                           f"{run.target.ref} in {ctx.settings.ready_timeout:g}s: is kube-controller-manager running?")
     return _replace_canary_pod(ctx, new, container, look)
 
 
-def _new_revision(ctx: StepContext, look: Callable[..., Snapshot]) -> Revision | None:
+def _new_revision(ctx: StepContext, look: Callable[..., Snapshot], container: str) -> Revision | None:
     run = ctx.run
-    # the DaemonSet read, not cached: a cache a moment behind our own write would show it settled on the old revision
+    # the DaemonSet read, not cached: a cache a moment behind our own write would show it settled on the old
+    # revision; a ClusterPolicy's change is waited for until the operator has rendered it
+    ready: Callable[[Snapshot], bool] = ((lambda s: through_operator.rendered(s, ctx, container))
+                                         if run.target.clusterpolicy else (lambda s: s.settled))
     snap = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval,
-                    probe=lambda: s if (s := look(read_daemonset=True)).settled else None)
+                    probe=lambda: s if ready(s := look(read_daemonset=True)) else None)
     if snap is None or snap.current_revision is None:
         return None
     new = snap.current_revision

@@ -12,7 +12,7 @@ the nodes still behind. Re-entered, it only waits for what is still missing.
 
 from __future__ import annotations
 
-from runbooks.daemonset import companions, waves
+from runbooks.daemonset import companions, through_operator, waves
 from runbooks.daemonset.canarying import changed_template
 from runbooks.daemonset.checks import listing
 from runbooks.daemonset.following import follow_rollout, replace_node_by_node
@@ -43,8 +43,9 @@ def promote(ctx: StepContext) -> StepResult:
         snap = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval,
                         probe=lambda: s if (s := look(read_daemonset=True)).settled else None)
     new = snap.current_revision if snap else None
-    if snap is None or new is None or snap.images.get(saved["container"]) != run.image \
-            or (not run.edits.empty and not same(snap.template, changed_template(run))):
+    as_canary = (through_operator.rendered(snap, ctx, saved["container"]) if snap and target.clusterpolicy
+                 else snap is not None and (run.edits.empty or same(snap.template, changed_template(run))))
+    if snap is None or new is None or snap.images.get(saved["container"]) != run.image or not as_canary:
         reason = (f"{target.ref} no longer has the canary's template (container {saved['container']} should run "
                   f"{run.image}" + (f" with {run.edits.summary()}" if not run.edits.empty else "")
                   + "): someone changed it; nothing was promoted")
@@ -53,7 +54,13 @@ def promote(ctx: StepContext) -> StepResult:
     if run.progress.get("waves") or waves.waves_of(ctx.settings, target.ref, drain=target.drain) is not None:
         return waves.promote_in_waves(ctx, snap, new)
     original = saved["update_strategy"]
-    if (original.get("type") or "RollingUpdate") == "OnDelete":
+    if target.clusterpolicy:  # OnDelete until every node is replaced; then the ClusterPolicy's strategy as it was
+        note(ctx, "promote.strategy", "info", f"ClusterPolicy/{target.clusterpolicy} keeps OnDelete: replacing the "
+             "pods node by node")
+        outcome = replace_node_by_node(ctx, new.hash, step="promote.node")
+        if outcome.ok:
+            through_operator.put_back_strategy(ctx, step="promote.clusterpolicy")
+    elif (original.get("type") or "RollingUpdate") == "OnDelete":
         note(ctx, "promote.strategy", "info", "the original strategy is OnDelete: replacing the pods node by node")
         outcome = replace_node_by_node(ctx, new.hash, step="promote.node")
     else:

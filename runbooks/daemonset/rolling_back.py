@@ -7,7 +7,10 @@
    before it writes): it has nothing to roll back, says so, and writes nothing. There is
    no fall-back to "the revision before the current one": what is there may be someone
    else's change.
-2. The original update strategy goes back (saved by the canary; unknown: left as is).
+2. The original update strategy goes back (saved by the canary; unknown: left as is). A target
+   the GPU operator renders (``owner: clusterpolicy/<name>``): steps 1 and 2 are one merge patch of
+   its ClusterPolicy putting back exactly the fields the run changed (saved at the request), and the
+   step waits for the operator to render the saved image and strategy again.
 3. Pods of other revisions are replaced: by the controller under RollingUpdate (the
    canary pod left by OnDelete included), by the step under OnDelete (all at once: a
    rollback is a repair, and the new pods are what is broken).
@@ -26,10 +29,11 @@ those upgraded before it last.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from runbooks.daemonset import checks as judge
-from runbooks.daemonset import companions, draining
+from runbooks.daemonset import companions, draining, through_operator
 from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.following import follow_rollout
 from runbooks.daemonset.observing import Revision, Snapshot, observe, wait_for
@@ -80,14 +84,22 @@ def rollback(ctx: StepContext) -> StepResult:
             "rollback_to": revision.as_progress() if revision else {"source": source},
         })
     after = companions.restore(ctx, before=False)  # the reverse of the upgrade's order
-    restore_template(ctx, template, patch, step="rollback.template", source=source)
-    strategy = (progress.get("saved") or {}).get("update_strategy")
-    if strategy:
-        set_strategy(ctx, strategy, step="rollback.strategy")
+    saved = progress.get("saved") or {}
+    if target.clusterpolicy:  # the fields the run changed put back; the operator renders the rest
+        through_operator.put_back(ctx, step="rollback.clusterpolicy")
+        back: Callable[[Snapshot], bool] = lambda s: through_operator.rendered_back(s, saved)  # noqa: E731
     else:
-        note(ctx, "rollback.strategy", "info", f"the original strategy is unknown: keeping {snap.strategy_type}")
+        restore_template(ctx, template, patch, step="rollback.template", source=source)
+        if saved.get("update_strategy"):
+            set_strategy(ctx, saved["update_strategy"], step="rollback.strategy")
+        else:
+            note(ctx, "rollback.strategy", "info", f"the original strategy is unknown: keeping {snap.strategy_type}")
+        back = lambda s: s.settled  # noqa: E731
     settled = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval,
-                       probe=lambda: s if (s := observe(ctx.cluster, target.namespace, target.name)).settled else None)
+                       probe=lambda: s if back(s := observe(ctx.cluster, target.namespace, target.name)) else None)
+    if settled is None and target.clusterpolicy:
+        return StepResult(ok=False, reason=f"the GPU operator did not render ClusterPolicy/{target.clusterpolicy} "
+                          f"back into {target.ref} in {ctx.settings.ready_timeout:g}s: is the operator running?")
     if settled is None or settled.current_revision is None:
         return StepResult(ok=False, reason=f"the DaemonSet controller did not pick up the restored template of {target.ref} "
                           f"in {ctx.settings.ready_timeout:g}s")

@@ -79,7 +79,8 @@ class DaemonSetSteps:
         refused = permissions.refused_rule(cluster, permissions.run_actions(
             namespace=run.target.namespace, name=run.target.name, dra=dra, drain=run.target.drain,
             smoke_namespace=str(smoke.get("namespace") or SMOKE_NAMESPACE) if smoke else None,
-            workloads=[p.name for p in run.target.parts if p.kind == "Deployment"]))
+            workloads=[p.name for p in run.target.parts if p.kind == "Deployment"],
+            clusterpolicy=run.target.clusterpolicy or None))
         if refused is not None:  # issue 34: refused before an approver is asked, naming the rule
             return [failed("rbac", forbidden_sentence(refused, ""))]
         checks = preflight.request_checks(cluster, snap, run=run, settings=settings, baseline=False)[0]

@@ -46,7 +46,7 @@ from typing import Any
 from runbooks import windows
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import NODES
-from runbooks.daemonset import companions, draining
+from runbooks.daemonset import companions, draining, through_operator
 from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.checks import listing
 from runbooks.daemonset.following import replace_nodes
@@ -289,7 +289,9 @@ def _finish(ctx: StepContext, saved: dict[str, Any], new: Revision) -> StepResul
     """Every wave done: the original strategy back, the workloads upgraded after the DaemonSet."""
     run = ctx.run
     original = saved["update_strategy"]
-    if (original.get("type") or "RollingUpdate") != "OnDelete":
+    if run.target.clusterpolicy:  # the operator renders the strategy: its ClusterPolicy's field as it was
+        through_operator.put_back_strategy(ctx, step="promote.clusterpolicy")
+    elif (original.get("type") or "RollingUpdate") != "OnDelete":
         set_strategy(ctx, original, step="promote.strategy")
     waves = run.progress.get("waves") or []
     moved = sum(len(w["nodes"]) for w in waves) + 1

@@ -34,6 +34,7 @@ from runbooks.engine.clocks import SystemClock
 from runbooks.engine.driving import Driver, StepPaused, label_of
 from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Leases, owner_id
+from runbooks.engine.owned import judge_owner, through_owner
 from runbooks.engine.refusals import Refused
 from runbooks.engine.requesting import (
     AUTO_NODE,
@@ -224,7 +225,10 @@ class Engine:
             with self.connect(request.cluster) as handle:
                 run = new_run(*resolve(handle, request))
                 image, change, planned_from = planned_change(handle, run, edits)
-                progress = {"template_diff": change, "planned_from": planned_from} if change else {}
+                owned = judge_owner(handle, namespace=request.namespace, name=request.name, image=image,
+                                    allowed=entry.owner if entry is not None else None, edits=edits)
+                run, change = through_owner(run, owned, change)
+                progress = {**owned, **({"template_diff": change, "planned_from": planned_from} if change else {})}
                 run = run.model_copy(update={"image": image, "progress": progress})
                 if run.node == AUTO_NODE:
                     node, chosen = self.driver.steps.pick_node(handle, run, self.driver.settings)
@@ -238,6 +242,7 @@ class Engine:
                     raise Refused(refusals.request_checks_failed(run, [(c.name, c.detail) for c in failing]))
                 # a warning, and a check that will be blind (issue 56: said before anyone approves)
                 warnings = [f"{c.name}: {c.detail}" for c in checks if c.status in (CheckStatus.WARN, CheckStatus.UNKNOWN)]
+                warnings = [*run.progress.get("request_warnings", []), *warnings]
                 if warnings:
                     run = run.model_copy(update={"progress": {**run.progress, "request_warnings": warnings}})
         if not run.container:

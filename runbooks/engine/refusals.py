@@ -199,3 +199,33 @@ def server_refuses(ref: str, reason: str) -> str:
 def request_not_opened(kind: str, detail: str) -> str:
     return (f"its {kind} request could not be opened ({detail}); nothing was changed, and the target is free "
             "for another request")
+
+
+def owned_target(reverts: str, way: str) -> str:
+    """A canary on a DaemonSet its owner would put back (:mod:`runbooks.engine.owned`)."""
+    return f"{reverts}; refused before any approver was asked, nothing was changed: {way}"
+
+
+def helm_reverts(release: str, values: str | None) -> str:
+    """The warning a canary request on a Helm release's target carries (policy ``owner: helm``)."""
+    after = (f"after promotion, make the release match: --reuse-values {values}" if values
+             else "after promotion, put the new image in the release's values")
+    return f"owner: {release}: the next `helm upgrade` puts this change back unless its values say so; {after}"
+
+
+def not_rendered_by(ref: str, name: str, owner: str | None) -> str:
+    """The policy says ``owner: clusterpolicy/<name>`` but the operator does not render the target from it."""
+    found = f"its controller is {owner}" if owner else f"no ClusterPolicy {name} controls it"
+    return (f"the policy says ClusterPolicy/{name} renders {ref}, but {found}; refused before any approver was asked, "
+            "nothing was changed: fix targets[].owner in the policy")
+
+
+def owned_change_refused(ref: str, owner: str, why: str) -> str:
+    """An operator-native run asked for a change its ClusterPolicy cannot express."""
+    return f"{ref} is changed through {owner}, and {why}; refused before any approver was asked, nothing was changed"
+
+
+def clusterpolicy_unread(ref: str, name: str, why: str) -> str:
+    """The ClusterPolicy an operator-native run would change cannot be read."""
+    return (f"{ref} is changed through ClusterPolicy/{name}, which cannot be read ({why}); refused before any "
+            "approver was asked, nothing was changed")

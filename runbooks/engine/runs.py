@@ -206,6 +206,14 @@ class Target(BaseModel):
     parts: list[Part] = Field(default_factory=list, description="other workloads upgraded with it, in order")
     drain: bool = Field(default=False, description="each node is cordoned and drained before its plugin pod is "
                         "replaced (policy targets[].drain at request time): the run may cordon nodes and evict pods")
+    owner: str = Field(default="", description="clusterpolicy/<name>: the GPU operator renders the DaemonSet from "
+                       "that ClusterPolicy, and the run changes it there, never the DaemonSet (policy targets[].owner at "
+                       "request time)")
+
+    @property
+    def clusterpolicy(self) -> str:
+        """The ClusterPolicy the run changes instead of the DaemonSet; '' for a plain run."""
+        return self.owner.partition("/")[2] if self.owner.startswith("clusterpolicy/") else ""
 
     @property
     def key(self) -> str:

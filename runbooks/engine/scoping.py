@@ -9,7 +9,8 @@ smoke test's pods (``gpu-smoke-test-<hex>``), and a DRA driver's smoke-test
 ResourceClaimTemplate and the claim made from it, in the smoke test's one namespace. A
 migration run may replace or patch its one workload and create and delete the
 ResourceClaimTemplates its approved change names, in the workload's namespace. Any other
-write raises :class:`OutOfScope` before it is sent: a bug in a step halts the run instead
+write raises :class:`OutOfScope` before it is sent (a target the GPU operator renders, ``owner:
+clusterpolicy/<name>``: its ClusterPolicy is patched, never the DaemonSet): a bug in a step halts the run instead
 of touching another object. A repair run may delete the pods its approved request lists,
 and nothing else; a cleanup run the ResourceClaims its approved request lists.
 """
@@ -19,7 +20,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from runbooks.cluster.resources import DAEMONSETS, DEPLOYMENTS, DRA_GROUP, NODES, PODS, WORKLOADS
+from runbooks.cluster.resources import (
+    CLUSTER_POLICIES,
+    DAEMONSETS,
+    DEPLOYMENTS,
+    DRA_GROUP,
+    NODES,
+    PODS,
+    WORKLOADS,
+)
 from runbooks.cluster.writing import Query, Writes
 from runbooks.engine.runs import Run, Target
 from runbooks.errors import Action, NotFound
@@ -79,7 +88,10 @@ class ScopedCluster(Writes):
         ns, name = self._target.namespace, self._target.name
         if self._target.kind != "DaemonSet":
             return self._migration_allows(method, path, body)
-        if path == DAEMONSETS.path(ns, name):
+        if self._target.clusterpolicy:  # the operator renders the DaemonSet: the run changes its ClusterPolicy
+            if path == CLUSTER_POLICIES.path(None, self._target.clusterpolicy):
+                return method == "PATCH"
+        elif path == DAEMONSETS.path(ns, name):
             return method == "PATCH"
         if self._target.drain and self._drain_allows(method, path, body):
             return True

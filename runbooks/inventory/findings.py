@@ -23,6 +23,7 @@ from runbooks.inventory.models import (
     ResourceClaim,
     ResourceSlice,
 )
+from runbooks.owners import owner_way, puts_back
 
 
 def _listing(names: Sequence[str], limit: int = 5) -> str:
@@ -203,6 +204,21 @@ def target_findings(missing: Sequence[str]) -> list[Finding]:
     ]
 
 
+def owner_findings(daemonsets: Sequence[DaemonSet]) -> list[Finding]:
+    """A plugin someone else owns (:mod:`runbooks.owners`): a direct change of it does not last. GitOps and
+    a foreign controller warn (a canary on it is refused); the GPU operator and Helm inform."""
+    out = []
+    for ds in daemonsets:
+        owner = ds.owner
+        if owner is None:
+            continue
+        out.append(Finding(
+            severity="info" if owner.manager in ("operator", "helm") else "warn", code="plugin-owned",
+            object=f"daemonset/{ds.ref}", message=puts_back(ds.ref, owner), next_step=owner_way(owner),
+        ))
+    return out
+
+
 def all_findings(
     *,
     dra: DraInfo,
@@ -226,6 +242,7 @@ def all_findings(
         *class_findings(classes, daemonsets),
         *claim_findings(claims),
         *target_findings(missing_targets),
+        *owner_findings(daemonsets),
     ]
     order = {"fail": 0, "warn": 1, "info": 2}
     return sorted(found, key=lambda f: order[f.severity])

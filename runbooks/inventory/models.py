@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from runbooks.characters import shown
+from runbooks.owners import Owner
 
 Severity = Literal["info", "warn", "fail"]
 GateState = Literal["enabled", "disabled", "unknown"]
@@ -159,10 +160,17 @@ class DaemonSet(Model):
     selector: dict[Shown, Shown] = Field(default_factory=dict)
     pods: list[PluginPod] = Field(default_factory=list)
     manifest: Manifest = Field(default_factory=Manifest, description="the pod template's settings")
+    owners: list[Owner] = Field(default_factory=list, description="who puts a direct change back, the one that "
+                                "governs first (runbooks.owners)")
 
     @property
     def ref(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def owner(self) -> Owner | None:
+        """The owner that governs the DaemonSet (a controller, then GitOps, then Helm); None: nobody."""
+        return self.owners[0] if self.owners else None
 
 
 class DeviceClass(Model):

@@ -40,6 +40,7 @@ from runbooks.inventory.models import (
     Taint,
 )
 from runbooks.inventory.stacks import stack_fields
+from runbooks.owners import owners_of
 
 Obj = dict[str, Any]
 
@@ -217,6 +218,7 @@ def daemonset_from(obj: Obj, *, kind: PluginKind, drivers: list[str], revision: 
         available=int(status.get("numberAvailable") or 0),
         selector=dict((spec.get("selector") or {}).get("matchLabels") or {}),
         manifest=manifest_of((spec.get("template") or {}).get("spec") or {}),
+        owners=owners_of(obj),
     )
 
 

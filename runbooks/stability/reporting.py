@@ -161,6 +161,7 @@ def build_report(
         where = ", ".join(c.name for c in kubelet.nodes)
         notes.append(f"the kubelet restarted {kubelet.count} time(s) on {where}: plugin registrations were reset")
     return StabilityReport(
+        warnings=helm_warnings(run),
         run_id=run.id, target=run.target.ref, cluster=run.target.cluster, image=run.image, due=due,
         generated_at=now.taken_at, window_start=promoted_at(run), window_end=now.taken_at,
         verdict=judging.verdict_of(found), findings=found, events=events, collection=collection,
@@ -168,6 +169,20 @@ def build_report(
         claims_lost=lost, notes=notes, hourly=hourly_counts(tally or Tally(), promoted_at(run)),
         gpu_samples=gpu_samples(baseline, tally, now, promoted_at(run)), metrics=metrics,
     )
+
+
+def helm_warnings(run: Run) -> list[str]:
+    """A run of a Helm release's target (policy ``owner: helm``): the release may still render the image the
+    run replaced. Compared: nothing of the release (the bot reads no Helm release Secrets), so the warning
+    stands in every report of the run, with the values change that ends it."""
+    helm = run.progress.get("helm") or {}
+    if not helm:
+        return []
+    old = str((run.progress.get("saved") or {}).get("image") or "the image it replaced")
+    change = f"--reuse-values {helm['set']}" if helm.get("set") else f"the image values set to {run.image}"
+    return [f"Helm release {helm.get('namespace')}/{helm.get('release')} rendered {old} when this run began, and the bot "
+            "does not read the release's values (its Secrets): unless it was upgraded with "
+            f"{change}, the next `helm upgrade` puts {old} back on every node"]
 
 
 def report_of(

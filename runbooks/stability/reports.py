@@ -169,6 +169,8 @@ class StabilityReport(Model):
     nodes: list[NodeComparison] = Field(default_factory=list)
     claims_lost: list[str] = Field(default_factory=list, description="allocated at the baseline, not now")
     notes: list[str] = Field(default_factory=list, description="what could not be read, and why")
+    warnings: list[str] = Field(default_factory=list, description="what may undo the run though the plugin is "
+                                "stable (a Helm release whose values may still name the old image)")
     hourly: list[HourCount] = Field(default_factory=list, description="events that matter per hour, by reason")
     gpu_samples: list[GpuSample] = Field(
         default_factory=list, description="allocatable GPUs over the window: at the baseline, hourly as collected, "

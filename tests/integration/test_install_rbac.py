@@ -433,3 +433,25 @@ def test_rbac_grants_a_repair_only_in_the_namespaces_repair_names(sim: KubeSim, 
     engine.decide(run.id, actor=BOB, approve=True)
     assert engine.advance(run.id).state is RunState.DONE
     assert bot.refusals() == before
+
+
+def test_the_clusterpolicy_role_allows_get_and_patch_on_that_one_clusterpolicy_only(
+        sim: KubeSim, tmp_path: Path) -> None:
+    """Issue 60 item 5: ``upgradebot rbac`` for a target owned by ClusterPolicy/cluster-policy, applied
+    and asked as the bot's ServiceAccount (SelfSubjectAccessReviews, as the request checks ask): get and
+    patch on cluster-policy are allowed; another ClusterPolicy, a list, a delete are not."""
+    from runbooks.cluster.permissions import refused_rule
+    from runbooks.errors import Action
+    from runbooks.rbac_manifests import manifests
+
+    policy = Policy.model_validate({**POLICY.model_dump(mode="json", exclude_defaults=True), "targets": [
+        {"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset", "owner": "clusterpolicy/cluster-policy"}]})
+    bot = install(sim, tmp_path, [*rendered_rbac(), *(o for o in manifests(policy)
+                                                       if o["metadata"]["name"] == "upgradebot-clusterpolicy")])
+    policies = "clusterpolicies.nvidia.com"
+    with bot.connect() as cluster:
+        assert refused_rule(cluster, [Action(verb, policies, "", "cluster-policy") for verb in ("get", "patch")]) is None
+        for action in (Action("get", policies, "", "other-policy"), Action("patch", policies, "", "other-policy"),
+                       Action("list", policies), Action("delete", policies, "", "cluster-policy"),
+                       Action("update", policies, "", "cluster-policy")):
+            assert refused_rule(cluster, [action]) == action

@@ -81,3 +81,33 @@ def test_a_repair_role_only_where_repair_names_a_namespace() -> None:
                      ("research", "upgradebot-migration")}
     repaired = manifests(policy, repair_namespaces=["batch"])
     assert {o["metadata"]["namespace"] for o in repaired if o["metadata"]["name"] == "upgradebot-repair"} == {"batch"}
+
+
+def test_a_clusterpolicy_owner_gets_get_and_patch_on_that_clusterpolicy_by_name_and_nothing_more() -> None:
+    """Issue 60 item 5: a target the GPU operator renders (owner: clusterpolicy/<name>) adds one
+    ClusterRole with one rule: get and patch on that ClusterPolicy by name; without one, no such role."""
+    policy = Policy.model_validate({"approvers": {"users": ["U0BOB"]}, "targets": [
+        {"namespace": "gpu-operator", "name": "nvidia-device-plugin-daemonset", "owner": "clusterpolicy/cluster-policy"},
+        "kube-system/plugin"]})
+    objects = manifests(policy)
+    operator = [o for o in objects if o["metadata"]["name"] == "upgradebot-clusterpolicy"]
+    assert [o["kind"] for o in operator] == ["ClusterRole", "ClusterRoleBinding"]
+    assert operator[0]["rules"] == [{"apiGroups": ["nvidia.com"], "resources": ["clusterpolicies"],
+                                     "verbs": ["get", "patch"], "resourceNames": ["cluster-policy"]}]
+    assert not [r for o in objects if o["kind"] in ROLES and o is not operator[0] for r in o["rules"]
+                if "nvidia.com" in r.get("apiGroups", ())]
+    plain = Policy.model_validate({"approvers": {"users": ["U0BOB"]}, "targets": ["kube-system/plugin"]})
+    assert "upgradebot-clusterpolicy" not in {o["metadata"]["name"] for o in manifests(plain)}
+    assert missing_rule(Action("patch", "clusterpolicies.nvidia.com", "", "cluster-policy")) == (
+        '{apiGroups: ["nvidia.com"], resources: [clusterpolicies], verbs: [patch], resourceNames: [cluster-policy]}',
+        "its ClusterRole")
+
+
+def test_an_operator_native_run_asks_for_its_clusterpolicy_not_the_daemonsets_patch() -> None:
+    """Issue 60: the request's access reviews of a run through ClusterPolicy/cluster-policy ask get and patch on
+    it (granted by the table's operator rule) instead of a patch of the DaemonSet."""
+    asked = run_actions(namespace="gpu-operator", name="plugin", dra=False, drain=False, smoke_namespace=None,
+                        workloads=[], clusterpolicy="cluster-policy")
+    assert [a for a in asked if rule_for(a) is None] == []
+    assert Action("patch", "clusterpolicies.nvidia.com", None, "cluster-policy") in asked
+    assert Action("patch", "daemonsets.apps", "gpu-operator", "plugin") not in asked

@@ -131,3 +131,23 @@ def test_a_cleanup_may_delete_only_the_claims_it_listed() -> None:
         with pytest.raises(OutOfScope, match="nothing was sent"):
             write()
     assert inner.sent == [("DELETE", "/apis/resource.k8s.io/v1/namespaces/ml-team/resourceclaims/stale")]
+
+
+def test_a_target_the_operator_renders_changes_its_clusterpolicy_never_the_daemonset() -> None:
+    """Issue 60: with owner clusterpolicy/<name> the run may patch that ClusterPolicy (and delete the
+    plugin's pods), not the DaemonSet the operator would put back, nor another ClusterPolicy."""
+    from runbooks.cluster.resources import CLUSTER_POLICIES
+
+    target = Target(cluster="prod", namespace="gpu-operator", name="nvidia-device-plugin-daemonset",
+                    owner="clusterpolicy/cluster-policy")
+    inner = Recorder()
+    scoped = ScopedCluster(inner, target)
+    scoped.patch(CLUSTER_POLICIES, "cluster-policy", {"spec": {}}, patch_type="merge")
+    scoped.delete(PODS, f"{target.name}-x7k2p", namespace=target.namespace, uid="u1")
+    for write in (lambda: scoped.patch(DAEMONSETS, target.name, {}, namespace=target.namespace),
+                  lambda: scoped.patch(CLUSTER_POLICIES, "other-policy", {}, patch_type="merge"),
+                  lambda: scoped.delete(CLUSTER_POLICIES, "cluster-policy")):
+        with pytest.raises(OutOfScope, match="nothing was sent"):
+            write()
+    assert inner.sent == [("PATCH", "/apis/nvidia.com/v1/clusterpolicies/cluster-policy"),
+                          ("DELETE", f"/api/v1/namespaces/gpu-operator/pods/{target.name}-x7k2p")]

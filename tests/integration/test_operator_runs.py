@@ -2,10 +2,7 @@
 operator reconcile, a canary through ClusterPolicy/cluster-policy leaves every node but the canary node on the
 old version (an unrelated ClusterPolicy edit meanwhile reverts nothing); promotion puts every node on the new
 version with the ClusterPolicy saying so and its update strategy as it was; a rollback restores the
-ClusterPolicy's fields exactly and the operator re-renders the old version on every node.
-
-They need kubesim's ClusterPolicy CRD and reconcile (the op-kubesim branch: ``KubeSim.operator_reconciles``);
-without them they are skipped, saying so."""
+ClusterPolicy's fields exactly and the operator re-renders the old version on every node."""
 
 from __future__ import annotations
 
@@ -22,9 +19,6 @@ from runbooks.engine.runs import RunState
 from runbooks.policy import Policy
 from tests.engine_support import kubesim_engine
 from tests.support import Kubectl
-
-pytestmark = pytest.mark.skipif(not hasattr(KubeSim, "operator_reconciles"),
-                                reason="kubesim does not run the GPU operator's reconcile yet (op-kubesim)")
 
 NS, DS = "gpu-operator", "nvidia-device-plugin-daemonset"
 TARGET = f"{NS}/{DS}"

@@ -324,6 +324,7 @@ CHECK_LABELS = {
     "image": "Image changed",
     "template": "Template changed",
     "clusterpolicy": "ClusterPolicy changed (the operator renders the DaemonSet)",
+    "rendered": "GPU operator rendered the change",
     "drift": "Template unchanged since the request",
     "resume": "Resumed",
     "delete-pod": "Plugin pod replaced",
@@ -386,7 +387,8 @@ PHASE_LABELS = {
     "rollback": {"template": "Template restored as saved", "strategy": "Update strategy restored",
                  "node": "Plugin rolled back node by node", "delete-pod": "Plugin pod replaced with the saved one",
                  "workload": "Workload template restored", "repair": "Nothing to put back",
-                 "clusterpolicy": "ClusterPolicy fields restored as saved"},
+                 "clusterpolicy": "ClusterPolicy fields restored as saved",
+                 "rendered": "GPU operator rendered the saved fields"},
     "promote": {"clusterpolicy": "ClusterPolicy update strategy restored"},
 }
 """Labels that read differently in one step (a rollback puts back what the canary changed)."""

@@ -144,3 +144,9 @@ def clusterpolicy_diff(name: str, diff: str) -> str:
     """What an operator-native canary writes, and what its rollback puts back: the ClusterPolicy's fields."""
     return (f"The run changes ClusterPolicy/{name}, never the DaemonSet; its fields (- now, saved for the rollback; "
             f"+ after):\n```\n{diff}\n```")
+
+
+def asks_rollback_through(ref: str, name: str, run_id: str) -> str:
+    """The rollback request of an operator-native run: it puts back the ClusterPolicy's fields, never the DaemonSet."""
+    return (f"roll {ref} back by putting ClusterPolicy/{name}'s fields back as they were before run {run_id} "
+            "(the GPU operator renders the rest)")

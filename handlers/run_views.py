@@ -125,6 +125,8 @@ def _asks(run: Run, gate: Gate) -> str:
     elif gate.kind is GateKind.PROMOTION:
         what = msg.asks_promotion(literal(run.image), ref, canary_nodes_text(run), "a restart" if is_restart(run) else change,
                                   bool(run.target.drain))
+    elif run.target.clusterpolicy:
+        what = rmsg.asks_rollback_through(ref, run.target.clusterpolicy, run.id)
     else:
         what = msg.asks_rollback(ref, run.id)
     return msg.gate_asks(_who(gate.requested_by), what)

@@ -116,8 +116,9 @@ def _canary(ctx: StepContext, snap: Snapshot, look: Callable[..., Snapshot]) -> 
             **metrics_before(ctx.settings, with_gpus(list(baseline.nodes), baseline=baseline.nodes),
                              at=ctx.clock.now()),
         })
-        note(ctx, "canary.saved", "info", f"saved the template, strategy {saved['update_strategy'].get('type')} and "
-             f"revision {(saved['revision'] or {}).get('number')} before changing anything",
+        owned = f"{through_operator.saved_fields(ctx)} and " if run.target.clusterpolicy else ""
+        note(ctx, "canary.saved", "info", f"saved {owned}the template, strategy {saved['update_strategy'].get('type')} "
+             f"and revision {(saved['revision'] or {}).get('number')} before changing anything",
              revision=saved["revision"], strategy=saved["update_strategy"], image=saved["image"])
     elif not same(snap.template, saved["template"]) and not (
             through_operator.rendered(snap, ctx, saved["container"]) if run.target.clusterpolicy
@@ -143,6 +144,8 @@ def _canary(ctx: StepContext, snap: Snapshot, look: Callable[..., Snapshot]) -> 
         set_template(ctx, changed_template(ctx.run), step="canary.template",
                      summary=f"{run.image} ({container}); {run.edits.summary()}")
     new = _new_revision(ctx, look, container)
+    if run.target.clusterpolicy:
+        through_operator.note_rendered(ctx, new, step="canary.rendered", what="change")
     if new is None and run.target.clusterpolicy:
         return StepResult(ok=False, reason=f"the GPU operator did not render ClusterPolicy/{run.target.clusterpolicy}'s "
                           f"change into {run.target.ref} in {ctx.settings.ready_timeout:g}s: is the operator running?")

@@ -97,6 +97,9 @@ def rollback(ctx: StepContext) -> StepResult:
         back = lambda s: s.settled  # noqa: E731
     settled = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval,
                        probe=lambda: s if back(s := observe(ctx.cluster, target.namespace, target.name)) else None)
+    if target.clusterpolicy:
+        through_operator.note_rendered(ctx, settled.current_revision if settled else None, step="rollback.rendered",
+                                       what="saved fields")
     if settled is None and target.clusterpolicy:
         return StepResult(ok=False, reason=f"the GPU operator did not render ClusterPolicy/{target.clusterpolicy} "
                           f"back into {target.ref} in {ctx.settings.ready_timeout:g}s: is the operator running?")

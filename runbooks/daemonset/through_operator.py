@@ -8,7 +8,9 @@ promotion puts ``spec.daemonsets.updateStrategy`` back as the request found it; 
 every field the run changed, exactly, and nothing else (an unrelated edit of the ClusterPolicy made
 meanwhile stays). The values put back are those saved at the request, which the approvers saw as a
 diff. Each write is made only when the ClusterPolicy does not hold it yet, with a ``resourceVersion``
-precondition (a 409 re-reads and decides again), and recorded as a mutation.
+precondition (a 409 re-reads and decides again), and recorded as a mutation. The wait for the
+operator's render after each write is a step of the run's trail too (:func:`note_rendered`): what the
+operator rendered (the DaemonSet's revision and hash), or that it never came.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from runbooks import clusterpolicy as cp
 from runbooks.cluster.resources import CLUSTER_POLICIES
-from runbooks.daemonset.observing import Snapshot
+from runbooks.daemonset.observing import Revision, Snapshot
 from runbooks.engine.recording import note
 from runbooks.engine.steps import StepContext
 from runbooks.errors import Conflict
@@ -30,6 +32,12 @@ def planned(ctx: StepContext) -> Mapping[str, Any]:
     """The ClusterPolicy change the request planned: ``name``, ``saved`` and ``wanted`` fields."""
     found: Mapping[str, Any] = ctx.run.progress.get("clusterpolicy") or {}
     return found
+
+
+def saved_fields(ctx: StepContext) -> str:
+    """What a rollback puts back, in words: ``ClusterPolicy/cluster-policy's fields spec.devicePlugin.version, …``."""
+    fields = ", ".join(planned(ctx).get("saved") or {}) or "none"
+    return f"ClusterPolicy/{ctx.run.target.clusterpolicy}'s fields {fields} (as the request showed them)"
 
 
 def _write(ctx: StepContext, fields: Mapping[str, Any], *, step: str, what: str) -> bool:
@@ -90,3 +98,15 @@ def rendered_back(snap: Snapshot, saved: Mapping[str, Any]) -> bool:
     strategy = (saved.get("update_strategy") or {}).get("type") or "RollingUpdate"
     return (snap.settled and snap.images.get(saved.get("container") or "") == saved.get("image")
             and snap.strategy_type == strategy)
+
+
+def note_rendered(ctx: StepContext, new: Revision | None, *, step: str, what: str) -> None:
+    """The wait for the operator's render, in the run's trail: the revision it rendered ``what`` into,
+    or (``new`` None) that it did not within ``ready_timeout``."""
+    name, ref = ctx.run.target.clusterpolicy, ctx.run.target.ref
+    if new is None:
+        note(ctx, step, "failed", f"the GPU operator did not render ClusterPolicy/{name}'s {what} into {ref} in "
+             f"{ctx.settings.ready_timeout:g}s")
+        return
+    note(ctx, step, "ok", f"the GPU operator rendered ClusterPolicy/{name}'s {what} into {ref}: revision "
+         f"{new.number} ({new.hash})", revision=new.as_progress())

@@ -22,6 +22,7 @@ from bot.slack.threads import SlackThreads
 from kubesim import KubeSim
 from runbooks.cluster.informing import Watches
 from runbooks.engine.runs import RunState
+from runbooks.policy import Policy
 from tests.e2e.harness import POLICY, USERGROUPS, Bot, GateBook, ask_verb, hold_verb, settings_for
 from tests.e2e.runs_support import POLICY as RUN_POLICY
 from tests.e2e.runs_support import SlackClient, eventually, kept_in
@@ -95,12 +96,13 @@ def run_bot(fake_slack: FakeSlack, redis_url: str) -> Iterator[RunBot]:
 
 
 @contextlib.contextmanager
-def served_bot(fake_slack: FakeSlack, redis_url: str, *, scenario: str, k8s_version: str) -> Iterator[RunBot]:
-    """The bot as ``upgradebot serve`` wires it (the run policy), on a kubesim of ``scenario``
-    of its own running 20 times as fast; stopped when the block ends."""
+def served_bot(fake_slack: FakeSlack, redis_url: str, *, scenario: str, k8s_version: str,
+               policy: Policy = RUN_POLICY) -> Iterator[RunBot]:
+    """The bot as ``upgradebot serve`` wires it (``policy``: the run policy unless named), on a kubesim
+    of ``scenario`` of its own running 20 times as fast; stopped when the block ends."""
     with KubeSim(pushed=TEST_BUILDS, scenario=scenario, k8s_version=k8s_version, speed=20) as sim:
         settings = settings_for(fake_slack, sim, REDIS_URL=redis_url, UPGRADEBOT_SLACK_PACE=0.01)
-        runtime = build_runtime(settings, RUN_POLICY)
+        runtime = build_runtime(settings, policy)
         service = build_slack_service(settings, runtime, readiness_cache=0)
         runtime.start()
         http = HttpServer(service.wsgi(), port=0, threads=8).start()

@@ -12,6 +12,9 @@ names its source: repository, path, tag, and the values it was rendered with).
 - ``gpu-helm-mig``: the same install with ``migStrategy=mixed``
   (``helm-nvidia-device-plugin-0.17.0-mig.yaml``): the chart gives the plugin
   ``capabilities: add: [SYS_ADMIN]`` instead of its hardened securityContext.
+  Both carry what ``helm upgrade -i`` writes (:mod:`kubesim.helmrelease`): Helm's ownership label and
+  annotations on each DaemonSet and the release Secret ``sh.helm.release.v1.nvdp.v1`` (its ``config``:
+  :data:`HELM_CONFIG`).
 - ``gpu-operator``: the GPU operator v26.7.0's ``nvidia-device-plugin-daemonset`` (containers
   ``nvidia-device-plugin`` and ``config-manager``, init containers ``toolkit-validation`` and
   ``config-manager-init``, ``runtimeClassName: nvidia``) and ``gpu-feature-discovery`` in

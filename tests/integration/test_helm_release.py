@@ -25,6 +25,7 @@ from runbooks.engine.runs import Run, RunState
 from runbooks.policy import Policy
 from runbooks.rbac_manifests import manifests
 from runbooks.stability.reporting import report_of
+from runbooks.stability.reports import StabilityReport
 from tests.engine_support import kubesim_engine
 from tests.support import Kubectl
 
@@ -63,7 +64,7 @@ def promoted(sim: KubeSim, redis_server: EmbeddedRedis) -> Run:
     return run
 
 
-def report(kubeconfig: Path | str, run: Run):  # type: ignore[no-untyped-def]
+def report(kubeconfig: Path | str, run: Run) -> StabilityReport:
     with Cluster.from_kubeconfig(kubeconfig) as cluster:
         return report_of(run, cluster=cluster, tally=None, info={}, policy=POLICY)
 

@@ -12,6 +12,9 @@ names its source: repository, path, tag, and the values it was rendered with).
 - ``gpu-helm-mig``: the same install with ``migStrategy=mixed``
   (``helm-nvidia-device-plugin-0.17.0-mig.yaml``): the chart gives the plugin
   ``capabilities: add: [SYS_ADMIN]`` instead of its hardened securityContext.
+  Both carry what ``helm upgrade -i`` writes (:mod:`kubesim.helmrelease`): Helm's ownership label and
+  annotations on each DaemonSet and the release Secret ``sh.helm.release.v1.nvdp.v1`` (its ``config``:
+  :data:`HELM_CONFIG`).
 - ``gpu-operator``: the GPU operator v26.7.0's ``nvidia-device-plugin-daemonset`` (containers
   ``nvidia-device-plugin`` and ``config-manager``, init containers ``toolkit-validation`` and
   ``config-manager-init``, ``runtimeClassName: nvidia``) and ``gpu-feature-discovery`` in
@@ -31,13 +34,14 @@ The objects go in as the API server stores them (:func:`server_defaults`), their
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from kubesim import admission, crdschema, gpuoperator
+from kubesim import admission, crdschema, gpuoperator, helmrelease
 from kubesim.crds import CRDS, accepted_status
 from kubesim.fixtures import make_namespace, make_node
 from kubesim.hardware import A100_535, equip
@@ -52,6 +56,10 @@ if TYPE_CHECKING:
 MANIFESTS = Path(__file__).parent / "manifests"
 HELM_FILES = {"gpu-helm": "helm-nvidia-device-plugin-0.17.0.yaml",
               "gpu-helm-mig": "helm-nvidia-device-plugin-0.17.0-mig.yaml"}
+HELM_CONFIG: dict[str, dict[str, Any]] = {
+    "gpu-helm": {"gfd": {"enabled": True}, "nfd": {"enabled": False}},
+    "gpu-helm-mig": {"gfd": {"enabled": True}, "nfd": {"enabled": False}, "migStrategy": "mixed"}}
+"""The values each file's ``helm upgrade -i`` set (its header), as the release's ``config`` keeps them."""
 OPERATOR_FILE = "gpu-operator-v26.7.0.yaml"
 INSTALLS = (*HELM_FILES, "gpu-operator")
 HELM_NAMESPACE, OPERATOR_NAMESPACE = "nvidia-device-plugin", "gpu-operator"
@@ -68,6 +76,21 @@ def manifest(name: str) -> list[dict[str, Any]]:
     """The objects of one file of ``kubesim/manifests/``, in order."""
     with (MANIFESTS / name).open(encoding="utf-8") as fh:
         return [doc for doc in yaml.safe_load_all(fh) if doc]
+
+
+def helm_release_secret(scenario: str, created: str, *, revision: int = 1,
+                        config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The release Secret Helm 3 stored for ``scenario``'s install (:mod:`kubesim.helmrelease`); ``revision``
+    and ``config`` as a later ``helm upgrade`` would write them (a test stores that one)."""
+    text = (MANIFESTS / HELM_FILES[scenario]).read_text(encoding="utf-8")
+    rendered = text[text.index("---"):]  # the templates as rendered, without the file's header
+    unix = int(dt.datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp())
+    release = helmrelease.release_json(release=helmrelease.RELEASE_NAME_DEFAULT, namespace=HELM_NAMESPACE,
+                                       revision=revision, config=config if config is not None else HELM_CONFIG[scenario],
+                                       manifest=rendered, deployed=created)
+    out = helmrelease.secret(release, created=created, created_unix=unix)
+    out["metadata"]["uid"] = str(uuid.uuid4())
+    return out
 
 
 def _pod_template_defaults(spec: dict[str, Any]) -> None:
@@ -143,9 +166,11 @@ def install(b: _Builder, kubelet: KubeletController, scenario: str) -> None:
         _nodes(b, kubelet, {name: {MPS_CAPABLE: "true" if name in MPS_NODES else "false"} for name, _ in GPU_NODES},
                HELM_NAMESPACE)
         for obj in manifest(HELM_FILES[scenario]):
+            helmrelease.owned(obj, helmrelease.RELEASE_NAME_DEFAULT, HELM_NAMESPACE)
             selector = ((obj["spec"]["template"]["spec"].get("nodeSelector")) or {})
             where = [(n, i) for n, i in gpu_nodes if selector.get(MPS_CAPABLE) != "true" or n in MPS_NODES]
             _settle(b, obj, where)
+        b.add(("", "secrets"), helm_release_secret(scenario, b.created))
         return
     _nodes(b, kubelet, dict.fromkeys((name for name, _ in GPU_NODES), OPERATOR_DEPLOY_LABELS), OPERATOR_NAMESPACE)
     for obj in manifest(OPERATOR_FILE):

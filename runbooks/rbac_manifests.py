@@ -7,7 +7,8 @@ Deployments by name in ``resourceNames``), one for the smoke test's namespace, o
 ``migrations.namespaces`` entry and one per namespace ``repair=`` names (a repair deletes pods;
 a migration run deletes none, so ``migrations.namespaces`` alone grants no pod deletion); the
 drain ClusterRole only when a target drains, the ClusterPolicy ClusterRole only when a target's
-``owner`` names one (get and patch on it by name): what the policy's verbs need, nothing more. The verbs and code needing each rule are in the table (docs/security.md).
+``owner`` names one (get and patch on it by name), a Secrets reader in the namespace of each target
+with ``owner: helm`` (get and list: its Helm release's Secrets): what the policy's verbs need, nothing more. The verbs and code needing each rule are in the table (docs/security.md).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ PART_OF = {"app.kubernetes.io/part-of": "upgradebot"}
 ROLE_NAMES: dict[Scope, str] = {"cluster": "upgradebot-read", "target": "upgradebot-upgrade",
                                 "smoke": "upgradebot-smoke-test", "drain": "upgradebot-drain",
                                 "migration": "upgradebot-migration", "repair": "upgradebot-repair",
-                                "operator": "upgradebot-clusterpolicy"}
+                                "operator": "upgradebot-clusterpolicy", "helm": "upgradebot-helm-release"}
 
 
 def _rules(scope: Scope, names: dict[str, list[str]]) -> list[dict[str, Any]]:
@@ -72,6 +73,8 @@ def manifests(policy: Policy, *, repair_namespaces: Sequence[str] = (),
     clusterpolicies = sorted({t.clusterpolicy for t in policy.targets if t.clusterpolicy})
     if clusterpolicies:
         out += _pair("operator", None, _rules("operator", {"clusterpolicies": clusterpolicies}), account=account)
+    for namespace in sorted({t.namespace for t in policy.targets if t.owner == "helm"}):
+        out += _pair("helm", namespace, _rules("helm", {}), account=account)
     for namespace in policy.migrations.namespaces:
         out += _pair("migration", namespace, _rules("migration", {}), account=account)
     for namespace in repair_namespaces:

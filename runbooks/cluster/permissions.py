@@ -14,7 +14,9 @@ Scopes: ``cluster`` (the ClusterRole ``upgradebot-read``: reads the bot makes ac
 namespace), ``drain`` (a ClusterRole only for policies that drain: nodes and evictions are
 cluster-wide), ``migration`` (each of ``migrations.namespaces``), ``repair`` (each namespace
 whose GPU pods a repair may delete) and ``operator`` (a ClusterRole only for policies with a target
-``owner: clusterpolicy/<name>``: get and patch on those ClusterPolicies by name, cluster-scoped objects).
+``owner: clusterpolicy/<name>``: get and patch on those ClusterPolicies by name, cluster-scoped objects)
+and ``helm`` (a Role in the namespace of each target with ``owner: helm``: get and list on Secrets, to read
+its Helm release; release Secrets are named by revision, so no ``resourceNames`` can pin them).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any, Literal
 
 from runbooks.errors import Action, ClusterError
 
-Scope = Literal["cluster", "target", "smoke", "drain", "migration", "repair", "operator"]
+Scope = Literal["cluster", "target", "smoke", "drain", "migration", "repair", "operator", "helm"]
 AUTHORIZATION = "authorization.k8s.io"
 
 
@@ -117,6 +119,10 @@ RULES: tuple[Rule, ...] = (
          "canary, promote, rollback of a target with owner: clusterpolicy/<name>",
          "engine/owned.py, daemonset/through_operator.py",
          names="clusterpolicies"),
+    # ------------------------------------------------------------ targets a Helm release owns
+    Rule("helm", "", ("secrets",), ("get", "list"),
+         "stability reports of a target with owner: helm (is the release still rendering the old image?)",
+         "helm_release.py, stability/helm_check.py"),
 )
 """Every rule the bot may need; nothing is granted that is not here (docs/security.md lists it)."""
 

@@ -56,6 +56,8 @@ DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
 STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet", True)
 REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet", True)
 JOBS = Resource("batch", "v1", "jobs", "Job", True)
+SECRETS = Resource("", "v1", "secrets", "Secret", True)
+"""Read only for a Helm release's Secrets (:mod:`runbooks.helm_release`), never logged."""
 CLUSTER_POLICIES = Resource("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", False)
 """The GPU operator's ClusterPolicy (cluster-scoped; NVIDIA/gpu-operator api/nvidia/v1)."""
 WORKLOADS: dict[str, Resource] = {"Deployment": DEPLOYMENTS, "StatefulSet": STATEFULSETS, "Job": JOBS, "Pod": PODS}

@@ -20,7 +20,8 @@ from runbooks.inventory.reading import human_duration, parse_time
 from runbooks.metrics import MetricsUnavailable
 from runbooks.metrics.prometheus import client_of
 from runbooks.policy import Policy, duration_seconds
-from runbooks.stability import judging
+from runbooks.stability import helm_check, judging
+from runbooks.stability.helm_check import HelmCheck, notes_of, warnings_of
 from runbooks.stability.metric_view import metric_findings, sample, view_of
 from runbooks.stability.reading import ClusterNow, read_now
 from runbooks.stability.reports import (
@@ -139,7 +140,7 @@ def collection_of(tally: Tally | None, info: dict[str, str]) -> Collection:
 
 def build_report(
     run: Run, *, now: ClusterNow, tally: Tally | None, info: dict[str, str], policy: Policy, due: str | None = None,
-    metrics: MetricView | None = None,
+    metrics: MetricView | None = None, helm: HelmCheck | None = None,
 ) -> StabilityReport:
     baseline = baseline_of(run)
     events = event_summaries(tally or Tally())
@@ -149,7 +150,8 @@ def build_report(
     lost = judging.lost_claims(baseline, now)
     found = judging.findings(baseline, now, events=events, drops=drops, restarted=restarted, pending=pending, lost=lost)
     found += metric_findings(metrics, unknown=policy.verify.unknown)
-    notes = list(now.notes) + (metrics.gaps if metrics is not None and policy.verify.unknown != "fail" else [])
+    gaps = metrics.gaps if metrics is not None and policy.verify.unknown != "fail" else []
+    notes = list(now.notes) + notes_of(helm) + gaps
     collection = collection_of(tally, info)
     if tally is None:
         notes.append("no bot process collected this run's events, so only the cluster's state now is judged")
@@ -161,7 +163,7 @@ def build_report(
         where = ", ".join(c.name for c in kubelet.nodes)
         notes.append(f"the kubelet restarted {kubelet.count} time(s) on {where}: plugin registrations were reset")
     return StabilityReport(
-        warnings=helm_warnings(run),
+        warnings=warnings_of(helm, run.target.ref),
         run_id=run.id, target=run.target.ref, cluster=run.target.cluster, image=run.image, due=due,
         generated_at=now.taken_at, window_start=promoted_at(run), window_end=now.taken_at,
         verdict=judging.verdict_of(found), findings=found, events=events, collection=collection,
@@ -171,20 +173,6 @@ def build_report(
     )
 
 
-def helm_warnings(run: Run) -> list[str]:
-    """A run of a Helm release's target (policy ``owner: helm``): the release may still render the image the
-    run replaced. Compared: nothing of the release (the bot reads no Helm release Secrets), so the warning
-    stands in every report of the run, with the values change that ends it."""
-    helm = run.progress.get("helm") or {}
-    if not helm:
-        return []
-    old = str((run.progress.get("saved") or {}).get("image") or "the image it replaced")
-    change = f"--reuse-values {helm['set']}" if helm.get("set") else f"the image values set to {run.image}"
-    return [f"Helm release {helm.get('namespace')}/{helm.get('release')} rendered {old} when this run began, and the bot "
-            "does not read the release's values (its Secrets): unless it was upgraded with "
-            f"{change}, the next `helm upgrade` puts {old} back on every node"]
-
-
 def report_of(
     run: Run, *, cluster: Cluster, tally: Tally | None, info: dict[str, str], policy: Policy, due: str | None = None,
 ) -> StabilityReport:
@@ -192,7 +180,7 @@ def report_of(
     check_reportable(run)
     baseline = baseline_of(run)
     return build_report(run, now=read_now(cluster, baseline), tally=tally, info=info, policy=policy, due=due,
-                        metrics=metrics_now(run, with_gpus(list(baseline.nodes), baseline=baseline.nodes),
+                        helm=helm_check.check(cluster, run), metrics=metrics_now(run, with_gpus(list(baseline.nodes), baseline=baseline.nodes),
                                                    tally=tally, policy=policy))
 
 

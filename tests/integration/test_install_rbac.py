@@ -455,3 +455,24 @@ def test_the_clusterpolicy_role_allows_get_and_patch_on_that_one_clusterpolicy_o
                        Action("list", policies), Action("delete", policies, "", "cluster-policy"),
                        Action("update", policies, "", "cluster-policy")):
             assert refused_rule(cluster, [action]) == action
+
+
+def test_the_helm_release_role_allows_reading_secrets_in_that_namespace_only(sim: KubeSim, tmp_path: Path) -> None:
+    """Issue 60 item 4: ``upgradebot rbac`` for a target with owner: helm, applied and asked as the bot's
+    ServiceAccount: get and list on Secrets in the target's namespace are allowed (the release's Secrets,
+    named by revision, cannot be pinned by name); Secrets elsewhere, and any write on them, are not."""
+    from runbooks.cluster.permissions import refused_rule
+    from runbooks.errors import Action
+    from runbooks.rbac_manifests import manifests
+
+    policy = Policy.model_validate({**POLICY.model_dump(mode="json", exclude_defaults=True), "targets": [
+        {"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset", "owner": "helm"}]})
+    bot = install(sim, tmp_path, [*rendered_rbac(), *(o for o in manifests(policy)
+                                                       if o["metadata"]["name"] == "upgradebot-helm-release")])
+    with bot.connect() as cluster:
+        assert refused_rule(cluster, [Action("list", "secrets", "kube-system"),
+                                      Action("get", "secrets", "kube-system", "sh.helm.release.v1.nvdp.v2")]) is None
+        for action in (Action("list", "secrets", "default"), Action("list", "secrets"),
+                       Action("watch", "secrets", "kube-system"), Action("create", "secrets", "kube-system"),
+                       Action("update", "secrets", "kube-system", "sh.helm.release.v1.nvdp.v2")):
+            assert refused_rule(cluster, [action]) == action

@@ -118,14 +118,24 @@ def test_an_owner_the_policy_names_wrongly_is_refused(operator: KubeSim, redis_u
     assert wrong.runs() == []
 
 
-def test_helm_release_read_from_the_charts_labels(helm: KubeSim, inventory_of: Callable[..., Inventory]) -> None:
-    """NVIDIA's chart as rendered in kubesim carries managed-by: Helm and instance: nvdp but not the
-    meta.helm.sh annotations Helm adds at install: the release is read from the label, and said so."""
+def test_helm_release_read_from_helms_annotations_else_the_charts_labels(
+        helm: KubeSim, inventory_of: Callable[..., Inventory]) -> None:
+    """kubesim's gpu-helm carries what Helm 3 writes at install (meta.helm.sh annotations, managed-by: Helm):
+    the release is read from the annotation; without the annotations (a `helm template` render) it is read
+    from the chart's instance label, and said so."""
     ds = inventory_of(helm).daemonset(HELM_TARGET)
     assert ds is not None and ds.owner is not None
     assert ds.owner.ref == f"Helm release {HELM_NS}/nvdp"
     assert ds.owner.chart == "nvidia-device-plugin-0.17.0"
-    assert "app.kubernetes.io/instance" in ds.owner.read_from
+    assert ds.owner.read_from == "meta.helm.sh/release-name"
+    annotations = {"meta.helm.sh/release-name": "nvdp", "meta.helm.sh/release-namespace": HELM_NS}
+    patch(helm, HELM_NS, HELM_DS, {"annotations": dict.fromkeys(annotations)})
+    try:
+        ds = inventory_of(helm).daemonset(HELM_TARGET)
+        assert ds is not None and ds.owner is not None and ds.owner.ref == f"Helm release {HELM_NS}/nvdp"
+        assert "app.kubernetes.io/instance" in ds.owner.read_from
+    finally:
+        patch(helm, HELM_NS, HELM_DS, {"annotations": annotations})
 
 
 def test_helm_target_without_owner_helm_is_refused_naming_the_release(helm: KubeSim, redis_url: str) -> None:
@@ -146,8 +156,6 @@ def test_helm_target_with_owner_helm_warns_and_the_promoted_run_prints_the_value
     that the next `helm upgrade` reverts it; once promoted, the run's root message carries the values change."""
     from handlers.run_views import gate_message, root_message
 
-    patch(helm, HELM_NS, HELM_DS, {"annotations": {"meta.helm.sh/release-name": "nvdp",
-                                                   "meta.helm.sh/release-namespace": HELM_NS}})
     engine = kubesim_engine(helm, redis_url, policy({"namespace": HELM_NS, "name": HELM_DS, "owner": "helm"}))
     run = engine.request_canary(actor=ALICE, target=HELM_TARGET, image=NEW, node="gpu-node1").run
     assert run.progress["owner"] == f"Helm release {HELM_NS}/nvdp"
@@ -171,10 +179,10 @@ def test_helm_target_with_owner_helm_warns_and_the_promoted_run_prints_the_value
 
     with Cluster.from_kubeconfig(helm.kubeconfig) as cluster:
         report = report_of(run, cluster=cluster, tally=None, info={}, policy=engine.policy)
-    assert report.warnings == [
-        f"Helm release {HELM_NS}/nvdp rendered nvcr.io/nvidia/k8s-device-plugin:v0.17.0 when this run began, and the "
-        "bot does not read the release's values (its Secrets): unless it was upgraded with "
-        f"{values}, the next `helm upgrade` puts nvcr.io/nvidia/k8s-device-plugin:v0.17.0 back on every node"]
+    assert report.warnings == [  # the release (revision 1, as installed) still renders v0.17.0
+        f"Helm release {HELM_NS}/nvdp (revision 1) renders nvcr.io/nvidia/k8s-device-plugin:v0.17.0, but {HELM_TARGET} "
+        f"runs {NEW}: the next `helm upgrade` puts nvcr.io/nvidia/k8s-device-plugin:v0.17.0 back on every node; make "
+        f"the release match with `helm upgrade nvdp <chart> -n {HELM_NS} {values}`"]
     shown = present_report(report)
     assert any(m.title == "Warnings" and "Helm release" in (m.text or "") for m in shown.thread)
 

@@ -113,3 +113,37 @@ def test_kubectl_applies_every_file_as_published():
                 continue
             out = kubectl("apply", "--dry-run=server", "-f", str(path))
             assert "(server dry run)" in out and "error" not in out.lower(), (path.name, out)
+
+
+@pytest.mark.parametrize(("scenario", "config"), [
+    ("gpu-helm", {"gfd": {"enabled": True}, "nfd": {"enabled": False}}),
+    ("gpu-helm-mig", {"gfd": {"enabled": True}, "nfd": {"enabled": False}, "migStrategy": "mixed"})])
+def test_helm_scenarios_carry_what_helm_3_writes(scenario, config):
+    """setMetadataVisitor's label and annotations on every object of the release, and the release Secret
+    as Helm 3's Secret driver stores it (helm/helm v3.16.4; see kubesim/helmrelease.py)."""
+    import base64
+    import gzip
+    import json
+
+    with KubeSim(scenario=scenario, k8s_version="1.31") as sim:
+        kubectl = Kubectl(sim.kubeconfig)
+        for name in HELM:
+            meta = kubectl.json("-n", "nvidia-device-plugin", "get", "daemonset", name)["metadata"]
+            assert meta["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+            assert {k: meta["annotations"][k] for k in ("meta.helm.sh/release-name", "meta.helm.sh/release-namespace")
+                    } == {"meta.helm.sh/release-name": "nvdp", "meta.helm.sh/release-namespace": "nvidia-device-plugin"}
+        found = kubectl.json("-n", "nvidia-device-plugin", "get", "secrets", "-l", "owner=helm,name=nvdp,status=deployed")
+        [secret] = found["items"]
+        assert secret["metadata"]["name"] == "sh.helm.release.v1.nvdp.v1" and secret["type"] == "helm.sh/release.v1"
+        assert {k: secret["metadata"]["labels"][k] for k in ("name", "owner", "status", "version")} == {
+            "name": "nvdp", "owner": "helm", "status": "deployed", "version": "1"}
+        stored = base64.b64decode(base64.b64decode(secret["data"]["release"]))
+        assert stored[:3] == b"\x1f\x8b\x08"
+        release = json.loads(gzip.decompress(stored))
+        assert (release["name"], release["namespace"], release["version"], release["info"]["status"]) == (
+            "nvdp", "nvidia-device-plugin", 1, "deployed")
+        assert release["config"] == config
+        assert release["chart"]["metadata"]["appVersion"] == "0.17.0"
+        assert release["chart"]["values"]["image"] == {"repository": "nvcr.io/nvidia/k8s-device-plugin",
+                                                       "pullPolicy": "IfNotPresent", "tag": ""}
+        assert "name: nvdp-nvidia-device-plugin" in release["manifest"]

@@ -111,3 +111,24 @@ def test_an_operator_native_run_asks_for_its_clusterpolicy_not_the_daemonsets_pa
     assert [a for a in asked if rule_for(a) is None] == []
     assert Action("patch", "clusterpolicies.nvidia.com", None, "cluster-policy") in asked
     assert Action("patch", "daemonsets.apps", "gpu-operator", "plugin") not in asked
+
+
+def test_an_owner_helm_target_gets_get_and_list_on_secrets_in_its_namespace_only() -> None:
+    """Issue 60 item 4: a target with owner: helm adds one Role in its namespace: get and list on Secrets
+    (Helm's release Secrets carry the revision in their names, so resourceNames cannot pin them); without
+    such a target, no rule on Secrets anywhere."""
+    policy = Policy.model_validate({"approvers": {"users": ["U0BOB"]}, "targets": [
+        {"namespace": "nvidia-device-plugin", "name": "nvdp-nvidia-device-plugin", "owner": "helm"},
+        "kube-system/plugin"]})
+    objects = manifests(policy)
+    helm = [o for o in objects if o["metadata"]["name"] == "upgradebot-helm-release"]
+    assert [(o["kind"], o["metadata"]["namespace"]) for o in helm] == [
+        ("Role", "nvidia-device-plugin"), ("RoleBinding", "nvidia-device-plugin")]
+    assert helm[0]["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}]
+    assert not [r for o in objects if o["kind"] in ROLES and o is not helm[0] for r in o["rules"]
+                if "secrets" in r.get("resources", ())]
+    plain = Policy.model_validate({"approvers": {"users": ["U0BOB"]}, "targets": ["kube-system/plugin"]})
+    assert not [r for o in manifests(plain) if o["kind"] in ROLES for r in o["rules"]
+                if "secrets" in r.get("resources", ())]
+    assert missing_rule(Action("list", "secrets", "nvidia-device-plugin")) == (
+        '{apiGroups: [""], resources: [secrets], verbs: [list]}', "a Role of namespace nvidia-device-plugin")

@@ -87,3 +87,14 @@ class Strict(BaseModel):
     models are not these (``verify.metrics``, ``prometheus``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
+
+
+def slack_ids(values: list[str], pattern: re.Pattern[str], what: str) -> list[str]:
+    """``values`` when each is a Slack ID of ``pattern`` (a user, group or channel), else ValueError naming it."""
+    for value in values:
+        if not pattern.fullmatch(value):
+            raise ValueError(f"{value!r} is not a Slack {what} ID (e.g. {pattern.pattern[2]}0123ABCD; no spaces)")
+    return values

@@ -9,7 +9,7 @@ the nodes it concerns in ``scope`` and the numbers behind the verdict in ``evide
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runbooks.daemonset import signatures
@@ -145,7 +145,7 @@ def registered(snap: Snapshot, nodes: Sequence[str], logs: dict[str, LogResult],
         parts = [f"the plugin log on {listing(missing)} has no {line}"] if missing else []
         if silent:
             parts.append(f"{listing(silent)} advertise{'s' if len(silent) == 1 else ''} no {', '.join(resources)}")
-        known = _unregistered_signatures(missing, logs)
+        known = unregistered_signatures(missing, logs)
         said = f"; on {known[0]}: {known[1][0]['meaning']}: {known[1][0]['fix']}" if known else ""
         why = {"signatures": known[1], "signatures_of": known[0]} if known else {}
         return failed("plugin-registered", "; ".join(parts) + ": it did not register" + said, scope, missing=missing,
@@ -161,8 +161,8 @@ def registered(snap: Snapshot, nodes: Sequence[str], logs: dict[str, LogResult],
                   by_logs=len(by_logs), by_capacity=others)
 
 
-def _unregistered_signatures(missing: Sequence[str],
-                             logs: dict[str, LogResult]) -> tuple[str, list[dict[str, str]]] | None:
+def unregistered_signatures(missing: Sequence[str],
+                            logs: Mapping[str, LogResult]) -> tuple[str, list[dict[str, str]]] | None:
     """The first node in ``missing`` whose log shows a known failure (a plugin running unregistered:
     ``Failed to start plugin`` … ``Retrying in 30s...``, ``No devices found``), with what it matched."""
     for node in missing:

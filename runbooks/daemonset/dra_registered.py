@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 
-from runbooks.daemonset import signatures
+from runbooks.daemonset.checks import unregistered_signatures
 from runbooks.daemonset.observing import Snapshot
 from runbooks.engine.recording import failed, passed, unknown
 from runbooks.engine.steps import Check
@@ -77,7 +77,7 @@ def judge(snap: Snapshot, nodes: Sequence[str], slices: Sequence[ResourceSlice],
     evidence = {"by_slices": how, "log_line_seen": logged, "drivers": {d: list(c) for d, c in drivers.items()}}
     if bad:
         first = next(iter(bad.items()))
-        known = _signatures(list(bad), logs)
+        known = unregistered_signatures(list(bad), logs)
         said = f"; on {known[0]}: {known[1][0]['meaning']}: {known[1][0]['fix']}" if known else ""
         why = {"signatures": known[1], "signatures_of": known[0]} if known else {}
         return failed(NAME, f"{', '.join(sorted(drivers))} not registered on {_listing(list(bad))}: {first[1]}{said}",
@@ -90,13 +90,3 @@ def judge(snap: Snapshot, nodes: Sequence[str], slices: Sequence[ResourceSlice],
     lines = f" (the registration line is in {plural(len(logged), 'log')} read)" if logged else ""
     return passed(NAME, f"ResourceSlices of {', '.join(sorted(drivers))} published by the plugin now running on "
                   f"{plural(len(nodes), 'node')}{also}{lines}", scope, **evidence)
-
-
-def _signatures(nodes: Sequence[str], logs: Mapping[str, LogResult]) -> tuple[str, list[dict[str, str]]] | None:
-    """The first of ``nodes`` whose log tail shows a known failure, with what it matched."""
-    for node in nodes:
-        result = logs.get(node)
-        found = signatures.matches(list(result.tail)) if result is not None else []
-        if found:
-            return node, found
-    return None

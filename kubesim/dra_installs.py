@@ -19,6 +19,11 @@
   its IMEXDaemonsWithDNSNames gate is on (the default), so gpu-small's 535 nodes would not do. No
   device plugin: the chart refuses the gpus driver beside it unless overridden, as here.
 
+In both, no device plugin has ever registered on a node, so no node reports ``nvidia.com/gpu``: the
+kubelet puts an extended resource in the node's status only from a registered device plugin (and sets
+it to 0, never drops it, once that plugin is gone: kubernetes/kubernetes
+``pkg/kubelet/nodestatus/setters.go``, ``MachineInfo``). The GPUs are the DRA drivers' devices.
+
 Both charts say ``kubeVersion: ">=1.32.0-0"``: a build for an older minor is refused, as helm refuses
 the install. ResourceSlices are those the pod running on each node publishes
 (:mod:`kubesim.dradrivers`), owned by the Node as the kubeletplugin helper sets them.
@@ -33,6 +38,7 @@ from kubesim import dra, dradrivers
 from kubesim.fixtures import make_namespace, make_node
 from kubesim.hardware import A100_535, Stack, equip
 from kubesim.installs import _settle, manifest
+from kubesim.podstatus import GPU
 
 if TYPE_CHECKING:
     from kubesim.kubelets import KubeletController
@@ -79,6 +85,8 @@ def _nodes(b: _Builder, kubelet: KubeletController, stack: Stack, namespace: str
     for name, index in GPU_NODES:
         node = b.add(("", "nodes"), make_node(name, index, b.sim.minor, gpus=GPUS_PER_NODE, created=b.created))
         equip(node, stack, gpus=GPUS_PER_NODE, labelled_at=b.started)
+        for resources in (node["status"]["capacity"], node["status"]["allocatable"]):
+            resources.pop(GPU, None)  # no device plugin ever registered here
         kubelet.gpus[name] = GPUS_PER_NODE
     b.add(("", "nodes"), make_node("cpu-node1", len(GPU_NODES) + 1, b.sim.minor, gpus=0, created=b.created))
     if control_plane:

@@ -258,3 +258,14 @@ def test_the_cuda_sample_gets_a_gpu_from_nvidias_class():
     pod = get(sim, PODS, "default", "smoke")
     assert pod["status"]["phase"] == "Succeeded" and pod["spec"]["nodeName"] in GPU_NODES
     assert "Test PASSED" in sim.logs.read("default", "smoke", "main")
+
+
+@pytest.mark.parametrize("scenario", ["dra-example-driver", "nvidia-dra-driver"])
+def test_no_node_reports_nvidia_gpu_where_no_device_plugin_ever_registered(scenario):
+    """The kubelet reports an extended resource only from a registered device plugin (0 once it is
+    gone): neither chart runs one, so no node reports nvidia.com/gpu; the GPUs are DRA devices."""
+    sim = push_test_builds(build(scenario=scenario, minor=34))
+    sim.advance(20)
+    for node in sim.store.list(("", "nodes"), ""):
+        status = node["status"]
+        assert "nvidia.com/gpu" not in status["capacity"] and "nvidia.com/gpu" not in status["allocatable"], node

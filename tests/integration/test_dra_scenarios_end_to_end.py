@@ -129,6 +129,8 @@ def test_nvidias_dra_driver_inventory_and_a_gpus_canary_smoke_tested_from_gpu_nv
         assert run.state is RunState.AWAITING_PROMOTION, run.reason
         audit = {e["name"]: e for e in engine.audit(run.id)}
         assert audit["canary.precheck.baseline"]["detail"] == "baseline of 3 nodes recorded", audit
+        has_gpu = audit["canary.precheck.node-has-gpu"]["detail"]  # its GPUs are the DRA driver's devices
+        assert has_gpu.startswith("gpu-node1 has GPUs (no extended resource: a DRA driver's devices)"), has_gpu
         assert audit["verify_canary.plugin-registered"]["status"] == "ok", audit["verify_canary.plugin-registered"]
         smoke = audit["verify_canary.smoke-test"]
         assert smoke["status"] == "ok", smoke

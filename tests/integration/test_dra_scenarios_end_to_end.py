@@ -55,9 +55,10 @@ def images(kubectl: Kubectl, namespace: str) -> dict[str, dict[str, str]]:
             and "controller" not in p["metadata"]["name"]}
 
 
-@pytest.fixture(scope="module")
-def example() -> Iterator[KubeSim]:
-    with KubeSim(pushed=(*TEST_BUILDS, NOALLOC), scenario="dra-example-driver", k8s_version="1.32",
+@pytest.fixture(scope="module", params=["1.32", "1.34"])
+def example(request: pytest.FixtureRequest) -> Iterator[KubeSim]:
+    """The chart's oldest admitted minor and the newest kubesim serves (v1 resource API, 0.34 kubelet)."""
+    with KubeSim(pushed=(*TEST_BUILDS, NOALLOC), scenario="dra-example-driver", k8s_version=request.param,
                  speed=20) as sim:
         yield sim
 
@@ -65,7 +66,9 @@ def example() -> Iterator[KubeSim]:
 def test_the_example_driver_at_verbosity_0_passes_a_healthy_canary_without_registration(
         example: KubeSim, redis_url: str) -> None:
     kubectl = Kubectl(example.kubeconfig)
-    engine = kubesim_engine(example, redis_url, policy(EXAMPLE))
+    kubectl("apply", "-f", "-", input=SMOKE_NS)
+    engine = kubesim_engine(example, redis_url, policy(EXAMPLE, smoke_test={"image": SAMPLE, "timeout": 30}))
+    assert engine.policy.registration == {}
     run = engine.request_canary(actor=ALICE, target=EXAMPLE, image=EXAMPLE_NEW, node="gpu-node1").run
     assert run.container == "plugin"
     engine.decide(run.id, actor=BOB, approve=True)
@@ -76,6 +79,8 @@ def test_the_example_driver_at_verbosity_0_passes_a_healthy_canary_without_regis
     registered = audit["verify_canary.plugin-registered"]
     assert registered["status"] == "ok", registered
     assert "ResourceSlices of gpu.example.com published" in registered["detail"], registered
+    smoke = audit["verify_canary.smoke-test"]
+    assert smoke["status"] == "ok" and smoke["evidence"]["device_class"] == "gpu.example.com", smoke
     assert images(kubectl, "dra-example-driver")["gpu-node1"] == {"plugin": EXAMPLE_NEW}
     engine.decide(run.id, actor=CAROL, approve=True)
     run = engine.advance(run.id)
@@ -95,6 +100,7 @@ def test_the_example_driver_at_verbosity_0_fails_a_noalloc_canary_and_rolls_back
     registered = next(e for e in engine.audit(run.id) if e["name"] == "verify_canary.plugin-registered")
     assert registered["status"] == "failed", registered
     assert "gpu.example.com not registered on gpu-node2" in registered["detail"], registered
+    assert "plugin-registered" in run.reason and "rolling back automatically" in run.reason, run.reason
     assert {n: c["plugin"] for n, c in images(kubectl, "dra-example-driver").items()} == before
 
 

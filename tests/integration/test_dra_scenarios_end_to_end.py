@@ -71,6 +71,7 @@ def test_the_example_driver_at_verbosity_0_passes_a_healthy_canary_without_regis
     assert engine.policy.registration == {}
     run = engine.request_canary(actor=ALICE, target=EXAMPLE, image=EXAMPLE_NEW, node="gpu-node1").run
     assert run.container == "plugin"
+    assert run.progress["owner"] == "Helm release dra-example-driver/dra-example-driver"
     engine.decide(run.id, actor=BOB, approve=True)
     run = engine.advance(run.id)
     assert run.state is RunState.AWAITING_PROMOTION, run.reason
@@ -112,6 +113,8 @@ def test_nvidias_dra_driver_inventory_and_a_gpus_canary_smoke_tested_from_gpu_nv
         inventory = inventory_of(sim)
         nvidia = inventory.daemonset(NVIDIA)
         assert nvidia is not None and nvidia.drivers == ["compute-domain.nvidia.com", "gpu.nvidia.com"]
+        assert nvidia.owner is not None and nvidia.owner.ref == f"Helm release {NVIDIA_NS}/nvidia-dra-driver-gpu"
+        assert nvidia.owner.read_from == "meta.helm.sh/release-name", nvidia.owner
         assert {c.name: c.drivers for c in inventory.device_classes} == {
             "compute-domain-daemon.nvidia.com": ["compute-domain.nvidia.com"],
             "compute-domain-default-channel.nvidia.com": ["compute-domain.nvidia.com"],

@@ -269,3 +269,25 @@ def test_no_node_reports_nvidia_gpu_where_no_device_plugin_ever_registered(scena
     for node in sim.store.list(("", "nodes"), ""):
         status = node["status"]
         assert "nvidia.com/gpu" not in status["capacity"] and "nvidia.com/gpu" not in status["allocatable"], node
+
+
+@pytest.mark.parametrize(("scenario", "release"), [("dra-example-driver", "dra-example-driver"),
+                                                   ("nvidia-dra-driver", "nvidia-dra-driver-gpu")])
+def test_every_object_of_the_chart_carries_its_helm_release(scenario, release):
+    """``helm install`` writes the release on everything it creates (helm's pkg/action/install.go visits
+    the release's resources with setMetadataVisitor, pkg/action/validate.go: the managed-by label and
+    the meta.helm.sh/release-name and release-namespace annotations); the DaemonSet's pods do not get them."""
+    from kubesim.dra_installs import FILES, KINDS, NAMESPACES
+
+    sim = push_test_builds(build(scenario=scenario, minor=34))
+    rendered = manifest(FILES[scenario])
+    assert rendered
+    for obj in rendered:
+        kind = KINDS.get(obj["kind"], DAEMONSETS if obj["kind"] == "DaemonSet" else None)
+        namespace = "" if obj["kind"] in ("ClusterRole", "ClusterRoleBinding", "DeviceClass") else NAMESPACES[scenario]
+        stored = get(sim, kind, namespace, obj["metadata"]["name"])
+        assert stored["metadata"]["annotations"]["meta.helm.sh/release-name"] == release, stored["metadata"]
+        assert stored["metadata"]["annotations"]["meta.helm.sh/release-namespace"] == NAMESPACES[scenario]
+        assert stored["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+    for pod in _live(sim, NAMESPACES[scenario]):
+        assert "meta.helm.sh/release-name" not in (pod["metadata"].get("annotations") or {})

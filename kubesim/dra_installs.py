@@ -19,6 +19,11 @@
   its IMEXDaemonsWithDNSNames gate is on (the default), so gpu-small's 535 nodes would not do. No
   device plugin: the chart refuses the gpus driver beside it unless overridden, as here.
 
+In both, no device plugin has ever registered on a node, so no node reports ``nvidia.com/gpu``: the
+kubelet puts an extended resource in the node's status only from a registered device plugin (and sets
+it to 0, never drops it, once that plugin is gone: kubernetes/kubernetes
+``pkg/kubelet/nodestatus/setters.go``, ``MachineInfo``). The GPUs are the DRA drivers' devices.
+
 Both charts say ``kubeVersion: ">=1.32.0-0"``: a build for an older minor is refused, as helm refuses
 the install. ResourceSlices are those the pod running on each node publishes
 (:mod:`kubesim.dradrivers`), owned by the Node as the kubeletplugin helper sets them.
@@ -33,6 +38,7 @@ from kubesim import dra, dradrivers
 from kubesim.fixtures import make_namespace, make_node
 from kubesim.hardware import A100_535, Stack, equip
 from kubesim.installs import _settle, manifest
+from kubesim.podstatus import GPU
 
 if TYPE_CHECKING:
     from kubesim.kubelets import KubeletController
@@ -44,6 +50,8 @@ NVIDIA_FILE = "nvidia-dra-driver-gpu-v25.8.1.yaml"
 DRA_INSTALLS = ("dra-example-driver", "nvidia-dra-driver")
 FILES = {"dra-example-driver": EXAMPLE_FILE, "nvidia-dra-driver": NVIDIA_FILE}
 NAMESPACES = {"dra-example-driver": "dra-example-driver", "nvidia-dra-driver": "nvidia-dra-driver-gpu"}
+RELEASES = {"dra-example-driver": "dra-example-driver", "nvidia-dra-driver": "nvidia-dra-driver-gpu"}
+"""The Helm release of each install (the release name its chart's README or docs install with)."""
 KUBE_VERSION, MIN_MINOR = ">=1.32.0-0", 32
 """Both charts' ``kubeVersion`` (Chart.yaml at v0.2.0 and v25.8.1)."""
 GPU_NODES = (("gpu-node1", 1), ("gpu-node2", 2), ("gpu-node3", 3))
@@ -79,6 +87,8 @@ def _nodes(b: _Builder, kubelet: KubeletController, stack: Stack, namespace: str
     for name, index in GPU_NODES:
         node = b.add(("", "nodes"), make_node(name, index, b.sim.minor, gpus=GPUS_PER_NODE, created=b.created))
         equip(node, stack, gpus=GPUS_PER_NODE, labelled_at=b.started)
+        for resources in (node["status"]["capacity"], node["status"]["allocatable"]):
+            resources.pop(GPU, None)  # no device plugin ever registered here
         kubelet.gpus[name] = GPUS_PER_NODE
     b.add(("", "nodes"), make_node("cpu-node1", len(GPU_NODES) + 1, b.sim.minor, gpus=0, created=b.created))
     if control_plane:
@@ -107,6 +117,16 @@ def _publish(b: _Builder, kubelet: KubeletController, ds: dict[str, Any], nodes:
             b.add(dra.SLICES, obj)
 
 
+def _released(obj: dict[str, Any], release: str, namespace: str) -> None:
+    """What ``helm install`` writes on each object of the release before it creates it (helm's
+    ``pkg/action/install.go`` visits them with ``setMetadataVisitor``, ``pkg/action/validate.go``):
+    the ``app.kubernetes.io/managed-by: Helm`` label and the release's name and namespace annotations."""
+    meta = obj["metadata"]
+    meta.setdefault("labels", {})["app.kubernetes.io/managed-by"] = "Helm"
+    meta.setdefault("annotations", {}).update({"meta.helm.sh/release-name": release,
+                                               "meta.helm.sh/release-namespace": namespace})
+
+
 def install(b: _Builder, kubelet: KubeletController, scenario: str) -> None:
     """Load ``scenario`` (one of :data:`DRA_INSTALLS`) into the builder."""
     check_minor(scenario, b.sim.minor)
@@ -114,6 +134,7 @@ def install(b: _Builder, kubelet: KubeletController, scenario: str) -> None:
     _nodes(b, kubelet, H100_570 if nvidia else A100_535, NAMESPACES[scenario], control_plane=nvidia)
     everywhere = [(n["metadata"]["name"], i) for i, n in enumerate(b.objects[("", "nodes")], start=1)]
     for obj in manifest(FILES[scenario]):
+        _released(obj, RELEASES[scenario], NAMESPACES[scenario])
         kind = obj["kind"]
         if kind == "DaemonSet":
             where = list(GPU_NODES) if nvidia else [w for w in everywhere if w[0] != CONTROL_PLANE]

@@ -87,7 +87,9 @@ def node_checks(cluster: Cluster, snap: Snapshot, node: str, gpu_resources: tupl
     elif not (pod.phase == "Running" and pod.ready):
         checks.append(failed("node-has-gpu", f"the DaemonSet's pod {pod.name} on {node} is not Ready", node, pod=pod.name))
     else:
-        gpus = ", ".join(f"{count} {name}" for name, count in sorted(info.capacity.items())) or "no GPU resource yet"
+        none = ("no extended resource: a DRA driver's devices" if classify(snap.ds) != "device-plugin"
+                else "no GPU resource yet")
+        gpus = ", ".join(f"{count} {name}" for name, count in sorted(info.capacity.items())) or none
         checks.append(passed("node-has-gpu", f"{node} has GPUs ({gpus}) and its plugin pod {pod.name} is Ready",
                              node, pod=pod.name, capacity=info.capacity))
     return checks

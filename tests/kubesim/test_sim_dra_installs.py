@@ -258,3 +258,36 @@ def test_the_cuda_sample_gets_a_gpu_from_nvidias_class():
     pod = get(sim, PODS, "default", "smoke")
     assert pod["status"]["phase"] == "Succeeded" and pod["spec"]["nodeName"] in GPU_NODES
     assert "Test PASSED" in sim.logs.read("default", "smoke", "main")
+
+
+@pytest.mark.parametrize("scenario", ["dra-example-driver", "nvidia-dra-driver"])
+def test_no_node_reports_nvidia_gpu_where_no_device_plugin_ever_registered(scenario):
+    """The kubelet reports an extended resource only from a registered device plugin (0 once it is
+    gone): neither chart runs one, so no node reports nvidia.com/gpu; the GPUs are DRA devices."""
+    sim = push_test_builds(build(scenario=scenario, minor=34))
+    sim.advance(20)
+    for node in sim.store.list(("", "nodes"), ""):
+        status = node["status"]
+        assert "nvidia.com/gpu" not in status["capacity"] and "nvidia.com/gpu" not in status["allocatable"], node
+
+
+@pytest.mark.parametrize(("scenario", "release"), [("dra-example-driver", "dra-example-driver"),
+                                                   ("nvidia-dra-driver", "nvidia-dra-driver-gpu")])
+def test_every_object_of_the_chart_carries_its_helm_release(scenario, release):
+    """``helm install`` writes the release on everything it creates (helm's pkg/action/install.go visits
+    the release's resources with setMetadataVisitor, pkg/action/validate.go: the managed-by label and
+    the meta.helm.sh/release-name and release-namespace annotations); the DaemonSet's pods do not get them."""
+    from kubesim.dra_installs import FILES, KINDS, NAMESPACES
+
+    sim = push_test_builds(build(scenario=scenario, minor=34))
+    rendered = manifest(FILES[scenario])
+    assert rendered
+    for obj in rendered:
+        kind = KINDS.get(obj["kind"], DAEMONSETS if obj["kind"] == "DaemonSet" else None)
+        namespace = "" if obj["kind"] in ("ClusterRole", "ClusterRoleBinding", "DeviceClass") else NAMESPACES[scenario]
+        stored = get(sim, kind, namespace, obj["metadata"]["name"])
+        assert stored["metadata"]["annotations"]["meta.helm.sh/release-name"] == release, stored["metadata"]
+        assert stored["metadata"]["annotations"]["meta.helm.sh/release-namespace"] == NAMESPACES[scenario]
+        assert stored["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+    for pod in _live(sim, NAMESPACES[scenario]):
+        assert "meta.helm.sh/release-name" not in (pod["metadata"].get("annotations") or {})

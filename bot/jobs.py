@@ -78,6 +78,7 @@ from bot.storage.redis_store import (
 from runbooks.engine.store import StoreUnavailable
 
 log = logging.getLogger("upgradebot.jobs")
+_SEND_ERRORS: tuple[type[BaseException], ...] = (OSError, *REDIS_ERRORS)
 
 LANES = ("decisions", "commands", "runs")
 NAMESPACE = PREFIX + "jobs"
@@ -249,6 +250,11 @@ class _Broker(RedisBroker):
     def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> Consumer:
         return Consumer(self, queue_name, prefetch, timeout)
 
+    def sent(self) -> tuple[str, str] | None:
+        """The queue and Redis id of the message this thread's last :meth:`enqueue_by` wrote (None: none)."""
+        found: tuple[str, str] | None = getattr(self._deadline, "sent", None)
+        return found
+
     def fetch(self, queue_name: str, prefetch: int) -> list[tuple[str, bytes | None]]:
         """Up to ``prefetch`` messages of ``queue_name``, each id with its data (None: none stored)."""
         if self._should_do_maintenance("fetch"):  # dramatiq's upkeep, as its own fetch would do it
@@ -295,13 +301,48 @@ class _Broker(RedisBroker):
 
     def enqueue_by(self, message: Message[Any], deadline: float | None) -> None:
         """``enqueue(message)``, given up (``Expired``) when it cannot be stored by ``deadline``."""
-        self._deadline.value = deadline
+        self._deadline.value, self._deadline.sent = deadline, None
         try:
             self.enqueue(message)
+        except REDIS_TIMEOUT:  # no answer in time: stored or not, it must not stay stored
+            if deadline is not None and (sent := self.sent()) is not None:
+                self.retract(*sent)
+            raise
         finally:
             self._deadline.value = None
 
+    def retract(self, queue_name: str, message_id: str) -> None:
+        """Take back a submission whose write got no answer in time, so that "busy" stays true.
+
+        The write carries its own expiry (:data:`_ENQUEUE_BY`): a Redis that runs it late stores
+        nothing. But a Redis stopped after it stored the batch and before it sent the answer has
+        stored it, and its answer comes too late. The removal (``HDEL`` of its data, ``LREM`` of its
+        id) is written on a socket of its own, without waiting for an answer or for the
+        connection's handshake, so it goes out at once even to a stopped Redis, which runs it when it
+        runs again. A removal that cannot even be sent (Redis unreachable) is logged."""
+        queue = f"{self.namespace}:{queue_name}"
+        pool = self.client.connection_pool
+        conn = pool.connection_class(**pool.connection_kwargs)
+        commands: list[tuple[Any, ...]] = []
+        password = getattr(conn, "password", None)
+        if password:
+            username = getattr(conn, "username", None)
+            commands.append(("AUTH", username, password) if username else ("AUTH", password))
+        if getattr(conn, "db", 0):
+            commands.append(("SELECT", conn.db))
+        commands += [("HDEL", f"{queue}.msgs", message_id), ("LREM", queue, 0, message_id)]
+        try:
+            sock = conn._connect()  # the socket alone: the handshake would wait on a stopped Redis
+            try:
+                sock.sendall(b"".join(conn.pack_commands(commands)))
+            finally:
+                sock.close()
+        except _SEND_ERRORS as exc:
+            log.warning("a submission that got no answer in time could not be taken back (%s): it may run "
+                        "although it was refused as busy", type(exc).__name__)
+
     def do_enqueue(self, queue_name: str, message_id: str, data: bytes) -> None:
+        self._deadline.sent = (queue_name, message_id)  # what a caller may have to take back (:meth:`Jobs._retract`)
         self._commit.submit((queue_name, message_id, data), deadline=getattr(self._deadline, "value", None))
 
     def _write(self, items: list[tuple[str, str, bytes]]) -> bool | None:

@@ -28,7 +28,7 @@ DRIVER_IMAGE = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.1.0"
 
 @pytest.fixture(scope="module", params=[32, 34], ids=lambda m: f"1.{m}")
 def sim(request: pytest.FixtureRequest) -> Iterator[KubeSim]:
-    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version=f"1.{request.param}", speed=20.0) as running:
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version=f"1.{request.param}", speed=10.0) as running:  # a Deployment's 600 s progress deadline is a minute of a loaded CI's wall clock
         yield running
 
 

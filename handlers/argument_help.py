@@ -38,6 +38,8 @@ ARGUMENTS: dict[str, str] = {
     "pod-security=": "the pod's securityContext fields",
     "priority=": "the pod's priorityClassName (- removes it)",
     "toleration=": "add a toleration (key[=value][:Effect]) or remove one (…-); repeatable",
+    "volume=": "move a hostPath volume of the pod to another host directory, <name>:<absolute path> "
+               "(device-plugin:/var/lib/kubelet/device-plugins); repeatable",
     "reason=": "why, in your words: kept in the audit trail and shown to the approvers",
     "limit=": "how many runs to list, newest first (default 20)",
     "window=": "how long to watch for restarts and events (30s, 5m; default: the policy's observe_window)",

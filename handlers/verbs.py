@@ -61,7 +61,8 @@ VERBS: tuple[Entry, ...] = (
     Entry("canary", "canary <namespace>/<daemonset> image=<ref> node=<node>|auto [container=<name>] "
           "[cluster=<context>] [when=next-window] [env=NAME=value|env=NAME- ...] [args=a,b|-] "
           "[limits=cpu=…,memory=…] [requests=…] [security=allowPrivilegeEscalation=false,capabilities.drop=ALL] "
-          "[pod-security=…] [priority=<class>|-] [toleration=key[=value][:Effect][-] ...]",
+          "[pod-security=…] [priority=<class>|-] [toleration=key[=value][:Effect][-] ...] "
+          "[volume=<name>:<hostPath> ...]",
           "request a canary of a new image on one node", _RUNS, mutating=True, acts=True, lane="long"),
     Entry("restart", "restart <namespace>/<daemonset> node=<node>|auto [container=<name>] [cluster=<context>] "
           "[when=next-window]",

@@ -4,7 +4,8 @@ written down, applied and shown. Pure data and functions, no I/O.
 A canary changes the image of one container and, optionally, :class:`Edits` of that
 container and its pod: environment variables (set or removed), the container's ``args``,
 its resource ``limits``/``requests``, its ``securityContext`` and the pod's, the pod's
-``priorityClassName`` and tolerations (added or removed), and pod-template annotations
+``priorityClassName`` and tolerations (added or removed), the path of a hostPath volume of the
+pod (``volume=device-plugin:/var/lib/kubelet/device-plugins``), and pod-template annotations
 (what ``restart`` sets). The canary writes :func:`apply`'s result whole; the request shows
 :func:`diff` of the template before and after, so the approvers approve exactly what is
 written; a rollback puts back the template saved before, whole.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -33,6 +35,9 @@ LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 CLASS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 CAPABILITY = re.compile(r"^[A-Z_]{2,32}$")
+VOLUME_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+"""A volume's name: a DNS-1123 label, as the API server validates it."""
+HOST_PATH = re.compile(r"^/[A-Za-z0-9._+@/-]*$")
 MAX_DIFF_LINES = 40
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 """The pod-template annotation ``kubectl rollout restart`` sets: a new revision of the same
@@ -86,6 +91,7 @@ class Edits(BaseModel):
     tolerate: list[Toleration] = Field(default_factory=list, description="tolerations added")
     untolerate: list[Toleration] = Field(default_factory=list, description="tolerations removed")
     annotations: dict[str, str] = Field(default_factory=dict, description="pod template annotations (restart)")
+    volumes: dict[str, str] = Field(default_factory=dict, description="hostPath volume name -> its new path")
 
     @field_validator("env")
     @classmethod
@@ -124,6 +130,16 @@ class Edits(BaseModel):
             raise ValueError(f"{value!r} is not a PriorityClass name (e.g. system-node-critical)")
         return value
 
+    @field_validator("volumes")
+    @classmethod
+    def _volumes(cls, values: dict[str, str]) -> dict[str, str]:
+        for name, path in values.items():
+            if not VOLUME_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a volume name (lower-case letters, digits and -, as the "
+                                 "template's volumes are named: device-plugin)")
+            host_path(path)
+        return values
+
     @property
     def empty(self) -> bool:
         return self == Edits()
@@ -144,6 +160,7 @@ class Edits(BaseModel):
         if self.priority is not None:
             parts.append(f"priorityClassName {self.priority}" if self.priority else "priorityClassName removed")
         parts += [f"toleration {t} added" for t in self.tolerate] + [f"toleration {t} removed" for t in self.untolerate]
+        parts += [f"volume {name} hostPath {path}" for name, path in self.volumes.items()]
         parts += [f"a restart (pods replaced, {RESTARTED_AT}={v})" if k == RESTARTED_AT else f"annotation {k}={v}"
                   for k, v in self.annotations.items()]
         return "; ".join(parts)
@@ -155,6 +172,18 @@ class Edits(BaseModel):
         return self.model_copy(update={"annotations": {k: v for k, v in self.annotations.items() if k != RESTARTED_AT}})
 
 
+def host_path(path: str) -> str:
+    """``path`` when it is a clean absolute path (as ``path.Clean`` leaves it: no ``..``, ``.``, ``//``
+    or trailing ``/``, and only letters, digits and ``._+@/-``), else ``ValueError`` saying why."""
+    if not path.startswith("/"):
+        raise ValueError(f"{path!r} is not an absolute path: a hostPath starts with / "
+                         "(/var/lib/kubelet/device-plugins)")
+    if posixpath.normpath(path) != path or path.startswith("//") or not HOST_PATH.fullmatch(path):
+        raise ValueError(f"{path!r} is not a clean path: no .., ., // or trailing /, and only letters, digits "
+                         "and . _ + @ / - (/var/lib/kubelet/device-plugins)")
+    return path
+
+
 def _text(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
@@ -164,9 +193,9 @@ def _text(value: Any) -> str:
 
 
 # ------------------------------------------------------------------ the words
-EDIT_KEYS = ("env", "args", "limits", "requests", "security", "pod-security", "priority", "toleration")
-"""The canary arguments that edit the template (``env`` and ``toleration`` may repeat)."""
-REPEATABLE = ("env", "toleration")
+EDIT_KEYS = ("env", "args", "limits", "requests", "security", "pod-security", "priority", "toleration", "volume")
+"""The canary arguments that edit the template (``env``, ``toleration`` and ``volume`` may repeat)."""
+REPEATABLE = ("env", "toleration", "volume")
 
 
 def parse_edits(pairs: Mapping[str, str], repeated: Mapping[str, Sequence[str]]) -> Edits:
@@ -189,13 +218,27 @@ def parse_edits(pairs: Mapping[str, str], repeated: Mapping[str, Sequence[str]])
         raise ValueError(f"args={args}: an empty argument (two commas, or one at an end)")
     priority = pairs.get("priority")
     return Edits(
-        env=env, tolerate=tolerate, untolerate=untolerate,
+        env=env, tolerate=tolerate, untolerate=untolerate, volumes=_volume_words(repeated.get("volume", ())),
         args=None if args is None else ([] if args == "-" else args.split(",")),
         limits=_assignments(pairs.get("limits", ""), "limits"), requests=_assignments(pairs.get("requests", ""), "requests"),
         security=_security(pairs.get("security", ""), CONTAINER_SECURITY, "security"),
         pod_security=_security(pairs.get("pod-security", ""), POD_SECURITY, "pod-security"),
         priority=None if priority is None else ("" if priority == "-" else priority),
     )
+
+
+def _volume_words(words: Sequence[str]) -> dict[str, str]:
+    """``volume=<name>:<hostPath>`` words, each name once."""
+    out: dict[str, str] = {}
+    for word in words:
+        name, sep, path = word.partition(":")
+        if not sep or not name or not path:
+            raise ValueError(f"volume={word}: use volume=<name>:<hostPath>, e.g. "
+                             "volume=device-plugin:/var/lib/kubelet/device-plugins")
+        if name in out:
+            raise ValueError(f"volume {name} given twice: give each volume once")
+        out[name] = path
+    return out
 
 
 def parse_toleration(text: str) -> Toleration:
@@ -299,6 +342,9 @@ def apply(template: Mapping[str, Any], container: str, image: str, edits: Edits)
         current = [t for t in spec.get("tolerations") or [] if not any(_matches(t, u) for u in edits.untolerate)]
         current += [t.as_spec() for t in edits.tolerate if not any(_matches(c, t) for c in current)]
         _set(spec, "tolerations", current or None)
+    for volume in spec.get("volumes") or []:
+        if volume.get("name") in edits.volumes and isinstance(volume.get("hostPath"), dict):
+            volume["hostPath"]["path"] = edits.volumes[volume["name"]]
     if edits.annotations:
         meta = out.setdefault("metadata", {})
         meta["annotations"] = {**(meta.get("annotations") or {}), **edits.annotations}
@@ -357,6 +403,20 @@ def problems(template: Mapping[str, Any], container: str, edits: Edits) -> list[
     tolerations = ((template.get("spec") or {}).get("tolerations")) or []
     out += [f"the template has no toleration {t}: nothing to remove" for t in edits.untolerate
             if not any(_matches(s, t) for s in tolerations)]
+    return out + _volume_problems(template, edits)
+
+
+def _volume_problems(template: Mapping[str, Any], edits: Edits) -> list[str]:
+    """A volume to move that the template lacks, or that is not a hostPath."""
+    volumes = {str(v.get("name")): v for v in ((template.get("spec") or {}).get("volumes")) or []}
+    out = []
+    for name in edits.volumes:
+        volume = volumes.get(name)
+        if volume is None:
+            out.append(f"the pod template has no volume {name} (its volumes: {', '.join(volumes) or 'none'})")
+        elif not isinstance(volume.get("hostPath"), dict):
+            kind = next((k for k in volume if k != "name"), "an unknown")
+            out.append(f"volume {name} is a {kind} volume, not a hostPath: only a hostPath's path can be changed")
     return out
 
 

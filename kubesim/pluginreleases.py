@@ -37,6 +37,9 @@ from typing import Any
 
 from kubesim.pluginlogs import Lines, stamped
 
+DIAL_TIMEOUT = 5.0
+"""Seconds ``Register`` waits for kubelet.sock (``plugin.dial(kubeletSocket, 5*time.Second)``, a blocking
+gRPC dial that ends in ``context deadline exceeded``)."""
 SOCKET = "/var/lib/kubelet/device-plugins/nvidia-gpu.sock"
 KUBELET_SOCKET = "/var/lib/kubelet/device-plugins/kubelet.sock"
 DEVICE_PLUGIN_PATH = "/var/lib/kubelet/device-plugins/"
@@ -94,6 +97,7 @@ _V14 = {
     "cdi-null": "factory.go:31", "nvml": "factory.go:77", "nvml-warn": "factory.go:85", "incompatible": "factory.go:115", "grpc": "server.go:165",
     "serve": "server.go:117", "registered": "server.go:125", "stop-serve": "server.go:142", "none": "main.go:287",
     "fatal": "main.go:123", "inotify": "main.go:202", "stop": "main.go:294",
+    "unregistered": "server.go:121", "contact": "main.go:278", "retry": "main.go:183",
 }
 _V15 = {
     "fs": "main.go:178", "os": "main.go:185", "plugins": "main.go:200", "load": "main.go:257",
@@ -101,6 +105,7 @@ _V15 = {
     "cdi-null": "factory.go:31", "nvml": "factory.go:72", "nvml-warn": "factory.go:80", "incompatible": "factory.go:112", "grpc": "server.go:216",
     "serve": "server.go:147", "registered": "server.go:154", "stop-serve": "server.go:185", "none": "main.go:308",
     "fatal": "main.go:132", "inotify": "main.go:225", "stop": "main.go:315",
+    "unregistered": "server.go:151", "start-failed": "main.go:301", "retry": "main.go:208",
 }
 _V17 = {
     "banner": "main.go:235", "fs": "main.go:238", "os": "main.go:245", "plugins": "main.go:260", "load": "main.go:317",
@@ -108,6 +113,7 @@ _V17 = {
     "nvml-warn": "factory.go:101", "incompatible": "factory.go:112", "grpc": "server.go:195", "serve": "server.go:139",
     "registered": "server.go:146", "stop-serve": "server.go:164", "none": "main.go:381", "fatal": "main.go:173",
     "inotify": "main.go:285", "stop": "main.go:388",
+    "unregistered": "server.go:143", "start-failed": "main.go:374", "retry": "main.go:268",
 }
 _V20 = {
     "banner": "main.go:269", "fs": "main.go:272", "os": "main.go:279", "plugins": "main.go:294", "load": "main.go:351",
@@ -116,6 +122,7 @@ _V20 = {
     "nvml-warn": "factory.go:107", "grpc": "server.go:198", "serve": "server.go:142", "registered": "server.go:149",
     "xids": "health.go:64", "stop-serve": "server.go:167", "none": "main.go:416", "fatal": "main.go:198",
     "inotify": "main.go:319", "stop": "main.go:423",
+    "unregistered": "server.go:146", "start-failed": "main.go:409", "retry": "main.go:302",
 }
 _OLD_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations")
 _NEW_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
@@ -331,17 +338,36 @@ def _flag_error(fam: Family, why: str) -> str:
     return f"{prefix}unable to validate flags: {text}"
 
 
-def _registered(fam: Family) -> list[Line]:
-    lines = [
+def _serving(fam: Family) -> list[Line]:
+    """Up to the plugin's own socket served: what precedes ``Register``."""
+    return [
         *_platform(fam, nvml=True),
         ("I", fam.at["grpc"], f"Starting GRPC server for '{RESOURCE}'"),
         ("I", fam.at["serve"], f"Starting to serve '{RESOURCE}' on {SOCKET}"),
-        ("I", fam.at["registered"], f"Registered device plugin for '{RESOURCE}' with Kubelet"),
     ]
+
+
+def _registered(fam: Family) -> list[Line]:
+    lines = [*_serving(fam), ("I", fam.at["registered"], f"Registered device plugin for '{RESOURCE}' with Kubelet")]
     if "xids" in fam.at:
         lines.append(("I", fam.at["xids"], "Ignoring the following XIDs for health checks: "
                       "map[13:true 31:true 43:true 45:true 68:true 109:true]"))
     return lines
+
+
+def _unreachable(fam: Family) -> list[Line]:
+    """``Register`` gave up on kubelet.sock: ``Start`` logs it and stops its server, ``startPlugins``
+    reports the failure (v0.14: three fixed lines; v0.15+: the error) and main retries in 30 s."""
+    level = "I" if not fam.new_chain else "E"  # klog.Infof until v0.15, klog.Errorf from v0.17
+    lines = [(level, fam.at["unregistered"], "Could not register device plugin: context deadline exceeded"),
+             ("I", fam.at["stop-serve"], f"Stopping to serve '{RESOURCE}' on {SOCKET}")]
+    if "contact" in fam.at:
+        file, line = fam.at["contact"].rsplit(":", 1)
+        lines += [("E", f"{file}:{int(line) + i}", text) for i, text in enumerate(
+            ("Could not contact Kubelet. Did you enable the device plugin feature gate?", *HINTS[:2]))]
+    else:
+        lines.append(("E", fam.at["start-failed"], "Failed to start plugin: context deadline exceeded"))
+    return [*lines, ("I", fam.at["retry"], "Failed to start one or more plugins. Retrying in 30s...")]
 
 
 def _from_plugins(fam: Family, cfg: Settings, why: str | None, *, registered: bool, fatal: bool) -> list[Line]:
@@ -369,6 +395,17 @@ def started(image: str, container: Mapping[str, Any], start: dt.datetime, *, why
     (``why``: a host fault with FAIL_ON_INIT_ERROR false, or None: NVML found no device)."""
     fam, cfg = family(image), settings(container)
     return stamped(start, [*_watchers(fam, image), *_from_plugins(fam, cfg, why, registered=registered, fatal=False)])
+
+
+def unregistered(image: str, container: Mapping[str, Any], start: dt.datetime) -> Lines:
+    """The lines of a plugin that serves its socket but finds no kubelet.sock in the directory
+    mounted at :data:`DEVICE_PLUGIN_PATH` (a hostPath other than the kubelet's): start-up as a
+    healthy plugin up to ``Starting to serve``, then, :data:`DIAL_TIMEOUT` later, the failure and
+    the retry. (The plugin retries every 30 s with the same lines; kubesim writes the first try.)"""
+    fam, cfg = family(image), settings(container)
+    serving = [*_watchers(fam, image), *_until_config(fam, cfg), *_serving(fam)]
+    later = start + dt.timedelta(seconds=DIAL_TIMEOUT)
+    return stamped(start, serving) + stamped(later, _unreachable(fam))
 
 
 def crashed(image: str, container: Mapping[str, Any], start: dt.datetime, why: str | None) -> Lines:

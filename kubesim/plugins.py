@@ -2,18 +2,42 @@
 prints when it starts (or re-registers after a kubelet restart), and its registration.
 NVIDIA's device plugin prints the lines of its release (:mod:`kubesim.pluginreleases`).
 
+The kubelet serves device-plugin registration at :data:`KUBELET_DEVICE_PLUGINS` on every node,
+whatever its ``--root-dir`` (``pluginapi.KubeletSocket``): NVIDIA's plugin dials kubelet.sock in
+the directory mounted at that path in its container, so one whose hostPath there is another
+host directory (:func:`socket_dir_mounted`) serves its socket and never registers.
+
 A mixin for :class:`kubesim.kubelets.KubeletController` (it uses the controller's pod
 indexes and the registrations of :class:`kubesim.devices.DeviceRegistry`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import posixpath
 from typing import Any
 
 from kubesim import dra, dradrivers, dralogs, pluginlogs, pluginreleases
 from kubesim.clock import parse_time
 from kubesim.devices import DEVICE_PLUGIN_IMAGE, NODES
 from kubesim.podruntime import Ctr, PodRt
+
+KUBELET_DEVICE_PLUGINS = pluginreleases.DEVICE_PLUGIN_PATH.rstrip("/")
+"""The kubelet's device-plugin directory on the host: ``/var/lib/kubelet/device-plugins``, fixed."""
+DEFER_AFTER = 1.0
+"""Log lines stamped more than this many seconds ahead are written when their moment comes."""
+
+
+def socket_dir_mounted(pod_spec: dict[str, Any], container: dict[str, Any]) -> bool | None:
+    """Whether the container's :data:`KUBELET_DEVICE_PLUGINS` is the host's (a hostPath of that
+    directory mounted there); None when nothing is mounted there (kubesim does not judge it)."""
+    mount = next((m for m in container.get("volumeMounts") or []
+                  if str(m.get("mountPath", "")).rstrip("/") == KUBELET_DEVICE_PLUGINS and not m.get("subPath")), None)
+    if mount is None:
+        return None
+    volume = next((v for v in pod_spec.get("volumes") or [] if v.get("name") == mount.get("name")), {})
+    path = str((volume.get("hostPath") or {}).get("path") or "")
+    return bool(path) and posixpath.normpath(path) == KUBELET_DEVICE_PLUGINS
 
 
 class PluginAgent:
@@ -39,6 +63,10 @@ class PluginAgent:
             if DEVICE_PLUGIN_IMAGE not in ctr.image:
                 lines = self._lines(("other", healthy), start, lambda: pluginlogs.other_device_plugin_registered(start)
                                     if healthy else [])
+            elif healthy and socket_dir_mounted(pod["spec"], container) is False:
+                healthy = False  # its kubelet.sock is not the kubelet's: it serves, and never registers
+                key = (ctr.image, repr(container.get("env")), repr(container.get("args")), "unregistered")
+                lines = self._lines(key, start, lambda: pluginreleases.unregistered(ctr.image, container, start))
             else:
                 key = (ctr.image, repr(container.get("env")), repr(container.get("args")), ctr.crash_reason, healthy)
                 lines = self._lines(key, start, lambda: pluginreleases.started(
@@ -111,5 +139,12 @@ class PluginAgent:
         return lines
 
     def _write_log(self, rt: PodRt, container: str, lines: list[Any]) -> None:
+        """Write ``lines`` now, those stamped more than :data:`DEFER_AFTER` ahead when their moment comes."""
+        due = self.sim.clock.now() + dt.timedelta(seconds=DEFER_AFTER)
+        later = [entry for entry in lines if entry[0] > due]
         for moment, line in lines:
-            self.sim.logs.write(rt.ns, rt.name, container, moment, line)
+            if moment <= due:
+                self.sim.logs.write(rt.ns, rt.name, container, moment, line)
+        if later:
+            wait = (later[0][0] - self.sim.clock.now()).total_seconds()
+            self._later(rt, wait, lambda: self._write_log(rt, container, later))  # type: ignore[attr-defined]

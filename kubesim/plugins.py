@@ -35,7 +35,7 @@ def socket_dir_mounted(pod_spec: dict[str, Any], container: dict[str, Any]) -> b
                   if str(m.get("mountPath", "")).rstrip("/") == KUBELET_DEVICE_PLUGINS and not m.get("subPath")), None)
     if mount is None:
         return None
-    volume = next((v for v in pod_spec.get("volumes") or [] if v.get("name") == mount.get("name")), {})
+    volume: dict[str, Any] = next((v for v in pod_spec.get("volumes") or [] if v.get("name") == mount.get("name")), {})
     path = str((volume.get("hostPath") or {}).get("path") or "")
     return bool(path) and posixpath.normpath(path) == KUBELET_DEVICE_PLUGINS
 
@@ -65,7 +65,7 @@ class PluginAgent:
                                     if healthy else [])
             elif healthy and socket_dir_mounted(pod["spec"], container) is False:
                 healthy = False  # its kubelet.sock is not the kubelet's: it serves, and never registers
-                key = (ctr.image, repr(container.get("env")), repr(container.get("args")), "unregistered")
+                key: tuple[Any, ...] = (ctr.image, repr(container.get("env")), repr(container.get("args")), "unregistered")
                 lines = self._lines(key, start, lambda: pluginreleases.unregistered(ctr.image, container, start))
             else:
                 key = (ctr.image, repr(container.get("env")), repr(container.get("args")), ctr.crash_reason, healthy)

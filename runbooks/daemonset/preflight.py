@@ -95,16 +95,29 @@ def node_checks(cluster: Cluster, snap: Snapshot, node: str, gpu_resources: tupl
     return checks
 
 
-def target_findings(inventory: Inventory, ref: str, node: str) -> list[Check]:
+MOUNT_FINDINGS = ("plugin-not-registered", "device-plugin-hostpath")
+"""Failing findings a change of the template's volumes may fix (a socket directory mounted from the
+wrong place): they do not refuse a canary that moves a volume; its verification judges them."""
+
+
+def target_findings(inventory: Inventory, ref: str, node: str, edits: templates.Edits | None = None) -> list[Check]:
     """The inventory's FAIL findings about this target: its DaemonSet, the canary nodes (``node``,
     one or several joined by commas), and for a DRA kubelet plugin the cluster-wide DRA findings
-    and the classes of the drivers it serves."""
+    and the classes of the drivers it serves. With ``edits`` that move a volume, the findings of
+    :data:`MOUNT_FINDINGS` are a warning, not a refusal: the run is the fix they ask for."""
     ds = next((d for d in inventory.daemonsets if d.ref == ref), None)
     mine = {f"daemonset/{ref}", *(f"node/{n}" for n in node.split(","))}
     if ds is not None and ds.kind == "dra-kubelet-plugin":
         mine.add("cluster")
         mine.update(f"{c.kind.lower()}/{c.name}" for c in inventory.device_classes if set(c.drivers) & set(ds.drivers))
     fails = [f for f in inventory.findings if f.severity == "fail" and f.object in mine]
+    if edits is not None and edits.volumes and (fixed := [f for f in fails if f.code in MOUNT_FINDINGS]):
+        fails = [f for f in fails if f.code not in MOUNT_FINDINGS]
+        moved = ", ".join(edits.volumes)
+        warning = warned("no-fail-finding", f"{fixed[0].message}: this run moves volume {moved}, which may fix it; "
+                         "its verification judges the registration", code=fixed[0].code, object=fixed[0].object)
+        if not fails:
+            return [warning]
     if fails:
         return [failed("no-fail-finding", f"{f.message}: {f.next_step}", code=f.code, object=f.object) for f in fails]
     return [passed("no-fail-finding", f"the inventory has no failing finding about {ref} or {node}")]
@@ -199,7 +212,7 @@ def request_checks(
                                registration=settings.registration, in_use_of=(), owned={run.target.ref: snap.pods},
                                dra_plugins=classify(snap.ds) != "device-plugin",
                                log_budget=LOG_BUDGET if baseline else 0)
-    checks += target_findings(inventory, run.target.ref, run.node)
+    checks += target_findings(inventory, run.target.ref, run.node, run.edits)
     checks += class_checks(inventory, run, settings)
     if run.image and run.image != snap.images.get(container or "", ""):
         checks += compatibility_checks(inventory, run, settings)

@@ -11,8 +11,10 @@ image upgrade).
 - ``priority-class`` (warn): not ``system-node-critical``: the plugin is evicted under pressure
   like any pod, its node's GPUs with it;
 - ``device-plugin-hostpath`` (fail): a device plugin that does not mount the kubelet's
-  device-plugin directory (a hostPath ending in ``/device-plugins``) at
-  ``/var/lib/kubelet/device-plugins``: its socket never reaches the kubelet;
+  device-plugin directory (the hostPath ``/var/lib/kubelet/device-plugins``, fixed whatever the
+  kubelet's ``--root-dir``: k0s's ``/var/lib/k0s/kubelet`` does not move it) at
+  ``/var/lib/kubelet/device-plugins``: its socket never reaches the kubelet; a hostPath mounted
+  there from another directory is moved back by a canary (``volume=<name>:…``);
 - ``tolerations-missing`` (warn): a taint on a GPU node that the plugin does not tolerate (the
   ``node.kubernetes.io/*`` ones the DaemonSet controller adds by itself aside);
 - ``gpu-node-without-plugin`` (warn; judged when every plugin DaemonSet was read) /
@@ -35,6 +37,7 @@ that are not the plugin (gpu-feature-discovery, the MPS control daemon, the conf
 from __future__ import annotations
 
 import json
+import posixpath
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -118,24 +121,33 @@ def priority_class(ds: DaemonSet) -> list[Finding]:
 
 
 def device_plugin_hostpath(ds: DaemonSet) -> list[Finding]:
-    """The plugin must mount the kubelet's device-plugin directory at ``DEVICE_PLUGIN_DIR``: a
-    hostPath ending in ``/device-plugins`` (the kubelet's ``--root-dir`` may be elsewhere, as on
-    microk8s or k0s)."""
+    """The plugin must mount the kubelet's device-plugin directory at ``DEVICE_PLUGIN_DIR``: the
+    hostPath ``DEVICE_PLUGIN_DIR`` itself, which the kubelet keeps whatever its ``--root-dir``
+    (``pluginapi.KubeletSocket``). A hostPath from another directory mounted there is moved back by
+    a canary."""
     plugins = _plugin_containers(ds)
+    wrong = ""
     for ctr in plugins:
         volume = ctr.mounts.get(DEVICE_PLUGIN_DIR)
-        if volume is not None and ds.manifest.host_paths.get(volume, "").rstrip("/").endswith("/device-plugins"):
+        path = ds.manifest.host_paths.get(volume or "", "")
+        if volume is not None and posixpath.normpath(path or ".") == DEVICE_PLUGIN_DIR:
             return []
+        wrong = wrong or (volume if volume is not None and path else "")
     if not plugins:
         return []
+    if wrong:
+        fix = (f"move the volume back: {_canary(ds, f'volume={wrong}:{DEVICE_PLUGIN_DIR}')}; the kubelet keeps "
+               f"{DEVICE_PLUGIN_DIR} whatever its --root-dir (on k0s too)")
+    else:
+        fix = (f"give the DaemonSet a hostPath volume with path {DEVICE_PLUGIN_DIR} mounted at the same path "
+               f"(kubectl -n {ds.namespace} edit daemonset {ds.name}), or roll back to the manifest that had it")
     mounted = [f"{path} <- {ds.manifest.host_paths.get(name, 'not a hostPath')}" for ctr in ds.manifest.containers
                for path, name in ctr.mounts.items() if "device-plugins" in path or name in ds.manifest.host_paths]
     return [Finding(
         severity="fail", code="device-plugin-hostpath", object=f"daemonset/{ds.ref}",
         message=f"{ds.ref} does not mount the kubelet's {DEVICE_PLUGIN_DIR} at {DEVICE_PLUGIN_DIR} "
         f"({_listing(mounted) or 'no such mount'}): its socket never reaches the kubelet, so it never registers",
-        next_step=f"give the DaemonSet a hostPath volume with path {DEVICE_PLUGIN_DIR} mounted at the same path "
-        f"(kubectl -n {ds.namespace} edit daemonset {ds.name}), or roll back to the manifest that had it",
+        next_step=fix,
     )]
 
 

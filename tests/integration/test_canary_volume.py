@@ -10,6 +10,7 @@ So here the broken mount is k0s's root dir and the fix is the kubelet's director
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ from runbooks.engine.clocks import ClusterClock
 from runbooks.engine.commands import Engine
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import RunState
+from runbooks.inventory import take_inventory
 from runbooks.policy import Policy
 from tests.engine_support import kubesim_engine
 from tests.support import Kubectl
@@ -89,9 +91,13 @@ def test_a_plugin_mounted_from_the_wrong_directory_is_fixed_one_node_first_then_
     kubectl("rollout", "status", f"daemonset/{DS}", "-n", NS, "--timeout=120s", timeout=150)
     sim.advance("60s")
     assert set(mounted(kubectl).values()) == {K0S_DIR} and set(allocatable(kubectl).values()) == {"0"}
+    found = {f.code: f for f in take_inventory(Cluster.from_kubeconfig(sim.kubeconfig)).findings}
+    assert found["device-plugin-hostpath"].severity == "fail" and f"{KUBELET_DIR} <- {K0S_DIR}" in found["device-plugin-hostpath"].message
+    fix = re.search(r"`canary (\S+) (.+) node=auto`", found["device-plugin-hostpath"].next_step)
+    assert fix is not None and fix.groups() == (TARGET, f"volume=device-plugin:{KUBELET_DIR}")
 
     engine = engine_on(sim, redis_url)
-    run = request(engine, f"node=gpu-node1 volume=device-plugin:{KUBELET_DIR}")
+    run = request(engine, f"node=gpu-node1 {fix.group(2)}")
     assert run.gate is not None and run.image == "nvcr.io/nvidia/k8s-device-plugin:v0.14.2"
     text = gate_message(run, run.gate).text
     assert f"`volume device-plugin hostPath {KUBELET_DIR}`" in text, text

@@ -89,14 +89,20 @@ def test_the_charts_feature_discovery_from_the_same_image_is_not_judged_as_the_p
     assert device_plugin_hostpath(gfd) == [] and privilege_escalation(gfd) == [] and claimed_twice([gfd, nvidia_plugin()]) == []
 
 
-def test_a_kubelet_root_dir_elsewhere_is_a_device_plugin_directory_still() -> None:
-    microk8s = nvidia_plugin()
-    microk8s = microk8s.model_copy(update={"manifest": microk8s.manifest.model_copy(update={
-        "host_paths": {"sockets": "/var/snap/microk8s/common/var/lib/kubelet/device-plugins"}})})
-    assert device_plugin_hostpath(microk8s) == []
-    wrong = microk8s.model_copy(update={"manifest": microk8s.manifest.model_copy(update={
-        "host_paths": {"sockets": "/var/lib/kubelet/plugins"}})})
-    assert device_plugin_hostpath(wrong)[0].severity == "fail"
+def test_the_kubelets_device_plugin_directory_does_not_follow_its_root_dir() -> None:
+    """The kubelet serves kubelet.sock in /var/lib/kubelet/device-plugins whatever its --root-dir
+    (pluginapi.KubeletSocket; k0s and MicroK8s ship the upstream kubelet): a plugin mounting the
+    device-plugins directory under another root dir never registers, and the finding names the
+    canary that moves the volume back."""
+    for elsewhere in ("/var/snap/microk8s/common/var/lib/kubelet/device-plugins", "/var/lib/k0s/kubelet/device-plugins",
+                      "/var/lib/kubelet/plugins"):
+        plugin = nvidia_plugin()
+        plugin = plugin.model_copy(update={"manifest": plugin.manifest.model_copy(update={"host_paths": {"sockets": elsewhere}})})
+        found = device_plugin_hostpath(plugin)
+        assert [f.severity for f in found] == ["fail"] and f"/var/lib/kubelet/device-plugins <- {elsewhere}" in found[0].message
+        assert "`canary kube-system/nvidia volume=sockets:/var/lib/kubelet/device-plugins " \
+               "node=auto`" in found[0].next_step
+    assert device_plugin_hostpath(nvidia_plugin()) == []
 
 
 def test_gpus_in_the_capacity_make_a_gpu_node_and_coverage_needs_every_plugin() -> None:

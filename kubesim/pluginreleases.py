@@ -23,7 +23,9 @@ library and kernel module disagree (``driver-mismatch``: NVML's
 ``FAIL_ON_INIT_ERROR`` true (the flag's default); with false the plugin waits, unregistered
 (``No devices found. Waiting indefinitely.``). A ``-crash`` image exits on the FS watcher's
 failure (inotify's ``too many open files``), the one start-up failure that needs no cluster
-setting; a ``-silent`` one (or a node without GPUs) finds NVML and no device, and waits.
+setting; a ``-silent`` one (or a node without GPUs) finds NVML and no device, and waits. One
+whose device-plugin directory is mounted from another host directory serves its socket, finds no
+kubelet.sock and logs its release's registration failure (:func:`unregistered`).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ from runbooks.engine.runs import RunState
 from runbooks.inventory import take_inventory
 from runbooks.policy import Policy
 from tests.engine_support import kubesim_engine
+from tests.integration.test_cli import assert_one_line_reason, run
 from tests.support import Kubectl
 
 S = RunState
@@ -141,3 +143,16 @@ def test_a_volume_that_cannot_be_moved_is_refused_before_anyone_is_asked(sim: Ku
     with pytest.raises(UsageError, match="is not an absolute path"):
         request(engine, "node=gpu-node1 volume=device-plugin:var/lib/kubelet/device-plugins")
     assert sim.mutations() == []
+
+
+@pytest.mark.parametrize(("word", "reason"), [
+    ("volume=device-plugin", "volume=device-plugin: use volume=<name>:<hostPath>"),
+    ("volume=device-plugin:var/lib/kubelet/device-plugins", "is not an absolute path"),
+    ("volume=device-plugin:/var/lib/../kubelet/device-plugins", "is not a clean path"),
+])
+def test_the_shell_refuses_a_bad_volume_word_in_one_line_and_exit_2(tmp_path: Path, word: str, reason: str) -> None:
+    """Before any cluster or policy is read: the reason on one line, then the canary's usage line."""
+    proc = run("canary", TARGET, "node=gpu-node1", word, home=tmp_path)
+    assert_one_line_reason(proc, lines=2)
+    first, second = proc.stderr.splitlines()
+    assert reason in first and "volume=<name>:<hostPath>" in second

@@ -91,6 +91,8 @@ ON_SUCCESS_OF: dict[RunKind, dict[RunState, RunState]] = {
                         S.ROLLING_BACK: S.ROLLED_BACK},
     RunKind.REPAIR: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
     RunKind.CLEANUP: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
+    RunKind.QUARANTINE: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
+    RunKind.RELEASE: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
 }
 """A migration is done once verified: there is nothing to promote and no plugin to monitor."""
 LABEL: dict[RunState, str] = {
@@ -107,6 +109,10 @@ KIND_LABEL: dict[RunKind, dict[RunState, str]] = {
                      S.ROLLING_BACK: "the repair's rollback"},
     RunKind.CLEANUP: {S.APPLYING: "the claims' cleanup", S.VERIFYING: "the cleanup's verification",
                       S.ROLLING_BACK: "the cleanup's rollback"},
+    RunKind.QUARANTINE: {S.APPLYING: "the quarantine", S.VERIFYING: "the quarantine's verification",
+                         S.ROLLING_BACK: "the quarantine's rollback"},
+    RunKind.RELEASE: {S.APPLYING: "the release", S.VERIFYING: "the release's verification",
+                      S.ROLLING_BACK: "the release's rollback"},
 }
 
 
@@ -389,8 +395,11 @@ class Driver:
         if run.kind is RunKind.CLEANUP:  # only the claims its approved request lists
             scratch = None
             deletions = cleanup_deletions(run)
+        marks: tuple[str, str] | None = None
+        if run.kind in (RunKind.QUARANTINE, RunKind.RELEASE):  # the DaemonSet and its one node's marks
+            scratch, marks = None, (run.node, str(run.change.get("key") or ""))
         scoped = ScopedCluster(cluster, run.target, scratch=scratch, templates=templates, own=own,
-                               deletions=deletions, fence=lease.fence) if cluster is not None else None
+                               deletions=deletions, fence=lease.fence, marks=marks) if cluster is not None else None
         ctx = StepContext(cluster=scoped, run=run, save_progress=lambda update: run,
                           record=lambda step: None, clock=self.writer.clock, settings=self.settings,
                           paused=lambda: self.writer.get(run.id).pause is not None,

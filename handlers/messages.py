@@ -382,6 +382,7 @@ CHECK_LABELS = {
     "quarantine-allowed": "Quarantine is allowed",
     "release-allowed": "Release is allowed",
     "daemonset": "DaemonSet template and strategy",
+    "node-marks": "Node's quarantine label, annotation and cordon",
     "node-pod-gone": "Plugin pod gone from the node",
     "node-pod-back": "Plugin pod Running and Ready on the node again",
     "others-untouched": "Other nodes' plugin pods not restarted",

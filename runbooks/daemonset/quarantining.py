@@ -231,7 +231,8 @@ def _told(ctx: StepContext) -> Check:
     pods = _workloads(ctx.cluster, ctx.run.node, ctx.settings)
     if not pods:
         return passed("workloads-told", f"no pod uses the GPUs of {ctx.run.node}", ctx.run.node, pods=[])
-    return warned("workloads-told", f"{plural(len(pods), 'pod')} use the GPUs of {ctx.run.node} and keep running there "
+    uses = "uses" if len(pods) == 1 else "use"
+    return warned("workloads-told", f"{plural(len(pods), 'pod')} {uses} the GPUs of {ctx.run.node} and keep running there "
                   f"(cordoned: nothing new is scheduled, and no GPU is allocated without its plugin): {listing(pods, 10)}",
                   ctx.run.node, pods=pods)
 
@@ -251,7 +252,7 @@ def _restore(ctx: StepContext, *, what: str) -> StepResult:
     else:
         write_ds(ctx, saved["ds"], step="rollback.daemonset", why="template affinity, updateStrategy and "
                  "annotation as they were before the run")
-    write_node(ctx, run.node, key, saved["node"], step="rollback.node", why="quarantine label, annotation and "
+    write_node(ctx, run.node, key, saved["node"], step="rollback.node-marks", why="quarantine label, annotation and "
                "cordon as they were before the run")
     return StepResult(ok=True)
 
@@ -323,7 +324,7 @@ class QuarantineSteps:
                  "updateStrategy OnDelete (no other node's pod is replaced)")
         mark = json.dumps({"run": run.id, "cordoned": not saved["node"]["unschedulable"]}, sort_keys=True)
         write_node(ctx, run.node, key, {"label": run.id, "annotation": mark, "unschedulable": True},
-                   step="quarantine.node", why=f"labelled {key}={run.id}" + (
+                   step="quarantine.node-marks", why=f"labelled {key}={run.id}" + (
                        ", cordoned" if not saved["node"]["unschedulable"] else " (cordoned before the run)"))
         return StepResult(ok=True)
 
@@ -390,7 +391,7 @@ class ReleaseSteps:
         uncordon = bool((mark or {}).get("cordoned"))
         write_node(ctx, run.node, key, {"label": None, "annotation": None,
                                         "unschedulable": node["unschedulable"] and not uncordon},
-                   step="release.node", why="quarantine label removed" + (", uncordoned" if uncordon and
+                   step="release.node-marks", why="quarantine label removed" + (", uncordoned" if uncordon and
                                                                           node["unschedulable"] else ""))
         return StepResult(ok=True)
 

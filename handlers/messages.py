@@ -385,6 +385,7 @@ CHECK_LABELS = {
     "node-marks": "Node's quarantine label, annotation and cordon",
     "node-pod-gone": "Plugin pod gone from the node",
     "node-pod-back": "Plugin pod Running and Ready on the node again",
+    "renewed-ready": "Pods made while quarantined replaced and Ready",
     "others-untouched": "Other nodes' plugin pods not restarted",
     "gpus-unchanged": "Other nodes' GPUs unchanged",
     "workloads-told": "Pods using the node's GPUs",

@@ -212,19 +212,35 @@ def _pod_gone(ctx: StepContext) -> Check:
                   run.node)
 
 
-def _pod_back(ctx: StepContext) -> Check:
+def _pods_back(ctx: StepContext) -> list[Check]:
+    """The run's node runs a Running and Ready plugin pod again, and so does each node whose pod
+    the last release renews (made from the quarantine's template when its node was released)."""
     run, settings = ctx.run, ctx.settings
+    renewed = [n for n in run.progress.get("renewed") or [] if n != run.node]
     last: dict[str, str] = {}
 
     def ready() -> bool | None:
-        pod = observe(ctx.cluster, run.target.namespace, run.target.name).pod_on(run.node)
-        last["state"] = "no pod" if pod is None else f"{pod.name} is {pod.phase}, {'Ready' if pod.ready else 'not Ready'}"
-        return True if pod is not None and not pod.deleting and pod.phase == "Running" and pod.ready else None
+        snap = observe(ctx.cluster, run.target.namespace, run.target.name)
+        for node in (run.node, *renewed):
+            pod = snap.pod_on(node)
+            last[node] = "no pod" if pod is None else f"{pod.name} is {pod.phase}, {'Ready' if pod.ready else 'not Ready'}"
+            if pod is None or pod.deleting or not (pod.phase == "Running" and pod.ready) or \
+                    (node in renewed and pod.uid == (run.progress.get("baseline") or {}).get("pods", {}).get(node)):
+                return None
+        return True
 
-    if wait_for(ctx.clock, timeout=settings.ready_timeout, interval=settings.poll_interval, probe=ready):
-        return passed("node-pod-back", f"{run.target.ref} runs again on {run.node}: {last['state']}", run.node)
-    return failed("node-pod-back", f"no Ready plugin pod on {run.node} after {settings.ready_timeout:g}s "
-                  f"({last.get('state', 'not read')})", run.node)
+    done = wait_for(ctx.clock, timeout=settings.ready_timeout, interval=settings.poll_interval, probe=ready)
+    checks = [passed("node-pod-back", f"{run.target.ref} runs again on {run.node}: {last[run.node]}", run.node)
+              if done else failed("node-pod-back", f"no Ready plugin pod on {run.node} after {settings.ready_timeout:g}s "
+                                  f"({last.get(run.node, 'not read')})", run.node)]
+    if renewed:
+        scope = listing(renewed)
+        states = "; ".join(f"{n}: {last.get(n, 'not read')}" for n in renewed)
+        checks.append(passed("renewed-ready", f"the pods made from the quarantine's template on {scope} were replaced "
+                             "by pods of the restored template, Running and Ready", scope) if done else
+                      failed("renewed-ready", f"not all replaced and Ready after {settings.ready_timeout:g}s: {states}",
+                             scope))
+    return checks
 
 
 def _told(ctx: StepContext) -> Check:
@@ -378,6 +394,12 @@ class ReleaseSteps:
             note(ctx, "release.daemonset", "info", f"{listing(sorted(others))} stay quarantined: the template keeps "
                  "its term")
         else:
+            if "renewed" not in ctx.run.progress:  # pods made from the quarantine's template: replaced once
+                snap = observe(ctx.cluster, run.target.namespace, run.target.name)
+                revision = snap.current_revision
+                renewed = [n for n in snap.nodes if n != run.node and revision is not None
+                           and (p := snap.pod_on(n)) is not None and p.revision_hash == revision.hash]
+                ctx.run = ctx.save_progress({"renewed": renewed})
             record = saved_of({"metadata": {"annotations": {SAVED: current["saved"]}}}) if current["saved"] else None
             if record is not None and current["affinity"] == with_term(record.get("affinity"), key):
                 affinity = record.get("affinity")  # exactly as before the first quarantine
@@ -396,8 +418,11 @@ class ReleaseSteps:
         return StepResult(ok=True)
 
     def verify_all(self, ctx: StepContext) -> StepResult:
-        checks = [_pod_back(ctx), *others_untouched(ctx.cluster, ctx.run, ctx.run.progress.get("baseline") or {},
-                                                   ctx.settings)]
+        baseline = dict(ctx.run.progress.get("baseline") or {})
+        renewed = set(ctx.run.progress.get("renewed") or [])
+        baseline = {part: {n: v for n, v in (baseline.get(part) or {}).items() if n not in renewed}
+                    for part in ("pods", "allocatable")}
+        checks = [*_pods_back(ctx), *others_untouched(ctx.cluster, ctx.run, baseline, ctx.settings)]
         note_checks(ctx, "verify", checks)
         return result(checks, what=f"the release of {ctx.run.node}", unknown_blocks=ctx.settings.unknown_blocks)
 

@@ -242,3 +242,38 @@ def test_bad_requests_are_refused_in_one_line_and_change_nothing(
         request(actor=ALICE, target=TARGET, node=node)
     assert said in str(refused.value) and "\n" not in str(refused.value)
     assert written(sim, before) == [] and engine.runs() == []
+
+
+def test_two_quarantined_nodes_change_the_daemonset_once_and_the_last_release_puts_it_back(
+        sim: KubeSim, redis_url: str) -> None:
+    """The second node's quarantine finds the term and OnDelete in place and writes only its node;
+    releasing the first leaves the template as it is (the other stays quarantined); the last
+    release puts the DaemonSet back exactly, and the pod gpu-node1 got from the quarantine's
+    template in between is replaced once (checked, not counted against the release). gpu-node3,
+    never quarantined, keeps its pod throughout."""
+    kubectl = Kubectl(sim.kubeconfig)
+    ds_before, pods_before = daemonset(kubectl), plugin_pods(kubectl)
+    engine = engine_on(sim, redis_url)
+    ds_path, writes = f"/apis/apps/v1/namespaces/{NS}/daemonsets/{DS}", []
+    for verb, node in (("quarantine", "gpu-node1"), ("quarantine", "gpu-node2"), ("release", "gpu-node1"),
+                       ("release", "gpu-node2")):
+        request = engine.request_quarantine if verb == "quarantine" else engine.request_release
+        run = request(actor=ALICE, target=TARGET, node=node).run
+        before = len(sim.mutations())
+        engine.approve(run.id, actor=BOB)
+        run = engine.advance(run.id)
+        assert run.state is S.DONE, (verb, node, run.reason)
+        writes.append([path for _, path in written(sim, before)])
+        if (verb, node) == ("release", "gpu-node1"):
+            assert daemonset(kubectl)["updateStrategy"] == {"type": "OnDelete"}  # gpu-node2 stays quarantined
+            assert set(plugin_pods(kubectl)) == {"gpu-node1", "gpu-node3"}
+    assert writes == [[ds_path, "/api/v1/nodes/gpu-node1"], ["/api/v1/nodes/gpu-node2"], ["/api/v1/nodes/gpu-node1"],
+                      [ds_path, "/api/v1/nodes/gpu-node2"]]
+    assert daemonset(kubectl) == ds_before
+    assert plugin_pods(kubectl)["gpu-node3"] == pods_before["gpu-node3"]
+    assert kubectl.json("get", "nodes", "-l", KEY)["items"] == []
+    # gpu-node1's pod, made from the quarantine's template when it was released, is renewed once
+    checks = {e["name"]: e for e in engine.audit(run.id) if e["name"].startswith("verify.")}
+    assert checks["verify.renewed-ready"]["status"] == "ok" and checks["verify.renewed-ready"]["evidence"]["scope"] == \
+        "gpu-node1"
+    assert checks["verify.others-untouched"]["status"] == "ok", checks

@@ -29,6 +29,7 @@ class NodeArgs(BaseModel):
     target: str
     node: str
     cluster: str | None = None
+    when: str = "now"
 
 
 def _parse(verb: str) -> Callable[[Sequence[str]], NodeArgs]:
@@ -37,11 +38,14 @@ def _parse(verb: str) -> Callable[[Sequence[str]], NodeArgs]:
     def parse(words: Sequence[str]) -> NodeArgs:
         from runbooks import validation  # the policy's names, for the verbs that request (issue 39)
 
-        positional, pairs = split_pairs(words, allowed=("node", "cluster"), usage=usage, max_positional=1)
+        positional, pairs = split_pairs(words, allowed=("node", "cluster", "when"), usage=usage, max_positional=1)
         if not positional:
             raise UsageError("which DaemonSet? give <namespace>/<daemonset>", usage)
         if "node" not in pairs:
             raise UsageError(f"node= is required: the node to {verb}", usage)
+        if pairs.get("when", "now") not in ("now", "next-window"):
+            raise UsageError(f"when={pairs['when']} is not a choice: when=next-window queues the run until the "
+                             "target's maintenance window opens", usage)
         try:
             validation.target(positional[0])
             validation.node_name(pairs["node"])
@@ -58,14 +62,14 @@ parse_quarantine, parse_release = _parse("quarantine"), _parse("release")
 def quarantine(args: NodeArgs, deps: Deps, caller: Caller) -> Outcome:
     """A quarantine run, its plan in the request an approver decides."""
     return deps.engine.request_quarantine(actor=deps.actor(caller), target=args.target, node=args.node,
-                                          cluster=args.cluster,
+                                          cluster=args.cluster, when=args.when,
                                           origin={"surface": caller.surface, "channel": caller.channel or ""})
 
 
 def release(args: NodeArgs, deps: Deps, caller: Caller) -> Outcome:
     """A release run, its plan in the request an approver decides."""
     return deps.engine.request_release(actor=deps.actor(caller), target=args.target, node=args.node,
-                                       cluster=args.cluster,
+                                       cluster=args.cluster, when=args.when,
                                        origin={"surface": caller.surface, "channel": caller.channel or ""})
 
 

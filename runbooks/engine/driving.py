@@ -244,17 +244,18 @@ class Driver:
 
     # ------------------------------------------------------------ windows
     def _windows(self, run: Run) -> list[Any]:
-        entry = self.policy.target(run.target.ref) if run.kind is RunKind.UPGRADE else None
+        windowed = run.kind in (RunKind.UPGRADE, RunKind.QUARANTINE, RunKind.RELEASE)
+        entry = self.policy.target(run.target.ref) if windowed else None
         return list(entry.windows) if entry is not None else []
 
     def _window_closed(self, run: Run) -> bool:
         """A change that has not begun (a canary that saved nothing yet, a promotion not in
         waves: those start each wave themselves) and its target's windows are all closed."""
-        if run.state is S.CANARY_ROLLING and run.progress.get("saved"):
+        if run.state in (S.CANARY_ROLLING, S.APPLYING) and run.progress.get("saved"):
             return False  # begun: finish it rather than leave the target half-changed
         if run.state is S.PROMOTING and run.progress.get("waves"):
             return False
-        if run.state not in (S.CANARY_ROLLING, S.PROMOTING):
+        if run.state not in (S.CANARY_ROLLING, S.PROMOTING, S.APPLYING):
             return False
         found = self._windows(run)
         return bool(found) and windows.span_at(found, self.writer.clock.now()) is None

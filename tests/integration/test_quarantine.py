@@ -29,7 +29,7 @@ from runbooks.engine.commands import Engine
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import RunKind, RunState
 from runbooks.policy import Policy
-from tests.engine_support import IMAGE, kubesim_engine
+from tests.engine_support import IMAGE, FakeClock, kubesim_engine
 from tests.support import Kubectl, PodWatch
 
 S = RunState
@@ -277,3 +277,25 @@ def test_two_quarantined_nodes_change_the_daemonset_once_and_the_last_release_pu
     assert checks["verify.renewed-ready"]["status"] == "ok" and checks["verify.renewed-ready"]["evidence"]["scope"] == \
         "gpu-node1"
     assert checks["verify.others-untouched"]["status"] == "ok", checks
+
+
+def test_outside_the_targets_maintenance_window_it_is_refused_or_queued_for_the_next(
+        sim: KubeSim, redis_url: str) -> None:
+    """Windows hold a quarantine as they hold a canary: refused outside one, naming the next; with
+    ``when=next-window`` it is requested and approved now and changes nothing before the window."""
+    clock = FakeClock()  # Monday 09:00 UTC
+    windowed = POLICY.model_copy(update={"targets": Policy.model_validate({
+        "approvers": {"users": ["U0BOB"]}, "targets": [{"namespace": NS, "name": DS, "windows": [
+            {"days": "mon-fri", "hours": "22:00-23:00", "timezone": "UTC"}]}]}).targets})
+    engine = kubesim_engine(sim, redis_url, windowed, kinds=KINDS, clock=clock)
+    before = len(sim.mutations())
+    with pytest.raises(Refused, match="may change only in its maintenance windows"):
+        engine.request_quarantine(actor=ALICE, target=TARGET, node="gpu-node2")
+    assert engine.runs() == []
+    run = engine.request_quarantine(actor=ALICE, target=TARGET, node="gpu-node2", when="next-window").run
+    assert "queued for the maintenance window opening at 2025-01-06 22:00:00 UTC" in engine.audit(run.id)[0]["detail"]
+    engine.approve(run.id, actor=BOB)
+    run = engine.advance(run.id)
+    assert run.state is S.APPLYING and run.progress["wait_until"] == "2025-01-06T22:00:00+00:00"
+    assert "the quarantine waits for the maintenance window" in run.progress["waiting_for"]
+    assert not engine.needs_work(run) and written(sim, before) == []

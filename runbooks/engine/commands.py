@@ -34,6 +34,7 @@ from runbooks.engine.clocks import SystemClock
 from runbooks.engine.driving import Driver, StepPaused, label_of
 from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Leases, owner_id
+from runbooks.engine.node_requests import NodeRequests
 from runbooks.engine.owned import judge_owner, through_owner
 from runbooks.engine.refusals import Refused
 from runbooks.engine.requesting import (
@@ -121,7 +122,7 @@ def step_settings_of(policy: Policy) -> StepSettings:
     )
 
 
-class Engine:
+class Engine(NodeRequests):
     def __init__(
         self,
         *,
@@ -315,39 +316,6 @@ class Engine:
                     target=Target(cluster=context or "", namespace=parsed.namespace, name=parsed.name),
                     image="", container="", node="", origin=origin or {})
         return self._request_change(actor, draft, lambda run: f"repair of {run.target.ref}")
-
-    def request_quarantine(self, *, actor: Actor, target: str, node: str, cluster: str | None = None,
-                           origin: dict[str, str] | None = None, when: str = "now") -> Outcome:
-        """A new quarantine run waiting at its request: ``node`` taken out of the DaemonSet's reach
-        (:mod:`runbooks.daemonset.quarantining`), planned now, read-only. Refused when the node does
-        not exist, runs no pod of the target, is quarantined already, or the target has an active run;
-        outside the target's maintenance windows as a canary is (``when=next-window``: it waits for one)."""
-        return self._request_node_change(RunKind.QUARANTINE, actor=actor, target=target, node=node, cluster=cluster,
-                                         origin=origin, when=when)
-
-    def request_release(self, *, actor: Actor, target: str, node: str, cluster: str | None = None,
-                        origin: dict[str, str] | None = None, when: str = "now") -> Outcome:
-        """A new release run waiting at its request: a quarantined ``node`` given back to the
-        DaemonSet. Refused when the node does not exist or is not quarantined from the target."""
-        return self._request_node_change(RunKind.RELEASE, actor=actor, target=target, node=node, cluster=cluster,
-                                         origin=origin, when=when)
-
-    def _request_node_change(self, kind: RunKind, *, actor: Actor, target: str, node: str, cluster: str | None,
-                             origin: dict[str, str] | None, when: str) -> Outcome:
-        check_may_open(self.policy, actor, slack_sees_runs=self.slack_sees_runs)
-        try:
-            parsed, node = validation.target(target, self.policy.target_refs), validation.node_name(node)
-        except ValueError as exc:
-            raise InvalidRequest(str(exc)) from exc
-        if self.connect is None:
-            raise Refused(f"a {kind.value} is planned from the cluster, and this engine has none")
-        now, context = self.clock.now(), context_name(cluster) if cluster is not None else None
-        queued = self._outside_window(str(parsed), now, when)
-        draft = Run(id=new_run_id(), kind=kind, requester=actor.user, created_at=now, updated_at=now,
-                    target=Target(cluster=context or "", namespace=parsed.namespace, name=parsed.name),
-                    image="", container="", node=node, origin=origin or {})
-        return self._request_change(actor, draft, lambda run: f"{kind.value} of {run.node} from {run.target.ref}"
-                                    + (f" ({queued})" if queued else ""))
 
     def request_cleanup(self, *, actor: Actor, cluster: str | None = None,
                         origin: dict[str, str] | None = None) -> Outcome:

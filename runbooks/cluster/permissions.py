@@ -81,8 +81,8 @@ RULES: tuple[Rule, ...] = (
          "inventory/taking.py, daemonset/watched.py (verify's window watches them)"),
     Rule("cluster", "", ("/metrics",), ("get",), "inventory, preflight", "cluster/adapter.py metric_samples"),
     # ------------------------------------------------------------ each target's namespace
-    Rule("target", "apps", ("daemonsets",), ("patch",), "canary, promote, rollback, restart",
-         "daemonset/patching.py", names="targets"),
+    Rule("target", "apps", ("daemonsets",), ("patch",), "canary, promote, rollback, restart, quarantine, release",
+         "daemonset/patching.py, daemonset/quarantining.py", names="targets"),
     Rule("target", "apps", ("daemonsets",), ("get", "watch"), "inventory, verify, canary, promote, rollback",
          "daemonset/observing.py, engine/requesting.py"),
     Rule("target", "apps", ("controllerrevisions",), ("watch",), "canary, promote, rollback",

@@ -129,6 +129,7 @@ def build_engine(settings: Settings, policy: Policy, *, store: RedisRunStore, co
     # Imported here, not at the top: the steps (and the engine's commands) are for the verbs
     # that act, and `upgradebot status` or `--help` start without them (issue 39).
     from runbooks.cluster.informing import Watches
+    from runbooks.daemonset.quarantining import QuarantineSteps, ReleaseSteps
     from runbooks.daemonset.repairing import RepairSteps
     from runbooks.daemonset.steps import DaemonSetSteps
     from runbooks.dra.claim_cleanup import ClaimCleanupSteps
@@ -138,7 +139,8 @@ def build_engine(settings: Settings, policy: Policy, *, store: RedisRunStore, co
     return Engine(store=store, steps=DaemonSetSteps(), policy=policy, connect=connect, clock=clock or SystemClock(),
                   observer=observer, owner_dead=local_owner_dead, checkpoint=killer(settings.test_kill_at, parent=settings.worker_of),
                   kinds={RunKind.MIGRATION: MigrationSteps(), RunKind.REPAIR: RepairSteps(),
-                         RunKind.CLEANUP: ClaimCleanupSteps()}, watches=Watches(connect),
+                         RunKind.CLEANUP: ClaimCleanupSteps(), RunKind.QUARANTINE: QuarantineSteps(),
+                         RunKind.RELEASE: ReleaseSteps()}, watches=Watches(connect),
                   slack_sees_runs=settings.redis_url is not None)
 
 

@@ -18,8 +18,8 @@ ARGUMENTS: dict[str, str] = {
     "<run>": "a run's id, r- and eight letters or digits, as `runs` lists them",
     "<run>|<namespace>/<daemonset>": "a run (its canary node, or every node once promoted), or a DaemonSet "
                                      "checked as it is now",
-    "<canary|migration|repair|cleanup|promotion|rollback>": "which request of the run: the one `status <run>` "
-                                                            "shows waiting for approval",
+    "<canary|migration|repair|cleanup|quarantine|release|promotion|rollback>": (
+        "which request of the run: the one `status <run>` shows waiting for approval"),
     "<namespace>/[<kind>/]<workload>": "the workload whose device-plugin resources become ResourceClaims "
                                        "(kind: Deployment, StatefulSet, Job…; default: found by name)",
     "cluster=": "the kubeconfig context to act on (default: the current context, or the channel's cluster)",
@@ -57,6 +57,8 @@ ARGUMENTS: dict[str, str] = {
 ARGUMENTS_OF: dict[tuple[str, str], str] = {
     ("verify", "node="): "the node to check (default: the run's canary node, or every node)",
     ("restart", "node="): "the node restarted first and verified; auto picks one per hardware class and says why",
+    ("quarantine", "node="): "the node the plugin is kept off (cordoned, labelled, its plugin pod removed)",
+    ("release", "node="): "the quarantined node given back to the plugin",
     ("status", "<run>"): "a run's id (default: every active run)",
     ("resume", "<run>"): "the halted run whose step runs again (shell, default: every unfinished run)",
 }

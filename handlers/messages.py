@@ -379,6 +379,16 @@ CHECK_LABELS = {
     "old-pods-gone": "Old pods gone",
     "repair-allowed": "Repair is allowed",
     "stuck-pods-deleted": "Stuck pods deleted",
+    "quarantine-allowed": "Quarantine is allowed",
+    "release-allowed": "Release is allowed",
+    "daemonset": "DaemonSet template and strategy",
+    "node-marks": "Node's quarantine label, annotation and cordon",
+    "node-pod-gone": "Plugin pod gone from the node",
+    "node-pod-back": "Plugin pod Running and Ready on the node again",
+    "renewed-ready": "Pods made while quarantined replaced and Ready",
+    "others-untouched": "Other nodes' plugin pods not restarted",
+    "gpus-unchanged": "Other nodes' GPUs unchanged",
+    "workloads-told": "Pods using the node's GPUs",
     "interrupted": "Interrupted",
     "lease taken over": "Taken over by another bot process",
     "continued": "Continued",
@@ -400,8 +410,8 @@ COUNTED = {"node": "update", "delete-pod": "pod", "evict": "eviction", "cordon":
 def phase_title(phase: str, *, kind: str = "upgrade") -> str:
     if kind != "upgrade" and phase == "verify_all":
         return "Verify"
-    if kind == "repair" and phase == "apply":
-        return "Repair"
+    if kind in ("repair", "quarantine", "release") and phase == "apply":
+        return kind.capitalize()
     if kind == "migration" and phase == "apply":
         return "Apply the migration"
     return PHASE_TITLES.get(phase, phase.replace("_", " ").capitalize())
@@ -534,7 +544,8 @@ def closed_at(outcome: str, at: str) -> str:
 
 
 def run_title(kind: str, run_id: str, what: str) -> str:
-    return f"{ {'migration': 'Migration', 'repair': 'Repair'}.get(kind, 'Upgrade')} {run_id}: {what}"
+    names = {'migration': 'Migration', 'repair': 'Repair', 'quarantine': 'Quarantine', 'release': 'Release'}
+    return f"{names.get(kind, 'Upgrade')} {run_id}: {what}"
 
 
 def halted_title(run_id: str, where: str) -> str:

@@ -75,6 +75,9 @@ NEXT = {
     "migration": "Next: once approved, the migration is applied and the workload rolled out",
     "repair": "Next: once approved, the stuck pods are deleted so their controllers recreate them",
     "cleanup": "Next: once approved, each listed claim is deleted if it is still as listed",
+    "quarantine": "Next: once approved, {node} is cordoned and labelled and the plugin kept off it; the other nodes "
+                  "are verified untouched",
+    "release": "Next: once approved, {node} is given back to the plugin and its plugin pod verified Ready",
     "migration_canary": "Next: once approved, a duplicate of the workload runs the plan first; the switch waits for "
                         "its own approval",
     "switch": "Next: once approved, the workload itself is migrated, verified, and the canary deleted",

@@ -60,7 +60,8 @@ def status_reply(found: Run | Sequence[Run], *, surface: str = "slack") -> Reply
 def runs_reply(runs: Sequence[Run], *, title: str = "Runs", notes: Mapping[str, str] | None = None) -> Reply:
     """A table of runs, newest first; ``notes`` by run id (why ``resume`` left one waiting)."""
     rows = [[r.id, r.state.value, r.target.ref, r.image.rsplit("/", 1)[-1] if r.kind is RunKind.UPGRADE
-             else r.kind.value if r.kind in (RunKind.REPAIR, RunKind.CLEANUP) else f"migration ({r.target.kind})",
+             else r.kind.value if r.kind in (RunKind.REPAIR, RunKind.CLEANUP, RunKind.QUARANTINE, RunKind.RELEASE)
+             else f"migration ({r.target.kind})",
              r.node or "-",
              r.requester, moment_text(r.updated_at)] for r in runs]
     table = Table(header=["ID", "STATE", "TARGET", "IMAGE", "NODE", "REQUESTER", "UPDATED"], rows=rows)

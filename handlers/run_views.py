@@ -112,6 +112,8 @@ def _asks(run: Run, gate: Gate) -> str:
     ref, change = run.target.ref, "" if run.edits.empty else literal(run.edits.summary())
     if gate.kind is GateKind.REPAIR:
         what = msg.asks_repair(ref, repair_summary(run))
+    elif gate.kind in (GateKind.QUARANTINE, GateKind.RELEASE):
+        what = str(run.change.get("summary") or f"{gate.kind.value} {run.node} ({ref})")
     elif gate.kind is GateKind.CLEANUP:
         what = msg.asks_cleanup(run.target.cluster or "the current context", cleanup_plan(run))
     elif gate.kind is GateKind.MIGRATION:
@@ -227,6 +229,9 @@ def _what_fields(run: Run) -> list[Item]:
     if run.kind is RunKind.REPAIR:
         return [Item(label="Target", value=f"{run.target.ref} in {run.target.cluster or 'the current context'}"),
                 Item(label="Stuck pods", value=repair_summary(run))]
+    if run.kind in (RunKind.QUARANTINE, RunKind.RELEASE):
+        return [Item(label="Target", value=f"{run.target.ref} in {run.target.cluster or 'the current context'}"),
+                Item(label="Node", value=run.node)]
     if run.kind is RunKind.CLEANUP:
         return [Item(label="Cluster", value=run.target.cluster or "the current context"),
                 Item(label="Broken claims", value=cleanup_plan(run))]
@@ -272,7 +277,7 @@ def next_lines(run: Run, *, self_approval: bool = False, surface: str = "slack")
     if gate is not None:
         key = {GateKind.CANARY: "restart" if is_restart(run) else "canary", GateKind.PROMOTION: "promotion",
                GateKind.ROLLBACK: "rollback", GateKind.MIGRATION: "migration", GateKind.REPAIR: "repair",
-               GateKind.CLEANUP: "cleanup"}[gate.kind]
+               GateKind.CLEANUP: "cleanup", GateKind.QUARANTINE: "quarantine", GateKind.RELEASE: "release"}[gate.kind]
         if run.kind is RunKind.MIGRATION and run.change.get("canary"):
             key = "switch" if gate.kind is GateKind.PROMOTION else "migration_canary" if key == "migration" else key
         return [rmsg.next_step(key, canary_nodes_text(run)),
@@ -326,6 +331,7 @@ def root_message(run: Run, *, self_approval: bool = False, surface: str = "slack
         lines.append(rmsg.helm_values_change(str(helm.get("release")), str(helm.get("namespace")),
                                              str(helm.get("set") or ""), literal(run.image)))
     title = msg.run_title(run.kind.value, run.id, f"{run.target.kind} {run.target.ref}" if run.kind is RunKind.MIGRATION
+                          else f"{run.node} from {run.target.ref}" if run.kind in (RunKind.QUARANTINE, RunKind.RELEASE)
                           else run.target.ref)
     return Message(title=title, text="\n".join(lines), fields=fields,
                    tone=STATE_TONE.get(run.state, "info"))
@@ -385,8 +391,8 @@ def wave_now(run: Run) -> str:
 PRECHECK = "precheck"
 PHASES: frozenset[str] = frozenset(STEP_OF.values())
 """The steps of a run (the engine's names: its entries are ``<step>.<check>``)."""
-PHASE_ALIAS = {"repair": "apply"}
-"""A repair's deletions are entries of its ``apply`` step."""
+PHASE_ALIAS = {"repair": "apply", "quarantine": "apply", "release": "apply"}
+"""A repair's deletions (a quarantine's, a release's patches) are entries of its ``apply`` step."""
 RANK = {"failed": 0, "unknown": 1, "running": 2, "ok": 3, "info": 3, "skipped": 3}
 """Failures first, then what is not known; the rest in the order it happened."""
 MAX_ROWS = 12

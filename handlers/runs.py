@@ -246,11 +246,11 @@ def _decision(usage: str) -> Any:
         run = run_id(positional[:1], usage=usage)[0]
         if len(positional) < 2:
             raise UsageError(f"which request of {run}? name it: {usage.split(' <run> ')[0]} {run} promotion "
-                             "(or canary, migration, repair, cleanup, rollback), as `status` shows", usage)
+                             "(or canary, migration, repair, cleanup, quarantine, release, rollback), as `status` shows", usage)
         gate = GATES.get(positional[1].lower())
         if gate is None:
-            raise UsageError(f"{positional[1]!r} is not a request: canary, migration, repair, cleanup, promotion or rollback",
-                             usage)
+            raise UsageError(f"{positional[1]!r} is not a request: canary, migration, repair, cleanup, quarantine, "
+                             "release, promotion or rollback", usage)
         return DecisionArgs(run=run, gate=gate)
 
     return parse

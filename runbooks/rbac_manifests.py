@@ -6,7 +6,8 @@ One ClusterRole of reads; a Role per namespace holding a target (its DaemonSets 
 Deployments by name in ``resourceNames``), one for the smoke test's namespace, one per
 ``migrations.namespaces`` entry and one per namespace ``repair=`` names (a repair deletes pods;
 a migration run deletes none, so ``migrations.namespaces`` alone grants no pod deletion); the
-drain ClusterRole only when a target drains, the ClusterPolicy ClusterRole only when a target's
+drain ClusterRole only when a target drains, the quarantine ClusterRole (nodes patch: ``quarantine``
+and ``release``) when a target is a DaemonSet the bot patches itself, the ClusterPolicy ClusterRole only when a target's
 ``owner`` names one (get and patch on it by name), a Secrets reader in the namespace of each target
 with ``owner: helm`` (get and list: its Helm release's Secrets): what the policy's verbs need, nothing more. The verbs and code needing each rule are in the table (docs/security.md).
 """
@@ -25,6 +26,7 @@ RBAC = "rbac.authorization.k8s.io"
 PART_OF = {"app.kubernetes.io/part-of": "upgradebot"}
 ROLE_NAMES: dict[Scope, str] = {"cluster": "upgradebot-read", "target": "upgradebot-upgrade",
                                 "smoke": "upgradebot-smoke-test", "drain": "upgradebot-drain",
+                                "quarantine": "upgradebot-quarantine",
                                 "migration": "upgradebot-migration", "repair": "upgradebot-repair",
                                 "operator": "upgradebot-clusterpolicy", "helm": "upgradebot-helm-release"}
 
@@ -70,6 +72,8 @@ def manifests(policy: Policy, *, repair_namespaces: Sequence[str] = (),
         out += _pair("smoke", smoke, _rules("smoke", {}), account=account)
     if any(t.drain is not None for t in policy.targets):
         out += _pair("drain", None, _rules("drain", {}), account=account)
+    if any(not t.clusterpolicy for t in policy.targets):  # `quarantine` and `release` patch one node
+        out += _pair("quarantine", None, _rules("quarantine", {}), account=account)
     clusterpolicies = sorted({t.clusterpolicy for t in policy.targets if t.clusterpolicy})
     if clusterpolicies:
         out += _pair("operator", None, _rules("operator", {"clusterpolicies": clusterpolicies}), account=account)

@@ -12,7 +12,8 @@ Three readers, so they cannot drift apart:
 Scopes: ``cluster`` (the ClusterRole ``upgradebot-read``: reads the bot makes across namespaces),
 ``target`` (a Role in each namespace holding a policy target), ``smoke`` (the smoke test's
 namespace), ``drain`` (a ClusterRole only for policies that drain: nodes and evictions are
-cluster-wide), ``migration`` (each of ``migrations.namespaces``), ``repair`` (each namespace
+cluster-wide), ``quarantine`` (a ClusterRole for policies with DaemonSet targets: ``quarantine`` and
+``release`` patch one node's label, annotation and cordon; the DaemonSet patch is the ``target`` Role's), ``migration`` (each of ``migrations.namespaces``), ``repair`` (each namespace
 whose GPU pods a repair may delete) and ``operator`` (a ClusterRole only for policies with a target
 ``owner: clusterpolicy/<name>``: get and patch on those ClusterPolicies by name, cluster-scoped objects)
 and ``helm`` (a Role in the namespace of each target with ``owner: helm``: get and list on Secrets, to read
@@ -26,7 +27,7 @@ from typing import Any, Literal
 
 from runbooks.errors import Action, ClusterError
 
-Scope = Literal["cluster", "target", "smoke", "drain", "migration", "repair", "operator", "helm"]
+Scope = Literal["cluster", "target", "smoke", "drain", "quarantine", "migration", "repair", "operator", "helm"]
 AUTHORIZATION = "authorization.k8s.io"
 
 
@@ -80,8 +81,8 @@ RULES: tuple[Rule, ...] = (
          "inventory/taking.py, daemonset/watched.py (verify's window watches them)"),
     Rule("cluster", "", ("/metrics",), ("get",), "inventory, preflight", "cluster/adapter.py metric_samples"),
     # ------------------------------------------------------------ each target's namespace
-    Rule("target", "apps", ("daemonsets",), ("patch",), "canary, promote, rollback, restart",
-         "daemonset/patching.py", names="targets"),
+    Rule("target", "apps", ("daemonsets",), ("patch",), "canary, promote, rollback, restart, quarantine, release",
+         "daemonset/patching.py, daemonset/quarantining.py", names="targets"),
     Rule("target", "apps", ("daemonsets",), ("get", "watch"), "inventory, verify, canary, promote, rollback",
          "daemonset/observing.py, engine/requesting.py"),
     Rule("target", "apps", ("controllerrevisions",), ("watch",), "canary, promote, rollback",
@@ -101,6 +102,9 @@ RULES: tuple[Rule, ...] = (
          "daemonset/draining.py (spec.unschedulable only: engine/scoping.py)"),
     Rule("drain", "", ("pods/eviction",), ("create",), "canary, promote of a target that drains",
          "daemonset/draining.py"),
+    # ------------------------------------------------------------ quarantine (nodes are cluster-wide)
+    Rule("quarantine", "", ("nodes",), ("patch",), "quarantine, release",
+         "daemonset/quarantining.py (the target's label and annotation and spec.unschedulable only: engine/scoping.py)"),
     # ------------------------------------------------------------ migrations.namespaces
     Rule("migration", "apps", ("deployments", "statefulsets"), ("get", "patch"), "migrate, apply-migration",
          "dra/migrating.py, dra/migration_run.py, dra/preflight.py dry_run"),

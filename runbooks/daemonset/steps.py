@@ -50,6 +50,7 @@ from runbooks.daemonset import (
 )
 from runbooks.daemonset.observing import looking, observe
 from runbooks.daemonset.patching import StrategyChanged
+from runbooks.daemonset.quarantine_marks import quarantined_sentence, saved_of
 from runbooks.engine.recording import failed, note
 from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import Run
@@ -83,6 +84,8 @@ class DaemonSetSteps:
             clusterpolicy=run.target.clusterpolicy or None))
         if refused is not None:  # issue 34: refused before an approver is asked, naming the rule
             return [failed("rbac", forbidden_sentence(refused, ""))]
+        if saved_of(snap.ds) is not None:  # a quarantine keeps it OnDelete: a promotion would roll nothing
+            return [failed("quarantined", quarantined_sentence(run.target.namespace, run.target.name))]
         checks = preflight.request_checks(cluster, snap, run=run, settings=settings, baseline=False)[0]
         if smoke:  # a RuntimeClass the smoke pod would name and the cluster lacks; a DRA class not to be chosen
             checks += smoke_testing.request_check(cluster, smoke, snap.ds, resource=settings.gpu_resources[0])

@@ -34,6 +34,7 @@ from runbooks.engine.clocks import SystemClock
 from runbooks.engine.driving import Driver, StepPaused, label_of
 from runbooks.engine.gating import Gates
 from runbooks.engine.leasing import Leases, owner_id
+from runbooks.engine.node_requests import NodeRequests
 from runbooks.engine.owned import judge_owner, through_owner
 from runbooks.engine.refusals import Refused
 from runbooks.engine.requesting import (
@@ -121,7 +122,7 @@ def step_settings_of(policy: Policy) -> StepSettings:
     )
 
 
-class Engine:
+class Engine(NodeRequests):
     def __init__(
         self,
         *,

@@ -91,6 +91,8 @@ ON_SUCCESS_OF: dict[RunKind, dict[RunState, RunState]] = {
                         S.ROLLING_BACK: S.ROLLED_BACK},
     RunKind.REPAIR: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
     RunKind.CLEANUP: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
+    RunKind.QUARANTINE: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
+    RunKind.RELEASE: {S.APPLYING: S.VERIFYING, S.VERIFYING: S.DONE, S.ROLLING_BACK: S.ROLLED_BACK},
 }
 """A migration is done once verified: there is nothing to promote and no plugin to monitor."""
 LABEL: dict[RunState, str] = {
@@ -107,6 +109,10 @@ KIND_LABEL: dict[RunKind, dict[RunState, str]] = {
                      S.ROLLING_BACK: "the repair's rollback"},
     RunKind.CLEANUP: {S.APPLYING: "the claims' cleanup", S.VERIFYING: "the cleanup's verification",
                       S.ROLLING_BACK: "the cleanup's rollback"},
+    RunKind.QUARANTINE: {S.APPLYING: "the quarantine", S.VERIFYING: "the quarantine's verification",
+                         S.ROLLING_BACK: "the quarantine's rollback"},
+    RunKind.RELEASE: {S.APPLYING: "the release", S.VERIFYING: "the release's verification",
+                      S.ROLLING_BACK: "the release's rollback"},
 }
 
 
@@ -238,17 +244,18 @@ class Driver:
 
     # ------------------------------------------------------------ windows
     def _windows(self, run: Run) -> list[Any]:
-        entry = self.policy.target(run.target.ref) if run.kind is RunKind.UPGRADE else None
+        windowed = run.kind in (RunKind.UPGRADE, RunKind.QUARANTINE, RunKind.RELEASE)
+        entry = self.policy.target(run.target.ref) if windowed else None
         return list(entry.windows) if entry is not None else []
 
     def _window_closed(self, run: Run) -> bool:
         """A change that has not begun (a canary that saved nothing yet, a promotion not in
         waves: those start each wave themselves) and its target's windows are all closed."""
-        if run.state is S.CANARY_ROLLING and run.progress.get("saved"):
+        if run.state in (S.CANARY_ROLLING, S.APPLYING) and run.progress.get("saved"):
             return False  # begun: finish it rather than leave the target half-changed
         if run.state is S.PROMOTING and run.progress.get("waves"):
             return False
-        if run.state not in (S.CANARY_ROLLING, S.PROMOTING):
+        if run.state not in (S.CANARY_ROLLING, S.PROMOTING, S.APPLYING):
             return False
         found = self._windows(run)
         return bool(found) and windows.span_at(found, self.writer.clock.now()) is None
@@ -389,8 +396,11 @@ class Driver:
         if run.kind is RunKind.CLEANUP:  # only the claims its approved request lists
             scratch = None
             deletions = cleanup_deletions(run)
+        marks: tuple[str, str] | None = None
+        if run.kind in (RunKind.QUARANTINE, RunKind.RELEASE):  # the DaemonSet and its one node's marks
+            scratch, marks = None, (run.node, str(run.change.get("key") or ""))
         scoped = ScopedCluster(cluster, run.target, scratch=scratch, templates=templates, own=own,
-                               deletions=deletions, fence=lease.fence) if cluster is not None else None
+                               deletions=deletions, fence=lease.fence, marks=marks) if cluster is not None else None
         ctx = StepContext(cluster=scoped, run=run, save_progress=lambda update: run,
                           record=lambda step: None, clock=self.writer.clock, settings=self.settings,
                           paused=lambda: self.writer.get(run.id).pause is not None,

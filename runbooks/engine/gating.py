@@ -59,7 +59,8 @@ class Gates:
         """requested -> awaiting_approval, with the canary request (a migration or a repair: its
         own request; ``by``: who asked for it)."""
         kind = {RunKind.MIGRATION: GateKind.MIGRATION, RunKind.REPAIR: GateKind.REPAIR,
-                RunKind.CLEANUP: GateKind.CLEANUP}.get(run.kind, GateKind.CANARY)
+                RunKind.CLEANUP: GateKind.CLEANUP, RunKind.QUARANTINE: GateKind.QUARANTINE,
+                RunKind.RELEASE: GateKind.RELEASE}.get(run.kind, GateKind.CANARY)
         gate = self.new(kind, requested_by=run.requester, reason=(run.progress.get("after_stage") or {}).get("text", ""))
         return self.writer.transition(run, S.AWAITING_APPROVAL, gate=gate, steps=self._opened(gate, by))
 
@@ -135,7 +136,8 @@ class Gates:
         how = f"{gate.outcome} by {who}" if who else f"{gate.outcome} at {moment_text(gate.expires_at)}"
         was = how if gate.outcome == "expired" else f"was {how}"  # "expired at 10:30 UTC", "was rejected by U1"
         w = self.writer
-        if gate.kind in (GateKind.CANARY, GateKind.MIGRATION, GateKind.REPAIR, GateKind.CLEANUP):
+        if gate.kind in (GateKind.CANARY, GateKind.MIGRATION, GateKind.REPAIR, GateKind.CLEANUP, GateKind.QUARANTINE,
+                         GateKind.RELEASE):
             if gate.outcome == "approved":
                 first = S.CANARY_ROLLING if gate.kind is GateKind.CANARY or run.change.get("canary") else S.APPLYING
                 return w.transition(run, first, actor=actor, gate=gate, steps=steps)

@@ -42,6 +42,8 @@ def request_checks_failed(run: Run, failing: list[tuple[str, str]]) -> str:
     what = (f"migration of {run.target.kind} {run.target.ref}" if run.kind is RunKind.MIGRATION
             else f"repair of {run.target.ref}" if run.kind is RunKind.REPAIR
             else "cleanup of broken ResourceClaims" if run.kind is RunKind.CLEANUP
+            else f"{run.kind.value} of {run.node} from {run.target.ref}" if run.kind in (RunKind.QUARANTINE,
+                                                                                           RunKind.RELEASE)
             else f"canary of {run.image} on {run.node}")
     return f"{what} refused before any approver was asked, nothing was changed: {reasons}"
 

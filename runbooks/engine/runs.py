@@ -121,9 +121,13 @@ class RunKind(enum.StrEnum):
     recreate them: apply, verify."""
     CLEANUP = "cleanup"
     """The broken ResourceClaims listed at request time, deleted as listed: apply, verify."""
+    QUARANTINE = "quarantine"
+    """One node taken out of a plugin DaemonSet's reach (label, template affinity term, cordon): apply, verify."""
+    RELEASE = "release"
+    """A quarantined node given back to its plugin DaemonSet: apply, verify."""
 
 
-CHANGE_KINDS = frozenset({RunKind.MIGRATION, RunKind.REPAIR, RunKind.CLEANUP})
+CHANGE_KINDS = frozenset({RunKind.MIGRATION, RunKind.REPAIR, RunKind.CLEANUP, RunKind.QUARANTINE, RunKind.RELEASE})
 """The runs that apply one change planned at request time (their steps are ``ChangeSteps``)."""
 
 
@@ -242,6 +246,8 @@ class GateKind(enum.StrEnum):
     MIGRATION = "migration"
     REPAIR = "repair"
     CLEANUP = "cleanup"
+    QUARANTINE = "quarantine"
+    RELEASE = "release"
     PROMOTION = "promotion"
     ROLLBACK = "rollback"
 

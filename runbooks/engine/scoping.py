@@ -12,7 +12,9 @@ ResourceClaimTemplates its approved change names, in the workload's namespace. A
 write raises :class:`OutOfScope` before it is sent (a target the GPU operator renders, ``owner:
 clusterpolicy/<name>``: its ClusterPolicy is patched, never the DaemonSet): a bug in a step halts the run instead
 of touching another object. A repair run may delete the pods its approved request lists,
-and nothing else; a cleanup run the ResourceClaims its approved request lists.
+and nothing else; a cleanup run the ResourceClaims its approved request lists. A quarantine or
+release run may patch its DaemonSet and, on its one node, nothing but the target's quarantine
+label and annotation and ``spec.unschedulable`` (a merge patch of those keys only).
 """
 
 from __future__ import annotations
@@ -51,13 +53,17 @@ class ScopedCluster(Writes):
 
     def __init__(self, cluster: Any, target: Target, *, scratch: str | None = None,
                  templates: tuple[str, ...] = (), deletions: tuple[str, ...] | None = None,
-                 own: tuple[str, ...] = (), fence: Callable[[], None] = lambda: None) -> None:
+                 own: tuple[str, ...] = (), fence: Callable[[], None] = lambda: None,
+                 marks: tuple[str, str] | None = None) -> None:
         """``templates``: a migration's ResourceClaimTemplates (its approved change names them);
         ``deletions``: a repair's pods (their paths), the only writes it may make; ``own``: the
         workloads of the target's kind the run creates and deletes (a migration canary's duplicate);
         ``fence`` is called right before each write is sent and raises when the run is no longer
-        this worker's (:meth:`runbooks.engine.leasing.Lease.fence`): nothing is sent then."""
+        this worker's (:meth:`runbooks.engine.leasing.Lease.fence`): nothing is sent then; ``marks``:
+        a quarantine's or release's ``(node, label key)``, the one node it may mark (and nothing
+        else but its DaemonSet)."""
         self._cluster, self._target, self._scratch, self._templates = cluster, target, scratch, templates
+        self._marks = marks
         self._own = own
         self._deletions, self._fence = deletions, fence
 
@@ -72,6 +78,11 @@ class ScopedCluster(Writes):
             if method != "DELETE" or path not in self._deletions:
                 raise OutOfScope(f"a step of the run on {self._target.ref} tried to {method} {path}: only the "
                                  "objects its approved request lists may be deleted; nothing was sent")
+        elif self._marks is not None:
+            if not self._marks_allow(method, path, body):
+                raise OutOfScope(f"a step of the run on {self._target.ref} tried to {method} {path}: only the "
+                                 f"DaemonSet and the quarantine marks and cordon of {self._marks[0]} may change; "
+                                 "nothing was sent")
         elif not self._allowed(method, path, body):
             what = ("the DaemonSet itself, its pods and the smoke test's pods" + (
                         ", the cordon of its nodes and evictions from cordoned nodes" if self._target.drain else "")
@@ -109,6 +120,23 @@ class ScopedCluster(Writes):
             if method == "DELETE" and path.startswith(f"{collection}/{SMOKE_POD_PREFIX}"):
                 return True
         return False
+
+    def _marks_allow(self, method: str, path: str, body: Any) -> bool:
+        """A quarantine or release: a patch of its DaemonSet, or a merge patch of its node touching
+        only the target's label and annotation and ``spec.unschedulable``."""
+        assert self._marks is not None
+        node, key = self._marks
+        if method != "PATCH":
+            return False
+        if path == DAEMONSETS.path(self._target.namespace, self._target.name):
+            return True
+        if path != NODES.path(None, node) or not key or not isinstance(body, dict) or not body:
+            return False
+        meta, spec = body.get("metadata") or {}, body.get("spec") or {}
+        if set(body) - {"metadata", "spec"} or set(meta) - {"labels", "annotations"} or set(spec) - {"unschedulable"}:
+            return False
+        return all(isinstance(meta[part], dict) and set(meta[part]) == {key} for part in meta) and \
+            spec.get("unschedulable") in (True, None)
 
     def _drain_allows(self, method: str, path: str, body: Any) -> bool:
         """A run that drains may cordon and uncordon a node its DaemonSet runs on (a merge patch

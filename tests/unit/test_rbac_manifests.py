@@ -32,15 +32,15 @@ def _bindings(objects: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
 
 
 def test_deploy_holds_exactly_the_rules_upgradebot_rbac_prints_for_its_policy() -> None:
-    """Issue 34 item 3: the socket-mode overlay's RBAC and the drain, migration and repair examples
-    are, rule for rule and binding for binding, ``upgradebot rbac`` for deploy/base/policy.yaml
+    """Issue 34 item 3: the socket-mode overlay's RBAC and the drain, quarantine, migration and repair
+    examples are, rule for rule and binding for binding, ``upgradebot rbac`` for deploy/base/policy.yaml
     with its target draining, ml-team under migrations.namespaces and ``repair=ml-team``."""
     doc = yaml.safe_load((ROOT / "deploy" / "base" / "policy.yaml").read_text())
     doc["targets"] = [{**Policy.model_validate(doc).targets[0].model_dump(exclude_defaults=True), "drain": {}}]
     doc["migrations"] = {"namespaces": ["ml-team"]}
     generated = manifests(Policy.model_validate(doc), repair_namespaces=["ml-team"])
     deployed = list(yaml.safe_load_all(kustomize(ROOT / "deploy" / "overlays" / "socket-mode")))
-    for example in ("drain", "migrations", "repair"):
+    for example in ("drain", "quarantine", "migrations", "repair"):
         deployed += list(yaml.safe_load_all((ROOT / "deploy" / "examples" / f"{example}.yaml").read_text()))
     assert _rules(deployed) - _rules(generated) == set(), "rules in deploy/ that the table does not give"
     assert _rules(generated) - _rules(deployed) == set(), "rules the table gives that deploy/ lacks"
@@ -132,3 +132,15 @@ def test_an_owner_helm_target_gets_get_and_list_on_secrets_in_its_namespace_only
                 if "secrets" in r.get("resources", ())]
     assert missing_rule(Action("list", "secrets", "nvidia-device-plugin")) == (
         '{apiGroups: [""], resources: [secrets], verbs: [list]}', "a Role of namespace nvidia-device-plugin")
+
+
+def test_quarantine_and_release_get_a_clusterrole_patching_nodes_and_their_writes_are_in_the_table() -> None:
+    """Issue 61 item 5: ``rbac`` prints the ClusterRole ``quarantine`` and ``release`` need (nodes
+    patch: one node's label, annotation and cordon); the DaemonSet patch is the target Role's."""
+    policy = Policy.model_validate({"approvers": {"users": ["U0BOB"]}, "targets": ["kube-system/plugin"]})
+    objects = manifests(policy)
+    [role] = [o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "upgradebot-quarantine"]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}]
+    assert ("ClusterRoleBinding", "", "upgradebot-quarantine") in _bindings(objects)
+    assert rule_for(Action("patch", "nodes", None, "gpu-node2")) is not None
+    assert rule_for(Action("patch", "daemonsets.apps", "kube-system", "plugin")) is not None

@@ -151,3 +151,39 @@ def test_a_target_the_operator_renders_changes_its_clusterpolicy_never_the_daemo
             write()
     assert inner.sent == [("PATCH", "/apis/nvidia.com/v1/clusterpolicies/cluster-policy"),
                           ("DELETE", f"/api/v1/namespaces/gpu-operator/pods/{target.name}-x7k2p")]
+
+
+KEY = "kube-system.quarantine.upgradebot.io/nvidia-device-plugin-daemonset"
+MARKS = ("gpu-node2", KEY)
+
+
+def test_a_quarantine_may_patch_its_daemonset_and_only_its_nodes_marks_and_cordon() -> None:
+    """Issue 61 item 5: a quarantine or release run writes its DaemonSet and, on its one node, the
+    target's label and annotation and ``spec.unschedulable``: nothing else is sent."""
+    inner = Recorder()
+    scoped = ScopedCluster(inner, TARGET, marks=MARKS)
+    scoped.patch(DAEMONSETS, TARGET.name, [{"op": "add", "path": "/spec/updateStrategy", "value": {}}],
+                 namespace=TARGET.namespace, patch_type="json")
+    scoped.patch(NODES, "gpu-node2", {"metadata": {"labels": {KEY: "r-00000000"}, "annotations": {KEY: "{}"}},
+                                      "spec": {"unschedulable": True}}, patch_type="merge")
+    scoped.patch(NODES, "gpu-node2", {"metadata": {"labels": {KEY: None}}, "spec": {"unschedulable": None}},
+                 patch_type="merge")
+    assert [m for m, _ in inner.sent] == ["PATCH", "PATCH", "PATCH"]
+
+
+@pytest.mark.parametrize("write", [
+    lambda s: s.patch(NODES, "gpu-node1", {"metadata": {"labels": {KEY: "r-00000000"}}}, patch_type="merge"),
+    lambda s: s.patch(NODES, "gpu-node2", {"metadata": {"labels": {"team": "ml"}}}, patch_type="merge"),
+    lambda s: s.patch(NODES, "gpu-node2", {"metadata": {"labels": {KEY: "r", "team": "ml"}}}, patch_type="merge"),
+    lambda s: s.patch(NODES, "gpu-node2", {"spec": {"taints": []}}, patch_type="merge"),
+    lambda s: s.patch(NODES, "gpu-node2", {"spec": {"unschedulable": False, "podCIDR": "10.0.0.0/24"}},
+                      patch_type="merge"),
+    lambda s: s.patch(NODES, "gpu-node2", [{"op": "remove", "path": "/metadata/labels"}], patch_type="json"),
+    lambda s: s.delete(PODS, f"{TARGET.name}-x7k2p", namespace=TARGET.namespace, uid="u1"),
+    lambda s: s.patch(DAEMONSETS, "another-daemonset", {}, namespace="kube-system"),
+])
+def test_a_quarantine_is_refused_any_other_write(write: Any) -> None:
+    inner = Recorder()
+    with pytest.raises(OutOfScope, match="quarantine marks and cordon of gpu-node2"):
+        write(ScopedCluster(inner, TARGET, marks=MARKS))
+    assert inner.sent == []

@@ -32,17 +32,22 @@ from dataclasses import dataclass
 from runbooks.cluster.kubeconfig import Auth, ExecPlugin
 from runbooks.errors import ClusterConfigError, scrub, shorten
 
-TOKEN_FILE_PERIOD = 60.0
-"""Seconds a token file's content is used before it is read again (client-go: one minute)."""
-PLUGIN_TIMEOUT = 120.0
-"""Seconds an exec plugin may take (kubectl waits for ever; a bot's worker must not)."""
-
 
 @dataclass(frozen=True)
 class _Issued:
     token: str | None
     pair: tuple[bytes, bytes] | None
     expires: dt.datetime | None
+
+
+TOKEN_FILE_PERIOD = 60.0
+"""Seconds a token file's content is used before it is read again (client-go: one minute)."""
+PLUGIN_TIMEOUT = 120.0
+"""Seconds an exec plugin may take (kubectl waits for ever; a bot's worker must not)."""
+_ISSUED: dict[str, _Issued] = {}
+"""What each exec plugin issued, shared by the connections of this process (client-go keeps one
+cache per process too): a worker that connects per step does not run the plugin per step."""
+_ISSUED_LOCK = threading.Lock()
 
 
 class Credentials:
@@ -90,6 +95,10 @@ class Credentials:
         """After a 401: forget what a plugin issued or a token file said; whether asking again may help."""
         with self._lock:
             changed = self._issued is not None or self._file_token is not None
+            if self._issued is not None and self.auth.exec_plugin is not None:
+                with _ISSUED_LOCK:
+                    if _ISSUED.get(repr(self.auth.exec_plugin)) is self._issued:
+                        del _ISSUED[repr(self.auth.exec_plugin)]
             self._issued, self._file_token = None, None
         return changed
 
@@ -117,10 +126,17 @@ class Credentials:
             return token
 
     def _from_plugin(self, plugin: ExecPlugin) -> _Issued:
+        key = repr(plugin)
         with self._lock:
             issued = self._issued
+            if issued is None:
+                with _ISSUED_LOCK:
+                    issued = _ISSUED.get(key)
             if issued is None or (issued.expires is not None and self._now() >= issued.expires):
-                issued = self._issued = run_plugin(plugin)
+                issued = run_plugin(plugin)
+                with _ISSUED_LOCK:
+                    _ISSUED[key] = issued
+            self._issued = issued
             return issued
 
 

@@ -219,6 +219,19 @@ def test_exec_plugin_is_run_again_when_its_token_expired(tmp_path: Path) -> None
     assert len(calls(tmp_path / "fresh")) == 2
 
 
+def test_exec_plugin_credential_is_shared_by_the_connections_of_a_process(tmp_path: Path) -> None:
+    """Two connections with the same kubeconfig (a worker connects per step) run the plugin once, as
+    client-go's per-process cache does; after a 401 the next connection asks again."""
+    path = plugin_kubeconfig(tmp_path, api_version="client.authentication.k8s.io/v1",
+                             env={"TOKEN": TOKEN, "EXPIRES": "2999-01-01T00:00:00Z"})
+    first = Credentials(load_kubeconfig(str(path)).auth)
+    assert first.authorization() == Credentials(load_kubeconfig(str(path)).auth).authorization() == f"Bearer {TOKEN}"
+    assert len(calls(tmp_path)) == 1
+    first.refresh()
+    Credentials(load_kubeconfig(str(path)).auth).authorization()
+    assert len(calls(tmp_path)) == 2
+
+
 def test_exec_plugin_client_certificate(tmp_path: Path) -> None:
     """A plugin may answer with a client certificate and key instead of a token."""
     path = plugin_kubeconfig(tmp_path, api_version="client.authentication.k8s.io/v1beta1", env={"MODE": "cert"})

@@ -105,7 +105,7 @@ class Cluster(Writes, Discovery):
         """The cluster of ``context`` (default: the current one) in the kubeconfig at ``path``.
 
         ``path`` may list several files separated by ``:`` as ``KUBECONFIG`` does, merged as
-        kubectl merges them; ``None`` means ``~/.kube/config``. Read by
+        kubectl merges them; ``None`` means ``KUBECONFIG``, else ``~/.kube/config``. Read by
         :mod:`runbooks.cluster.kubeconfig`, not the kubernetes client (issue 63).
         """
         endpoint = load_kubeconfig(path, context)

@@ -93,8 +93,8 @@ class Endpoint:
 def load_kubeconfig(path: str | os.PathLike[str] | None = None, context: str | None = None, *,
                     home: Path | None = None) -> Endpoint:
     """The ``context`` (default: the current one) of the kubeconfig at ``path`` (``:``-separated
-    files merged; ``None``: ``~/.kube/config``)."""
-    where = os.fspath(path) if path is not None else None
+    files merged; ``None``: ``KUBECONFIG``, else ``~/.kube/config``, as the kubernetes client read it)."""
+    where = os.fspath(path) if path is not None else (os.environ.get("KUBECONFIG") or None)
     shown = where or _DEFAULT
     listed = [p for p in dict.fromkeys((where or "").split(os.pathsep)) if p] or \
         [str((home or Path.home()) / ".kube" / "config")]

@@ -428,7 +428,8 @@ def _legacy_token(path: str | os.PathLike[str] | None, endpoint: Endpoint) -> Ca
         hook = configuration.refresh_api_key_hook
         if hook is not None:
             hook(configuration)
-        return (configuration.api_key or {}).get("authorization")
+        keys = configuration.api_key or {}
+        return keys.get("BearerToken") or keys.get("authorization")  # the key of client 36, else of before
 
     return token
 

@@ -291,3 +291,22 @@ def test_in_cluster_outside_a_pod(tmp_path: Path) -> None:
     with pytest.raises(ClusterConfigError, match="set KUBECONFIG or pass --kubeconfig"):
         in_cluster_endpoint({"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"},
                             account_dir=tmp_path / "none")
+
+
+# ------------------------------------------------------------------ legacy auth-provider
+def test_a_legacy_auth_provider_is_read_by_the_kubernetes_client(tmp_path: Path) -> None:
+    """An ``auth-provider`` (here oidc with an id-token that has not expired) is the one case the
+    kubernetes client still reads: its token is the one sent."""
+    from runbooks.cluster.adapter import Cluster
+
+    def part(data: dict) -> str:
+        return base64.b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+    id_token = f"{part({'alg': 'none', 'typ': 'JWT'})}.{part({'sub': 'me', 'exp': 32503680000})}.c2ln"
+    path = simple(tmp_path, user={"auth-provider": {"name": "oidc", "config": {
+        "id-token": id_token, "client-id": "upgradebot", "idp-issuer-url": "https://idp.example"}}},
+        cluster={"server": "https://10.0.0.1:6443", "insecure-skip-tls-verify": True})
+    endpoint = load_kubeconfig(str(path))
+    assert endpoint.auth.auth_provider == "oidc"
+    with Cluster.from_kubeconfig(path) as cluster:
+        assert cluster._transport.credentials.authorization() == f"Bearer {id_token}"

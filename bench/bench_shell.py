@@ -9,7 +9,8 @@ store is asked, nothing else); no cluster is needed. The project's bytecode is w
 first (as ``make bytecode``; ``PYTHONDONTWRITEBYTECODE`` would otherwise have every run
 compile the files changed since the last time), so the start is timed as installed.
 
-Exits 1 when ``status`` takes more than 0.5 s or more than 10 times ``python -c pass``.
+Exits 1 when ``status`` takes more than 0.15 s (issue 63, on a quiet machine: the load
+average is printed beside it; issue 39 asked 0.5 s) or more than 10 times ``python -c pass``.
 
 ``python -m bench.bench_shell [--runs 7]``
 """
@@ -28,7 +29,8 @@ from bot.storage.embedded import EmbeddedRedis
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parent.parent
-LIMIT_SECONDS = 0.5
+LIMIT_SECONDS = 0.15
+"""``upgradebot status --json`` on a quiet machine (issue 63)."""
 LIMIT_RATIO = 10.0
 
 
@@ -64,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
               + ("" if m.code == 0 else f"  (exit code {m.code})"))
     ratio = status.seconds / floor.seconds
     ok = status.code == 0 and status.seconds <= LIMIT_SECONDS and ratio <= LIMIT_RATIO
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"  status: {status.seconds:.3f} s, {ratio:.1f}x python -c pass "
-          f"(limits {LIMIT_SECONDS} s and {LIMIT_RATIO:.0f}x): {'ok' if ok else 'TOO SLOW'}")
+          f"(targets: within {LIMIT_SECONDS} s quiet and {LIMIT_RATIO:.0f}x; load average {load:.1f} "
+          f"on {os.cpu_count()} cores): {'ok' if ok else 'TOO SLOW'}")
     return 0 if ok else 1
 
 

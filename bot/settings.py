@@ -1,19 +1,29 @@
 """The process's settings: the one place that reads the environment.
 
-:class:`Settings` is read once at start-up (pydantic-settings, from environment
-variables); :meth:`Settings.policy` reads and validates the YAML policy file named by
+:class:`Settings` is read once at start-up: each field from its environment variable,
+validated by pydantic (as pydantic-settings' ``BaseSettings`` did, case-sensitive, unknown
+variables ignored; without its import, 40 ms of every shell verb, and the ``.env`` and
+cloud secret-store readers it loads that no verb uses: issue 63); :meth:`Settings.policy` reads and validates the YAML policy file named by
 ``UPGRADEBOT_CONFIG`` into :class:`runbooks.policy.Policy`. Secrets are ``SecretStr`` so
 they never show up in a repr or a log line.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
 
 from handlers.messages import did_you_mean
 
@@ -29,10 +39,13 @@ def _env(name: str) -> AliasChoices:
     return AliasChoices(name)
 
 
-class Settings(BaseSettings):
-    """The environment variables the bot reads, each documented where it is declared."""
+class Settings(BaseModel):
+    """The environment variables the bot reads, each documented where it is declared.
 
-    model_config = SettingsConfigDict(case_sensitive=True, extra="ignore", frozen=True)
+    ``Settings()`` reads them from the environment; a value given by its variable's name
+    (``Settings(REDIS_URL=...)``) wins over the environment's."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
     kubeconfig: str | None = Field(None, validation_alias=_env("KUBECONFIG"))
     """Kubeconfig file(s), ``:``-separated; unset: ``~/.kube/config``, else in-cluster."""
@@ -86,6 +99,20 @@ class Settings(BaseSettings):
     a worker ``serve`` started kills ``serve`` first (the whole replica crashes)."""
     worker_of: int | None = Field(None, validation_alias=_env("UPGRADEBOT_WORKER_OF"))
     """Set by ``serve`` for the workers it starts: its process id (they die with it)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _environment(cls, given: Any) -> Any:
+        """Each field's variable from the environment, unless given."""
+        if not isinstance(given, dict):
+            return given
+        found = dict(given)
+        for field in cls.model_fields.values():
+            alias = field.validation_alias
+            name = alias.choices[0] if isinstance(alias, AliasChoices) else None
+            if isinstance(name, str) and name not in found and name in os.environ:
+                found[name] = os.environ[name]
+        return found
 
     @property
     def in_pod(self) -> bool:

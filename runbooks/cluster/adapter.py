@@ -1,20 +1,21 @@
-"""The one module that imports the official ``kubernetes`` client.
+"""The cluster adapter: every request to the API server, and the one module that may import
+the official ``kubernetes`` client.
 
-:class:`Cluster` sends every request through the client's ``ApiClient`` with
-``_preload_content=False`` and decodes the JSON itself into plain dicts, page by page
-(:mod:`runbooks.cluster.decoding`, with msgspec): listing 50,000
-pods through the client's generated models takes about 5 times as long and 1.4 times the
-memory (``bench/bench_inventory.py``), and the models cannot represent API versions the
-client does not know (``resource.k8s.io/v1alpha2``). Every failure is turned into one of
+:class:`Cluster` sends every request over its :class:`~runbooks.cluster.transport.Transport`
+(urllib3, with the kubeconfig's TLS and credentials as :mod:`runbooks.cluster.kubeconfig`
+and :mod:`runbooks.cluster.credentials` read them) and decodes the JSON itself into plain
+dicts, page by page (:mod:`runbooks.cluster.decoding`, with msgspec): listing 50,000 pods
+through the client's generated models takes about 5 times as long and 1.4 times the memory
+(``bench/bench_inventory.py``), and the models cannot represent API versions the client does
+not know (``resource.k8s.io/v1alpha2``). Every failure is turned into one of
 :mod:`runbooks.errors` here, once (``_send``). Reads are retried as the
-:class:`~runbooks.cluster.retrying.RetryPolicy` says (``_read``); writes, when the upgrade
-steps add them, go through ``_send`` and retry only what is safe to repeat. Nothing the
-adapter returns is a client object.
+:class:`~runbooks.cluster.retrying.RetryPolicy` says (``_read``); writes go through ``_send``
+and retry only what is safe to repeat. Nothing the adapter returns is a client object.
 
-The client itself is imported on the first connection (:meth:`Cluster.from_kubeconfig`,
-:meth:`Cluster.in_cluster`), not with this module: importing it takes most of a second
-and tens of MiB, and the verbs that never reach a cluster (``upgradebot status``,
-``--help``) import this module through the handlers all the same.
+The kubernetes client itself is imported for one case only: a kubeconfig user with a legacy
+``auth-provider`` (oidc, gcp, azure), whose token only the client knows how to get
+(``_legacy_token``). Reading a kubeconfig with it cost every shell verb a third of a second
+(issue 63); the shell reads its kubeconfig without it.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ from __future__ import annotations
 import datetime as dt
 import email.utils
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import urllib3
 
+from runbooks.cluster.credentials import Credentials
 from runbooks.cluster.decoding import (
     NotDecoded,
     TypedPage,
@@ -37,6 +38,7 @@ from runbooks.cluster.decoding import (
     decode_page,
 )
 from runbooks.cluster.discovering import Discovery
+from runbooks.cluster.kubeconfig import Endpoint, in_cluster_endpoint, load_kubeconfig
 from runbooks.cluster.metrics import MetricSample, lines_of, samples_of
 from runbooks.cluster.resources import (
     Resource,
@@ -45,6 +47,7 @@ from runbooks.cluster.resources import (
 )
 from runbooks.cluster.retrying import RetryPolicy, call_with_retries
 from runbooks.cluster.streaming import WatchStream
+from runbooks.cluster.transport import HTTPFailure, Transport
 from runbooks.cluster.wrapping import error_for_status, error_for_transport
 from runbooks.cluster.writing import Query, Writes
 from runbooks.errors import (
@@ -58,9 +61,6 @@ from runbooks.errors import (
     shorten,
 )
 
-if TYPE_CHECKING:
-    from kubernetes import client
-
 T = TypeVar("T")
 A = TypeVar("A")
 S = TypeVar("S")
@@ -69,10 +69,6 @@ FIRST_PAGE = 50
 """The first page of a list whose caller waits for it (``first_page``): it shows the list's moment sooner."""
 TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds between bytes read
 POOL_SIZE = 16  # parallel requests the connection pool keeps open (log reads)
-_LOADING = threading.Lock()
-"""One kubeconfig load at a time: the client writes an embedded certificate to a temporary
-file it remembers before writing it, so a thread loading the same kubeconfig meanwhile got
-the empty file (``NO_CERTIFICATE_OR_CRL_FOUND``, said as an untrusted cluster)."""
 
 
 class Cluster(Writes, Discovery):
@@ -80,7 +76,7 @@ class Cluster(Writes, Discovery):
 
     def __init__(
         self,
-        api: client.ApiClient,
+        transport: Transport,
         *,
         context: str,
         retry: RetryPolicy | None = None,
@@ -88,14 +84,13 @@ class Cluster(Writes, Discovery):
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._api = api
+        self._transport = transport
         self.context = context
-        self.server: str = api.configuration.host
+        self.server: str = transport.server
         self.retry = retry or RetryPolicy()
         self.timeout = timeout
         self._sleep = sleep
         self._monotonic = monotonic
-        self._secrets = [str(v) for v in (api.configuration.api_key or {}).values()]
 
     # ------------------------------------------------------------------ connecting
     @classmethod
@@ -109,62 +104,29 @@ class Cluster(Writes, Discovery):
     ) -> Cluster:
         """The cluster of ``context`` (default: the current one) in the kubeconfig at ``path``.
 
-        ``path`` may list several files separated by ``:`` as ``KUBECONFIG`` does; ``None``
-        means the client's default (``KUBECONFIG``, else ``~/.kube/config``).
+        ``path`` may list several files separated by ``:`` as ``KUBECONFIG`` does, merged as
+        kubectl merges them; ``None`` means ``KUBECONFIG``, else ``~/.kube/config``. Read by
+        :mod:`runbooks.cluster.kubeconfig`, not the kubernetes client (issue 63).
         """
-        import yaml
-        from kubernetes import client, config
-        from kubernetes.config.config_exception import ConfigException
-
-        where = os.fspath(path) if path is not None else None
-        shown = where or "the default kubeconfig ($KUBECONFIG or ~/.kube/config)"
-        listed = [p for p in (where or "").split(os.pathsep) if p]
-        if listed and not any(os.path.exists(p) for p in listed):  # the client would say "Invalid kube-config file"
-            raise ClusterConfigError(f"kubeconfig {where} not found: create it, or point KUBECONFIG (or --kubeconfig) "
-                                     "at a file that exists")
-        try:
-            contexts, active = config.list_kube_config_contexts(config_file=where)
-            names = [c["name"] for c in contexts or []]
-            chosen = context or (active or {}).get("name")
-            if not chosen:
-                raise ClusterConfigError(f"{shown} has no current context: pass cluster=<context> ({_names(names)})")
-            if chosen not in names:
-                raise ClusterConfigError(f"no context {chosen!r} in {shown} ({_names(names)})")
-            configuration = client.Configuration()
-            with _LOADING:
-                config.load_kube_config(
-                    config_file=where, context=chosen, client_configuration=configuration,
-                    persist_config=False,
-                )
-        except yaml.YAMLError as exc:
-            raise ClusterConfigError(
-                f"cannot use {shown}: it is not valid YAML ({shorten(' '.join(str(exc).split()), 160)}): "
-                "fix the file or point KUBECONFIG at another"
-            ) from exc
-        except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
-            raise ClusterConfigError(
-                f"cannot use {shown}: {shorten(scrub(str(exc)), 200)}: fix the file or point KUBECONFIG at another"
-            ) from exc
-        return cls(_api_client(configuration), context=chosen, retry=retry, timeout=timeout)
+        endpoint = load_kubeconfig(path, context)
+        return cls._connect(endpoint, path=path, retry=retry, timeout=timeout)
 
     @classmethod
     def in_cluster(cls, *, retry: RetryPolicy | None = None, timeout: tuple[float, float] = TIMEOUT) -> Cluster:
         """The cluster the bot runs in, with its ServiceAccount's token."""
-        from kubernetes import client, config
-        from kubernetes.config.config_exception import ConfigException
+        return cls._connect(in_cluster_endpoint(os.environ), path=None, retry=retry, timeout=timeout)
 
-        configuration = client.Configuration()
-        try:
-            config.load_incluster_config(client_configuration=configuration)
-        except (ConfigException, OSError) as exc:
-            raise ClusterConfigError(
-                f"not running in a pod with a ServiceAccount ({shorten(str(exc), 200)}): "
-                "set KUBECONFIG or pass --kubeconfig"
-            ) from exc
-        return cls(_api_client(configuration), context="in-cluster", retry=retry, timeout=timeout)
+    @classmethod
+    def _connect(cls, endpoint: Endpoint, *, path: str | os.PathLike[str] | None, retry: RetryPolicy | None,
+                 timeout: tuple[float, float]) -> Cluster:
+        credentials = Credentials(endpoint.auth)
+        if endpoint.auth.auth_provider is not None:
+            credentials.legacy_token = _legacy_token(path, endpoint)
+        return cls(Transport(endpoint, credentials, pool_size=POOL_SIZE), context=endpoint.context, retry=retry,
+                   timeout=timeout)
 
     def close(self) -> None:
-        self._api.close()
+        self._transport.close()
 
     def __enter__(self) -> Cluster:
         return self
@@ -178,41 +140,20 @@ class Cluster(Writes, Discovery):
         body: Any = None, content_type: str | None = None, timeout: tuple[float, float] | None = None,
     ) -> urllib3.BaseHTTPResponse:
         """One request, its failure turned into our error (no retry here)."""
-        # loaded since the connection was made: here a lookup in sys.modules
-        from kubernetes.client.exceptions import ApiException
-
         headers = {"Accept": "application/json, */*"}
         if content_type:
             headers["Content-Type"] = content_type
         try:
-            response: urllib3.BaseHTTPResponse = self._api.call_api(
-                path, method, query_params=list(query or []), header_params=headers, body=body,
-                auth_settings=["BearerToken"], _return_http_data_only=True,
-                _preload_content=False, _request_timeout=timeout or self.timeout,
-            )
-            return response
-        except ApiException as exc:
-            if exc.status == 0:
-                error: ClusterError = error_for_transport(exc, action=action, context=self.context, server=self.server)
-            else:
-                error = error_for_status(
-                    exc.status, exc.body, dict(exc.headers or {}), action=action, context=self.context,
-                )
-            raise self._clean(error) from exc
+            return self._transport.request(method, path, query=list(query or []), headers=headers, body=body,
+                                           timeout=timeout or self.timeout)
+        except HTTPFailure as exc:
+            raise self._clean(error_for_status(exc.status, exc.body, exc.headers, action=action,
+                                               context=self.context)) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise self._clean(error_for_transport(exc, action=action, context=self.context, server=self.server)) from exc
-        except AttributeError as exc:
-            # The client turns a transport failure (a TLS handshake refused: the wrong CA) into
-            # ApiException(status=0) without a body, then fails decoding that body: the cause is
-            # the exception it was handling.
-            cause = exc.__context__
-            if not (isinstance(cause, ApiException) and cause.status == 0):
-                raise
-            raise self._clean(error_for_transport(cause, action=action, context=self.context,
-                                                  server=self.server)) from cause
 
     def _clean(self, error: ClusterError) -> ClusterError:
-        error.args = (scrub(str(error), *self._secrets),)
+        error.args = (scrub(str(error), *self._transport.credentials.secrets()),)
         return error
 
     def _read(self, path: str, *, action: Action, query: Query | None = None) -> bytes:
@@ -467,12 +408,30 @@ class Cluster(Writes, Discovery):
         return self._read(path, action=action, query=query).decode("utf-8", "replace")
 
 
-def _api_client(configuration: client.Configuration) -> client.ApiClient:
-    from kubernetes import client
+def _legacy_token(path: str | os.PathLike[str] | None, endpoint: Endpoint) -> Callable[[], str | None]:
+    """The token of a legacy ``auth-provider`` (oidc, gcp, azure), which only the kubernetes client
+    reads and refreshes: the one case that imports it, for this kubeconfig alone."""
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
 
-    configuration.connection_pool_maxsize = POOL_SIZE
-    configuration.retries = False  # the adapter retries, with its own budget
-    return client.ApiClient(configuration)
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config(config_file=os.fspath(path) if path is not None else None, context=endpoint.context,
+                                client_configuration=configuration, persist_config=False)
+    except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+        raise ClusterConfigError(
+            f"cannot use {endpoint.source}: the auth-provider {endpoint.auth.auth_provider!r} of context "
+            f"{endpoint.context!r} gave no credential ({shorten(scrub(str(exc)), 200)}): fix the kubeconfig, "
+            "or use an exec credential plugin") from exc
+
+    def token() -> str | None:
+        hook = configuration.refresh_api_key_hook
+        if hook is not None:
+            hook(configuration)
+        keys = configuration.api_key or {}
+        return keys.get("BearerToken") or keys.get("authorization")  # the key of client 36, else of before
+
+    return token
 
 
 def _decoded(decode: Callable[[bytes], T], data: bytes, action: Action) -> T:
@@ -491,7 +450,3 @@ def _http_date(value: str | None) -> dt.datetime | None:
         return email.utils.parsedate_to_datetime(value).astimezone(dt.UTC)
     except (TypeError, ValueError):
         return None
-
-
-def _names(names: list[str]) -> str:
-    return "contexts: " + ", ".join(names) if names else "it defines no contexts"

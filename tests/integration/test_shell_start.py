@@ -33,7 +33,7 @@ HEAVY = ("kubernetes", "slack_sdk", "slack_bolt", "matplotlib", "aiohttp", "dram
 console and the processes' servers."""
 FOR_RUNS = ("redis", "bot.storage.redis_store")
 """What the run verbs load, and the others (``--help``, ``inventory``) do not."""
-FOR_VERBS = ("bot.runtime", "bot.settings", "pydantic_settings", "bot.shell.output", "bot.workers",
+FOR_VERBS = ("bot.runtime", "bot.settings", "bot.shell.output", "bot.workers",
              "runbooks.daemonset.steps", "runbooks.daemonset.repairing", "runbooks.dra.claim_cleanup",
              "runbooks.dra.migration_run")
 """What a verb of the table loads to act (the settings, the engine's steps, the printing of a
@@ -249,3 +249,31 @@ def test_a_verb_that_read_a_cluster_leaves_no_certificate_file(tmp_path: Path, c
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["nodes"], proc.stdout[:500]
     assert list(scratch.iterdir()) == []
+
+
+NOT_FOR_READS = ("kubernetes", "kubernetes_validate", "redis", "slack_sdk", "slack_bolt", "pydantic_settings",
+                 "requests", "oauthlib", "websocket")
+"""issue 63: what ``inventory`` never loads: the kubernetes client (the kubeconfig is read by
+:mod:`runbooks.cluster.kubeconfig`, requests go over urllib3), Redis (sync or asyncio), Slack,
+pydantic-settings and what the kubernetes client pulled in with it."""
+
+
+def test_inventory_reads_the_cluster_without_the_kubernetes_client_or_redis(tmp_path: Path, cluster: KubeSim) -> None:
+    """issue 63: ``upgradebot inventory --json`` (exit 0 on kubesim over HTTPS) reads its kubeconfig and
+    the cluster, and loads neither the kubernetes client, Redis (nor ``redis.asyncio``), Slack nor
+    pydantic-settings."""
+    code, modules = loaded(tmp_path, "inventory", "--json",
+                           env=shell_env(tmp_path, KUBECONFIG=str(cluster.kubeconfig)))
+    assert code == 0
+    assert {"runbooks.cluster.adapter", "runbooks.cluster.kubeconfig", "runbooks.inventory.taking"} <= modules
+    assert packages(modules, NOT_FOR_READS) == set()
+    assert "redis.asyncio" not in modules
+
+
+def test_status_loads_no_settings_library(tmp_path: Path, redis_url: str) -> None:
+    """issue 63: ``upgradebot status`` validates its settings with pydantic alone: pydantic-settings (and
+    what it loads to read ``.env`` files and cloud secret stores) is not loaded."""
+    code, modules = loaded(tmp_path, "status", "--json", env=shell_env(tmp_path, REDIS_URL=redis_url))
+    assert code == 0
+    assert "bot.settings" in modules
+    assert packages(modules, ("pydantic_settings", "kubernetes")) == set()

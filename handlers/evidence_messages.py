@@ -4,7 +4,7 @@ current one's: a plugin running unregistered) with its error and warning lines, 
 failure signatures they matched, each with its meaning and fix.
 
 :func:`evidence_lines` is the one renderer of evidence items
-(:func:`runbooks.daemonset.evidence_items.items`): the run's thread (its step messages), the
+(:func:`runbooks.evidence_items.items`): the run's thread (its step messages), the
 shell's ``approve`` and ``status`` and their ``--json`` (the ``text`` of each check's entry)
 all show what it returns, so they cannot say different things. A kind it has no wording for is
 shown by its generic fields (pod, reason, the cluster's message, lines). Pure."""

@@ -29,7 +29,6 @@ from handlers.replies import (
     mention,
     user_ref,
 )
-from runbooks.daemonset.evidence_items import items as evidence_items
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.refusals import moment_text
 from runbooks.engine.runs import (
@@ -44,6 +43,7 @@ from runbooks.engine.runs import (
     Step,
 )
 from runbooks.errors import shorten
+from runbooks.evidence_items import items as evidence_items
 from runbooks.templates import RESTARTED_AT
 
 S = RunState

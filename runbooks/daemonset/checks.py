@@ -166,10 +166,12 @@ def unregistered_evidence(snap: Snapshot, missing: Sequence[str],
     """The evidence of a plugin running unregistered (issue 61 item 3): the current log of the
     first node in ``missing`` whose log shows a known failure (``Failed to start plugin`` …
     ``Retrying in 30s...``, ``No devices found``), else of the first whose log was read, as
-    :func:`~runbooks.daemonset.evidence.current_log` makes it, naming the node in ``signatures_of``."""
+    :func:`~runbooks.daemonset.evidence.current_log` makes it, naming the node in ``signatures_of``. A
+    pod whose container is not running (crash-looping, waiting) is left out: its previous log is the
+    evidence (:func:`~runbooks.daemonset.evidence.attach`)."""
     read = [(node, result, pod) for node in missing
             if (result := logs.get(node)) is not None and result.registered is not True
-            and (pod := snap.pod_on(node)) is not None]
+            and (pod := snap.pod_on(node)) is not None and not (pod.crashloop or pod.waiting_reason)]
     found = [(node, current_log(pod.name, sorted(pod.images), result)) for node, result, pod in read]
     chosen = next((f for f in found if f[1]["signatures"]), found[0] if found else None)
     if chosen is None:

@@ -16,7 +16,7 @@ make a tag exist. What the cluster said (a message, each log line) is kept
 terminal acts on.
 
 The keys written here are read into items, kind by kind, by
-:mod:`runbooks.daemonset.evidence_items` (what every surface shows); :func:`of_checks` gathers
+:mod:`runbooks.evidence_items` (what every surface shows); :func:`of_checks` gathers
 the items of a step's failed checks, one entry per check, for the run to keep.
 """
 
@@ -28,11 +28,11 @@ from typing import Any
 from runbooks.characters import shown
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import PODS
-from runbooks.daemonset.evidence_items import PULL_ERRORS, items
 from runbooks.daemonset.observing import Snapshot
 from runbooks.daemonset.signatures import SIGNATURES, Signature, matches
 from runbooks.engine.steps import Check, CheckStatus
 from runbooks.errors import ClusterError, scrub, shorten
+from runbooks.evidence_items import PULL_ERRORS, items
 from runbooks.inventory.plugins import LogResult
 from runbooks.log_lines import TAIL_BYTES, TAIL_LINES, errors, tail
 
@@ -156,7 +156,7 @@ def of_checks(step: str, checks: Iterable[Check]) -> dict[str, dict[str, Any]]:
     """The evidence of ``step``'s checks that failed or could not be made, one entry per check
     (``<step>.<check>``; the same check on several nodes, as a canary per hardware class, is one
     entry with the items of each): ``step``, ``check``, ``status`` (as the audit says it),
-    ``scope``, ``detail`` and ``items`` (:func:`~runbooks.daemonset.evidence_items.items`)."""
+    ``scope``, ``detail`` and ``items`` (:func:`~runbooks.evidence_items.items`)."""
     out: dict[str, dict[str, Any]] = {}
     for check in checks:
         if check.status not in (CheckStatus.FAIL, CheckStatus.UNKNOWN):

@@ -11,7 +11,7 @@ from handlers import evidence_messages as evmsg
 from kubesim import dradrivers, dralogs, pluginreleases
 from runbooks import log_lines
 from runbooks.daemonset import evidence
-from runbooks.daemonset.evidence_items import items
+from runbooks.evidence_items import items
 from runbooks.inventory.plugins import LogRead, read_registrations
 
 START = dt.datetime(2026, 12, 7, 10, 0, tzinfo=dt.UTC)

@@ -1,5 +1,6 @@
 """A failed check's evidence as items, kind by kind: what every surface shows of a failure
-(issue 61 item 4). Pure, and light: the views of a run import it, never the cluster.
+(issue 61 item 4). Pure, and light: the views of a run (``status``) import it, never the
+cluster steps of :mod:`runbooks.daemonset`.
 
 A check carries its evidence as flat keys (:mod:`runbooks.daemonset.evidence` writes them:
 ``pod``, ``container``, ``reason``, ``message``, ``log``, ``last_state``, ``log_tail``,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from handlers import evidence_messages as evmsg
 from handlers import messages as msg
 from handlers import run_messages as rmsg
 from handlers.replies import Reply, Table
@@ -35,9 +36,25 @@ def requested_reply(outcome: Outcome, *, surface: str = "slack") -> Reply:
     return Reply(text=f"{text}\n{chosen}" if chosen else text, ephemeral=True, tone="ok")
 
 
+def evidence_text(run: Run) -> list[str]:
+    """The run's failure evidence (:attr:`~runbooks.engine.runs.Run.evidence`), check by check: a
+    heading, then the lines its step's message in the thread shows (issue 61 item 4)."""
+    lines: list[str] = []
+    for entry in run.evidence.values():
+        lines.append(evmsg.check_heading(str(entry.get("step") or ""), str(entry.get("check") or ""),
+                                         str(entry.get("scope") or ""), str(entry.get("status") or "")))
+        lines += evmsg.evidence_lines(entry.get("items") or [])
+    return lines
+
+
+def _with_evidence(text: str, run: Run) -> str:
+    return "\n".join([text, *evidence_text(run)]) if run.evidence else text
+
+
 def outcome_reply(outcome: Outcome, *, surface: str = "slack") -> Reply:
     """approve, reject, promote, rollback, close: what the command did and what waits now (the
-    request that is open, and how ``surface`` decides it), or where the run is."""
+    request that is open, and how ``surface`` decides it), or where the run is; with the
+    failure's evidence when a step of the run failed (:func:`evidence_text`)."""
     run = outcome.run
     note = outcome.note or run.reason
     tone = STATE_TONE.get(run.state, "info")
@@ -45,15 +62,16 @@ def outcome_reply(outcome: Outcome, *, surface: str = "slack") -> Reply:
         aside = run.gate.kind is GateKind.ROLLBACK  # the run's own step is set aside, not waiting
         text = rmsg.run_waits(run.id, run.gate.kind.value, moment_text(run.gate.expires_at), note=note,
                               state="" if aside else run.state.value, threaded=rmsg.threaded(surface))
-        return Reply(text=text, ephemeral=True, tone=tone)
-    return Reply(text=rmsg.run_now(run.id, run.state.value, note), ephemeral=True, tone=tone)
+        return Reply(text=_with_evidence(text, run), ephemeral=True, tone=tone)
+    return Reply(text=_with_evidence(rmsg.run_now(run.id, run.state.value, note), run), ephemeral=True, tone=tone)
 
 
 def status_reply(found: Run | Sequence[Run], *, surface: str = "slack") -> Reply:
-    """``status <run>``: its root message; ``status``: the active runs."""
+    """``status <run>``: its root message and its failure's evidence (:func:`evidence_text`);
+    ``status``: the active runs."""
     if isinstance(found, Run):
         root = root_message(found, surface=surface)
-        return Reply(**root.model_dump(), ephemeral=True)
+        return Reply(**{**root.model_dump(), "text": _with_evidence(root.text, found)}, ephemeral=True)
     return runs_reply(found, title="Active runs")
 
 

@@ -43,6 +43,7 @@ from runbooks.engine.runs import (
     Step,
 )
 from runbooks.errors import shorten
+from runbooks.evidence_items import items as evidence_items
 from runbooks.templates import RESTARTED_AT
 
 S = RunState
@@ -514,39 +515,22 @@ def phase_message(run: Run, phase: str, steps: Sequence[Step]) -> Message:
 
 
 def _failure_evidence(steps: Sequence[Step]) -> list[str]:
-    """What the failed checks carry of the failure's own words (issue 36, item 4): the
-    registry's message of a pull error, the crashed container's last log lines (the latest
-    entry per pod) and the known signatures they match."""
+    """What the failed checks carry of the failure's own words (issue 36 item 4, issue 61): the
+    registry's message of a pull error, a container's last log lines (its previous run's, or its
+    current one's), the known signatures they match (the latest entry per pod), each shown by
+    :func:`handlers.evidence_messages.evidence_lines` as every other surface shows it."""
     latest: dict[str, Step] = {}
     digests: dict[str, str] = {}
     for step in steps:
         ev = step.evidence if isinstance(step.evidence, dict) else {}
         if step.status == "ok" and ev.get("image_id"):
             digests[str(ev.get("pod") or step.name)] = str(ev["image_id"])
-        if step.status == "failed" and ("log_tail" in ev or ("message" in ev and step.name.endswith("image-pull"))):
+        if step.status in ("failed", "unknown") and evidence_items(ev):
             latest[str(ev.get("pod") or step.name)] = step
     lines = [evmsg.resolved_digest(pod, digest) for pod, digest in digests.items()]
-    for pod, step in latest.items():
-        ev = step.evidence
-        if step.name.endswith("image-pull"):
-            lines.append(evmsg.pull_error(pod, str(ev.get("reason") or ""), shorten(str(ev.get("message") or ""), 600)))
-            continue
-        last = ev.get("last_state") or {}
-        said = evmsg.last_state(str(last.get("reason") or ""), last.get("exit_code")) if last else ""
-        tail = [_unfenced(shorten(str(line), 200)) for line in ev.get("log_tail") or []][-evmsg.SHOWN_LINES:]
-        if tail:
-            lines += [evmsg.previous_log(pod, str(ev.get("container") or ""), said), "```", *tail, "```"]
-        elif ev.get("log_problem"):
-            lines.append(evmsg.log_unread(pod, str(ev["log_problem"])))
-        lines += [evmsg.signature(str(s.get("signature")), _unfenced(str(s.get("line"))), str(s.get("meaning")),
-                                  str(s.get("fix")))
-                  for s in ev.get("signatures") or [] if isinstance(s, dict)]
+    for step in latest.values():
+        lines += evmsg.evidence_lines(evidence_items(step.evidence))
     return lines
-
-
-def _unfenced(line: str) -> str:
-    """A log line shown in a code span or block: its backticks cannot close it."""
-    return line.replace("`", "'")
 
 
 def details_of(value: str) -> tuple[str, str] | None:

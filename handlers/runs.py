@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from handlers.arguments import UsageError, run_id, split_pairs, split_words
+from handlers.evidence_messages import evidence_lines
 from handlers.routing import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Caller, Command, Deps
 from handlers.run_replies import (
     audit_reply,
@@ -45,8 +46,11 @@ AuditTrail = tuple[Run, list[dict[str, Any]]]
 
 
 def run_json(run: Run, note: str = "") -> dict[str, Any]:
-    """A run as ``--json`` prints it: the model, with the command's note if there is one."""
+    """A run as ``--json`` prints it: the model, with the command's note if there is one, and
+    each check's failure evidence with its ``text``: the lines the thread shows (issue 61)."""
     data = run.model_dump(mode="json")
+    for found in data.get("evidence", {}).values():
+        found["text"] = evidence_lines(found.get("items") or [])
     if note:
         data["note"] = note
     return data

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from handlers import messages as msg
 from handlers.arguments import UsageError, run_id, split_pairs
+from handlers.evidence_messages import evidence_lines
 from handlers.replies import Reply, Table
 from handlers.routing import EXIT_FAILED, EXIT_OK, Caller, Command, Deps
 from handlers.verbs import entry
@@ -28,6 +29,7 @@ from runbooks.engine.commands import step_settings_of
 from runbooks.engine.runs import is_run_id
 from runbooks.engine.steps import CheckStatus, Clock, StepResult
 from runbooks.errors import shorten
+from runbooks.evidence_items import items
 from runbooks.policy import Policy, duration_seconds
 
 USAGE = entry("verify").usage
@@ -128,7 +130,8 @@ def _handle(request: VerifyRequest | VerifyRun, deps: Deps, caller: Caller) -> V
 
 
 def verification_reply(found: Verified) -> Reply:
-    """The verdict, then one row per check, failures first."""
+    """The verdict, the failed checks' evidence as the run's thread shows it (issue 61), then one
+    row per check, failures first."""
     result = found.result
     failed, unknown = len(result.failed), len(result.unknown)
     parts = [f"{failed} of {len(result.checks)} checks failed"] if failed else []
@@ -141,7 +144,9 @@ def verification_reply(found: Verified) -> Reply:
     checks = sorted(result.checks, key=lambda c: CHECK_ORDER[c.status])
     rows = [[CHECK_LABEL[c.status], c.name, c.scope or "-", shorten(c.detail, 100)] for c in checks[:MAX_CHECK_ROWS]]
     note = msg.checks_cut(len(checks) - len(rows)) if len(rows) < len(checks) else ""
-    return Reply(title=f"Verify of {found.target} on {found.scope}: {verdict}", text=result.reason,
+    shown = [line for c in checks if c.status in ("fail", "unknown") for line in evidence_lines(items(c.evidence))]
+    return Reply(title=f"Verify of {found.target} on {found.scope}: {verdict}",
+                 text="\n".join([result.reason, *shown]) if shown else result.reason,
                  table=Table(header=["", "CHECK", "SCOPE", "DETAIL"], rows=rows, note=note),
                  tone="ok" if result.ok else "error")
 

@@ -12,8 +12,8 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runbooks.daemonset import signatures
 from runbooks.daemonset.baselines import Baseline
+from runbooks.daemonset.evidence import current_log
 from runbooks.daemonset.observing import Snapshot
 from runbooks.engine.recording import failed, passed, skipped, unknown, warned
 from runbooks.engine.steps import Check
@@ -145,11 +145,11 @@ def registered(snap: Snapshot, nodes: Sequence[str], logs: dict[str, LogResult],
         parts = [f"the plugin log on {listing(missing)} has no {line}"] if missing else []
         if silent:
             parts.append(f"{listing(silent)} advertise{'s' if len(silent) == 1 else ''} no {', '.join(resources)}")
-        known = unregistered_signatures(missing, logs)
-        said = f"; on {known[0]}: {known[1][0]['meaning']}: {known[1][0]['fix']}" if known else ""
-        why = {"signatures": known[1], "signatures_of": known[0]} if known else {}
+        known = unregistered_evidence(snap, missing, logs)
+        sigs = known[1]["signatures"] if known else []
+        said = f"; on {known[0]}: {sigs[0]['meaning']}: {sigs[0]['fix']}" if known and sigs else ""
         return failed("plugin-registered", "; ".join(parts) + ": it did not register" + said, scope, missing=missing,
-                      silent=silent, unread=unread, **why)
+                      silent=silent, unread=unread, **(known[1] if known else {}))
     if unread:
         first = next(iter(unread.values()))
         return unknown("plugin-registered", f"could not read the plugin log on {listing(list(unread))} ({first})",
@@ -161,16 +161,23 @@ def registered(snap: Snapshot, nodes: Sequence[str], logs: dict[str, LogResult],
                   by_logs=len(by_logs), by_capacity=others)
 
 
-def unregistered_signatures(missing: Sequence[str],
-                            logs: Mapping[str, LogResult]) -> tuple[str, list[dict[str, str]]] | None:
-    """The first node in ``missing`` whose log shows a known failure (a plugin running unregistered:
-    ``Failed to start plugin`` … ``Retrying in 30s...``, ``No devices found``), with what it matched."""
-    for node in missing:
-        result = logs.get(node)
-        found = signatures.matches(list(result.tail)) if result is not None else []
-        if found:
-            return node, found
-    return None
+def unregistered_evidence(snap: Snapshot, missing: Sequence[str],
+                          logs: Mapping[str, LogResult]) -> tuple[str, dict[str, Any]] | None:
+    """The evidence of a plugin running unregistered (issue 61 item 3): the current log of the
+    first node in ``missing`` whose log shows a known failure (``Failed to start plugin`` …
+    ``Retrying in 30s...``, ``No devices found``), else of the first whose log was read, as
+    :func:`~runbooks.daemonset.evidence.current_log` makes it, naming the node in ``signatures_of``. A
+    pod whose container is not running (crash-looping, waiting) is left out: its previous log is the
+    evidence (:func:`~runbooks.daemonset.evidence.attach`)."""
+    read = [(node, result, pod) for node in missing
+            if (result := logs.get(node)) is not None and result.registered is not True
+            and (pod := snap.pod_on(node)) is not None and not (pod.crashloop or pod.waiting_reason)]
+    found = [(node, current_log(pod.name, sorted(pod.images), result)) for node, result, pod in read]
+    chosen = next((f for f in found if f[1]["signatures"]), found[0] if found else None)
+    if chosen is None:
+        return None
+    node, said = chosen
+    return node, {"signatures_of": node, **said}
 
 
 def gpu_capacity(

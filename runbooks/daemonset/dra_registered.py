@@ -6,7 +6,8 @@ against the start of the containers serving it: NVIDIA's DRA driver serves ``gpu
 from its ``gpus`` container and ``compute-domain.nvidia.com`` from ``compute-domains``). The
 plugin logs read during the window are supporting evidence only: a line showing registration
 proves a node whose slices are older than its plugin while the kubelet's wiping delay runs, and
-a log's tail names a known failure; a driver that logs nothing (verbosity 0) is registered if its
+a log's tail names a known failure, and a failed node's current log is the failure's evidence
+(issue 61 item 3); a driver that logs nothing (verbosity 0) is registered if its
 slices are there. The policy's ``registration:`` pattern, when a target sets one, is required on
 top. Pure.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 
-from runbooks.daemonset.checks import unregistered_signatures
+from runbooks.daemonset.checks import unregistered_evidence
 from runbooks.daemonset.observing import Snapshot
 from runbooks.engine.recording import failed, passed, unknown
 from runbooks.engine.steps import Check
@@ -77,11 +78,11 @@ def judge(snap: Snapshot, nodes: Sequence[str], slices: Sequence[ResourceSlice],
     evidence = {"by_slices": how, "log_line_seen": logged, "drivers": {d: list(c) for d, c in drivers.items()}}
     if bad:
         first = next(iter(bad.items()))
-        known = unregistered_signatures(list(bad), logs)
-        said = f"; on {known[0]}: {known[1][0]['meaning']}: {known[1][0]['fix']}" if known else ""
-        why = {"signatures": known[1], "signatures_of": known[0]} if known else {}
+        known = unregistered_evidence(snap, list(bad), logs)
+        sigs = known[1]["signatures"] if known else []
+        said = f"; on {known[0]}: {sigs[0]['meaning']}: {sigs[0]['fix']}" if known and sigs else ""
         return failed(NAME, f"{', '.join(sorted(drivers))} not registered on {_listing(list(bad))}: {first[1]}{said}",
-                      scope, missing=sorted(bad), reasons=bad, **evidence, **why)
+                      scope, missing=sorted(bad), reasons=bad, **evidence, **(known[1] if known else {}))
     if unproven:
         first = next(iter(unproven.items()))
         return unknown(NAME, f"registration not proven yet on {_listing(list(unproven))}: {first[1]}", scope,

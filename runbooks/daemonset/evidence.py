@@ -1,20 +1,28 @@
-"""The failure's own words (issue 36, item 4): what a failed plugin container left behind.
+"""The failure's own words (issue 36, item 4; issue 61 items 3 and 4): what a failed plugin
+container left behind, and what a plugin that runs without registering prints.
 
 For a pod whose container failed, :func:`gather` reads the container's last state (reason,
 exit code) from the pod's status, the tail of its ``--previous`` log (bounded:
-:data:`TAIL_LINES` lines, :data:`TAIL_BYTES` bytes; secrets scrubbed) through the adapter,
-and matches its lines against :data:`~runbooks.daemonset.signatures.SIGNATURES`, the known
-failures of GPU device plugins (each with what it means, the fix and its source).
-:func:`pull_failure` names a container whose image cannot be pulled (``ErrImagePull``, ``ImagePullBackOff``, ``InvalidImageName``) with the
-registry's message: waiting longer does not make a tag exist. What the cluster said (a
-message, each log line) is kept :func:`~runbooks.characters.shown`: quoted to people, it
-mentions nobody and writes nothing a terminal acts on.
+:data:`TAIL_LINES` lines, :data:`TAIL_BYTES` bytes; secrets scrubbed) through the adapter, its
+error and warning lines, and matches them against
+:data:`~runbooks.daemonset.signatures.SIGNATURES`, the known failures of GPU device plugins
+(each with what it means, the fix and its source). For a plugin that runs and never registered,
+:func:`current_log` makes the same evidence of its *current* log, as the registration check read
+it (:class:`~runbooks.inventory.plugins.LogResult`: its tail and its error and warning lines).
+:func:`pull_failure` names a container whose image cannot be pulled (``ErrImagePull``,
+``ImagePullBackOff``, ``InvalidImageName``) with the registry's message: waiting longer does not
+make a tag exist. What the cluster said (a message, each log line) is kept
+:func:`~runbooks.characters.shown`: quoted to people, it mentions nobody and writes nothing a
+terminal acts on.
+
+The keys written here are read into items, kind by kind, by
+:mod:`runbooks.evidence_items` (what every surface shows); :func:`of_checks` gathers
+the items of a step's failed checks, one entry per check, for the run to keep.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from runbooks.characters import shown
@@ -24,13 +32,13 @@ from runbooks.daemonset.observing import Snapshot
 from runbooks.daemonset.signatures import SIGNATURES, Signature, matches
 from runbooks.engine.steps import Check, CheckStatus
 from runbooks.errors import ClusterError, scrub, shorten
+from runbooks.evidence_items import PULL_ERRORS, items
+from runbooks.inventory.plugins import LogResult
+from runbooks.log_lines import TAIL_BYTES, TAIL_LINES, errors, tail
 
-TAIL_LINES = 40
-TAIL_BYTES = 4096
-PULL_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
-__all__ = ["EVIDENCED", "PULL_ERRORS", "SIGNATURES", "TAIL_BYTES", "TAIL_LINES", "Signature", "attach", "gather",
-           "image_id", "matches", "pull_failure", "read_pod", "summary", "tail"]
-_PEM_BEGIN, _PEM_END = re.compile(r"-----BEGIN [A-Z ]+-----"), re.compile(r"-----END [A-Z ]+-----")
+__all__ = ["EVIDENCED", "PULL_ERRORS", "SIGNATURES", "TAIL_BYTES", "TAIL_LINES", "Signature", "attach",
+           "current_log", "gather", "image_id", "items", "matches", "of_checks", "pull_failure", "read_pod",
+           "summary", "tail"]
 
 
 def _status(pod: dict[str, Any], container: str) -> dict[str, Any]:
@@ -61,21 +69,9 @@ def image_id(pod: dict[str, Any], container: str) -> str:
     return str(_status(pod, container).get("imageID") or "")
 
 
-def tail(text: str, *, lines: int = TAIL_LINES, limit: int = TAIL_BYTES) -> list[str]:
-    """The last ``lines`` lines of ``text``, at most ``limit`` bytes of them, secrets scrubbed,
-    each :func:`~runbooks.characters.shown`."""
-    kept = [shown(line) for line in scrub(text).splitlines()[-lines:]]
-    end = next((i for i, ln in enumerate(kept) if _PEM_END.search(ln)), None)
-    if end is not None and not any(_PEM_BEGIN.search(ln) for ln in kept[:end]):
-        kept = ["<redacted>", *kept[end + 1:]]  # the tail began inside a PEM block: its start was cut off
-    while kept and len("\n".join(kept).encode()) > limit:
-        kept = kept[1:] if len(kept) > 1 else [kept[0].encode()[-limit:].decode("utf-8", "ignore")]
-    return kept
-
-
 def gather(cluster: Cluster, pod: dict[str, Any], container: str) -> dict[str, Any]:
-    """The evidence of a failed container: ``last_state``, ``log_tail``, ``signatures`` (and
-    ``log_problem`` when the previous log could not be read)."""
+    """The evidence of a failed container: ``last_state``, ``log`` (``previous``), ``log_tail``,
+    ``log_errors``, ``signatures`` (and ``log_problem`` when the previous log could not be read)."""
     meta, status = pod.get("metadata") or {}, _status(pod, container)
     term = (status.get("lastState") or {}).get("terminated") or {}
     out: dict[str, Any] = {"container": container}
@@ -87,9 +83,23 @@ def gather(cluster: Cluster, pod: dict[str, Any], container: str) -> dict[str, A
     except ClusterError as exc:
         out["log_problem"] = shown(shorten(scrub(str(exc)), 200))
         text = ""
+    out["log"] = "previous"
     out["log_tail"] = tail(text)
-    out["signatures"] = matches(out["log_tail"])
+    out["log_errors"] = errors(text)
+    out["signatures"] = matches([*out["log_errors"], *out["log_tail"]])
     return out
+
+
+def current_log(pod: str, containers: Sequence[str], result: LogResult) -> dict[str, Any]:
+    """The evidence of a running container's current log as a check read it (``result``): its
+    last lines, its error and warning lines, and the known signatures they show."""
+    lines, problems = list(result.tail), list(result.errors)
+    found: dict[str, Any] = {"pod": shown(pod), "container": ", ".join(shown(c) for c in containers),
+                             "log": "current", "log_tail": lines, "log_errors": problems,
+                             "signatures": matches([*problems, *lines])}
+    if not result.read:
+        found["log_problem"] = shown(shorten(scrub(result.problem or "not read"), 200))
+    return found
 
 
 def summary(evidence: dict[str, Any]) -> str:
@@ -140,3 +150,25 @@ def attach(cluster: Cluster, snap: Snapshot, checks: list[Check], *, scope: Sequ
     detail = f"{target.detail}; {said}" if said else target.detail
     return [c.model_copy(update={"detail": detail, "evidence": {**c.evidence, **found}}) if c is target else c
             for c in checks]
+
+
+def of_checks(step: str, checks: Iterable[Check]) -> dict[str, dict[str, Any]]:
+    """The evidence of ``step``'s checks that failed or could not be made, one entry per check
+    (``<step>.<check>``; the same check on several nodes, as a canary per hardware class, is one
+    entry with the items of each): ``step``, ``check``, ``status`` (as the audit says it),
+    ``scope``, ``detail`` and ``items`` (:func:`~runbooks.evidence_items.items`)."""
+    out: dict[str, dict[str, Any]] = {}
+    for check in checks:
+        if check.status not in (CheckStatus.FAIL, CheckStatus.UNKNOWN):
+            continue
+        found = items(check.evidence)
+        if not found:
+            continue
+        key = f"{step}.{check.name}"
+        entry = out.setdefault(key, {"step": step, "check": check.name,
+                                     "status": "failed" if check.status is CheckStatus.FAIL else "unknown",
+                                     "scope": check.scope, "detail": check.detail, "items": []})
+        if check.scope and check.scope not in entry["scope"].split(", "):
+            entry["scope"] = f"{entry['scope']}, {check.scope}" if entry["scope"] else check.scope
+        entry["items"] += [item for item in found if item not in entry["items"]]
+    return out

@@ -40,6 +40,7 @@ from runbooks.daemonset import (
     companions,
     dra_smoke,
     draining,
+    evidence,
     metric_checks,
     preflight,
     promoting,
@@ -172,8 +173,11 @@ class DaemonSetSteps:
 
 
 def _guarded(ctx: StepContext, name: str, step: Callable[[StepContext], StepResult]) -> StepResult:
+    """``step``'s result, with the evidence of its failed checks (:func:`evidence.of_checks`) for
+    the run to keep; a cluster error that needs a person fails it with the reason."""
     try:
-        return step(ctx)
+        result = step(ctx)
+        return result if result.ok else result.model_copy(update={"evidence": evidence.of_checks(name, result.checks)})
     except (PermanentClusterError, StrategyChanged) as exc:
         reason = f"{name} stopped: {exc}"
         note(ctx, f"{name}.error", "failed", reason)

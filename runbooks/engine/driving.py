@@ -443,6 +443,10 @@ class Driver:
         if stale:  # the cluster answered this time; a wait is over
             run = self.writer.update(run, progress={k: v for k, v in run.progress.items() if k not in stale},
                                      lease_owner=lease.owner)
+        kept = {k: v for k, v in run.evidence.items() if v.get("step") != STEP_OF[state]}
+        evidence = {**kept, **result.evidence}
+        if evidence != run.evidence:  # the step's failure in its own words, for every surface (issue 61)
+            run = self.writer.update(run, evidence=evidence, lease_owner=lease.owner)
         lines = [
             self.writer.step(c.name, kind="check", status=c.status.value, detail=c.detail,
                              evidence={"scope": c.scope, **c.evidence} if c.scope else dict(c.evidence))

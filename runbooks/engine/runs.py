@@ -350,6 +350,11 @@ class Run(BaseModel):
         description="a migration: what the approvers approve and the run applies, fixed at request time "
         "(the objects, the workload's pod template they were planned from)",
     )
+    evidence: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="the failure's own words, one entry per failed check (`<step>.<check>`: step, check, "
+        "status, scope, detail, items), as its step reported them; a step that passes again drops its own",
+    )
 
     @property
     def active(self) -> bool:

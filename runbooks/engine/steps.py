@@ -68,6 +68,9 @@ class StepResult(BaseModel):
     checks: list[Check] = Field(default_factory=list)
     again: Again | None = None
     """Set by a step that did part of its work and must be called again (only with ``ok``)."""
+    evidence: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """The failure's evidence, one entry per check (``<step>.<check>``): what the run keeps in
+    :attr:`~runbooks.engine.runs.Run.evidence` for every surface (issue 61 item 4)."""
 
     @property
     def failed(self) -> list[Check]:

@@ -21,8 +21,9 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from runbooks import log_lines
 from runbooks.characters import shown
-from runbooks.errors import ClusterError, Forbidden, InvalidRequest, NotFound, scrub, shorten
+from runbooks.errors import ClusterError, Forbidden, InvalidRequest, NotFound
 from runbooks.inventory.models import Node, PluginKind, PluginPod
 from runbooks.inventory.reading import Obj
 from runbooks.plugin_containers import companion_labels, is_companion, runs
@@ -179,7 +180,12 @@ class LogResult:
     problem: str | None = None
     tail: tuple[str, ...] = ()
     """A log that did not show the registration: its last :data:`UNREGISTERED_TAIL` lines (secrets
-    scrubbed, each shown), for the failure signatures of a plugin that runs unregistered."""
+    scrubbed, each shown: :func:`runbooks.log_lines.tail`), for the failure signatures of a plugin
+    that runs unregistered and the evidence of its failure (issue 61 item 3)."""
+    errors: tuple[str, ...] = ()
+    """Such a log's error and warning lines (:func:`runbooks.log_lines.errors`), the newest."""
+    read: bool = True
+    """False: the log could not be read (``problem`` says why)."""
 
 
 REGISTRATIONS_KEPT = 50_000
@@ -285,13 +291,13 @@ def read_registrations(
         # a DRA kubelet plugin logs its registration only at verbosity 3 and above: without the
         # line (and without a policy pattern) its log proves nothing either way
         registered = True if found else (None if read.kind == "dra-kubelet-plugin" and not read.pattern else False)
-        tail = () if found else tuple(shown(shorten(line, 300))
-                                           for line in scrub(text).splitlines()[-UNREGISTERED_TAIL:])
+        tail = () if found else tuple(log_lines.tail(text, lines=UNREGISTERED_TAIL))
+        problems = () if found else tuple(log_lines.errors(text))
         quiet = None if registered is not None else (
             "a DRA kubelet plugin logs its registration only at verbosity 3 and above and this log shows none "
             "(the policy's registration: pattern names a line to require)")
         return LogResult(registered, sorted({shown(d) for d in _DRIVER_IN_LOG.findall(text)}), problem=quiet,
-                         tail=tail)
+                         tail=tail, errors=problems)
 
     results: dict[tuple[str, str], LogResult] = {}
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(reads)))) as pool:
@@ -302,8 +308,8 @@ def read_registrations(
             except Forbidden as exc:
                 for later, pending in futures:
                     pending.cancel()
-                    results.setdefault((later.namespace, later.pod), LogResult(None, [], str(exc)))
+                    results.setdefault((later.namespace, later.pod), LogResult(None, [], str(exc), read=False))
                 break
             except ClusterError as exc:
-                results[(read.namespace, read.pod)] = LogResult(None, [], str(exc))
+                results[(read.namespace, read.pod)] = LogResult(None, [], str(exc), read=False)
     return results

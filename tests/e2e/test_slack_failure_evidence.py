@@ -1,7 +1,8 @@
 """A failed canary's own words in its Slack thread, end to end (issue 36, item 4), on kubesim
 gpu-small: a signed ``/upgrade canary`` of a tag its registry lacks, approved with a click,
 ends with the registry's message in the thread; a crash-looping plugin's thread shows its
-``--previous`` log lines and the matching signature's fix."""
+``--previous`` log lines and the matching signature's fix; a plugin running unregistered, its
+current log's last lines (issue 61)."""
 
 from __future__ import annotations
 
@@ -31,11 +32,15 @@ def _failed_canary_thread(bot: RunBot, image: str) -> str:
                  f'"{PLUGIN}:v0.17.9"', f"{PLUGIN}:v0.17.9: not found"]),
     ("v0.17.0-crash", ["Last log lines of", "failed to create FS watcher for /var/lib/kubelet/device-plugins/: too many open files",
                        "Known failure (fs-watcher)", "fix: raise fs.inotify.max_user_instances on the node"]),
+    ("v0.17.0-silent", ["(nvidia-device-plugin-ctr, current run):", "main.go:356] Retrieving plugins.",
+                        "main.go:381] No devices found. Waiting indefinitely.", "Known failure (no-devices)",
+                        "fix: check the node has GPUs and that the container sees them"]),
 ])
 def test_the_failed_canarys_thread_carries_the_failures_own_words(run_bot: RunBot, tag: str, said: list[str]) -> None:
     """Issue 36 item 4: the canary's message in the thread names the pull error with the
     registry's words (v0.17.9: no release has it), or shows the crashed container's previous log lines and the
-    known failure's fix (-crash)."""
+    known failure's fix (-crash). Issue 61 item 3: a plugin that runs and never registers (-silent)
+    shows the last lines of its current log and the no-devices signature's fix."""
     text = _failed_canary_thread(run_bot, f"{PLUGIN}:{tag}")
     for words in said:
         assert words in text, text

@@ -398,3 +398,27 @@ def test_a_failed_run_of_an_older_version_can_be_rolled_back_or_resumed(redis_ur
     reopened = engine.resume_run(run.id, actor=ALICE).run
     assert reopened.state is S.CANARY_ROLLING and engine.store.lock_holder(run.target.key) == run.id
     assert engine.advance(run.id).state is S.AWAITING_PROMOTION
+
+
+def test_a_failed_steps_evidence_is_kept_on_the_run_until_the_step_passes_again(redis_url: str) -> None:
+    """Issue 61 item 4: the evidence a failed step reports (one entry per check) is kept on the run,
+    for ``status`` and ``--json`` as much as for the thread, through the halt; the step run again by
+    ``resume`` and passing drops its own entries, and another step's stay."""
+    found = {"verify_all.no crash loop": {"step": "verify_all", "check": "no crash loop", "status": "failed",
+                                          "scope": "gpu-node2", "detail": "crash", "items": [{"kind": "log"}]},
+             "canary.other": {"step": "canary", "check": "other", "status": "failed", "scope": "", "detail": "",
+                              "items": []}}
+    steps = ScriptedSteps({"verify_all": lambda ctx: failing().model_copy(update={"evidence": found})})
+    engine = make_engine(redis_url, steps=steps, pol=policy(rollback={"automatic": False}))
+    run = request(engine)
+    engine.approve(run.id, actor=BOB)
+    assert engine.advance(run.id).evidence == {}
+    engine.approve(run.id, actor=BOB)
+    run = engine.advance(run.id)
+    assert run.state is S.HALTED and run.evidence == found
+    assert engine.store.get(run.id, whole=False).evidence == found  # what `status` reads
+    steps.behaviours["verify_all"] = ok
+    engine.resume_run(run.id, actor=ALICE)
+    run = engine.advance(run.id)
+    assert run.state is S.MONITORING, run.reason
+    assert run.evidence == {"canary.other": found["canary.other"]}

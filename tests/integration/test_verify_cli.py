@@ -73,7 +73,7 @@ def test_failed_check_exits_1_naming_the_check_and_node(broken: KubeSim, tmp_pat
 
 
 def test_text_output_puts_failures_first(broken: KubeSim, tmp_path: Path) -> None:
-    """Without --json: a verdict line, then one row per check with the failures first."""
+    """Without --json: a verdict line, the failure's evidence, then one row per check with the failures first."""
     proc = here("verify", TARGET, "window=0.2s", env=_env(broken), home=tmp_path)
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
@@ -81,6 +81,10 @@ def test_text_output_puts_failures_first(broken: KubeSim, tmp_path: Path) -> Non
     header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["CHECK", "SCOPE"])
     rows = lines[header + 1:]
     assert rows[0].split()[:2] == ["FAIL", "plugin-registered"] and rows[1].split()[:2] == ["FAIL", "gpu-capacity"]
+    # issue 61: the unregistered plugin's current log and its signature, as the run's thread shows them
+    assert "(nvidia-device-plugin-ctr, current run):" in proc.stdout, proc.stdout
+    assert "main.go:381] No devices found. Waiting indefinitely." in proc.stdout
+    assert "Known failure (no-devices)" in proc.stdout
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ from typing import Any
 from runbooks import windows
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import NODES
-from runbooks.daemonset import companions, draining, through_operator
+from runbooks.daemonset import companions, draining, pinning, through_operator
 from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.checks import listing
 from runbooks.daemonset.following import replace_nodes
@@ -241,6 +241,8 @@ def _move_and_verify(ctx: StepContext, number: int, total: int, wave: dict[str, 
                      *, later: list[str]) -> StepResult:
     run = ctx.run
     nodes: list[str] = list(wave["nodes"])
+    if number == 1 and pinning.promoted(run, ctx.settings) != run.image:  # the canary's pods move to the pinned digest too
+        nodes = [*(n for n in run.canary_nodes if n not in nodes), *nodes]
     state = dict(run.progress.get("wave_started") or {})
     if str(number) not in state:
         state[str(number)] = ctx.cluster.server_time().isoformat()
@@ -265,7 +267,7 @@ def _move_and_verify(ctx: StepContext, number: int, total: int, wave: dict[str, 
     container = run.progress["saved"].get("container") or run.container or None
     outcome_v = verify(ctx.cluster, run.target.ref, nodes=nodes, others=later, baseline=baseline,
                        since=parse_time(state[str(number)]), settings=ctx.settings, clock=ctx.clock,
-                       image=run.image, container=container, watches=ctx.watches)
+                       image=pinning.promoted(run, ctx.settings), container=container, watches=ctx.watches)
     checks = [c.model_copy(update={"evidence": {**c.evidence, "wave": number}}) for c in outcome_v.checks]
     note_checks(ctx, f"promote.wave{number}", checks)
     passing = sum(1 for c in checks if c.status in ("pass", "skip"))
@@ -295,7 +297,7 @@ def _finish(ctx: StepContext, saved: dict[str, Any], new: Revision) -> StepResul
         set_strategy(ctx, original, step="promote.strategy")
     waves = run.progress.get("waves") or []
     moved = sum(len(w["nodes"]) for w in waves) + 1
-    check = passed("promotion", f"{plural(moved, 'node')} run {run.image} (revision {new.number}), in {plural(len(waves), 'wave')} after "
+    check = passed("promotion", f"{plural(moved, 'node')} run {pinning.promoted(run, ctx.settings)} (revision {new.number}), in {plural(len(waves), 'wave')} after "
                    "the canary, each verified", "all nodes", revision=new.hash, waves=len(waves))
     after = companions.upgrade(ctx, before=False)
     note_checks(ctx, "promote", [check, *after])

@@ -111,7 +111,7 @@ def _canary(ctx: StepContext, snap: Snapshot, look: Callable[..., Snapshot]) -> 
         assert container is not None  # the pre-checks said so
         saved = saved_state(snap, container)
         ctx.run = ctx.save_progress({
-            "saved": saved, "baseline": baseline.model_dump(mode="json"), **pinning.save_pre_run(ctx, snap),
+            "saved": saved, "baseline": baseline.model_dump(mode="json"), **pinning.save_pre_run(ctx, snap, container),
             "canary_started_at": ctx.cluster.server_time().isoformat(),
             **metrics_before(ctx.settings, with_gpus(list(baseline.nodes), baseline=baseline.nodes),
                              at=ctx.clock.now()),

@@ -8,6 +8,9 @@
   verified digest (``repository@sha256:…``), a new revision every node (the canary's too) moves to;
 - :func:`promoted`: the image the promotion and its checks expect.
 
+Only a run that changes the image pins (:func:`pins`): a template edit or a restart keeps the
+tag the fleet runs, as it was.
+
 A target the GPU operator renders (``owner: clusterpolicy/<name>``) is promoted by its tag: the
 operator writes the ClusterPolicy's ``version`` into the DaemonSet, and the run changes only the
 fields it saved.
@@ -28,9 +31,12 @@ from runbooks.errors import ClusterError
 from runbooks.inventory.reading import selector_string
 
 
-def pins(run: Run, settings: StepSettings) -> bool:
-    """Whether this run pins digests: the policy says so and the operator does not render the target."""
-    return settings.pin_digest and not run.target.clusterpolicy
+def pins(run: Run, settings: StepSettings, *, before: str | None = None) -> bool:
+    """Whether this run pins digests: the policy says so, the operator does not render the target,
+    and the run changes the image (``before``: the image the DaemonSet ran, default the one saved);
+    a run that keeps the image (a template edit, a restart) verified no new bytes and writes the tag."""
+    was = before if before is not None else (run.progress.get("saved") or {}).get("image")
+    return settings.pin_digest and not run.target.clusterpolicy and bool(run.image) and run.image != was
 
 
 def promoted(run: Run, settings: StepSettings) -> str:
@@ -38,10 +44,10 @@ def promoted(run: Run, settings: StepSettings) -> str:
     return digests.promoted_image(run.image, run.progress, pin=pins(run, settings))
 
 
-def save_pre_run(ctx: StepContext, snap: Snapshot) -> dict[str, Any]:
+def save_pre_run(ctx: StepContext, snap: Snapshot, container: str) -> dict[str, Any]:
     """``{pre_run_digests: node -> container -> imageID}`` of the DaemonSet's pods now ({} when the
     run pins nothing, or the pods cannot be listed: the rollback then writes the saved tag back)."""
-    if not pins(ctx.run, ctx.settings):
+    if not pins(ctx.run, ctx.settings, before=snap.images.get(container) or ""):
         return {}
     selector = selector_string(snap.spec.get("selector") or {}) or None
     try:

@@ -179,6 +179,11 @@ def promote_in_waves(ctx: StepContext, snap: Snapshot, new: Revision) -> StepRes
         ctx.run = ctx.save_progress({"waves": waves})
     done: dict[str, Any] = dict(run.progress.get("wave_done") or {})
     limit = at_once(saved["update_strategy"], len(snap.nodes))
+    if pinning.promoted(run, ctx.settings) != run.image and not done:  # the canary's pods to the pinned digest first
+        repinned = replace_nodes(ctx, list(run.canary_nodes), new.hash, at_once=limit, step="promote.canary-pin")
+        if not repinned.ok:
+            return StepResult(ok=False, reason=f"the canary's nodes did not move to the pinned digest: "
+                              f"{repinned.problem or 'not finished'}; {listing(repinned.behind)} behind")
     total = len(waves)
     for number, wave in enumerate(waves, start=1):
         key = str(number)
@@ -241,8 +246,6 @@ def _move_and_verify(ctx: StepContext, number: int, total: int, wave: dict[str, 
                      *, later: list[str]) -> StepResult:
     run = ctx.run
     nodes: list[str] = list(wave["nodes"])
-    if number == 1 and pinning.promoted(run, ctx.settings) != run.image:  # the canary's pods move to the pinned digest too
-        nodes = [*(n for n in run.canary_nodes if n not in nodes), *nodes]
     state = dict(run.progress.get("wave_started") or {})
     if str(number) not in state:
         state[str(number)] = ctx.cluster.server_time().isoformat()
@@ -296,7 +299,7 @@ def _finish(ctx: StepContext, saved: dict[str, Any], new: Revision) -> StepResul
     elif (original.get("type") or "RollingUpdate") != "OnDelete":
         set_strategy(ctx, original, step="promote.strategy")
     waves = run.progress.get("waves") or []
-    moved = sum(len(w["nodes"]) for w in waves) + 1
+    moved = sum(len(w["nodes"]) for w in waves) + len(run.canary_nodes)
     check = passed("promotion", f"{plural(moved, 'node')} run {pinning.promoted(run, ctx.settings)} (revision {new.number}), in {plural(len(waves), 'wave')} after "
                    "the canary, each verified", "all nodes", revision=new.hash, waves=len(waves))
     after = companions.upgrade(ctx, before=False)

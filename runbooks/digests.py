@@ -17,8 +17,10 @@ other bytes than those verified; the canary is to be made again. ``unknown`` doe
 pinned digest is what the promotion writes either way, and the request shows it is unknown.
 
 Before its first change the canary saves the digest each node's pod ran (``pre_run_digests``:
-node -> container -> ``imageID``); a rollback writes the saved template back with that digest
-(:func:`rollback_image`) when every node ran one digest, else the saved template as it was.
+node -> container -> ``imageID``); a rollback once the promotion began writes the saved template
+back with that digest (:func:`rollback_image`) when every node ran one digest, else the saved
+template as it was. A canary's rollback puts the exact saved template back: another template,
+even naming the same bytes, would replace the pod on every node.
 Pure, except :func:`look_now`, which asks the registry.
 """
 

@@ -311,3 +311,15 @@ def pinned(image: str) -> str:
     from kubesim.podstatus import first_digest, image_ref
 
     return f"{image.partition('@')[0].rsplit(':', 1)[0]}@{first_digest(image_ref(image))}"
+
+
+def with_kubesim_mirrors(policy: Any, url: str, kubeconfig: Path | str) -> Any:
+    """``policy`` (a :class:`runbooks.policy.Policy`) with :func:`kubesim_mirrors` when it names no
+    ``images.mirrors``: the bot asks kubesim's registry, never the internet, what a tag resolves to."""
+    from runbooks.policy import ImagesPolicy
+
+    if policy.images.mirrors:
+        return policy
+    images = ImagesPolicy.model_validate({**policy.images.model_dump(exclude={"mirrors"}),
+                                         "mirrors": kubesim_mirrors(url, kubeconfig)})
+    return policy.model_copy(update={"images": images})

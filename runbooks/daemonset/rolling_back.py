@@ -1,8 +1,9 @@
 """The rollback step: every node back on the previous template, with its baseline capacity.
 
-1. The template saved before the run's first change goes back whole, with ``images.pin_digest`` its
-   container pinned to the digest every node's pod ran before the run (saved from their
-   ``imageID``s: :mod:`runbooks.digests`; the tag itself when they ran several) (else, for a run
+1. The template saved before the run's first change goes back whole; once the promotion began, with
+   ``images.pin_digest`` its container pinned to the digest every node's pod ran before the run
+   (saved from their ``imageID``s: :mod:`runbooks.digests`; the tag itself when they ran several)
+   (else, for a run
    saved before templates were kept, the ControllerRevision the canary recorded); its
    ``data`` is the patch applied. The choice is saved first, so a re-entered rollback
    never "undoes the undo". A run that saved nothing changed nothing (the canary saves
@@ -130,12 +131,16 @@ def rollback(ctx: StepContext) -> StepResult:
 
 def _pinned_back(ctx: StepContext, template: dict[str, Any], patch: dict[str, Any],
                  source: str) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """The saved template with its container pinned to the digest every node's pod ran before the
-    run (``pre_run_digests``, :mod:`runbooks.digests`), so the rollback brings back those bytes and
-    not what the tag names now; unchanged when the run pins nothing or saved no single digest."""
+    """Once the promotion began (every pod is replaced either way), the saved template with its
+    container pinned to the digest every node's pod ran before the run (``pre_run_digests``,
+    :mod:`runbooks.digests`), so the rollback brings back those bytes and not what the tag names
+    now. Unchanged when the run pins nothing, saved no single digest, or was a canary only: the
+    exact saved template moves no pod but the canary's (another template, even pinned to the same
+    bytes, would replace every node's)."""
     saved = ctx.run.progress.get("saved") or {}
     container = saved.get("container") or ""
-    if not saved.get("template") or not pinning.pins(ctx.run, ctx.settings) or digests.PRE_RUN not in ctx.run.progress:
+    if (not saved.get("template") or not pinning.pins(ctx.run, ctx.settings) or digests.PRE_RUN not in ctx.run.progress
+            or "promote_started_at" not in ctx.run.progress):  # a canary's rollback: the exact template, no other pod moves
         return template, patch, source
     image, why = digests.rollback_image(ctx.run.progress, container, images_of(template.get("spec") or {}).get(container, ""))
     if why:

@@ -180,10 +180,13 @@ def promote_in_waves(ctx: StepContext, snap: Snapshot, new: Revision) -> StepRes
     done: dict[str, Any] = dict(run.progress.get("wave_done") or {})
     limit = at_once(saved["update_strategy"], len(snap.nodes))
     if pinning.promoted(run, ctx.settings) != run.image and not done:  # the canary's pods to the pinned digest first
-        repinned = replace_nodes(ctx, list(run.canary_nodes), new.hash, at_once=limit, step="promote.canary-pin")
+        canary = list(run.canary_nodes)
+        repinned = replace_nodes(ctx, canary, new.hash, at_once=limit, step="promote.canary-pin",
+                                 prepare=lambda batch: draining.drain_nodes(ctx, batch, step="promote.canary-pin.drain"))
         if not repinned.ok:
             return StepResult(ok=False, reason=f"the canary's nodes did not move to the pinned digest: "
                               f"{repinned.problem or 'not finished'}; {listing(repinned.behind)} behind")
+        draining.uncordon(ctx, canary, step="promote.canary-pin.uncordon")
     total = len(waves)
     for number, wave in enumerate(waves, start=1):
         key = str(number)

@@ -68,7 +68,7 @@ def test_a_tag_pushed_again_refuses_the_promotion_and_a_new_canary_pins_the_new_
         sim: KubeSim, redis_url: str, tmp_path: Path) -> None:
     """A canary approved and passed; the tag pushed again with other content: the promotion request
     shows the tag, the verified digest and the tag's digest now, and its approval is refused (nothing
-    promoted); rejected, the canary is rolled back to the digest each node ran before. Requested
+    promoted); rejected, the canary is rolled back to the saved template. Requested
     again, the canary verifies the new digest and the promotion pins it: every node's pod spec names
     ``repository@sha256:<new>``, not the tag, and runs it."""
     engine = kubesim_engine(sim, redis_url, policy_for(sim, tmp_path))
@@ -93,8 +93,8 @@ def test_a_tag_pushed_again_refuses_the_promotion_and_a_new_canary_pins_the_new_
 
     engine.reject(run_id, actor=CAROL)
     run = engine.advance(run_id)
-    assert run.state is S.ROLLED_BACK, run.reason
-    assert plugin_pods(sim) == dict.fromkeys(NODES, (f"{PLUGIN}@{old_digest}",) * 2)
+    assert run.state is S.ROLLED_BACK, run.reason  # a canary's rollback: the exact saved template
+    assert {n: image for n, (image, _) in plugin_pods(sim).items()} == dict.fromkeys(NODES, OLD)
 
     again = canary_passed(engine)
     assert engine.get(again).progress["digests"]["verified"] == rebuilt

@@ -88,7 +88,7 @@ def test_crashing_image_is_rolled_back_automatically(sim: KubeSim, redis_url: st
     run = engine.advance(run.id)
     assert run.state is S.ROLLED_BACK
     assert "crash" in run.reason.lower() and "rolling back automatically" in run.reason
-    assert set(plugin_images(sim).values()) == {pinned(OLD)}  # the digest the pods ran before the run
+    assert set(plugin_images(sim).values()) == {OLD}  # a canary's rollback: the exact saved template
     assert gpu_capacity(sim) == before
     names = [e["name"] for e in engine.audit(run.id)]
     assert "canary_rolling -> rolling_back" in names and "rolling_back -> rolled_back" in names
@@ -125,4 +125,4 @@ def test_a_dra_driver_that_cannot_allocate_is_rolled_back_by_the_run(sim: KubeSi
     smoke = [e for e in engine.audit(run.id) if e["name"] == "verify_canary.smoke-test"]
     assert smoke and "cannot allocate all claims" in smoke[0]["detail"]
     pods = Kubectl(sim.kubeconfig).json("get", "pods", "-n", "dra-example-driver")["items"]
-    assert {p["spec"]["containers"][0]["image"] for p in pods if not p["metadata"].get("deletionTimestamp")} == {pinned(old)}
+    assert {p["spec"]["containers"][0]["image"] for p in pods if not p["metadata"].get("deletionTimestamp")} == {old}

@@ -221,7 +221,9 @@ def test_a_window_that_closes_during_a_soak_holds_the_next_wave_until_the_next_w
     """The cluster's clock runs 60 times as fast. A daily window of one hour; wave 1 soaks 25
     minutes, wave 2 30 minutes (it fits when it starts, but its 5-minute verification makes
     the window close during its soak): wave 3 does not start at the end of that soak, it waits
-    for the next day's window; kubectl shows its nodes untouched until then."""
+    for the next day's window; kubectl shows its nodes untouched until then. (``images.pin_digest``
+    is off: the canary's node moving to its verified digest before wave 1 would take minutes of this
+    clock out of the window whose arithmetic is the test's subject.)"""
     sim = KubeSim(pushed=TEST_BUILDS, scenario="gpu-large", nodes=12, k8s_version="1.31", speed=60).start()
     try:
         kubectl = Kubectl(sim.kubeconfig)
@@ -234,6 +236,7 @@ def test_a_window_that_closes_during_a_soak_holds_the_next_wave_until_the_next_w
             "approvers": {"users": ["U0BOB", "U0CAROL"]},
             "reports": {"after": []},
             "steps": {"observe_window": "1s", "poll_interval": "0.1s", "ready_timeout": "30m"},
+            "images": {"pin_digest": False},
             "targets": [{"namespace": NS, "name": DS, "spread": [ZONE],
                          "windows": [{"hours": f"{opens:%H:%M}-{closes:%H:%M}", "timezone": "UTC"}],
                          "waves": [{"nodes": 1, "soak": "25m", "approve_next": False},
@@ -261,10 +264,10 @@ def test_a_window_that_closes_during_a_soak_holds_the_next_wave_until_the_next_w
         assert run.state is S.PROMOTING and "wave 3 of 3 waits for a maintenance window" in run.progress["waiting_for"]
         assert dt.datetime.fromisoformat(run.progress["wait_until"]) == opens + dt.timedelta(days=1)
         images = plugin_images(sim)
-        assert {n for n, i in images.items() if i == pinned(NEW)} == {"gpu-node5", *waves[0], *waves[1]}
+        assert {n for n, i in images.items() if i == NEW} == {"gpu-node5", *waves[0], *waves[1]}
         sim.advance((opens + dt.timedelta(days=1) - cluster.server_time()).total_seconds() + 1)
         run = engine.advance(run.id)
         assert run.state is S.DONE, run.reason
-        assert set(plugin_images(sim).values()) == {pinned(NEW)}
+        assert set(plugin_images(sim).values()) == {NEW}
     finally:
         sim.stop()

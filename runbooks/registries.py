@@ -99,7 +99,9 @@ def tag_digest(image: str, *, mirrors: Mapping[str, Mirror] | None = None, timeo
         except urllib.error.HTTPError as exc:
             challenge = exc.headers.get("WWW-Authenticate") or ""
             if exc.code == 401 and attempt == 0 and challenge:
-                headers = {**headers, "Authorization": f"Bearer {_token(challenge, context=context, timeout=timeout)}"}
+                realm = urllib.parse.urlsplit(dict(_CHALLENGE.findall(challenge)).get("realm", "")).netloc
+                trust = context if realm == where else _context(None)  # a token service elsewhere: the system's CAs
+                headers = {**headers, "Authorization": f"Bearer {_token(challenge, context=trust, timeout=timeout)}"}
                 continue
             if exc.code == 404:
                 raise DigestUnknown(f"{where} has no tag {name.tag} in {name.path} now") from None

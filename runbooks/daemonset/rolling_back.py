@@ -83,7 +83,7 @@ def rollback(ctx: StepContext) -> StepResult:
         note(ctx, "rollback.template", "failed", reason)
         return StepResult(ok=False, reason=reason)
     template, patch, source = chosen
-    template, patch, source = _pinned_back(ctx, template, patch, source)
+    template, patch, source = _pinned_back(ctx, snap, template, patch, source)
     if "rollback_started_at" not in progress:
         revision = next((r for r in snap.revisions if r.template == template), None)
         ctx.run = ctx.save_progress({
@@ -129,7 +129,7 @@ def rollback(ctx: StepContext) -> StepResult:
     return result(checks, what=f"rollback of {target.ref} ({source})")
 
 
-def _pinned_back(ctx: StepContext, template: dict[str, Any], patch: dict[str, Any],
+def _pinned_back(ctx: StepContext, snap: Snapshot, template: dict[str, Any], patch: dict[str, Any],
                  source: str) -> tuple[dict[str, Any], dict[str, Any], str]:
     """Once the promotion began (every pod is replaced either way), the saved template with its
     container pinned to the digest every node's pod ran before the run (``pre_run_digests``,
@@ -140,14 +140,29 @@ def _pinned_back(ctx: StepContext, template: dict[str, Any], patch: dict[str, An
     saved = ctx.run.progress.get("saved") or {}
     container = saved.get("container") or ""
     if (not saved.get("template") or not pinning.pins(ctx.run, ctx.settings) or digests.PRE_RUN not in ctx.run.progress
-            or "promote_started_at" not in ctx.run.progress):  # a canary's rollback: the exact template, no other pod moves
-        return template, patch, source
+            or not _fleet_moved(ctx, snap, ctx.run.progress.get("rollback_pinned"))):
+        return template, patch, source  # a canary's rollback: the exact template, no other node's pod moves
     image, why = digests.rollback_image(ctx.run.progress, container, images_of(template.get("spec") or {}).get(container, ""))
     if why:
         note(ctx, "rollback.digest", "info", f"{why}: the saved template goes back as it was")
         return template, patch, source
     back = with_image(template, container, image)
+    if not ctx.run.progress.get("rollback_pinned"):  # decided once: a resumed rollback does not judge its own moves
+        ctx.run = ctx.save_progress({"rollback_pinned": image})
     return back, undo_patch(back), f"{source}, {container} pinned to {image}, the digest its pods ran before the run"
+
+
+def _fleet_moved(ctx: StepContext, snap: Snapshot, decided: object) -> bool:
+    """Whether the promotion moved a pod beyond the canary's nodes (to the pinned digest): then
+    every pod is replaced by the rollback anyway, and it may as well name the digest they ran."""
+    if decided:
+        return True
+    if "promote_started_at" not in ctx.run.progress:
+        return False
+    promoted = pinning.promoted(ctx.run, ctx.settings)
+    container = (ctx.run.progress.get("saved") or {}).get("container") or ""
+    canary = set(ctx.run.canary_nodes)
+    return any(p.node not in canary and p.images.get(container) == promoted for p in snap.pods)
 
 
 def _give_back_nodes(ctx: StepContext, *, ok: bool) -> list[Check]:

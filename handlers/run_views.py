@@ -171,7 +171,7 @@ def gate_message(run: Run, gate: Gate, *, self_approval: bool = False) -> Messag
     if gate.kind is GateKind.CANARY and warnings:
         lines.append(msg.request_warnings(warnings))
     pinned = run.shown("digests") or {}
-    if gate.kind is GateKind.PROMOTION and pinned.get("verified"):
+    if gate.kind is GateKind.PROMOTION and gate.wave <= 1 and pinned.get("verified"):
         lines.insert(1, rmsg.promotion_digests(literal(str(pinned.get("tag") or run.image)), str(pinned["verified"]),
                                                literal(f"{without_tag(run.image)}@{pinned['verified']}"),
                                                str(pinned.get("now") or ""), str(pinned.get("unknown") or "")))

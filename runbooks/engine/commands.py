@@ -440,7 +440,8 @@ class Engine:
             notes[:], counted[:] = [verdict.note], [verdict.counted]
             if not verdict.counted:
                 return run
-            moved = digests.mismatch(run.progress) if run.gate and run.gate.kind is GateKind.PROMOTION else None
+            first = run.gate is not None and run.gate.kind is GateKind.PROMOTION and run.gate.wave <= 1
+            moved = digests.mismatch(run.progress) if first else None  # a later wave's: the fleet is pinned already
             if approve and moved:  # the tag names other bytes than the canary verified: no promotion
                 raise Refused(moved)
             return self.gates.apply(run, verdict, actor, approve=approve, comment=comment)
@@ -465,7 +466,7 @@ class Engine:
         the approval to judge; any other run as it is."""
         gate = run.gate
         if (run.state is not S.AWAITING_PROMOTION or gate is None or gate.kind is not GateKind.PROMOTION
-                or not gate.is_open or not digests.of(run.progress).get("verified")):
+                or gate.wave > 1 or not gate.is_open or not digests.of(run.progress).get("verified")):
             return run
         now = digests.look_now(run.image, mirrors_of(self.policy), at=self.clock.now().isoformat())
 

@@ -30,6 +30,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from runbooks.policy import ImagesPolicy
 from runbooks.registries import DigestUnknown, Mirror, tag_digest
 
 KEY = "digests"
@@ -64,6 +65,11 @@ def promoted_image(image: str, progress: Mapping[str, Any], *, pin: bool) -> str
     or the canary verified none)."""
     verified = of(progress).get("verified") or ""
     return pinned(image, verified) if pin and verified else image
+
+
+def mirrors_of(images: ImagesPolicy) -> dict[str, Mirror]:
+    """Policy ``images.mirrors`` as the registry client takes them."""
+    return {host: Mirror(url=m.url, ca_file=m.ca_file) for host, m in images.mirrors.items()}
 
 
 def look_now(image: str, mirrors: Mapping[str, Mirror], *, at: str) -> dict[str, Any]:

@@ -66,7 +66,6 @@ from runbooks.errors import ClusterError, shorten
 from runbooks.image_names import same_image
 from runbooks.metrics.spec import DEFAULT_CHECKS
 from runbooks.policy import Policy, duration_seconds
-from runbooks.registries import Mirror
 from runbooks.templates import RESTARTED_AT, Edits
 
 S = RunState
@@ -120,13 +119,8 @@ def step_settings_of(policy: Policy) -> StepSettings:
         metric_checks=tuple(DEFAULT_CHECKS if policy.verify.metrics is None else policy.verify.metrics),
         prometheus=policy.prometheus,
         pin_digest=policy.images.pin_digest,
-        mirrors=mirrors_of(policy),
+        mirrors=digests.mirrors_of(policy.images),
     )
-
-
-def mirrors_of(policy: Policy) -> dict[str, Mirror]:
-    """Policy ``images.mirrors`` as the registry client takes them."""
-    return {host: Mirror(url=m.url, ca_file=m.ca_file) for host, m in policy.images.mirrors.items()}
 
 
 class Engine:
@@ -468,7 +462,7 @@ class Engine:
         if (run.state is not S.AWAITING_PROMOTION or gate is None or gate.kind is not GateKind.PROMOTION
                 or gate.wave > 1 or not gate.is_open or not digests.of(run.progress).get("verified")):
             return run
-        now = digests.look_now(run.image, mirrors_of(self.policy), at=self.clock.now().isoformat())
+        now = digests.look_now(run.image, digests.mirrors_of(self.policy.images), at=self.clock.now().isoformat())
 
         def change(fresh: Run) -> Run:
             if fresh.state is not S.AWAITING_PROMOTION:

@@ -153,3 +153,15 @@ def asks_rollback_through(ref: str, name: str, run_id: str) -> str:
     """The rollback request of an operator-native run: it puts back the ClusterPolicy's fields, never the DaemonSet."""
     return (f"roll {ref} back by putting ClusterPolicy/{name}'s fields back as they were before run {run_id} "
             "(the GPU operator renders the rest)")
+
+
+def promotion_digests(tag: str, verified: str, pinned: str, now: str, unknown: str) -> str:
+    """A promotion request of a run that pins digests (``images.pin_digest``): the tag, the digest the
+    canary verified (what the promotion writes) and what the tag resolves to now."""
+    head = f"Image: {tag}; the canary verified {verified}, and the promotion writes {pinned}"
+    if unknown:
+        return f"{head}. What the tag resolves to now is unknown ({unknown})"
+    if now != verified:
+        return (f"{head}. The tag now resolves to {now}: it was pushed again since the canary, so this promotion "
+                "is refused; reject it (the canary is rolled back) and request the canary again")
+    return f"{head}. The tag resolves to {now} now, the same"

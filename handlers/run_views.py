@@ -29,6 +29,7 @@ from handlers.replies import (
     mention,
     user_ref,
 )
+from runbooks.digests import without_tag
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.refusals import moment_text
 from runbooks.engine.runs import (
@@ -172,6 +173,11 @@ def gate_message(run: Run, gate: Gate, *, self_approval: bool = False) -> Messag
     warnings = run.shown("request_warnings") or []
     if gate.kind is GateKind.CANARY and warnings:
         lines.append(msg.request_warnings(warnings))
+    pinned = run.shown("digests") or {}
+    if gate.kind is GateKind.PROMOTION and gate.wave <= 1 and pinned.get("verified"):
+        lines.insert(1, rmsg.promotion_digests(literal(str(pinned.get("tag") or run.image)), str(pinned["verified"]),
+                                               literal(f"{without_tag(run.image)}@{pinned['verified']}"),
+                                               str(pinned.get("now") or ""), str(pinned.get("unknown") or "")))
     stage = run.shown("after_stage") or {}
     link = thread_link(stage.get("origin") or {})
     if gate.kind is GateKind.CANARY and link:

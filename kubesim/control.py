@@ -27,9 +27,13 @@
   ``GET /sim/v1/clock`` tells the simulated now.
 - ``POST /sim/v1/registry`` ``{"images": ["repo:tag", ...]}`` pushes images to the simulated
   registry (a test's own build, e.g. ``…/k8s-device-plugin:v0.17.0-crash``), answering the fully
-  qualified names; ``GET /sim/v1/registry`` lists what was pushed and the released tags of the
-  repositories kubesim knows. A pod whose image is neither fails ``ErrImagePull`` with
-  containerd's ``not found`` (:mod:`kubesim.registry`); one pushed later pulls on its next retry.
+  qualified names and their digests (``"digests": {ref: "sha256:…"}``); a tag that exists already
+  (pushed or released) is pushed again, with a new digest: the tag now pulls that, the old digest
+  still pulls by digest. ``GET /sim/v1/registry`` lists what was pushed, the pushed tags' digests
+  and the released tags of the repositories kubesim knows. A pod whose image is neither fails
+  ``ErrImagePull`` with containerd's ``not found`` (:mod:`kubesim.registry`); one pushed later
+  pulls on its next retry. The same registry answers the OCI distribution API under ``/v2/``
+  (:mod:`kubesim.registryapi`).
 - ``GET /sim/v1/gpu-operator`` (scenario ``gpu-operator``): the GPU operator's reconciles so far, oldest first
   (:attr:`kubesim.gpuoperator.GpuOperator.reconciles`: ``time``, ``clusterpolicy``, ``generation``,
   ``daemonsets`` name -> ``created|updated|identical|deleted``, ``state``, ``error``), once what is queued has run.
@@ -195,8 +199,9 @@ async def handle(sim: Simulation, request: web.Request) -> web.Response:
                 pushed = [sim.registry.push(image) for image in images]
             except ValueError as exc:
                 return _bad(str(exc))
-            return _json({"pushed": pushed})
-        return _json({"pushed": sim.registry.pushed, "released": {r: list(t) for r, t in RELEASED.items()}})
+            return _json({"pushed": pushed, "digests": {ref: sim.registry.digests()[ref] for ref in pushed}})
+        return _json({"pushed": sim.registry.pushed, "digests": sim.registry.digests(),
+                      "released": {r: list(t) for r, t in RELEASED.items()}})
     if path == "/sim/v1/gpu-operator" and request.method == "GET":
         operator = sim.controllers.get("gpu-operator")
         if operator is None:

@@ -53,6 +53,7 @@ import hashlib
 import ipaddress
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,10 +151,11 @@ def gpu_requests(pod: dict[str, Any]) -> list[tuple[str, int]]:
     return wanted
 
 
-def _xid_containers(pod: dict[str, Any]) -> dict[str, float]:
-    """Running plugin containers of ``pod`` whose image tag ends in ``-xid``: name -> started."""
+def _xid_containers(pod: dict[str, Any], content: Callable[[str], str] = lambda image: image) -> dict[str, float]:
+    """Running plugin containers of ``pod`` whose image tag ends in ``-xid`` (a digest: the tag it was
+    pushed as, ``content``): name -> started."""
     images = {
-        c.get("name"): str(c.get("image") or "")
+        c.get("name"): content(str(c.get("image") or ""))
         for c in (pod.get("spec") or {}).get("containers") or []
     }
     running: dict[str, float] = {}
@@ -205,7 +207,7 @@ class DcgmExporters:
                 pods.pop(uid, None)
             else:
                 pods[uid] = (str(meta.get("namespace")), str(meta.get("name")))
-        running = {} if deleted or not node else _xid_containers(pod)
+        running = {} if deleted or not node else _xid_containers(pod, self.sim.registry.content)
         runs = self._runs.get(uid)
         if runs is None and not running:
             return

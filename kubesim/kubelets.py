@@ -107,12 +107,13 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, C
             return
         containers = pod["spec"].get("containers") or []
         labels = self._node_labels(pod["spec"]["nodeName"])
-        if all(kind_of(c) == "generic" and ps.behaviour(c.get("image", ""), labels) != "crash"
+        if all(kind_of(c) == "generic" and ps.behaviour(self.sim.registry.content(c.get("image", "")), labels) != "crash"  # type: ignore[union-attr]
                for c in containers):
             for c in containers:
                 self._touch_log_key(m.get("namespace", ""), m["name"], c["name"])
             return
-        rt = runtime_from_status(pod, labels, host=self.sim.faults.hosts.get(pod["spec"]["nodeName"]))  # type: ignore[union-attr]
+        rt = runtime_from_status(pod, labels, host=self.sim.faults.hosts.get(pod["spec"]["nodeName"]),  # type: ignore[union-attr]
+                                 content=self.sim.registry.content)  # type: ignore[union-attr]
         for ctr in rt.ctrs.values():
             if ctr.state != "running":
                 continue
@@ -217,7 +218,8 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, C
             if rt is not None and rt.stage != "terminating":
                 self._write(rt)
             return
-        rt = new_runtime(pod, node, node_obj["metadata"].get("labels"), host=self.sim.faults.hosts.get(node))  # type: ignore[union-attr]
+        rt = new_runtime(pod, node, node_obj["metadata"].get("labels"), host=self.sim.faults.hosts.get(node),  # type: ignore[union-attr]
+                         content=self.sim.registry.content)  # type: ignore[union-attr]
         self._rt[uid] = rt
         rt.start_time = rfc3339(self.sim.clock.now())  # type: ignore[union-attr]
         rt.stage = "preparing"
@@ -330,6 +332,7 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, C
         if pod is None:
             return
         self._event(pod, "Pulled", ps.pulled_message(self.sim.minor, ctr.image, took), ctr=ctr.name)  # type: ignore[union-attr]
+        ctr.image_id = self.sim.registry.image_id(ctr.image)  # type: ignore[union-attr]  # the digest pulled now
         if not self._env_blocked(rt, ctr, pod):
             self._start_container(rt, ctr, pod)
 
@@ -394,7 +397,8 @@ class KubeletController(DeviceRegistry, NodeLifecycle, PluginAgent, JobRunner, C
         uid = pod["metadata"]["uid"]
         node = self._where[uid][2]
         if rt is None:
-            rt = runtime_from_status(pod, self._node_labels(node), host=self.sim.faults.hosts.get(node))  # type: ignore[union-attr]
+            rt = runtime_from_status(pod, self._node_labels(node), host=self.sim.faults.hosts.get(node),  # type: ignore[union-attr]
+                                         content=self.sim.registry.content)  # type: ignore[union-attr]
             self._rt[uid] = rt
         if rt.stage == "terminating":
             return

@@ -7,7 +7,7 @@ manager writes it (conditions keep their transition times while unchanged).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,8 @@ class Ctr:
     """Why the kubelet cannot create the container: a Secret or ConfigMap its environment reads is missing."""
     pull_waiting: dict[str, str] | None = None
     """The waiting state of a container whose image cannot be pulled (ErrImagePull, ImagePullBackOff)."""
+    image_id: str = ""
+    """``repo@sha256:…`` the registry resolved the image to when it was pulled (its ``imageID``)."""
 
     @property
     def ready(self) -> bool:
@@ -65,18 +67,20 @@ class PodRt:
 
 
 def new_runtime(pod: dict[str, Any], node: str, node_labels: Mapping[str, str] | None = None, *,
-                host: str | None = None) -> PodRt:
+                host: str | None = None, content: Callable[[str], str] | None = None) -> PodRt:
     """The kubelet starts a pod on ``node``: each container's mode is resolved here, once, from
     its image tag and the node's labels as they are now (see :func:`kubesim.podstatus.behaviour`)
     and, for NVIDIA's device plugin, from its flags and the node's host fault ``host``
-    (:func:`kubesim.pluginreleases.failure`)."""
+    (:func:`kubesim.pluginreleases.failure`). ``content(image)``: the tag whose bytes an image
+    pulls (a digest's, :meth:`kubesim.registry.Registry.content`); what it does follows that tag."""
     rt = PodRt(pod["metadata"]["uid"], pod["metadata"].get("namespace", ""), pod["metadata"]["name"], node)
     for c in pod["spec"].get("containers") or []:
         image = c.get("image", "")
+        pulled = content(image) if content is not None else image
         kind = kind_of(c)
-        mode, why = ps.behaviour(image, node_labels), None
+        mode, why = ps.behaviour(pulled, node_labels), None
         if kind == "device-plugin" and mode != "crash" and DEVICE_PLUGIN_IMAGE in image:
-            why = pluginreleases.failure(image, c, host)
+            why = pluginreleases.failure(pulled, c, host)
             if why is not None:
                 mode = "crash" if pluginreleases.exits(why, c) else "silent"
         rt.ctrs[c["name"]] = Ctr(c["name"], image, mode, kind, crash_reason=why)
@@ -84,10 +88,10 @@ def new_runtime(pod: dict[str, Any], node: str, node_labels: Mapping[str, str] |
 
 
 def runtime_from_status(pod: dict[str, Any], node_labels: Mapping[str, str] | None = None, *,
-                        host: str | None = None) -> PodRt:
+                        host: str | None = None, content: Callable[[str], str] | None = None) -> PodRt:
     """Rebuild the runtime state of a pod that is already running (scenario start-up)."""
     m, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
-    rt = new_runtime(pod, spec["nodeName"], node_labels, host=host)
+    rt = new_runtime(pod, spec["nodeName"], node_labels, host=host, content=content)
     rt.stage, rt.start_time, rt.pod_ip = "started", status.get("startTime", ""), status.get("podIP")
     known = {c.get("name"): c for c in status.get("containerStatuses") or []}
     for ctr in rt.ctrs.values():
@@ -95,6 +99,7 @@ def runtime_from_status(pod: dict[str, Any], node_labels: Mapping[str, str] | No
         if "running" in (cs.get("state") or {}):
             ctr.state, ctr.started_at = "running", cs["state"]["running"].get("startedAt", "")
         ctr.restarts, ctr.cid = int(cs.get("restartCount") or 0), cs.get("containerID", "")
+        ctr.image_id = cs.get("imageID") or ""
         ctr.last_term = (cs.get("lastState") or {}).get("terminated")
         ctr.backoff = min(BACKOFF_START * 2 ** max(ctr.restarts - 1, 0), BACKOFF_MAX) if ctr.restarts else 0.0
     del m
@@ -167,8 +172,8 @@ def container_status(ctr: Ctr, pod: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if ctr.cid:
         out["containerID"] = ctr.cid
-    out["image"] = ps.image_ref(ctr.image)
-    out["imageID"] = ps.image_id(ctr.image) if ctr.cid else ""
+    out["image"] = ps.status_image(ctr.image)
+    out["imageID"] = (ctr.image_id or ps.image_id(ctr.image)) if ctr.cid else ""
     out["lastState"] = {"terminated": dict(ctr.last_term)} if ctr.last_term else {}
     out["name"] = ctr.name
     out["ready"] = ctr.ready
@@ -194,9 +199,9 @@ def init_status(c: dict[str, Any], rt: PodRt, done: bool) -> dict[str, Any]:
     """Init containers run to completion as soon as the sandbox exists."""
     image = c.get("image", "")
     if not done:
-        return {"image": ps.image_ref(image), "imageID": "", "lastState": {}, "name": c["name"], "ready": False,
+        return {"image": ps.status_image(image), "imageID": "", "lastState": {}, "name": c["name"], "ready": False,
                 "restartCount": 0, "started": False, "state": {"waiting": {"reason": "PodInitializing"}}}
     cid = ps.container_id(f"{rt.uid}/init/{c['name']}")
     term = {"containerID": cid, "exitCode": 0, "finishedAt": rt.start_time, "reason": "Completed", "startedAt": rt.start_time}
-    return {"containerID": cid, "image": ps.image_ref(image), "imageID": ps.image_id(image), "lastState": {},
+    return {"containerID": cid, "image": ps.status_image(image), "imageID": ps.image_id(image), "lastState": {},
             "name": c["name"], "ready": True, "restartCount": 0, "started": False, "state": {"terminated": term}}

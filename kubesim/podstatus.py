@@ -41,11 +41,29 @@ def image_ref(image: str) -> str:
     return name if ":" in last else name + ":latest"
 
 
+def status_image(image: str) -> str:
+    """``containerStatuses[].image``: the fully qualified tag (:func:`image_ref`); for an image pulled
+    by digest, ``repository@sha256:…`` (containerd reports a repo tag only when the image has one,
+    pkg/cri/server/container_status.go v1.7.27; the tag of ``repo:tag@sha256:…`` is dropped)."""
+    ref = image_ref(image)
+    digest = image.partition("@")[2]
+    return f"{ref.rsplit(':', 1)[0]}@{digest}" if digest else ref
+
+
+def first_digest(ref: str) -> str:
+    """The digest of a tag's first push (or its release), ``sha256:<hex>``: stable for the
+    fully qualified reference (:mod:`kubesim.registry` gives a tag pushed again another)."""
+    return "sha256:" + hashlib.sha256(ref.encode()).hexdigest()
+
+
 @functools.lru_cache(maxsize=1024)
 def image_id(image: str) -> str:
-    """``<repository>@sha256:<digest>`` as containerd reports ``imageID``."""
-    repo = image_ref(image).rsplit(":", 1)[0]
-    return f"{repo}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
+    """``<repository>@sha256:<digest>`` as containerd reports ``imageID`` (its repo digest) for an
+    image as first pushed: the digest a reference names, else its tag's first digest. A running
+    kubelet reports what its registry resolved at the pull (:meth:`kubesim.registry.Registry.image_id`)."""
+    ref = image_ref(image)
+    digest = image.partition("@")[2]
+    return f"{ref.rsplit(':', 1)[0]}@{digest or first_digest(ref)}"
 
 
 def image_tag(image: str) -> str:
@@ -281,7 +299,7 @@ def running_container_status(container: dict[str, Any], pod_uid: str, started: s
     image = container.get("image", "")
     return {
         "containerID": container_id(f"{pod_uid}/{container['name']}/{restarts}"),
-        "image": image_ref(image),
+        "image": status_image(image),
         "imageID": image_id(image),
         "lastState": {},
         "name": container["name"],

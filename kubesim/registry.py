@@ -11,14 +11,25 @@ exist only once a test pushes them.
 Anything else fails as containerd fails it (:meth:`Registry.pull_error`): a registry host
 under ``.invalid`` (RFC 2606 keeps it unresolvable) with ``no such host``; any other reference
 with ``NotFound … : not found``.
+
+Every tag resolves to a digest (:meth:`Registry.resolve`), the one the kubelet reports in
+``imageID`` as containerd's repo digest, ``<repository>@sha256:<hex>`` (containerd
+pkg/cri/server/helpers.go ``getRepoDigestAndTag``, v1.7.27). A tag pushed again gets a new
+digest; the old one still pulls by digest (a registry keeps an untagged manifest until it is
+garbage-collected). A reference naming a digest (``repo@sha256:…``, or ``repo:tag@sha256:…``,
+whose tag containerd drops: distribution/reference ``ParseDockerRef``) pulls exactly that
+digest, and fails ``not found`` when the repository has no such digest. What an image does
+(:func:`kubesim.podstatus.behaviour`) follows the tag its digest was pushed as
+(:meth:`Registry.content`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 
-from kubesim.podstatus import image_ref
+from kubesim.podstatus import first_digest, image_ref
 
 _K8S_PATCHES = ("v1.27.16", "v1.28.15", "v1.29.14", "v1.30.14", "v1.31.13", "v1.32.9", "v1.33.5", "v1.34.2")
 """The patch releases kubesim serves (:func:`kubesim.resources.git_version`)."""
@@ -90,50 +101,109 @@ def _host(image: str) -> str:
     return first if "/" in image and ("." in first or ":" in first or first == "localhost") else "docker.io"
 
 
+def _repository(ref: str) -> str:
+    return ref.rsplit(":", 1)[0]
+
+
+def _reference(image: str) -> tuple[str, str, str]:
+    """``(repository, tagged ref, digest)`` of an image reference; the digest '' when it names none."""
+    name, _, digest = image.strip().partition("@")
+    ref = image_ref(name)
+    return _repository(ref), ref, digest
+
+
 class Registry:
-    """The images a simulated cluster's nodes can pull: the released ones plus those pushed."""
+    """The images a simulated cluster's nodes can pull: the released ones plus those pushed,
+    each tag resolving to its current digest."""
 
     def __init__(self, pushed: Iterable[str] = ()) -> None:
         self._pushed: set[str] = set()
+        self._tags: dict[str, str] = {}
+        """Tagged ref -> its digest, for the tags pushed (a released tag not pushed again: its first digest)."""
+        self._contents: dict[str, str] = {}
+        """``repository@digest`` -> the tagged ref it was pushed as (what its bytes do)."""
         for image in pushed:
             self.push(image)
 
     def push(self, image: str) -> str:
         """Add ``image`` (a tagged reference, ``repo:tag``) as a test's ``docker push`` would;
-        returns its fully qualified name. A reference that is not one raises ValueError."""
+        returns its fully qualified name. A tag that exists already is pushed again: it gets a new
+        digest (the old digest still pulls by digest). A reference that is not one raises ValueError."""
         text = str(image).strip()
         if not _REFERENCE.match(text):
             raise ValueError(f"{image!r} is not a tagged image reference (repository:tag)")
         ref = image_ref(text)
+        if self._exists(ref):
+            pushes = sum(1 for content in self._contents.values() if content == ref)
+            digest = "sha256:" + hashlib.sha256(f"{ref}\n{pushes + (ref in _RELEASED_REFS)}".encode()).hexdigest()
+        else:
+            digest = first_digest(ref)
         self._pushed.add(ref)
+        self._tags[ref] = digest
+        self._contents[f"{_repository(ref)}@{digest}"] = ref
         return ref
 
     @property
     def pushed(self) -> list[str]:
         return sorted(self._pushed)
 
+    def digests(self) -> dict[str, str]:
+        """Each pushed tag's current digest."""
+        return {ref: self._tags[ref] for ref in sorted(self._pushed)}
+
+    def _exists(self, ref: str) -> bool:
+        return ref in _RELEASED_REFS or ref in self._pushed
+
+    def _tag_digest(self, ref: str) -> str | None:
+        if ref in self._tags:
+            return self._tags[ref]
+        return first_digest(ref) if ref in _RELEASED_REFS else None
+
+    def content(self, image: str) -> str:
+        """The tagged reference whose bytes ``image`` pulls: for a digest, the tag it was pushed
+        as (what it does follows that tag); a tag, or a digest kubesim does not hold: ``image``."""
+        repo, _, digest = _reference(image)
+        if not digest:
+            return image
+        known = self._contents.get(f"{repo}@{digest}")
+        if known is not None:
+            return known
+        released = next((f"{repo}:{tag}" for tag in RELEASED.get(repo, ()) if first_digest(f"{repo}:{tag}") == digest), None)
+        return released or image
+
+    def resolve(self, image: str) -> str | None:
+        """The digest (``sha256:<hex>``) ``image`` pulls now: its tag's current digest, or the digest
+        it names when the repository holds it; None when the registry has no such image."""
+        repo, ref, digest = _reference(image)
+        if not digest:
+            return self._tag_digest(ref)
+        if f"{repo}@{digest}" in self._contents or self.content(image) != image:
+            return digest
+        return None
+
+    def image_id(self, image: str) -> str:
+        """``<repository>@sha256:<hex>`` as containerd reports the image a container runs (``imageID``);
+        '' when the image does not pull."""
+        digest = self.resolve(image)
+        return f"{_reference(image)[0]}@{digest}" if digest else ""
+
     def has(self, image: str) -> bool:
-        """Whether the image exists (by tag; a digest reference ``…@sha256:`` is judged by its
-        repository and tag when it has one, and exists when its repository is known)."""
-        name, _, digest = image.partition("@")
-        ref = image_ref(name)
-        if ref in _RELEASED_REFS or ref in self._pushed:
-            return True
-        if digest and ":" not in name.rsplit("/", 1)[-1]:
-            repo = ref.rsplit(":", 1)[0]
-            return repo in RELEASED or any(p.rsplit(":", 1)[0] == repo for p in self._pushed)
-        return False
+        """Whether the image exists: a tag released or pushed, a digest the repository holds."""
+        return self.resolve(image) is not None
 
     def pull_error(self, image: str) -> str | None:
-        """Why the runtime cannot pull ``image``, as containerd says it, else None."""
-        ref = image_ref(image)
+        """Why the runtime cannot pull ``image``, as containerd says it, else None (a reference
+        with a digest is named by it alone: containerd's ``ParseDockerRef`` drops the tag)."""
+        repo, ref, digest = _reference(image)
         host = _host(image)
         if host.endswith(".invalid"):
-            repo, tag = ref.split("/", 1)[1].rsplit(":", 1)
-            return (f'rpc error: code = Unknown desc = failed to pull and unpack image "{ref}": failed to resolve '
-                    f'reference "{ref}": failed to do request: Head "https://{host}/v2/{repo}/manifests/{tag}": '
-                    f"dial tcp: lookup {host}: no such host")
+            path, tag = ref.split("/", 1)[1].rsplit(":", 1)
+            name = f"{repo}@{digest}" if digest else ref
+            return (f'rpc error: code = Unknown desc = failed to pull and unpack image "{name}": failed to resolve '
+                    f'reference "{name}": failed to do request: Head "https://{host}/v2/{path}/manifests/'
+                    f'{digest or tag}": dial tcp: lookup {host}: no such host')
         if self.has(image):
             return None
-        return (f'rpc error: code = NotFound desc = failed to pull and unpack image "{ref}": failed to resolve '
-                f'reference "{ref}": {ref}: not found')
+        name = f"{repo}@{digest}" if digest else ref
+        return (f'rpc error: code = NotFound desc = failed to pull and unpack image "{name}": failed to resolve '
+                f'reference "{name}": {name}: not found')

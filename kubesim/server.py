@@ -33,6 +33,7 @@ from kubesim import (
     protokinds,
     protowire,
     rbac,
+    registryapi,
     selectors,
     strategies,
     tables,
@@ -100,6 +101,8 @@ class ApiServer:
         path = request.path
         if path.rstrip("/") in PUBLIC_PATHS:
             return self.public(path.rstrip("/"))
+        if path == "/v2" or path.startswith("/v2/"):  # the registry, pulled from anonymously
+            return registryapi.answer(self.sim.registry, request)
         user = self.authenticate(request.headers.get("Authorization", ""))
         if user is None:
             return error_response(errors.ApiError(401, "Unauthorized", "Unauthorized"))

@@ -441,11 +441,36 @@ class CanaryPolicy(Strict):
     the classes. False: one node may stand for the fleet (``node=auto`` still picks one per class)."""
 
 
+class RegistryMirror(Strict):
+    """Where a registry is asked for a tag's digest instead of itself (``images.mirrors``)."""
+
+    url: str
+    """The mirror's base URL (``https://mirror.example.com``); asked as containerd asks a mirror,
+    ``/v2/<path>/manifests/<tag>?ns=<registry>``."""
+    ca_file: str | None = None
+    """A CA bundle that signs the mirror's certificate (default: the system's)."""
+
+    @field_validator("url")
+    @classmethod
+    def _https(cls, value: str) -> str:
+        if not value.startswith("https://"):
+            raise ValueError(f"{value!r}: a mirror is reached over https (https://host[:port])")
+        return value
+
+
 class ImagesPolicy(Strict):
-    """The images a request may name (policy ``images``)."""
+    """The images a request may name (policy ``images``), and how a promotion names its image."""
 
     allow_latest: bool = False
     """Accept an explicit ``:latest`` tag (an untagged image is refused either way)."""
+    pin_digest: bool = True
+    """The promotion (and every wave) writes the image as ``repository@sha256:…``, the digest the
+    canary's pods pulled (their ``imageID``), and a rollback writes back the digest the pods ran
+    before the run; a promotion is refused while the tag resolves to another digest than the
+    canary verified. False: the tag is written, as requested."""
+    mirrors: dict[str, RegistryMirror] = Field(default_factory=dict)
+    """Registry host -> the mirror to ask what a tag resolves to now (``nvcr.io: {url: …}``); a
+    registry not listed is asked itself over https."""
 
 
 class Policy(Strict):

@@ -16,6 +16,7 @@ from runbooks.engine.commands import Engine
 from runbooks.engine.runs import Gate, Run, Step
 from runbooks.engine.steps import Check, CheckStatus, StepContext, StepResult, StepSettings
 from runbooks.policy import Policy
+from tests.support import with_kubesim_mirrors
 
 TARGET = "kube-system/nvidia-device-plugin-daemonset"
 IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
@@ -126,6 +127,8 @@ def request(engine: Engine, actor: Actor = ALICE, *, target: str = TARGET, node:
 
 
 def kubesim_engine(sim: KubeSim, redis_url: str, pol: Policy, **kwargs: Any) -> Engine:
-    """The engine with the real DaemonSet steps on a kubesim (its kubeconfig) and a real Redis."""
+    """The engine with the real DaemonSet steps on a kubesim (its kubeconfig) and a real Redis; a
+    policy naming no ``images.mirrors`` asks kubesim's registry what a tag resolves to now."""
+    pol = with_kubesim_mirrors(pol, sim.url, sim.kubeconfig)
     return Engine(store=RedisRunStore.from_url(redis_url), steps=DaemonSetSteps(), policy=pol,
                   connect=lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context), **kwargs)

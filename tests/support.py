@@ -288,3 +288,38 @@ def relabel_driver(kubeconfig: Path, nodes: tuple[str, ...], driver: str) -> Non
         labels += [f"{prefix}major={major}", f"{prefix}minor={minor}",
                    f"{prefix}{revision}={rev[0]}" if rev else f"{prefix}{revision}-"]
     Kubectl(kubeconfig).run("label", "node", *nodes, *labels, "--overwrite")
+
+
+KUBESIM_REGISTRIES = ("nvcr.io", "registry.k8s.io", "quay.io", "registry.example.com", "docker.io")
+"""The registry hosts of the images kubesim's registry holds (:mod:`kubesim.registry`)."""
+
+
+def kubesim_mirrors(url: str, kubeconfig: Path | str) -> dict[str, dict[str, str]]:
+    """Policy ``images.mirrors`` sending every registry kubesim holds to its ``/v2/`` API (its CA
+    written beside the kubeconfig): a run's digest look-ups ask kubesim, never the internet."""
+    from kubesim.certs import serving_cert
+
+    ca = Path(kubeconfig).parent / "kubesim-ca.pem"
+    if not ca.exists():
+        ca.write_bytes(serving_cert().ca_pem)
+    return {host: {"url": url, "ca_file": str(ca)} for host in KUBESIM_REGISTRIES}
+
+
+def pinned(image: str) -> str:
+    """``repository@sha256:…``: ``image`` pinned to the digest kubesim's registry gives a tag it has
+    not seen pushed again (what a promotion or a rollback with ``images.pin_digest`` writes)."""
+    from kubesim.podstatus import first_digest, image_ref
+
+    return f"{image.partition('@')[0].rsplit(':', 1)[0]}@{first_digest(image_ref(image))}"
+
+
+def with_kubesim_mirrors(policy: Any, url: str, kubeconfig: Path | str) -> Any:
+    """``policy`` (a :class:`runbooks.policy.Policy`) with :func:`kubesim_mirrors` when it names no
+    ``images.mirrors``: the bot asks kubesim's registry, never the internet, what a tag resolves to."""
+    from runbooks.policy import ImagesPolicy
+
+    if policy.images.mirrors:
+        return policy
+    images = ImagesPolicy.model_validate({**policy.images.model_dump(exclude={"mirrors"}),
+                                         "mirrors": kubesim_mirrors(url, kubeconfig)})
+    return policy.model_copy(update={"images": images})

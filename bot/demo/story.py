@@ -44,6 +44,7 @@ from bot.settings import Settings
 from handlers.run_views import gate_ref
 from kubesim import KubeSim
 from runbooks.cluster.resources import EVENTS, PODS
+from runbooks.digests import promoted_image
 from runbooks.engine.runs import Run, RunState
 
 S = RunState
@@ -114,7 +115,9 @@ def tell(ctx: DemoContext) -> None:
     ctx.expect("Wave 1 of 2 ▰▰▰▰▰▰▰▰▰▰ 1/1 node" in said and "Wave 2 of 2 ▰▰▰▰▰▰▰▰▰▰ 1/1 node" in said,
                "the promotion went in two waves, each shown with its progress bar as it moved")
     ctx.expect(run.state is S.MONITORING, "promoted and verified on every node; the run is monitoring")
-    ctx.expect(set(images.values()) == {NEW} and len(images) == 3, "every GPU node runs the new image")
+    promoted = promoted_image(NEW, run.progress, pin=True)  # images.pin_digest: the digest the canary verified
+    ctx.expect(set(images.values()) == {promoted} and "@sha256:" in promoted and len(images) == 3,
+               "every GPU node runs the new image, pinned to the digest the canary verified")
 
     stage(ctx, 8, "verify every node")
     said = ctx.type(ALICE, f"/upgrade verify {TARGET}")
@@ -142,7 +145,7 @@ def tell(ctx: DemoContext) -> None:
     images = plugin_images(ctx)
     ctx.expect(bad.state is S.ROLLED_BACK and "rolling back automatically" in said,
                "the crash-looping canary was detected and rolled back automatically")
-    ctx.expect(set(images.values()) == {NEW} and len(images) == 3, "every GPU node is back on the previous image")
+    ctx.expect(set(images.values()) == {promoted} and len(images) == 3, "every GPU node is back on the previous image")
 
     stage(ctx, 12, f"a DRA driver upgrade: {DRA_NEW} on gpu-node1, then every node")
     ctx.type(ALICE, f"/upgrade canary {DRA_TARGET} image={DRA_NEW} node=gpu-node1")

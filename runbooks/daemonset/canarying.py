@@ -35,7 +35,7 @@ from typing import Any
 import runbooks.daemonset.evidence as failure
 from runbooks import templates
 from runbooks.daemonset import checks as judge
-from runbooks.daemonset import companions, draining, through_operator
+from runbooks.daemonset import companions, draining, pinning, through_operator
 from runbooks.daemonset.metric_checks import metrics_before, with_gpus
 from runbooks.daemonset.observing import Revision, Snapshot, looking, wait_for
 from runbooks.daemonset.patching import ON_DELETE, delete_pod, set_image, set_strategy, set_template
@@ -111,7 +111,7 @@ def _canary(ctx: StepContext, snap: Snapshot, look: Callable[..., Snapshot]) -> 
         assert container is not None  # the pre-checks said so
         saved = saved_state(snap, container)
         ctx.run = ctx.save_progress({
-            "saved": saved, "baseline": baseline.model_dump(mode="json"),
+            "saved": saved, "baseline": baseline.model_dump(mode="json"), **pinning.save_pre_run(ctx, snap, container),
             "canary_started_at": ctx.cluster.server_time().isoformat(),
             **metrics_before(ctx.settings, with_gpus(list(baseline.nodes), baseline=baseline.nodes),
                              at=ctx.clock.now()),
@@ -216,6 +216,9 @@ def _replace_canary_pod(ctx: StepContext, new: Revision, container: str, look: C
         checks += _pod_checks(ctx, node, states.get(node), last[0], new)
     others = [n for n in last[0].nodes if n not in nodes]
     checks.append(_others_on_old_revision(last[0], others, new))
+    if all((states.get(node) or ("", None))[0] == "ready" for node in nodes):
+        pulled = {c.scope: str(c.evidence.get("image_id") or "") for c in checks if c.name == "canary-pod-ready"}
+        checks += [c for c in [pinning.verified_check(ctx, pulled)] if c is not None]
     note_checks(ctx, "canary", checks)
     failing = [node for node in nodes if (states.get(node) or ("", None))[0] != "ready"]
     if failing:

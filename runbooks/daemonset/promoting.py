@@ -3,7 +3,10 @@
 A target whose policy gives ``waves`` is promoted wave by wave
 (:mod:`runbooks.daemonset.waves`); the rest of this docstring is the promotion at once.
 
-The original update strategy (saved by the canary) is put back. If it was RollingUpdate
+With ``images.pin_digest`` (:mod:`runbooks.daemonset.pinning`) the container's image is first set to
+the digest the canary verified (``repository@sha256:…``), while the DaemonSet is still OnDelete:
+a new revision, which every node, the canary's too, then moves to. The original update strategy
+(saved by the canary) is put back. If it was RollingUpdate
 the controller replaces the remaining old pods within its ``maxUnavailable`` and the step
 follows it node by node; if it was OnDelete the step replaces them itself, one node at a
 time. The step ends when every pod runs the new revision and is Ready, or fails naming
@@ -12,7 +15,7 @@ the nodes still behind. Re-entered, it only waits for what is still missing.
 
 from __future__ import annotations
 
-from runbooks.daemonset import companions, through_operator, waves
+from runbooks.daemonset import companions, pinning, through_operator, waves
 from runbooks.daemonset.canarying import changed_template
 from runbooks.daemonset.checks import listing
 from runbooks.daemonset.following import follow_rollout, replace_node_by_node
@@ -22,6 +25,7 @@ from runbooks.daemonset.patching import set_strategy
 from runbooks.engine.recording import failed, note, note_checks, passed
 from runbooks.engine.steps import StepContext, StepResult
 from runbooks.errors import plural
+from runbooks.rollouts import with_image
 from runbooks.templates import same
 
 
@@ -43,14 +47,26 @@ def promote(ctx: StepContext) -> StepResult:
         snap = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval,
                         probe=lambda: s if (s := look(read_daemonset=True)).settled else None)
     new = snap.current_revision if snap else None
-    as_canary = (through_operator.rendered(snap, ctx, saved["container"]) if snap and target.clusterpolicy
-                 else snap is not None and (run.edits.empty or same(snap.template, changed_template(run))))
-    if snap is None or new is None or snap.images.get(saved["container"]) != run.image or not as_canary:
+    container, image = saved["container"], pinning.promoted(run, ctx.settings)
+    canary_template = changed_template(run)
+    as_canary = (through_operator.rendered(snap, ctx, container) if snap and target.clusterpolicy
+                 else snap is not None and (run.edits.empty or same(snap.template, canary_template)
+                                            or same(snap.template, with_image(canary_template, container, image))))
+    if snap is None or new is None or snap.images.get(container) not in (run.image, image) or not as_canary:
         reason = (f"{target.ref} no longer has the canary's template (container {saved['container']} should run "
                   f"{run.image}" + (f" with {run.edits.summary()}" if not run.edits.empty else "")
                   + "): someone changed it; nothing was promoted")
         note(ctx, "promote.precheck", "failed", reason)
         return StepResult(ok=False, reason=reason)
+    if pinning.pin(ctx, snap, container):  # the verified digest in the template: a revision of its own
+        with looking(ctx.cluster, target.namespace, target.name, watches=ctx.watches) as look:
+            snap = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval,
+                            probe=lambda: s if (s := look(read_daemonset=True)).settled
+                            and s.images.get(container) == image else None)
+        new = snap.current_revision if snap else None
+        if snap is None or new is None:
+            return StepResult(ok=False, reason=f"the DaemonSet controller did not pick up {image} in {target.ref} in "
+                              f"{ctx.settings.ready_timeout:g}s: is kube-controller-manager running?")
     if run.progress.get("waves") or waves.waves_of(ctx.settings, target.ref, drain=target.drain) is not None:
         return waves.promote_in_waves(ctx, snap, new)
     original = saved["update_strategy"]
@@ -68,7 +84,7 @@ def promote(ctx: StepContext) -> StepResult:
         outcome = follow_rollout(ctx, new.hash, step="promote.node", before=snap)
     nodes = outcome.snapshot.nodes
     if outcome.ok:
-        check = passed("promotion", f"{plural(len(nodes), 'node')} run {run.image} (revision {new.number}) and are Ready",
+        check = passed("promotion", f"{plural(len(nodes), 'node')} run {image} (revision {new.number}) and are Ready",
                        "all nodes", revision=new.hash)
         after = companions.upgrade(ctx, before=False)
         note_checks(ctx, "promote", [check, *after])

@@ -1,6 +1,9 @@
 """The rollback step: every node back on the previous template, with its baseline capacity.
 
-1. The template saved before the run's first change goes back whole (else, for a run
+1. The template saved before the run's first change goes back whole; once the promotion began, with
+   ``images.pin_digest`` its container pinned to the digest every node's pod ran before the run
+   (saved from their ``imageID``s: :mod:`runbooks.digests`; the tag itself when they ran several)
+   (else, for a run
    saved before templates were kept, the ControllerRevision the canary recorded); its
    ``data`` is the patch applied. The choice is saved first, so a re-entered rollback
    never "undoes the undo". A run that saved nothing changed nothing (the canary saves
@@ -32,8 +35,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from runbooks import digests
 from runbooks.daemonset import checks as judge
-from runbooks.daemonset import companions, draining, through_operator
+from runbooks.daemonset import companions, draining, pinning, through_operator
 from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.following import follow_rollout
 from runbooks.daemonset.observing import Revision, Snapshot, observe, wait_for
@@ -42,6 +46,8 @@ from runbooks.daemonset.verifying import sample_nodes
 from runbooks.engine.recording import failed, note, note_checks, passed, result
 from runbooks.engine.steps import Check, StepContext, StepResult
 from runbooks.errors import NotFound, plural
+from runbooks.inventory.reading import images_of
+from runbooks.rollouts import with_image
 
 
 def previous_template(snap: Snapshot, progress: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str] | None:
@@ -77,6 +83,7 @@ def rollback(ctx: StepContext) -> StepResult:
         note(ctx, "rollback.template", "failed", reason)
         return StepResult(ok=False, reason=reason)
     template, patch, source = chosen
+    template, patch, source = _pinned_back(ctx, snap, template, patch, source)
     if "rollback_started_at" not in progress:
         revision = next((r for r in snap.revisions if r.template == template), None)
         ctx.run = ctx.save_progress({
@@ -122,6 +129,42 @@ def rollback(ctx: StepContext) -> StepResult:
     return result(checks, what=f"rollback of {target.ref} ({source})")
 
 
+def _pinned_back(ctx: StepContext, snap: Snapshot, template: dict[str, Any], patch: dict[str, Any],
+                 source: str) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """Once the promotion began (every pod is replaced either way), the saved template with its
+    container pinned to the digest every node's pod ran before the run (``pre_run_digests``,
+    :mod:`runbooks.digests`), so the rollback brings back those bytes and not what the tag names
+    now. Unchanged when the run pins nothing, saved no single digest, or was a canary only: the
+    exact saved template moves no pod but the canary's (another template, even pinned to the same
+    bytes, would replace every node's)."""
+    saved = ctx.run.progress.get("saved") or {}
+    container = saved.get("container") or ""
+    if (not saved.get("template") or not pinning.pins(ctx.run, ctx.settings) or digests.PRE_RUN not in ctx.run.progress
+            or not _fleet_moved(ctx, snap, ctx.run.progress.get("rollback_pinned"))):
+        return template, patch, source  # a canary's rollback: the exact template, no other node's pod moves
+    image, why = digests.rollback_image(ctx.run.progress, container, images_of(template.get("spec") or {}).get(container, ""))
+    if why:
+        note(ctx, "rollback.digest", "info", f"{why}: the saved template goes back as it was")
+        return template, patch, source
+    back = with_image(template, container, image)
+    if not ctx.run.progress.get("rollback_pinned"):  # decided once: a resumed rollback does not judge its own moves
+        ctx.run = ctx.save_progress({"rollback_pinned": image})
+    return back, undo_patch(back), f"{source}, {container} pinned to {image}, the digest its pods ran before the run"
+
+
+def _fleet_moved(ctx: StepContext, snap: Snapshot, decided: object) -> bool:
+    """Whether the promotion moved a pod beyond the canary's nodes (to the pinned digest): then
+    every pod is replaced by the rollback anyway, and it may as well name the digest they ran."""
+    if decided:
+        return True
+    if "promote_started_at" not in ctx.run.progress:
+        return False
+    promoted = pinning.promoted(ctx.run, ctx.settings)
+    container = (ctx.run.progress.get("saved") or {}).get("container") or ""
+    canary = set(ctx.run.canary_nodes)
+    return any(p.node not in canary and p.images.get(container) == promoted for p in snap.pods)
+
+
 def _give_back_nodes(ctx: StepContext, *, ok: bool) -> list[Check]:
     """The nodes the run cordoned to drain them: uncordoned once the rollback has put their
     plugin back (those whose new plugin failed kept, when the policy says so); left cordoned,
@@ -162,7 +205,8 @@ def _back_to_baseline(ctx: StepContext, snap: Snapshot, template: dict[str, Any]
     for node in nodes:
         pod = snap.pod_on(node)
         base = baseline.node(node) if baseline else None
-        want = base.images if base else wanted_images
+        want = {**base.images, **{c: i for c, i in wanted_images.items() if "@" in i and c in base.images}} \
+            if base else wanted_images  # a container pinned by the rollback runs its digest
         if pod is None or pod.deleting or pod.images != want:
             wrong[node] = f"{pod.images if pod else 'no pod'} (want {want})"
     if wrong:

@@ -26,7 +26,7 @@ from runbooks.cluster.decoding import NodeShape
 from runbooks.cluster.informing import ClusterWatches, Informer, held_informer
 from runbooks.cluster.resources import NODES
 from runbooks.daemonset import checks as judge
-from runbooks.daemonset import companions, dra_registered, metric_checks
+from runbooks.daemonset import companions, dra_registered, metric_checks, pinning
 from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.dra_smoke import dra_smoke_test
 from runbooks.daemonset.events import WATCHED, Event, event_checks
@@ -500,7 +500,7 @@ def verify_all(ctx: StepContext) -> StepResult:
     outcome = verify(
         ctx.cluster, run.target.ref, baseline=_baseline(progress),
         since=_moment(progress, "promote_started_at", "canary_started_at"), settings=ctx.settings, clock=ctx.clock,
-        image=run.image, container=container, watches=ctx.watches, metrics_before=progress.get("metrics_before"),
+        image=pinning.promoted(run, ctx.settings), container=container, watches=ctx.watches, metrics_before=progress.get("metrics_before"),
     )
     outcome = _with_parts(outcome, companions.verify(ctx))
     note_checks(ctx, "verify_all", outcome.checks)

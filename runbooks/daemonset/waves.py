@@ -46,7 +46,7 @@ from typing import Any
 from runbooks import windows
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import NODES
-from runbooks.daemonset import companions, draining, through_operator
+from runbooks.daemonset import companions, draining, pinning, through_operator
 from runbooks.daemonset.baselines import Baseline
 from runbooks.daemonset.checks import listing
 from runbooks.daemonset.following import replace_nodes
@@ -179,6 +179,14 @@ def promote_in_waves(ctx: StepContext, snap: Snapshot, new: Revision) -> StepRes
         ctx.run = ctx.save_progress({"waves": waves})
     done: dict[str, Any] = dict(run.progress.get("wave_done") or {})
     limit = at_once(saved["update_strategy"], len(snap.nodes))
+    if pinning.promoted(run, ctx.settings) != run.image and not done:  # the canary's pods to the pinned digest first
+        canary = list(run.canary_nodes)
+        repinned = replace_nodes(ctx, canary, new.hash, at_once=limit, step="promote.canary-pin",
+                                 prepare=lambda batch: draining.drain_nodes(ctx, batch, step="promote.canary-pin.drain"))
+        if not repinned.ok:
+            return StepResult(ok=False, reason=f"the canary's nodes did not move to the pinned digest: "
+                              f"{repinned.problem or 'not finished'}; {listing(repinned.behind)} behind")
+        draining.uncordon(ctx, canary, step="promote.canary-pin.uncordon")
     total = len(waves)
     for number, wave in enumerate(waves, start=1):
         key = str(number)
@@ -265,7 +273,7 @@ def _move_and_verify(ctx: StepContext, number: int, total: int, wave: dict[str, 
     container = run.progress["saved"].get("container") or run.container or None
     outcome_v = verify(ctx.cluster, run.target.ref, nodes=nodes, others=later, baseline=baseline,
                        since=parse_time(state[str(number)]), settings=ctx.settings, clock=ctx.clock,
-                       image=run.image, container=container, watches=ctx.watches)
+                       image=pinning.promoted(run, ctx.settings), container=container, watches=ctx.watches)
     checks = [c.model_copy(update={"evidence": {**c.evidence, "wave": number}}) for c in outcome_v.checks]
     note_checks(ctx, f"promote.wave{number}", checks)
     passing = sum(1 for c in checks if c.status in ("pass", "skip"))
@@ -294,8 +302,8 @@ def _finish(ctx: StepContext, saved: dict[str, Any], new: Revision) -> StepResul
     elif (original.get("type") or "RollingUpdate") != "OnDelete":
         set_strategy(ctx, original, step="promote.strategy")
     waves = run.progress.get("waves") or []
-    moved = sum(len(w["nodes"]) for w in waves) + 1
-    check = passed("promotion", f"{plural(moved, 'node')} run {run.image} (revision {new.number}), in {plural(len(waves), 'wave')} after "
+    moved = sum(len(w["nodes"]) for w in waves) + len(run.canary_nodes)
+    check = passed("promotion", f"{plural(moved, 'node')} run {pinning.promoted(run, ctx.settings)} (revision {new.number}), in {plural(len(waves), 'wave')} after "
                    "the canary, each verified", "all nodes", revision=new.hash, waves=len(waves))
     after = companions.upgrade(ctx, before=False)
     note_checks(ctx, "promote", [check, *after])

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runbooks import validation, windows
+from runbooks import digests, validation, windows
 from runbooks.cluster.informing import Watches
 from runbooks.cluster.resources import WORKLOADS
 from runbooks.engine import refusals
@@ -119,6 +119,8 @@ def step_settings_of(policy: Policy) -> StepSettings:
         canary_per_class=policy.canary.per_class,
         metric_checks=tuple(DEFAULT_CHECKS if policy.verify.metrics is None else policy.verify.metrics),
         prometheus=policy.prometheus,
+        pin_digest=policy.images.pin_digest,
+        mirrors=digests.mirrors_of(policy.images),
     )
 
 
@@ -423,6 +425,8 @@ class Engine(NodeRequests):
         once (compare-and-set)."""
         notes: list[str] = []
         counted: list[bool] = []
+        if approve:
+            self._digest_now(self.writer.get(run_id))
 
         def change(run: Run) -> Run:
             run = self.gates.expire_if_due(run)
@@ -431,6 +435,10 @@ class Engine(NodeRequests):
             notes[:], counted[:] = [verdict.note], [verdict.counted]
             if not verdict.counted:
                 return run
+            first = run.gate is not None and run.gate.kind is GateKind.PROMOTION and run.gate.wave <= 1
+            moved = digests.mismatch(run.progress) if first else None  # a later wave's: the fleet is pinned already
+            if approve and moved:  # the tag names other bytes than the canary verified: no promotion
+                raise Refused(moved)
             return self.gates.apply(run, verdict, actor, approve=approve, comment=comment)
 
         run = self.writer.retrying(run_id, change)
@@ -443,8 +451,26 @@ class Engine(NodeRequests):
         gate = run.gate
         if run.state is not S.AWAITING_PROMOTION or gate is None or not gate.is_open:
             raise Refused(refusals.not_awaiting_promotion(run))
+        run = self._digest_now(run)
         self.writer.safely(self.writer.observer.on_gate, run, gate)
         return Outcome(run, f"the promotion request is open until {gate.expires_at:%Y-%m-%d %H:%M:%S %Z}")
+
+    def _digest_now(self, run: Run) -> Run:
+        """An open promotion request of a run that pins digests: what its tag resolves to now asked
+        of the registry (:mod:`runbooks.digests`) and kept with the run, for the request to show and
+        the approval to judge; any other run as it is."""
+        gate = run.gate
+        if (run.state is not S.AWAITING_PROMOTION or gate is None or gate.kind is not GateKind.PROMOTION
+                or gate.wave > 1 or not gate.is_open or not digests.of(run.progress).get("verified")):
+            return run
+        now = digests.look_now(run.image, digests.mirrors_of(self.policy.images), at=self.clock.now().isoformat())
+
+        def change(fresh: Run) -> Run:
+            if fresh.state is not S.AWAITING_PROMOTION:
+                return fresh
+            return self.writer.update(fresh, progress={**fresh.progress,
+                                                       digests.KEY: {**digests.of(fresh.progress), **now}})
+        return self.writer.retrying(run.id, change)
 
     def rollback(self, run_id: str, *, actor: Actor, reason: str = "") -> Outcome:
         """Open a rollback request (or roll back at once when the policy needs no approval); the

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from runbooks.engine.runs import Run, Step
 from runbooks.metrics.spec import MetricCheckSpec, PrometheusPolicy
 from runbooks.policy import Target
+from runbooks.registries import Mirror
 
 if TYPE_CHECKING:
     from runbooks.cluster.informing import ClusterWatches
@@ -120,6 +121,11 @@ class StepSettings:
     """Policy ``verify.metrics`` (or the built-in checks), run when ``prometheus`` is set."""
     prometheus: PrometheusPolicy | None = None
     """Policy ``prometheus``: where the metric checks read."""
+    pin_digest: bool = True
+    """Policy ``images.pin_digest``: the promotion writes the digest the canary verified
+    (:mod:`runbooks.digests`); a rollback the digest the pods ran before the run."""
+    mirrors: dict[str, Mirror] = field(default_factory=dict)
+    """Policy ``images.mirrors``: where a tag's digest now is asked (:mod:`runbooks.registries`)."""
 
 
 @dataclass

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runbooks import digests
 from runbooks.cluster import Cluster
 from runbooks.cluster.resources import DAEMONSETS
 from runbooks.engine.runs import Run
@@ -53,6 +54,9 @@ def check(cluster: Cluster, run: Run) -> HelmCheck | None:
         live = live_image(cluster, run)
     except (ClusterError, KeyError, TypeError) as exc:
         return HelmCheck(release, namespace, unknown=f"cannot read the DaemonSet ({shorten(str(exc))})")
+    verified = digests.of(run.progress).get("verified") or ""
+    if verified and live == digests.pinned(run.image, verified):  # the run's tag, pinned to what its canary verified:
+        live = run.image  # a release rendering that tag renders what the run promoted (a chart's values name no digest)
     try:
         found = deployed(cluster, release=release, namespace=namespace)
     except (ClusterError, ReleaseUnread) as exc:

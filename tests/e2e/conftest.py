@@ -27,7 +27,7 @@ from tests.e2e.harness import POLICY, USERGROUPS, Bot, GateBook, ask_verb, hold_
 from tests.e2e.runs_support import POLICY as RUN_POLICY
 from tests.e2e.runs_support import SlackClient, eventually, kept_in
 from tests.fakeslack import FakeSlack
-from tests.support import TEST_BUILDS
+from tests.support import TEST_BUILDS, with_kubesim_mirrors
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ def served_bot(fake_slack: FakeSlack, redis_url: str, *, scenario: str, k8s_vers
     of ``scenario`` of its own running 20 times as fast; stopped when the block ends."""
     with KubeSim(pushed=TEST_BUILDS, scenario=scenario, k8s_version=k8s_version, speed=20) as sim:
         settings = settings_for(fake_slack, sim, REDIS_URL=redis_url, UPGRADEBOT_SLACK_PACE=0.01)
-        runtime = build_runtime(settings, policy)
+        runtime = build_runtime(settings, with_kubesim_mirrors(policy, sim.url, sim.kubeconfig))
         service = build_slack_service(settings, runtime, readiness_cache=0)
         runtime.start()
         http = HttpServer(service.wsgi(), port=0, threads=8).start()

@@ -7,6 +7,7 @@ is the real one (kubesim runs fast, ``speed``), settings are short.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from dataclasses import dataclass, field
@@ -17,7 +18,8 @@ from runbooks.cluster import Cluster, RetryPolicy
 from runbooks.engine.clocks import SystemClock
 from runbooks.engine.runs import Run, Step, Target
 from runbooks.engine.steps import StepContext, StepSettings
-from tests.support import Kubectl
+from runbooks.registries import Mirror
+from tests.support import Kubectl, kubesim_mirrors
 
 NS, DS = "kube-system", "nvidia-device-plugin-daemonset"
 CTR = "nvidia-device-plugin-ctr"
@@ -62,6 +64,9 @@ def harness(
         return holder["run"]
 
     cluster = Cluster.from_kubeconfig(sim.kubeconfig, retry=RETRIES)
+    if not settings.mirrors:  # digests are asked of kubesim's registry, never the internet
+        settings = dataclasses.replace(settings, mirrors={host: Mirror(url=m["url"], ca_file=m["ca_file"])
+                                                          for host, m in kubesim_mirrors(sim.url, sim.kubeconfig).items()})
     ctx = StepContext(cluster=cluster, run=run, save_progress=save_progress, record=steps.append,
                       clock=SystemClock(), settings=settings)
     return Harness(ctx, steps)

@@ -16,7 +16,7 @@ from runbooks.engine.refusals import Refused
 from runbooks.engine.runs import RunState
 from runbooks.policy import Policy
 from tests.engine_support import kubesim_engine
-from tests.support import TEST_BUILDS, Kubectl
+from tests.support import TEST_BUILDS, Kubectl, pinned
 
 NS = "dra-example-driver"
 PLUGIN = "dra-example-driver-kubeletplugin"
@@ -76,7 +76,8 @@ def test_controller_first_then_the_plugin_and_back_together(sim: KubeSim, redis_
     engine.decide(run.id, actor=BOB, approve=True)
     run = engine.advance(run.id)
     assert run.state is RunState.DONE, run.reason
-    assert images(kubectl) == ({NEW}, {NEW})
+    # the plugin's pods name the digest its canary verified (images.pin_digest); the other workloads the tag
+    assert images(kubectl) == ({pinned(NEW)}, {NEW})
     sidecar = kubectl.json("get", "deployment", CONTROLLER, "-n", NS)["spec"]["template"]["spec"]["containers"][1]
     assert sidecar["image"] == "busybox:1.36"  # only the container running the driver's image changed
 
@@ -104,7 +105,7 @@ def test_a_controller_that_cannot_roll_out_rolls_the_plugin_back_too(sim: KubeSi
     assert stuck["status"] == "failed" and "has timed out progressing" in stuck["detail"], stuck
     names = [e["name"] for e in audit]
     assert names.index("rollback.workload") < names.index("rollback.template")  # reverse order
-    assert images(kubectl) == ({OLD}, {OLD})
+    assert images(kubectl) == ({pinned(OLD)}, {OLD})  # the promotion began: the plugin's pre-run digest
     kubectl("rollout", "status", f"deployment/{CONTROLLER}", "-n", NS, "--timeout=60s", timeout=90)
 
 

@@ -30,7 +30,7 @@ from runbooks.engine.approving import Actor
 from runbooks.engine.commands import Engine
 from runbooks.policy import Policy
 from tests.integration.test_drain_kubesim import apply, trainer
-from tests.support import TEST_BUILDS, Kubectl, shell_identities
+from tests.support import TEST_BUILDS, Kubectl, kubesim_mirrors, pinned, shell_identities
 
 UPGRADEBOT = str(Path(sys.executable).parent / "upgradebot")
 TARGET = "kube-system/nvidia-device-plugin-daemonset"
@@ -104,14 +104,24 @@ def successful_mutations(sim: KubeSim) -> list[tuple[str, str]]:
 
 
 def shape(mutations: list[tuple[str, str]]) -> Counter[tuple[str, str]]:
-    """Mutations with pod names blurred (they are random per cluster)."""
-    return Counter((method, re.sub(r"/pods/[^/]+(/eviction)?$", r"/pods/*\1", path)) for method, path in mutations)
+    """Mutations with pod names blurred (they are random per cluster), evictions left out: the canary's
+    node is drained again before wave 1 (to move to the digest it verified), and whether its trainer
+    was back by then to be evicted again is a race with the scheduler (:func:`evictions`)."""
+    return Counter((method, re.sub(r"/pods/[^/]+(/eviction)?$", r"/pods/*\1", path)) for method, path in mutations
+                   if not path.endswith("/eviction"))
+
+
+def evictions(mutations: list[tuple[str, str]]) -> Counter[str]:
+    """Each evicted pod, with how many times it was evicted."""
+    return Counter(path for method, path in mutations if method == "POST" and path.endswith("/eviction"))
 
 
 def play(scenario: Scenario, redis_url: str, home: Path) -> Played:
     home.mkdir(parents=True)
     (home / "policy.yaml").write_text(POLICY + (f"targets: [{json.dumps(DRAIN_TARGET)}]\n" if scenario.drain else ""))
     with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.31", speed=SPEED, kubeconfig=home / "kubeconfig") as sim:
+        with (home / "policy.yaml").open("a") as policy:  # digests asked of kubesim's registry
+            policy.write(f"images: {json.dumps({'mirrors': kubesim_mirrors(sim.url, sim.kubeconfig)})}\n")
         if scenario.drain:
             kubectl = Kubectl(sim.kubeconfig)
             kubectl("delete", "pod", "-n", "ml-team", "trainer-0", "trainer-1", "--wait=false")  # bare pods
@@ -177,11 +187,13 @@ def check_played(scenarios: list[Scenario], redis_url: str, tmp_path: Path) -> N
         ))
     references = {(r.scenario.crash, r.scenario.drain): r for r in played if r.scenario in REFERENCES}
     for (crash, drain), ref in references.items():
-        assert ref.state == ("rolled_back" if crash else "done") and ref.images == {OLD if crash else NEW}, ref.audit[-3:]
+        # promoted: every node names the digest the canary verified (images.pin_digest)
+        assert ref.state == ("rolled_back" if crash else "done") and ref.images == {OLD if crash else pinned(NEW)}, \
+            ref.audit[-3:]
         if drain:
-            assert [m for m, p in ref.mutations if p.endswith("/eviction")] == ["POST"] * 2
-            assert Counter(p for m, p in ref.mutations if "/nodes/" in p) == {
-                f"/api/v1/nodes/gpu-node{i}": 2 for i in (1, 2, 3)}  # a cordon and an uncordon each
+            assert sum(evictions(ref.mutations).values()) in (2, 3)  # trainer-1 again if back on the canary's node
+            assert Counter(p for m, p in ref.mutations if "/nodes/" in p) == {  # a cordon and an uncordon each,
+                "/api/v1/nodes/gpu-node1": 4, "/api/v1/nodes/gpu-node2": 2, "/api/v1/nodes/gpu-node3": 2}  # the canary's twice
     for result in played:
         s = result.scenario
         reference = {s.crash: references[s.crash, s.drain]}
@@ -193,5 +205,7 @@ def check_played(scenarios: list[Scenario], redis_url: str, tmp_path: Path) -> N
         assert shape(result.mutations) == shape(reference[s.crash].mutations), (label, result.mutations)
         deleted = Counter(path for method, path in result.mutations if method == "DELETE")
         assert all(n == 1 for n in deleted.values()), (label, deleted)
+        assert all(n == 1 for n in evictions(result.mutations).values()), (label, result.mutations)  # none repeated
+        assert sum(evictions(result.mutations).values()) in ((2, 3) if s.drain else (0,)), (label, result.mutations)
         transitions = [e["name"] for e in result.audit if e["kind"] == "transition"]
         assert transitions == [e["name"] for e in reference[s.crash].audit if e["kind"] == "transition"], label

@@ -24,7 +24,7 @@ from runbooks.engine.runs import RunState, Target
 from runbooks.engine.scoping import OutOfScope, ScopedCluster
 from runbooks.policy import Policy
 from tests.engine_support import kubesim_engine
-from tests.support import TEST_BUILDS, Kubectl
+from tests.support import TEST_BUILDS, Kubectl, pinned
 
 S = RunState
 NS, DS = "kube-system", "nvidia-device-plugin-daemonset"
@@ -145,14 +145,22 @@ def test_each_node_is_cordoned_and_drained_before_its_plugin_pod_is_replaced_and
     engine.approve(run.id, actor=CAROL)
     run = engine.advance(run.id)
     assert run.state is S.DONE, run.reason
-    assert set(plugin_images(kubectl).values()) == {NEW} and cordoned(kubectl) == set()
+    assert set(plugin_images(kubectl).values()) == {pinned(NEW)} and cordoned(kubectl) == set()
 
     seen = timeline(sim, before)
     order = [run.node, *(n for w in run.progress["waves"] for n in w["nodes"])]
     assert order[0] == "gpu-node3" and sorted(order) == list(GPU_NODES)
-    for node in order:
+    for node in order[1:]:
         mine = [what for what, where in seen if where == node]
         assert mine == ["node", "evict", "replace", "node"], (node, mine)
+    # the canary's node is drained a second time before wave 1, to move to the digest it verified
+    # (images.pin_digest): cordoned, its trainer evicted again if it came back meanwhile, the canary's
+    # own pod (not one of the pods before the run, so named by itself here) replaced, uncordoned
+    mine = [(i, what) for i, (what, where) in enumerate(seen) if where == run.node]
+    assert [what for _, what in mine[:4]] == ["node", "evict", "replace", "node"], mine
+    again = [what for _, what in mine[4:]]
+    assert again[0] == again[-1] == "node" and set(again) <= {"node", "evict"} and again.count("node") == 2, mine
+    assert any(what == "replace" and where not in GPU_NODES for what, where in seen[mine[4][0]:mine[-1][0]]), seen
     firsts = [seen.index(("node", node)) for node in order]
     lasts = [len(seen) - 1 - seen[::-1].index(("node", node)) for node in order]
     assert all(lasts[i] < firsts[i + 1] for i in range(len(order) - 1)), seen  # one node at a time, in order
@@ -226,7 +234,7 @@ def test_a_wave_whose_plugin_crashes_on_one_node_is_rolled_back_and_only_that_no
     engine.approve(run.id, actor=CAROL)
     run = engine.advance(run.id)
     assert run.state is S.ROLLED_BACK and "wave 1 of 1 failed" in run.reason, run.reason
-    assert set(plugin_images(kubectl).values()) == {OLD}
+    assert set(plugin_images(kubectl).values()) == {pinned(OLD)}  # the promotion began: the digest the pods ran
     assert cordoned(kubectl) == {"gpu-node2"}
     states = {n: (r["state"], bool(r.get("failed"))) for n, r in run.progress["drained"].items()}
     assert states == {"gpu-node3": ("uncordoned", False), "gpu-node1": ("uncordoned", False),

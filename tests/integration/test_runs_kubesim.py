@@ -12,7 +12,7 @@ from runbooks.engine.commands import Engine
 from runbooks.engine.runs import RunState
 from runbooks.policy import Policy
 from tests.engine_support import kubesim_engine
-from tests.support import Kubectl
+from tests.support import Kubectl, pinned
 
 S = RunState
 TARGET = "kube-system/nvidia-device-plugin-daemonset"
@@ -55,7 +55,7 @@ def test_full_run_canary_then_promotion_with_its_audit_trail(sim: KubeSim, redis
     engine.approve(run.id, actor=Actor("U0CAROL"))
     run = engine.advance(run.id)
     assert run.state is S.DONE, run.reason
-    assert set(plugin_images(sim).values()) == {NEW}
+    assert set(plugin_images(sim).values()) == {pinned(NEW)}  # the digest the canary verified, not the tag
     assert engine.store.lock_holder(run.target.key) is None
 
     entries = engine.audit(run.id)
@@ -88,7 +88,7 @@ def test_crashing_image_is_rolled_back_automatically(sim: KubeSim, redis_url: st
     run = engine.advance(run.id)
     assert run.state is S.ROLLED_BACK
     assert "crash" in run.reason.lower() and "rolling back automatically" in run.reason
-    assert set(plugin_images(sim).values()) == {OLD}
+    assert set(plugin_images(sim).values()) == {OLD}  # a canary's rollback: the exact saved template
     assert gpu_capacity(sim) == before
     names = [e["name"] for e in engine.audit(run.id)]
     assert "canary_rolling -> rolling_back" in names and "rolling_back -> rolled_back" in names

@@ -26,7 +26,7 @@ from tests.integration.stepkit import (
     kill_after,
     writes,
 )
-from tests.support import TEST_BUILDS, Kubectl
+from tests.support import TEST_BUILDS, Kubectl, pinned
 
 STEPS = DaemonSetSteps()
 DS_PATH = f"/apis/apps/v1/namespaces/{NS}/daemonsets/{DS}"
@@ -59,8 +59,12 @@ def test_canary_changes_the_image_on_exactly_one_node(sim: KubeSim) -> None:
     baseline = h.run.progress["baseline"]["nodes"]
     assert {n: (b["capacity"], b["allocatable"], b["registered"]) for n, b in baseline.items()} == {
         n: ({"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 8}, True) for n in ("gpu-node1", "gpu-node2", "gpu-node3")}
-    assert h.names()[-6:] == ["canary.saved", "canary.strategy", "canary.image", "canary.delete-pod",
-                              "canary.canary-pod-ready", "canary.other-nodes-unchanged"]
+    assert h.names()[-7:] == ["canary.saved", "canary.strategy", "canary.image", "canary.delete-pod",
+                              "canary.canary-pod-ready", "canary.other-nodes-unchanged", "canary.canary-digest"]
+    assert h.run.progress["digests"] == {"tag": NEW, "verified": pinned(NEW).split("@")[1],
+                                         "now": pinned(NEW).split("@")[1], "unknown": "",
+                                         "checked_at": h.run.progress["digests"]["checked_at"]}
+    assert h.run.progress["pre_run_digests"] == {n: {CTR: pinned(OLD)} for n in ("gpu-node1", "gpu-node2", "gpu-node3")}
 
 
 def test_canary_called_again_repeats_no_mutation(sim: KubeSim) -> None:

@@ -25,11 +25,14 @@ from tests.integration.stepkit import (
     kill_after,
     writes,
 )
-from tests.support import TEST_BUILDS, Kubectl
+from tests.support import TEST_BUILDS, Kubectl, pinned
 
 STEPS = DaemonSetSteps()
 ALL_OLD = {"gpu-node1": OLD, "gpu-node2": OLD, "gpu-node3": OLD}
-ALL_NEW = {"gpu-node1": NEW, "gpu-node2": NEW, "gpu-node3": NEW}
+ALL_NEW = dict.fromkeys(("gpu-node1", "gpu-node2", "gpu-node3"), pinned(NEW))
+"""Promoted: every node's pod names the digest the canary verified (``images.pin_digest``), not the tag."""
+ALL_RAN = dict.fromkeys(("gpu-node1", "gpu-node2", "gpu-node3"), pinned(OLD))
+"""Rolled back: every node's pod names the digest the pods ran before the run, not the tag."""
 
 
 @pytest.fixture
@@ -46,7 +49,8 @@ def _canary(sim: KubeSim, **kwargs: object) -> Harness:
 
 
 def test_promote_changes_the_other_nodes_and_restores_the_strategy(sim: KubeSim) -> None:
-    """Promote puts RollingUpdate (with its maxUnavailable) back; the controller rolls the rest, each node recorded."""
+    """Promote pins the verified digest, puts RollingUpdate (with its maxUnavailable) back; the controller
+    rolls every node (the canary's to the pinned revision too), each node recorded."""
     kubectl = Kubectl(sim.kubeconfig)
     h = _canary(sim)
     done = len(sim.mutations())
@@ -55,9 +59,9 @@ def test_promote_changes_the_other_nodes_and_restores_the_strategy(sim: KubeSim)
     assert images_by_node(kubectl) == ALL_NEW
     assert gpus_by_node(kubectl) == BASELINE_GPUS
     assert ds_field(kubectl, "{.spec.updateStrategy}") == '{"rollingUpdate":{"maxSurge":0,"maxUnavailable":1},"type":"RollingUpdate"}'
-    assert [verb for verb, _ in writes(sim, done)] == ["patch"]
+    assert [verb for verb, _ in writes(sim, done)] == ["patch", "patch"]  # the pinned image, the strategy
     moved = [n for s in h.steps if s.name == "promote.node" and s.status == "ok" for n in s.evidence["nodes"]]
-    assert sorted(moved) == ["gpu-node2", "gpu-node3"]
+    assert sorted(moved) == ["gpu-node1", "gpu-node2", "gpu-node3"]
     done = len(sim.mutations())
     assert STEPS.promote(again(h).ctx).ok
     assert writes(sim, done) == []
@@ -71,12 +75,13 @@ def test_promote_killed_after_restoring_the_strategy_resumes_without_repeating(s
         STEPS.promote(kill_after(h, "promote.strategy").ctx)
     result = STEPS.promote(again(h).ctx)
     assert result.ok, result.reason
-    assert [verb for verb, _ in writes(sim, done)] == ["patch"]
+    assert [verb for verb, _ in writes(sim, done)] == ["patch", "patch"]  # the pinned image, the strategy
     assert images_by_node(Kubectl(sim.kubeconfig)) == ALL_NEW
 
 
 def test_promote_of_an_ondelete_daemonset_replaces_pods_node_by_node(sim: KubeSim) -> None:
-    """Originally OnDelete: promote keeps OnDelete and deletes the two old pods itself, one node at a time."""
+    """Originally OnDelete: promote pins the verified digest, keeps OnDelete and deletes the pods itself (the
+    canary's too: it names the tag), one node at a time."""
     kubectl = Kubectl(sim.kubeconfig)
     kubectl("patch", "daemonset", DS, "-n", NS, "--type=merge", "-p",
             '{"spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": null}}}')
@@ -85,25 +90,25 @@ def test_promote_of_an_ondelete_daemonset_replaces_pods_node_by_node(sim: KubeSi
     done = len(sim.mutations())
     result = STEPS.promote(h.ctx)
     assert result.ok, result.reason
-    assert [verb for verb, _ in writes(sim, done)] == ["delete", "delete"]
+    assert [verb for verb, _ in writes(sim, done)] == ["patch", "delete", "delete", "delete"]
     assert ds_field(kubectl, "{.spec.updateStrategy.type}") == "OnDelete"
     assert images_by_node(kubectl) == ALL_NEW
     order = [s.name for s in h.steps if s.name.startswith("promote.node")]
-    assert order == ["promote.node.delete-pod", "promote.node", "promote.node.delete-pod", "promote.node"]
+    assert order == ["promote.node.delete-pod", "promote.node"] * 3
     done = len(sim.mutations())
     assert STEPS.rollback(h.ctx).ok
     assert [verb for verb, _ in writes(sim, done)] == ["patch", "delete", "delete", "delete"]
-    assert images_by_node(kubectl) == ALL_OLD
+    assert images_by_node(kubectl) == ALL_RAN
 
 
 def test_rollback_after_promote_restores_every_node(sim: KubeSim) -> None:
-    """After a promotion, rollback puts the old image on every node with its baseline GPUs."""
+    """After a promotion, rollback puts the old image on every node, pinned to the digest it ran, with its baseline GPUs."""
     kubectl = Kubectl(sim.kubeconfig)
     h = _canary(sim)
     assert STEPS.promote(h.ctx).ok
     result = STEPS.rollback(h.ctx)
     assert result.ok, result.reason
-    assert images_by_node(kubectl) == ALL_OLD
+    assert images_by_node(kubectl) == ALL_RAN
     assert gpus_by_node(kubectl) == BASELINE_GPUS
     assert {c.name for c in result.checks} == {"rollback-images", "pods-ready", "rollback-capacity"}
 
@@ -150,7 +155,7 @@ def test_rollback_killed_and_resumed_applies_each_mutation_once(sim: KubeSim, ki
     result = STEPS.rollback(again(h).ctx)
     assert result.ok, result.reason
     assert [verb for verb, _ in writes(sim, done)] == ["patch", "patch"]
-    assert images_by_node(Kubectl(sim.kubeconfig)) == ALL_OLD
+    assert images_by_node(Kubectl(sim.kubeconfig)) == ALL_OLD  # a canary's rollback: the exact saved template
     done = len(sim.mutations())
     assert STEPS.rollback(again(h).ctx).ok
     assert writes(sim, done) == []
@@ -181,7 +186,7 @@ def test_a_rollout_is_a_line_of_the_trail_per_look_with_every_node_in_its_eviden
     assert result.ok, result.reason
     entries = [s for s in h.steps if s.name == "promote.node" and s.status == "ok"]
     moved = [node for s in entries for node in s.evidence["nodes"]]
-    assert sorted(moved) == sorted(f"gpu-node{i}" for i in range(2, 41)), "\n".join(
+    assert sorted(moved) == sorted(f"gpu-node{i}" for i in range(1, 41)), "\n".join(
         f"{s.name} {s.status} {s.detail[:200]}" for s in h.steps if s.name.startswith("promote"))
     assert len(entries) <= 10, [s.detail for s in entries]
     assert any(" nodes run revision " in s.detail for s in entries)

@@ -18,7 +18,7 @@ from runbooks.engine.commands import Engine
 from runbooks.engine.runs import RunState
 from runbooks.policy import Policy
 from tests.engine_support import kubesim_engine
-from tests.support import TEST_BUILDS, Kubectl, PodWatch
+from tests.support import TEST_BUILDS, Kubectl, PodWatch, pinned
 
 S = RunState
 NS, DS = "kube-system", "nvidia-device-plugin-daemonset"
@@ -126,7 +126,7 @@ def test_a_soak_then_an_approved_wave_then_the_rest(sim12: KubeSim, redis_url: s
         run = engine.advance(run.id)
         assert run.state is S.PROMOTING and "soaks until" in run.progress["waiting_for"]
         images = plugin_images(sim12)
-        assert {n for n, i in images.items() if i == NEW} == {"gpu-node5", *waves[0]}
+        assert {n for n, i in images.items() if i == pinned(NEW)} == {"gpu-node5", *waves[0]}
         assert not engine.needs_work(engine.get(run.id))
         assert_progress_shown(engine.get(run.id), [
             "Promotion in 3 waves after the canary:",
@@ -138,7 +138,7 @@ def test_a_soak_then_an_approved_wave_then_the_rest(sim12: KubeSim, redis_url: s
         run = engine.advance(run.id)
         assert run.state is S.AWAITING_PROMOTION and run.gate is not None and run.gate.wave == 3, run.reason
         images = plugin_images(sim12)
-        assert {n for n, i in images.items() if i == NEW} == {"gpu-node5", *waves[0], *waves[1]}
+        assert {n for n, i in images.items() if i == pinned(NEW)} == {"gpu-node5", *waves[0], *waves[1]}
         assert_progress_shown(run, [
             "Promotion in 3 waves after the canary:",
             "Wave 1 of 3 ▰▰▰▰▰▰▰▰▰▰ 1/1 node: verified",
@@ -147,10 +147,10 @@ def test_a_soak_then_an_approved_wave_then_the_rest(sim12: KubeSim, redis_url: s
         engine.approve(run.id, actor=BOB)
         run = engine.advance(run.id)
         assert run.state is S.DONE, run.reason
-        assert set(plugin_images(sim12).values()) == {NEW}
+        assert set(plugin_images(sim12).values()) == {pinned(NEW)}
     finally:
         watch.stop()
-    assert_waves_in_order(watch, "gpu-node5", waves, image=NEW)
+    assert_waves_in_order(watch, "gpu-node5", waves, image=pinned(NEW))
     zones = {n["metadata"]["name"]: n["metadata"]["labels"][ZONE]
              for n in Kubectl(sim12.kubeconfig).json("get", "nodes")["items"]}
     assert len({zones[n] for n in waves[1][:3]}) == 3  # the second wave begins with one node in each zone
@@ -180,8 +180,8 @@ def test_two_hundred_nodes_in_four_waves_then_a_crash_in_wave_three_rolled_back(
             engine.approve(run.id, actor=CAROL)
             run = engine.advance(run.id)
             assert run.state is S.DONE, run.reason
-            assert set(plugin_images(sim).values()) == {NEW}
-            assert_waves_in_order(watch, run.node, waves, image=NEW)
+            assert set(plugin_images(sim).values()) == {pinned(NEW)}
+            assert_waves_in_order(watch, run.node, waves, image=pinned(NEW))
             started = [e for e in engine.audit(run.id) if e["name"] == "promote.wave" and e["status"] == "info"]
             assert [len(e["evidence"]["nodes"]) for e in started] == [1, 9, 40, 149]
             trail = engine.audit(run.id)  # a line per batch deleted and per look, each naming its nodes
@@ -206,13 +206,13 @@ def test_two_hundred_nodes_in_four_waves_then_a_crash_in_wave_three_rolled_back(
             run = engine.advance(run.id)
             assert run.state is S.ROLLED_BACK, run.reason
             assert "wave 3 of 4 failed" in run.reason and "crash-looping" in run.reason
-            assert set(plugin_images(sim).values()) == {NEW}
+            assert set(plugin_images(sim).values()) == {pinned(NEW)}
         finally:
             watch.stop()
-        moved = watch.created_on(crash)
+        moved = watch.created_on(pinned(crash))  # the canary's node and the waves' ran the crash's pinned digest
         assert set(moved) <= {run.node, *waves[0], *waves[1], *waves[2]}
         assert set(waves[0]) | set(waves[1]) <= set(moved) and set(moved) & set(waves[2])
-        assert_waves_in_order(watch, run.node, waves, image=crash)
+        assert_waves_in_order(watch, run.node, waves, image=pinned(crash))
     finally:
         sim.stop()
 
@@ -221,7 +221,9 @@ def test_a_window_that_closes_during_a_soak_holds_the_next_wave_until_the_next_w
     """The cluster's clock runs 60 times as fast. A daily window of one hour; wave 1 soaks 25
     minutes, wave 2 30 minutes (it fits when it starts, but its 5-minute verification makes
     the window close during its soak): wave 3 does not start at the end of that soak, it waits
-    for the next day's window; kubectl shows its nodes untouched until then."""
+    for the next day's window; kubectl shows its nodes untouched until then. (``images.pin_digest``
+    is off: the canary's node moving to its verified digest before wave 1 would take minutes of this
+    clock out of the window whose arithmetic is the test's subject.)"""
     sim = KubeSim(pushed=TEST_BUILDS, scenario="gpu-large", nodes=12, k8s_version="1.31", speed=60).start()
     try:
         kubectl = Kubectl(sim.kubeconfig)
@@ -234,6 +236,7 @@ def test_a_window_that_closes_during_a_soak_holds_the_next_wave_until_the_next_w
             "approvers": {"users": ["U0BOB", "U0CAROL"]},
             "reports": {"after": []},
             "steps": {"observe_window": "1s", "poll_interval": "0.1s", "ready_timeout": "30m"},
+            "images": {"pin_digest": False},
             "targets": [{"namespace": NS, "name": DS, "spread": [ZONE],
                          "windows": [{"hours": f"{opens:%H:%M}-{closes:%H:%M}", "timezone": "UTC"}],
                          "waves": [{"nodes": 1, "soak": "25m", "approve_next": False},

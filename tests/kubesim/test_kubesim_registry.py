@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from kubesim import KubeSim
+from kubesim.podstatus import first_digest
 from kubesim.registry import RELEASED, Registry
 from kubesim.scenarios import SCENARIOS, build
 from tests.support import Kubectl
@@ -129,7 +130,7 @@ def test_a_mistyped_repository_is_not_found_until_pushed_through_the_control_api
             code, answer = _control(sim, "POST", "/sim/v1/registry", bad)
             assert code == 400 and "\n" not in answer["error"], answer
         code, answer = _control(sim, "POST", "/sim/v1/registry", {"images": [image]})
-        assert (code, answer) == (200, {"pushed": [image]})
+        assert (code, answer) == (200, {"pushed": [image], "digests": {image: first_digest(image)}})
         code, listed = _control(sim, "GET", "/sim/v1/registry")
         assert image in listed["pushed"] and "v0.17.0-ubi9" in listed["released"][PLUGIN]
         ready = False

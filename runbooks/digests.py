@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runbooks.policy import ImagesPolicy
-from runbooks.registries import DigestUnknown, Mirror, tag_digest
+if TYPE_CHECKING:  # the thread and `status` read digests without the policy or the registry client
+    from runbooks.policy import ImagesPolicy
+    from runbooks.registries import Mirror
 
 KEY = "digests"
 PRE_RUN = "pre_run_digests"
@@ -69,12 +70,16 @@ def promoted_image(image: str, progress: Mapping[str, Any], *, pin: bool) -> str
 
 def mirrors_of(images: ImagesPolicy) -> dict[str, Mirror]:
     """Policy ``images.mirrors`` as the registry client takes them."""
+    from runbooks.registries import Mirror
+
     return {host: Mirror(url=m.url, ca_file=m.ca_file) for host, m in images.mirrors.items()}
 
 
 def look_now(image: str, mirrors: Mapping[str, Mirror], *, at: str) -> dict[str, Any]:
     """What ``image``'s tag resolves to now: ``{"now": digest, "checked_at": at}`` or
     ``{"now": "", "unknown": why, "checked_at": at}``."""
+    from runbooks.registries import DigestUnknown, tag_digest
+
     try:
         return {"now": tag_digest(image, mirrors=mirrors), "unknown": "", "checked_at": at}
     except DigestUnknown as exc:

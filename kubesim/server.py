@@ -32,6 +32,7 @@ from kubesim import (
     patching,
     protokinds,
     protowire,
+    quantities,
     rbac,
     selectors,
     strategies,
@@ -259,6 +260,8 @@ class ApiServer:
         warnings: list[str] = []
         if verb in ("create", "update") and isinstance(body, dict) and not target.sub:
             body, warnings = self.unknown_fields(res, body, validation)
+            if (refused := quantities.refusal(res.kind, res.version, body, minor=self.sim.minor)) is not None:
+                raise refused
         store = self.sim.store
         if verb == "create":
             if target.name:
@@ -471,6 +474,9 @@ class ApiServer:
             raise errors.ApiError(422, "Invalid", f"the patch could not be applied: {exc}") from None
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch did not produce an object")
+        if (refused := quantities.refusal(res.kind, res.version, patched, minor=self.sim.minor,
+                                          patch=(content_type, body))) is not None:
+            raise refused
         warnings: list[str] = []
         if not target.sub:
             patched, warnings = self.unknown_fields(res, patched, validation)

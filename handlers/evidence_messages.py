@@ -1,5 +1,5 @@
 """The wording of a failure's evidence in a run's thread (issue 36, item 4): the registry's
-message for an image that cannot be pulled, the crashed container's ``--previous`` log tail
+message for an image that cannot be pulled, the scheduler's for a pod it cannot place, the crashed container's ``--previous`` log tail
 and the known failure signatures it matched, each with its meaning and fix."""
 
 from __future__ import annotations
@@ -10,6 +10,11 @@ SHOWN_LINES = 8
 
 def pull_error(pod: str, reason: str, message: str) -> str:
     return f"{pod}: {reason}, the registry said: {message}"
+
+
+def scheduling_failure(pod: str, message: str, cause: str) -> str:
+    """A pod the scheduler cannot place: its ``FailedScheduling`` words and the run's change behind them."""
+    return f"{pod}: FailedScheduling, the scheduler said: {message}" + (f"\n    caused by {cause}" if cause else "")
 
 
 def previous_log(pod: str, container: str, last: str) -> str:

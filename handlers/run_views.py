@@ -517,11 +517,16 @@ def _failure_evidence(steps: Sequence[Step]) -> list[str]:
         ev = step.evidence if isinstance(step.evidence, dict) else {}
         if step.status == "ok" and ev.get("image_id"):
             digests[str(ev.get("pod") or step.name)] = str(ev["image_id"])
-        if step.status == "failed" and ("log_tail" in ev or ("message" in ev and step.name.endswith("image-pull"))):
+        if step.status == "failed" and ("log_tail" in ev or ("message" in ev and step.name.endswith(
+                ("image-pull", "pod-scheduled")))):
             latest[str(ev.get("pod") or step.name)] = step
     lines = [evmsg.resolved_digest(pod, digest) for pod, digest in digests.items()]
     for pod, step in latest.items():
         ev = step.evidence
+        if step.name.endswith("pod-scheduled"):
+            lines.append(evmsg.scheduling_failure(pod, shorten(str(ev.get("message") or ""), 600),
+                                                  str(ev.get("cause") or "")))
+            continue
         if step.name.endswith("image-pull"):
             lines.append(evmsg.pull_error(pod, str(ev.get("reason") or ""), shorten(str(ev.get("message") or ""), 600)))
             continue

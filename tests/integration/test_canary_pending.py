@@ -94,3 +94,33 @@ def test_a_one_tebibyte_request_passes_the_dry_run_and_fails_on_the_node(redis_u
     pending = next(e for e in audit if e["name"] == "canary.pod-scheduled")
     assert "1 Insufficient memory" in pending["evidence"]["message"]
     assert pending["evidence"]["cause"].startswith("the run's requests=memory=1Ti")
+
+
+def test_a_promotion_stops_at_the_first_new_pod_the_scheduler_cannot_place(redis_url: str) -> None:
+    """``requests=cpu=40`` fits gpu-node1, so the canary passes; gpu-node2 already runs a pod asking
+    60 of its 96 CPUs, so the promotion's new pod there is not scheduled: the promotion stops at
+    once with the scheduler's words (not after ``ready_timeout``, 300 s) and the run rolls back."""
+    from kubernetes import client, config
+
+    with KubeSim(pushed=TEST_BUILDS, scenario="gpu-small", k8s_version="1.34", speed=4) as sim:
+        api = client.CoreV1Api(config.new_client_from_config(config_file=str(sim.kubeconfig)))
+        api.create_namespaced_pod("ml-team", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cpu-hog"},
+            "spec": {"nodeName": "gpu-node2", "containers": [{"name": "hog", "image": "registry.example.com/ml/worker:3.0.2",
+                                                                "resources": {"requests": {"cpu": "60"}}}]}})
+        clock = ClusterClock(Cluster.from_kubeconfig(sim.kubeconfig).server_time)
+        engine = kubesim_engine(sim, redis_url, _policy(), clock=clock)
+        run = engine.request_canary(actor=ALICE, target=TARGET, image=IMAGE, node="gpu-node1",
+                                    edits=Edits(requests={"cpu": "40"})).run
+        engine.approve(run.id, actor=BOB)
+        run = engine.advance(run.id)
+        assert run.state is RunState.AWAITING_PROMOTION, (run.state, run.reason)
+        engine.approve(run.id, actor=BOB)
+        run = engine.advance(run.id)
+        audit = engine.audit(run.id)
+    assert run.state in (RunState.ROLLED_BACK, RunState.FAILED), (run.state, run.reason)
+    said = "cannot be scheduled: the scheduler said: 0/4 nodes are available: 1 Insufficient cpu"
+    stopped = [e for e in audit if said in str(e.get("detail") or "")]
+    assert stopped and "gpu-node2" in stopped[0]["detail"], [(e["name"], e.get("detail")) for e in audit]
+    started = next(e for e in audit if e["name"].startswith("promote") and e["name"] != "promote.approved")
+    assert (_at(stopped[0]) - _at(started)).total_seconds() < 60, (started, stopped[0])

@@ -146,13 +146,19 @@ def pod_specs(obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def first_malformed(obj: dict[str, Any]) -> str | None:
-    """The parser's message for the first quantity of ``obj`` that does not parse, else None."""
-    for spec in pod_specs(obj):
-        for _, amount in _resource_maps(spec):
-            try:
-                parse(amount)
-            except QuantityError as exc:
-                return str(exc)
+    """The parser's message for the first quantity of ``obj`` that does not parse (its pod specs'
+    resources and overhead; a Node's capacity and allocatable), else None."""
+    amounts = [amount for spec in pod_specs(obj) for _, amount in _resource_maps(spec)]
+    status = obj.get("status") if obj.get("kind") == "Node" else None
+    if isinstance(status, dict):
+        for part in ("capacity", "allocatable"):
+            held = status.get(part)
+            amounts += list(held.values()) if isinstance(held, dict) else []
+    for amount in amounts:
+        try:
+            parse(amount)
+        except QuantityError as exc:
+            return str(exc)
     return None
 
 

@@ -382,9 +382,8 @@ class Scheduler:
 
     def _free(self, node: dict[str, Any]) -> int:
         name = node["metadata"]["name"]
-        alloc = (node.get("status") or {}).get("allocatable") or {}
-        used = sum(r.get(ps.GPU, 0) for r in self._usage.get(name, {}).values())
-        return int(alloc.get(ps.GPU, 0) or 0) - used
+        used = self._used.get(name)
+        return resourcefit.allocatable(node).get(ps.GPU, 0) - (used[ps.GPU] if used is not None else 0)
 
     def _filter(self, pod: dict[str, Any], node: dict[str, Any], wants: dict[str, int], claims: list[dict[str, Any]], cache: dict[str, Any]) -> Any:
         spec = pod["spec"]

@@ -48,3 +48,10 @@ def test_the_first_malformed_quantity_of_a_workload() -> None:
     assert q.first_malformed(ds) is None
     ds["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = {"memory": "1Kii"}
     assert q.first_malformed(ds) == q.SUFFIX_WRONG
+
+
+def test_a_nodes_malformed_capacity_is_found_too() -> None:
+    """A Node's ``status.capacity`` and ``allocatable`` are quantities as well."""
+    assert q.first_malformed({"kind": "Node", "status": {"allocatable": {"cpu": "96", "memory": "1 Gi"}}}) == \
+        q.FORMAT_WRONG
+    assert q.first_malformed({"kind": "Node", "status": {"capacity": {"cpu": "96"}}}) is None

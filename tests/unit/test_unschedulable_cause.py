@@ -38,3 +38,20 @@ def test_the_checks_sentence_says_when_no_edit_of_the_run_explains_it() -> None:
     said = detail("plugin-x", "gpu-node1", {"message": CPU})
     assert said.startswith("plugin-x cannot be scheduled on gpu-node1: the scheduler said: 0/4 nodes are available")
     assert said.endswith("none of this run's edits explains it")
+
+
+def test_verify_names_the_scheduler_for_a_pod_it_cannot_place() -> None:
+    """verify's failing ``pods-ready`` carries the scheduler's message for the first pod in scope
+    that cannot be scheduled (no log is read for it: it never ran)."""
+    from runbooks.daemonset.evidence import attach
+    from runbooks.daemonset.observing import Snapshot
+    from runbooks.engine.recording import failed
+    from runbooks.inventory import PluginPod
+
+    pod = PluginPod(name="plugin-x", node="gpu-node1", phase="Pending", ready=False, restarts=0, crashloop=False,
+                    unschedulable=CPU)
+    snap = Snapshot(ds={"metadata": {"namespace": "kube-system"}}, pods=[pod], revisions=[])
+    [check] = attach(None, snap, [failed("pods-ready", "1 pod not Ready", "all nodes")],  # type: ignore[arg-type]
+                     scope=["gpu-node1"], container="plugin")
+    assert check.evidence == {"pod": "plugin-x", "node": "gpu-node1", "reason": "FailedScheduling", "message": CPU}
+    assert check.detail == f"1 pod not Ready; plugin-x cannot be scheduled on gpu-node1: the scheduler said: {CPU}"

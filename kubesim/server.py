@@ -559,6 +559,8 @@ class ApiServer:
             raise errors.bad_request(f"failed to create typed patch object ({where}; {res.api_version}, "
                                      f"Kind={res.kind}): {exc}") from None
         merged["apiVersion"], merged["kind"] = res.api_version, res.kind
+        if (refused := quantities.refusal(res.kind, res.version, merged, minor=self.sim.minor)) is not None:
+            raise refused  # as a create's decode error (how apply words it is not verified)
         obj = self.to_storage(res, merged)
         if stored is None:
             if target.sub:

@@ -86,3 +86,15 @@ def test_quantities_are_read_as_the_api_server_reads_them(sim: KubeSim) -> None:
     assert (caught.value.status, status["reason"]) == (400, "BadRequest")
     assert status["message"] == ('Pod in version "v1" cannot be handled as a Pod: quantities must match the regular '
                                  f"expression {REGEX}")
+
+
+def test_a_server_side_apply_with_a_malformed_quantity_is_refused_not_a_500(sim: KubeSim) -> None:
+    """``kubectl apply --server-side`` of a pod asking ``cpu: 2x`` is refused with the parser's
+    words (kubesim answers as a create's decode error), and nothing is stored."""
+    kubectl = Kubectl(sim.kubeconfig)
+    pod = ("apiVersion: v1\nkind: Pod\nmetadata: {name: ssa-q, namespace: default}\nspec:\n  containers:\n"
+           "  - {name: c, image: 'busybox:1.36', resources: {limits: {cpu: 2x}}}\n")
+    proc = kubectl.run("apply", "--server-side", "-f", "-", input=pod, check=False)
+    assert proc.returncode == 1 and "quantities must match the regular expression" in proc.stderr, proc.stderr
+    assert "InternalError" not in proc.stderr and "500" not in proc.stderr
+    assert kubectl.run("get", "pod", "ssa-q", check=False).returncode == 1

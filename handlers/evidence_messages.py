@@ -1,5 +1,6 @@
 """The wording of a failure's evidence (issue 36 item 4, issue 61 item 4): the registry's
-message for an image that cannot be pulled, a container's log tail (its previous run's, or its
+message for an image that cannot be pulled, the scheduler's for a pod it cannot place, a
+container's log tail (its previous run's, or its
 current one's: a plugin running unregistered) with its error and warning lines, and the known
 failure signatures they matched, each with its meaning and fix.
 
@@ -23,6 +24,11 @@ FENCE = "```"
 
 def pull_error(pod: str, reason: str, message: str) -> str:
     return f"{pod}: {reason}, the registry said: {message}"
+
+
+def scheduling_failure(pod: str, message: str, cause: str) -> str:
+    """A pod the scheduler cannot place: its ``FailedScheduling`` words and the run's change behind them."""
+    return f"{pod}: FailedScheduling, the scheduler said: {message}" + (f"\n    caused by {cause}" if cause else "")
 
 
 def previous_log(pod: str, container: str, last: str) -> str:
@@ -93,6 +99,11 @@ def _pull_error(item: Item) -> list[str]:
     return [pull_error(str(item.get("pod") or ""), str(item.get("reason") or ""), _one_line(item.get("message") or ""))]
 
 
+def _scheduling(item: Item) -> list[str]:
+    return scheduling_failure(str(item.get("pod") or ""), _one_line(item.get("message") or ""),
+                              str(item.get("cause") or "")).split("\n")
+
+
 def _log(item: Item) -> list[str]:
     pod, container, which = str(item.get("pod") or ""), str(item.get("container") or ""), str(item.get("log") or "")
     shown = [_cut(line) for line in item.get("lines") or []][-SHOWN_LINES:]
@@ -126,7 +137,7 @@ def _generic(item: Item) -> list[str]:
 
 
 RENDERERS: dict[str, Callable[[Item], list[str]]] = {
-    "pull-error": _pull_error, "log": _log, "signature": _signature,
+    "pull-error": _pull_error, "scheduling": _scheduling, "log": _log, "signature": _signature,
 }
 """The wording of each kind of evidence item; any other kind is shown by :func:`_generic`."""
 

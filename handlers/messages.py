@@ -332,6 +332,7 @@ CHECK_LABELS = {
     "evict": "Workloads evicted",
     "drain": "Node drained",
     "uncordon": "Node uncordoned",
+    "pod-scheduled": "New plugin pod scheduled on its node",
     "canary-pod-ready": "New plugin pod is Running and Ready",
     "canary-digest": "Digest the canary verified",
     "digests": "Digests the pods run",

@@ -1,7 +1,10 @@
 """The DaemonSet controller, after ``pkg/controller/daemon`` of kube-controller-manager.
 
 One pod per eligible node (nodeSelector, required node affinity, taints against the
-tolerations plus the standard DaemonSet ones); ControllerRevisions named
+tolerations plus the standard DaemonSet ones), created unbound and pinned to its node by a
+``metadata.name`` node-affinity term for the default scheduler to bind (``ScheduleDaemonSetPods``,
+GA since 1.17): a pod the node has no room for stays Pending with the scheduler's
+``FailedScheduling``; ControllerRevisions named
 ``<ds>-<hash>`` holding ``{"spec": {"template": ..., "$patch": "replace"}}``; RollingUpdate
 within maxUnavailable (a new pod is created once the old one is gone) or OnDelete; the
 status fields ``kubectl rollout status`` reads. Pods are indexed by owner uid and node,
@@ -16,7 +19,7 @@ from collections import defaultdict
 from typing import Any
 
 from kubesim import podstatus as ps
-from kubesim.clock import parse_time, rfc3339
+from kubesim.clock import parse_time
 from kubesim.errors import ApiError
 from kubesim.revisions import HASH_LABEL, TEMPLATE_GENERATION, History, compute_hash
 from kubesim.selectors import node_affinity_matches, untolerated_taints
@@ -74,13 +77,28 @@ def template_generation(ds: dict[str, Any]) -> str:
     return (ds["metadata"].get("annotations") or {}).get(TEMPLATE_GENERATION) or str(ds["metadata"].get("generation", 1))
 
 
+def target_node(pod: dict[str, Any]) -> str:
+    """``util.GetTargetNodeName``: the pod's ``spec.nodeName``, else the one node its required
+    node affinity names by ``metadata.name`` (a daemon pod not bound yet); '' when neither."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return str(spec["nodeName"])
+    required = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                 .get("requiredDuringSchedulingIgnoredDuringExecution")) or {})
+    for term in required.get("nodeSelectorTerms") or []:
+        for req in (term or {}).get("matchFields") or []:
+            if req.get("key") == "metadata.name" and req.get("operator") == "In" and len(req.get("values") or []) == 1:
+                return str(req["values"][0])
+    return ""
+
+
 def daemon_pod(ds: dict[str, Any], node: str, hash_: str) -> dict[str, Any]:
-    """A new daemon pod for ``node`` (no status; the scenarios add one for loaded pods), as the
-    controller sends it: the store's create admits it (token volume, priority, ...)."""
+    """A new daemon pod for ``node``, unbound and pinned to it by node affinity (no status; the
+    scenarios bind and add one for loaded pods), as the controller sends it: the store's create
+    admits it (token volume, priority, ...)."""
     template = ds["spec"]["template"]
     tmeta = template.get("metadata") or {}
     spec = copy.deepcopy(template.get("spec") or {})
-    spec["nodeName"] = node
     spec["affinity"] = node_name_affinity(spec.get("affinity"), node)
     spec["tolerations"] = daemon_tolerations(spec)
     labels = {**(tmeta.get("labels") or {}), HASH_LABEL: hash_, GENERATION_LABEL: template_generation(ds)}
@@ -159,7 +177,7 @@ class DaemonSetController:
 
     def _index_pod(self, pod: dict[str, Any]) -> None:
         owner = self._controller_uid(pod)
-        node = (pod.get("spec") or {}).get("nodeName") or ""
+        node = target_node(pod)
         if owner:
             uid = pod["metadata"]["uid"]
             self._pod_owner[uid] = (owner, node)
@@ -306,9 +324,7 @@ class DaemonSetController:
             self.sim.record_event(ds, reason="SuccessfulDelete", message=f"Deleted pod: {m['name']}", component="daemonset-controller")
         for node in create:
             pod = daemon_pod(ds, node, hash_)
-            now = rfc3339(self.sim.clock.now())
-            pod["status"] = {"phase": "Pending", "qosClass": ps.qos_class(pod["spec"]),
-                             "conditions": [ps.condition("PodScheduled", True, now)]}
+            pod["status"] = {"phase": "Pending", "qosClass": ps.qos_class(pod["spec"])}
             try:
                 created = store.create(store.storage_type(PODS), pod)
             except ApiError as exc:  # admission refuses it: its namespace is terminating, an unknown PriorityClass
@@ -317,8 +333,6 @@ class DaemonSetController:
                 continue
             m = created["metadata"]
             self.sim.record_event(ds, reason="SuccessfulCreate", message=f"Created pod: {m['name']}", component="daemonset-controller")
-            self.sim.record_event(created, reason="Scheduled", message=f"Successfully assigned {m['namespace']}/{m['name']} to {node}",
-                                  component="default-scheduler")
 
     @staticmethod
     def _is_updated(pod: dict[str, Any], hash_: str, generation: str) -> bool:

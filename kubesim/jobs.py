@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim import dra, pluginlogs
+from kubesim import dra, pluginlogs, quantities
 from kubesim import podstatus as ps
 from kubesim.clock import rfc3339
 from kubesim.podruntime import Ctr, PodRt
@@ -42,7 +42,7 @@ def sleeps(container: dict[str, Any]) -> bool:
 
 def gpus_of(container: dict[str, Any]) -> int:
     try:
-        return int(float(str(ps.container_requests(container).get(ps.GPU, 0))))
+        return quantities.value(ps.container_requests(container).get(ps.GPU, 0))
     except ValueError:
         return 0
 

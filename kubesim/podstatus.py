@@ -11,8 +11,10 @@ import functools
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
+from fractions import Fraction
 from typing import Any
 
+from kubesim import quantities
 from kubesim.clock import parse_time, rfc3339
 
 GPU = "nvidia.com/gpu"
@@ -143,12 +145,9 @@ def crashloop_message(backoff: float, container: str, pod: dict[str, Any]) -> st
 
 
 # ------------------------------------------------------------------ requests
-def _quantity(value: Any) -> float:
-    text = str(value)
-    for suffix, factor in (("m", 0.001), ("Ki", 1024), ("Mi", 1024**2), ("Gi", 1024**3), ("k", 1e3), ("M", 1e6), ("G", 1e9)):
-        if text.endswith(suffix):
-            return float(text[: -len(suffix)]) * factor
-    return float(text)
+def _quantity(value: Any) -> Fraction:
+    """A quantity's exact value (:mod:`kubesim.quantities`, apimachinery's parser)."""
+    return quantities.parse(value)
 
 
 def container_requests(container: dict[str, Any]) -> dict[str, Any]:
@@ -161,8 +160,8 @@ def container_requests(container: dict[str, Any]) -> dict[str, Any]:
 
 def pod_request(spec: dict[str, Any], resource: str) -> int:
     """What a pod asks of one integer resource: sum over containers, max with init ones."""
-    total = sum(int(_quantity(container_requests(c).get(resource, 0))) for c in spec.get("containers") or [])
-    init = max((int(_quantity(container_requests(c).get(resource, 0))) for c in spec.get("initContainers") or []), default=0)
+    total = sum(quantities.value(container_requests(c).get(resource, 0)) for c in spec.get("containers") or [])
+    init = max((quantities.value(container_requests(c).get(resource, 0)) for c in spec.get("initContainers") or []), default=0)
     return max(total, init)
 
 
@@ -176,11 +175,11 @@ def extended_requests(spec: dict[str, Any]) -> dict[str, int]:
             continue
         for name, value in container_requests(c).items():
             if "/" in name and not name.startswith("hugepages"):
-                total[name] = total.get(name, 0) + int(_quantity(value))
+                total[name] = total.get(name, 0) + quantities.value(value)
     for c in spec.get("initContainers") or []:
         for name, value in container_requests(c).items():
             if "/" in name and not name.startswith("hugepages"):
-                init[name] = max(init.get(name, 0), int(_quantity(value)))
+                init[name] = max(init.get(name, 0), quantities.value(value))
     for name, value in init.items():
         total[name] = max(total.get(name, 0), value)
     return {n: v for n, v in sorted(total.items()) if v > 0}
@@ -191,8 +190,8 @@ def qos_class(spec: dict[str, Any]) -> str:
     containers and init containers, a missing request standing for its limit (defaulting); the
     pod-level ``resources`` instead when the spec has them (only stored while PodLevelResources is on).
     Guaranteed when every container limits both and the sums are equal, BestEffort when none is set."""
-    requests: dict[str, float] = {}
-    limits: dict[str, float] = {}
+    requests: dict[str, Fraction] = {}
+    limits: dict[str, Fraction] = {}
     guaranteed = True
     pod_level = spec.get("resources")
     holders = [pod_level] if pod_level else [
@@ -202,9 +201,9 @@ def qos_class(spec: dict[str, Any]) -> str:
         asked = {**declared, **(res.get("requests") or {})}
         for name in _COMPUTE:
             if name in asked and _quantity(asked[name]) > 0:
-                requests[name] = requests.get(name, 0.0) + _quantity(asked[name])
+                requests[name] = requests.get(name, Fraction(0)) + _quantity(asked[name])
             if name in declared and _quantity(declared[name]) > 0:
-                limits[name] = limits.get(name, 0.0) + _quantity(declared[name])
+                limits[name] = limits.get(name, Fraction(0)) + _quantity(declared[name])
         if not all(name in declared and _quantity(declared[name]) > 0 for name in _COMPUTE):
             guaranteed = False
     if not requests and not limits:

@@ -2,11 +2,18 @@
 that goes with it: claims created from templates, allocated on the chosen node and
 reserved for the pod; released when the pod goes away.
 
-Filters run in the real plugin order (NodeUnschedulable: a cordoned node takes only pods
-tolerating ``node.kubernetes.io/unschedulable:NoSchedule``; TaintToleration, NodeAffinity,
-NodeResourcesFit, DynamicResources) and a pod that fits nowhere gets the real
-``FailedScheduling`` message with the per-reason node counts and the preemption summary.
-Unschedulable pods are retried on cluster changes and every ``RETRY_SECONDS``.
+Every pod without ``spec.nodeName`` is ours, DaemonSet pods too (since Kubernetes 1.12 the
+DaemonSet controller pins its pods to their node with a ``metadata.name`` node-affinity term and
+leaves the binding to the default scheduler). NodeAffinity's PreFilter narrows such a pod to the
+node(s) it names, so only those are filtered. Filters run in the real plugin order
+(NodeUnschedulable: a cordoned node takes only pods tolerating
+``node.kubernetes.io/unschedulable:NoSchedule``; TaintToleration, NodeAffinity, NodeResourcesFit
+(:mod:`kubesim.resourcefit`: cpu, memory, ephemeral storage, pod count and extended resources
+against the node's allocatable less what its pods request), DynamicResources), each node stopping
+at its first failing plugin, and a pod that fits nowhere gets the real ``FailedScheduling``
+message (:func:`fit_error`) with the per-reason node counts and the preemption summary, also as
+its ``PodScheduled=False`` condition (reason ``Unschedulable``). Unschedulable pods are retried on
+cluster changes and every ``RETRY_SECONDS``.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import functools
 from collections import Counter, defaultdict
 from typing import Any
 
-from kubesim import classicdra, dra
+from kubesim import classicdra, dra, resourcefit
 from kubesim import podstatus as ps
 from kubesim.clock import rfc3339
 from kubesim.errors import ApiError
@@ -30,6 +37,48 @@ RETRY_SECONDS = 60.0
 _UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 _UNRESOLVABLE = ("node(s) were unschedulable", "node(s) had untolerated taint", "node(s) didn't match Pod's node affinity/selector",
                  "resourceclaim not available on the node")
+ABSENT_NAMED_FROM = 32
+"""The first release whose FailedScheduling counts the nodes NodeAffinity's PreFilter left out
+(``node(s) didn't satisfy plugin(s) [NodeAffinity]``, kubernetes#126022); before, only the
+preemption summary counts them (as not helped by preemption, kubernetes#125197)."""
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NO_VICTIMS = "No preemption victims found for incoming pod"
+
+
+def named_nodes(spec: dict[str, Any]) -> set[str] | None:
+    """NodeAffinity's PreFilterResult: the node names the required terms pin the pod to (each term's
+    ``metadata.name In`` values, intersected within a term, united across terms), or None when any
+    term names no node (every node is then a candidate)."""
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution")) or {}
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return None
+    names: set[str] = set()
+    for term in terms:
+        found: set[str] | None = None
+        for req in (term or {}).get("matchFields") or []:
+            if req.get("key") == "metadata.name" and req.get("operator") == "In":
+                values = set(req.get("values") or [])
+                found = values if found is None else found & values
+        if found is None:
+            return None
+        names |= found
+    return names
+
+
+def fit_error(minor: int, total: int, statuses: list[tuple[list[str], bool]], absent: int) -> str:
+    """``FitError.Error()`` with DefaultPreemption's message: ``statuses`` are the evaluated nodes'
+    (reasons, unresolvable), ``absent`` the nodes NodeAffinity's PreFilter left out."""
+    counts: Counter[str] = Counter(r for reasons, _ in statuses for r in reasons)
+    if absent and minor >= ABSENT_NAMED_FROM:
+        counts["node(s) didn't satisfy plugin(s) [NodeAffinity]"] += absent
+    msg = f"0/{total} nodes are available: " + ", ".join(sorted(f"{n} {r}" for r, n in counts.items())) + "."
+    pre: Counter[str] = Counter({NOT_HELPFUL: absent} if absent else {})
+    for _, unresolvable in statuses:
+        pre[NOT_HELPFUL if unresolvable else NO_VICTIMS] += 1
+    post = f"0/{total} nodes are available: " + ", ".join(sorted(f"{n} {r}" for r, n in pre.items())) + "."
+    return f"{msg} preemption: {post}."  # the summary's own period, then FitError's: ".."
 
 
 def is_ours(pod: dict[str, Any]) -> bool:
@@ -45,6 +94,7 @@ class Scheduler:
         self.sim: Simulation | None = None
         self.pending: set[str] = set()
         self._usage: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)  # node -> uid -> requests
+        self._used: dict[str, Counter[str]] = defaultdict(Counter)  # node -> the sum of its pods' requests
         self._where: dict[str, str] = {}
         self._timer = False
 
@@ -66,14 +116,15 @@ class Scheduler:
                 self._untrack(uid)
             elif uid not in self._where:
                 self._where[uid] = node
-                self._usage[node][uid] = ps.extended_requests(pod["spec"])
+                asked = self._usage[node][uid] = resourcefit.pod_requests(pod["spec"])
+                self._used[node].update(asked)
         elif is_ours(pod):
             self.pending.add(uid)
 
     def _untrack(self, uid: str) -> bool:
         node = self._where.pop(uid, None)
         if node is not None:
-            self._usage[node].pop(uid, None)
+            self._used[node].subtract(self._usage[node].pop(uid, {}))
         return node is not None
 
     def _on_event(self, res: Any, ev: WatchEvent) -> None:
@@ -285,20 +336,26 @@ class Scheduler:
             return
         claims, prefilter = self._claims(pod)
         pod = store.by_uid(uid) or pod
-        nodes = list(store.iter(NODES))
-        reasons: Counter[str] = Counter()
+        named = named_nodes(pod["spec"])
+        if named is None:
+            nodes = list(store.iter(NODES))
+            total = len(nodes)
+        else:  # NodeAffinity's PreFilter: only the named nodes are filtered
+            nodes = [n for name in sorted(named) if (n := store.get(NODES, "", name)) is not None]
+            total = store.count(NODES)
+        statuses: list[tuple[list[str], bool]] = []
         feasible = []
         cache: dict[str, Any] = {"in_use": self._in_use() if claims else set(), "drivers": {}, "inventory": {}}
-        wants = ps.extended_requests(pod["spec"])
+        wants = resourcefit.pod_requests(pod["spec"])
         if prefilter is None:
             for node in nodes:
                 why = self._filter(pod, node, wants, claims, cache)
-                if isinstance(why, str):
-                    reasons[why] += 1
+                if isinstance(why, tuple):
+                    statuses.append(why)
                 else:
                     feasible.append((node, why))
         if not feasible:
-            self._unschedulable(pod, len(nodes), reasons, prefilter)
+            self._unschedulable(pod, total, statuses, prefilter, absent=total - len(nodes))
             return
         # NodeResourcesFit's LeastAllocated spreads GPU pods: most free GPUs first, then by name.
         best = min(feasible, key=lambda item: (-self._free(item[0]), item[0]["metadata"]["name"]))
@@ -325,43 +382,38 @@ class Scheduler:
 
     def _free(self, node: dict[str, Any]) -> int:
         name = node["metadata"]["name"]
-        alloc = (node.get("status") or {}).get("allocatable") or {}
-        used = sum(r.get(ps.GPU, 0) for r in self._usage.get(name, {}).values())
-        return int(alloc.get(ps.GPU, 0) or 0) - used
+        used = self._used.get(name)
+        return resourcefit.allocatable(node).get(ps.GPU, 0) - (used[ps.GPU] if used is not None else 0)
 
     def _filter(self, pod: dict[str, Any], node: dict[str, Any], wants: dict[str, int], claims: list[dict[str, Any]], cache: dict[str, Any]) -> Any:
         spec = pod["spec"]
+        """The node's plan for the pod's claims, or (reasons, unresolvable) from the first filter refusing it."""
         if (node.get("spec") or {}).get("unschedulable") and not tolerates(spec.get("tolerations"), _UNSCHEDULABLE_TAINT):
-            return "node(s) were unschedulable"  # NodeUnschedulable: a cordon, unless the pod tolerates its taint
+            return ["node(s) were unschedulable"], True  # NodeUnschedulable: a cordon, unless the pod tolerates its taint
         taints = untolerated_taints(spec, node)
         if taints:
-            return f"node(s) had untolerated taint {{{taints[0].get('key')}: {taints[0].get('value') or ''}}}"
+            return [f"node(s) had untolerated taint {{{taints[0].get('key')}: {taints[0].get('value') or ''}}}"], True
         if not node_affinity_matches(spec, node):
-            return "node(s) didn't match Pod's node affinity/selector"
+            return ["node(s) didn't match Pod's node affinity/selector"], True
         name = node["metadata"]["name"]
-        alloc = (node.get("status") or {}).get("allocatable") or {}
-        for resource, amount in sorted(wants.items()):
-            used = sum(r.get(resource, 0) for r in self._usage.get(name, {}).values())
-            if int(alloc.get(resource, 0) or 0) - used < amount:
-                return f"Insufficient {resource}"
+        assert self.sim is not None
+        short, beyond = resourcefit.insufficient(wants, resourcefit.allocatable(node), self._used.get(name, {}),
+                                                 len(self._usage.get(name, {})))
+        if short:
+            return short, beyond and self.sim.minor >= resourcefit.UNRESOLVABLE_FROM
         if claims:
-            return self._plan(claims, name, cache)
+            plan = self._plan(claims, name, cache)
+            return ([plan], plan.startswith(_UNRESOLVABLE)) if isinstance(plan, str) else plan
         return []
 
-    def _unschedulable(self, pod: dict[str, Any], total: int, reasons: Counter[str], prefilter: str | None) -> None:
+    def _unschedulable(self, pod: dict[str, Any], total: int, statuses: list[tuple[list[str], bool]],
+                       prefilter: str | None, *, absent: int = 0) -> None:
         assert self.sim is not None
-        msg = f"0/{total} nodes are available:"
         if prefilter:
-            msg += f" {prefilter}."
-            post = f"0/{total} nodes are available: {total} Preemption is not helpful for scheduling."
+            msg = (f"0/{total} nodes are available: {prefilter}. preemption: 0/{total} nodes are available: "
+                   f"{total} {NOT_HELPFUL}..")
         else:
-            msg += " " + ", ".join(sorted(f"{n} {r}" for r, n in reasons.items())) + "."
-            pre: Counter[str] = Counter()
-            for reason, n in reasons.items():
-                helpless = reason.startswith(_UNRESOLVABLE)
-                pre["Preemption is not helpful for scheduling" if helpless else "No preemption victims found for incoming pod"] += n
-            post = f"0/{total} nodes are available: " + ", ".join(sorted(f"{n} {r}" for r, n in pre.items())) + "."
-        msg += f" preemption: {post}."
+            msg = fit_error(self.sim.minor, total, statuses, absent)
         now = rfc3339(self.sim.clock.now())
         cond = ps.condition("PodScheduled", False, now, "Unschedulable", msg)
 

@@ -32,6 +32,7 @@ from kubesim import (
     patching,
     protokinds,
     protowire,
+    quantities,
     rbac,
     registryapi,
     selectors,
@@ -262,6 +263,8 @@ class ApiServer:
         warnings: list[str] = []
         if verb in ("create", "update") and isinstance(body, dict) and not target.sub:
             body, warnings = self.unknown_fields(res, body, validation)
+            if (refused := quantities.refusal(res.kind, res.version, body, minor=self.sim.minor)) is not None:
+                raise refused
         store = self.sim.store
         if verb == "create":
             if target.name:
@@ -474,6 +477,9 @@ class ApiServer:
             raise errors.ApiError(422, "Invalid", f"the patch could not be applied: {exc}") from None
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch did not produce an object")
+        if (refused := quantities.refusal(res.kind, res.version, patched, minor=self.sim.minor,
+                                          patch=(content_type, body))) is not None:
+            raise refused
         warnings: list[str] = []
         if not target.sub:
             patched, warnings = self.unknown_fields(res, patched, validation)
@@ -556,6 +562,8 @@ class ApiServer:
             raise errors.bad_request(f"failed to create typed patch object ({where}; {res.api_version}, "
                                      f"Kind={res.kind}): {exc}") from None
         merged["apiVersion"], merged["kind"] = res.api_version, res.kind
+        if (refused := quantities.refusal(res.kind, res.version, merged, minor=self.sim.minor)) is not None:
+            raise refused  # as a create's decode error (how apply words it is not verified)
         obj = self.to_storage(res, merged)
         if stored is None:
             if target.sub:

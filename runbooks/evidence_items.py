@@ -41,6 +41,19 @@ def _pull_error(evidence: Mapping[str, Any]) -> list[Item]:
              "message": str(evidence.get("message") or "")}]
 
 
+def _scheduling(evidence: Mapping[str, Any]) -> list[Item]:
+    """A pod the scheduler cannot place (:mod:`runbooks.daemonset.unschedulable`): its
+    ``FailedScheduling`` message, how often it was said, and the run's change behind it."""
+    if evidence.get("reason") != "FailedScheduling" or "message" not in evidence:
+        return []
+    item: Item = {"kind": "scheduling", **_where(evidence), "node": str(evidence.get("node") or ""),
+                  "reason": "FailedScheduling", "message": str(evidence.get("message") or ""),
+                  "cause": str(evidence.get("cause") or "")}
+    if evidence.get("count"):
+        item["count"] = evidence["count"]
+    return [item]
+
+
 def _log(evidence: Mapping[str, Any]) -> list[Item]:
     if not any(key in evidence for key in ("log_tail", "log_errors", "log_problem")):
         return []
@@ -61,7 +74,7 @@ def _signatures(evidence: Mapping[str, Any]) -> list[Item]:
             for s in evidence.get("signatures") or [] if isinstance(s, Mapping)]
 
 
-READERS: tuple[Reader, ...] = (_pull_error, _log, _signatures)
+READERS: tuple[Reader, ...] = (_pull_error, _scheduling, _log, _signatures)
 """The kinds of evidence, each read from a check's evidence, in the order they are shown."""
 
 

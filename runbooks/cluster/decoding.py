@@ -185,8 +185,33 @@ class PodClaimShape(_Shape):
     source: ClaimSourceShape | None = None
 
 
+class FieldRequirementShape(_Shape):
+    key: Any = None
+    operator: Any = None
+    values: list[Any] | None = None
+
+
+class NodeTermShape(_Shape):
+    match_fields: list[FieldRequirementShape] | None = None
+
+
+class NodeSelectorShape(_Shape):
+    node_selector_terms: list[NodeTermShape] | None = None
+
+
+class NodeAffinityShape(_Shape):
+    required_during_scheduling_ignored_during_execution: NodeSelectorShape | None = None
+
+
+class AffinityShape(_Shape):
+    """The required node affinity a DaemonSet pins its pods with (``matchFields`` on ``metadata.name``)."""
+
+    node_affinity: NodeAffinityShape | None = None
+
+
 class PodSpecShape(_Shape):
     node_name: Any = None
+    affinity: AffinityShape | None = None
     containers: list[ContainerShape] | None = None
     resource_claims: list[PodClaimShape] | None = None
 
@@ -194,6 +219,7 @@ class PodSpecShape(_Shape):
 class ConditionShape(_Shape):
     type: Any = None
     status: Any = None
+    reason: Any = None
     message: Any = None
 
 

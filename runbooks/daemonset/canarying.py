@@ -17,7 +17,9 @@ re-entered after a kill repeats nothing):
    pods using its devices evicted; then the canary node's pod deleted, if it still runs another revision than the new one
    (uid precondition); the controller recreates it from the new template;
 5. wait until the replacement is Running and Ready with the new image
-   (``settings.ready_timeout``), failing early when it crash-loops.
+   (``settings.ready_timeout``), failing early when it crash-loops, cannot pull its image, or
+   cannot be scheduled (:mod:`runbooks.daemonset.unschedulable`: the scheduler's
+   ``FailedScheduling`` words and the run's edit that caused them).
 
 A run that edits the template (or keeps the image it did not name) starts only if the
 DaemonSet's template is still the one its request's diff was made from.
@@ -35,7 +37,7 @@ from typing import Any
 import runbooks.daemonset.evidence as failure
 from runbooks import templates
 from runbooks.daemonset import checks as judge
-from runbooks.daemonset import companions, draining, pinning, through_operator
+from runbooks.daemonset import companions, draining, pinning, through_operator, unschedulable
 from runbooks.daemonset.metric_checks import metrics_before, with_gpus
 from runbooks.daemonset.observing import Revision, Snapshot, looking, wait_for
 from runbooks.daemonset.patching import ON_DELETE, delete_pod, set_image, set_strategy, set_template
@@ -198,6 +200,8 @@ def _replace_canary_pod(ctx: StepContext, new: Revision, container: str, look: C
             return "ready", p
         if p.waiting_reason in failure.PULL_ERRORS:
             return "pull", p
+        if p.unschedulable is not None:
+            return "unschedulable", p
         if p.crashloop or (p.restarts >= 2 and not p.ready):
             return "crashloop", p
         return None
@@ -206,7 +210,7 @@ def _replace_canary_pod(ctx: StepContext, new: Revision, container: str, look: C
         last[0] = current = look()
         states = {node: state(current, node) for node in nodes}
         done = all(s is not None for s in states.values()) or any(
-            s and s[0] in ("crashloop", "pull") for s in states.values())
+            s and s[0] in ("crashloop", "pull", "unschedulable") for s in states.values())
         return states if done else None
 
     outcome = wait_for(ctx.clock, timeout=ctx.settings.ready_timeout, interval=ctx.settings.poll_interval, probe=settled)
@@ -241,6 +245,12 @@ def _pod_checks(ctx: StepContext, node: str, outcome: tuple[str, PluginPod] | No
         _, reason, message = (failure.pull_failure(raw) if raw else None) or ("", p.waiting_reason or "", "")
         return [failed("image-pull", f"{p.name} on {node} cannot pull {ctx.run.image}: {reason}"
                        f"{': ' + message if message else ''}", node, pod=p.name, reason=reason, message=message),
+                failed("canary-pod-ready", f"{p.name} on {node} never became Ready", node, pod=p.name)]
+    if outcome[0] == "unschedulable":
+        raw = _raw_pod(ctx, p)
+        found = unschedulable.gather(ctx.cluster, raw or {"metadata": {"name": p.name, "namespace": ctx.run.target.namespace}},
+                                     node=node, edits=ctx.run.edits, condition=p.unschedulable or "")
+        return [failed("pod-scheduled", unschedulable.detail(p.name, node, found), node, **found),
                 failed("canary-pod-ready", f"{p.name} on {node} never became Ready", node, pod=p.name)]
     if outcome[0] == "crashloop":
         found = _evidence(ctx, p)

@@ -124,15 +124,21 @@ def attach(cluster: Cluster, snap: Snapshot, checks: list[Check], *, scope: Sequ
            container: str | None) -> list[Check]:
     """``checks`` with the evidence of the first failing plugin pod in ``scope`` (restarted,
     crash-looping or unable to pull its image) added to the first of :data:`EVIDENCED` that
-    failed or could not be made: one pod's previous log is read, whatever the fleet's size."""
+    failed or could not be made: one pod's previous log is read, whatever the fleet's size. A pod the
+    scheduler cannot place (issue 61) carries the scheduler's message instead."""
     target = next((c for name in EVIDENCED for c in checks
                    if c.name == name and c.status in (CheckStatus.FAIL, CheckStatus.UNKNOWN)), None)
     if target is None:
         return checks
     pod = next((p for n in scope if (p := snap.pod_on(n)) is not None and not p.deleting
-                and (p.restarts or p.crashloop or p.waiting_reason in PULL_ERRORS)), None)
+                and (p.restarts or p.crashloop or p.waiting_reason in PULL_ERRORS or p.unschedulable is not None)), None)
     if pod is None:
         return checks
+    if pod.unschedulable is not None:  # issue 61: the scheduler's words, as the canary's pod-scheduled check has them
+        placing = {"pod": pod.name, "node": pod.node, "reason": "FailedScheduling", "message": pod.unschedulable}
+        why = f"{pod.name} cannot be scheduled on {pod.node}: the scheduler said: {pod.unschedulable}"
+        return [c.model_copy(update={"detail": f"{c.detail}; {why}", "evidence": {**c.evidence, **placing}})
+                if c is target else c for c in checks]
     try:
         raw = read_pod(cluster, str(snap.meta.get("namespace") or ""), pod.name)
     except ClusterError:

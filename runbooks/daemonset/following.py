@@ -1,7 +1,8 @@
 """Following a rollout node by node: the controller's (RollingUpdate) or our own (OnDelete).
 
 :func:`follow_rollout` watches pods move to a revision, records each node as its new pod
-becomes Ready, fails fast when a new pod crash-loops, and gives up when no node has moved
+becomes Ready, fails fast when a new pod crash-loops, cannot pull its image or cannot be
+scheduled (the scheduler's ``FailedScheduling``: waiting does not make a node larger), and gives up when no node has moved
 for ``settings.ready_timeout`` (so a long rollout is not cut short, a stuck one is).
 :func:`replace_node_by_node` does what the controller would for an OnDelete DaemonSet:
 delete one old pod, wait for its replacement to be Ready, go on to the next node.
@@ -53,6 +54,17 @@ def _pull_failing(snap: Snapshot, revision_hash: str) -> list[str]:
 def _pull_problem(snap: Snapshot, nodes: list[str]) -> str:
     reason = next((p.waiting_reason for n in nodes if (p := snap.pod_on(n)) is not None and p.waiting_reason), "")
     return f"the new pods on {listing(nodes)} cannot pull their image ({reason})"
+
+
+def _unschedulable(snap: Snapshot, revision_hash: str) -> list[str]:
+    """Nodes whose new pod the scheduler cannot place (``PodScheduled=False``, ``Unschedulable``)."""
+    return [p.node for p in snap.pods if p.revision_hash == revision_hash and not p.deleting
+            and p.unschedulable is not None]
+
+
+def _unschedulable_problem(snap: Snapshot, nodes: list[str]) -> str:
+    said = next((p.unschedulable for n in nodes if (p := snap.pod_on(n)) is not None and p.unschedulable), "")
+    return f"the new pods on {listing(nodes)} cannot be scheduled: the scheduler said: {said}"
 
 
 def _ready(ctx: StepContext, step: str, nodes: list[str], revision_hash: str) -> None:
@@ -113,6 +125,9 @@ def _follow_rollout(ctx: StepContext, following: Following, revision_hash: str, 
         pulling = _pull_failing(snap, revision_hash)
         if pulling:
             return Outcome(snap, behind, _pull_problem(snap, pulling), failing=pulling)
+        stuck = _unschedulable(snap, revision_hash)
+        if stuck:
+            return Outcome(snap, behind, _unschedulable_problem(snap, stuck), failing=stuck)
         if clock.now() - moved_at > dt.timedelta(seconds=settings.ready_timeout):
             return Outcome(snap, behind, f"no node moved for {settings.ready_timeout:g}s")
         following.wait(clock, settings.poll_interval)
@@ -137,13 +152,15 @@ def _replace_node_by_node(ctx: StepContext, following: Following, revision_hash:
         def ready(node: str = node) -> Snapshot | None:
             current = following.snapshot()
             return current if node not in current.behind(revision_hash, [node]) or _crashlooping(current, revision_hash) \
-                or _pull_failing(current, revision_hash) else None
+                or _pull_failing(current, revision_hash) or _unschedulable(current, revision_hash) else None
 
         current = wait_for(ctx.clock, timeout=settings.ready_timeout, interval=settings.poll_interval, probe=ready,
                            pause=lambda seconds: following.wait(ctx.clock, seconds))
         snap = current or following.snapshot()
         if current is not None and _pull_failing(current, revision_hash):
             return Outcome(snap, snap.behind(revision_hash), _pull_problem(current, [node]), failing=[node])
+        if current is not None and _unschedulable(current, revision_hash):
+            return Outcome(snap, snap.behind(revision_hash), _unschedulable_problem(current, [node]), failing=[node])
         if current is None or _crashlooping(current, revision_hash):
             why = "is crash-looping" if current is not None else f"was not Ready in {settings.ready_timeout:g}s"
             return Outcome(snap, snap.behind(revision_hash), f"the new pod on {node} {why}")
@@ -201,6 +218,9 @@ def _replace_nodes(ctx: StepContext, following: Following, nodes: list[str], rev
         pulling = [n for n in _pull_failing(snap, revision_hash) if n in wanted]
         if pulling:
             return Outcome(snap, behind, _pull_problem(snap, pulling), failing=pulling)
+        stuck = [n for n in _unschedulable(snap, revision_hash) if n in wanted]
+        if stuck:
+            return Outcome(snap, behind, _unschedulable_problem(snap, stuck), failing=stuck)
         old = [n for n in behind if (p := snap.pod_on(n)) is not None and not p.deleting and p.revision_hash != revision_hash
                and n not in deleted]
         replacing = set(old)

@@ -114,6 +114,9 @@ class PluginPod(Model):
     deleting: bool = Field(False, description="has a deletionTimestamp: terminating")
     started: dict[Shown, dt.datetime] = Field(default_factory=dict,
                                               description="container -> when it started running (running ones only)")
+    unschedulable: Shown | None = Field(
+        None, description="the scheduler's message while the pod cannot be scheduled (PodScheduled=False, reason "
+        "Unschedulable); None once it is bound or before the scheduler has tried")
 
 
 class ContainerFacts(Model):

@@ -248,6 +248,35 @@ def manifest_of(pod_spec: Obj) -> Manifest:
     )
 
 
+def pinned_node(spec: Obj) -> str:
+    """The one node a pod's required node affinity names by ``metadata.name`` (how a DaemonSet pins
+    a pod the scheduler has not bound yet: kube-controller-manager's ``GetTargetNodeName``), else ''."""
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution")) or {}
+    for term in required.get("nodeSelectorTerms") or []:
+        for req in (term or {}).get("matchFields") or []:
+            values = req.get("values") or []
+            if req.get("key") == "metadata.name" and req.get("operator") == "In" and len(values) == 1:
+                return str(values[0])
+    return ""
+
+
+def _pinned_node_of_shape(spec: PodSpecShape) -> str:
+    node_affinity = spec.affinity.node_affinity if spec.affinity else None
+    required = node_affinity.required_during_scheduling_ignored_during_execution if node_affinity else None
+    for term in (required.node_selector_terms if required else None) or []:
+        for req in term.match_fields or []:
+            if req.key == "metadata.name" and req.operator == "In" and len(req.values or []) == 1:
+                return str((req.values or [""])[0])
+    return ""
+
+
+def _unschedulable(conditions: list[tuple[Any, Any, Any, Any]]) -> str | None:
+    """The scheduler's message of a ``PodScheduled=False`` condition with reason ``Unschedulable``."""
+    return next((str(msg or "") for kind, status, reason, msg in conditions
+                 if kind == "PodScheduled" and status == "False" and reason == "Unschedulable"), None)
+
+
 def pod_from(obj: Obj | PodShape) -> PluginPod:
     """A plugin's pod, from the pod as listed: a dict (a watch cache's: read as it is, no
     conversion per look), or the :class:`PodShape` a typed list decodes (its strings shared)."""
@@ -259,7 +288,7 @@ def pod_from(obj: Obj | PodShape) -> PluginPod:
     waiting_reasons = [w for w in waiting if w]
     return PluginPod(
         name=meta.get("name", ""),
-        node=spec.get("nodeName") or "",
+        node=spec.get("nodeName") or pinned_node(spec),
         phase=status.get("phase") or "Unknown",
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []),
         restarts=sum(int(s.get("restartCount") or 0) for s in statuses),
@@ -271,6 +300,8 @@ def pod_from(obj: Obj | PodShape) -> PluginPod:
         deleting=meta.get("deletionTimestamp") is not None,
         started=_started({s.get("name"): ((s.get("state") or {}).get("running") or {}).get("startedAt")
                           for s in statuses}),
+        unschedulable=None if spec.get("nodeName") else _unschedulable(
+            [(c.get("type"), c.get("status"), c.get("reason"), c.get("message")) for c in status.get("conditions") or []]),
     )
 
 
@@ -287,7 +318,7 @@ def _pod_of_shape(pod: PodShape) -> PluginPod:
     waiting_reasons = [w for w in waiting if w]
     return PluginPod(
         name=given(meta.name, ""),
-        node=shared(spec.node_name or ""),
+        node=shared(spec.node_name or _pinned_node_of_shape(spec)),
         phase=shared(status.phase or "Unknown"),
         ready=any(c.type == "Ready" and c.status == "True" for c in status.conditions or []),
         restarts=sum(int(s.restart_count or 0) for s in statuses),
@@ -299,6 +330,8 @@ def _pod_of_shape(pod: PodShape) -> PluginPod:
         deleting=meta.deletion_timestamp is not None,
         started=_started({s.name: s.state.running.started_at if s.state and s.state.running else None
                           for s in statuses}),
+        unschedulable=None if spec.node_name else _unschedulable(
+            [(c.type, c.status, c.reason, c.message) for c in status.conditions or []]),
     )
 
 

@@ -105,7 +105,8 @@ def test_a_page_decoded_as_shapes_reads_what_the_dicts_read() -> None:
     assert reading.pod_from(shape).model_dump() == {
         "name": "plugin-x", "node": "gpu-node1", "phase": "Pending", "ready": False, "restarts": 3,
         "crashloop": True, "waiting_reason": "CrashLoopBackOff", "images": {"plugin": "nvcr.io/p:v1"},
-        "revision_hash": "abc", "registered": None, "uid": "u-1", "deleting": False, "started": {}}
+        "revision_hash": "abc", "registered": None, "uid": "u-1", "deleting": False, "started": {},
+        "unschedulable": None}
     use = pod_use(shape, ("nvidia.com/gpu",))
     assert use == pod_use(FULL_POD, ("nvidia.com/gpu",))
     assert use is not None and use.requests == {"nvidia.com/gpu": 2} and use.unschedulable == "no fit"
@@ -158,3 +159,28 @@ def test_sparse_objects_read_the_same_as_shapes_and_as_dicts(obj: dict[str, obje
     assert reading.node_from(node, ("nvidia.com/gpu",)) == reading.node_from(obj, ("nvidia.com/gpu",))
     found, = decode_page(page(items=[obj]), item=SliceShape).objects
     assert reading.slice_from(found) == reading.slice_from(obj)
+
+
+UNBOUND = {  # a DaemonSet's new pod the scheduler could not place (kube-controller-manager pins it by affinity)
+    "metadata": {"name": "plugin-y", "namespace": "kube-system", "uid": "u-2"},
+    "spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-node1"]}]}]}}},
+        "containers": [{"name": "plugin", "image": "nvcr.io/p:v2"}]},
+    "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                                   "message": "0/4 nodes are available: 1 Insufficient cpu."}]},
+}
+
+
+def test_an_unbound_daemon_pod_is_read_on_the_node_it_is_pinned_to() -> None:
+    """issue 61 item 2: a pod without ``spec.nodeName`` is the plugin pod of the node its
+    ``metadata.name`` affinity term names (``GetTargetNodeName``), and the scheduler's message of
+    its ``PodScheduled=False``/``Unschedulable`` condition is kept, from a shape as from a dict."""
+    from runbooks.cluster.decoding import PodShape
+    from runbooks.inventory import reading
+
+    shape, = decode_page(page(items=[UNBOUND]), item=PodShape).objects
+    for pod in (reading.pod_from(shape), reading.pod_from(UNBOUND)):
+        assert (pod.node, pod.unschedulable) == ("gpu-node1", "0/4 nodes are available: 1 Insufficient cpu.")
+    scheduled = {**UNBOUND, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated", "message": "gated"}]}}
+    assert reading.pod_from(scheduled).unschedulable is None

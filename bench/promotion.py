@@ -49,7 +49,7 @@ def promotion_running(fake: FakeSlack, url: str, store: RedisRunStore, nodes: in
     assert post(url + "/slack/events", body, secret=SECRET).status == 200
     click_approve(fake, url, 1)
     click_approve(fake, url, 2)
-    deadline = time.monotonic() + 900
+    deadline = time.monotonic() + 2400  # the canary and its verify at 5,000 nodes: minutes, more on a loaded machine
     while time.monotonic() < deadline:
         runs = store.list_runs()
         if runs and runs[0].state.value == "promoting":

@@ -19,15 +19,19 @@ TARGET = "kube-system/nvidia-device-plugin-daemonset"
 NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
 
 
-def click_approve(fake: FakeSlack, url: str, count: int) -> None:
-    """Approve, as U0LEAD, the ``count``-th request the bot posted with an Approve button."""
+def click_approve(fake: FakeSlack, url: str, count: int, store: RedisRunStore, state: str) -> None:
+    """Approve, as U0LEAD, the ``count``-th request the bot posted with an Approve button, once the
+    run is stored in ``state`` (its gate): a request's message may be posted a moment before the run's
+    new state is stored, and a click in between is refused (one in two 5,000-node runs on a loaded
+    machine clicked there and waited for a promotion that never started)."""
     from tests.fakeslack import block_action, post
 
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         gates = [c for c in fake.of("chat.postMessage") for b in c.body.get("blocks", []) if b["type"] == "actions"
                  for e in b["elements"] if e.get("action_id") == "approve"]
-        if len(gates) >= count:
+        runs = store.list_runs()
+        if len(gates) >= count and runs and runs[0].state.value == state:
             call = gates[count - 1]
             value = next(e["value"] for b in call.body["blocks"] if b["type"] == "actions" for e in b["elements"]
                          if e.get("action_id") == "approve")
@@ -47,8 +51,8 @@ def promotion_running(fake: FakeSlack, url: str, store: RedisRunStore, nodes: in
     started = time.perf_counter()
     body = slash_command(f"canary {TARGET} image={NEW} node=gpu-node1", response_url=fake.response_url("canary"))
     assert post(url + "/slack/events", body, secret=SECRET).status == 200
-    click_approve(fake, url, 1)
-    click_approve(fake, url, 2)
+    click_approve(fake, url, 1, store, "awaiting_approval")
+    click_approve(fake, url, 2, store, "awaiting_promotion")
     deadline = time.monotonic() + 2400  # the canary and its verify at 5,000 nodes: minutes, more on a loaded machine
     while time.monotonic() < deadline:
         runs = store.list_runs()

@@ -21,9 +21,10 @@ NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
 
 def click_approve(fake: FakeSlack, url: str, count: int, store: RedisRunStore, state: str) -> None:
     """Approve, as U0LEAD, the ``count``-th request the bot posted with an Approve button, once the
-    run is stored in ``state`` (its gate): a request's message may be posted a moment before the run's
-    new state is stored, and a click in between is refused (one in two 5,000-node runs on a loaded
-    machine clicked there and waited for a promotion that never started)."""
+    run is stored in ``state`` with that message recorded as its gate's (``origin``): the bot records a
+    message's ts once Slack has answered the post, and a click on a message not yet recorded is refused
+    as another's (a click the bench sent in between, on a loaded machine, left the bench waiting for a
+    promotion that never started)."""
     from tests.fakeslack import block_action, post
 
     deadline = time.monotonic() + 600
@@ -31,7 +32,8 @@ def click_approve(fake: FakeSlack, url: str, count: int, store: RedisRunStore, s
         gates = [c for c in fake.of("chat.postMessage") for b in c.body.get("blocks", []) if b["type"] == "actions"
                  for e in b["elements"] if e.get("action_id") == "approve"]
         runs = store.list_runs()
-        if len(gates) >= count and runs and runs[0].state.value == state:
+        if len(gates) >= count and runs and runs[0].state.value == state and \
+                str(gates[count - 1].answer["ts"]) in runs[0].origin.values():
             call = gates[count - 1]
             value = next(e["value"] for b in call.body["blocks"] if b["type"] == "actions" for e in b["elements"]
                          if e.get("action_id") == "approve")

@@ -332,7 +332,10 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
 
     Without ``service``: the front end (:func:`build_front`), which acks and queues every
     request on Redis, and ``UPGRADEBOT_WORKER_PROCESSES`` sets of worker processes that run
-    them (:mod:`bot.processes`; each resumes unfinished runs at start and periodically).
+    them (:mod:`bot.processes`; each resumes unfinished runs at start and periodically). Without a
+    policy file (read-only) the same path: the front end queues, and as many read-only workers
+    (``upgradebot worker --read-only``) answer the inventories and refuse the rest (issue 63:
+    run in the acking process, they made its p99 ack 8-16x a bare Bolt app's).
     With ``service`` (and ``runtime``), everything in this process (tests).
 
     The first lines written are the URL and where Slack's requests go, before any log line

@@ -54,7 +54,9 @@ class _Child:
 
 class WorkerProcesses:
     def __init__(self, groups: Sequence[Sequence[str]] = DEFAULT_GROUPS, *, env: Mapping[str, str] | None = None,
-                 drain: float = 30.0) -> None:
+                 drain: float = 30.0, read_only: bool = False) -> None:
+        """``read_only``: the workers of a ``serve`` without a policy file (``upgradebot worker --read-only``)."""
+        self.read_only = read_only
         self.metrics_dir = tempfile.mkdtemp(prefix="upgradebot-metrics-")
         self.drain = drain
         self._env = {**(env if env is not None else os.environ), "PROMETHEUS_MULTIPROC_DIR": self.metrics_dir,
@@ -65,7 +67,8 @@ class WorkerProcesses:
         self._watcher: threading.Thread | None = None
 
     def _spawn(self, child: _Child) -> None:
-        command = [sys.executable, "-m", "bot", "worker", "--lanes", ",".join(child.lanes), "--drain", str(self.drain)]
+        command = [sys.executable, "-m", "bot", "worker", "--lanes", ",".join(child.lanes), "--drain", str(self.drain),
+                   *(["--read-only"] if self.read_only else [])]
         child.proc = subprocess.Popen(command, env=self._env, stdin=subprocess.DEVNULL)
         log.info("started the %s worker (pid %d)", child.name, child.proc.pid)
 

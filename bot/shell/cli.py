@@ -93,6 +93,8 @@ def worker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lanes", default="decisions,commands,runs",
                         help="the lanes to take work from, comma-separated (default: decisions,commands,runs)")
     parser.add_argument("--drain", type=float, default=30.0, help="seconds to finish work on SIGTERM (default 30)")
+    parser.add_argument("--read-only", action="store_true",
+                        help="answer what a serve without a policy file queues (help, inventory; lanes decisions,commands)")
 
 
 def run_worker(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:

@@ -45,6 +45,7 @@ from bot.slack.blocks import Payload, escape, render_message, render_reply
 from bot.slack.idempotency import Idempotency
 from bot.slack.identity import BOLT_LOG, BotAuthorize, BotIdentity
 from bot.slack.metrics import Metrics
+from bot.slack.transport import KeptAliveResponses
 from bot.slack.web import SlackWeb, error_code, make_client
 from bot.workers import Quotas, Workers
 from handlers import messages as msg
@@ -95,10 +96,12 @@ class SlackDeps:
     moment later (:meth:`bot.jobs.Jobs.later`): a long read waits its turn there."""
 
 
-def respond_of(body: dict[str, Any]) -> Respond:
-    """Bolt's ``respond`` for a request outside Bolt's dispatch: to its ``response_url``."""
+def respond_of(body: dict[str, Any], responses: KeptAliveResponses | None = None) -> Respond:
+    """Bolt's ``respond`` for a request outside Bolt's dispatch: to its ``response_url`` (over
+    ``responses``' kept-alive connections when given)."""
     url = body.get("response_url")
-    return Respond(response_url=url if isinstance(url, str) else None)
+    url = url if isinstance(url, str) else None
+    return Respond(response_url=url) if responses is None else responses.respond(url)  # type: ignore[return-value]
 
 
 def delivery_key(kind: str, body: dict[str, Any]) -> str:
@@ -124,6 +127,8 @@ class Listeners:
         """What :meth:`answer_in_ack` answers to a command's words in a channel, rendered once."""
         self._refusals = functools.lru_cache(maxsize=8)(self._refusal_of)
         """A refusal's ack (:meth:`_refusal_of`), rendered once: a few fixed texts."""
+        self.responses = KeptAliveResponses()
+        """Where the queued requests' ``response_url`` s are answered: over kept-alive connections."""
 
     def _foreign(self, body: dict[str, Any], respond: Respond) -> bool:
         """Whether the request comes from a workspace the policy does not list (by default: any
@@ -203,7 +208,7 @@ class Listeners:
         actions = body.get("actions")
         if body.get("type") == "block_actions" and isinstance(actions, list) and actions \
                 and isinstance(actions[0], dict) and actions[0].get("action_id") in ACTIONS:
-            self._queue_click(body, retry, respond_of(body))
+            self._queue_click(body, retry, respond_of(body, self.responses))
             return b""
         return None
 
@@ -276,8 +281,8 @@ class Listeners:
             log.warning("%s not queued: %s", kind, exc)
             self.deps.metrics.commands.labels(verb="-", outcome="store_unavailable", surface="slack").inc()
             return msg.STORE_DOWN
-        if not queued:
-            log.warning("the %s lane is full: a %s was refused", lane, kind)
+        if not queued:  # one a request in a burst: the metric counts them, the log would hold every thread
+            log.debug("the %s lane is full: a %s was refused", lane, kind)
             self.deps.metrics.commands.labels(verb="-", outcome="busy", surface="slack").inc()
             return msg.BUSY
         return None
@@ -294,7 +299,7 @@ class Listeners:
         retry = payload.get("retry")
         if "waits" not in payload:  # taken for the first time (a long read waiting its turn comes back)
             self.deps.metrics.job_wait_seconds.labels(lane=lane).observe(queued_for(payload))
-        respond = respond_of(body)
+        respond = respond_of(body, self.responses)
         if kind == "click":
             self.run_click(body, retry, respond)
         elif kind == "long":
@@ -310,11 +315,12 @@ class Listeners:
         self._later(respond, body, msg.BUSY)
         return False
 
-    def _over_quota(self, body: dict[str, Any], respond: Respond, *, now: bool = False,
+    def _over_quota(self, body: dict[str, Any], respond: Respond, *,
                     wait: Callable[[], bool] | None = None) -> bool:
         """Whether a long command's user or channel has its quota of long commands running
-        (said to the user: from the notice pool, or ``now`` on this thread, a worker's, which
-        waits for nothing else); if not, the command is counted in until :meth:`_quota_done`.
+        (said to the user from the notice pool, :meth:`_later`, and logged at DEBUG: a burst
+        of refusals is counted by the metric, issue 63); if not, the command is counted in
+        until :meth:`_quota_done`.
         A long read that finds this process's long reads all running is refused too, unless
         ``wait()`` put it back to wait its turn (True: nothing said)."""
         user, channel = str(body.get("user_id", "")), body.get("channel_id") or None
@@ -326,19 +332,16 @@ class Listeners:
         quotas = self.deps.quotas
         verb, _ = self.deps.router.lane(str(body.get("text", "")))
         if full == "busy":
-            log.info("%s refused: %s long reads are running in this process", verb, quotas.reads)
+            log.debug("%s refused: %s long reads are running in this process", verb, quotas.reads)
             self.deps.metrics.commands.labels(verb=verb, outcome="busy", surface="slack").inc()
             text = msg.too_many_long_reads(quotas.reads or 0, ", ".join(self._long_reads()))
         else:
             who, limit = (user_ref(user), quotas.per_user) if full == "user" else (channel_ref(channel or ""),
                                                                                     quotas.per_channel)
-            log.info("%s refused: the %s quota of %s is full", verb, full, user if full == "user" else channel)
+            log.debug("%s refused: the %s quota of %s is full", verb, full, user if full == "user" else channel)
             self.deps.metrics.commands.labels(verb=verb, outcome="limited", surface="slack").inc()
             text = msg.too_many_long(who, limit, ", ".join(self.deps.router.verbs_in("long")))
-        if now:
-            self._say(respond, body, text)
-        else:
-            self._later(respond, body, text)
+        self._later(respond, body, text)
         return True
 
     def _quota_done(self, body: dict[str, Any]) -> None:
@@ -377,11 +380,10 @@ class Listeners:
 
     def run_long(self, body: dict[str, Any], retry: str | None, respond: Respond, *,
                  wait: Callable[[], bool] | None = None, asked_at: float | None = None) -> None:
-        """A long command taken off the queue: refused when its quota is full (answered from
-        this worker thread, as the command's own answer would be, so a burst of refusals cannot
-        overflow the notice pool and be dropped), else run and counted out. ``wait``: see
-        :meth:`_over_quota`."""
-        if not self._over_quota(body, respond, now=True, wait=wait):
+        """A long command taken off the queue: refused when its quota is full (said from the notice
+        pool, so this thread takes the next message at once; from this thread when the pool is
+        full, so no refusal is dropped), else run and counted out. ``wait``: see :meth:`_over_quota`."""
+        if not self._over_quota(body, respond, wait=wait):
             self._run_counted(body, retry, respond, asked_at=asked_at)
 
     def _run_queued_long(self, lane: str, payload: dict[str, Any], respond: Respond) -> None:

@@ -32,8 +32,8 @@ from slack_bolt.adapter.wsgi import SlackRequestHandler
 
 from bot import logs
 from bot.exiting import exit_now
-from bot.jobs import ACK_DEADLINE, Jobs, JobsUnavailable
-from bot.processes import DEFAULT_GROUPS, WorkerProcesses, freeze_heap, keep_cache
+from bot.jobs import ACK_DEADLINE, LANES, Jobs, JobsUnavailable
+from bot.processes import DEFAULT_GROUPS, WorkerProcesses, freeze_heap
 from bot.runtime import Runtime, connector, open_store
 from bot.settings import Settings, SettingsError
 from bot.slack.app import Listeners, SlackDeps, build_app
@@ -80,6 +80,15 @@ def secrets_of(settings: Settings) -> list[str]:
     return [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
 
 
+READ_ONLY_GROUPS: tuple[tuple[str, ...], ...] = (("decisions", "commands"),)
+"""Read-only ``serve``'s worker process: its inventories (and the answers to what it refuses); no runs."""
+
+
+def read_only_disabled() -> dict[str, str]:
+    """What a read-only bot (no policy file) says of each chat verb but ``help`` and ``inventory``."""
+    return {c.name: msg.READ_ONLY_VERB for c in VERBS if c.chat and c.name != inventory.COMMAND.name}
+
+
 def inventory_verb(settings: Settings, policy: Policy, connect: Callable[[str | None], Cluster] | None = None, *,
                    watches: Watches | None = None) -> Verb:
     """``inventory``, the one verb that needs no run engine (a front end without one); with ``watches``
@@ -112,7 +121,8 @@ class Service:
     jobs: Jobs | None = None
     """The queue the listeners hand requests to (the front end of ``serve``); None: this process's pools."""
     watches: Watches | None = None
-    """A read-only front end's watch cache (its ``inventory``), stopped with the workers."""
+    """The watch cache of a service that answers ``inventory`` itself (read-only ``serve``'s worker), stopped
+    with the workers."""
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no command or decision runs or waits (both pools); False if ``timeout`` passed first."""
@@ -180,7 +190,7 @@ def build_service(
     web = web or SlackWeb(make_client(settings, metrics=metrics), metrics)
     identity = BotIdentity(settings.slack_bot_token.get_secret_value())
     directory = directory or UsergroupDirectory(web)
-    watches = Watches(connector(settings)) if verbs is None else None  # read-only: the front end's own cache
+    watches = Watches(connector(settings)) if verbs is None else None  # read-only: its worker's own cache
     registry = default_registry(*(verbs if verbs is not None else [inventory_verb(settings, policy, watches=watches)]))
     router = Router(registry, policy, directory, disabled=disabled)
     workers = Workers(settings.workers)
@@ -203,22 +213,44 @@ def build_service(
 
 
 def build_front(settings: Settings, policy: Policy, *, store: RedisRunStore, jobs: Jobs,
-                workers: WorkerProcesses | None, readiness_cache: float = 5.0) -> Service:
+                workers: WorkerProcesses | None, readiness_cache: float = 5.0, read_only: bool = False) -> Service:
     """``upgradebot serve``'s process: Slack's requests acked and queued, nothing run here.
 
     The verbs are known by name and lane only (the workers run them); readiness checks
     Slack, Redis, the worker processes ``serve`` started and that each lane has a live
     consumer (:meth:`~bot.jobs.Jobs.check_consumers`), also with ``UPGRADEBOT_WORKER_PROCESSES=0``
-    (the workers run elsewhere); ``/metrics`` adds theirs."""
-    verbs = chat_verbs(Deps(policy=policy, connect=connector(settings)))
+    (the workers run elsewhere); ``/metrics`` adds theirs. ``read_only`` (no policy file): ``help``
+    and ``inventory`` only, the rest answered "read-only" by the worker (``upgradebot worker
+    --read-only``), which takes the ``decisions`` and ``commands`` lanes (no runs)."""
+    if read_only:
+        verbs = [inventory_verb(settings, policy)]  # its lane only: the worker keeps the watch cache
+        lanes: tuple[str, ...] = tuple(lane for group in READ_ONLY_GROUPS for lane in group)
+    else:
+        verbs = chat_verbs(Deps(policy=policy, connect=connector(settings)))
+        lanes = LANES
     checks: dict[str, Check] = {"redis": jobs.ping}
     if workers is not None:
         checks["workers"] = workers.check
     # not ready until each lane's consumer has beaten once, serve's own workers or outside ones
-    checks["consumers"] = jobs.check_consumers
+    checks["consumers"] = lambda: jobs.check_consumers(lanes)
     metrics = Metrics(workers_dir=workers.metrics_dir if workers is not None else None)
-    return build_service(settings, policy, verbs=verbs, jobs=jobs, checks=checks, runs_by_state=runs_by_state(store),
-                         metrics=metrics, readiness_cache=readiness_cache)
+    service = build_service(settings, policy, verbs=verbs, jobs=jobs, checks=checks, metrics=metrics,
+                            runs_by_state=None if read_only else runs_by_state(store), readiness_cache=readiness_cache,
+                            disabled=read_only_disabled() if read_only else None)
+    if read_only:
+        service.readiness.mode = "read-only"
+    return service
+
+
+def build_read_only_worker(settings: Settings, store: RedisRunStore) -> Service:
+    """``upgradebot worker --read-only``: what read-only ``serve`` queues, answered (``help``,
+    ``inventory`` from the process's watch cache, every other verb "read-only", a click "Approvals
+    are not enabled"); deliveries claimed once and long commands counted in ``store``, as in a
+    worker of the full bot."""
+    policy = Policy()
+    quotas = Quotas(per_user=policy.limits.per_user, per_channel=policy.limits.per_channel, shared=store,
+                    reads=long_reads(settings.workers, settings.reserved_workers))
+    return build_service(settings, policy, idempotency=store, quotas=quotas, disabled=read_only_disabled())
 
 
 def build_slack_service(settings: Settings, runtime: Runtime, *, readiness_cache: float = 5.0) -> Service:
@@ -300,7 +332,10 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
 
     Without ``service``: the front end (:func:`build_front`), which acks and queues every
     request on Redis, and ``UPGRADEBOT_WORKER_PROCESSES`` sets of worker processes that run
-    them (:mod:`bot.processes`; each resumes unfinished runs at start and periodically).
+    them (:mod:`bot.processes`; each resumes unfinished runs at start and periodically). Without a
+    policy file (read-only) the same path: the front end queues, and as many read-only workers
+    (``upgradebot worker --read-only``) answer the inventories and refuse the rest (issue 63:
+    run in the acking process, they made its p99 ack 8-16x a bare Bolt app's).
     With ``service`` (and ``runtime``), everything in this process (tests).
 
     The first lines written are the URL and where Slack's requests go, before any log line
@@ -314,11 +349,9 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
     deployed = service is None  # its own process, as deployed (a test passes the service it built)
     read_only = deployed and settings.config_file is None
     notes: list[tuple[int, str]] = []  # logged once the URL is printed
-    if read_only:
+    if read_only:  # help and inventory; no engine, no decisions; the same path as the full bot's
         notes.append((logging.WARNING, msg.SERVE_READ_ONLY))
-        off = {c.name: msg.READ_ONLY_VERB for c in VERBS if c.chat and c.name != inventory.COMMAND.name}
-        service = build_service(settings, Policy(), disabled=off)  # help and inventory; no engine, no decisions
-        service.readiness.mode = "read-only"
+        policy = Policy()
     workers: WorkerProcesses | None = None
     store: RedisRunStore | None = None
     if service is None:
@@ -326,7 +359,8 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
             raise SettingsError(startup_msg.ERROR_REDIS_URL_IN_POD)
         store = open_store(settings)
         try:
-            notes.append(check_durable(store, allow_volatile=allow_volatile))
+            if not read_only:  # read-only keeps nothing in Redis but the requests on their way to its worker
+                notes.append(check_durable(store, allow_volatile=allow_volatile))
             jobs = Jobs.from_url(store.url, deadline=ACK_DEADLINE)  # Slack's acks wait on it: 2 s at most
         except SettingsError:
             store.close()
@@ -334,16 +368,15 @@ def serve(settings: Settings, *, host: str, port: int, out: TextIO, stop: thread
         except JobsUnavailable as exc:
             store.close()
             raise SettingsError(str(exc)) from exc
-        if settings.worker_processes:
-            workers = WorkerProcesses(DEFAULT_GROUPS * settings.worker_processes, drain=drain)  # started below
-        service = build_front(settings, policy, store=store, jobs=jobs, workers=workers)
+        if settings.worker_processes:  # started below
+            workers = (WorkerProcesses(READ_ONLY_GROUPS * settings.worker_processes, drain=drain, read_only=True)
+                       if read_only else WorkerProcesses(DEFAULT_GROUPS * settings.worker_processes, drain=drain))
+        service = build_front(settings, policy, store=store, jobs=jobs, workers=workers, read_only=read_only)
     service.readiness.add("cluster", cluster_check, required=False)  # reported: users are told, replicas stay
     if runtime is not None:  # a test's runtime, in this process
         runtime.start()
     if deployed:  # before the first request: its acks never wait on a pass over what start-up built
         freeze_heap()
-    if read_only:  # it keeps the watch cache a worker would
-        keep_cache()
     http = HttpServer(service.wsgi(with_slack=not socket_mode, with_metrics=metrics_port is None), host=host,
                       port=port, threads=settings.http_threads).start()
     metrics_http = (HttpServer(service.metrics_wsgi(), host=host, port=metrics_port, threads=2).start()

@@ -14,6 +14,12 @@ front end would have (``response_url``, ``chat.postMessage``), claiming each del
   run's lease against other processes), which also sweeps: expires overdue requests,
   resumes unfinished runs (a dead replica's among them).
 
+``--read-only``: the worker of a ``serve`` without a policy file (issue 63: its inventories
+ran in the process that acks): ``help``, ``inventory`` from the process's watch cache, every
+other verb answered "read-only" and every click "Approvals are not enabled"; no run engine,
+only the lanes ``decisions`` and ``commands``; Redis claims each delivery once and counts the
+long commands, as for the full bot.
+
 SIGTERM: no more messages taken, long reads cancelled, what runs finishes (up to
 ``--drain``), exit 0.
 """
@@ -29,12 +35,19 @@ from typing import Any, TextIO
 
 from bot.jobs import LANES, Jobs, JobsUnavailable
 from bot.processes import die_with_parent, freeze_heap, keep_cache, lower_priority
-from bot.runtime import build_runtime
+from bot.runtime import build_runtime, open_store
 from bot.settings import Settings, SettingsError
-from bot.slack.serve import build_slack_service, configure_logging, exit_leaving_work
+from bot.slack.serve import (
+    READ_ONLY_GROUPS,
+    build_read_only_worker,
+    build_slack_service,
+    configure_logging,
+    exit_leaving_work,
+)
 from handlers import startup_messages as startup_msg
 
 log = logging.getLogger("upgradebot.worker")
+READ_ONLY_LANES = tuple(lane for group in READ_ONLY_GROUPS for lane in group)
 
 def lanes_of(text: str) -> set[str]:
     lanes = {part.strip() for part in text.split(",") if part.strip()}
@@ -44,11 +57,14 @@ def lanes_of(text: str) -> set[str]:
     return lanes
 
 
-def work(settings: Settings, lanes: set[str], *, stop: threading.Event, drain: float = 30.0) -> int:
-    """Take work off ``lanes`` until ``stop`` is set; then stop gracefully."""
+def work(settings: Settings, lanes: set[str], *, stop: threading.Event, drain: float = 30.0,
+         read_only: bool = False) -> int:
+    """Take work off ``lanes`` until ``stop`` is set; then stop gracefully (``read_only``: see the module)."""
     if settings.worker_of:
         lower_priority(settings.worker_nice)  # first: a thread started before keeps the priority it had
         die_with_parent(settings.worker_of)
+    if read_only:
+        return work_read_only(settings, lanes, stop=stop, drain=drain)
     if settings.config_file is None:
         raise SettingsError(startup_msg.WORKER_NEEDS_POLICY)
     if not settings.redis_url and settings.in_pod:
@@ -81,14 +97,7 @@ def work(settings: Settings, lanes: set[str], *, stop: threading.Event, drain: f
     jobs.consume(handle, lanes=lanes, threads=threads)
     runtime.start(sweep=drives, reports=drives)
     log.info("worker taking %s on %d thread(s)", ", ".join(sorted(lanes)), threads)
-    code = 0
-    while not stop.wait(1.0):
-        dead = jobs.dead_lanes()
-        if dead:  # its lane's heartbeat stops too: serve's /readyz names it until a new worker takes it
-            log.error("the consumer of the %s lane(s) is no longer running: this worker stops, to be started again",
-                      ", ".join(dead))
-            code = 1
-            break
+    code = _serve_until(stop, jobs)
     log.info("worker stopping: no more work taken, finishing what runs (up to %.0f s)", drain)
     started = time.monotonic()
     service.cancel.set()
@@ -96,6 +105,51 @@ def work(settings: Settings, lanes: set[str], *, stop: threading.Event, drain: f
     service.stop_workers(timeout=max(0.5, drain - (time.monotonic() - started)))
     runtime.stop(timeout=max(0.5, drain - (time.monotonic() - started)))
     return code
+
+
+def work_read_only(settings: Settings, lanes: set[str], *, stop: threading.Event, drain: float) -> int:
+    """``work`` for read-only ``serve``: no run engine; the store for claims and quotas only."""
+    lanes = lanes & set(READ_ONLY_LANES)  # no runs without a policy: the runs lane (the default's) has no work
+    if not lanes:
+        raise SettingsError(startup_msg.error_unknown_lanes([], READ_ONLY_LANES))
+    if not settings.redis_url and settings.in_pod:
+        raise SettingsError(startup_msg.ERROR_REDIS_URL_IN_POD)
+    store = open_store(settings)
+    try:
+        jobs = Jobs.from_url(store.url)
+    except JobsUnavailable as exc:
+        store.close()
+        raise SettingsError(str(exc)) from exc
+    service = build_read_only_worker(settings, store)
+    listeners = service.listeners
+    assert listeners is not None
+    listeners.deps.later = jobs.later
+    dead_lettered = service.metrics.jobs_dead_lettered
+    jobs.on_dead_letter = lambda lane, reason: dead_lettered.labels(lane=lane, reason=reason).inc()
+    freeze_heap()
+    keep_cache()
+    jobs.consume(listeners.run_job, lanes=lanes, threads=settings.workers)
+    log.info("read-only worker taking %s on %d thread(s)", ", ".join(sorted(lanes)), settings.workers)
+    code = _serve_until(stop, jobs)
+    log.info("worker stopping: no more work taken, finishing what runs (up to %.0f s)", drain)
+    started = time.monotonic()
+    service.cancel.set()
+    jobs.stop(timeout=drain)
+    service.stop_workers(timeout=max(0.5, drain - (time.monotonic() - started)))
+    listeners.deps.quotas.close()
+    store.close()
+    return code
+
+
+def _serve_until(stop: threading.Event, jobs: Jobs) -> int:
+    """Wait for ``stop``; 1 when a lane's consumer stopped first (this worker stops, to be started again)."""
+    while not stop.wait(1.0):
+        dead = jobs.dead_lanes()
+        if dead:  # its lane's heartbeat stops too: serve's /readyz names it until a new worker takes it
+            log.error("the consumer of the %s lane(s) is no longer running: this worker stops, to be started again",
+                      ", ".join(dead))
+            return 1
+    return 0
 
 
 def _queue_advance(jobs: Jobs, run_id: str) -> None:
@@ -112,4 +166,5 @@ def run(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    return exit_leaving_work(work(settings, lanes, stop=stop, drain=args.drain), out)
+    return exit_leaving_work(work(settings, lanes, stop=stop, drain=args.drain,
+                                  read_only=bool(getattr(args, "read_only", False))), out)

@@ -1,5 +1,5 @@
-"""Issue 40, item 5 (nothing dropped in read-only mode): ``serve`` without a policy file runs
-inventories in its own acking process; a burst of them used to overflow the notice pool
+"""Issue 40, item 5 (nothing dropped in read-only mode): ``serve`` without a policy file ran
+inventories in its own acking process (since issue 63 its worker runs them); a burst of them used to overflow the notice pool
 (two threads, 512 queued answers) that tells people the bot is busy, and the answers beyond
 were dropped (``upgradebot_commands_total{outcome="unanswered"}``: 4,728 of 12,000 at 50
 and 200 at once). Here 600 inventories at 200 at once, against a Slack whose response_url
@@ -41,12 +41,12 @@ def answered(fake: FakeSlack) -> set[int]:
     return done
 
 
-def test_read_only_serve_answers_every_command_of_a_burst(cluster: KubeSim, tmp_path: Path) -> None:
+def test_read_only_serve_answers_every_command_of_a_burst(cluster: KubeSim, tmp_path: Path, redis_url: str) -> None:
     """Issue 40, item 5: read-only ``serve``, 600 ``inventory`` commands at 200 at once, each from
     its own user with its own response_url: every one is acked, every one is answered (its
     inventory, or told busy), and ``upgradebot_commands_total{outcome="unanswered"}`` stays 0."""
     with SlowResponses() as fake:
-        env = environment(fake, cluster, tmp_path, "redis://127.0.0.1:1/0")  # never opened
+        env = environment(fake, cluster, tmp_path, redis_url)  # queued there for its worker (issue 63)
         del env["UPGRADEBOT_CONFIG"]
         log = tmp_path / "serve.log"
         with log.open("w") as stderr:  # its log read from a file: a full pipe would hold its threads

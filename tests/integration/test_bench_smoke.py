@@ -43,6 +43,22 @@ def test_the_ack_bench_runs_both_servers_on_a_small_idle_cluster() -> None:
     assert not any("not measured" in line for line in spent.values()), spent
 
 
+def test_the_ack_bench_measures_the_full_and_the_read_only_serve_and_ends_with_a_line_each() -> None:
+    """Issue 63: ``make bench`` prints the ack ratio of both ``serve`` s: the full one, then read-only
+    ``serve`` (no policy file), whose inventories its worker answers (none unanswered, none "busy")."""
+    done = subprocess.run([sys.executable, "-m", "bench.bench_ack", "--serve", "full", "read-only", "--idle",
+                           "--nodes", "20", "--rounds", "1", "--concurrency", "1", "--verb", "inventory",
+                           "--wait", "30"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    out = done.stdout
+    assert out.index("== full serve") < out.index("== read-only serve"), out
+    assert 'unanswered (upgradebot_commands_total{outcome="unanswered"}, since serve started): 0' in out, out
+    last = out[out.index("measured side by side in one run:"):].splitlines()[1:]
+    assert [line.split(":")[0].strip() for line in last] == ["full serve on 20 nodes", "read-only serve on 20 nodes"]
+    assert all("told busy: 0" in line for line in last), last
+
+
 def test_the_ack_benchs_cpu_tally_counts_each_process_under_its_role_and_a_child_under_its_parents() -> None:
     """The CPU lines of ``bench_ack``: a process named in the roles is counted under its name, a
     process it started under its children's name; nothing else on the machine is counted."""

@@ -143,3 +143,30 @@ def test_a_call_that_fails_before_it_is_sent_leaves_no_connection_half_used() ->
                             headers={"X-Broken": "a\r\nInjected: yes"})
         assert client.chat_postMessage(channel="C0OPS", text="after")["ok"]
         assert [c.body["text"] for c in fake.of("chat.postMessage")] == ["first", "after"]
+
+
+def test_response_urls_are_answered_over_one_kept_connection_per_thread() -> None:
+    """Issue 63: ``KeptAliveResponses`` posts to ``response_url`` s as Bolt's ``respond`` does (JSON),
+    over the connection its thread keeps; a refused message is its status, not an exception; a
+    URL nobody answers is an ``OSError``, one that is no URL a ``ValueError``."""
+    with FakeSlack() as fake:
+        responses = transport.KeptAliveResponses()
+        for n in range(3):
+            answered = responses.respond(fake.response_url(f"r{n}"))(
+                text=f"said {n}", blocks=None, response_type="ephemeral", replace_original=False)
+            assert answered.status_code == 200
+        bad = responses.post(fake.response_url("bad"), {"text": "x", "blocks": [{"type": "nonsense"}]})
+        fake.refused.clear()  # the bad one was sent on purpose
+        assert bad == 400
+        said = fake.of("response_url")
+        assert [c.body["text"] for c in said[:3]] == ["said 0", "said 1", "said 2"]
+        assert said[0].body["response_type"] == "ephemeral" and said[0].body["replace_original"] is False
+        assert "blocks" not in said[0].body
+        assert fake.connections == 1
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    with pytest.raises(OSError):
+        responses.post(f"http://127.0.0.1:{port}/response/gone", {"text": "x"})
+    with pytest.raises(ValueError):
+        responses.respond(None)(text="x")

@@ -278,9 +278,10 @@ class Store:
             )
 
     def create(
-        self, res: ResourceType, obj: dict[str, Any], *, dry_run: bool = False
+        self, res: ResourceType, obj: dict[str, Any], *, dry_run: bool = False, warnings: builtins.list[str] | None = None
     ) -> dict[str, Any]:
-        """Store a new object; fills uid, timestamps, resourceVersion and generation."""
+        """Store a new object; fills uid, timestamps, resourceVersion and generation; admission's
+        warnings are added to ``warnings``."""
         res = self.storage_type(res)
         obj = copy.deepcopy(obj)
         m = meta(obj)
@@ -327,6 +328,7 @@ class Store:
         self.complete(res, obj)
         crdschema.admit(self, res, obj)
         validation.validate(res, obj, minor=self.surface.minor)
+        installkinds.pod_security(self, res, obj, None, [] if warnings is None else warnings)
         if dry_run:
             return obj
         m["resourceVersion"] = str(self._next_rv())
@@ -344,6 +346,7 @@ class Store:
         *,
         subresource: str | None = None,
         dry_run: bool = False,
+        warnings: builtins.list[str] | None = None,
     ) -> dict[str, Any]:
         """PUT semantics: optimistic concurrency on resourceVersion, status split off."""
         res = self.storage_type(res)
@@ -391,6 +394,8 @@ class Store:
         new["apiVersion"], new["kind"] = res.api_version, res.kind
         crdschema.admit(self, res, new, status=subresource == "status")
         validation.validate(res, new, subresource=subresource, old=current, minor=self.surface.minor)
+        if not subresource:
+            installkinds.pod_security(self, res, new, current, [] if warnings is None else warnings)
         if unchanged_write(current, new):  # the API server skips a write that changes nothing
             return current
         if dry_run:

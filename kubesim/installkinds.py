@@ -113,6 +113,19 @@ def priority_value(store: Store, name: str) -> int | None:
     return validation.PRIORITY_CLASSES.get(name)
 
 
+def service_account(store: Store, res: ResourceType, obj: dict[str, Any]) -> None:
+    """The ServiceAccount admission plugin's lookup (``plugin/pkg/admission/serviceaccount``,
+    ``Admit``): a pod naming an account its namespace lacks is refused. ``default`` is let be: the
+    plugin retries it ten times while the ServiceAccount controller makes it."""
+    m = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    account = str(spec.get("serviceAccountName") or spec.get("serviceAccount") or "default")
+    namespace = str(m.get("namespace") or "")
+    if account != "default" and store.get(("", "serviceaccounts"), namespace, account) is None:
+        raise errors.forbidden(res, str(m.get("name") or ""), f"error looking up service account {namespace}/{account}: "
+                                                          f'serviceaccount "{account}" not found')
+
+
 def _namespace_labels(store: Store, obj: dict[str, Any]) -> dict[str, str]:
     ns = store.get(("", "namespaces"), "", str((obj.get("metadata") or {}).get("namespace") or ""))
     return dict(((ns or {}).get("metadata") or {}).get("labels") or {})
@@ -155,6 +168,8 @@ def admit(store: Store, res: ResourceType, obj: dict[str, Any], shown: str) -> N
     """Admission of a create: a pod's (:func:`kubesim.admission.admit_pod`, its PriorityClass and
     RuntimeClass read from the store), a Service's cluster IP. Pod Security, a validating
     plugin, runs after the object's validation (:func:`pod_security`)."""
+    if res.group_resource == validation.PODS:
+        service_account(store, res, obj)
     validation.admit_priority_class(res, obj, shown, known=lambda name: priority_value(store, name) is not None)
     if res.group_resource == validation.PODS:
         wanted = (obj.get("spec") or {}).get("runtimeClassName")

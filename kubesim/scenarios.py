@@ -399,4 +399,5 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
     sim.settle()
     if scenario in dra_installs.DRA_INSTALLS:
         dra_installs.settle(sim)
+    sim.store.start_watch_caches()
     return sim

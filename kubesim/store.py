@@ -115,7 +115,7 @@ class Store:
         if bucket is None:
             bucket = self._objects[gr] = {}
             self._history[gr] = deque(maxlen=self.history_size)
-            self._floor[gr] = 0
+            self._floor[gr] = self.rv  # its watch cache starts with a list at the current version
         return bucket
 
     def get(self, gr: GroupResource, namespace: str, name: str) -> dict[str, Any] | None:
@@ -220,9 +220,15 @@ class Store:
         """Events after ``rv``; 410 Gone when ``rv`` is older than the history kept."""
         self.storage_type(gr)
         self._bucket(gr)
-        if rv < self._floor[gr]:
-            raise errors.gone(f"too old resource version: {rv} ({self._floor[gr] + 1})")
+        if rv < self._floor[gr]:  # the watch cache's words (watch_cache.go getAllEventsSinceLocked)
+            raise errors.gone(f"too old resource version: {rv} ({self._floor[gr]})")
         return [e for e in self._history[gr] if e.rv > rv]
+
+    def start_watch_caches(self) -> None:
+        """The API server's start: each resource's watch cache lists at the current version, so a
+        watch from an older one is expired (the scenario's objects are loaded without events)."""
+        for gr in self._floor:
+            self._floor[gr] = max(self._floor[gr], self.rv)
 
     def compact(self) -> None:
         """Drop all watch history, as etcd compaction does: older watches get 410."""
@@ -249,9 +255,10 @@ class Store:
     def _record(self, res: ResourceType, event: WatchEvent) -> None:
         gr = res.group_resource
         history = self._history[gr]
-        if len(history) == history.maxlen:
-            self._floor[gr] = history[0].rv
+        full = len(history) == history.maxlen
         history.append(event)
+        if full:  # the oldest event left: a watch may start just before the one now first
+            self._floor[gr] = history[0].rv - 1
         for listener in list(self._listeners):
             listener(res, event)
 

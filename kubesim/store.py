@@ -91,6 +91,7 @@ class Store:
         self._sorted: dict[GroupResource, list[Key] | None] = {}
         self._history: dict[GroupResource, deque[WatchEvent]] = {}
         self._floor: dict[GroupResource, int] = {}
+        self._caches_started = 0
         self._listeners: list[Listener] = []
         self._uid_index: dict[str, tuple[GroupResource, Key]] = {}
         self._owned: dict[str, set[tuple[GroupResource, Key]]] = {}
@@ -115,7 +116,7 @@ class Store:
         if bucket is None:
             bucket = self._objects[gr] = {}
             self._history[gr] = deque(maxlen=self.history_size)
-            self._floor[gr] = self.rv  # its watch cache starts with a list at the current version
+            self._floor[gr] = self._caches_started  # its watch cache listed when the API server started
         return bucket
 
     def get(self, gr: GroupResource, namespace: str, name: str) -> dict[str, Any] | None:
@@ -227,6 +228,7 @@ class Store:
     def start_watch_caches(self) -> None:
         """The API server's start: each resource's watch cache lists at the current version, so a
         watch from an older one is expired (the scenario's objects are loaded without events)."""
+        self._caches_started = self.rv
         for gr in self._floor:
             self._floor[gr] = max(self._floor[gr], self.rv)
 

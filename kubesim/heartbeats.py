@@ -36,6 +36,7 @@ import datetime as dt
 import math
 from typing import Any
 
+from kubesim import leaderleases
 from kubesim.clock import parse_time, rfc3339, rfc3339_micro
 from kubesim.nodestatus import NODES, NOT_READY, PODS, UNREACHABLE, ready_status
 from kubesim.selectors import tolerates
@@ -98,6 +99,8 @@ class NodeHeartbeats:
             self.started[name] = now
             if sim.store.get(LEASES, LEASE_NAMESPACE, name) is None:
                 missing.append(node_lease(node))
+        missing += [leaderleases.leader_lease(name, sim.clock.now()) for name in leaderleases.LEADERS
+                    if sim.store.get(LEASES, leaderleases.NAMESPACE, name) is None]  # the control plane's leaders
         if missing:
             sim.store.load(LEASES, missing)
         sim.store.subscribe(self._on_event)
@@ -149,6 +152,8 @@ class NodeHeartbeats:
         unchanged status changes nothing else: ``lastTransitionTime`` stays)."""
         if obj.get("kind") == "Node":
             return self._node_view(obj)
+        if leaderleases.is_leader_lease(obj):
+            return leaderleases.view(obj, self.sim.clock.now())
         m = obj.get("metadata") or {}
         if m.get("namespace") != LEASE_NAMESPACE or (obj.get("spec") or {}).get("holderIdentity") != m.get("name"):
             return obj

@@ -24,7 +24,7 @@ import base64
 import ipaddress
 from typing import TYPE_CHECKING, Any
 
-from kubesim import admission, batchjobs, errors, validation
+from kubesim import admission, batchjobs, errors, podsecurity, validation
 from kubesim.resources import ResourceType
 
 if TYPE_CHECKING:
@@ -113,9 +113,63 @@ def priority_value(store: Store, name: str) -> int | None:
     return validation.PRIORITY_CLASSES.get(name)
 
 
+def service_account(store: Store, res: ResourceType, obj: dict[str, Any]) -> None:
+    """The ServiceAccount admission plugin's lookup (``plugin/pkg/admission/serviceaccount``,
+    ``Admit``): a pod naming an account its namespace lacks is refused. ``default`` is let be: the
+    plugin retries it ten times while the ServiceAccount controller makes it."""
+    m = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    account = str(spec.get("serviceAccountName") or spec.get("serviceAccount") or "default")
+    namespace = str(m.get("namespace") or "")
+    if account != "default" and store.get(("", "serviceaccounts"), namespace, account) is None:
+        raise errors.forbidden(res, str(m.get("name") or ""), f"error looking up service account {namespace}/{account}: "
+                                                          f'serviceaccount "{account}" not found')
+
+
+def _namespace_labels(store: Store, obj: dict[str, Any]) -> dict[str, str]:
+    ns = store.get(("", "namespaces"), "", str((obj.get("metadata") or {}).get("namespace") or ""))
+    return dict(((ns or {}).get("metadata") or {}).get("labels") or {})
+
+
+def pod_security(store: Store, res: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
+                 warnings: list[str]) -> None:
+    """The PodSecurity admission plugin (:mod:`kubesim.podsecurity`) on a create (``old`` None) or
+    an update: a pod refused by its namespace's ``enforce`` level, the ``warn`` level's warnings
+    (a pod's, a workload template's), a namespace's labels refused or warned about."""
+    minor = store.surface.minor
+    m = obj.get("metadata") or {}
+    if res.group_resource == validation.PODS:
+        if old is not None and [c.get("image") for c in podsecurity.containers(obj.get("spec") or {})] == \
+                [c.get("image") for c in podsecurity.containers(old.get("spec") or {})]:
+            return  # isSignificantPodUpdate: only a new image is judged again
+        refused, said = podsecurity.judge_pod(_namespace_labels(store, obj), m, obj.get("spec") or {}, minor=minor)
+        if refused:
+            raise errors.forbidden(res, str(m.get("name") or ""), refused)
+        warnings.extend(said)
+    elif res.group_resource in podsecurity.TEMPLATED:
+        spec = obj.get("spec") or {}
+        template = ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") \
+            if res.plural == "cronjobs" else spec.get("template")
+        if isinstance(template, dict):
+            warnings.extend(podsecurity.judge_template(_namespace_labels(store, obj), template.get("metadata") or {},
+                                                       template.get("spec") or {}, minor=minor))
+    elif res.group_resource == ("", "namespaces"):
+        before = ((old or {}).get("metadata") or {}).get("labels")
+        causes = podsecurity.label_errors(before, m.get("labels"), create=old is None)
+        if causes:
+            raise errors.invalid(res, str(m.get("name") or ""), causes)
+        if old is not None:
+            pods = store.list(validation.PODS, namespace=str(m.get("name") or ""))
+            warnings.extend(podsecurity.namespace_change(before, m.get("labels"), pods, name=str(m.get("name") or ""),
+                                                         minor=minor))
+
+
 def admit(store: Store, res: ResourceType, obj: dict[str, Any], shown: str) -> None:
     """Admission of a create: a pod's (:func:`kubesim.admission.admit_pod`, its PriorityClass and
-    RuntimeClass read from the store), a Service's cluster IP."""
+    RuntimeClass read from the store), a Service's cluster IP. Pod Security, a validating
+    plugin, runs after the object's validation (:func:`pod_security`)."""
+    if res.group_resource == validation.PODS:
+        service_account(store, res, obj)
     validation.admit_priority_class(res, obj, shown, known=lambda name: priority_value(store, name) is not None)
     if res.group_resource == validation.PODS:
         wanted = (obj.get("spec") or {}).get("runtimeClassName")

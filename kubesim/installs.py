@@ -64,6 +64,11 @@ OPERATOR_FILE = "gpu-operator-v26.7.0.yaml"
 INSTALLS = (*HELM_FILES, "gpu-operator")
 HELM_NAMESPACE, OPERATOR_NAMESPACE = "nvidia-device-plugin", "gpu-operator"
 MPS_CAPABLE = "nvidia.com/mps.capable"
+OPERATOR_ACCOUNTS = ("nvidia-device-plugin", "nvidia-gpu-feature-discovery")
+"""The ServiceAccounts the operator's plugin and GFD pods name (NVIDIA/gpu-operator v26.7.0
+``assets/state-device-plugin/0100_service_account.yaml``, ``assets/gpu-feature-discovery/0100_service_account.yaml``;
+``ServiceAccount`` in ``controllers/object_controls.go`` fills the namespace and makes the ClusterPolicy
+their controller)."""
 OPERATOR_DEPLOY_LABELS = {"nvidia.com/gpu.deploy.device-plugin": "true",
                           "nvidia.com/gpu.deploy.gpu-feature-discovery": "true"}
 """What the operator's state labeler puts on a GPU node (``gpuStateLabels`` in
@@ -187,5 +192,11 @@ def install(b: _Builder, kubelet: KubeletController, scenario: str) -> None:
     policy["status"] = gpuoperator.status_of("ready", OPERATOR_NAMESPACE, "Reconciled", gpuoperator.READY_MESSAGE,
                                              None, b.created)
     b.add_custom(gpuoperator.CLUSTER_POLICIES, policy)
+    for account in OPERATOR_ACCOUNTS:  # the operands' accounts, made by the operator before their DaemonSets
+        b.add(("", "serviceaccounts"), {"metadata": {
+            "name": account, "namespace": OPERATOR_NAMESPACE, "creationTimestamp": b.created,
+            "ownerReferences": [{"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
+                                 "name": policy["metadata"]["name"], "uid": policy["metadata"]["uid"],
+                                 "controller": True, "blockOwnerDeletion": True}]}})
     for name in gpuoperator.OPERANDS:  # as the operator created them from the ClusterPolicy, settled
         _settle(b, gpuoperator.desired(policy, name, OPERATOR_NAMESPACE), gpu_nodes)

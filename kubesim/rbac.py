@@ -80,6 +80,11 @@ BOOTSTRAP: tuple[dict[str, Any], ...] = (
     {"verbs": ["create"], "apiGroups": [AUTHENTICATION], "resources": ["selfsubjectreviews"]},
 )
 """What every authenticated user may do, as the API server's bootstrap ClusterRoles say."""
+BOOTSTRAP_BY_ROLE: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("system:discovery", BOOTSTRAP[0]), ("system:basic-user", BOOTSTRAP[1]), ("system:basic-user", BOOTSTRAP[2]))
+"""The bootstrap rules with the ClusterRole (and its ClusterRoleBinding of the same name, to
+``system:authenticated``) that holds each (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go:
+``system:discovery`` holds every one of these URLs)."""
 
 
 class Tokens:
@@ -117,7 +122,8 @@ class Tokens:
         return user
 
 
-def _bound(subjects: Any, user: User, default_namespace: str) -> bool:
+def _bound(subjects: Any, user: User, default_namespace: str) -> dict[str, Any] | None:
+    """The first of a binding's subjects that applies to ``user`` (``appliesTo``), else None."""
     for subject in subjects if isinstance(subjects, list) else []:
         if not isinstance(subject, dict):
             continue
@@ -125,10 +131,29 @@ def _bound(subjects: Any, user: User, default_namespace: str) -> bool:
         if kind == "ServiceAccount":
             namespace = subject.get("namespace") or default_namespace
             if user.name == f"system:serviceaccount:{namespace}:{name}":
-                return True
+                return subject
         elif (kind == "User" and name == user.name) or (kind == "Group" and name in user.groups):
-            return True
-    return False
+            return subject
+    return None
+
+
+def _describe_subject(subject: dict[str, Any], binding_namespace: str) -> str:
+    """``describeSubject`` (kubernetes pkg/registry/rbac/validation/rule.go)."""
+    kind, name = subject.get("kind"), subject.get("name")
+    if kind == "ServiceAccount":
+        return f'{kind} "{name}/{subject.get("namespace") or binding_namespace}"'
+    return f'{kind} "{name}"'
+
+
+def _describe(binding: dict[str, Any], subject: dict[str, Any]) -> str:
+    """The clusterRoleBindingDescriber's and roleBindingDescriber's ``String()``."""
+    m, ref = binding.get("metadata") or {}, binding.get("roleRef") or {}
+    namespace = m.get("namespace") or ""
+    if binding.get("kind") == "RoleBinding" or namespace:
+        return (f'RoleBinding "{m.get("name")}/{namespace}" of {ref.get("kind")} "{ref.get("name")}" to '
+                f"{_describe_subject(subject, namespace)}")
+    return (f'ClusterRoleBinding "{m.get("name")}" of {ref.get("kind")} "{ref.get("name")}" to '
+            f"{_describe_subject(subject, '')}")
 
 
 def rule_allows(rule: dict[str, Any], ask: Attributes) -> bool:
@@ -157,22 +182,48 @@ class Authorizer:
         self.store = store
 
     def allows(self, user: User, ask: Attributes) -> bool:
+        return self.decide(user, ask)[0]
+
+    def decide(self, user: User, ask: Attributes) -> tuple[bool, str]:
+        """(allowed, the reason) as the authorizer chain says it: ``system:masters`` by the
+        privileged-group authorizer (no reason), else RBAC's ``RBAC: allowed by <binding>``
+        (plugin/pkg/auth/authorizer/rbac/rbac.go ``authorizingVisitor``), or a refusal whose
+        reason lists the roles that could not be found."""
         if user.admin:
-            return True
-        return any(rule_allows(rule, ask) for rule in self.rules(user, ask.namespace))
+            return True, ""
+        missing: list[str] = []
+        for source, rule in self.sources(user, ask.namespace, missing):
+            if rule_allows(rule, ask):
+                return True, f"RBAC: allowed by {source}"
+        if not missing:
+            return False, ""
+        return False, "RBAC: " + (missing[0] if len(missing) == 1 else "[" + ", ".join(missing) + "]")
 
     def rules(self, user: User, namespace: str) -> Iterator[dict[str, Any]]:
+        for _, rule in self.sources(user, namespace, []):
+            yield rule
+
+    def sources(self, user: User, namespace: str, missing: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``VisitRulesFor``: (the binding described, a rule) for every rule bound to ``user``:
+        the bootstrap bindings, the ClusterRoleBindings, then the namespace's RoleBindings."""
         if AUTHENTICATED in user.groups:
-            yield from BOOTSTRAP
+            for role, rule in BOOTSTRAP_BY_ROLE:
+                yield f'ClusterRoleBinding "{role}" of ClusterRole "{role}" to Group "{AUTHENTICATED}"', rule
         for binding in self.store.list((RBAC, "clusterrolebindings")):
-            if _bound(binding.get("subjects"), user, ""):
-                yield from self._role_rules(binding.get("roleRef") or {}, "")
+            subject = _bound(binding.get("subjects"), user, "")
+            if subject is not None:
+                described = _describe(binding, subject)
+                for rule in self._role_rules(binding.get("roleRef") or {}, "", missing):
+                    yield described, rule
         if namespace:
             for binding in self.store.list((RBAC, "rolebindings"), namespace):
-                if _bound(binding.get("subjects"), user, namespace):
-                    yield from self._role_rules(binding.get("roleRef") or {}, namespace)
+                subject = _bound(binding.get("subjects"), user, namespace)
+                if subject is not None:
+                    described = _describe(binding, subject)
+                    for rule in self._role_rules(binding.get("roleRef") or {}, namespace, missing):
+                        yield described, rule
 
-    def _role_rules(self, ref: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
+    def _role_rules(self, ref: dict[str, Any], namespace: str, missing: list[str]) -> list[dict[str, Any]]:
         kind, name = ref.get("kind"), str(ref.get("name") or "")
         if kind == "ClusterRole":
             role = self.store.get((RBAC, "clusterroles"), "", name)
@@ -180,6 +231,8 @@ class Authorizer:
             role = self.store.get((RBAC, "roles"), namespace, name)
         else:
             role = None
+        if role is None and kind in ("ClusterRole", "Role"):
+            missing.append(f'{str(kind).lower()}.{RBAC} "{name}" not found')
         rules = (role or {}).get("rules")
         return [r for r in rules if isinstance(r, dict)] if isinstance(rules, list) else []
 
@@ -243,10 +296,10 @@ def review(authorizer: Authorizer, user: User, spec: dict[str, Any]) -> dict[str
         raise errors.ApiError(422, "Invalid", "SelfSubjectAccessReview.authorization.k8s.io is invalid: "
                               "spec: Invalid value: exactly one of nonResourceAttributes or resourceAttributes "
                               "must be specified", {"kind": "SelfSubjectAccessReview", "group": AUTHORIZATION})
-    allowed = authorizer.allows(user, ask)
+    allowed, reason = authorizer.decide(user, ask)
     status: dict[str, Any] = {"allowed": allowed}
-    if allowed:
-        status["reason"] = "kubesim RBAC: allowed"
+    if reason:
+        status["reason"] = reason
     return {"kind": "SelfSubjectAccessReview", "apiVersion": f"{AUTHORIZATION}/v1",
             "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
 

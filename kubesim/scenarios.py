@@ -116,6 +116,9 @@ def device_plugin_daemonset(created: str, *deltas: pm.Delta) -> dict[str, Any]:
     return pm.plugin_daemonset(created, *(deltas or ADMIN_EDITS))
 
 
+DRA_ACCOUNT = "dra-example-driver-service-account"
+
+
 def dra_plugin_daemonset(created: str) -> dict[str, Any]:
     labels = {"app.kubernetes.io/name": "dra-example-driver", "app.kubernetes.io/component": "kubeletplugin"}
     ctr = container(
@@ -134,7 +137,7 @@ def dra_plugin_daemonset(created: str) -> dict[str, Any]:
         ],
     )
     spec = pod_spec(
-        [ctr], nodeSelector={NFD_GPU: "true"}, serviceAccountName="dra-example-driver-service-account",
+        [ctr], nodeSelector={NFD_GPU: "true"}, serviceAccountName=DRA_ACCOUNT,
         priorityClassName="system-node-critical",
         volumes=[
             {"hostPath": {"path": "/var/lib/kubelet/plugins_registry", "type": ""}, "name": "plugins-registry"},
@@ -144,6 +147,14 @@ def dra_plugin_daemonset(created: str) -> dict[str, Any]:
     )
     return make_daemonset("dra-example-driver", "dra-example-driver-kubeletplugin", labels, spec, created,
                           ds_labels={"app.kubernetes.io/name": "dra-example-driver"})
+
+
+def dra_plugin_account(created: str) -> dict[str, Any]:
+    """The ServiceAccount the DRA driver's pods name, as its chart creates it beside them
+    (kubernetes-sigs/dra-example-driver ``deployments/helm/dra-example-driver/templates/serviceaccount.yaml``,
+    ``serviceAccount.create: true``; named by ``_helpers.tpl``), with the DaemonSet's own labels."""
+    return {"metadata": {"name": DRA_ACCOUNT, "namespace": "dra-example-driver", "creationTimestamp": created,
+                         "labels": {"app.kubernetes.io/name": "dra-example-driver"}}}
 
 
 def simple_daemonset(ns: str, name: str, image: str, created: str, **spec_extra: Any) -> dict[str, Any]:
@@ -207,6 +218,7 @@ def _base(b: _Builder, gpu_nodes: list[tuple[str, int]], kubelet: KubeletControl
         kubelet.gpus[name] = GPUS_PER_NODE
     b.daemonset(device_plugin_daemonset(b.created), gpu_nodes)
     if dra_plugin:
+        b.add(("", "serviceaccounts"), dra_plugin_account(b.created))
         b.daemonset(dra_plugin_daemonset(b.created), gpu_nodes)
     gr, klass = dra.device_class(minor)
     klass["metadata"]["creationTimestamp"] = b.created
@@ -387,4 +399,5 @@ def build(*, scenario: str = "gpu-small", nodes: int | None = None, minor: int =
     sim.settle()
     if scenario in dra_installs.DRA_INSTALLS:
         dra_installs.settle(sim)
+    sim.store.start_watch_caches()
     return sim

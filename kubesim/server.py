@@ -273,7 +273,7 @@ class ApiServer:
             self.check_namespace(target, obj)
             self.track(request, target, None, obj)
             strategies.prepare_for_create(res, obj, minor=self.sim.minor, now=self.sim.clock.now())
-            created = store.create(res, obj, dry_run=dry_run)
+            created = store.create(res, obj, dry_run=dry_run, warnings=warnings)
             return warned(self.respond_object(request, target, created, status=201), warnings)
         if verb == "update":
             obj = self.to_storage(res, body)
@@ -281,7 +281,7 @@ class ApiServer:
             if (obj.get("metadata") or {}).get("name") != target.name:
                 raise errors.bad_request("the name of the object does not match the name on the URL")
             self.track(request, target, self.fetch(target), obj)
-            updated = store.replace(res, obj, subresource=target.sub, dry_run=dry_run)
+            updated = store.replace(res, obj, subresource=target.sub, dry_run=dry_run, warnings=warnings)
             return warned(self.respond_object(request, target, updated), warnings)
         if verb == "patch":
             return self.patch(request, target, body, dry_run, validation)
@@ -488,7 +488,7 @@ class ApiServer:
         patched["metadata"]["name"] = target.name
         obj = self.to_storage(res, patched)
         self.track(request, target, self.fetch(target), obj)
-        updated = self.sim.store.replace(res, obj, subresource=target.sub, dry_run=dry_run)
+        updated = self.sim.store.replace(res, obj, subresource=target.sub, dry_run=dry_run, warnings=warnings)
         return warned(self.respond_object(request, target, updated), warnings)
 
     # ------------------------------------------------------ field management
@@ -569,13 +569,15 @@ class ApiServer:
             if target.sub:
                 raise errors.not_found(res, target.name or "")
             strategies.prepare_for_create(res, obj, minor=self.sim.minor, now=self.sim.clock.now())
-            created = store.create(res, obj, dry_run=dry_run)
-            return self.respond_object(request, target, created, status=201)
+            warnings: builtins.list[str] = []
+            created = store.create(res, obj, dry_run=dry_run, warnings=warnings)
+            return warned(self.respond_object(request, target, created, status=201), warnings)
         if _unchanged(stored, obj):
             return self.respond_object(request, target, stored)
         obj["metadata"]["resourceVersion"] = meta.get("resourceVersion") or stored["metadata"]["resourceVersion"]
-        updated = store.replace(res, obj, subresource=target.sub, dry_run=dry_run)
-        return self.respond_object(request, target, updated)
+        warnings = []
+        updated = store.replace(res, obj, subresource=target.sub, dry_run=dry_run, warnings=warnings)
+        return warned(self.respond_object(request, target, updated), warnings)
 
 
 def _unchanged(stored: dict[str, Any], new: dict[str, Any]) -> bool:

@@ -91,6 +91,7 @@ class Store:
         self._sorted: dict[GroupResource, list[Key] | None] = {}
         self._history: dict[GroupResource, deque[WatchEvent]] = {}
         self._floor: dict[GroupResource, int] = {}
+        self._caches_started = 0
         self._listeners: list[Listener] = []
         self._uid_index: dict[str, tuple[GroupResource, Key]] = {}
         self._owned: dict[str, set[tuple[GroupResource, Key]]] = {}
@@ -115,7 +116,7 @@ class Store:
         if bucket is None:
             bucket = self._objects[gr] = {}
             self._history[gr] = deque(maxlen=self.history_size)
-            self._floor[gr] = 0
+            self._floor[gr] = self._caches_started  # its watch cache listed when the API server started
         return bucket
 
     def get(self, gr: GroupResource, namespace: str, name: str) -> dict[str, Any] | None:
@@ -220,9 +221,16 @@ class Store:
         """Events after ``rv``; 410 Gone when ``rv`` is older than the history kept."""
         self.storage_type(gr)
         self._bucket(gr)
-        if rv < self._floor[gr]:
-            raise errors.gone(f"too old resource version: {rv} ({self._floor[gr] + 1})")
+        if rv < self._floor[gr]:  # the watch cache's words (watch_cache.go getAllEventsSinceLocked)
+            raise errors.gone(f"too old resource version: {rv} ({self._floor[gr]})")
         return [e for e in self._history[gr] if e.rv > rv]
+
+    def start_watch_caches(self) -> None:
+        """The API server's start: each resource's watch cache lists at the current version, so a
+        watch from an older one is expired (the scenario's objects are loaded without events)."""
+        self._caches_started = self.rv
+        for gr in self._floor:
+            self._floor[gr] = max(self._floor[gr], self.rv)
 
     def compact(self) -> None:
         """Drop all watch history, as etcd compaction does: older watches get 410."""
@@ -249,9 +257,10 @@ class Store:
     def _record(self, res: ResourceType, event: WatchEvent) -> None:
         gr = res.group_resource
         history = self._history[gr]
-        if len(history) == history.maxlen:
-            self._floor[gr] = history[0].rv
+        full = len(history) == history.maxlen
         history.append(event)
+        if full:  # the oldest event left: a watch may start just before the one now first
+            self._floor[gr] = history[0].rv - 1
         for listener in list(self._listeners):
             listener(res, event)
 
@@ -278,9 +287,10 @@ class Store:
             )
 
     def create(
-        self, res: ResourceType, obj: dict[str, Any], *, dry_run: bool = False
+        self, res: ResourceType, obj: dict[str, Any], *, dry_run: bool = False, warnings: builtins.list[str] | None = None
     ) -> dict[str, Any]:
-        """Store a new object; fills uid, timestamps, resourceVersion and generation."""
+        """Store a new object; fills uid, timestamps, resourceVersion and generation; admission's
+        warnings are added to ``warnings``."""
         res = self.storage_type(res)
         obj = copy.deepcopy(obj)
         m = meta(obj)
@@ -327,6 +337,7 @@ class Store:
         self.complete(res, obj)
         crdschema.admit(self, res, obj)
         validation.validate(res, obj, minor=self.surface.minor)
+        installkinds.pod_security(self, res, obj, None, [] if warnings is None else warnings)
         if dry_run:
             return obj
         m["resourceVersion"] = str(self._next_rv())
@@ -344,6 +355,7 @@ class Store:
         *,
         subresource: str | None = None,
         dry_run: bool = False,
+        warnings: builtins.list[str] | None = None,
     ) -> dict[str, Any]:
         """PUT semantics: optimistic concurrency on resourceVersion, status split off."""
         res = self.storage_type(res)
@@ -391,6 +403,8 @@ class Store:
         new["apiVersion"], new["kind"] = res.api_version, res.kind
         crdschema.admit(self, res, new, status=subresource == "status")
         validation.validate(res, new, subresource=subresource, old=current, minor=self.surface.minor)
+        if not subresource:
+            installkinds.pod_security(self, res, new, current, [] if warnings is None else warnings)
         if unchanged_write(current, new):  # the API server skips a write that changes nothing
             return current
         if dry_run:

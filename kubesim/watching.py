@@ -24,7 +24,10 @@ if TYPE_CHECKING:
     from kubesim.resources import ResourceType
     from kubesim.server import ApiServer
 
-BOOKMARK_EVERY = 5.0  # real seconds
+BOOKMARK_EVERY = 60.0
+"""Real seconds between bookmarks to a watch that allows them (``defaultBookmarkFrequency``)."""
+BOOKMARK_BEFORE_TIMEOUT = 2.0
+"""A bookmark is due this long before the watch's timeout (``nextBookmarkTime``)."""
 MAX_TIMEOUT = 1800.0
 
 
@@ -142,16 +145,27 @@ async def serve_watch(server: ApiServer, request: web.Request, target: Target) -
             await send("BOOKMARK", initial_end)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+
+        def next_bookmark(now: float) -> float | None:
+            """``nextBookmarkTime``: a minute on, or 2 s before the timeout if that is sooner; none past it."""
+            due = min(now + BOOKMARK_EVERY, deadline - BOOKMARK_BEFORE_TIMEOUT)
+            return due if bookmarks and due >= now else None
+
+        bookmark_at = next_bookmark(loop.time())
         while True:
-            remaining = deadline - loop.time()
+            now = loop.time()
+            remaining = deadline - now
             if remaining <= 0:
                 break
+            if bookmark_at is not None and now >= bookmark_at:
+                await send("BOOKMARK", {"kind": res.kind, "apiVersion": res.api_version,
+                                        "metadata": {"resourceVersion": str(sim.store.rv)}})
+                bookmark_at = next_bookmark(now + 0.001)
+                continue
+            wait = remaining if bookmark_at is None else min(remaining, max(0.0, bookmark_at - now))
             try:
-                kind, obj = await asyncio.wait_for(queue.get(), timeout=min(remaining, BOOKMARK_EVERY))
+                kind, obj = await asyncio.wait_for(queue.get(), timeout=wait)
             except TimeoutError:
-                if bookmarks:
-                    await send("BOOKMARK", {"kind": res.kind, "apiVersion": res.api_version,
-                                            "metadata": {"resourceVersion": str(sim.store.rv)}})
                 continue
             if kind == SHUTDOWN:
                 break

@@ -178,6 +178,17 @@ class Forbidden(PermanentClusterError):
     """403: RBAC denies the bot this verb on this resource."""
 
 
+class AdmissionRefused(PermanentClusterError):
+    """403 from an admission plugin, not from the authorizer: Pod Security, a missing
+    ServiceAccount, a terminating namespace, a RuntimeClass that does not exist, a quota, a
+    webhook. ``admission`` names it; ``detail`` is the server's own message. No RBAC rule helps."""
+
+    def __init__(self, message: str, *, admission: str, action: Action | None = None, status: int | None = None,
+                 detail: str = "") -> None:
+        super().__init__(message, action=action, status=status, detail=detail)
+        self.admission = admission
+
+
 class NotFound(PermanentClusterError):
     """404: the object (or the API) does not exist."""
 

@@ -15,6 +15,7 @@ from runbooks.characters import shown
 from runbooks.cluster.permissions import rule_for, split
 from runbooks.errors import (
     Action,
+    AdmissionRefused,
     ClusterError,
     ClusterUnreachable,
     Conflict,
@@ -34,6 +35,18 @@ RBAC_HOME = "`upgradebot rbac` prints every rule the policy needs; docs/operatio
 """Where the bot's RBAC is kept and explained (named in every 403 sentence)."""
 READS = frozenset({"get", "list", "watch"})
 _USER = re.compile(r'User "([^"]+)"')
+_AUTHORIZER = re.compile(r'(?:^|\s)forbidden: User "')
+"""The authorizer's refusal: apiserver's ``forbiddenMessage`` (``User "u" cannot create resource
+"pods" in API group "" in the namespace "x"``, ``… cannot get path "/metrics"``) behind
+apimachinery's ``NewForbidden`` (``pods is forbidden: ``, ``forbidden: `` for a path)."""
+_ADMISSIONS = (  # what each admission plugin writes after "is forbidden: ", and its name
+    ("violates PodSecurity ", "Pod Security admission"),
+    ("error looking up service account ", "ServiceAccount admission"),
+    ("because it is being terminated", "NamespaceLifecycle admission"),
+    ("pod rejected: RuntimeClass ", "RuntimeClass admission"),
+    ("exceeded quota: ", "ResourceQuota admission"),
+)
+_WEBHOOK = re.compile(r'admission webhook "([^"]+)" denied the request')
 
 
 def status_message(body: bytes | str | None) -> str:
@@ -105,6 +118,20 @@ def missing_rule(action: Action) -> tuple[str, str]:
     return rule, "its ClusterRole"
 
 
+def admission_of(message: str) -> str | None:
+    """The admission that wrote a 403's ``message``, or None when the authorizer did (or the
+    server said nothing): only the authorizer's refusal is a matter of RBAC."""
+    if not message or _AUTHORIZER.search(message):
+        return None
+    webhook = _WEBHOOK.search(message)
+    if webhook:
+        return f'admission webhook "{webhook.group(1)}"'
+    for words, name in _ADMISSIONS:
+        if words in message:
+            return name
+    return "an admission plugin"
+
+
 def forbidden_sentence(action: Action, server_message: str) -> str:
     """What was refused, and the rule that is missing: ``… may not patch daemonsets.apps
     kube-system/x: its RBAC lacks {apiGroups: ["apps"], …} in a Role of namespace kube-system …``."""
@@ -132,6 +159,13 @@ def error_for_status(
     """Our error for an HTTP answer ``status`` to ``action`` on the cluster ``context``."""
     detail = status_message(body)
     said = f" (the server said: {detail})" if detail else ""
+    admission = admission_of(detail) if status == 403 else None
+    if admission is not None:
+        return AdmissionRefused(
+            f"cannot {action}: {context}'s {admission} refused it (the server said: {detail})"
+            if not admission.startswith("an ") else
+            f"cannot {action}: {admission} of {context} refused it (the server said: {detail})",
+            admission=admission, action=action, status=status, detail=detail)
     if status == 403:
         return Forbidden(forbidden_sentence(action, detail), action=action, status=status, detail=detail)
     budget = budget_causes(body) if status == 429 else []

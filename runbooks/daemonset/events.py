@@ -47,6 +47,12 @@ class Event:
         return f"{self.reason} {self.object}{where}{times}: {self.message[:160]}"
 
 
+def node_of_reporter(obj: Obj) -> str:
+    """The node a kubelet's ``reportingInstance`` names; "" for any other reporter (kube-scheduler's
+    new-style events carry ``default-scheduler-<its host>``, no node)."""
+    return str(obj.get("reportingInstance") or "") if obj.get("reportingComponent") == "kubelet" else ""
+
+
 def event_from(obj: Obj) -> Event:
     """An event as read: its strings :func:`~runbooks.characters.shown` (its message is the
     cluster's words, quoted to people)."""
@@ -58,7 +64,7 @@ def event_from(obj: Obj) -> Event:
         reason=shown(str(obj.get("reason") or "")), message=shown(str(obj.get("message") or "")),
         kind=shown(str(involved.get("kind") or "")), namespace=shown(str(involved.get("namespace") or "")),
         name=shown(str(involved.get("name") or "")),
-        host=shown(str(source.get("host") or obj.get("reportingInstance") or "")),
+        host=shown(str(source.get("host") or node_of_reporter(obj))),
         component=shown(str(source.get("component") or obj.get("reportingComponent") or "")),
         first=first, last=last, count=int(obj.get("count") or (obj.get("series") or {}).get("count") or 1),
     )

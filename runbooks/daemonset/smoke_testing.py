@@ -31,7 +31,7 @@ from runbooks.daemonset.observing import wait_for
 from runbooks.engine.recording import failed, passed, unknown
 from runbooks.engine.scoping import SMOKE_NAMESPACE, SMOKE_POD_PREFIX
 from runbooks.engine.steps import Check, CheckStatus, Clock
-from runbooks.errors import ClusterError, Forbidden, InvalidRequest, NotFound
+from runbooks.errors import AdmissionRefused, ClusterError, Forbidden, InvalidRequest, NotFound
 
 CONTAINER = "smoke"
 CORDONED = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
@@ -87,11 +87,9 @@ def request_check(cluster: Cluster, spec: dict[str, Any], ds: dict[str, Any], *,
                     runtime_class=klass)
     try:
         cluster.create(PODS, body, namespace=namespace, dry_run=True)
-    except NotFound:
+    except (NotFound, Forbidden):  # no namespace, or no RBAC: verify and the request's RBAC check say those
         return []
-    except (Forbidden, InvalidRequest) as exc:
-        if isinstance(exc, Forbidden) and (" cannot " in exc.detail or not exc.detail):  # RBAC, not admission
-            return []
+    except (AdmissionRefused, InvalidRequest) as exc:
         origin = "steps.smoke_test.runtime_class" if spec.get("runtime_class") else "the plugin's pod template"
         return [failed("smoke-test", f"the smoke pod with runtimeClassName {klass} (from {origin}) would be refused: "
                        f"{shown(exc.detail or str(exc))}: create that RuntimeClass (NVIDIA's README: handler nvidia) "

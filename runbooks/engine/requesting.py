@@ -160,9 +160,5 @@ def refused_by_server(cluster: Any, run: Any, wanted: dict[str, Any]) -> None:
     try:
         cluster.patch(DAEMONSETS, target.name, body, namespace=target.namespace, patch_type="json", dry_run=True)
         cluster.create(PODS, canary_pod(run, wanted), namespace=target.namespace, dry_run=True)
-    except errors.InvalidRequest as exc:
+    except (errors.InvalidRequest, errors.AdmissionRefused) as exc:  # not RBAC: a Forbidden is raised as it is
         raise InvalidRequest(server_refuses(target.ref, exc.detail or str(exc))) from exc
-    except errors.Forbidden as exc:
-        if " cannot " in exc.detail or not exc.detail:  # RBAC: "User ... cannot create resource ..."
-            raise
-        raise InvalidRequest(server_refuses(target.ref, exc.detail)) from exc

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runbooks.daemonset.baselines import Baseline
+from runbooks.daemonset.events import node_of_reporter
 
 REASONS = frozenset({
     "BackOff", "Failed", "FailedScheduling", "UnexpectedAdmissionError", "FailedPrepareDynamicResources",
@@ -122,7 +123,7 @@ class Scope:
         name = involved.get("name") or ""
         namespace = involved.get("namespace") or ""
         source = obj.get("source") or {}
-        node = source.get("host") or obj.get("reportingInstance") or (name if kind == "Node" else "")
+        node = source.get("host") or node_of_reporter(obj) or (name if kind == "Node" else "")
         if reason in REASONS:
             if reason == "FailedScheduling":
                 keep = any(f"Insufficient {r}" in message for r in self.gpu_resources)

@@ -20,6 +20,7 @@ from runbooks.daemonset.observing import Following
 from runbooks.engine.approving import Actor
 from runbooks.engine.clocks import SystemClock
 from runbooks.engine.runs import RunState
+from runbooks.errors import ListExpired
 from runbooks.inventory.reading import pod_from
 from runbooks.policy import Policy
 from tests.e2e.runs_support import eventually
@@ -147,3 +148,18 @@ def test_without_watch_in_its_rbac_a_rollout_reads_the_pods_itself(sim: KubeSim,
     engine.approve(run.id, actor=Actor("U0BOB"))
     run = engine.advance(run.id)
     assert run.state is RunState.DONE, run.reason
+
+
+def test_a_watch_from_before_the_servers_window_is_expired_at_once(sim: KubeSim) -> None:
+    """The API server answers a watch from a version older than its watch cache's window with one
+    410 ``ERROR`` event (kubesim as the real one): the adapter raises ListExpired quoting it, the
+    error the informer and the event collector list again on (the test above, and
+    test_stability_collecting's)."""
+    cluster = Cluster.from_kubeconfig(sim.kubeconfig)
+    with pytest.raises(ListExpired, match=r"too old resource version: 1 \(\d+\)"):
+        stream = cluster.watch(PODS, resource_version="1", namespace=NS, timeout_seconds=30)
+        try:
+            for _ in stream:
+                pass
+        finally:
+            stream.close()

@@ -36,6 +36,10 @@ SERVICE_MONITOR_CRD = {
              "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
                  "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
 }
+RESTRICTED_POD = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+"""What Pod Security "restricted" asks of a pod and its containers: the install's namespace
+``upgradebot`` enforces it (deploy/base/namespaces.yaml), as a real API server does."""
 
 
 @pytest.fixture(scope="module")
@@ -188,8 +192,11 @@ def test_pod_with_missing_secret_stays_create_container_config_error(installed: 
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "needs-secret", "namespace": "upgradebot"},
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "needs-secret"}},
-                 "template": {"metadata": {"labels": {"app": "needs-secret"}}, "spec": {"containers": [{
+                 "template": {"metadata": {"labels": {"app": "needs-secret"}}, "spec": {
+                     "securityContext": RESTRICTED_POD,
+                     "containers": [{
                      "name": "app", "image": "registry.example.com/app:1.0",
+                     "securityContext": RESTRICTED_CONTAINER,
                      "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "late", "key": "token"}}},
                              {"name": "MAYBE", "valueFrom": {"secretKeyRef": {
                                  "name": "never", "key": "x", "optional": True}}}]}]}}}}
@@ -218,7 +225,9 @@ def test_pod_with_missing_secret_stays_create_container_config_error(installed: 
 def test_pod_with_missing_config_map_volume_is_not_mounted(installed: dict[str, str], kubectl: Kubectl) -> None:
     """A ConfigMap volume that does not exist holds the pod ContainerCreating with FailedMount, as a kubelet does."""
     _apply_json(kubectl, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "needs-cm", "namespace": "upgradebot"},
-                          "spec": {"containers": [{"name": "app", "image": "registry.example.com/app:1.0"}],
+                          "spec": {"securityContext": RESTRICTED_POD,
+                                   "containers": [{"name": "app", "image": "registry.example.com/app:1.0",
+                                                   "securityContext": RESTRICTED_CONTAINER}],
                                    "volumes": [{"name": "conf", "configMap": {"name": "later"}}]}})
     events = lambda: kubectl("-n", "upgradebot", "get", "events", "--field-selector",  # noqa: E731
                              "involvedObject.name=needs-cm")
@@ -234,15 +243,18 @@ def test_user_priority_class_admits_pods(installed: dict[str, str], kubectl: Kub
     pod's and a DaemonSet's, with its value; a class that does not exist is refused by the Priority admission."""
     kubectl("create", "priorityclass", "issue34-high", "--value=4242", "--description=test")
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "prio", "namespace": "upgradebot"},
-           "spec": {"priorityClassName": "issue34-high",
-                    "containers": [{"name": "app", "image": "registry.example.com/app:1.0"}]}}
+           "spec": {"priorityClassName": "issue34-high", "securityContext": RESTRICTED_POD,
+                    "containers": [{"name": "app", "image": "registry.example.com/app:1.0",
+                                    "securityContext": RESTRICTED_CONTAINER}]}}
     _apply_json(kubectl, pod)
     assert kubectl.json("-n", "upgradebot", "get", "pod", "prio")["spec"]["priority"] == 4242
     daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "prio-ds", "namespace": "upgradebot"},
                  "spec": {"selector": {"matchLabels": {"app": "prio-ds"}}, "template": {
                      "metadata": {"labels": {"app": "prio-ds"}},
                      "spec": {"priorityClassName": "issue34-high", "nodeSelector": {"kubernetes.io/hostname": "cpu-node1"},
-                              "containers": [{"name": "agent", "image": "registry.example.com/agent:1.0"}]}}}}
+                              "securityContext": RESTRICTED_POD,
+                              "containers": [{"name": "agent", "image": "registry.example.com/agent:1.0",
+                                              "securityContext": RESTRICTED_CONTAINER}]}}}}
     _apply_json(kubectl, daemonset)
     pods = wait_for(lambda: kubectl.json("-n", "upgradebot", "get", "pods", "-l", "app=prio-ds")["items"])
     assert [p["spec"]["priority"] for p in pods] == [4242]
@@ -302,11 +314,12 @@ CUDA_SAMPLE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
 
 
 def _job(name: str, **spec: object) -> dict:
-    container: dict = {"name": "sample", "image": CUDA_SAMPLE}
+    container: dict = {"name": "sample", "image": CUDA_SAMPLE, "securityContext": RESTRICTED_CONTAINER}
     if spec.pop("gpu", True):
         container["resources"] = {"limits": {"nvidia.com/gpu": 1}}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "upgradebot"},
-            "spec": {**spec, "template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}}
+            "spec": {**spec, "template": {"spec": {"restartPolicy": "Never", "securityContext": RESTRICTED_POD,
+                                                    "containers": [container]}}}}
 
 
 def test_jobs_run_to_completion_or_their_backoff_limit(installed: dict[str, str], kubectl: Kubectl) -> None:

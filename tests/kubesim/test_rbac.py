@@ -9,6 +9,7 @@ token keeps every right.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -142,3 +143,25 @@ def test_an_unknown_token_is_unauthorized_and_the_admin_keeps_every_right(sim: K
 def test_a_token_for_an_account_that_does_not_exist_is_refused(admin: Kubectl) -> None:
     proc = admin.run("create", "token", "nobody", "-n", "rbac-test", check=False)
     assert proc.returncode != 0 and 'serviceaccounts "nobody" not found' in proc.stderr
+
+
+def review(kubectl: Kubectl, spec: dict[str, object]) -> dict[str, object]:
+    """A SelfSubjectAccessReview's status, as kubectl creates one (its JSON printed back)."""
+    body = json.dumps({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": spec})
+    return json.loads(kubectl("create", "-f", "-", "-o", "json", input=body))["status"]
+
+
+def test_self_subject_access_reviews_carry_the_rbac_authorizers_reason(bot: Kubectl, admin: Kubectl) -> None:
+    """The reason RBAC gives (kubernetes v1.34.2 plugin/pkg/auth/authorizer/rbac/rbac.go ``RBAC: allowed by
+    %s``; pkg/registry/rbac/validation/rule.go's binding describers and ``describeSubject``); none when
+    refused; none for ``system:masters``, allowed before RBAC by the privileged-group authorizer."""
+    account = 'to ServiceAccount "bot/rbac-test"'
+    assert review(bot, {"resourceAttributes": {"verb": "list", "resource": "nodes"}}) == {
+        "allowed": True, "reason": f'RBAC: allowed by ClusterRoleBinding "bot-read" of ClusterRole "bot-read" {account}'}
+    assert review(bot, {"resourceAttributes": {"verb": "list", "resource": "pods", "namespace": NS}}) == {
+        "allowed": True, "reason": f'RBAC: allowed by RoleBinding "bot-plugin/kube-system" of Role "bot-plugin" {account}'}
+    assert review(bot, {"nonResourceAttributes": {"verb": "get", "path": "/apis"}}) == {
+        "allowed": True, "reason": 'RBAC: allowed by ClusterRoleBinding "system:discovery" of ClusterRole '
+                                   '"system:discovery" to Group "system:authenticated"'}
+    assert review(bot, {"resourceAttributes": {"verb": "delete", "resource": "nodes"}}) == {"allowed": False}
+    assert review(admin, {"resourceAttributes": {"verb": "delete", "resource": "nodes"}}) == {"allowed": True}

@@ -10,6 +10,7 @@ from runbooks.cluster.retrying import RetryPolicy, call_with_retries
 from runbooks.cluster.wrapping import error_for_status
 from runbooks.errors import (
     Action,
+    AdmissionRefused,
     Forbidden,
     InvalidRequest,
     NotFound,
@@ -166,3 +167,54 @@ def test_in_cluster_outside_a_pod_says_what_to_do() -> None:
 def test_urls_are_printed_without_their_secrets(url: str, shown: str) -> None:
     assert redact_url(url) == shown
     assert "s3cret" not in scrub(f"cannot reach {url}: refused")
+
+
+_PSA = ('pods "upgradebot-smoke-1a2b3c" is forbidden: violates PodSecurity "restricted:latest": '
+        'allowPrivilegeEscalation != false (container "smoke" must set securityContext.allowPrivilegeEscalation=false), '
+        'unrestricted capabilities (container "smoke" must set securityContext.capabilities.drop=["ALL"]), '
+        'runAsNonRoot != true (pod or container "smoke" must set securityContext.runAsNonRoot=true), '
+        'seccompProfile (pod or container "smoke" must set securityContext.seccompProfile.type to "RuntimeDefault" '
+        'or "Localhost")')
+
+
+@pytest.mark.parametrize(("message", "admission"), [
+    (_PSA, "Pod Security admission"),
+    ('pods "p" is forbidden: error looking up service account ml/trainer: serviceaccount "trainer" not found',
+     "ServiceAccount admission"),
+    ('pods "p" is forbidden: unable to create new content in namespace ml because it is being terminated',
+     "NamespaceLifecycle admission"),
+    ('pods "p" is forbidden: pod rejected: RuntimeClass "nvidia" not found', "RuntimeClass admission"),
+    ('admission webhook "validate.kyverno.svc" denied the request: image must be signed', 'admission webhook '
+     '"validate.kyverno.svc"'),
+    ('pods "p" is forbidden: exceeded quota: compute, requested: nvidia.com/gpu=1, used: nvidia.com/gpu=8, '
+     'limited: nvidia.com/gpu=8', "ResourceQuota admission"),
+    ('pods "p" is forbidden: something a plugin we do not know says', "an admission plugin"),
+])
+def test_a_403_from_admission_quotes_the_server_and_never_blames_rbac(message: str, admission: str) -> None:
+    """A 403 whose message is not the authorizer's (``forbidden: User "…" cannot …``) is an admission
+    refusal: it is reported as such, naming the admission and quoting the server, never as missing RBAC,
+    whoever the bot is (here a cluster admin)."""
+    action = Action("create", "pods", "gpu-smoke", "upgradebot-smoke-1a2b3c")
+    error = error_for_status(403, _status(message, 403), {}, action=action, context="prod")
+    assert isinstance(error, AdmissionRefused)
+    assert not isinstance(error, Forbidden)
+    assert "RBAC" not in str(error) and "rbac" not in str(error)
+    assert admission in str(error)
+    assert message[:120] in str(error)
+    assert error.detail.startswith(message[:120])
+    assert admission in error.admission
+
+
+@pytest.mark.parametrize("message", [
+    'pods is forbidden: User "kubernetes-admin" cannot create resource "pods" in API group "" in the namespace "x"',
+    'daemonsets.apps "d" is forbidden: User "u" cannot patch resource "daemonsets" in API group "apps" '
+    'in the namespace "kube-system": RBAC: role.rbac.authorization.k8s.io "r" not found',
+    'forbidden: User "system:serviceaccount:upgradebot:upgradebot" cannot get path "/metrics"',
+    "",
+])
+def test_a_403_from_the_authorizer_stays_an_rbac_refusal(message: str) -> None:
+    """The authorizer's message (apiserver's ``forbiddenMessage``), or no message at all, is RBAC."""
+    error = error_for_status(403, _status(message, 403) if message else b"", {},
+                             action=Action("create", "pods", "x"), context="prod")
+    assert isinstance(error, Forbidden)
+    assert "its RBAC lacks the rule" in str(error)

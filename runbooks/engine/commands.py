@@ -24,12 +24,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runbooks import digests, validation, windows
+from runbooks import digests, windows
 from runbooks.cluster.informing import Watches
-from runbooks.cluster.resources import WORKLOADS
 from runbooks.engine import refusals
 from runbooks.engine.actors import ENGINE_ACTOR
 from runbooks.engine.approving import Actor, check_may_open, check_owner, check_requester, decide
+from runbooks.engine.change_requests import ChangeRequests
 from runbooks.engine.clocks import SystemClock
 from runbooks.engine.driving import Driver, StepPaused, label_of
 from runbooks.engine.gating import Gates
@@ -42,7 +42,6 @@ from runbooks.engine.requesting import (
     NODE_CHOICE,
     InvalidRequest,
     check_request,
-    context_name,
     planned_change,
     resolve,
 )
@@ -70,10 +69,6 @@ from runbooks.policy import Policy, duration_seconds
 from runbooks.templates import RESTARTED_AT, Edits
 
 S = RunState
-MIGRATED_KINDS = tuple(WORKLOADS)
-"""The kinds a migration may name (the steps say which of them a run applies)."""
-CLUSTER_WIDE = "cluster-wide"
-"""The namespace part of a cleanup run's target: its claims are anywhere in the cluster."""
 ROLLBACK_FROM = frozenset({S.CANARY_ROLLING, S.CANARY_VERIFYING, S.AWAITING_PROMOTION, S.PROMOTING,
                            S.VERIFYING, S.MONITORING, S.HALTED, S.FAILED})
 """States a rollback may be requested in: the cluster may have changed, the run is not rolling back."""
@@ -124,7 +119,7 @@ def step_settings_of(policy: Policy) -> StepSettings:
     )
 
 
-class Engine(NodeRequests):
+class Engine(ChangeRequests, NodeRequests):
     def __init__(
         self,
         *,
@@ -260,93 +255,6 @@ class Engine(NodeRequests):
                                        + (f" with {edits.summary()}" if not edits.empty else "") + f" on {run.node} in "
                                        f"{run.target.cluster or 'the current context'}" + (f"; {chosen}" if chosen else "")
                                 + (f"; {queued}" if queued else ""))
-        self._create(run, line)
-        return Outcome(self.gates.open_first(run.id, actor))
-
-    def request_migration(
-        self, *, actor: Actor, namespace: str, name: str, kind: str | None = None, device_class: str | None = None,
-        cluster: str | None = None, origin: dict[str, str] | None = None, canary: str | None = None,
-    ) -> Outcome:
-        """A new migration run waiting at its migration request (with ``canary``, ``<n>`` or ``<p>%``
-        replicas: a duplicate of the workload runs the plan first, and the switch waits for its approval).
-
-        The change is planned now, read-only, and stored with the run (``run.change``): the
-        approvers approve exactly what ``apply`` writes. Refused before anything is stored when
-        the plan cannot be made or the server's dry run refuses it, when the workload has an
-        active run (``LockHeld``), or when a request check fails."""
-        check_may_open(self.policy, actor, slack_sees_runs=self.slack_sees_runs)
-        try:
-            namespace, name = validation.node_name(namespace), validation.node_name(name)
-        except ValueError as exc:
-            raise InvalidRequest(str(exc)) from exc
-        if kind is not None and kind not in MIGRATED_KINDS:
-            raise InvalidRequest(f"{kind!r} cannot be migrated: use one of {', '.join(MIGRATED_KINDS)}")
-        allowed = self.policy.migrations.namespaces
-        if namespace not in allowed:
-            raise Refused(f"migration runs may not change workloads in namespace {namespace}: the policy lists "
-                          f"{', '.join(allowed) if allowed else 'none'} under migrations.namespaces "
-                          "(`migrate` shows the plan anywhere, without changing anything)")
-        now = self.clock.now()
-        if self.connect is None:
-            raise Refused("a migration is planned from the cluster, and this engine has none")
-        context = context_name(cluster) if cluster is not None else None
-        draft = Run(id=new_run_id(), kind=RunKind.MIGRATION, requester=actor.user, created_at=now, updated_at=now,
-                    target=Target(cluster=context or "", namespace=namespace, name=name, kind=kind or ""),
-                    image="", container="", node="", origin=origin or {},
-                    change={k: v for k, v in (("device_class", device_class), ("canary_ask", canary)) if v})
-        return self._request_change(actor, draft, lambda run: f"migration of {run.target.kind} {run.target.ref}")
-
-    def request_repair(
-        self, *, actor: Actor, target: str, cluster: str | None = None, origin: dict[str, str] | None = None,
-    ) -> Outcome:
-        """A new repair run waiting at its repair request: the workload pods a plugin's outage
-        left stuck on the target's nodes (failed with ``UnexpectedAdmissionError``, or pending
-        for lack of its resource) are listed now, read-only, and stored with the run; once
-        approved, those with a controller are deleted so it recreates them (bare pods are listed
-        only, never deleted). Refused when the plugin is not healthy yet, when nothing is stuck,
-        or when the target has an active run."""
-        check_may_open(self.policy, actor, slack_sees_runs=self.slack_sees_runs)
-        try:
-            parsed = validation.target(target, self.policy.target_refs)
-        except ValueError as exc:
-            raise InvalidRequest(str(exc)) from exc
-        if self.connect is None:
-            raise Refused("a repair is planned from the cluster, and this engine has none")
-        now = self.clock.now()
-        context = context_name(cluster) if cluster is not None else None
-        draft = Run(id=new_run_id(), kind=RunKind.REPAIR, requester=actor.user, created_at=now, updated_at=now,
-                    target=Target(cluster=context or "", namespace=parsed.namespace, name=parsed.name),
-                    image="", container="", node="", origin=origin or {})
-        return self._request_change(actor, draft, lambda run: f"repair of {run.target.ref}")
-
-    def request_cleanup(self, *, actor: Actor, cluster: str | None = None,
-                        origin: dict[str, str] | None = None) -> Outcome:
-        """A new cleanup run waiting at its request: the broken ResourceClaims listed now (read-only,
-        with the uid and resourceVersion each was read at) and stored with the run; once approved,
-        each is deleted only as it was listed. Refused when none can be deleted."""
-        check_may_open(self.policy, actor, slack_sees_runs=self.slack_sees_runs)
-        if self.connect is None:
-            raise Refused("a cleanup is planned from the cluster, and this engine has none")
-        now, context = self.clock.now(), context_name(cluster) if cluster is not None else None
-        draft = Run(id=new_run_id(), kind=RunKind.CLEANUP, requester=actor.user, created_at=now, updated_at=now,
-                    target=Target(cluster=context or "", namespace=CLUSTER_WIDE, name="resourceclaims",
-                                  kind="ResourceClaim"), image="", container="", node="", origin=origin or {})
-        return self._request_change(actor, draft, lambda run: "cleanup of broken ResourceClaims")
-
-    def _request_change(self, actor: Actor, draft: Run, what: Callable[[Run], str]) -> Outcome:
-        """A run of a change kind, planned by its steps from the cluster (read-only), checked, stored
-        with its plan and waiting at its request."""
-        assert self.connect is not None
-        steps = self.driver.steps_for(draft)
-        with self.connect(draft.target.cluster or None) as handle:
-            run, summary = steps.plan(handle, draft, self.driver.settings)
-            self._refuse_if_locked(run)
-            failing = [c for c in steps.check_request(handle, run, self.driver.settings)
-                       if c.status == CheckStatus.FAIL]
-            if failing:
-                raise Refused(refusals.request_checks_failed(run, [(c.name, c.detail) for c in failing]))
-        line = self.writer.step("requested", kind="transition", actor=actor,
-                                detail=f"{what(run)} in {run.target.cluster or 'the current context'}: {summary}")
         self._create(run, line)
         return Outcome(self.gates.open_first(run.id, actor))
 

@@ -79,7 +79,8 @@ def take_inventory(
     nodes show none in use). ``owned``: the pods of a plugin DaemonSet (by ``namespace/name``)
     the caller has just read, used instead of listing them again. ``dra_plugins=False``: with
     ``targets``, the DRA kubelet plugins that are not targets are not read (nor their logs): the
-    classes they serve are judged without them (a device plugin's canary judges no class).
+    classes they serve are judged without them (a device plugin's canary judges no class), and the
+    DRA objects (classes, slices, claims) are not listed either.
     ``watches``: the process's watch cache of this cluster; with ``in_use_of`` None, the nodes and
     unfinished pods are read from it (:mod:`runbooks.inventory.watch_cache`) while its watches hold.
     ``nodes``: the nodes to judge, read by the caller (a canary's own nodes after approval, the rest
@@ -106,7 +107,11 @@ def _take(
     notes: list[str] = []
 
     cache = watches if in_use_of is None else None  # every node's: what a watch cache keeps, from it
-    classes, slices, claims = _dra_objects(cluster, apis, taken_at, held, cache)
+    # a device plugin's own inventory (targets, no DRA kubelet plugin read) judges no device class, claim or
+    # slice: its findings name its DaemonSet and its nodes only, so the DRA objects are not listed (issue 63:
+    # a canary listed every ResourceSlice of a 5,000-node cluster twice, 11 MiB each)
+    classes, slices, claims = (([], [], []) if targets and not dra_plugins
+                               else _dra_objects(cluster, apis, taken_at, held, cache))
     known_drivers = {d for c in classes for d in c.drivers} | {s.driver for s in slices}
     selection = plugins.select_plugins(cluster.list_objects(DAEMONSETS), targets, known_drivers)
     chosen = [(ds, kind) for ds, kind in selection.plugins

@@ -156,7 +156,8 @@ def test_after_approval_the_canary_reuses_the_requests_inventory(redis_url: str)
     canary's verify, which compares the other nodes with the baseline), never by the pre-checks, and
     the registration logs read are those of the canary node's pod and a sample per hardware class
     (one class here), not every plugin pod up to the budget; the baseline still has every node, with
-    its GPUs as the request read them."""
+    its GPUs as the request read them; a device plugin's pre-checks list no ResourceSlice (no check of
+    theirs judges one)."""
     with KubeSim(scenario="gpu-large", nodes=40, k8s_version="1.31", speed=5) as sim:
         node_of = pods_by_name(sim)
         watches = Watches(lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context))
@@ -175,6 +176,7 @@ def test_after_approval_the_canary_reuses_the_requests_inventory(redis_url: str)
         finally:
             watches.close()
     assert node_lists(reads) <= 1, f"the nodes listed {node_lists(reads)} times after approval"
+    assert not [r for r in reads if r["path"].endswith("/resourceslices")], "a device plugin's canary listed the slices"
     logged = {r["path"].split("/")[-2] for r in reads if r["path"].endswith("/log")}
     assert logged, "no registration read after approval"
     others = {pod for pod in logged if node_of.get(pod) != "gpu-node1"}

@@ -28,6 +28,7 @@ from kubesim import apivalidation, crdschema, errors, installkinds, schemas, val
 from kubesim.clock import SimClock, rfc3339
 from kubesim.defaults import DEFAULTERS
 from kubesim.resources import ApiSurface, ResourceType
+from kubesim.sharing import share_unchanged
 
 GroupResource = tuple[str, str]
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
@@ -36,7 +37,6 @@ Listener = Callable[[ResourceType, "WatchEvent"], None]
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _EMPTY: dict[Any, Any] = {}
-_MISSING = object()
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
 _NO_GENERATION = {"Pod", "Node", "Namespace", "Event", "ConfigMap", "ServiceAccount", "ControllerRevision",
                   "CSIDriver", "Service", "Lease"}
@@ -582,35 +582,6 @@ class Store:
 
     def count(self, gr: GroupResource) -> int:
         return len(self._objects.get(gr, _EMPTY))
-
-
-def share_unchanged(new: Any, old: Any) -> Any:
-    """``new`` with each of its parts that equals the same part of ``old`` replaced by ``old``'s,
-    in place: successive versions of an object (the one stored, those its watch history keeps)
-    hold one copy of what a write did not change (a pod's spec when its status moved), not one
-    per version (issue 63: 20,000 events of history per resource at 10,000 nodes). Safe because
-    a stored dict is never mutated in place."""
-    if type(new) is dict and type(old) is dict:
-        for k, v in new.items():
-            o = old.get(k, _MISSING)
-            if o is _MISSING or o is v:
-                continue
-            if v == o:
-                new[k] = o
-            elif type(v) in (dict, list):
-                share_unchanged(v, o)
-    elif type(new) is list and type(old) is list:
-        for i, v in enumerate(new):
-            if i >= len(old):
-                break
-            o = old[i]
-            if o is v:
-                continue
-            if v == o:
-                new[i] = o
-            elif type(v) in (dict, list):
-                share_unchanged(v, o)
-    return new
 
 
 def _spec_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:

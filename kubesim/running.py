@@ -135,7 +135,7 @@ class KubeSim:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._serve, args=(ready,), name="kubesim", daemon=True)
         self._thread.start()
-        self.url = ready.result(timeout=120)
+        self.url = ready.result(timeout=120 + (self.nodes or 0) * 0.03)  # 10,000 nodes take minutes on a loaded machine
         write_kubeconfig(self.kubeconfig, self.url, self.token, serving_cert().ca_pem, self.context)
         return self
 

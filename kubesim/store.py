@@ -28,6 +28,7 @@ from kubesim import apivalidation, crdschema, errors, installkinds, schemas, val
 from kubesim.clock import SimClock, rfc3339
 from kubesim.defaults import DEFAULTERS
 from kubesim.resources import ApiSurface, ResourceType
+from kubesim.sharing import share_unchanged
 
 GroupResource = tuple[str, str]
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
@@ -420,6 +421,7 @@ class Store:
                 res.kind == "Namespace" and (new.get("spec") or {}).get("finalizers")):
             return self._remove(res, key, current)
         nm["resourceVersion"] = str(self._next_rv())
+        new = share_unchanged(new, current)
         self._bucket(res.group_resource)[key] = new
         self._index_owners(res.group_resource, key, current, new)
         self._record(res, WatchEvent(self.rv, "MODIFIED", new, current))
@@ -493,6 +495,7 @@ class Store:
             if dry_run:
                 return new
             nm["resourceVersion"] = str(self._next_rv())
+            new = share_unchanged(new, current)
             self._bucket(rt.group_resource)[key] = new
             self._record(rt, WatchEvent(self.rv, "MODIFIED", new, current))
             return new
@@ -537,8 +540,7 @@ class Store:
         self._sorted[gr] = None
         self._uid_index.pop(current["metadata"]["uid"], None)
         self._index_owners(gr, key, current, None)
-        gone = copy.deepcopy(current)
-        gone["metadata"]["resourceVersion"] = str(self._next_rv())
+        gone = {**current, "metadata": {**current["metadata"], "resourceVersion": str(self._next_rv())}}
         self._record(res, WatchEvent(self.rv, "DELETED", gone, current))
         return gone
 

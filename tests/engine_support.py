@@ -57,7 +57,7 @@ class ScriptedSteps:
     """What ``check_request`` answers (a failing one refuses the request)."""
 
     def check_request(self, cluster: object, run: Run, settings: StepSettings, *,
-                      watches: object = None) -> list[Check]:
+                      watches: object = None, keep: object = None) -> list[Check]:
         self.calls.append("check_request")
         return list(self.request_checks)
 

@@ -6,8 +6,12 @@ and new, the container exists, the DaemonSet is healthy (every desired pod updat
 ready and available, nothing half rolled out), the canary node exists, is Ready,
 schedulable, has GPU hardware and a Ready pod of the DaemonSet, and the inventory has no
 failing finding on the target (:func:`target_findings`). :func:`canary_prechecks` runs
-them after approval and cuts the baseline from that inventory, so verify later compares
-against what the cluster looked like just before.
+them after approval and cuts the baseline, so verify later compares against what the cluster
+looked like just before. After approval it reads again only what may have moved since the
+request and what a check judges: the DaemonSet, its pods (the step's cache), the canary nodes,
+and the registration of the canary nodes' plugin pods and of a sample per hardware class; every
+other node's GPUs and hardware class come from the request's inventory, kept in the run
+(:mod:`runbooks.daemonset.requested`).
 """
 
 from __future__ import annotations
@@ -19,17 +23,29 @@ from runbooks.cluster import Cluster
 from runbooks.cluster.resources import NODES
 from runbooks.daemonset.baselines import Baseline, baseline_from
 from runbooks.daemonset.observing import Snapshot, wait_for
+from runbooks.daemonset.requested import (
+    REQUESTED,
+    RequestedView,
+    baseline_with,
+    log_sample,
+    view_of,
+)
+from runbooks.daemonset.verifying import sample_nodes
 from runbooks.engine.recording import failed, passed, warned
 from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, Clock, StepSettings
 from runbooks.errors import NotFound, plural
-from runbooks.inventory import Inventory, take_inventory
+from runbooks.inventory import HardwareClass, Inventory, Node, take_inventory
 from runbooks.inventory.compatibility import judge
 from runbooks.inventory.plugins import LOG_BUDGET, classify
 from runbooks.inventory.reading import node_from
 from runbooks.inventory.stacks import hardware_classes
 from runbooks.plugin_containers import plugin_container
 from runbooks.templates import same
+
+REGISTRATION_SAMPLE = 2
+"""Plugin pods per hardware class (besides the canary nodes') whose registration the baseline reads
+from their logs after approval: the most suspect first."""
 
 
 def resolve_container(requested: str, template: dict[str, Any]) -> str | None:
@@ -66,12 +82,16 @@ def daemonset_health(snap: Snapshot) -> Check:
     return passed("daemonset-healthy", f"{ref}: {desired} of {desired} pods updated, ready and available", **counts)
 
 
-def node_checks(cluster: Cluster, snap: Snapshot, node: str, gpu_resources: tuple[str, ...]) -> list[Check]:
+def node_checks(cluster: Cluster, snap: Snapshot, node: str, gpu_resources: tuple[str, ...],
+                read: dict[str, Node] | None = None) -> list[Check]:
+    """The canary node's checks, from the node read now (kept in ``read``, by name, when given)."""
     try:
         obj = cluster.get(NODES, node)
     except NotFound:
         return [failed("node-exists", f"node {node} does not exist: pick one of {', '.join(snap.nodes) or 'the GPU nodes'}", node)]
     info = node_from(obj, gpu_resources)
+    if read is not None:
+        read[node] = info
     checks = [passed("node-exists", f"node {node} exists", node)]
     if not info.ready:
         checks.append(failed("node-ready", f"node {node} is not Ready: pick a Ready node", node))
@@ -129,12 +149,19 @@ def _plugin_nodes(inventory: Inventory, run: Run) -> set[str]:
     return {p.node for p in ds.pods} | set(run.canary_nodes) if ds is not None else set(run.canary_nodes)
 
 
-def class_checks(inventory: Inventory, run: Run, settings: StepSettings) -> list[Check]:
-    """One canary node per hardware class: two named nodes of one class fail (name one per class);
-    with ``canary.per_class`` a class of the target's nodes without a canary node fails, named."""
-    nodes = run.canary_nodes
+def reached_classes(inventory: Inventory, run: Run) -> list[HardwareClass]:
+    """The hardware classes of the nodes the target's pods run on, and the canary's."""
     reached = _plugin_nodes(inventory, run)  # once: per node it made the check quadratic (issue 39)
-    classes = hardware_classes(n for n in inventory.nodes if n.name in reached)
+    return hardware_classes(n for n in inventory.nodes if n.name in reached)
+
+
+def class_checks(inventory: Inventory, run: Run, settings: StepSettings, *,
+                 classes: list[HardwareClass] | None = None) -> list[Check]:
+    """One canary node per hardware class: two named nodes of one class fail (name one per class);
+    with ``canary.per_class`` a class of the target's nodes without a canary node fails, named.
+    ``classes``: those of the target's nodes when the caller has them (else from ``inventory``)."""
+    nodes = run.canary_nodes
+    classes = classes if classes is not None else reached_classes(inventory, run)
     of = {name: c.name for c in classes for name in c.nodes}
     seen: dict[str, str] = {}
     for node in nodes:
@@ -157,12 +184,13 @@ def class_checks(inventory: Inventory, run: Run, settings: StepSettings) -> list
     return [passed("canary-per-class", f"the canary covers every hardware class ({len(classes)})", classes=covered)]
 
 
-def compatibility_checks(inventory: Inventory, run: Run, settings: StepSettings) -> list[Check]:
+def compatibility_checks(inventory: Inventory, run: Run, settings: StepSettings, *,
+                         classes: list[HardwareClass] | None = None) -> list[Check]:
     """The image against the compatibility matrix on the hardware classes of the nodes the
     target's pods run on (every node a promotion reaches): a class whose driver is too old, or a
-    Kubernetes outside the row's range, fails; an unknown combination is a warning."""
-    reached = _plugin_nodes(inventory, run)  # once: per node it made the check quadratic (issue 39)
-    classes = hardware_classes(n for n in inventory.nodes if n.name in reached)
+    Kubernetes outside the row's range, fails; an unknown combination is a warning. ``classes``:
+    as :func:`class_checks`."""
+    classes = classes if classes is not None else reached_classes(inventory, run)
     entry = settings.targets.get(run.target.ref)
     override = entry.compatibility if entry is not None else None
     verdicts = judge(run.image, classes, kubernetes=inventory.kubernetes.version,
@@ -180,6 +208,30 @@ def request_checks(
     the target's hardware classes. The inventory comes back for the baseline; ``baseline=False``
     (the request, before approval): no plugin log is read, since no check judges registration
     (the baseline records it, cut after approval)."""
+    checks, container = _own_checks(cluster, snap, run=run, settings=settings)
+    if any(c.status == "fail" for c in checks):
+        return checks, None
+    # the target's pods are the snapshot's, read just now; no check reads the devices in use (IN USE),
+    # so no pod of the cluster is listed for them; a device plugin's findings name no device class,
+    # so the DRA kubelet plugins (their pods, their logs) are read for a DRA target only (issue 39)
+    inventory = take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
+                               registration=settings.registration, in_use_of=(), owned={run.target.ref: snap.pods},
+                               dra_plugins=classify(snap.ds) != "device-plugin",
+                               log_budget=LOG_BUDGET if baseline else 0)
+    return checks + _inventory_checks(inventory, snap, run=run, settings=settings, container=container), inventory
+
+
+def requested_view(inventory: Inventory, run: Run) -> dict[str, Any]:
+    """What the run keeps of its request's ``inventory`` (the progress key and its value) for the
+    pre-checks after approval."""
+    return {REQUESTED: view_of(inventory, _plugin_nodes(inventory, run)).model_dump(mode="json")}
+
+
+def _own_checks(
+    cluster: Cluster, snap: Snapshot, *, run: Run, settings: StepSettings, read: dict[str, Node] | None = None,
+) -> tuple[list[Check], str | None]:
+    """The checks of the run's own image, container, DaemonSet and canary nodes (read now, kept in
+    ``read`` when given), and the container to change."""
     checks: list[Check] = []
     try:
         validation.image_reference(run.image)
@@ -202,21 +254,18 @@ def request_checks(
                              container=container, image=snap.images[container]))
     checks.append(daemonset_health(snap))
     for node in run.canary_nodes:
-        checks += node_checks(cluster, snap, node, tuple(settings.gpu_resources))
-    if any(c.status == "fail" for c in checks):
-        return checks, None
-    # the target's pods are the snapshot's, read just now; no check reads the devices in use (IN USE),
-    # so no pod of the cluster is listed for them; a device plugin's findings name no device class,
-    # so the DRA kubelet plugins (their pods, their logs) are read for a DRA target only (issue 39)
-    inventory = take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
-                               registration=settings.registration, in_use_of=(), owned={run.target.ref: snap.pods},
-                               dra_plugins=classify(snap.ds) != "device-plugin",
-                               log_budget=LOG_BUDGET if baseline else 0)
-    checks += target_findings(inventory, run.target.ref, run.node, run.edits)
-    checks += class_checks(inventory, run, settings)
+        checks += node_checks(cluster, snap, node, tuple(settings.gpu_resources), read)
+    return checks, container
+
+
+def _inventory_checks(inventory: Inventory, snap: Snapshot, *, run: Run, settings: StepSettings,
+                      container: str | None, classes: list[HardwareClass] | None = None) -> list[Check]:
+    """No failing finding on the target, one canary node per class, the image on the matrix."""
+    classes = classes if classes is not None else reached_classes(inventory, run)
+    checks = target_findings(inventory, run.target.ref, run.node, run.edits) + class_checks(inventory, run, settings, classes=classes)
     if run.image and run.image != snap.images.get(container or "", ""):
-        checks += compatibility_checks(inventory, run, settings)
-    return checks, inventory
+        checks += compatibility_checks(inventory, run, settings, classes=classes)
+    return checks
 
 
 def _unsettled(baseline: Baseline) -> list[str]:
@@ -231,17 +280,59 @@ def canary_prechecks(
     """The request's checks again, after approval (the cluster may have moved), and, when they
     pass, the baseline: a node caught mid-change (a kubelet restart, a plugin re-registering)
     is read again until it settles, for up to ``settings.settle_window``; one still degraded
-    then is recorded as it is, and verify says so rather than blame the upgrade."""
-    checks, inventory = request_checks(cluster, snap, run=run, settings=settings)
-    if inventory is None or any(c.status == "fail" for c in checks):
+    then is recorded as it is, and verify says so rather than blame the upgrade.
+
+    With the request's view in the run (:data:`~runbooks.daemonset.requested.REQUESTED`), only the
+    DaemonSet (``snap``), its pods, the canary nodes and the registration of their pods and of
+    :data:`REGISTRATION_SAMPLE` pods per hardware class are read again; the nodes are not listed."""
+    kept = run.progress.get(REQUESTED)
+    if not isinstance(kept, dict):  # a run requested before its request kept a view: read it all again
+        checks, inventory = request_checks(cluster, snap, run=run, settings=settings)
+        if inventory is None or any(c.status == "fail" for c in checks):
+            return checks, None
+        return _with_baseline(cluster, snap, checks, baseline_from(inventory, run.target.ref), run=run,
+                              settings=settings, clock=clock)
+    view = RequestedView.model_validate(kept)
+    fresh: dict[str, Node] = {}
+    checks, container = _own_checks(cluster, snap, run=run, settings=settings, read=fresh)
+    if any(c.status == "fail" for c in checks):
         return checks, None
-    baseline = baseline_from(inventory, run.target.ref)
+    sample = log_sample(view, snap.pods, run.canary_nodes, REGISTRATION_SAMPLE, fresh)
+    inventory = _target_inventory(cluster, snap, run=run, settings=settings, nodes=list(fresh.values()),
+                                  logs_of=sample)
+    checks += _inventory_checks(inventory, snap, run=run, settings=settings, container=container,
+                                classes=view.hardware_classes)
+    if any(c.status == "fail" for c in checks):
+        return checks, None
+    return _with_baseline(cluster, snap, checks, baseline_with(inventory, view, run.target.ref), run=run,
+                          settings=settings, clock=clock)
+
+
+def _target_inventory(cluster: Cluster, snap: Snapshot, *, run: Run, settings: StepSettings, nodes: list[Node],
+                      logs_of: set[str], owned: bool = True) -> Inventory:
+    """An inventory of the target that lists no node: ``nodes`` are the ones read, and only the
+    plugin pods on ``logs_of`` have their registration read; its pods are the snapshot's (``owned``)
+    or listed again."""
+    return take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
+                          registration=settings.registration, in_use_of=(),
+                          owned={run.target.ref: snap.pods} if owned else None, dra_plugins=classify(snap.ds) != "device-plugin", nodes=nodes, log_nodes=logs_of)
+
+
+def _with_baseline(cluster: Cluster, snap: Snapshot, checks: list[Check], baseline: Baseline, *, run: Run,
+                   settings: StepSettings, clock: Clock | None) -> tuple[list[Check], Baseline]:
+    """``checks`` with the baseline's, a node caught mid-change read again (it, its plugin pod and
+    that pod's registration, nothing else) until it settles or ``settings.settle_window`` passes."""
     if clock is not None and _unsettled(baseline) and settings.settle_window > 0:
+        resources = tuple(settings.gpu_resources)
+
         def settled() -> Baseline | None:
-            again = baseline_from(take_inventory(cluster, targets=[run.target.ref], gpu_resources=settings.gpu_resources,
-                                                 registration=settings.registration, in_use_of=(),
-                                                 dra_plugins=classify(snap.ds) != "device-plugin"), run.target.ref)
-            return again if not _unsettled(again) else None
+            names = _unsettled(baseline)
+            nodes = list(sample_nodes(cluster, names, resources, {}).values())
+            again = baseline_from(_target_inventory(cluster, snap, run=run, settings=settings, nodes=nodes,
+                                                    logs_of=set(names), owned=False), run.target.ref)
+            merged = baseline.model_copy(update={"nodes": {
+                **baseline.nodes, **{n: again.nodes[n] for n in names if n in again.nodes}}})
+            return merged if not _unsettled(merged) else None
 
         baseline = wait_for(clock, timeout=settings.settle_window, interval=max(settings.poll_interval, 1.0),
                             probe=settled) or baseline

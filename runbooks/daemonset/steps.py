@@ -31,6 +31,7 @@ What the steps keep in ``run.progress``:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from runbooks.cluster import Cluster, permissions
 from runbooks.cluster.informing import ClusterWatches
@@ -67,10 +68,13 @@ class DaemonSetSteps:
     """Canary, verify, promote and rollback of one DaemonSet, as the run engine calls them."""
 
     def check_request(self, cluster: Cluster, run: Run, settings: StepSettings, *,
-                      watches: ClusterWatches | None = None) -> list[Check]:
+                      watches: ClusterWatches | None = None,
+                      keep: Callable[[dict[str, Any]], None] | None = None) -> list[Check]:
         """The canary's pre-checks, before any approver is asked (they run again after approval).
         With ``watches`` (the process's watch cache), the target's pods are read through the
-        caches the canary's step follows after approval (issue 39: listed once for both)."""
+        caches the canary's step follows after approval (issue 39: listed once for both). ``keep``
+        is given what the pre-checks after approval reuse of the request's inventory
+        (:func:`~runbooks.daemonset.preflight.requested_view`; issue 63: no node listed again)."""
         try:
             with looking(cluster, run.target.namespace, run.target.name, watches=watches) as look:
                 snap = look(read_daemonset=True)
@@ -87,7 +91,9 @@ class DaemonSetSteps:
             return [failed("rbac", forbidden_sentence(refused, ""))]
         if saved_of(snap.ds) is not None:  # a quarantine keeps it OnDelete: a promotion would roll nothing
             return [failed("quarantined", quarantined_sentence(run.target.namespace, run.target.name))]
-        checks = preflight.request_checks(cluster, snap, run=run, settings=settings, baseline=False)[0]
+        checks, inventory = preflight.request_checks(cluster, snap, run=run, settings=settings, baseline=False)
+        if inventory is not None and keep is not None:
+            keep(preflight.requested_view(inventory, run))
         if smoke:  # a RuntimeClass the smoke pod would name and the cluster lacks; a DRA class not to be chosen
             checks += smoke_testing.request_check(cluster, smoke, snap.ds, resource=settings.gpu_resources[0])
             if dra:

@@ -232,8 +232,9 @@ class Engine(ChangeRequests, NodeRequests):
                     node, chosen = self.driver.steps.pick_node(handle, run, self.driver.settings)
                     run = run.model_copy(update={"node": node, "progress": {**run.progress, NODE_CHOICE: chosen}})
                 self._refuse_if_locked(run)
+                kept: dict[str, Any] = {}  # what the steps after approval reuse of the request's reads
                 checks = self.driver.steps.check_request(
-                    handle, run, self.driver.settings,
+                    handle, run, self.driver.settings, keep=kept.update,
                     watches=self.watches.on(run.target.cluster or None) if self.watches is not None else None)
                 failing = [c for c in checks if c.status == CheckStatus.FAIL]
                 if failing:
@@ -242,7 +243,9 @@ class Engine(ChangeRequests, NodeRequests):
                 warnings = [f"{c.name}: {c.detail}" for c in checks if c.status in (CheckStatus.WARN, CheckStatus.UNKNOWN)]
                 warnings = [*run.progress.get("request_warnings", []), *warnings]
                 if warnings:
-                    run = run.model_copy(update={"progress": {**run.progress, "request_warnings": warnings}})
+                    kept["request_warnings"] = warnings
+                if kept:
+                    run = run.model_copy(update={"progress": {**run.progress, **kept}})
         if not run.container:
             raise Refused(f"name the container of {request.ref} to change: container=<name>")
         if not run.image:

@@ -151,11 +151,13 @@ class Steps(Protocol):
     """The cluster steps the engine calls, one per active state, and the checks of a request."""
 
     def check_request(self, cluster: Any, run: Run, settings: StepSettings, *,
-                      watches: ClusterWatches | None = None) -> list[Check]:
+                      watches: ClusterWatches | None = None,
+                      keep: Callable[[dict[str, Any]], None] | None = None) -> list[Check]:
         """Read-only, before anything is stored or any approver asked: every check that can be
         made now (the image, the node, the target's health). A failing one refuses the request.
         ``watches``: the process's watch cache of the run's cluster, which the run's steps will
-        follow after approval (None: the engine has none)."""
+        follow after approval (None: the engine has none). ``keep(progress)``: what the run keeps
+        of the request's reads in its progress, for its steps after approval (None: nothing kept)."""
         ...
 
     def pick_node(self, cluster: Any, run: Run, settings: StepSettings) -> tuple[str, str]:

@@ -65,6 +65,8 @@ def take_inventory(
     owned: Mapping[str, Sequence[PluginPod]] | None = None,
     dra_plugins: bool = True,
     watches: ClusterWatches | None = None,
+    nodes: Sequence[Node] | None = None,
+    log_nodes: Collection[str] | None = None,
 ) -> Inventory:
     """Everything an operator must know before touching a device plugin or DRA driver.
 
@@ -77,21 +79,26 @@ def take_inventory(
     nodes show none in use). ``owned``: the pods of a plugin DaemonSet (by ``namespace/name``)
     the caller has just read, used instead of listing them again. ``dra_plugins=False``: with
     ``targets``, the DRA kubelet plugins that are not targets are not read (nor their logs): the
-    classes they serve are judged without them (a device plugin's canary judges no class).
+    classes they serve are judged without them (a device plugin's canary judges no class), and the
+    DRA objects (classes, slices, claims) are not listed either.
     ``watches``: the process's watch cache of this cluster; with ``in_use_of`` None, the nodes and
     unfinished pods are read from it (:mod:`runbooks.inventory.watch_cache`) while its watches hold.
+    ``nodes``: the nodes to judge, read by the caller (a canary's own nodes after approval, the rest
+    kept from its request): the nodes are not listed. ``log_nodes``: only the plugin pods on these
+    nodes have their registration read from their logs (None: the budget chooses among all).
     """
     with contextlib.ExitStack() as held:
         return _take(cluster, held, targets=targets, resources=tuple(gpu_resources), log_budget=log_budget, now=now,
                      registration=registration, max_unavailable=max_unavailable, in_use_of=in_use_of,
-                     owned=owned, dra_plugins=dra_plugins, watches=watches)
+                     owned=owned, dra_plugins=dra_plugins, watches=watches, given=nodes, log_nodes=log_nodes)
 
 
 def _take(
     cluster: Cluster, held: contextlib.ExitStack, *, targets: Sequence[str], resources: tuple[str, ...],
     log_budget: int, now: Callable[[], dt.datetime] | None, registration: Mapping[str, str] | None,
     max_unavailable: str | None, in_use_of: Collection[str] | None, owned: Mapping[str, Sequence[PluginPod]] | None,
-    dra_plugins: bool, watches: ClusterWatches | None,
+    dra_plugins: bool, watches: ClusterWatches | None, given: Sequence[Node] | None = None,
+    log_nodes: Collection[str] | None = None,
 ) -> Inventory:
     version = cluster.version()
     taken_at = now() if now else version.server_time or dt.datetime.now(dt.UTC)
@@ -100,7 +107,11 @@ def _take(
     notes: list[str] = []
 
     cache = watches if in_use_of is None else None  # every node's: what a watch cache keeps, from it
-    classes, slices, claims = _dra_objects(cluster, apis, taken_at, held, cache)
+    # a device plugin's own inventory (targets, no DRA kubelet plugin read) judges no device class, claim or
+    # slice: its findings name its DaemonSet and its nodes only, so the DRA objects are not listed (issue 63:
+    # a canary listed every ResourceSlice of a 5,000-node cluster twice, 11 MiB each)
+    classes, slices, claims = (([], [], []) if targets and not dra_plugins
+                               else _dra_objects(cluster, apis, taken_at, held, cache))
     known_drivers = {d for c in classes for d in c.drivers} | {s.driver for s in slices}
     selection = plugins.select_plugins(cluster.list_objects(DAEMONSETS), targets, known_drivers)
     chosen = [(ds, kind) for ds, kind in selection.plugins
@@ -109,7 +120,9 @@ def _take(
     owners = {(ds.get("metadata") or {}).get("uid", ""): plugins.ref_of(ds) for ds, _ in chosen
               if plugins.ref_of(ds) not in read}
     cached = cached_reads(held, cache, resources, owners) if cache is not None else None
-    if cached is not None:
+    if given is not None:
+        nodes = list(given)
+    elif cached is not None:
         nodes = cached.nodes
         notes.append(cached.note())
     else:
@@ -122,7 +135,8 @@ def _take(
                   for ds, kind in chosen]
     kept = cache.memo("registrations", plugins.Registrations) if cache is not None else None
     daemonsets, log_notes = _registrations(cluster, daemonsets, {n.name: n for n in nodes}, log_budget,
-                                           registration or {}, kept, by_slices="ResourceSlice" in apis.chosen)
+                                           registration or {}, kept, by_slices="ResourceSlice" in apis.chosen,
+                                           log_nodes=log_nodes)
     daemonsets, driver_notes = _assign_drivers(daemonsets, slices, classes)
     if "ResourceSlice" in apis.chosen:  # a DRA driver's registration is seen in its slices, its log only supports
         raw = {plugins.ref_of(ds): ds for ds, _ in chosen}
@@ -212,6 +226,7 @@ def _plugin_daemonset(cluster: Cluster, ds: Obj, kind: PluginKind, known_drivers
 def _registrations(
     cluster: Cluster, daemonsets: list[DaemonSet], nodes: dict[str, Node], budget: int,
     registration: Mapping[str, str], kept: plugins.Registrations | None = None, *, by_slices: bool = False,
+    log_nodes: Collection[str] | None = None,
 ) -> tuple[list[DaemonSet], list[str]]:
     """Plugin pods with ``registered`` read from their logs (within the budget); ``registration``
     names the line to look for per target (else the kind's default). ``kept`` (a worker's, with
@@ -219,13 +234,16 @@ def _registrations(
     pod and its containers are the same; the budget goes to the others. ``by_slices``: the
     cluster serves ResourceSlices, in which a DRA driver's registration is seen
     (:func:`~runbooks.inventory.registration.pods_registered`), so its logs are not read
-    unless the policy names its registration line."""
+    unless the policy names its registration line. ``log_nodes``: only the pods on these nodes are
+    candidates (the others keep ``registered`` unknown, without a note: the caller chose them)."""
     known: dict[tuple[str, str], plugins.LogResult] = {}
     candidates = []
     for ds in daemonsets:
         if by_slices and ds.kind == "dra-kubelet-plugin" and ds.ref not in registration:
             continue
         for pod in ds.pods:
+            if log_nodes is not None and pod.node not in log_nodes:
+                continue
             read = plugins.LogRead(ds.ref, ds.namespace, pod.name, sorted(pod.images), ds.kind,
                                    registration.get(ds.ref))
             seen = kept.get(pod, read) if kept is not None else None

@@ -18,6 +18,8 @@ import pytest
 from kubesim import KubeSim
 from runbooks.cluster import Cluster
 from runbooks.cluster.informing import Watches
+from runbooks.cluster.resources import PODS as PODS_RESOURCE
+from runbooks.daemonset.preflight import REGISTRATION_SAMPLE
 from runbooks.engine.approving import Actor
 from runbooks.engine.clocks import SystemClock
 from runbooks.engine.runs import RunState
@@ -138,3 +140,51 @@ def test_in_use_of_a_few_nodes_is_read_by_node_and_counts_what_the_whole_cluster
     listed = few.daemonset(TARGET)
     assert listed is not None and listed.pods
     assert listed.pods == next(d for d in everything.daemonsets if d.ref == TARGET).pods
+
+
+def pods_by_name(sim: KubeSim) -> dict[str, str]:
+    """The plugin's pods: name -> node (read before the counted phase)."""
+    with Cluster.from_kubeconfig(str(sim.kubeconfig)) as cluster:
+        return {p["metadata"]["name"]: p["spec"].get("nodeName", "")
+                for p in cluster.list_objects(PODS_RESOURCE, namespace=NS)}
+
+
+def test_after_approval_the_canary_reuses_the_requests_inventory(redis_url: str) -> None:
+    """issue 63, item 3: on 40 nodes (more than verify reads one by one), the pre-checks after
+    approval take the request's inventory from the run and read again only the DaemonSet, the canary
+    node and the plugin's pods (from the kept cache): the node list is read once after approval (by the
+    canary's verify, which compares the other nodes with the baseline), never by the pre-checks, and
+    the registration logs read are those of the canary node's pod and a sample per hardware class
+    (one class here), not every plugin pod up to the budget; the baseline still has every node, with
+    its GPUs as the request read them; a device plugin's pre-checks list no ResourceSlice (no check of
+    theirs judges one)."""
+    with KubeSim(scenario="gpu-large", nodes=40, k8s_version="1.31", speed=5) as sim:
+        node_of = pods_by_name(sim)
+        watches = Watches(lambda context: Cluster.from_kubeconfig(sim.kubeconfig, context))
+        engine = kubesim_engine(sim, redis_url, POLICY, clock=SystemClock(), watches=watches)
+        try:
+            fresh_reads(sim)
+            run = engine.request_canary(actor=Actor("U0ANA"), target=TARGET, image=NEW, node="gpu-node1").run
+            assert run.state is RunState.AWAITING_APPROVAL, run.reason
+            assert node_lists(sim.reads()) == 1, "the request lists the nodes once"
+            fresh_reads(sim)
+            engine.approve(run.id, actor=Actor("U0BOB"))
+            run = engine.advance(run.id)
+            assert run.state is RunState.AWAITING_PROMOTION, run.reason
+            reads = sim.reads()
+            node_of.update(pods_by_name(sim))  # the canary's new pod too
+        finally:
+            watches.close()
+    assert node_lists(reads) <= 1, f"the nodes listed {node_lists(reads)} times after approval"
+    assert not [r for r in reads if r["path"].endswith("/resourceslices")], "a device plugin's canary listed the slices"
+    logged = {r["path"].split("/")[-2] for r in reads if r["path"].endswith("/log")}
+    assert logged, "no registration read after approval"
+    others = {pod for pod in logged if node_of.get(pod) != "gpu-node1"}
+    assert len(others) <= REGISTRATION_SAMPLE, f"logs read after approval of {sorted(others)} beyond the canary node"
+    baseline = run.progress["baseline"]
+    assert len(baseline["nodes"]) == 40
+    assert all(n["capacity"] == {"nvidia.com/gpu": 8} for n in baseline["nodes"].values())
+
+
+def node_lists(reads: list[dict[str, Any]]) -> int:
+    return sum(1 for r in reads if r["verb"] == "list" and r["path"] == "/api/v1/nodes")

@@ -266,3 +266,20 @@ def test_timers_fire_in_order_when_the_clock_jumps(sim: Simulation) -> None:
         sim.call_later(delay, lambda: fired.append(round(sim.clock.time() - start)))
     sim.advance(60)
     assert fired == [10, 20, 30]
+
+
+def test_a_version_shares_what_its_write_left_unchanged_and_history_keeps_the_old_one(sim: Simulation) -> None:
+    """issue 63: a status write stores a new version holding the old one's spec and labels (the
+    same objects, not copies), so the watch history's versions cost what changed; the version
+    before the write stays as it was, and a deleted object's last version shares its parts too."""
+    rt = sim.store.storage_type(PODS)
+    first = sim.store.create(rt, {**pod("a", node="n1"), "metadata": {"name": "a", "namespace": "default",
+                                                                       "labels": {"app": "x"}}})
+    second = sim.store.mutate(PODS, "default", "a", lambda o: o.setdefault("status", {}).update(phase="Running"))
+    assert second is not None and second is not first
+    assert second["spec"] is first["spec"] and second["metadata"]["labels"] is first["metadata"]["labels"]
+    assert second["status"]["phase"] == "Running" and (first.get("status") or {}).get("phase") != "Running"
+    event = sim.store.history_since(PODS, int(first["metadata"]["resourceVersion"]))[0]
+    assert event.obj is second and event.old is first
+    gone = sim.store.delete(PODS, "default", "a", grace_seconds=0)
+    assert gone["spec"] is second["spec"] and gone["metadata"]["resourceVersion"] != second["metadata"]["resourceVersion"]

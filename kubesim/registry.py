@@ -95,6 +95,8 @@ _REFERENCE = re.compile(
     r":[\w][\w.-]{0,127}$")
 """A tagged image reference as the distribution reference grammar spells it (no digest)."""
 
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
 
 def _host(image: str) -> str:
     first = image.split("/", 1)[0]
@@ -127,13 +129,16 @@ class Registry:
 
     def push(self, image: str) -> str:
         """Add ``image`` (a tagged reference, ``repo:tag``) as a test's ``docker push`` would;
-        returns its fully qualified name. A tag that exists already is pushed again: it gets a new
+        returns its fully qualified name. ``repo:tag@sha256:<hex>`` pushes a copy of published bytes:
+        the digest is theirs (a digest is its content's hash: a mirror holds the upstream's). A tag that exists already is pushed again: it gets a new
         digest (the old digest still pulls by digest). A reference that is not one raises ValueError."""
-        text = str(image).strip()
-        if not _REFERENCE.match(text):
-            raise ValueError(f"{image!r} is not a tagged image reference (repository:tag)")
+        text, _, given = str(image).strip().partition("@")
+        if not _REFERENCE.match(text) or (given and not _DIGEST.match(given)):
+            raise ValueError(f"{image!r} is not a tagged image reference (repository:tag[@sha256:<64 hex>])")
         ref = image_ref(text)
-        if self._exists(ref):
+        if given:  # a copy of published bytes (a mirror's push): the digest is its content's
+            digest = given
+        elif self._exists(ref):
             pushes = sum(1 for content in self._contents.values() if content == ref)
             digest = "sha256:" + hashlib.sha256(f"{ref}\n{pushes + (ref in _RELEASED_REFS)}".encode()).hexdigest()
         else:

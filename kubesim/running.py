@@ -111,7 +111,8 @@ class KubeSim:
         self.dcgm_port = dcgm_port
         self.dcgm_config = dcgm or ExporterConfig()
         """What the dcgm-exporters export at start (:meth:`exporters` changes it while serving)."""
-        self.pushed = Registry(pushed).pushed  # refuses what is not a tagged reference, before anything starts
+        self.pushed = [str(image).strip() for image in pushed]
+        Registry(self.pushed)  # refuses what is not a tagged reference, before anything starts
         """Images pushed to the simulated registry before the cluster starts (:mod:`kubesim.registry`):
         a test's own builds, such as kubesim's fault tags (``…:v0.17.0-crash``)."""
         self.dcgm_url = ""

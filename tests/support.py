@@ -40,7 +40,9 @@ TEST_BUILDS: tuple[str, ...] = (
     "registry.example.com/x:1",
     # the bot's own image and the Redis it runs beside (deploy/base/deployment.yaml, redis.yaml),
     # which the install tests apply
-    "ghcr.io/upgradebot/upgradebot:0.1.0", "docker.io/library/redis:7.4.11-alpine",
+    "ghcr.io/upgradebot/upgradebot:0.1.0",
+    # as deploy/base/redis.yaml pins it: Docker Hub's digest of the tag, pushed as a mirror would
+    "docker.io/library/redis:7.4.11-alpine@sha256:ff02b58f971e7d7d156a1267e283fcbbeee91773b6aa36c49dac28ecfe28eadf",
     # public images some tests run: Docker's official busybox, the pause image
     "busybox:1.36", "registry.k8s.io/pause:3.9",
 )

@@ -148,3 +148,22 @@ def test_the_registry_answers_the_distribution_api_as_a_mirror() -> None:
             raise AssertionError("an unknown manifest answered")
         except urllib.error.HTTPError as exc:
             assert exc.code == 404 and json.loads(exc.read())["errors"][0]["code"] == "MANIFEST_UNKNOWN"
+
+
+def test_a_copy_of_published_bytes_is_pushed_with_their_digest_and_pulls_by_it() -> None:
+    """``repo:tag@sha256:…`` pushes a copy (a mirror's): the tag resolves to that digest, a pod spec
+    pinning it (deploy/base/redis.yaml's) pulls, and another digest of the repository does not."""
+    real = "sha256:" + "ab" * 32
+    registry = Registry()
+    registry.push(f"docker.io/library/redis:7.4.11-alpine@{real}")
+    assert registry.resolve("redis:7.4.11-alpine") == real
+    assert registry.pull_error(f"docker.io/library/redis:7.4.11-alpine@{real}") is None
+    assert registry.image_id(f"redis:7.4.11-alpine@{real}") == f"docker.io/library/redis@{real}"
+    assert "not found" in str(registry.pull_error("docker.io/library/redis:7.4.11-alpine@sha256:" + "cd" * 32))
+    for bad in ("redis:7.4.11-alpine@sha256:abc", "redis@sha256:" + "ab" * 32):
+        try:
+            registry.push(bad)
+        except ValueError as exc:
+            assert "repository:tag" in str(exc)
+        else:
+            raise AssertionError(f"{bad} was pushed")

@@ -239,6 +239,7 @@ class StateShape(_Shape):
 class ContainerStatusShape(_Shape):
     name: Any = None
     restart_count: Any = None
+    image_id: Any = None
     state: StateShape | None = None
 
 

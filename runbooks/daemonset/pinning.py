@@ -21,14 +21,11 @@ from __future__ import annotations
 from typing import Any
 
 from runbooks import digests
-from runbooks.cluster.resources import PODS
 from runbooks.daemonset.observing import Snapshot
 from runbooks.daemonset.patching import set_image
-from runbooks.engine.recording import failed, note, passed
+from runbooks.engine.recording import failed, passed
 from runbooks.engine.runs import Run
 from runbooks.engine.steps import Check, StepContext, StepSettings
-from runbooks.errors import ClusterError
-from runbooks.inventory.reading import selector_string
 
 
 def pins(run: Run, settings: StepSettings, *, before: str | None = None) -> bool:
@@ -45,20 +42,15 @@ def promoted(run: Run, settings: StepSettings) -> str:
 
 
 def save_pre_run(ctx: StepContext, snap: Snapshot, container: str) -> dict[str, Any]:
-    """``{pre_run_digests: node -> container -> imageID}`` of the DaemonSet's pods now ({} when the
-    run pins nothing, or the pods cannot be listed: the rollback then writes the saved tag back)."""
+    """``{pre_run_digests: node -> container -> imageID}`` of the DaemonSet's pods in ``snap`` ({}
+    when the run pins nothing; a node whose pod reports none is left out, and a rollback writes the
+    saved tag back there)."""
     if not pins(ctx.run, ctx.settings, before=snap.images.get(container) or ""):
         return {}
-    selector = selector_string(snap.spec.get("selector") or {}) or None
-    try:
-        pods = ctx.cluster.list_objects(PODS, namespace=ctx.run.target.namespace, label_selector=selector)
-    except ClusterError as exc:
-        note(ctx, "canary.digests", "info", f"the digests the pods run could not be read ({exc}): a rollback "
-             "writes the saved tag back")
-        return {}
-    uid = snap.meta.get("uid")
-    owned = [p for p in pods if any(o.get("uid") == uid for o in (p.get("metadata") or {}).get("ownerReferences") or [])]
-    return {digests.PRE_RUN: digests.pre_run(owned)}
+    # the snapshot's pods (the step's watch cache, or read just now), with each container's imageID
+    return {digests.PRE_RUN: {p.node: {c: i for c, i in p.image_ids.items() if digests.digest_in(i)}
+                              for p in snap.pods if p.node and not p.deleting
+                              and any(digests.digest_in(i) for i in p.image_ids.values())}}
 
 
 def verified_check(ctx: StepContext, image_ids: dict[str, str]) -> Check | None:

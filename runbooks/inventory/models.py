@@ -105,6 +105,8 @@ class PluginPod(Model):
     crashloop: bool
     waiting_reason: Shown | None = None
     images: dict[Shown, Shown] = Field(default_factory=dict, description="container -> image")
+    image_ids: dict[Shown, Shown] = Field(default_factory=dict, description="container -> the image it runs as the "
+                                          "runtime resolved it (status imageID, repo@sha256:…), those reported")
     revision_hash: Shown | None = Field(None, description="controller-revision-hash label")
     registered: bool | None = Field(
         None, description="registered with the kubelet: a device plugin's log shows the registration line; a DRA "

@@ -47,6 +47,13 @@ def policy(target: str, **steps: Any) -> Policy:
     })
 
 
+def pinned(sim: KubeSim, image: str) -> str:
+    """``image`` as a promotion pins it: ``<repository>@<the digest its tag resolves to>``."""
+    found = sim.call(lambda s: s.registry.image_id(image))
+    assert found, image
+    return str(found)
+
+
 def images(kubectl: Kubectl, namespace: str) -> dict[str, dict[str, str]]:
     """node -> container -> image of the live pods of ``namespace``'s DaemonSet."""
     pods = kubectl.json("get", "pods", "-n", namespace)["items"]
@@ -86,7 +93,8 @@ def test_the_example_driver_at_verbosity_0_passes_a_healthy_canary_without_regis
     engine.decide(run.id, actor=CAROL, approve=True)
     run = engine.advance(run.id)
     assert run.state is RunState.DONE, run.reason
-    assert {c["plugin"] for c in images(kubectl, "dra-example-driver").values()} == {EXAMPLE_NEW}
+    # the promotion pins the digest the canary's pod pulled (images.pin_digest)
+    assert {c["plugin"] for c in images(kubectl, "dra-example-driver").values()} == {pinned(example, EXAMPLE_NEW)}
 
 
 def test_the_example_driver_at_verbosity_0_fails_a_noalloc_canary_and_rolls_back(
@@ -151,7 +159,7 @@ def test_nvidias_dra_driver_inventory_and_a_gpus_canary_smoke_tested_from_gpu_nv
         run = engine.advance(run.id)
         assert run.state is RunState.DONE, run.reason
         template = kubectl.json("-n", NVIDIA_NS, "get", "daemonset", NVIDIA_DS)["spec"]["template"]["spec"]
-        assert {c["name"]: c["image"] for c in template["containers"]} == {
-            "compute-domains": NVIDIA_OLD, "gpus": NVIDIA_NEW}
+        promoted = {"compute-domains": NVIDIA_OLD, "gpus": pinned(sim, NVIDIA_NEW)}  # the verified digest
+        assert {c["name"]: c["image"] for c in template["containers"]} == promoted
         assert set(map(frozenset, (c.items() for c in images(kubectl, NVIDIA_NS).values()))) == {
-            frozenset({"compute-domains": NVIDIA_OLD, "gpus": NVIDIA_NEW}.items())}
+            frozenset(promoted.items())}

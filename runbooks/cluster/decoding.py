@@ -239,7 +239,7 @@ class StateShape(_Shape):
 class ContainerStatusShape(_Shape):
     name: Any = None
     restart_count: Any = None
-    image_id: Any = None
+    image_id: Any = msgspec.field(default=None, name="imageID")
     state: StateShape | None = None
 
 

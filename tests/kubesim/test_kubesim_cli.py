@@ -54,7 +54,7 @@ def test_serve_refuses_a_push_that_is_not_an_image_reference(tmp_path) -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("kubesim: 'nvcr.io/nvidia/k8s-device-plugin' is not a tagged image reference "
-                                   "(repository:tag)")
+                                   "(repository:tag[@sha256:<64 hex>])")
 
 
 def test_serve_stops_cleanly_on_sigterm_from_before_it_announces_itself(tmp_path, monkeypatch) -> None:

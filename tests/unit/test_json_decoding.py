@@ -83,7 +83,8 @@ FULL_POD = {
              "resourceClaims": [{"name": "gpu", "resourceClaimName": "claim-a"},
                                 {"name": "old", "source": {"resourceClaimName": "claim-b"}}]},
     "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "message": "no fit"}],
-               "containerStatuses": [{"restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}],
+               "containerStatuses": [{"name": "plugin", "restartCount": 3, "imageID": "nvcr.io/p@sha256:" + "0" * 64,
+                                      "state": {"waiting": {"reason": "CrashLoopBackOff"}}}],
                "resourceClaimStatuses": [{"name": "t", "resourceClaimName": "plugin-x-t-1"}]},
 }
 
@@ -105,6 +106,7 @@ def test_a_page_decoded_as_shapes_reads_what_the_dicts_read() -> None:
     assert reading.pod_from(shape).model_dump() == {
         "name": "plugin-x", "node": "gpu-node1", "phase": "Pending", "ready": False, "restarts": 3,
         "crashloop": True, "waiting_reason": "CrashLoopBackOff", "images": {"plugin": "nvcr.io/p:v1"},
+        "image_ids": {"plugin": "nvcr.io/p@sha256:" + "0" * 64},
         "revision_hash": "abc", "registered": None, "uid": "u-1", "deleting": False, "started": {},
         "unschedulable": None}
     use = pod_use(shape, ("nvidia.com/gpu",))

@@ -39,6 +39,7 @@ from bot.runtime import build_runtime, open_store
 from bot.settings import Settings, SettingsError
 from bot.slack.serve import (
     READ_ONLY_GROUPS,
+    Service,
     build_read_only_worker,
     build_slack_service,
     configure_logging,
@@ -98,11 +99,7 @@ def work(settings: Settings, lanes: set[str], *, stop: threading.Event, drain: f
     runtime.start(sweep=drives, reports=drives)
     log.info("worker taking %s on %d thread(s)", ", ".join(sorted(lanes)), threads)
     code = _serve_until(stop, jobs)
-    log.info("worker stopping: no more work taken, finishing what runs (up to %.0f s)", drain)
-    started = time.monotonic()
-    service.cancel.set()
-    jobs.stop(timeout=drain)
-    service.stop_workers(timeout=max(0.5, drain - (time.monotonic() - started)))
+    started = _wind_down(service, jobs, drain)
     runtime.stop(timeout=max(0.5, drain - (time.monotonic() - started)))
     return code
 
@@ -131,14 +128,21 @@ def work_read_only(settings: Settings, lanes: set[str], *, stop: threading.Event
     jobs.consume(listeners.run_job, lanes=lanes, threads=settings.workers)
     log.info("read-only worker taking %s on %d thread(s)", ", ".join(sorted(lanes)), settings.workers)
     code = _serve_until(stop, jobs)
+    _wind_down(service, jobs, drain)
+    listeners.deps.quotas.close()
+    store.close()
+    return code
+
+
+def _wind_down(service: Service, jobs: Jobs, drain: float) -> float:
+    """Take no more work, cancel what waits, and let what runs finish within ``drain`` seconds:
+    the lanes' consumers, then the service's worker pools. Returns when the drain began."""
     log.info("worker stopping: no more work taken, finishing what runs (up to %.0f s)", drain)
     started = time.monotonic()
     service.cancel.set()
     jobs.stop(timeout=drain)
     service.stop_workers(timeout=max(0.5, drain - (time.monotonic() - started)))
-    listeners.deps.quotas.close()
-    store.close()
-    return code
+    return started
 
 
 def _serve_until(stop: threading.Event, jobs: Jobs) -> int:
